@@ -1,0 +1,76 @@
+"""Root Typer app: global options, sub-commands, and the one place errors become exit codes."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from typer.core import TyperGroup
+
+from kag import __version__
+from kag.console import error, set_verbosity
+from kag.errors import ExitCode, KagError
+
+
+class KagGroup(TyperGroup):
+    """Turns library errors into a one-line message and an exit code; no tracebacks."""
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KagError as exc:
+            error(str(exc))
+            raise typer.Exit(int(exc.exit_code)) from None
+        except KeyboardInterrupt:
+            error("interrupted")
+            raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
+        except BrokenPipeError:
+            # The reader went away (`kag stats | head`): not an error of ours.
+            raise typer.Exit(0) from None
+
+
+app = typer.Typer(
+    name="kag",
+    cls=KagGroup,
+    help="Knowledge-Augmented Generation toolkit: run LLM setups over datasets and grade them.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"kag {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    verbose: Annotated[int, typer.Option("--verbose", "-v", count=True, help="More logging (repeatable).")] = 0,
+    quiet: Annotated[int, typer.Option("--quiet", "-q", count=True, help="Less logging (repeatable).")] = 0,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """kag: run LLM setups over question datasets, then grade what they produced."""
+    set_verbosity(verbose - quiet)
+
+
+def _register() -> None:
+    from kag.commands import benchmark, find, graph, irt2, stats, triplets
+
+    stats.register(app, find)
+    benchmark.register(app)
+    graph.register(app)
+    triplets.register(app)
+    irt2.register(app)
+
+
+_register()
+
+
+def main() -> None:
+    app()

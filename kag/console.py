@@ -1,0 +1,69 @@
+"""The one terminal helper: stdout carries results, stderr everything else."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+from rich.console import Console
+
+_state = {"verbosity": 0}
+
+
+def _width() -> int | None:
+    value = os.environ.get("KAG_WIDTH")
+    return int(value) if value and value.isdigit() else None
+
+
+def stdout_console() -> Console:
+    """Console for results; no escape codes unless stdout is a terminal."""
+    return Console(file=sys.stdout, width=_width(), soft_wrap=False, highlight=False)
+
+
+def stderr_console() -> Console:
+    return Console(file=sys.stderr, width=_width(), highlight=False)
+
+
+class _Formatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return f"kag: {record.levelname.lower()}: {record.getMessage()}"
+
+
+def set_verbosity(verbosity: int) -> None:
+    """verbosity = count of -v minus count of -q; 0 shows warnings, 1 info, 2 debug."""
+    _state["verbosity"] = verbosity
+    level = logging.WARNING
+    if verbosity >= 2:
+        level = logging.DEBUG
+    elif verbosity == 1:
+        level = logging.INFO
+    elif verbosity < 0:
+        level = logging.ERROR
+    root = logging.getLogger("kag")
+    root.setLevel(level)
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_Formatter())
+    root.addHandler(handler)
+    root.propagate = False
+
+
+def verbosity() -> int:
+    return _state["verbosity"]
+
+
+def error(message: str) -> None:
+    """One-line error on stderr (no markup, no traceback)."""
+    print(f"kag: error: {message}", file=sys.stderr)
+
+
+def warn(message: str) -> None:
+    if _state["verbosity"] >= 0:
+        print(f"kag: warning: {message}", file=sys.stderr)
+
+
+def info(message: str) -> None:
+    if _state["verbosity"] >= 0:
+        print(message, file=sys.stderr)

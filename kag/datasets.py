@@ -1,0 +1,141 @@
+"""The datasets file: dataset name -> question id -> entry (see README, "Datasets file")."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+
+from kag.errors import InputError
+
+MAX_PROBLEMS = 20
+
+
+@dataclass(frozen=True)
+class MCQ:
+    """A multiple-choice question's expected output; `answer` is None when not declared."""
+
+    options: dict[str, str]
+    answer: str | None
+
+
+@dataclass(frozen=True)
+class Question:
+    dataset: str
+    id: str
+    input: str
+    mcq: MCQ | None  # None = free-form (benchmarked, never graded)
+
+    @property
+    def scorable(self) -> bool:
+        return self.mcq is not None and self.mcq.answer is not None
+
+
+@dataclass(frozen=True)
+class Datasets:
+    path: Path
+    datasets: dict[str, dict[str, Question]]
+
+    def get(self, dataset: str, question: str) -> Question | None:
+        return self.datasets.get(dataset, {}).get(question)
+
+    def iter_questions(self):  # -> Iterator[Question]
+        for questions in self.datasets.values():
+            yield from questions.values()
+
+    @property
+    def scorable_questions(self) -> int:
+        return sum(1 for q in self.iter_questions() if q.scorable)
+
+
+def name_problem(name: str) -> str | None:
+    """Why `name` cannot be a directory name, or None when it can."""
+    if name == "":
+        return "is empty"
+    if name in (".", ".."):
+        return f"is {name!r}"
+    for bad, label in (("/", "'/'"), ("\\", "'\\'"), ("\0", "NUL")):
+        if bad in name:
+            return f"contains {label}"
+    return None
+
+
+def _parse_question(dataset: str, qid: str, entry: object, problems: list[str]) -> Question | None:
+    where = f"{dataset}/{qid}"
+    if not isinstance(entry, dict):
+        problems.append(f"{where}: entry must be an object")
+        return None
+    text = entry.get("input")
+    if not isinstance(text, str):
+        problems.append(f"{where}: 'input' must be a string")
+        return None
+    output = entry.get("output")
+    if output is None:
+        return Question(dataset, qid, text, None)
+    if not isinstance(output, dict):
+        problems.append(f"{where}: 'output' must be an object")
+        return None
+    if output.get("type") != "MCQ":
+        problems.append(f"{where}: 'output.type' must be \"MCQ\" (got {output.get('type')!r})")
+        return None
+    options = output.get("options")
+    if not isinstance(options, dict) or not options:
+        problems.append(f"{where}: 'output.options' must be a non-empty object")
+        return None
+    if not all(isinstance(v, str) for v in options.values()):
+        problems.append(f"{where}: every value of 'output.options' must be a string")
+        return None
+    answer = output.get("answer")
+    if answer is not None and (not isinstance(answer, str) or answer not in options):
+        problems.append(f"{where}: 'output.answer' {answer!r} is not one of the option keys {list(options)}")
+        return None
+    return Question(dataset, qid, text, MCQ(dict(options), answer))
+
+
+def parse_datasets(data: bytes, path: Path) -> Datasets:
+    """Parse and validate a datasets file; all problems are reported at once (capped)."""
+    try:
+        raw = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise InputError(f"{path}: not valid JSON: {exc}") from None
+    if not isinstance(raw, dict):
+        raise InputError(f"{path}: the datasets file must be a JSON object (dataset name -> questions)")
+    problems: list[str] = []
+    datasets: dict[str, dict[str, Question]] = {}
+    for name, questions in raw.items():
+        why = name_problem(name)
+        if why:
+            problems.append(f"dataset name {name!r} {why}")
+            continue
+        if not isinstance(questions, dict):
+            problems.append(f"{name}: must be an object (question id -> entry)")
+            continue
+        parsed: dict[str, Question] = {}
+        for qid, entry in questions.items():
+            why = name_problem(qid)
+            if why:
+                problems.append(f"{name}: question id {qid!r} {why}")
+                continue
+            question = _parse_question(name, qid, entry, problems)
+            if question is not None:
+                parsed[qid] = question
+        datasets[name] = parsed
+    if problems:
+        shown = problems[:MAX_PROBLEMS]
+        more = len(problems) - len(shown)
+        lines = "\n  ".join(shown) + (f"\n  ... and {more} more" if more else "")
+        raise InputError(f"{path}: {len(problems)} problem(s) in the datasets file:\n  {lines}")
+    return Datasets(path, datasets)
+
+
+def load_datasets(path: str | Path) -> Datasets:
+    """Read and validate a datasets file; raises InputError naming the file and each problem."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise InputError(f"{path}: datasets file not found") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read the datasets file: {exc.strerror}") from None
+    return parse_datasets(data, path)
