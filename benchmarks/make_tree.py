@@ -1,0 +1,138 @@
+"""Generate a realistic Rust-format result tree for the stats/find benchmarks.
+
+    python benchmarks/make_tree.py OUT_DIR [--setups 10] [--questions 10000] [--seed 0]
+
+Writes ``OUT_DIR/datasets.json`` and ``OUT_DIR/results/<dataset>/<question>/<setup>.json``
+(no prefix). Half the setups are native (about 1 KB files, like the real med-kag tree),
+half are KAG setups with a rendered subgraph (2–12 KB) and a 768-d query embedding (about
+15 KB more), as the Rust tool writes them. About 2% of files are `error` files; responses
+are mostly an option key, some are sentences or "I don't know." (for `find`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import orjson  # noqa: E402
+
+from kag.results import (  # noqa: E402
+    AugmentedGeneration,
+    DatabaseStats,
+    ErrorResult,
+    ModelConfig,
+    OkResult,
+    OkStats,
+    Retrieval,
+    Timing,
+    dump_result,
+)
+
+DATASETS = ["medqa", "medmcqa", "pubmedqa", "bioasq", "mmlu"]
+WORDS = (
+    "patient acute chronic therapy serum lipase amylase biomarker pancreatitis protein gene "
+    "receptor inhibitor dose clinical trial cohort risk mortality infection vitamin deficiency "
+    "syndrome cell tissue blood pressure kidney liver heart lung brain tumor cancer"
+).split()
+SENTENCES = [
+    "I don't know.",
+    "The answer is B because the serum lipase is more specific.",
+    "Based on the context, the most likely answer is c.",
+    "Answer: a",
+    "Probably D, although the graph context does not mention it.",
+]
+
+
+def words(rng: random.Random, n: int) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(n))
+
+
+def make_tree(out: Path, setups: int, questions: int, seed: int = 0) -> Path:
+    rng = random.Random(seed)
+    results = out / "results"
+    per_dataset = questions // len(DATASETS)
+    datasets: dict[str, dict[str, object]] = {}
+    keys = ["a", "b", "c", "d"]
+    for name in DATASETS:
+        entries: dict[str, object] = {}
+        for q in range(per_dataset):
+            qid = str(10_000_000 + q)
+            entries[qid] = {
+                "input": words(rng, 25) + "?",
+                "output": {
+                    "type": "MCQ",
+                    "options": {k: words(rng, 3) for k in keys},
+                    "answer": rng.choice(keys),
+                },
+            }
+        datasets[name] = entries
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "datasets.json").write_bytes(orjson.dumps(datasets))
+    vec = [round(rng.uniform(-0.1, 0.1), 8) for _ in range(768)]
+    for s in range(setups):
+        kag = s % 2 == 1
+        setup = f"model{s // 2}-{'kag' if kag else 'native'}"
+        for name, entries in datasets.items():
+            for qid, entry in entries.items():  # type: ignore[union-attr]
+                path = results / name / qid / f"{setup}.json"
+                path.parent.mkdir(parents=True, exist_ok=True)
+                roll = rng.random()
+                if roll < 0.02:
+                    result = ErrorResult(f"Failed during the generation phase: timed out after {rng.randint(60, 300)}s")
+                else:
+                    answer = rng.choice(keys) if roll < 0.9 else rng.choice(SENTENCES)
+                    retrieval = None
+                    prompt = "Answer the question:\n\n" + entry["input"] + "\n\nChoices:\n" + words(rng, 40)  # type: ignore[index]
+                    if kag:
+                        lines = rng.randint(40, 250)
+                        text = "\n".join(
+                            f"({rng.randint(1, 10**8)})-[:{rng.choice(['MAPPED_TO', 'IS_A', 'TREATS'])}]->({rng.randint(1, 10**8)})"
+                            for _ in range(lines)
+                        )
+                        retrieval = Retrieval(
+                            result=text,
+                            document=entry["input"],  # type: ignore[index]
+                            vector=vec,
+                            database=DatabaseStats("neo4j", lines, lines + 10, lines // 3, Timing(0, rng.randint(10**7, 10**9))),
+                            time=Timing(1, rng.randint(0, 10**9 - 1)),
+                        )
+                        prompt += "\n\nGraph Context:\n" + text
+                    result = OkResult(
+                        answer,
+                        OkStats(
+                            prompt=prompt,
+                            retrieval=retrieval,
+                            config=ModelConfig(
+                                "ollama",
+                                "qwen3.5:9b",
+                                0.0,
+                                10000,
+                                AugmentedGeneration("kg-embedding", "neo4j") if kag else None,
+                            ),
+                            time=Timing(rng.randint(0, 300), rng.randint(0, 10**9 - 1)),
+                        ),
+                    )
+                with open(path, "wb") as handle:
+                    handle.write(dump_result(result))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--setups", type=int, default=10)
+    parser.add_argument("--questions", type=int, default=10_000)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    make_tree(args.out, args.setups, args.questions, args.seed)
+    count = sum(len(files) for _, _, files in os.walk(args.out / "results"))
+    print(f"wrote {count} result files under {args.out / 'results'}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

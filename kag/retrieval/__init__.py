@@ -1,0 +1,1 @@
+"""Knowledge-graph retrieval for KAG setups (see ``base`` for the contract)."""

@@ -1,0 +1,64 @@
+"""The contract between the benchmark runner and graph retrieval.
+
+The runner (``kag.generation``) owns the configuration file and the providers; retrieval
+(``kag.retrieval``) owns the ``[databases]`` and ``[retrievers]`` tables, the backends
+and the translations. They meet here:
+
+- at configuration load, the runner calls ``validate_retrieval(...)`` once per KAG setup
+  so that every configuration problem is reported before any request is sent;
+- per run, the runner calls ``open_retriever(...)`` once per (retriever, database) pair
+  (one database driver for the whole run) and ``await retriever.retrieve(text)`` per task;
+  ``await retriever.aclose()`` at the end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Protocol
+
+from kag.errors import KagError
+from kag.results import Retrieval
+
+# Embeds texts with a configured provider: (model, texts) -> one vector per text.
+EmbedFn = Callable[[str, list[str]], Awaitable[list[list[float]]]]
+
+
+class RetrievalError(KagError):
+    """A retrieval failed at run time (database down, index missing...): the task's
+    result becomes an ``error`` file whose message starts like the Rust tool's:
+    "Failed during the knowledge retrieval phase (KAG) on database '<name>': ..."."""
+
+
+class Retriever(Protocol):
+    name: str
+    database: str
+
+    async def retrieve(self, text: str) -> Retrieval:
+        """Embed ``text``, fetch the subgraph, render it. An empty subgraph gives a
+        Retrieval whose ``result`` is "" (the prompt then has no ``RETRIEVAL``)."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+class RetrievalFactory(Protocol):
+    def validate_retrieval(
+        self,
+        config_path: str,
+        retriever: str,
+        database: str,
+        retrievers: Mapping[str, Any],
+        databases: Mapping[str, Any],
+        providers: Mapping[str, Any],
+    ) -> None:
+        """Raise ConfigError naming the file, the component and the problem."""
+        ...
+
+    def open_retriever(
+        self,
+        retriever: str,
+        database: str,
+        retrievers: Mapping[str, Any],
+        databases: Mapping[str, Any],
+        embed: EmbedFn,
+    ) -> Retriever: ...
