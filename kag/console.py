@@ -6,7 +6,10 @@ import logging
 import os
 import sys
 
-from rich.console import Console
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 _state = {"verbosity": 0}
 
@@ -18,10 +21,14 @@ def _width() -> int | None:
 
 def stdout_console() -> Console:
     """Console for results; no escape codes unless stdout is a terminal."""
+    from rich.console import Console
+
     return Console(file=sys.stdout, width=_width(), soft_wrap=False, highlight=False)
 
 
 def stderr_console() -> Console:
+    from rich.console import Console
+
     return Console(file=sys.stderr, width=_width(), highlight=False)
 
 

@@ -1,13 +1,308 @@
-"""`kag benchmark` (not yet available)."""
+"""`kag generation` and `kag benchmark`: parse flags, call ``kag.generation``, render."""
 
 from __future__ import annotations
 
+import sys
+import time
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
 import typer
 
-from kag.errors import UsageError
+from kag.console import info, stderr_console, verbosity, warn
+from kag.errors import ExitCode, GateFailed, InputError, KagError, UsageError
+
+if TYPE_CHECKING:
+    from kag.generation.runner import Plan, RetryNotice, Summary, TaskOutcome
+
+
+class GenerationFailed(KagError):
+    """The model call (or the retrieval) failed for `kag generation`."""
+
+    exit_code = ExitCode.GATE
+
+
+class OutputFormat(str, Enum):
+    text = "text"
+    json = "json"
+
+
+PROGRESS_INTERVAL = 10.0  # seconds between plain progress lines when stderr is not a terminal
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    minutes, seconds = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes}m{seconds:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
+
+
+class PlainReporter:
+    """Progress as periodic log lines on stderr (for logs and CI, no escape codes)."""
+
+    def __init__(self, total: int, interval: float = PROGRESS_INTERVAL) -> None:
+        self.total = total
+        self.interval = interval
+        self.done = self.errors = 0
+        self.started = self.last = time.monotonic()
+
+    def line(self) -> str:
+        elapsed = time.monotonic() - self.started
+        rate = self.done / elapsed if elapsed > 0 else 0.0
+        eta = f", ETA {_duration((self.total - self.done) / rate)}" if rate > 0 and self.done < self.total else ""
+        return f"kag: progress: {self.done}/{self.total} done ({self.errors} error(s)), {rate:.2f} task(s)/s{eta}"
+
+    def task_done(self, outcome: TaskOutcome) -> None:
+        self.done += 1
+        if not outcome.ok:
+            self.errors += 1
+            warn(f"{outcome.label}: {outcome.error}")
+        now = time.monotonic()
+        if now - self.last >= self.interval:
+            self.last = now
+            info(self.line())
+
+    def retrying(self, notice: RetryNotice) -> None:
+        if verbosity() >= 1:
+            info(f"kag: retry: {notice.label}: attempt {notice.attempt} failed ({notice.reason}); "
+                 f"retrying in {notice.delay:.1f}s")
+
+
+class RichReporter:
+    """A progress bar on stderr (terminals only): done/total, errors, rate, ETA."""
+
+    def __init__(self, total: int) -> None:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        self.progress = Progress(
+            TextColumn("benchmark"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[errors]} error(s)"),
+            TextColumn("{task.fields[rate]}"),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            console=stderr_console(),
+            redirect_stdout=False,
+            redirect_stderr=False,
+        )
+        self.task = self.progress.add_task("benchmark", total=total, errors=0, rate="")
+        self.errors = 0
+        self.done = 0
+        self.started = time.monotonic()
+
+    def __enter__(self) -> RichReporter:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+    def task_done(self, outcome: TaskOutcome) -> None:
+        self.done += 1
+        if not outcome.ok:
+            self.errors += 1
+            if verbosity() >= 0:
+                self.progress.console.print(f"kag: warning: {outcome.label}: {outcome.error}", markup=False)
+        elapsed = time.monotonic() - self.started
+        rate = f"{self.done / elapsed:.2f}/s" if elapsed > 0 else ""
+        self.progress.update(self.task, advance=1, errors=self.errors, rate=rate)
+
+    def retrying(self, notice: RetryNotice) -> None:
+        if verbosity() >= 1:
+            self.progress.console.print(
+                f"kag: retry: {notice.label}: attempt {notice.attempt} failed ({notice.reason}); "
+                f"retrying in {notice.delay:.1f}s",
+                markup=False,
+            )
+
+
+def render_plan(plan: Plan, resume: bool) -> str:
+    """The --dry-run table (stdout): tasks per setup and dataset, and what is done."""
+    header = ("setup", "dataset", "tasks", "ok", "error", "stale", "unreadable", "missing", "to run")
+    rows = [header]
+    for r in plan.rows:
+        rows.append((r.setup, r.dataset, *(str(v) for v in (
+            r.tasks, r.ok, r.errors, r.stale, r.unreadable, r.missing, r.to_run))))
+    totals = [sum(getattr(r, f) for r in plan.rows)
+              for f in ("tasks", "ok", "errors", "stale", "unreadable", "missing", "to_run")]
+    rows.append(("total", "", *(str(v) for v in totals)))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = []
+    for row in rows:
+        cells = [row[0].ljust(widths[0]), row[1].ljust(widths[1])]
+        cells += [cell.rjust(widths[i + 2]) for i, cell in enumerate(row[2:])]
+        lines.append("  ".join(cells).rstrip())
+    mode = "--continue: kept files are skipped" if resume else "without --continue every task runs (existing files are overwritten)"
+    lines.append(f"{len(plan.tasks)} task(s) to run; {mode}.")
+    if plan.leftovers:
+        lines.append(f"{len(plan.leftovers)} leftover .tmp file(s) of interrupted writes would be removed.")
+    return "\n".join(lines)
+
+
+def summary_line(summary: Summary) -> str:
+    parts = [f"{summary.done} task(s) run: {summary.ok} ok, {summary.errors} error(s)"]
+    if summary.skipped:
+        parts.append(f"{summary.skipped} skipped (kept from earlier runs)")
+    if summary.stale_kept:
+        parts.append(f"{summary.stale_kept} stale result(s) kept (--rerun-stale re-runs them)")
+    if summary.not_run:
+        parts.append(f"{summary.not_run} not run")
+    text = "; ".join(parts) + f"; {summary.seconds:.1f}s"
+    if summary.interrupted:
+        return f"kag: benchmark interrupted: {text}. Run again with --continue to resume."
+    return f"kag: benchmark: {text}."
+
+
+def _read_prompt(prompt: str) -> str:
+    if prompt != "-":
+        return prompt
+    text = sys.stdin.read()
+    if not text.strip():
+        raise UsageError("PROMPT: '-' reads the prompt from standard input, which was empty")
+    return text
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("benchmark", help="(not yet available)")
-    def benchmark() -> None:
-        raise UsageError("'kag benchmark' is not yet available")
+    @app.command("generation")
+    def generation(
+        prompt: Annotated[str, typer.Argument(help="The input (fills {{INPUT}}); '-' reads standard input.")],
+        provider: Annotated[str, typer.Option("--provider", "-p", help="Provider component name.")],
+        model: Annotated[str, typer.Option("--model", "-m", help="Model name at the provider.")],
+        temperature: Annotated[float, typer.Option("--temperature", "-t", help="Sampling temperature.")],
+        config: Annotated[Path, typer.Option("--config", "-c", help="Configuration file.")] = Path("config.toml"),
+        tokens: Annotated[
+            int | None, typer.Option("--tokens", "-n", min=1, help="Ollama: num_ctx; OpenAI: max_tokens.")
+        ] = None,
+        system_prompt: Annotated[
+            Path | None, typer.Option("--system-prompt", "-s", help="Prompt template file (uses {{INPUT}}).")
+        ] = None,
+        retriever: Annotated[str | None, typer.Option("--retriever", "-r", help="Retriever (KAG).")] = None,
+        database: Annotated[str | None, typer.Option("--database", "-d", help="Database (KAG).")] = None,
+        output_format: Annotated[OutputFormat, typer.Option("--format", help="text or json.")] = OutputFormat.text,
+        retries: Annotated[int, typer.Option("--retries", min=0, help="Retries of transient failures.")] = 3,
+        timeout: Annotated[float, typer.Option("--timeout", min=0.001, help="Seconds per request.")] = 300.0,
+        backoff: Annotated[float, typer.Option("--backoff", min=0.0, help="First retry delay (s).")] = 1.0,
+    ) -> None:
+        """Run one prompt through one model (optionally with graph retrieval); print the answer."""
+        import orjson
+
+        from kag.generation.config import generation_setup, load_config
+        from kag.generation.retry import RetryPolicy
+        from kag.generation.runner import RunOptions, generate_once
+        from kag.results import ErrorResult, result_to_json
+
+        if (retriever is None) != (database is None):
+            raise UsageError("--retriever and --database go together")
+        text = _read_prompt(prompt)
+        cfg = load_config(config)
+        setup = generation_setup(cfg, provider, model, temperature, tokens, system_prompt, retriever, database, text)
+        options = RunOptions(parallel=1, timeout=timeout, retry=RetryPolicy(retries=retries, backoff=backoff))
+        result, _ = generate_once(cfg, setup, text, options, PlainReporter(1))
+        if output_format is OutputFormat.json:
+            sys.stdout.write(orjson.dumps(result_to_json(result), option=orjson.OPT_INDENT_2).decode() + "\n")
+        if isinstance(result, ErrorResult):
+            raise GenerationFailed(result.error)
+        if output_format is OutputFormat.text:
+            sys.stdout.write(result.result + "\n")
+
+    @app.command("benchmark")
+    def benchmark(
+        datasets: Annotated[Path, typer.Option("--datasets", "-d", help="Datasets file (JSON).")],
+        benchmark_file: Annotated[Path, typer.Option("--benchmark", "-b", help="Benchmark file (TOML).")],
+        config: Annotated[Path, typer.Option("--config", "-c", help="Configuration file.")] = Path("config.toml"),
+        parallel: Annotated[int, typer.Option("--parallel", "-p", min=1, help="Tasks in flight.")] = 1,
+        resume: Annotated[
+            bool, typer.Option("--continue", help="Keep existing results; run missing (and unreadable) ones.")
+        ] = False,
+        output: Annotated[Path, typer.Option("--output", "-o", help="Root of the result tree.")] = Path("."),
+        prefix: Annotated[str, typer.Option("--prefix", help="Prefix of result file names.")] = "",
+        skip: Annotated[str, typer.Option("--skip", metavar="A,B", help="Setups not to run (comma-separated).")] = "",
+        retry_errors: Annotated[
+            bool, typer.Option("--retry-errors", help="Re-run tasks whose result is an error (implies --continue).")
+        ] = False,
+        rerun_stale: Annotated[
+            bool, typer.Option("--rerun-stale", help="Re-run results whose setup changed (implies --continue).")
+        ] = False,
+        setup: Annotated[list[str], typer.Option("--setup", metavar="NAME", help="Run only this setup (repeatable).")] = [],  # noqa: B006
+        dataset: Annotated[
+            list[str], typer.Option("--dataset", metavar="NAME", help="Run only this dataset (repeatable).")
+        ] = [],  # noqa: B006
+        limit: Annotated[int | None, typer.Option("--limit", min=1, help="First N questions per dataset.")] = None,
+        dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; send nothing.")] = False,
+        retries: Annotated[int, typer.Option("--retries", min=0, help="Retries of transient failures.")] = 3,
+        timeout: Annotated[float, typer.Option("--timeout", min=0.001, help="Seconds per request.")] = 300.0,
+        backoff: Annotated[float, typer.Option("--backoff", min=0.0, help="First retry delay (s).")] = 1.0,
+        fail_on_error: Annotated[
+            bool, typer.Option("--fail-on-error", help="Exit 1 when any task ended in error.")
+        ] = False,
+    ) -> None:
+        """Run every setup of the benchmark file over the datasets; one result file per task."""
+        from kag.datasets import load_datasets
+        from kag.generation.config import load_benchmark, load_config
+        from kag.generation.retry import RetryPolicy
+        from kag.generation.runner import (
+            PlanOptions,
+            RunOptions,
+            check_output,
+            plan_benchmark,
+            remove_leftovers,
+            run_benchmark,
+        )
+
+        resume = resume or retry_errors or rerun_stale
+        cfg = load_config(config)
+        bench = load_benchmark(benchmark_file, cfg)
+        data = load_datasets(datasets)
+        plan_options = PlanOptions(
+            output=output,
+            prefix=prefix,
+            resume=resume,
+            retry_errors=retry_errors,
+            rerun_stale=rerun_stale,
+            setups=tuple(setup),
+            datasets=tuple(dataset),
+            skip=tuple(s.strip() for s in skip.split(",") if s.strip()),
+            limit=limit,
+            inspect=dry_run,
+        )
+        plan = plan_benchmark(cfg, bench, data, plan_options)
+        if dry_run:
+            sys.stdout.write(render_plan(plan, resume) + "\n")
+            return
+        check_output(output)
+        removed = remove_leftovers(plan)
+        if removed:
+            info(f"kag: removed {removed} leftover .tmp file(s) of interrupted writes")
+        if plan.stale_kept:
+            warn(f"{plan.stale_kept} result file(s) are stale (their setup, prompt template or question "
+                 "changed); --rerun-stale re-runs them")
+        info(f"kag: benchmark: {len(plan.tasks)} task(s) to run ({plan.skipped} kept) with --parallel {parallel}")
+        options = RunOptions(parallel=parallel, timeout=timeout, retry=RetryPolicy(retries=retries, backoff=backoff))
+        reporter: Any
+        if sys.stderr.isatty() and plan.tasks and verbosity() >= 0:
+            with RichReporter(len(plan.tasks)) as reporter:
+                summary = run_benchmark(plan, cfg, options, reporter)
+        else:
+            reporter = PlainReporter(len(plan.tasks))
+            summary = run_benchmark(plan, cfg, options, reporter)
+        info(summary_line(summary))
+        if summary.fatal is not None:
+            raise InputError(summary.fatal)
+        if summary.interrupted:
+            raise typer.Exit(int(ExitCode.INTERRUPTED))
+        if fail_on_error and summary.errors:
+            raise GateFailed(f"{summary.errors} task(s) ended in error (--fail-on-error)")

@@ -1,13 +1,173 @@
-"""`kag stats find` (not yet available)."""
+"""`kag stats find REGEX`: regex search over the model responses of a result tree."""
 
 from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 
 from kag.errors import UsageError
 
 
+class Format(str, Enum):
+    text = "text"
+    json = "json"
+    jsonl = "jsonl"
+
+
+def _from_stats(ctx: typer.Context, flag: str) -> Any:
+    """The value of ``flag`` given on ``kag stats`` (before ``find``), or None when it was
+    not given there. Looked up by flag, not by parameter name, so ``stats`` may name its
+    parameters as it likes; a default of ``stats`` never overrides one of ``find``."""
+    parent = ctx.parent
+    if parent is None:
+        return None
+    for param in parent.command.params:
+        if flag in param.opts and param.name is not None:
+            source = parent.get_parameter_source(param.name)
+            if source is None or source.name in ("DEFAULT", "DEFAULT_MAP"):
+                return None
+            value = parent.params.get(param.name)
+            return value if value not in ((), []) else None
+    return None
+
+
+def _pick(ctx: typer.Context, flag: str, after: Any, default: Any) -> Any:
+    """Options after ``find`` win, then options before it, then the default."""
+    if after is not None and after not in ((), []):
+        return after
+    before = _from_stats(ctx, flag)
+    return default if before is None else before
+
+
+def _format(value: Any) -> Format:
+    value = getattr(value, "value", value)
+    try:
+        return Format(value)
+    except ValueError:
+        raise UsageError(f"--format {value} is not available for find (text, json or jsonl)") from None
+
+
+def _fzf() -> str:
+    fzf = shutil.which("fzf")
+    if fzf is None:
+        raise UsageError("--interactive needs fzf on PATH (https://github.com/junegunn/fzf, e.g. apt-get install fzf)")
+    return fzf
+
+
+def _run_fzf(lines: list[str]) -> None:
+    """The Rust tool's browser: each line is ``<path>\t<shown text>``, the path hidden
+    and ``cat``-ed into the preview pane. fzf's own exit status (Esc gives 130) is not
+    ours: the search itself succeeded."""
+    command = [_fzf(), "--delimiter", "\t", "--with-nth", "2..", "--preview", "cat {1}"]
+    with subprocess.Popen(command, stdin=subprocess.PIPE, encoding="utf-8", errors="replace") as proc:
+        assert proc.stdin is not None
+        try:
+            for line in lines:
+                proc.stdin.write(line + "\n")
+            proc.stdin.close()
+        except BrokenPipeError:  # the user left fzf before reading everything
+            pass
+
+
 def register(stats_app: typer.Typer) -> None:
-    @stats_app.command("find", help="(not yet available)")
-    def find() -> None:
-        raise UsageError("'kag stats find' is not yet available")
+    @stats_app.command("find")
+    def find(
+        ctx: typer.Context,
+        pattern: Annotated[str, typer.Argument(metavar="REGEX", help="Pattern (regex module syntax) searched in each trimmed ok.result.")],
+        results: Annotated[Path | None, typer.Option("--results", "-r", help="Root of the result tree [default: .]")] = None,
+        prefix: Annotated[str | None, typer.Option("--prefix", help="File name prefix of result files [default: none]")] = None,
+        format: Annotated[Format | None, typer.Option("--format", help="text, json or jsonl [default: text]")] = None,
+        setup: Annotated[list[str] | None, typer.Option("--setup", metavar="GLOB", help="Only setups matching GLOB (repeatable).")] = None,
+        dataset: Annotated[list[str] | None, typer.Option("--dataset", metavar="GLOB", help="Only datasets matching GLOB (repeatable).")] = None,
+        ignore_case: Annotated[bool, typer.Option("--ignore-case", "-i", help="Case-insensitive matching.")] = False,
+        invert: Annotated[bool, typer.Option("--invert-match", "-v", help="Select responses that do NOT match.")] = False,
+        count: Annotated[bool, typer.Option("--count", "-c", help="Print the number of matching files per setup.")] = False,
+        files_only: Annotated[bool, typer.Option("--files-with-matches", "-l", help="Print only the paths of matching files.")] = False,
+        context: Annotated[int, typer.Option("--context", "-C", metavar="N", help="Characters shown around a match.")] = 40,
+        max_count: Annotated[int | None, typer.Option("--max-count", metavar="N", help="At most N matches per file.")] = None,
+        timeout: Annotated[float, typer.Option("--timeout", metavar="SECS", help="CPU seconds of matching allowed per file.")] = 1.0,
+        interactive: Annotated[bool, typer.Option("--interactive", help="Browse the matches in fzf.")] = False,
+        jobs: Annotated[int | None, typer.Option("--jobs", metavar="N", help="Worker processes [default: one per CPU for 1000+ files].")] = None,
+    ) -> None:
+        """Regex search over the model responses of a result tree (no datasets file needed).
+
+        Exit 0 when a file matched, 1 when none did, 2 on bad usage or an invalid pattern.
+        """
+        from kag.console import info, stdout_console
+        from kag.grading.search import FileOutcome, FileStatus, SearchOptions, flatten, format_hit, hit_to_json, result_to_json, search
+
+        root = str(_pick(ctx, "--results", results, Path(".")))
+        fmt = _format(_pick(ctx, "--format", format, Format.text))
+        options = SearchOptions(
+            pattern=pattern,
+            prefix=_pick(ctx, "--prefix", prefix, ""),
+            ignore_case=ignore_case,
+            invert=invert,
+            context=context,
+            max_count=max_count,
+            files_only=files_only,
+            timeout=timeout,
+            setups=tuple(_pick(ctx, "--setup", setup, ())),
+            datasets=tuple(_pick(ctx, "--dataset", dataset, ())),
+        )
+        if count and files_only:
+            raise UsageError("--count and --files-with-matches do not go together")
+        if interactive and (fmt is not Format.text or count):
+            raise UsageError("--interactive works with --format text only, without --count")
+        if interactive:
+            _fzf()  # a missing fzf is an error before, not after, the search
+
+        console = stdout_console()
+        color = console.is_terminal and not console.no_color and console.color_system is not None and not interactive
+        collected: list[str] = []
+
+        def emit(line: str, path: str = "") -> None:
+            if interactive:
+                collected.append(f"{path}\t{line}")
+            else:
+                sys.stdout.write(line + "\n")
+
+        def stream(outcome: FileOutcome) -> None:
+            if outcome.status is not FileStatus.MATCHED or count:
+                return
+            if fmt is Format.jsonl:
+                import orjson
+
+                for hit in outcome.hits:
+                    emit(orjson.dumps(hit_to_json(hit)).decode())
+            elif fmt is Format.text and files_only:
+                emit(flatten(outcome.file.path), outcome.file.path)
+            elif fmt is Format.text:
+                for hit in outcome.hits:
+                    emit(format_hit(hit, root, color), outcome.file.path)
+
+        result = search(root, options, jobs, on_outcome=stream)
+
+        if fmt is Format.json:
+            import orjson
+
+            sys.stdout.write(orjson.dumps(result_to_json(result, counts=count), option=orjson.OPT_INDENT_2).decode() + "\n")
+        elif count:
+            import orjson
+
+            for name, tally in result.per_setup.items():
+                if fmt is Format.jsonl:
+                    emit(orjson.dumps({"setup": name, "matches": tally.matched, "total": tally.total}).decode())
+                else:
+                    emit(f"{flatten(name)}:{tally.matched}")
+        if interactive and collected:
+            sys.stdout.flush()
+            _run_fzf(collected)
+        if fmt is Format.text:
+            if result.matches:
+                info(f"{result.matches} occurrence(s) out of {result.total} result file(s) matched the pattern.")
+            else:
+                info("No result matched the pattern.")
+        if not result.matches:
+            raise typer.Exit(1)

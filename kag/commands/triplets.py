@@ -1,13 +1,120 @@
-"""`kag triplets` (not yet available)."""
+"""`kag triplets GOLD PRED [PRED ...]`: grade predicted knowledge-graph triplets against gold."""
 
 from __future__ import annotations
 
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
 import typer
 
-from kag.errors import UsageError
+from kag.console import info, stdout_console
+
+if TYPE_CHECKING:
+    from kag.grading.triplets.model import TripletReport
+
+
+class OutputFormat(str, Enum):
+    TEXT = "text"
+    JSON = "json"
+
+
+class Match(str, Enum):
+    EXACT = "exact"
+    FUZZY = "fuzzy"
+    EMBEDDING = "embedding"
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("triplets", help="(not yet available)")
-    def triplets() -> None:
-        raise UsageError("'kag triplets' is not yet available")
+    @app.command("triplets")
+    def triplets(
+        gold: Annotated[Path, typer.Argument(help="Gold entries (JSON array or JSON Lines).", show_default=False)],
+        predictions: Annotated[
+            list[Path], typer.Argument(help="One or more prediction files, graded side by side.", show_default=False)
+        ],
+        output_format: Annotated[OutputFormat, typer.Option("--format", help="Report format on stdout.")] = (
+            OutputFormat.TEXT
+        ),
+        details: Annotated[
+            Path | None, typer.Option("--details", help="Write one JSON line per entry and file here.")
+        ] = None,
+        match: Annotated[Match, typer.Option("--match", help="How differing normalized strings compare.")] = (
+            Match.EXACT
+        ),
+        fuzzy_gate: Annotated[
+            float | None,
+            typer.Option(
+                "--fuzzy-gate",
+                min=0.0,
+                max=1.0,
+                help="Similarities below this count as 0 (default 0.70 fuzzy, 0.85 embedding).",
+                show_default=False,
+            ),
+        ] = None,
+        relations: Annotated[
+            Path | None, typer.Option("--relations", help="JSON list of valid relation names (default: 20 types).")
+        ] = None,
+        embedding_model: Annotated[
+            str | None,
+            typer.Option(
+                "--embedding-model",
+                help="fastembed model name or local folder for --match embedding (default: bundled MiniLM).",
+                show_default=False,
+            ),
+        ] = None,
+        allow_download: Annotated[
+            bool, typer.Option("--allow-download", help="Let fastembed download a model it does not have.")
+        ] = False,
+    ) -> None:
+        """Grade predicted knowledge-graph triplets against gold triplets (schema, entities,
+        relations, weights, grounding; micro P/R/F1; hallucinations)."""
+        from kag.grading.triplets.io import load_relations
+        from kag.grading.triplets.model import DEFAULT_RELATIONS, MatchMode
+        from kag.grading.triplets.report import report_json_bytes, write_details
+        from kag.grading.triplets.score import grade_triplets
+
+        relation_names = load_relations(relations) if relations is not None else DEFAULT_RELATIONS
+        report = grade_triplets(
+            gold,
+            predictions,
+            mode=MatchMode(match.value),
+            gate=fuzzy_gate,
+            relations=relation_names,
+            embedding_model=embedding_model,
+            allow_download=allow_download,
+        )
+        if details is not None:
+            lines = write_details(details, report)
+            info(f"kag: wrote {lines} detail lines to {details}")
+        if output_format is OutputFormat.JSON:
+            sys.stdout.write(report_json_bytes(report).decode())
+        else:
+            _render_text(report)
+
+
+def _render_text(report: TripletReport) -> None:
+    """The report as two tables on stdout, one column per prediction file."""
+    from rich.table import Table
+
+    from kag.grading.triplets.report import relation_rows, report_rows
+
+    gate = "" if report.gate is None else f", gate {report.gate:.2f}"
+    title = f"Triplets vs {report.gold}: match {report.match_mode.value}, similarity {report.similarity_backend}{gate}"
+    names = [run.predictions for run in report.runs]
+    console = stdout_console()
+    for heading, label, rows in (
+        (title, "metric", report_rows(report)),
+        ("Predicted relations", "relation", relation_rows(report)),
+    ):
+        table = Table(title=heading, title_justify="left", show_edge=False, pad_edge=False)
+        table.add_column(label)
+        for name in names:
+            table.add_column(name, justify="right")
+        for row_label, cells in rows:
+            if cells:
+                table.add_row(row_label, *cells)
+            else:
+                table.add_section()
+        console.print(table)
+        console.print()

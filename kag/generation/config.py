@@ -1,0 +1,503 @@
+"""The configuration file and the benchmark file: Jinja-rendered TOML, validated at load.
+
+Both files are rendered first as Jinja2 templates with two helpers, then parsed as TOML:
+
+- ``file(path)``: the text of a file. A relative path is looked up from the working
+  directory (as the Rust tool does), then next to the file being rendered;
+- ``env(name)``: the environment variable, or "" when it is unset.
+
+Undefined variables are errors (a prompt written inline with ``{{INPUT}}`` would otherwise
+silently render empty: wrap it in ``{% raw %}...{% endraw %}`` or load it with ``file()``).
+
+Every problem is a ConfigError whose message names the file, the component
+(``providers.<name>``, ``[<setup>]``) and the problem, raised before any request is sent.
+Secret values (provider keys, database passwords) never appear in these messages.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from kag.datasets import name_problem
+from kag.errors import ConfigError
+from kag.generation.templates import DEFAULT_TEMPLATE, PromptTemplate, compile_template
+from kag.results import AugmentedGeneration, ModelConfig
+
+log = logging.getLogger(__name__)
+
+COMPONENT_NAME = re.compile(r"[a-z0-9-]+")
+HIGH_TEMPERATURE = 1.5
+OLLAMA_DEFAULT_URL = "http://localhost:11434"
+OPENAI_DEFAULT_URL = "https://api.openai.com/v1"
+# Keys whose values are secrets wherever they appear (databases, retrievers, providers).
+SECRET_KEYS = frozenset({"key", "password", "api_key", "token", "secret"})
+
+
+# ---------------------------------------------------------------- model
+
+
+@dataclass(frozen=True)
+class OllamaProvider:
+    """Ollama's native API (``/api/chat``, ``/api/embed``); ``tokens`` becomes ``num_ctx``."""
+
+    name: str
+    url: str = OLLAMA_DEFAULT_URL
+    type: str = "Ollama"
+
+
+@dataclass(frozen=True)
+class OpenAIProvider:
+    """Any OpenAI-compatible server (``/chat/completions``, ``/embeddings``); ``tokens`` is
+    ``max_tokens``. An empty ``key`` sends no ``Authorization`` header (local servers)."""
+
+    name: str
+    key: str = field(repr=False)
+    url: str = OPENAI_DEFAULT_URL
+    type: str = "OpenAI"
+
+
+@dataclass(frozen=True)
+class FastEmbedProvider:
+    """In-process ONNX embeddings (``kag.embedding``); cannot generate text."""
+
+    name: str
+    model: str | None = None
+    type: str = "FastEmbed"
+
+
+ProviderConfig = OllamaProvider | OpenAIProvider | FastEmbedProvider
+PROVIDER_TYPES = ("Ollama", "OpenAI", "FastEmbed")
+
+
+@dataclass(frozen=True)
+class Config:
+    """The configuration file: typed providers, raw ``[databases]`` and ``[retrievers]``
+    tables (owned by ``kag.retrieval``), and the secrets to keep out of every output."""
+
+    path: Path
+    providers: Mapping[str, ProviderConfig]
+    databases: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, repr=False)
+    retrievers: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, repr=False)
+    raw_providers: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, repr=False)
+    secrets: frozenset[str] = field(default=frozenset(), repr=False)
+
+
+@dataclass(frozen=True)
+class Setup:
+    """One ``[<setup>]`` table of the benchmark file (or the flags of ``kag generation``)."""
+
+    name: str
+    provider: str
+    model: str
+    temperature: float
+    tokens: int | None = None
+    template: PromptTemplate | None = None
+    datasets: tuple[str, ...] | None = None
+    augmented_generation: AugmentedGeneration | None = None
+
+    def model_config(self) -> ModelConfig:
+        """The ``ok.stats.config`` block (``provider`` is the component name, as in Rust)."""
+        return ModelConfig(
+            provider=self.provider,
+            model=self.model,
+            temperature=self.temperature,
+            tokens=self.tokens,
+            augmented_generation=self.augmented_generation,
+        )
+
+    def runs_on(self, dataset: str) -> bool:
+        return self.datasets is None or dataset in self.datasets
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    path: Path
+    setups: Mapping[str, Setup]
+
+
+# ---------------------------------------------------------------- rendering and parsing
+
+
+def _read_text(path: Path, what: str) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: {what} not found") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: {what} is a directory") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: {what} is not UTF-8 text (byte {exc.start})") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the {what}: {exc.strerror}") from None
+
+
+class _FileNotReadable(Exception):
+    pass
+
+
+def render_file(path: str | Path, what: str = "configuration file") -> str:
+    """Render ``path`` as a Jinja2 template with ``file()`` and ``env()``; ConfigError names
+    the file and the line of any problem."""
+    path = Path(path)
+    raw = _read_text(path, what)
+
+    def file_helper(name: str) -> str:
+        candidates = [Path(name)]
+        if not Path(name).is_absolute():
+            candidates.append(path.parent / name)
+        for candidate in candidates:
+            if candidate.is_file():
+                try:
+                    return candidate.read_text(encoding="utf-8")
+                except (OSError, UnicodeDecodeError) as exc:
+                    raise _FileNotReadable(f"file({name!r}): cannot read {candidate}: {exc}") from None
+        tried = " or ".join(str(c) for c in dict.fromkeys(candidates))
+        raise _FileNotReadable(f"file({name!r}): not found (looked for {tried})")
+
+    def env_helper(name: str) -> str:
+        return os.environ.get(str(name), "")
+
+    environment = jinja2.Environment(
+        undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True
+    )
+    environment.globals.update(file=file_helper, env=env_helper)
+    try:
+        template = environment.from_string(raw)
+    except jinja2.TemplateSyntaxError as exc:
+        raise ConfigError(f"{path}: line {exc.lineno}: template syntax error: {exc.message}") from None
+    try:
+        return template.render()
+    except _FileNotReadable as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    except jinja2.UndefinedError as exc:
+        hint = ""
+        if any(v in str(exc.message) for v in ("INPUT", "CHOICE", "RETRIEVAL")):
+            hint = (
+                " (this file is rendered as a template before it is parsed: write an inline prompt"
+                " inside {% raw %}...{% endraw %}, or load it with file('prompt.md'))"
+            )
+        raise ConfigError(f"{path}: {exc.message}{hint}") from None
+    except jinja2.TemplateError as exc:
+        raise ConfigError(f"{path}: template error: {exc}") from None
+
+
+def _toml_loads(text: str) -> dict[str, Any]:
+    # tomli >= 2.4 reads TOML 1.1 (newlines inside inline tables), which the Rust tool's
+    # users write (see the med-kag configs); Python 3.11's tomllib reads TOML 1.0 only.
+    try:
+        import tomli as toml
+    except ImportError:  # pragma: no cover - depends on the environment
+        import tomllib as toml  # type: ignore[no-redef]
+    return toml.loads(text)
+
+
+def parse_toml(text: str, path: Path, rendered: bool) -> dict[str, Any]:
+    try:
+        return _toml_loads(text)
+    except ValueError as exc:  # TOMLDecodeError is a ValueError in tomllib and tomli
+        note = " (line numbers count in the file after template rendering)" if rendered else ""
+        raise ConfigError(f"{path}: not valid TOML: {exc}{note}") from None
+
+
+def _load_table(path: Path, what: str) -> dict[str, Any]:
+    raw = _read_text(path, what)
+    text = render_file(path, what)
+    return parse_toml(text, path, rendered=text != raw)
+
+
+# ---------------------------------------------------------------- validation helpers
+
+
+def _type_name(value: Any) -> str:
+    return {
+        bool: "boolean",
+        int: "integer",
+        float: "float",
+        str: "string",
+        list: "array",
+        dict: "table",
+    }.get(type(value), type(value).__name__)
+
+
+def _check_name(path: Path, where: str, name: str) -> None:
+    if not COMPONENT_NAME.fullmatch(name):
+        raise ConfigError(
+            f"{path}: {where}: invalid name {name!r} (use lowercase ASCII letters, digits and hyphens)"
+        )
+
+
+def _string(path: Path, where: str, table: Mapping[str, Any], key: str, default: str | None = None,
+            required: bool = False, secret: bool = False) -> str | None:
+    if key not in table:
+        if required:
+            raise ConfigError(f"{path}: {where}: missing required key '{key}'")
+        return default
+    value = table[key]
+    if not isinstance(value, str):
+        raise ConfigError(f"{path}: {where}: '{key}' must be a string (got {_type_name(value)})")
+    if not secret and required and not value.strip():
+        raise ConfigError(f"{path}: {where}: '{key}' must not be empty")
+    return value
+
+
+def _warn_unknown(path: Path, where: str, table: Mapping[str, Any], known: Iterable[str]) -> None:
+    extra = sorted(set(table) - set(known))
+    if extra:
+        log.warning("%s: %s: ignored unknown key(s) %s", path, where, ", ".join(repr(k) for k in extra))
+
+
+def _collect_secrets(value: Any, into: set[str]) -> None:
+    if isinstance(value, Mapping):
+        for key, inner in value.items():
+            if key in SECRET_KEYS and isinstance(inner, str) and inner:
+                into.add(inner)
+            else:
+                _collect_secrets(inner, into)
+    elif isinstance(value, list):
+        for inner in value:
+            _collect_secrets(inner, into)
+
+
+def _url(path: Path, where: str, table: Mapping[str, Any], default: str) -> str:
+    url = _string(path, where, table, "url", default)
+    assert url is not None
+    if not re.match(r"https?://[^/\s]", url):
+        raise ConfigError(f"{path}: {where}: 'url' must start with http:// or https:// (got {url!r})")
+    return url.rstrip("/")
+
+
+def _provider(path: Path, name: str, table: Any) -> ProviderConfig:
+    where = f"providers.{name}"
+    _check_name(path, where, name)
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: {where}: must be a table (got {_type_name(table)})")
+    kind = table.get("type")
+    if kind is None:
+        raise ConfigError(f"{path}: {where}: missing required key 'type' (one of {', '.join(PROVIDER_TYPES)})")
+    if kind == "Ollama":
+        _warn_unknown(path, where, table, ("type", "url"))
+        return OllamaProvider(name, _url(path, where, table, OLLAMA_DEFAULT_URL))
+    if kind == "OpenAI":
+        _warn_unknown(path, where, table, ("type", "url", "key"))
+        key = _string(path, where, table, "key", required=True, secret=True)
+        assert key is not None
+        return OpenAIProvider(name, key, _url(path, where, table, OPENAI_DEFAULT_URL))
+    if kind == "FastEmbed":
+        _warn_unknown(path, where, table, ("type", "model"))
+        return FastEmbedProvider(name, _string(path, where, table, "model"))
+    raise ConfigError(f"{path}: {where}: unknown provider type {kind!r} (expected one of {', '.join(PROVIDER_TYPES)})")
+
+
+def _raw_components(path: Path, data: Mapping[str, Any], section: str) -> dict[str, Mapping[str, Any]]:
+    tables = data.get(section, {})
+    if not isinstance(tables, dict):
+        raise ConfigError(f"{path}: [{section}] must be a table of tables (got {_type_name(tables)})")
+    for name, table in tables.items():
+        _check_name(path, f"{section}.{name}", name)
+        if not isinstance(table, dict):
+            raise ConfigError(f"{path}: {section}.{name}: must be a table (got {_type_name(table)})")
+    return dict(tables)
+
+
+def load_config(path: str | Path) -> Config:
+    """Load and validate the configuration file (see the module docstring)."""
+    path = Path(path)
+    data = _load_table(path, "configuration file")
+    extra = sorted(set(data) - {"providers", "databases", "retrievers"})
+    if extra:
+        log.warning("%s: ignored unknown top-level key(s) %s", path, ", ".join(repr(k) for k in extra))
+    raw_providers = _raw_components(path, data, "providers")
+    providers = {name: _provider(path, name, table) for name, table in raw_providers.items()}
+    databases = _raw_components(path, data, "databases")
+    retrievers = _raw_components(path, data, "retrievers")
+    secrets: set[str] = set()
+    for section in (raw_providers, databases, retrievers):
+        _collect_secrets(section, secrets)
+    return Config(path, providers, databases, retrievers, raw_providers, frozenset(secrets))
+
+
+# ---------------------------------------------------------------- setups
+
+
+def retrieval_factory() -> Any:
+    """``kag.retrieval.factory`` or None while graph retrieval is not installed."""
+    try:
+        from kag.retrieval import factory
+    except ImportError:
+        return None
+    return factory
+
+
+def check_generation(
+    path: Path,
+    where: str,
+    config: Config,
+    provider: str,
+    temperature: float,
+    augmented: AugmentedGeneration | None,
+) -> None:
+    """Check a (provider, temperature, retrieval) triple against the configuration."""
+    if provider not in config.providers:
+        known = ", ".join(sorted(config.providers)) or "none"
+        raise ConfigError(
+            f"{path}: {where}: provider {provider!r} is missing from the configuration"
+            f" (providers in {config.path}: {known})"
+        )
+    if isinstance(config.providers[provider], FastEmbedProvider):
+        raise ConfigError(
+            f"{path}: {where}: provider {provider!r} is a FastEmbed provider, which embeds but cannot generate text"
+        )
+    if not math.isfinite(temperature) or temperature < 0:
+        raise ConfigError(f"{path}: {where}: 'temperature' must be a number >= 0 (got {temperature})")
+    if temperature > HIGH_TEMPERATURE:
+        log.warning(
+            "%s: %s: high temperature (%s): model output may be highly erratic or nonsensical",
+            path, where, temperature,
+        )
+    if augmented is None:
+        return
+    factory = retrieval_factory()
+    if factory is None:
+        raise ConfigError(
+            f"{path}: {where}: retrieval not available in this installation (kag.retrieval.factory is missing)"
+        )
+    try:
+        factory.validate_retrieval(
+            str(config.path),
+            augmented.retriever,
+            augmented.database,
+            config.retrievers,
+            config.databases,
+            config.raw_providers,
+        )
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {where}: {exc}") from None
+
+
+def _number(path: Path, where: str, table: Mapping[str, Any], key: str, required: bool) -> float | None:
+    if key not in table:
+        if required:
+            raise ConfigError(f"{path}: {where}: missing required key '{key}'")
+        return None
+    value = table[key]
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(f"{path}: {where}: '{key}' must be a number (got {_type_name(value)})")
+    return float(value)
+
+
+def _tokens(path: Path, where: str, table: Mapping[str, Any]) -> int | None:
+    if "tokens" not in table:
+        return None
+    value = table["tokens"]
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ConfigError(f"{path}: {where}: 'tokens' must be a positive integer (got {value!r})")
+    return value
+
+
+def _augmented(path: Path, where: str, table: Mapping[str, Any]) -> AugmentedGeneration | None:
+    value = table.get("augmented_generation")
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ConfigError(
+            f"{path}: {where}: 'augmented_generation' must be a table {{retriever = \"...\", database = \"...\"}}"
+        )
+    inner = f"{where} augmented_generation"
+    _warn_unknown(path, inner, value, ("retriever", "database"))
+    retriever = _string(path, inner, value, "retriever", required=True)
+    database = _string(path, inner, value, "database", required=True)
+    assert retriever is not None and database is not None
+    return AugmentedGeneration(retriever, database)
+
+
+def _datasets_filter(path: Path, where: str, table: Mapping[str, Any]) -> tuple[str, ...] | None:
+    if "datasets" not in table:
+        return None
+    value = table["datasets"]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{path}: {where}: 'datasets' must be an array of dataset names")
+    for name in value:
+        why = name_problem(name)
+        if why:
+            raise ConfigError(f"{path}: {where}: dataset name {name!r} in 'datasets' {why}")
+    return tuple(value)
+
+
+SETUP_KEYS = ("provider", "model", "temperature", "tokens", "system_prompt", "datasets", "augmented_generation")
+
+
+def _setup(path: Path, name: str, table: Any, config: Config) -> Setup:
+    where = f"[{name}]"
+    _check_name(path, where, name)
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: {where}: a setup must be a table (got {_type_name(table)})")
+    _warn_unknown(path, where, table, SETUP_KEYS)
+    provider = _string(path, where, table, "provider", required=True)
+    model = _string(path, where, table, "model", required=True)
+    temperature = _number(path, where, table, "temperature", required=True)
+    assert provider is not None and model is not None and temperature is not None
+    augmented = _augmented(path, where, table)
+    check_generation(path, where, config, provider, temperature, augmented)
+    source = _string(path, where, table, "system_prompt")
+    origin = f"{path}: {where} system_prompt"
+    template = compile_template(source if source is not None else DEFAULT_TEMPLATE, origin)
+    if augmented is not None and "RETRIEVAL" not in template.variables:
+        log.warning("%s: %s: the setup retrieves, but its prompt template never uses RETRIEVAL", path, where)
+    return Setup(
+        name=name,
+        provider=provider,
+        model=model,
+        temperature=temperature,
+        tokens=_tokens(path, where, table),
+        template=template,
+        datasets=_datasets_filter(path, where, table),
+        augmented_generation=augmented,
+    )
+
+
+def load_benchmark(path: str | Path, config: Config) -> Benchmark:
+    """Load and validate the benchmark file against the configuration."""
+    path = Path(path)
+    data = _load_table(path, "benchmark file")
+    if not data:
+        raise ConfigError(f"{path}: the benchmark file defines no setup (add a [<setup>] table)")
+    setups = {name: _setup(path, name, table, config) for name, table in data.items()}
+    return Benchmark(path, setups)
+
+
+def generation_setup(
+    config: Config,
+    provider: str,
+    model: str,
+    temperature: float,
+    tokens: int | None,
+    system_prompt: Path | None,
+    retriever: str | None,
+    database: str | None,
+    text: str,
+) -> Setup:
+    """The setup of ``kag generation``: its flags, checked like a benchmark setup.
+
+    With ``--system-prompt`` the file is the template and ``text`` fills INPUT; without it
+    ``text`` itself is the template (as in the Rust tool). The template is rendered once
+    here (RETRIEVAL stubbed for KAG) so that an undefined variable stops before any request.
+    """
+    augmented = AugmentedGeneration(retriever, database) if retriever and database else None
+    check_generation(config.path, "kag generation", config, provider, temperature, augmented)
+    if system_prompt is not None:
+        template = compile_template(_read_text(system_prompt, "system prompt file"), str(system_prompt))
+    else:
+        template = compile_template(text, "the prompt")
+    from kag.generation.templates import prompt_variables
+
+    template.render(prompt_variables(text, None, "(retrieval)" if augmented else None))
+    return Setup("generation", provider, model, temperature, tokens, template, None, augmented)

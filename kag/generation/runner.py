@@ -1,0 +1,675 @@
+"""The benchmark runner: plan the (question, setup) tasks, run them concurrently, write one
+result file per task, report progress through callbacks, and never print.
+
+One task = retrieval (KAG setups) -> prompt rendering -> one model call (with retries) ->
+one result file written atomically through ``kag.results.write_result``. A task that fails
+(retrieval, rendering, or the model after its retries) becomes an ``error`` result file
+and the run goes on. Concurrency: ``parallel`` workers pull tasks from one shared
+iterator, so at most ``parallel`` tasks are in flight and a stop request (Ctrl-C) stops
+scheduling at once; in-flight tasks are cancelled, and a result that is being written when
+the stop arrives is finished first: no file is ever half-written, and a cancelled task
+leaves no file, so ``--continue`` runs it again.
+
+Times in ``ok.stats``: ``time`` is the whole task (retrieval, rendering, every attempt and
+wait), as the Rust tool measured it; ``generation_time`` is the successful model call alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import os
+import signal
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any, Protocol
+
+from kag import __version__
+from kag.datasets import Datasets, Question, name_problem
+from kag.errors import ConfigError, InputError, UsageError
+from kag.generation.config import Benchmark, Config, Setup, retrieval_factory
+from kag.generation.fingerprint import task_fingerprint
+from kag.generation.providers import ChatRequest, Provider, open_provider
+from kag.generation.retry import ProviderError, RetryPolicy, call_with_retries
+from kag.generation.templates import PromptRenderError, format_choices, prompt_variables
+from kag.results import (
+    TMP_SUFFIX,
+    ErrorResult,
+    OkResult,
+    OkStats,
+    Result,
+    Retrieval,
+    Timing,
+    UnreadableResult,
+    read_result,
+    result_path,
+    write_result,
+)
+
+log = logging.getLogger(__name__)
+
+RETRIEVAL_FAILED = "Failed during the knowledge retrieval phase (KAG) on database"
+GENERATION_FAILED = "Failed to generate a response from the model"
+RENDER_FAILED = "Failed to render the prompt template"
+MIN_SECRET_LENGTH = 3
+
+
+# ---------------------------------------------------------------- secrets
+
+
+@dataclass(frozen=True)
+class Redactor:
+    """Replaces every configured secret (keys, passwords) with ``***`` in a message.
+
+    Secrets shorter than 3 characters are left alone: redacting them would mangle every
+    message while protecting nothing.
+    """
+
+    secrets: tuple[str, ...] = ()
+
+    @classmethod
+    def for_config(cls, config: Config) -> Redactor:
+        kept = sorted((s for s in config.secrets if len(s) >= MIN_SECRET_LENGTH), key=len, reverse=True)
+        return cls(tuple(kept))
+
+    def __call__(self, text: str) -> str:
+        for secret in self.secrets:
+            text = text.replace(secret, "***")
+        return text
+
+
+# ---------------------------------------------------------------- options and events
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    parallel: int = 1
+    timeout: float = 300.0
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+
+
+@dataclass(frozen=True)
+class RetryNotice:
+    label: str
+    attempt: int
+    delay: float
+    reason: str
+
+
+@dataclass(frozen=True)
+class TaskOutcome:
+    label: str
+    path: Path
+    ok: bool
+    attempts: int
+    seconds: float
+    error: str | None = None
+
+
+class Reporter(Protocol):
+    """Receives the run's events (the command renders them; the runner never prints)."""
+
+    def task_done(self, outcome: TaskOutcome) -> None: ...
+
+    def retrying(self, notice: RetryNotice) -> None: ...
+
+
+class NullReporter:
+    def task_done(self, outcome: TaskOutcome) -> None:
+        pass
+
+    def retrying(self, notice: RetryNotice) -> None:
+        pass
+
+
+_current_label: contextvars.ContextVar[str] = contextvars.ContextVar("kag_task_label", default="")
+
+
+# ---------------------------------------------------------------- generation of one task
+
+
+class Generator:
+    """Runs single generations: opens each provider (one HTTP client) and each
+    (retriever, database) pair (one database driver) on first use, for the whole run."""
+
+    def __init__(self, config: Config, options: RunOptions, reporter: Reporter | None = None) -> None:
+        self.config = config
+        self.options = options
+        self.reporter = reporter or NullReporter()
+        self.redact = Redactor.for_config(config)
+        self._providers: dict[str, Provider] = {}
+        self._retrievers: dict[tuple[str, str], Any] = {}
+
+    # -- components
+
+    def provider(self, name: str) -> Provider:
+        if name not in self._providers:
+            self._providers[name] = open_provider(
+                self.config.providers[name], self.options.timeout, max(1, self.options.parallel)
+            )
+        return self._providers[name]
+
+    def _on_retry(self, attempt: int, delay: float, error: ProviderError) -> None:
+        self.reporter.retrying(RetryNotice(_current_label.get(), attempt, delay, self.redact(str(error))))
+
+    def embed_function(self, provider_name: str) -> Callable[[str, list[str]], Any]:
+        """``embed(model, texts)`` for a retriever, through ``provider_name``, with retries."""
+
+        async def embed(model: str, texts: list[str]) -> list[list[float]]:
+            provider = self.provider(provider_name)
+            vectors, _ = await call_with_retries(
+                lambda: provider.embed(model, texts), self.options.retry, self._on_retry
+            )
+            return vectors
+
+        return embed
+
+    def retriever(self, retriever: str, database: str) -> Any:
+        key = (retriever, database)
+        if key not in self._retrievers:
+            factory = retrieval_factory()
+            if factory is None:
+                raise ConfigError("retrieval not available in this installation (kag.retrieval.factory is missing)")
+            provider_name = self.config.retrievers.get(retriever, {}).get("provider", "")
+            self._retrievers[key] = factory.open_retriever(
+                retriever,
+                database,
+                self.config.retrievers,
+                self.config.databases,
+                self.embed_function(str(provider_name)),
+            )
+        return self._retrievers[key]
+
+    async def aclose(self) -> None:
+        for retriever in self._retrievers.values():
+            try:
+                await retriever.aclose()
+            except Exception as exc:  # closing must not hide the run's outcome
+                log.debug("closing a retriever failed: %s", exc)
+        for provider in self._providers.values():
+            await provider.aclose()
+        self._retrievers.clear()
+        self._providers.clear()
+
+    # -- one generation
+
+    async def generate(
+        self, setup: Setup, text: str, choices: str | None = None, fingerprint: str | None = None
+    ) -> tuple[Result, int]:
+        """Retrieval, rendering and the model call for one input; returns (result, attempts).
+
+        Failures become ErrorResult (messages start like the Rust tool's); secrets are
+        redacted from every message.
+        """
+        start = time.perf_counter()
+        retrieval: Retrieval | None = None
+        aug = setup.augmented_generation
+        if aug is not None:
+            try:
+                retrieval = await self.retriever(aug.retriever, aug.database).retrieve(text)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                message = str(exc) or type(exc).__name__
+                if not message.startswith(RETRIEVAL_FAILED):
+                    message = f"{RETRIEVAL_FAILED} '{aug.database}': {message}"
+                return ErrorResult(self.redact(message)), 0
+        assert setup.template is not None
+        try:
+            prompt = setup.template.render(
+                prompt_variables(text, choices, retrieval.result if retrieval is not None else None)
+            )
+        except PromptRenderError as exc:
+            return ErrorResult(self.redact(f"{RENDER_FAILED}: {exc}")), 0
+        provider = self.provider(setup.provider)
+        request = ChatRequest(setup.model, prompt, setup.temperature, setup.tokens)
+        call_seconds = [0.0]
+
+        async def attempt() -> Any:
+            began = time.perf_counter()
+            response = await provider.chat(request)
+            call_seconds[0] = time.perf_counter() - began
+            return response
+
+        try:
+            response, attempts = await call_with_retries(attempt, self.options.retry, self._on_retry)
+        except ProviderError as exc:
+            message = f"{GENERATION_FAILED}: {exc} (after {exc.attempts} attempt(s))"
+            return ErrorResult(self.redact(message)), exc.attempts
+        stats = OkStats(
+            prompt=prompt,
+            retrieval=retrieval,
+            config=setup.model_config(),
+            time=Timing.from_seconds(time.perf_counter() - start),
+            generation_time=Timing.from_seconds(call_seconds[0]),
+            usage=response.usage,
+            attempts=attempts,
+            fingerprint=fingerprint,
+            kag_version=__version__,
+        )
+        return OkResult(response.text, stats), attempts
+
+
+# ---------------------------------------------------------------- planning
+
+
+class FileState(Enum):
+    """What a task's result file held when the run was planned."""
+
+    MISSING = "missing"  # absent or empty
+    OK = "ok"
+    ERROR = "error"
+    STALE = "stale"  # ok, but its fingerprint differs from the task's
+    UNREADABLE = "unreadable"
+    EXISTS = "exists"  # present, not inspected (a run without --continue overwrites it)
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    output: Path
+    prefix: str = ""
+    resume: bool = False  # --continue
+    retry_errors: bool = False
+    rerun_stale: bool = False
+    setups: tuple[str, ...] = ()  # --setup (empty: all)
+    datasets: tuple[str, ...] = ()  # --dataset (empty: all)
+    skip: tuple[str, ...] = ()  # --skip
+    limit: int | None = None
+    inspect: bool = False  # read existing files even without --continue (--dry-run)
+
+
+@dataclass(frozen=True)
+class Task:
+    setup: Setup
+    question: Question
+    path: Path
+    fingerprint: str
+    state: FileState
+
+    @property
+    def label(self) -> str:
+        return f"{self.question.dataset}/{self.question.id} [{self.setup.name}]"
+
+
+@dataclass
+class PlanRow:
+    """Counts for one (setup, dataset) pair of the plan."""
+
+    setup: str
+    dataset: str
+    tasks: int = 0
+    ok: int = 0
+    errors: int = 0
+    stale: int = 0
+    unreadable: int = 0
+    missing: int = 0
+    to_run: int = 0
+
+
+@dataclass(frozen=True)
+class Plan:
+    tasks: tuple[Task, ...]  # to run, in dataset, question, setup order
+    rows: tuple[PlanRow, ...]
+    total: int  # every selected (question, setup) pair
+    skipped: int  # pairs with a result kept as it is (ok, or error without --retry-errors)
+    stale_kept: int  # stale results kept (no --rerun-stale)
+    leftovers: tuple[Path, ...]  # `.tmp` files of interrupted writes, to remove
+
+    @property
+    def stale(self) -> int:
+        return sum(row.stale for row in self.rows)
+
+
+def _inspect(path: Path, fingerprint: str) -> FileState:
+    try:
+        if path.stat().st_size == 0:
+            return FileState.MISSING
+    except FileNotFoundError:
+        return FileState.MISSING
+    except OSError:
+        return FileState.UNREADABLE
+    try:
+        result = read_result(path)
+    except UnreadableResult:
+        return FileState.UNREADABLE
+    if isinstance(result, ErrorResult):
+        return FileState.ERROR
+    stored = result.stats.fingerprint
+    # Files without a fingerprint (the Rust tool's) cannot be checked: they count as done.
+    if stored is not None and stored != fingerprint:
+        return FileState.STALE
+    return FileState.OK
+
+
+def _check_names(kind: str, names: tuple[str, ...], known: Mapping[str, Any] | list[str], flag: str) -> None:
+    for name in names:
+        why = name_problem(name)
+        if why:
+            raise UsageError(f"{flag}: {kind} name {name!r} {why}")
+        if name not in known:
+            listed = ", ".join(sorted(known)) or "none"
+            raise UsageError(f"{flag}: unknown {kind} {name!r} (known: {listed})")
+
+
+def check_prefix(prefix: str) -> None:
+    for bad, label in (("/", "'/'"), ("\\", "'\\'"), ("\0", "NUL")):
+        if bad in prefix:
+            raise UsageError(f"--prefix: {prefix!r} contains {label} (it becomes part of a file name)")
+
+
+def _check_prompts(benchmark: Benchmark, setups: list[Setup], questions: list[Question]) -> None:
+    """Render each setup's template once per shape of question (with/without CHOICE), so
+    an undefined variable is a ConfigError before any request; a KAG setup is rendered
+    with a placeholder RETRIEVAL (an empty retrieval is checked, and only warned about)."""
+    shapes = {q.mcq is not None: q for q in questions}
+    for setup in setups:
+        assert setup.template is not None
+        kag = setup.augmented_generation is not None
+        for question in shapes.values():
+            choices = format_choices(question.mcq.options) if question.mcq is not None else None
+            try:
+                setup.template.render(prompt_variables(question.input, choices, "(retrieval)" if kag else None))
+            except PromptRenderError as exc:
+                kind = "multiple-choice" if question.mcq is not None else "free-form"
+                raise ConfigError(
+                    f"{exc} (for the {kind} question {question.dataset}/{question.id})"
+                ) from None
+        if kag:
+            for question in shapes.values():
+                choices = format_choices(question.mcq.options) if question.mcq is not None else None
+                try:
+                    setup.template.render(prompt_variables(question.input, choices, None))
+                except PromptRenderError as exc:
+                    log.warning(
+                        "%s: [%s]: when retrieval returns nothing the prompt cannot render (%s);"
+                        " write {{ RETRIEVAL | default('<empty>') }}: such tasks will be error results",
+                        benchmark.path, setup.name, exc,
+                    )
+                    break
+
+
+def plan_benchmark(config: Config, benchmark: Benchmark, datasets: Datasets, options: PlanOptions) -> Plan:
+    """Every selected (question, setup) pair, what its result file holds, and which run.
+
+    Without ``resume`` every pair runs (existing files are overwritten, as the Rust tool
+    did). With it: missing, empty and unreadable files run; ``error`` files run only with
+    ``retry_errors``; ``ok`` files whose fingerprint changed (stale) run only with
+    ``rerun_stale``; other ``ok`` files are kept.
+    """
+    check_prefix(options.prefix)
+    _check_names("setup", options.setups, benchmark.setups, "--setup")
+    _check_names("setup", options.skip, benchmark.setups, "--skip")
+    _check_names("dataset", options.datasets, list(datasets.datasets), "--dataset")
+    setups = [
+        s for name, s in benchmark.setups.items()
+        if (not options.setups or name in options.setups) and name not in options.skip
+    ]
+    for setup in setups:
+        for name in setup.datasets or ():
+            if name not in datasets.datasets:
+                log.warning("%s: [%s]: dataset %r is not in %s", benchmark.path, setup.name, name, datasets.path)
+    inspect = options.resume or options.inspect
+    tasks: list[Task] = []
+    rows: dict[tuple[str, str], PlanRow] = {}
+    leftovers: list[Path] = []
+    questions_seen: list[Question] = []
+    total = skipped = stale_kept = 0
+    for dataset, questions in datasets.datasets.items():
+        if options.datasets and dataset not in options.datasets:
+            continue
+        selected = list(questions.values())
+        if options.limit is not None:
+            selected = selected[: options.limit]
+        active = [s for s in setups if s.runs_on(dataset)]
+        if active:
+            questions_seen.extend(selected)
+        for question in selected:
+            for setup in active:
+                aug = setup.augmented_generation
+                retriever_table = config.retrievers.get(aug.retriever) if aug else None
+                fingerprint = task_fingerprint(setup, question, retriever_table)
+                path = result_path(options.output, dataset, question.id, options.prefix, setup.name)
+                tmp = path.with_name(path.name + TMP_SUFFIX)
+                if os.path.lexists(tmp):
+                    leftovers.append(tmp)
+                if inspect:
+                    state = _inspect(path, fingerprint)
+                else:
+                    state = FileState.EXISTS if os.path.lexists(path) else FileState.MISSING
+                row = rows.setdefault((setup.name, dataset), PlanRow(setup.name, dataset))
+                row.tasks += 1
+                total += 1
+                if state is FileState.OK:
+                    row.ok += 1
+                elif state is FileState.ERROR:
+                    row.errors += 1
+                elif state is FileState.STALE:
+                    row.stale += 1
+                elif state is FileState.UNREADABLE:
+                    row.unreadable += 1
+                elif state is FileState.MISSING:
+                    row.missing += 1
+                run = (
+                    not options.resume
+                    or state in (FileState.MISSING, FileState.UNREADABLE)
+                    or (state is FileState.ERROR and options.retry_errors)
+                    or (state is FileState.STALE and options.rerun_stale)
+                )
+                if run:
+                    row.to_run += 1
+                    tasks.append(Task(setup, question, path, fingerprint, state))
+                else:
+                    skipped += 1
+                    if state is FileState.STALE:
+                        stale_kept += 1
+    _check_prompts(benchmark, setups, questions_seen)
+    ordered_rows = sorted(rows.values(), key=lambda r: (list(benchmark.setups).index(r.setup), r.dataset))
+    return Plan(tuple(tasks), tuple(ordered_rows), total, skipped, stale_kept, tuple(leftovers))
+
+
+def remove_leftovers(plan: Plan) -> int:
+    """Delete the ``.tmp`` files of writes a crash interrupted; returns how many."""
+    removed = 0
+    for tmp in plan.leftovers:
+        try:
+            tmp.unlink()
+            removed += 1
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise InputError(f"{tmp}: cannot remove the leftover temporary file: {exc.strerror}") from None
+    return removed
+
+
+def check_output(output: Path) -> None:
+    """Create the output folder and check that files can be written there (before any
+    request, so a read-only tree fails with exit 2, not with one error per task)."""
+    try:
+        output.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"{output}: cannot create the output directory: {exc.strerror}") from None
+    if not os.access(output, os.W_OK | os.X_OK):
+        raise InputError(f"{output}: the output directory is not writable")
+
+
+# ---------------------------------------------------------------- running
+
+
+@dataclass
+class Summary:
+    total: int = 0  # selected pairs
+    planned: int = 0  # tasks to run
+    ok: int = 0
+    errors: int = 0
+    skipped: int = 0  # kept results
+    stale_kept: int = 0
+    not_run: int = 0  # never started or cancelled (interrupted)
+    interrupted: bool = False
+    seconds: float = 0.0
+    fatal: str | None = None  # a result file could not be written: the run stopped
+
+    @property
+    def done(self) -> int:
+        return self.ok + self.errors
+
+
+class _Fatal(Exception):
+    pass
+
+
+async def run_plan(
+    plan: Plan,
+    generator: Generator,
+    reporter: Reporter | None = None,
+    stop: asyncio.Event | None = None,
+) -> Summary:
+    """Run the plan's tasks with ``generator.options.parallel`` workers.
+
+    Returns when every task has a result file, or when ``stop`` is set (in-flight tasks
+    are cancelled; the summary says how many did not run), or when a result file cannot
+    be written (``summary.fatal``; the other tasks are cancelled).
+
+    Results are written in a worker thread (fsync must not stall the event loop). A
+    cancellation that arrives during a write waits for it, so every file is whole or absent.
+    """
+    reporter = reporter or NullReporter()
+    summary = Summary(
+        total=plan.total, planned=len(plan.tasks), skipped=plan.skipped, stale_kept=plan.stale_kept
+    )
+    started = time.perf_counter()
+    pending: Iterator[Task] = iter(plan.tasks)
+    stopping = asyncio.Event()
+    workers: list[asyncio.Task[None]] = []
+    loop = asyncio.get_running_loop()
+
+    def record(task: Task, result: Result, attempts: int, began: float) -> None:
+        ok = isinstance(result, OkResult)
+        if ok:
+            summary.ok += 1
+        else:
+            summary.errors += 1
+        error = result.error if isinstance(result, ErrorResult) else None
+        reporter.task_done(TaskOutcome(task.label, task.path, ok, attempts, time.perf_counter() - began, error))
+
+    async def run_task(task: Task) -> None:
+        _current_label.set(task.label)
+        began = time.perf_counter()
+        question = task.question
+        choices = format_choices(question.mcq.options) if question.mcq is not None else None
+        try:
+            result, attempts = await generator.generate(task.setup, question.input, choices, task.fingerprint)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a bug must cost one task, not the run
+            log.debug("task %s raised", task.label, exc_info=True)
+            result = ErrorResult(generator.redact(f"internal error: {type(exc).__name__}: {exc}"))
+            attempts = 0
+        future = loop.run_in_executor(None, write_result, task.path, result)
+        try:
+            await asyncio.shield(future)
+        except asyncio.CancelledError:
+            await asyncio.wait([future])
+            if not future.cancelled() and future.exception() is None:
+                record(task, result, attempts, began)
+            raise
+        except OSError as exc:
+            raise _Fatal(f"{task.path}: cannot write the result file: {exc.strerror or exc}") from None
+        record(task, result, attempts, began)
+
+    def halt() -> None:
+        stopping.set()
+        current = asyncio.current_task()
+        for w in workers:
+            if w is not current:
+                w.cancel()
+
+    async def worker() -> None:
+        for task in pending:
+            if stopping.is_set():
+                return
+            try:
+                await run_task(task)
+            except _Fatal as exc:
+                if summary.fatal is None:
+                    summary.fatal = str(exc)
+                halt()
+                return
+
+    count = min(max(1, generator.options.parallel), len(plan.tasks))
+    workers.extend(asyncio.create_task(worker()) for _ in range(count))
+
+    async def watch_stop() -> None:
+        assert stop is not None
+        await stop.wait()
+        summary.interrupted = True
+        halt()
+
+    watcher = asyncio.create_task(watch_stop()) if stop is not None else None
+    try:
+        results = await asyncio.gather(*workers, return_exceptions=True)
+        for outcome in results:
+            if isinstance(outcome, BaseException) and not isinstance(outcome, asyncio.CancelledError):
+                raise outcome
+    finally:
+        if watcher is not None:
+            watcher.cancel()
+        summary.not_run = summary.planned - summary.done
+        summary.seconds = time.perf_counter() - started
+    return summary
+
+
+def _request_stop(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
+    stop.set()
+    # A second Ctrl-C falls back to Python's default handler (KeyboardInterrupt).
+    loop.remove_signal_handler(signal.SIGINT)
+
+
+def run_benchmark(
+    plan: Plan,
+    config: Config,
+    options: RunOptions,
+    reporter: Reporter | None = None,
+    handle_sigint: bool = True,
+) -> Summary:
+    """Run ``plan`` in a fresh event loop; with ``handle_sigint``, Ctrl-C stops the run
+    cleanly (the summary's ``interrupted`` is then true) instead of raising."""
+
+    async def main() -> Summary:
+        generator = Generator(config, options, reporter)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        installed = False
+        if handle_sigint:
+            try:
+                loop.add_signal_handler(signal.SIGINT, _request_stop, loop, stop)
+                installed = True
+            except (NotImplementedError, RuntimeError, ValueError):  # not the main thread
+                installed = False
+        try:
+            return await run_plan(plan, generator, reporter, stop)
+        finally:
+            if installed:
+                loop.remove_signal_handler(signal.SIGINT)
+            await generator.aclose()
+
+    return asyncio.run(main())
+
+
+def generate_once(
+    config: Config, setup: Setup, text: str, options: RunOptions, reporter: Reporter | None = None
+) -> tuple[Result, int]:
+    """One generation (``kag generation``): retrieval, rendering, the model call."""
+
+    async def main() -> tuple[Result, int]:
+        generator = Generator(config, options, reporter)
+        try:
+            _current_label.set("generation")
+            return await generator.generate(setup, text)
+        finally:
+            await generator.aclose()
+
+    return asyncio.run(main())

@@ -1,0 +1,927 @@
+"""Paired comparisons of setups on the questions both answered.
+
+Per-file records first (:class:`Answer`, one per graded result file), aggregation after:
+
+- :func:`mcnemar` - is the accuracy of two setups on the same questions different?
+- :func:`paired_bootstrap_diff` - a seeded percentile CI of the accuracy difference.
+- :func:`holm` - step-down adjustment of the p-values of several comparisons.
+- :func:`compare_setups` - every setup against one baseline: the three above together.
+- :func:`flips` - the questions one setup gets right and the other does not, both ways.
+- :func:`retrieval_impact` - accuracy of a KAG setup by retrieved-subgraph size, and the
+  questions retrieval helped or hurt against the same model without retrieval.
+
+"Correct" means the outcome OK; WRONG and ERR are both "not correct", as in ACC = OK/TOT,
+so a setup that errors where the other answers right loses that question.
+
+Nothing here reads files: :func:`answers_from_records` builds the records from the
+grading run of :mod:`kag.grading.mcq` plus the result files it graded.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+Outcome = Literal["OK", "WRONG", "ERR"]
+
+#: McNemar uses the exact binomial test when the discordant count b + c is below this.
+EXACT_BELOW = 25
+#: Two-sided 95% normal quantile (the Wilson interval's z, as `kag stats` uses it).
+Z95 = 1.959963984540054
+DEFAULT_ALPHA = 0.05
+DEFAULT_RESAMPLES = 10_000
+DEFAULT_SEED = 0
+
+
+# ---------------------------------------------------------------- records
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One graded result file, with what the comparisons need from it.
+
+    ``response`` is ``ok.result`` verbatim for OK/WRONG and the error message for ERR.
+    ``retrieved`` is True when the file has an ``ok.stats.retrieval`` record; then
+    ``vertices`` is the database's vertex count (None when the file does not say) and
+    ``retrieval_blank`` tells whether the rendered subgraph text is empty or whitespace.
+    ``model``/``provider``/``augmented`` come from ``ok.stats.config`` (None for ERR files).
+    """
+
+    dataset: str
+    question: str
+    setup: str
+    outcome: Outcome
+    response: str
+    gold: str | None = None
+    path: str | None = None
+    retrieved: bool = False
+    vertices: int | None = None
+    retrieval_blank: bool = False
+    model: str | None = None
+    provider: str | None = None
+    augmented: bool = False
+
+    @property
+    def correct(self) -> bool:
+        return self.outcome == "OK"
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.dataset, self.question)
+
+
+def index_answers(answers: Iterable[Answer]) -> dict[str, dict[tuple[str, str], Answer]]:
+    """setup -> (dataset, question) -> Answer. A later duplicate replaces an earlier one."""
+    by_setup: dict[str, dict[tuple[str, str], Answer]] = {}
+    for answer in answers:
+        by_setup.setdefault(answer.setup, {})[answer.key] = answer
+    return by_setup
+
+
+def question_sort_key(key: tuple[str, str]) -> tuple[str, int, int | str]:
+    """Datasets by name, then questions numerically when the id is a number (2 before 10)."""
+    dataset, question = key
+    return (dataset, 0, int(question)) if question.isdigit() else (dataset, 1, question)
+
+
+def paired_keys(a: dict[tuple[str, str], Answer], b: dict[tuple[str, str], Answer]) -> list[tuple[str, str]]:
+    """The (dataset, question) keys both setups have a graded file for, in question order."""
+    return sorted(a.keys() & b.keys(), key=question_sort_key)
+
+
+# ---------------------------------------------------------------- intervals and tests
+
+
+def wilson_interval(correct: int, total: int, z: float = Z95) -> tuple[float, float] | None:
+    """Wilson score interval of a proportion k/n.
+
+    centre = (p + z²/2n) / (1 + z²/n), half = z·sqrt(p(1-p)/n + z²/4n²) / (1 + z²/n),
+    interval = [centre - half, centre + half] clipped to [0, 1]. None when n = 0.
+    """
+    if total <= 0:
+        return None
+    p = correct / total
+    z2 = z * z
+    denom = 1 + z2 / total
+    centre = (p + z2 / (2 * total)) / denom
+    half = z * math.sqrt(p * (1 - p) / total + z2 / (4 * total * total)) / denom
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def binomial_two_sided_p(k: int, n: int) -> float:
+    """Exact two-sided p of k successes in n trials under p = 1/2.
+
+    p = min(1, 2 · Σ_{i=0}^{min(k, n-k)} C(n, i) / 2^n), computed in integers (no rounding
+    until the final division). The null distribution is symmetric, so doubling the smaller
+    tail equals summing every outcome at most as likely as k. n = 0 gives 1.
+    """
+    if n < 0 or not 0 <= k <= n:
+        raise ValueError(f"need 0 <= k <= n, got k={k}, n={n}")
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, i) for i in range(min(k, n - k) + 1))
+    return min(1.0, 2 * tail / 2**n)
+
+
+def chi2_sf_1df(x: float) -> float:
+    """Survival function of the chi-square distribution with 1 degree of freedom.
+
+    P(X > x) = P(|Z| > sqrt(x)) = erfc(sqrt(x / 2)) for x >= 0; 1 for x <= 0.
+    """
+    if x <= 0:
+        return 1.0
+    return math.erfc(math.sqrt(x / 2))
+
+
+@dataclass(frozen=True)
+class McNemar:
+    """McNemar's test on the discordant pairs of a paired 2x2 table.
+
+    ``b`` = questions only the first setup got right, ``c`` = only the second.
+    ``method`` is "exact" (binomial) or "chi2-cc" (chi-square with continuity correction);
+    ``statistic`` is the chi-square value for "chi2-cc" and ``min(b, c)`` for "exact".
+    """
+
+    b: int
+    c: int
+    statistic: float
+    p_value: float
+    method: Literal["exact", "chi2-cc"]
+
+    @property
+    def discordant(self) -> int:
+        return self.b + self.c
+
+
+def mcnemar(b: int, c: int, exact_below: int = EXACT_BELOW) -> McNemar:
+    """McNemar's test of b (A right, B wrong) against c (A wrong, B right).
+
+    Under H0 (equal accuracy) each discordant pair is a fair coin: b ~ Binomial(b + c, 1/2).
+
+    - b + c < ``exact_below`` (25 by default, the usual textbook rule): exact two-sided
+      binomial p, see :func:`binomial_two_sided_p`. b + c = 0 gives p = 1.
+    - otherwise Edwards' continuity-corrected statistic
+      χ² = max(0, |b - c| - 1)² / (b + c), p = P(χ²₁ > χ²) = erfc(sqrt(χ²/2)).
+      The max(0, ·) only matters when b = c, where it gives p = 1 instead of letting the
+      correction overshoot past zero.
+
+    Concordant pairs (both right, both wrong) carry no information and are not inputs.
+    """
+    if b < 0 or c < 0:
+        raise ValueError(f"discordant counts must be >= 0, got b={b}, c={c}")
+    n = b + c
+    if n < exact_below:
+        return McNemar(b, c, float(min(b, c)), binomial_two_sided_p(b, n), "exact")
+    statistic = max(0, abs(b - c) - 1) ** 2 / n
+    return McNemar(b, c, statistic, chi2_sf_1df(statistic), "chi2-cc")
+
+
+@dataclass(frozen=True)
+class BootstrapCI:
+    """Percentile interval of a paired accuracy difference and how it was drawn."""
+
+    estimate: float
+    low: float
+    high: float
+    confidence: float
+    resamples: int
+    seed: int
+
+
+def paired_bootstrap_diff(
+    a_correct: Sequence[bool],
+    b_correct: Sequence[bool],
+    n_resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    confidence: float = 0.95,
+) -> BootstrapCI:
+    """Paired bootstrap percentile CI of acc(A) - acc(B) over the same n questions.
+
+    estimate = (1/n) Σ (a_i - b_i). Each resample draws n question indices with
+    replacement and recomputes the mean difference; the interval is the
+    ((1-confidence)/2, (1+confidence)/2) quantiles of the ``n_resamples`` replicates
+    (numpy's default linear interpolation).
+
+    The difference d_i = a_i - b_i takes only the values +1, -1, 0, so a resample's mean
+    depends only on how many +1 and -1 it drew; those counts are jointly
+    Multinomial(n; b/n, c/n, 1 - (b+c)/n). Drawing them directly is the same distribution
+    as resampling indices, at O(resamples) instead of O(n · resamples) cost.
+
+    Randomness: ``numpy.random.default_rng(seed)`` (PCG64), fresh per call, so a result
+    depends only on (a, b, n_resamples, seed, confidence) and the numpy version.
+    Edge cases: n = 0 raises ValueError; when no pair is discordant the interval is
+    [0, 0]; lengths must match.
+    """
+    import numpy as np
+
+    if len(a_correct) != len(b_correct):
+        raise ValueError(f"paired samples differ in length: {len(a_correct)} vs {len(b_correct)}")
+    n = len(a_correct)
+    if n == 0:
+        raise ValueError("no paired questions to resample")
+    if n_resamples < 1:
+        raise ValueError(f"n_resamples must be >= 1, got {n_resamples}")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    b = sum(1 for x, y in zip(a_correct, b_correct, strict=True) if x and not y)
+    c = sum(1 for x, y in zip(a_correct, b_correct, strict=True) if y and not x)
+    estimate = (b - c) / n
+    rng = np.random.default_rng(seed)
+    counts = rng.multinomial(n, [b / n, c / n, (n - b - c) / n], size=n_resamples)
+    diffs = (counts[:, 0] - counts[:, 1]) / n
+    tail = (1 - confidence) / 2
+    low, high = np.quantile(diffs, [tail, 1 - tail])
+    return BootstrapCI(float(estimate), float(low), float(high), confidence, n_resamples, seed)
+
+
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values, in the input order.
+
+    Sort ascending p_(1) <= ... <= p_(m); adjusted p_(i) = min(1, max_{j<=i} (m-j+1)·p_(j)).
+    Rejecting where adjusted <= alpha controls the family-wise error rate at alpha.
+    Ties keep their input order (the max makes the result the same either way).
+    Empty input gives an empty list; m = 1 leaves the p-value unchanged.
+    """
+    m = len(pvalues)
+    for p in pvalues:
+        if not 0 <= p <= 1 or math.isnan(p):
+            raise ValueError(f"p-values must be in [0, 1], got {p}")
+    order = sorted(range(m), key=lambda i: pvalues[i])
+    adjusted = [0.0] * m
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * pvalues[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+# ---------------------------------------------------------------- every setup against a baseline
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One setup against the baseline on the n questions both have a graded file for.
+
+    ``setup_only`` (b) = questions the setup gets right and the baseline not; ``baseline_only``
+    (c) the reverse. ``diff`` = acc(setup) - acc(baseline) on the paired questions, None
+    when n = 0 (then there is no test: ``test``, ``ci`` and ``p_holm`` are None).
+    """
+
+    setup: str
+    baseline: str
+    n: int
+    setup_correct: int
+    baseline_correct: int
+    setup_only: int
+    baseline_only: int
+    diff: float | None
+    ci: BootstrapCI | None
+    test: McNemar | None
+    p_holm: float | None
+    significant: bool
+
+    @property
+    def setup_accuracy(self) -> float | None:
+        return self.setup_correct / self.n if self.n else None
+
+    @property
+    def baseline_accuracy(self) -> float | None:
+        return self.baseline_correct / self.n if self.n else None
+
+    @property
+    def verdict(self) -> Literal["better", "worse", "no significant difference", "no paired questions"]:
+        if self.n == 0 or self.diff is None:
+            return "no paired questions"
+        if not self.significant:
+            return "no significant difference"
+        return "better" if self.setup_only > self.baseline_only else "worse"
+
+
+@dataclass(frozen=True)
+class ComparisonRun:
+    """Every compared setup against one baseline, with the settings that produced it."""
+
+    baseline: str
+    comparisons: tuple[Comparison, ...]
+    alpha: float
+    seed: int
+    resamples: int
+    confidence: float
+    exact_below: int
+
+    @property
+    def regressions(self) -> tuple[Comparison, ...]:
+        """Setups significantly worse than the baseline after Holm's adjustment."""
+        return tuple(c for c in self.comparisons if c.verdict == "worse")
+
+
+def compare_setups(
+    answers: Iterable[Answer],
+    baseline: str,
+    setups: Sequence[str] | None = None,
+    alpha: float = DEFAULT_ALPHA,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    confidence: float = 0.95,
+    exact_below: int = EXACT_BELOW,
+) -> ComparisonRun:
+    """Compare each setup (default: every setup but the baseline, by name) to the baseline.
+
+    Per setup: paired questions = questions both have a graded file for (ERR counts as not
+    correct); McNemar on the discordant counts; a paired bootstrap CI of the difference
+    (each with a fresh generator seeded with ``seed``, so one comparison does not change
+    when other setups join the run); then Holm over the m comparisons that have at least
+    one paired question. ``significant`` = Holm-adjusted p <= alpha.
+    Raises ValueError when the baseline has no answers (the CLI names the setups).
+    """
+    by_setup = index_answers(answers)
+    if baseline not in by_setup:
+        raise ValueError(f"baseline {baseline!r} has no graded answers")
+    names = [s for s in (setups if setups is not None else sorted(by_setup)) if s != baseline]
+    base = by_setup[baseline]
+    raw: list[tuple[str, int, int, int, int, int, BootstrapCI | None, McNemar | None]] = []
+    for name in names:
+        mine = by_setup.get(name, {})
+        keys = paired_keys(mine, base)
+        a = [mine[k].correct for k in keys]
+        bb = [base[k].correct for k in keys]
+        only_a = sum(1 for x, y in zip(a, bb, strict=True) if x and not y)
+        only_b = sum(1 for x, y in zip(a, bb, strict=True) if y and not x)
+        if keys:
+            ci = paired_bootstrap_diff(a, bb, n_resamples, seed, confidence)
+            test = mcnemar(only_a, only_b, exact_below)
+        else:
+            ci = test = None
+        raw.append((name, len(keys), sum(a), sum(bb), only_a, only_b, ci, test))
+    tested = [r[7].p_value for r in raw if r[7] is not None]
+    adjusted = iter(holm(tested))
+    comparisons = []
+    for name, n, ca, cb, only_a, only_b, ci, test in raw:
+        p_holm = next(adjusted) if test is not None else None
+        comparisons.append(
+            Comparison(
+                setup=name,
+                baseline=baseline,
+                n=n,
+                setup_correct=ca,
+                baseline_correct=cb,
+                setup_only=only_a,
+                baseline_only=only_b,
+                diff=(ca - cb) / n if n else None,
+                ci=ci,
+                test=test,
+                p_holm=p_holm,
+                significant=p_holm is not None and p_holm <= alpha and only_a != only_b,
+            )
+        )
+    return ComparisonRun(baseline, tuple(comparisons), alpha, seed, n_resamples, confidence, exact_below)
+
+
+# ---------------------------------------------------------------- flips
+
+
+@dataclass(frozen=True)
+class Flip:
+    """A question where exactly one of the two setups is correct; both answers attached."""
+
+    dataset: str
+    question: str
+    gold: str | None
+    a: Answer
+    b: Answer
+
+
+@dataclass(frozen=True)
+class FlipReport:
+    """Questions A gets right and B not (``a_only``), and the reverse (``b_only``)."""
+
+    a: str
+    b: str
+    paired: int
+    both_correct: int
+    both_wrong: int
+    a_only: tuple[Flip, ...]
+    b_only: tuple[Flip, ...]
+
+
+def flips(answers: Iterable[Answer], a: str, b: str) -> FlipReport:
+    """The per-question flips between setups ``a`` and ``b`` on their paired questions.
+
+    A flip is a question where one setup is correct (OK) and the other is not (WRONG or
+    ERR). Flips are listed by dataset name, then question id (numeric ids in numeric
+    order). ``paired = both_correct + both_wrong + len(a_only) + len(b_only)``.
+    Filter ``answers`` by dataset beforehand to restrict the report.
+    """
+    by_setup = index_answers(answers)
+    mine, theirs = by_setup.get(a, {}), by_setup.get(b, {})
+    keys = paired_keys(mine, theirs)
+    a_only: list[Flip] = []
+    b_only: list[Flip] = []
+    both_correct = both_wrong = 0
+    for key in keys:
+        x, y = mine[key], theirs[key]
+        if x.correct and y.correct:
+            both_correct += 1
+        elif not x.correct and not y.correct:
+            both_wrong += 1
+        else:
+            flip = Flip(key[0], key[1], x.gold if x.gold is not None else y.gold, x, y)
+            (a_only if x.correct else b_only).append(flip)
+    return FlipReport(a, b, len(keys), both_correct, both_wrong, tuple(a_only), tuple(b_only))
+
+
+# ---------------------------------------------------------------- retrieval impact
+
+
+#: Size buckets by retrieved vertex count: (label, low, high) inclusive; None = no bound.
+SIZE_BUCKETS: tuple[tuple[str, int, int | None], ...] = (
+    ("1-10", 1, 10),
+    ("11-100", 11, 100),
+    ("101-1000", 101, 1000),
+    (">1000", 1001, None),
+)
+EMPTY = "empty"
+UNKNOWN_SIZE = "size unknown"
+NO_RETRIEVAL = "no retrieval"
+BUCKET_ORDER = (EMPTY, *(label for label, _, _ in SIZE_BUCKETS), UNKNOWN_SIZE, NO_RETRIEVAL)
+
+
+def size_bucket(answer: Answer) -> str:
+    """The retrieved-subgraph size bucket of one answer.
+
+    - "no retrieval": the file has no retrieval record (every ERR file, e.g. a failed
+      retrieval phase, and OK files of setups that did not retrieve);
+    - "empty": a retrieval record with 0 vertices, or whose rendered text is blank;
+    - "1-10", "11-100", "101-1000", ">1000": by the database's vertex count;
+    - "size unknown": a retrieval record that does not state the vertex count.
+    """
+    if not answer.retrieved:
+        return NO_RETRIEVAL
+    if answer.vertices == 0 or answer.retrieval_blank:
+        return EMPTY
+    if answer.vertices is None:
+        return UNKNOWN_SIZE
+    for label, low, high in SIZE_BUCKETS:
+        if answer.vertices >= low and (high is None or answer.vertices <= high):
+            return label
+    return UNKNOWN_SIZE  # negative counts: not a size we can place
+
+
+@dataclass(frozen=True)
+class ImpactRow:
+    """One bucket (or dataset) of a retrieval-impact report.
+
+    ``n`` answers of the KAG setup, ``correct`` of them OK. With a native setup the rows
+    hold paired questions only and ``native_correct``, ``helped`` (KAG right, native not),
+    ``hurt`` (native right, KAG not) and ``same`` (both right or both not) are set;
+    without one they are None.
+    """
+
+    label: str
+    n: int
+    correct: int
+    native_correct: int | None = None
+    helped: int | None = None
+    hurt: int | None = None
+    same: int | None = None
+
+    @property
+    def accuracy(self) -> float | None:
+        return self.correct / self.n if self.n else None
+
+    @property
+    def accuracy_ci95(self) -> tuple[float, float] | None:
+        return wilson_interval(self.correct, self.n)
+
+    @property
+    def native_accuracy(self) -> float | None:
+        return self.native_correct / self.n if self.n and self.native_correct is not None else None
+
+
+@dataclass(frozen=True)
+class RetrievalImpact:
+    """Where retrieval helps or hurts one KAG setup.
+
+    ``overall`` covers every analysed answer; ``buckets`` splits them by :func:`size_bucket`
+    (in :data:`BUCKET_ORDER`, empty buckets left out); ``per_dataset`` by dataset name.
+    With a native setup only paired questions are analysed and ``unpaired`` counts the
+    KAG answers left out; ``test`` is McNemar on helped vs hurt; ``hurt_responses`` counts
+    what the KAG setup answered on the hurt questions (trimmed response, or "(error)"),
+    most frequent first, ties by text, so a shift such as "answers 'maybe'" shows up.
+    """
+
+    setup: str
+    native: str | None
+    overall: ImpactRow
+    buckets: tuple[ImpactRow, ...]
+    per_dataset: tuple[ImpactRow, ...]
+    unpaired: int
+    test: McNemar | None
+    hurt_responses: tuple[tuple[str, int], ...] = ()
+
+
+def _impact_row(label: str, items: list[tuple[Answer, Answer | None]], paired: bool) -> ImpactRow:
+    correct = sum(1 for k, _ in items if k.correct)
+    if not paired:
+        return ImpactRow(label, len(items), correct)
+    native_correct = sum(1 for _, n in items if n is not None and n.correct)
+    helped = sum(1 for k, n in items if n is not None and k.correct and not n.correct)
+    hurt = sum(1 for k, n in items if n is not None and n.correct and not k.correct)
+    return ImpactRow(label, len(items), correct, native_correct, helped, hurt, len(items) - helped - hurt)
+
+
+def retrieval_impact(answers: Iterable[Answer], setup: str, native: str | None = None) -> RetrievalImpact:
+    """Accuracy of ``setup`` by retrieval size bucket and, against ``native`` (the same model
+    without retrieval), the helped / hurt / no-change counts overall, per bucket and per
+    dataset. Without ``native`` every answer of ``setup`` is analysed and the paired
+    columns are None. Raises ValueError when ``setup`` (or ``native``) has no answers.
+    """
+    by_setup = index_answers(answers)
+    if setup not in by_setup:
+        raise ValueError(f"setup {setup!r} has no graded answers")
+    mine = by_setup[setup]
+    if native is not None:
+        if native not in by_setup:
+            raise ValueError(f"setup {native!r} has no graded answers")
+        theirs = by_setup[native]
+        keys = paired_keys(mine, theirs)
+        items: list[tuple[Answer, Answer | None]] = [(mine[k], theirs[k]) for k in keys]
+        unpaired = len(mine) - len(keys)
+    else:
+        items = [(mine[k], None) for k in sorted(mine, key=question_sort_key)]
+        unpaired = 0
+    paired = native is not None
+    by_bucket: dict[str, list[tuple[Answer, Answer | None]]] = {}
+    by_dataset: dict[str, list[tuple[Answer, Answer | None]]] = {}
+    for item in items:
+        by_bucket.setdefault(size_bucket(item[0]), []).append(item)
+        by_dataset.setdefault(item[0].dataset, []).append(item)
+    overall = _impact_row("all", items, paired)
+    hurt = Counter(
+        "(error)" if k.outcome == "ERR" else " ".join(k.response.split())
+        for k, n in items
+        if n is not None and n.correct and not k.correct
+    )
+    test = mcnemar(overall.helped, overall.hurt) if paired and overall.helped is not None and overall.hurt is not None else None
+    return RetrievalImpact(
+        setup=setup,
+        native=native,
+        overall=overall,
+        buckets=tuple(_impact_row(b, by_bucket[b], paired) for b in BUCKET_ORDER if b in by_bucket),
+        per_dataset=tuple(_impact_row(d, by_dataset[d], paired) for d in sorted(by_dataset)),
+        unpaired=unpaired,
+        test=test,
+        hurt_responses=tuple(sorted(hurt.items(), key=lambda kv: (-kv[1], kv[0]))),
+    )
+
+
+@dataclass(frozen=True)
+class SetupProfile:
+    """What a setup's OK files say about it: the usual model and provider, and whether it
+    retrieves (any file with ``config.augmented_generation`` or a retrieval record)."""
+
+    setup: str
+    model: str | None
+    provider: str | None
+    augmented: bool
+
+
+def setup_profiles(answers: Iterable[Answer]) -> dict[str, SetupProfile]:
+    """One profile per setup; model/provider = the most common non-empty value (ties by name)."""
+    models: dict[str, Counter[tuple[str, str]]] = {}
+    augmented: dict[str, bool] = {}
+    for a in answers:
+        augmented[a.setup] = augmented.get(a.setup, False) or a.augmented or a.retrieved
+        counter = models.setdefault(a.setup, Counter())
+        if a.model:
+            counter[(a.model, a.provider or "")] += 1
+    profiles = {}
+    for setup, counter in models.items():
+        best = sorted(counter.items(), key=lambda kv: (-kv[1], kv[0]))
+        model, provider = best[0][0] if best else (None, None)
+        profiles[setup] = SetupProfile(setup, model, provider or None, augmented[setup])
+    return profiles
+
+
+def native_candidates(profiles: dict[str, SetupProfile], setup: str) -> list[str]:
+    """Setups without retrieval that share ``setup``'s model and provider, by name."""
+    me = profiles[setup]
+    if me.model is None:
+        return []
+    return sorted(
+        p.setup
+        for p in profiles.values()
+        if p.setup != setup and not p.augmented and p.model == me.model and p.provider == me.provider
+    )
+
+
+# ---------------------------------------------------------------- filters
+
+
+def matches_any(name: str, globs: Sequence[str] | None) -> bool:
+    """True when ``globs`` is empty/None or ``name`` matches one of them (fnmatch, case-sensitive)."""
+    if not globs:
+        return True
+    from fnmatch import fnmatchcase
+
+    return any(fnmatchcase(name, g) for g in globs)
+
+
+def gate_regressions(run: ComparisonRun) -> None:
+    """Raise GateFailed (exit 1) naming each setup significantly worse than the baseline.
+
+    "Significantly worse" = Holm-adjusted McNemar p <= alpha and the baseline wins more of
+    the discordant questions. A lower accuracy that is not significant passes the gate.
+    """
+    from kag.errors import GateFailed
+
+    worse = run.regressions
+    if not worse:
+        return
+    details = "; ".join(
+        f"{c.setup}: {100 * (c.diff or 0):+.2f} pp on {c.n} questions, Holm p = {c.p_holm:.3g}" for c in worse
+    )
+    raise GateFailed(
+        f"{len(worse)} setup(s) significantly worse than {run.baseline} at alpha {run.alpha:g}: {details}"
+    )
+
+
+# ---------------------------------------------------------------- JSON (numbers as Python floats)
+
+
+def _answer_json(a: Answer) -> dict[str, object]:
+    return {"outcome": a.outcome, "response": a.response, "path": a.path}
+
+
+def mcnemar_to_json(test: McNemar | None) -> dict[str, object] | None:
+    if test is None:
+        return None
+    return {"b": test.b, "c": test.c, "method": test.method, "statistic": test.statistic, "p_value": test.p_value}
+
+
+def comparison_run_to_json(run: ComparisonRun) -> dict[str, object]:
+    """The `kag stats compare --format json` document; fractions, not percentages."""
+    return {
+        "baseline": run.baseline,
+        "alpha": run.alpha,
+        "correction": "holm",
+        "exact_below": run.exact_below,
+        "bootstrap": {"resamples": run.resamples, "seed": run.seed, "confidence": run.confidence},
+        "comparisons": [
+            {
+                "setup": c.setup,
+                "baseline": c.baseline,
+                "paired_questions": c.n,
+                "setup_correct": c.setup_correct,
+                "baseline_correct": c.baseline_correct,
+                "setup_accuracy": c.setup_accuracy,
+                "baseline_accuracy": c.baseline_accuracy,
+                "setup_only": c.setup_only,
+                "baseline_only": c.baseline_only,
+                "difference": c.diff,
+                "difference_ci": [c.ci.low, c.ci.high] if c.ci else None,
+                "mcnemar": mcnemar_to_json(c.test),
+                "p_holm": c.p_holm,
+                "significant": c.significant,
+                "verdict": c.verdict,
+            }
+            for c in run.comparisons
+        ],
+        "regressions": [c.setup for c in run.regressions],
+    }
+
+
+def _flip_json(f: Flip) -> dict[str, object]:
+    return {"dataset": f.dataset, "question": f.question, "gold": f.gold, "a": _answer_json(f.a), "b": _answer_json(f.b)}
+
+
+def flip_report_to_json(report: FlipReport) -> dict[str, object]:
+    """The `kag stats flips --format json` document, full responses included."""
+    return {
+        "a": report.a,
+        "b": report.b,
+        "paired_questions": report.paired,
+        "both_correct": report.both_correct,
+        "both_wrong": report.both_wrong,
+        "a_only": [_flip_json(f) for f in report.a_only],
+        "b_only": [_flip_json(f) for f in report.b_only],
+    }
+
+
+def _impact_row_json(r: ImpactRow) -> dict[str, object]:
+    return {
+        "label": r.label,
+        "n": r.n,
+        "correct": r.correct,
+        "accuracy": r.accuracy,
+        "accuracy_ci95": list(r.accuracy_ci95) if r.accuracy_ci95 else None,
+        "native_correct": r.native_correct,
+        "native_accuracy": r.native_accuracy,
+        "helped": r.helped,
+        "hurt": r.hurt,
+        "no_change": r.same,
+    }
+
+
+def impact_to_json(impact: RetrievalImpact) -> dict[str, object]:
+    return {
+        "setup": impact.setup,
+        "native": impact.native,
+        "unpaired": impact.unpaired,
+        "overall": _impact_row_json(impact.overall),
+        "mcnemar": mcnemar_to_json(impact.test),
+        "hurt_responses": [{"response": r, "count": n} for r, n in impact.hurt_responses],
+        "buckets": [_impact_row_json(r) for r in impact.buckets],
+        "per_dataset": [_impact_row_json(r) for r in impact.per_dataset],
+    }
+
+
+# ---------------------------------------------------------------- from result files to answers
+
+
+def answer_from_result(
+    result: object, dataset: str, question: str, setup: str, outcome: Outcome, gold: str | None, path: str | None
+) -> Answer:
+    """The :class:`Answer` of one graded result file (a :data:`kag.results.Result`)."""
+    from kag.results import ErrorResult, OkResult
+
+    if isinstance(result, ErrorResult):
+        return Answer(dataset, question, setup, outcome, result.error, gold, path)
+    if not isinstance(result, OkResult):
+        raise TypeError(f"not a result: {type(result).__name__}")
+    stats = result.stats
+    retrieval = stats.retrieval
+    config = stats.config
+    return Answer(
+        dataset,
+        question,
+        setup,
+        outcome,
+        result.result,
+        gold,
+        path,
+        retrieved=retrieval is not None,
+        vertices=retrieval.database.vertices if retrieval is not None and retrieval.database is not None else None,
+        retrieval_blank=retrieval is not None and not retrieval.result.strip(),
+        model=config.model or None if config else None,
+        provider=config.provider or None if config else None,
+        augmented=config is not None and config.augmented_generation is not None,
+    )
+
+
+@dataclass(frozen=True)
+class AnswerSet:
+    """The graded answers of a result tree, and the files that could not be graded."""
+
+    answers: tuple[Answer, ...]
+    unreadable: tuple[str, ...] = ()
+    #: Every setup with a result file in the tree, before the setup and dataset filters.
+    tree_setups: tuple[str, ...] = ()
+
+    @property
+    def setups(self) -> list[str]:
+        return sorted({a.setup for a in self.answers})
+
+
+def load_answers(
+    datasets: object,
+    root: str,
+    prefix: str = "",
+    setups: Sequence[str] = (),
+    dataset_globs: Sequence[str] = (),
+) -> AnswerSet:
+    """Grade every result file of the tree into :class:`Answer` records (rules of `kag stats`).
+
+    ``datasets`` is a :class:`kag.datasets.Datasets`. Files of questions absent from it,
+    free-form questions and MCQs without an answer are left out; unreadable files are
+    logged and listed in ``unreadable``. ``setups`` / ``dataset_globs`` are fnmatch globs
+    (an empty sequence accepts everything).
+    """
+    import logging
+
+    from kag.results import UnreadableResult, list_results, read_result
+
+    log = logging.getLogger(__name__)
+    answers: list[Answer] = []
+    unreadable: list[str] = []
+    files = list_results(root, prefix).files
+    for file in files:
+        if not matches_any(file.setup, setups) or not matches_any(file.dataset, dataset_globs):
+            continue
+        question = datasets.get(file.dataset, file.question)  # type: ignore[attr-defined]
+        if question is None or question.mcq is None or question.mcq.answer is None:
+            continue
+        try:
+            result = read_result(file.path)
+        except UnreadableResult as exc:
+            log.warning("%s", exc)
+            unreadable.append(file.path)
+            continue
+        gold = question.mcq.answer
+        outcome = grade(result, gold)
+        answers.append(answer_from_result(result, file.dataset, file.question, file.setup, outcome, gold, file.path))
+    return AnswerSet(tuple(answers), tuple(unreadable), tuple(sorted({f.setup for f in files})))
+
+
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def grade(result: object, gold: str) -> Outcome:
+    """ERR for an error file; OK when the trimmed response equals ``gold`` ignoring ASCII case."""
+    from kag.grading.search import trim
+    from kag.results import ErrorResult, OkResult
+
+    if isinstance(result, ErrorResult):
+        return "ERR"
+    assert isinstance(result, OkResult)
+    return "OK" if trim(result.result).translate(_ASCII_LOWER) == gold.translate(_ASCII_LOWER) else "WRONG"
+
+
+# ---------------------------------------------------------------- everything for one report
+
+
+def best_setup(answers: Iterable[Answer]) -> str:
+    """The setup with the highest accuracy (OK / graded files), ties by name; the default baseline."""
+    counts: dict[str, list[int]] = {}
+    for a in answers:
+        c = counts.setdefault(a.setup, [0, 0])
+        c[0] += a.correct
+        c[1] += 1
+    if not counts:
+        raise ValueError("no graded answers")
+    return min(counts, key=lambda s: (-counts[s][0] / counts[s][1], s))
+
+
+@dataclass(frozen=True)
+class ImpactPlan:
+    """Which KAG setup is compared with which native one, and why (``note`` for the user)."""
+
+    setup: str
+    native: str | None
+    note: str | None = None
+
+
+def plan_impacts(answers: Sequence[Answer], setups: Sequence[str] | None = None, native: str | None = None) -> list[ImpactPlan]:
+    """Pair each KAG setup (default: every setup that retrieves) with its native setup.
+
+    With ``native`` given it is used for all. Otherwise the native setup is the one setup
+    without retrieval that has the same ``config.model`` and ``config.provider``; among
+    several the first by name is used (and ``note`` says which others matched); with none,
+    the impact is computed without one (``note`` says so).
+    """
+    profiles = setup_profiles(answers)
+    chosen = list(setups) if setups is not None else sorted(s for s, p in profiles.items() if p.augmented)
+    plans = []
+    for setup in chosen:
+        if native is not None:
+            if native != setup:  # a setup is not its own native baseline
+                plans.append(ImpactPlan(setup, native))
+            continue
+        candidates = native_candidates(profiles, setup)
+        if not candidates:
+            p = profiles.get(setup)
+            model = f"{p.provider}/{p.model}" if p and p.model else "an unknown model"
+            plans.append(ImpactPlan(setup, None, f"{setup}: no setup without retrieval uses {model}; "
+                                    "helped/hurt not computed (give one with --native)"))
+        elif len(candidates) > 1:
+            plans.append(ImpactPlan(setup, candidates[0], f"{setup}: several setups without retrieval use the same "
+                                    f"model ({', '.join(candidates)}); using {candidates[0]} (choose with --native)"))
+        else:
+            plans.append(ImpactPlan(setup, candidates[0]))
+    return plans
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """Everything the HTML page shows beyond the ranking."""
+
+    comparisons: ComparisonRun | None
+    flips: tuple[FlipReport, ...]
+    impacts: tuple[RetrievalImpact, ...]
+    notes: tuple[str, ...]
+
+
+def analyse(
+    answers: Sequence[Answer],
+    baseline: str | None = None,
+    alpha: float = DEFAULT_ALPHA,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    native: str | None = None,
+) -> Analysis:
+    """Comparisons of every setup against ``baseline`` (default: :func:`best_setup`), the
+    flips of each against the baseline, and the retrieval impact of each KAG setup.
+    With a single setup there is nothing to compare: ``comparisons`` is None.
+    """
+    names = sorted({a.setup for a in answers})
+    if not names:
+        return Analysis(None, (), (), ())
+    base = baseline if baseline is not None else best_setup(answers)
+    run = compare_setups(answers, base, None, alpha, n_resamples, seed) if len(names) > 1 else None
+    flip_reports = tuple(flips(answers, s, base) for s in names if s != base)
+    plans = plan_impacts(answers, native=native)
+    impacts = tuple(retrieval_impact(answers, p.setup, p.native) for p in plans)
+    return Analysis(run, flip_reports, impacts, tuple(p.note for p in plans if p.note))

@@ -1,0 +1,510 @@
+"""Regex search over the model responses of a result tree (`kag stats find`).
+
+Walks every ``<prefix>…json`` regular file below the results folder, at any depth and
+without following symbolic links (:func:`kag.results.iter_result_files_deep`), parses it
+with :func:`kag.results.parse_result`, and matches the pattern against the trimmed
+``ok.result``. Every walked file that passes the ``--setup``/``--dataset`` filters counts
+in ``total``; unreadable files and ``error`` files hold no response and are skipped.
+
+Patterns use the ``regex`` module's syntax. Matching one file has a CPU-time budget
+(``timeout``, the ``regex`` module's own ``timeout=`` argument, which measures the CPU
+time of the whole scan of that file): a pathological pattern such as ``(a+)+$`` is cut
+on the files where it explodes, reported for those files, and the search goes on.
+
+For speed the files can be searched by a pool of processes over chunks of the sorted
+file list; the chunks come back in order, so outcomes, hits and warnings always come out
+sorted by path whatever the number of workers.
+
+Nothing here prints: warnings go to ``logging.getLogger(__name__)`` (rendered as
+``kag: warning: …`` by the CLI), results are returned as frozen dataclasses.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import logging
+import math
+import multiprocessing
+import os
+import signal
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+import regex
+
+from kag.errors import UsageError
+from kag.results import ErrorResult, ResultFile, UnreadableResult, iter_result_files_deep, parse_result, setup_from_name
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CONTEXT = 40
+DEFAULT_TIMEOUT = 1.0
+# Below this many files a process pool costs more to start than it saves.
+POOL_MIN_FILES = 1000
+
+# Rust's `str::trim` strips the Unicode White_Space property, which differs from Python's
+# `str.strip()` (that also strips U+001C..U+001F). Offsets must agree with the Rust tool.
+WHITE_SPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+
+
+def trim(text: str) -> str:
+    """``text`` without leading and trailing Unicode White_Space (Rust's ``str::trim``)."""
+    return text.strip(WHITE_SPACE)
+
+
+# ---------------------------------------------------------------- options and outcomes
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    """What to search for and which files to search.
+
+    - ``pattern``: ``regex`` module syntax; compiled once (:func:`compile_pattern`).
+    - ``invert``: select the files whose trimmed response does NOT match.
+    - ``context``: characters kept on each side of a match (0 = the match alone).
+    - ``max_count``: at most this many hits per file (None = all); ``files_only`` stops at
+      the first hit of each file (``-l``), which is ``max_count=1``.
+    - ``timeout``: CPU seconds of matching allowed per file (> 0).
+    - ``setups`` / ``datasets``: shell globs (``fnmatch``, case-sensitive); a file is
+      searched when its setup matches any of ``setups`` and its dataset any of
+      ``datasets`` (an empty tuple accepts everything).
+    """
+
+    pattern: str
+    prefix: str = ""
+    ignore_case: bool = False
+    invert: bool = False
+    context: int = DEFAULT_CONTEXT
+    max_count: int | None = None
+    files_only: bool = False
+    timeout: float = DEFAULT_TIMEOUT
+    setups: tuple[str, ...] = ()
+    datasets: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.context < 0:
+            raise UsageError(f"--context must be 0 or more (got {self.context})")
+        if self.max_count is not None and self.max_count < 1:
+            raise UsageError(f"--max-count must be 1 or more (got {self.max_count})")
+        if not (self.timeout > 0 and math.isfinite(self.timeout)):
+            raise UsageError(f"--timeout must be more than 0 seconds (got {self.timeout})")
+
+    @property
+    def hits_per_file(self) -> int | None:
+        return 1 if self.files_only else self.max_count
+
+
+def compile_pattern(pattern: str, ignore_case: bool = False) -> regex.Pattern[str]:
+    """Compile with the ``regex`` module; an invalid pattern raises UsageError (exit 2)
+    carrying the compiler's message, e.g. ``missing ) at position 1``."""
+    flags = regex.IGNORECASE if ignore_case else 0
+    try:
+        return regex.compile(pattern, flags)
+    except regex.error as exc:
+        raise UsageError(f"invalid pattern {pattern!r}: {exc}") from None
+    except (OverflowError, ValueError, RecursionError, MemoryError) as exc:
+        raise UsageError(f"invalid pattern {pattern!r}: {exc}") from None
+
+
+class FileStatus(Enum):
+    """What searching one result file gave."""
+
+    MATCHED = "matched"  # selected: a match (or, inverted, no match)
+    NOT_MATCHED = "not_matched"
+    ERROR_RESULT = "error_result"  # an `error` file: no response to search
+    UNREADABLE = "unreadable"  # not a result file (bad JSON, wrong shape, I/O error)
+    TIMED_OUT = "timed_out"  # the budget ran out before any hit
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One match in one file. ``offset`` is the 0-based character index of the match in
+    the trimmed response (``length`` characters long); ``before``/``after`` are up to
+    ``context`` characters around it. An inverted search has one hit per selected file:
+    offset 0, ``match`` None, and the first ``2 × context`` characters as ``after``."""
+
+    file: ResultFile
+    offset: int
+    match: str | None
+    before: str
+    after: str
+    length: int
+
+    @property
+    def context(self) -> str:
+        return self.before + (self.match or "") + self.after
+
+    @property
+    def cut_before(self) -> bool:
+        return self.offset > len(self.before)
+
+    @property
+    def cut_after(self) -> bool:
+        return self.offset + len(self.match or "") + len(self.after) < self.length
+
+
+@dataclass(frozen=True)
+class FileOutcome:
+    """The search of one file. ``timed_out`` may be true on a MATCHED file: the budget ran
+    out after the hits shown were found (later matches in that file are missing)."""
+
+    file: ResultFile
+    status: FileStatus
+    hits: tuple[Hit, ...] = ()
+    timed_out: bool = False
+    message: str | None = None  # why a file is unreadable
+
+
+@dataclass(frozen=True)
+class SetupCount:
+    total: int = 0
+    matched: int = 0
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """Counts and hits of a whole search, everything sorted by path.
+
+    ``total`` counts every searched file (unreadable, error and timed-out ones included);
+    ``paths`` are the selected files (the Rust tool's ``paths``); ``per_setup`` maps each
+    setup seen to its searched and selected file counts.
+    """
+
+    total: int
+    paths: tuple[str, ...]
+    hits: tuple[Hit, ...]
+    unreadable: tuple[str, ...]
+    error_files: int
+    timed_out: tuple[str, ...]
+    per_setup: dict[str, SetupCount] = field(default_factory=dict)
+
+    @property
+    def matches(self) -> int:
+        return len(self.paths)
+
+
+# ---------------------------------------------------------------- the tree
+
+
+def relative_path(root: str, path: str) -> str:
+    """``path`` below ``root`` with ``/`` separators, as the text output shows it. The walk
+    yields ``os.path.join(root, …)`` paths, so this is a cheap prefix cut."""
+    base = root if root.endswith(os.sep) else root + os.sep
+    rel = path[len(base) :] if path.startswith(base) else os.path.relpath(path, root)
+    return rel.replace(os.sep, "/") if os.sep != "/" else rel
+
+
+def _locate(rel: str, path: str, prefix: str) -> ResultFile:
+    """Dataset = first folder below root, question = the folders between it and the file
+    (one folder in the normal layout); a file too shallow for either gets ``""``."""
+    parts = rel.split("/")
+    setup = setup_from_name(parts[-1], prefix) or ""
+    dataset = parts[0] if len(parts) >= 2 else ""
+    question = parts[1] if len(parts) == 3 else "/".join(parts[1:-1])
+    return ResultFile(path=path, dataset=dataset, question=question, setup=setup)
+
+
+class _Globs:
+    """``fnmatchcase`` against any of ``globs`` (none = everything), memoised: a tree has
+    few distinct setups and datasets but many files."""
+
+    def __init__(self, globs: tuple[str, ...]) -> None:
+        self.globs = globs
+        self.seen: dict[str, bool] = {}
+
+    def __call__(self, value: str) -> bool:
+        if not self.globs:
+            return True
+        hit = self.seen.get(value)
+        if hit is None:
+            hit = self.seen[value] = any(fnmatch.fnmatchcase(value, g) for g in self.globs)
+        return hit
+
+
+def list_search_files(root: str | os.PathLike[str], options: SearchOptions) -> list[ResultFile]:
+    """The files a search covers, sorted by path. Raises InputError when ``root`` is not
+    a folder."""
+    root = os.fspath(root)
+    keep_setup, keep_dataset = _Globs(options.setups), _Globs(options.datasets)
+    files = []
+    for path in iter_result_files_deep(root, options.prefix):
+        located = _locate(relative_path(root, path), path, options.prefix)
+        if keep_setup(located.setup) and keep_dataset(located.dataset):
+            files.append(located)
+    return files
+
+
+# ---------------------------------------------------------------- matching one file
+
+# What crosses the process boundary per file: None for the common "searched, no hit".
+_RawHit = tuple[int, str | None, str, str, int]
+_Raw = tuple[str, tuple[_RawHit, ...], bool, str | None] | None
+
+
+@dataclass(frozen=True)
+class _Matcher:
+    pattern: regex.Pattern[str]
+    invert: bool
+    context: int
+    hits_per_file: int | None
+    timeout: float
+
+
+def _match_text(text: str, m: _Matcher) -> tuple[list[_RawHit], bool]:
+    """Hits in ``text`` and whether the budget ran out. One ``finditer`` per file: its
+    ``timeout`` bounds the CPU time of the whole scan, not of each match."""
+    hits: list[_RawHit] = []
+    try:
+        if m.invert:
+            if m.pattern.search(text, timeout=m.timeout) is None:
+                hits.append((0, None, "", text[: 2 * m.context], len(text)))
+            return hits, False
+        c = m.context
+        for found in m.pattern.finditer(text, timeout=m.timeout):
+            start, end = found.span()
+            hits.append((start, text[start:end], text[max(0, start - c) : start], text[end : end + c], len(text)))
+            if m.hits_per_file is not None and len(hits) >= m.hits_per_file:
+                break
+    except TimeoutError:
+        return hits, True
+    return hits, False
+
+
+def _read(path: str) -> bytes:
+    # os.read halves the cost of a small file against open().read() (no buffered object).
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        data = os.read(fd, _READ_SIZE)
+        if len(data) == _READ_SIZE:
+            parts = [data]
+            while part := os.read(fd, _READ_SIZE):
+                parts.append(part)
+            data = b"".join(parts)
+    finally:
+        os.close(fd)
+    return data
+
+
+_READ_SIZE = 1 << 18
+
+
+def _search_path(path: str, m: _Matcher) -> _Raw:
+    try:
+        data = _read(path)
+    except OSError as exc:
+        return (FileStatus.UNREADABLE.value, (), False, exc.strerror or str(exc))
+    try:
+        result = parse_result(data)
+    except UnreadableResult as exc:
+        return (FileStatus.UNREADABLE.value, (), False, str(exc))
+    if isinstance(result, ErrorResult):
+        return (FileStatus.ERROR_RESULT.value, (), False, None)
+    hits, timed_out = _match_text(trim(result.result), m)
+    if hits:
+        return (FileStatus.MATCHED.value, tuple(hits), timed_out, None)
+    if timed_out:
+        return (FileStatus.TIMED_OUT.value, (), True, None)
+    return None
+
+
+_worker_matcher: _Matcher | None = None
+
+
+def _init_worker(matcher: _Matcher) -> None:
+    # Ctrl-C reaches the whole process group: the parent alone handles it and terminates
+    # the pool, so workers must not die printing their own tracebacks.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    global _worker_matcher
+    _worker_matcher = matcher
+
+
+def _search_chunk(paths: list[str]) -> list[_Raw]:
+    assert _worker_matcher is not None
+    return [_search_path(p, _worker_matcher) for p in paths]
+
+
+def _outcome(file: ResultFile, raw: _Raw) -> FileOutcome:
+    if raw is None:
+        return FileOutcome(file, FileStatus.NOT_MATCHED)
+    status, raw_hits, timed_out, message = raw
+    hits = tuple(Hit(file, *h) for h in raw_hits)
+    return FileOutcome(file, FileStatus(status), hits, timed_out, message)
+
+
+# ---------------------------------------------------------------- the search
+
+
+def default_jobs() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _chunks(files: Sequence[ResultFile], size: int) -> Iterator[list[str]]:
+    for start in range(0, len(files), size):
+        yield [f.path for f in files[start : start + size]]
+
+
+def iter_search(
+    root: str | os.PathLike[str], options: SearchOptions, jobs: int | None = None
+) -> Iterator[FileOutcome]:
+    """Search every file of the tree; yield one outcome per file, sorted by path.
+
+    ``jobs``: None = one process per CPU once there are ``POOL_MIN_FILES`` files or more;
+    1 = this process only; n > 1 = a pool of n processes whatever the file count.
+    Unreadable and timed-out files are warned about (one warning each, in path order);
+    ``error`` files are logged at info level. Closing the generator early (or Ctrl-C)
+    terminates the pool.
+    """
+    pattern = compile_pattern(options.pattern, options.ignore_case)
+    matcher = _Matcher(pattern, options.invert, options.context, options.hits_per_file, options.timeout)
+    files = list_search_files(root, options)
+    workers = default_jobs() if jobs is None else max(1, jobs)
+    use_pool = workers > 1 and len(files) > 1 and (jobs is not None or len(files) >= POOL_MIN_FILES)
+    if not use_pool:
+        raws: Iterator[_Raw] = (_search_path(f.path, matcher) for f in files)
+        yield from _reported(files, raws, options)
+        return
+    # Small chunks keep the workers busy to the end; large ones cut IPC round trips.
+    size = max(16, min(512, len(files) // (workers * 8) or 1))
+    with multiprocessing.Pool(workers, initializer=_init_worker, initargs=(matcher,)) as pool:
+        # Pool.__exit__ terminates the workers, on success, on error and on Ctrl-C alike.
+        chunked = pool.imap(_search_chunk, _chunks(files, size))
+        yield from _reported(files, (raw for chunk in chunked for raw in chunk), options)
+
+
+def _reported(files: Sequence[ResultFile], raws: Iterator[_Raw], options: SearchOptions) -> Iterator[FileOutcome]:
+    for file, raw in zip(files, raws, strict=True):
+        outcome = _outcome(file, raw)
+        if outcome.status is FileStatus.UNREADABLE:
+            log.warning("%s: unreadable result file, skipped: %s", file.path, outcome.message)
+        elif outcome.status is FileStatus.ERROR_RESULT:
+            log.info("%s: error result file, no response to search", file.path)
+        elif outcome.timed_out:
+            found = f" after {len(outcome.hits)} hit(s); later matches not shown" if outcome.hits else ""
+            log.warning(
+                "%s: pattern timed out (--timeout %g s of CPU)%s", file.path, options.timeout, found
+            )
+        yield outcome
+
+
+class SearchTally:
+    """Accumulates outcomes (as they stream) into a :class:`SearchResult`."""
+
+    def __init__(self) -> None:
+        self.total = 0
+        self.paths: list[str] = []
+        self.hits: list[Hit] = []
+        self.unreadable: list[str] = []
+        self.error_files = 0
+        self.timed_out: list[str] = []
+        self.per_setup: dict[str, list[int]] = {}
+
+    def add(self, outcome: FileOutcome) -> None:
+        self.total += 1
+        counts = self.per_setup.setdefault(outcome.file.setup, [0, 0])
+        counts[0] += 1
+        if outcome.status is FileStatus.MATCHED:
+            counts[1] += 1
+            self.paths.append(outcome.file.path)
+            self.hits.extend(outcome.hits)
+        elif outcome.status is FileStatus.UNREADABLE:
+            self.unreadable.append(outcome.file.path)
+        elif outcome.status is FileStatus.ERROR_RESULT:
+            self.error_files += 1
+        if outcome.timed_out:
+            self.timed_out.append(outcome.file.path)
+
+    def result(self) -> SearchResult:
+        if self.error_files:
+            log.warning(
+                "%d error result file(s) counted and skipped (no response to search; -v lists them)",
+                self.error_files,
+            )
+        return SearchResult(
+            total=self.total,
+            paths=tuple(self.paths),
+            hits=tuple(self.hits),
+            unreadable=tuple(self.unreadable),
+            error_files=self.error_files,
+            timed_out=tuple(self.timed_out),
+            per_setup={k: SetupCount(*v) for k, v in sorted(self.per_setup.items())},
+        )
+
+
+def search(
+    root: str | os.PathLike[str],
+    options: SearchOptions,
+    jobs: int | None = None,
+    on_outcome: Callable[[FileOutcome], Any] | None = None,
+) -> SearchResult:
+    """Search the tree and return the whole result; ``on_outcome`` sees every file's
+    outcome as it arrives (in path order), to stream output before the search ends."""
+    tally = SearchTally()
+    for outcome in iter_search(root, options, jobs):
+        tally.add(outcome)
+        if on_outcome is not None:
+            on_outcome(outcome)
+    return tally.result()
+
+
+# ---------------------------------------------------------------- rendering (strings only)
+
+_ESCAPES = {"\r\n": "⏎", "\n": "⏎", "\r": "⏎", "\t": " "}
+_CONTROL = regex.compile(r"\r\n|[\x00-\x1f\x7f-\x9f]")
+_COLOR = {"path": "\x1b[35m", "offset": "\x1b[32m", "match": "\x1b[1;31m", "reset": "\x1b[0m"}
+
+
+def flatten(text: str) -> str:
+    """One printable line: newlines become ``⏎``, tabs spaces, and other control
+    characters (a model may emit ESC) ``\\xNN`` so no response can drive the terminal."""
+    return _CONTROL.sub(lambda m: _ESCAPES.get(m.group(), f"\\x{ord(m.group()):02x}"), text)
+
+
+def format_hit(hit: Hit, root: str, color: bool = False) -> str:
+    """``<dataset>/<question>/<file>:<offset>: …before[match]after…`` (``…`` marks cut
+    context); with ``color`` the path, offset and match get grep's colours."""
+    rel = relative_path(root, hit.file.path)
+    # An inverted hit shows the head of the response, with no brackets.
+    body = "" if hit.match is None else f"[{flatten(hit.match)}]"
+    if color and body:
+        body = f"{_COLOR['match']}{body}{_COLOR['reset']}"
+    lead, tail = ("…" if hit.cut_before else ""), ("…" if hit.cut_after else "")
+    text = f"{lead}{flatten(hit.before)}{body}{flatten(hit.after)}{tail}"
+    if color:
+        return f"{_COLOR['path']}{rel}{_COLOR['reset']}:{_COLOR['offset']}{hit.offset}{_COLOR['reset']}: {text}"
+    return f"{rel}:{hit.offset}: {text}"
+
+
+def hit_to_json(hit: Hit) -> dict[str, Any]:
+    """The ``--format jsonl`` object (and an item of the JSON document's ``hits``)."""
+    return {
+        "path": hit.file.path,
+        "dataset": hit.file.dataset,
+        "question": hit.file.question,
+        "setup": hit.file.setup,
+        "offset": hit.offset,
+        "match": hit.match,
+        "context": hit.context,
+    }
+
+
+def result_to_json(result: SearchResult, counts: bool = False) -> dict[str, Any]:
+    """The Rust tool's document ``{matches, total, paths}`` plus additive ``hits``,
+    ``unreadable_files``, ``error_files``, ``timed_out`` and, with ``counts``, per-setup
+    ``counts``."""
+    doc: dict[str, Any] = {
+        "matches": result.matches,
+        "total": result.total,
+        "paths": list(result.paths),
+        "hits": [hit_to_json(h) for h in result.hits],
+        "unreadable_files": len(result.unreadable),
+        "error_files": result.error_files,
+        "timed_out": list(result.timed_out),
+    }
+    if counts:
+        doc["counts"] = {s: {"matches": c.matched, "total": c.total} for s, c in result.per_setup.items()}
+    return doc

@@ -1,0 +1,240 @@
+"""The linear assignment solver: Kuhn–Munkres with Jonker–Volgenant shortest augmenting paths.
+
+`linear_sum_assignment(matrix, maximize=...)` has the contract of
+`scipy.optimize.linear_sum_assignment`: for an ``n × m`` matrix it returns ``(rows, cols)``,
+``k = min(n, m)`` index pairs, every row (if ``n ≤ m``) or every column (if ``n > m``)
+assigned exactly once, minimizing (or maximizing) ``Σ matrix[rows, cols]``. Rectangular
+input needs no padding: the algorithm assigns the rows of the shorter side one by one.
+For a matrix of non-negative weights that is maximized (the triplet grader's case), that
+is the same optimum as padding to a square with zero-weight dummies, since a dummy adds 0.
+
+Algorithm (Crouse, "On implementing 2D rectangular assignment algorithms", IEEE TAES
+2016, the shortest-augmenting-path form of Jonker & Volgenant 1987): keep dual
+potentials ``u`` (rows) and ``v`` (columns) with ``cost[i, j] − u[i] − v[j] ≥ 0`` and
+``= 0`` on assigned pairs. For each new row run Dijkstra on the reduced costs to the
+nearest free column, update the potentials so reduced costs stay non-negative, and flip
+the path. Each row costs O(n·m), so the whole is O(n²·m) ⊆ O(n³).
+
+Ties between equal reduced costs go to a free column (this ends the search early on
+integer-like matrices with many ties), otherwise to the first candidate in scan order;
+the scan order is the one SciPy's C++ implementation uses, so on matrices with several
+optima both pick the same assignment in practice (tests check the optimum's value, which
+is what the contract promises).
+
+Two implementations of the one algorithm: a pure-Python loop for small matrices (no
+numpy call overhead per step) and a numpy one whose inner scan is vectorized for large
+ones; both perform the same floating-point operations in the same order and return the
+same assignment. ``_PYTHON_MAX_COLS`` is where the numpy version starts to win (measured
+with ``benchmarks/bench_triplets.py``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+Matrix = npt.ArrayLike
+Assignment = tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]
+
+# At or below this many columns (after transposing a tall matrix) the pure-Python loop runs.
+_PYTHON_MAX_COLS = 192
+
+
+def linear_sum_assignment(matrix: Matrix, maximize: bool = False) -> Assignment:
+    """Optimal assignment of rows to columns of a 2-D cost (or weight) matrix.
+
+    Returns ``(rows, cols)`` as integer arrays with ``rows`` ascending. Empty matrices
+    (a zero dimension) give two empty arrays. Raises ``ValueError`` for a matrix that is
+    not two-dimensional or holds NaN or infinite values.
+    """
+    cost = np.asarray(matrix, dtype=np.float64)
+    if cost.ndim != 2:
+        raise ValueError(f"expected a 2-D matrix, got {cost.ndim} dimension(s)")
+    n_rows, n_cols = cost.shape
+    if n_rows == 0 or n_cols == 0:
+        empty = np.empty(0, dtype=np.intp)
+        return empty, empty.copy()
+    if not np.isfinite(cost).all():
+        raise ValueError("the matrix holds NaN or infinite values")
+    transpose = n_cols < n_rows
+    if transpose:
+        cost = cost.T
+    if maximize:
+        cost = -cost
+    if cost.shape[1] <= _PYTHON_MAX_COLS:
+        col4row = _solve_python(cost.tolist())
+    else:
+        col4row = _solve_numpy(np.ascontiguousarray(cost))
+    cols = np.asarray(col4row, dtype=np.intp)
+    if not transpose:
+        return np.arange(cols.size, dtype=np.intp), cols
+    # Transposed: the solver's "rows" are our columns; report them sorted by our row.
+    order = np.argsort(cols, kind="stable")
+    return cols[order], order.astype(np.intp)
+
+
+def assignment_total(matrix: Matrix, rows: Sequence[int], cols: Sequence[int]) -> float:
+    """``Σ matrix[rows[k], cols[k]]``: the value of an assignment."""
+    values = np.asarray(matrix, dtype=np.float64)
+    return float(values[np.asarray(rows, dtype=np.intp), np.asarray(cols, dtype=np.intp)].sum())
+
+
+def _row_reduction(cost: list[list[float]]) -> tuple[list[float], list[int], list[int]]:
+    """The warm start: ``u[i] = min_j cost[i][j]``, ``v = 0``, rows take a free minimal column.
+
+    This state is what the augmentation needs: reduced costs ``cost − u − v ≥ 0``, zero on
+    assigned pairs, and ``v ≤ 0`` with ``v = 0`` on every column (so also on those left
+    unassigned, which rectangular optimality requires). Rows whose minima are all taken
+    stay unassigned for the augmentation phase. On matrices where most rows have a
+    distinct best column, most rows need no search at all.
+    """
+    n_cols = len(cost[0])
+    u = [min(row) for row in cost]
+    col4row = [-1] * len(cost)
+    row4col = [-1] * n_cols
+    for i, row in enumerate(cost):
+        lowest = u[i]
+        for j in range(n_cols):
+            if row[j] == lowest and row4col[j] == -1:
+                col4row[i] = j
+                row4col[j] = i
+                break
+    return u, col4row, row4col
+
+
+def _solve_python(cost: list[list[float]]) -> list[int]:
+    """Crouse's shortest augmenting path on a wide (rows ≤ columns) list-of-lists matrix."""
+    n_rows = len(cost)
+    n_cols = len(cost[0])
+    inf = math.inf
+    u, col4row, row4col = _row_reduction(cost)
+    v = [0.0] * n_cols
+    path = [-1] * n_cols
+    for cur_row in range(n_rows):
+        if col4row[cur_row] != -1:
+            continue
+        shortest = [inf] * n_cols
+        remaining = list(range(n_cols - 1, -1, -1))
+        seen_rows: list[int] = []
+        seen_cols: list[int] = []
+        min_val = 0.0
+        i = cur_row
+        sink = -1
+        while sink == -1:
+            seen_rows.append(i)
+            row = cost[i]
+            u_i = u[i]
+            index = -1
+            lowest = inf
+            for it in range(len(remaining)):
+                j = remaining[it]
+                r = min_val + row[j] - u_i - v[j]
+                s = shortest[j]
+                if r < s:
+                    path[j] = i
+                    shortest[j] = s = r
+                if s < lowest:
+                    lowest = s
+                    index = it
+                elif s == lowest and row4col[j] == -1:
+                    index = it
+            min_val = lowest
+            j = remaining[index]
+            if row4col[j] == -1:
+                sink = j
+            else:
+                i = row4col[j]
+            seen_cols.append(j)
+            remaining[index] = remaining[-1]
+            remaining.pop()
+        u[cur_row] += min_val
+        for i in seen_rows:
+            if i != cur_row:
+                u[i] += min_val - shortest[col4row[i]]
+        for j in seen_cols:
+            v[j] -= min_val - shortest[j]
+        j = sink
+        while True:
+            i = path[j]
+            row4col[j] = i
+            col4row[i], j = j, col4row[i]
+            if i == cur_row:
+                break
+    return col4row
+
+
+def _solve_numpy(cost: npt.NDArray[np.float64]) -> list[int]:
+    """The same algorithm with each scan over the remaining columns vectorized.
+
+    Full-length row operations on a mask of remaining columns replace the scalar scan;
+    ``position[j]`` (where column ``j`` sits in the scalar version's ``remaining`` list)
+    reproduces its tie-breaking exactly.
+    """
+    n_rows, n_cols = cost.shape
+    inf = np.inf
+    u_list, col4row, row4col_list = _row_reduction(cost.tolist())
+    u = np.asarray(u_list)
+    v = np.zeros(n_cols)
+    row4col = np.asarray(row4col_list, dtype=np.intp)
+    path = np.full(n_cols, -1, dtype=np.intp)
+    for cur_row in range(n_rows):
+        if col4row[cur_row] != -1:
+            continue
+        shortest = np.full(n_cols, inf)
+        remaining = list(range(n_cols - 1, -1, -1))
+        position = np.arange(n_cols - 1, -1, -1, dtype=np.intp)
+        open_cols = np.ones(n_cols, dtype=bool)
+        seen_rows: list[int] = []
+        seen_cols: list[int] = []
+        min_val = 0.0
+        i = cur_row
+        sink = -1
+        while sink == -1:
+            seen_rows.append(i)
+            reduced = min_val + cost[i] - u[i] - v
+            better = reduced < shortest
+            better &= open_cols
+            path[better] = i
+            np.copyto(shortest, reduced, where=better)
+            candidates = np.where(open_cols, shortest, inf)
+            lowest = candidates.min()
+            ties = np.flatnonzero(candidates == lowest)
+            if ties.size == 1:
+                j = int(ties[0])
+            else:
+                # The scalar scan keeps the first minimum in `remaining` order, then moves
+                # to any later tie on a free column: the last free tie, else the first tie.
+                free = ties[row4col[ties] == -1]
+                if free.size:
+                    j = int(free[np.argmax(position[free])])
+                else:
+                    j = int(ties[np.argmin(position[ties])])
+            min_val = float(lowest)
+            if row4col[j] == -1:
+                sink = j
+            else:
+                i = int(row4col[j])
+            seen_cols.append(j)
+            index = int(position[j])
+            last = remaining.pop()
+            if last != j:
+                remaining[index] = last
+                position[last] = index
+            open_cols[j] = False
+        u[cur_row] += min_val
+        for i in seen_rows:
+            if i != cur_row:
+                u[i] += min_val - shortest[col4row[i]]
+        cols = np.asarray(seen_cols, dtype=np.intp)
+        v[cols] -= min_val - shortest[cols]
+        j = sink
+        while True:
+            i = int(path[j])
+            row4col[j] = i
+            col4row[i], j = j, col4row[i]
+            if i == cur_row:
+                break
+    return col4row

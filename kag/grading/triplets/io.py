@@ -1,0 +1,208 @@
+"""Reading gold, prediction and relation files, and parsing raw model output.
+
+Files are a JSON array of entry objects, or JSON Lines (one object per non-blank line);
+the first non-blank character decides (``[`` → array). Every error names the file and the
+line (JSON Lines) or the entry number (array, counted from 1).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from kag.errors import InputError
+from kag.grading.triplets.model import GoldEntry, Prediction
+from kag.grading.triplets.normalize import normalize_text
+from kag.grading.triplets.validate import to_triplet, triplet_problem
+
+log = logging.getLogger(__name__)
+
+_THINK = re.compile(r"<(think|thinking|reasoning)>.*?</\1>", re.IGNORECASE | re.DOTALL)
+_THINK_CLOSE = re.compile(r"</(?:think|thinking|reasoning)>", re.IGNORECASE)
+_THINK_OPEN = re.compile(r"<(?:think|thinking|reasoning)>", re.IGNORECASE)
+_FENCE = re.compile(r"```[A-Za-z0-9_+-]*")
+_START = re.compile(r"[\[{]")
+_DECODER = json.JSONDecoder()
+
+
+class DuplicateId(InputError):
+    """Two entries of one file share an id."""
+
+
+def _loads(data: bytes | str) -> Any:
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        # orjson rejects NaN/Infinity and integers past 64 bits; Python's json does not, and
+        # such a weight is then rejected by validation rather than failing the whole file.
+        return json.loads(data)
+
+
+def read_records(path: Path) -> list[tuple[str, Any]]:
+    """The entries of a JSON array or JSON Lines file, each with a ``where`` for messages."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a directory, expected a JSON or JSON Lines file") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror})") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    stripped = text.lstrip()
+    if stripped.startswith("["):
+        try:
+            data = _loads(stripped)
+        except (json.JSONDecodeError, ValueError) as exc:
+            raise InputError(f"{path}: not a valid JSON array ({exc})") from None
+        return [(f"{path} entry {number}", value) for number, value in enumerate(data, start=1)]
+    records: list[tuple[str, Any]] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            records.append((f"{path} line {number}", _loads(line)))
+        except (json.JSONDecodeError, ValueError) as exc:
+            raise InputError(f"{path} line {number}: not valid JSON ({exc})") from None
+    return records
+
+
+def _entry_id(where: str, record: Any) -> str:
+    if not isinstance(record, dict):
+        raise InputError(f"{where}: expected an object with an 'id', got {type(record).__name__}")
+    if "id" not in record:
+        raise InputError(f"{where}: the entry has no 'id'")
+    value = record["id"]
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise InputError(f"{where}: 'id' must be a string or an integer, got {type(value).__name__}")
+    return str(value)
+
+
+def _check_unique(path: Path, seen: dict[str, str], entry_id: str, where: str) -> None:
+    first = seen.get(entry_id)
+    if first is not None:
+        raise DuplicateId(f"{where}: duplicate id {entry_id!r} (first at {first.removeprefix(f'{path} ')})")
+    seen[entry_id] = where
+
+
+def load_gold(path: Path) -> list[GoldEntry]:
+    """Gold entries: ``{"id", "prompt"?, "triplets": [TRIPLET, ...]}``; every triplet must be valid."""
+    entries: list[GoldEntry] = []
+    seen: dict[str, str] = {}
+    for where, record in read_records(path):
+        entry_id = _entry_id(where, record)
+        _check_unique(path, seen, entry_id, where)
+        triplets = record.get("triplets")
+        if not isinstance(triplets, list):
+            kind = "missing" if triplets is None else f"a {type(triplets).__name__}, not a list"
+            raise InputError(f"{where}: 'triplets' is {kind}")
+        prompt = record.get("prompt", "")
+        if prompt is None:
+            prompt = ""
+        if not isinstance(prompt, str):
+            raise InputError(f"{where}: 'prompt' is not a string")
+        checked = []
+        for index, item in enumerate(triplets):
+            problem = triplet_problem(item)
+            if problem is not None:
+                raise InputError(f"{where}: gold triplet {index}: {problem}")
+            checked.append(to_triplet(item))
+        entries.append(GoldEntry.build(entry_id, where, normalize_text(prompt), tuple(checked)))
+    if not entries:
+        raise InputError(f"{path}: no gold entries")
+    return entries
+
+
+def parse_model_output(text: str) -> list[Any] | None:
+    """The triplet list in raw model text, or ``None`` when there is none.
+
+    Reasoning blocks (``<think>…</think>``, also ``thinking``/``reasoning``) go first; an
+    unclosed one runs to the end of the text, and a closing tag without an opening one
+    (chat templates that put ``<think>`` in the prompt) drops everything before it. Code
+    fence markers go next. Then the first JSON value starting at a ``[`` or ``{`` that is
+    an array, or an object with a ``triplets`` array, is taken; other objects are skipped
+    whole.
+    """
+    text = _THINK.sub(" ", text)
+    closes = list(_THINK_CLOSE.finditer(text))
+    if closes:
+        text = text[closes[-1].end() :]
+    opened = _THINK_OPEN.search(text)
+    if opened is not None:
+        text = text[: opened.start()]
+    text = _FENCE.sub(" ", text)
+    position = 0
+    while True:
+        match = _START.search(text, position)
+        if match is None:
+            return None
+        start = match.start()
+        try:
+            value, end = _DECODER.raw_decode(text, start)
+        except ValueError:
+            position = start + 1
+            continue
+        if isinstance(value, list):
+            return value
+        triplets = value.get("triplets")
+        if isinstance(triplets, list):
+            return triplets
+        position = end
+
+
+def _prediction(entry_id: str, record: dict[str, Any]) -> Prediction:
+    if "triplets" in record:
+        items = record["triplets"]
+    elif "output" in record:
+        output = record["output"]
+        if not isinstance(output, str):
+            items = output.get("triplets") if isinstance(output, dict) else output
+        else:
+            parsed = parse_model_output(output)
+            if parsed is None:
+                return Prediction(entry_id, "unparseable", ())
+            items = parsed
+    else:
+        items = None
+    if not isinstance(items, list):
+        return Prediction(entry_id, "malformed", ())
+    return Prediction(entry_id, "ok", tuple(items))
+
+
+def load_predictions(path: Path) -> dict[str, Prediction]:
+    """Prediction entries by id: ``{"id", "triplets": [...]}`` or ``{"id", "output": "text"}``.
+
+    An entry with neither key, or whose triplets are not a list, is *malformed*; an
+    ``output`` that is already a list or a ``{"triplets": [...]}`` object is taken as is.
+    """
+    predictions: dict[str, Prediction] = {}
+    seen: dict[str, str] = {}
+    for where, record in read_records(path):
+        entry_id = _entry_id(where, record)
+        _check_unique(path, seen, entry_id, where)
+        predictions[entry_id] = _prediction(entry_id, record)
+    return predictions
+
+
+def load_relations(path: Path) -> tuple[str, ...]:
+    """A relation set: a JSON list of non-empty strings (at least one)."""
+    try:
+        data = _loads(path.read_bytes())
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file (--relations)") from None
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{path}: --relations expects a JSON list of relation names ({exc})") from None
+    if not isinstance(data, list) or not data:
+        raise InputError(f"{path}: --relations expects a non-empty JSON list of relation names")
+    for index, value in enumerate(data):
+        if not isinstance(value, str) or not value.strip():
+            raise InputError(f"{path}: relation {index} is not a non-empty string: {value!r}")
+    return tuple(data)

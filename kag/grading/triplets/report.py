@@ -1,0 +1,167 @@
+"""The triplet report as data: the JSON document, the text table's rows, the details lines.
+
+Rendering (rich) happens in the command; this module only shapes values. Figures are
+rounded to 4 decimals in the report and 6 in the details; ``None`` (N/A) becomes JSON
+``null`` and ``n/a`` in text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from kag.errors import InputError
+from kag.grading.triplets.model import AXES, HALLUCINATION_CLASSES, EntryScore, RunSummary, TripletReport
+
+COUNT_KEYS: tuple[str, ...] = (
+    "predicted_items",
+    "gold_triplets",
+    "exact_hits",
+    "empty_predictions",
+    "unparseable",
+    "malformed",
+    "invalid_triplets",
+    "missing_predictions",
+    *HALLUCINATION_CLASSES,
+)
+TOP_RELATIONS = 20
+
+
+def _round(value: float | None, digits: int = 4) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def run_to_json(run: RunSummary) -> dict[str, Any]:
+    return {
+        "predictions": run.predictions,
+        "entries": run.entries,
+        "composite": _round(run.composite),
+        "axes": {name: _round(run.axes[name]) for name in AXES},
+        "micro": {
+            "entity": {
+                "precision": _round(run.entity.precision),
+                "recall": _round(run.entity.recall),
+                "f1": _round(run.entity.f1),
+            },
+            "triplet": {
+                "precision": _round(run.triplet.precision),
+                "recall": _round(run.triplet.recall),
+                "f1": _round(run.triplet.f1),
+            },
+        },
+        "hallucination_rate": _round(run.hallucination_rate),
+        "counts": {key: run.counts[key] for key in COUNT_KEYS},
+        "relation_distribution": dict(run.relation_distribution),
+    }
+
+
+def report_to_json(report: TripletReport) -> dict[str, Any]:
+    """The ``--format json`` document: match mode, backend, gate, one run per prediction file."""
+    return {
+        "gold": report.gold,
+        "match_mode": report.match_mode.value,
+        "similarity_backend": report.similarity_backend,
+        "gate": report.gate,
+        "runs": [run_to_json(run) for run in report.runs],
+    }
+
+
+def report_json_bytes(report: TripletReport) -> bytes:
+    return orjson.dumps(report_to_json(report), option=orjson.OPT_INDENT_2) + b"\n"
+
+
+def _text(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.4f}"
+
+
+def report_rows(report: TripletReport) -> list[tuple[str, list[str]]]:
+    """Rows ``(label, [one cell per prediction file])`` of the text report; ``("", [])`` is a break."""
+    runs = report.runs
+    rows: list[tuple[str, list[str]]] = [
+        ("entries", [str(r.entries) for r in runs]),
+        ("composite", [_text(r.composite) for r in runs]),
+    ]
+    rows += [(f"  {name}", [_text(r.axes[name]) for r in runs]) for name in AXES]
+    rows.append(("", []))
+    rows += [
+        ("entity P / R / F1 (micro)", [f"{_text(r.entity.precision)} / {_text(r.entity.recall)} / {_text(r.entity.f1)}" for r in runs]),
+        ("triplet P / R / F1 (micro)", [f"{_text(r.triplet.precision)} / {_text(r.triplet.recall)} / {_text(r.triplet.f1)}" for r in runs]),
+        ("hallucination rate", [_text(r.hallucination_rate) for r in runs]),
+        ("", []),
+    ]
+    rows += [(key, [str(r.counts[key]) for r in runs]) for key in COUNT_KEYS]
+    return rows
+
+
+def relation_rows(report: TripletReport, top: int = TOP_RELATIONS) -> list[tuple[str, list[str]]]:
+    """The predicted relation distribution, side by side: the ``top`` most frequent overall."""
+    totals: dict[str, int] = {}
+    for run in report.runs:
+        for name, count in run.relation_distribution.items():
+            totals[name] = totals.get(name, 0) + count
+    names = sorted(totals, key=lambda name: (-totals[name], name))
+    rows = [(name, [str(run.relation_distribution.get(name, 0)) for run in report.runs]) for name in names[:top]]
+    rest = names[top:]
+    if rest:
+        rows.append(
+            (
+                f"({len(rest)} more)",
+                [str(sum(run.relation_distribution.get(name, 0) for name in rest)) for run in report.runs],
+            )
+        )
+    return rows
+
+
+def entry_details(predictions: str, score: EntryScore) -> dict[str, Any]:
+    """One ``--details`` line: an entry's axes, pairs with their sims, and classifications."""
+    return {
+        "predictions": predictions,
+        "id": score.id,
+        "status": score.status,
+        "composite": _round(score.composite, 6),
+        "axes": {name: _round(score.axis(name), 6) for name in AXES},
+        "predicted_items": score.predicted_items,
+        "valid": score.valid,
+        "gold_triplets": score.gold_triplets,
+        "entities": {"matches": score.entity_matches, "predicted": score.pred_entities, "gold": score.gold_entities},
+        "pairs": [
+            {
+                "pred": pair.pred,
+                "gold": pair.gold,
+                "align": _round(pair.align, 6),
+                "sim": {
+                    "source": _round(pair.source, 6),
+                    "target": _round(pair.target, 6),
+                    "relation": _round(pair.relation, 6),
+                },
+                "accepted": pair.accepted,
+                "exact": pair.exact,
+            }
+            for pair in score.pairs
+        ],
+        "unmatched": [{"pred": index, "class": kind} for index, kind in score.unmatched],
+        "invalid": [{"pred": index, "reason": reason} for index, reason in score.invalid],
+    }
+
+
+def iter_details(report: TripletReport) -> Iterator[dict[str, Any]]:
+    """Every entry of every run, in run order then gold order."""
+    for run in report.runs:
+        for score in run.scores:
+            yield entry_details(run.predictions, score)
+
+
+def write_details(path: Path, report: TripletReport) -> int:
+    """Write the details as JSON Lines; returns the number of lines."""
+    count = 0
+    try:
+        with path.open("wb") as handle:
+            for record in iter_details(report):
+                handle.write(orjson.dumps(record) + b"\n")
+                count += 1
+    except OSError as exc:
+        raise InputError(f"{path}: cannot write the details file ({exc.strerror or exc})") from None
+    return count

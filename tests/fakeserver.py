@@ -1,0 +1,376 @@
+"""A small loopback model server that speaks the OpenAI and Ollama APIs and misbehaves on
+purpose, for fault tests and throughput benchmarks (reusable by any test).
+
+Endpoints: ``POST /v1/chat/completions``, ``POST /v1/embeddings`` (OpenAI, base URL
+``<url>/v1``), ``POST /api/chat``, ``POST /api/embed`` (Ollama, base URL ``<url>``),
+``GET /_requests`` (the request log as JSON) and ``POST /_reset`` (clear the log and the
+fault counters). HTTP/1.1 with keep-alive, on raw asyncio streams (fast enough that the
+client, not the server, is what a throughput benchmark measures).
+
+Replies: the chat text is ``reply`` (default ``"A"``), with token usage; embeddings are
+deterministic 8-d unit vectors derived from the text's SHA-256.
+
+Faults are scripted per prompt: ``faults`` maps a marker (a substring of the prompt, or of
+an embedded text) to a sequence of behaviours; the n-th request whose prompt contains the
+marker (counted per distinct prompt and model) gets the n-th behaviour, the last one
+repeating. ``default`` is the behaviour of every other request. Behaviours:
+
+``ok``, ``500``, ``503``, ``404``, ``401``, ``400``, ``429`` or ``429:<seconds>`` (with
+``Retry-After``), ``hang`` (never answers), ``slow:<seconds>`` (answers late),
+``truncate`` (announces a longer body than it sends, then closes), ``badjson`` (200 with
+a body that is not JSON), ``reset`` (closes the connection with a TCP reset), ``empty``
+(200 with ``{}``), ``echo401`` (401 whose message quotes the ``Authorization`` key back,
+as some servers do).
+
+Use in-process (``with FakeServer(...) as server: server.url``; the loop runs in a thread)
+or as a process: ``python tests/fakeserver.py --latency 0.1`` prints the port on its first
+line of stdout, then serves until killed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import math
+import socket
+import struct
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    401: "Unauthorized",
+    404: "Not Found",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
+}
+
+
+def fake_embedding(text: str, dims: int = 8) -> list[float]:
+    digest = hashlib.sha256(text.encode()).digest()
+    raw = [(b - 127.5) / 127.5 for b in digest[:dims]]
+    norm = math.sqrt(sum(x * x for x in raw)) or 1.0
+    return [x / norm for x in raw]
+
+
+@dataclass
+class LoggedRequest:
+    path: str
+    model: str | None
+    prompt: str | None
+    texts: list[str] | None
+    authorization: str | None
+    behaviour: str
+    time: float
+    body: dict[str, Any] | None = None
+
+
+@dataclass
+class _State:
+    latency: float = 0.0
+    reply: str = "A"
+    default: str = "ok"
+    faults: dict[str, list[str]] = field(default_factory=dict)
+    counters: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    log: list[LoggedRequest] = field(default_factory=list)
+    keep_bodies: bool = True
+
+
+class _Handler:
+    def __init__(self, state: _State) -> None:
+        self.state = state
+        self.tasks: set[asyncio.Task[Any]] = set()
+
+    def behaviour_for(self, model: str | None, text: str) -> str:
+        for marker, sequence in self.state.faults.items():
+            if marker in text:
+                key = (marker, model or "", text)
+                n = self.state.counters.get(key, 0)
+                self.state.counters[key] = n + 1
+                return sequence[min(n, len(sequence) - 1)]
+        return self.state.default
+
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self.tasks.add(task)
+        try:
+            while True:
+                try:
+                    head = await reader.readuntil(b"\r\n\r\n")
+                except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
+                    return
+                lines = head.decode("latin-1").split("\r\n")
+                method, target, _ = (lines[0].split(" ", 2) + ["", ""])[:3]
+                headers: dict[str, str] = {}
+                for line in lines[1:]:
+                    if ":" in line:
+                        name, value = line.split(":", 1)
+                        headers[name.strip().lower()] = value.strip()
+                length = int(headers.get("content-length", "0") or 0)
+                body = await reader.readexactly(length) if length else b""
+                keep = await self.respond(method, target, headers, body, writer)
+                if not keep or headers.get("connection", "").lower() == "close":
+                    return
+        except (ConnectionError, asyncio.IncompleteReadError):
+            return
+        except asyncio.CancelledError:
+            pass
+        finally:
+            self.tasks.discard(task)
+            try:
+                writer.close()
+            except Exception:
+                pass
+
+    @staticmethod
+    async def send(writer: asyncio.StreamWriter, status: int, payload: bytes,
+                   extra: Mapping[str, str] | None = None, length: int | None = None) -> None:
+        head = [f"HTTP/1.1 {status} {REASONS.get(status, 'Status')}", "Content-Type: application/json",
+                f"Content-Length: {len(payload) if length is None else length}"]
+        for name, value in (extra or {}).items():
+            head.append(f"{name}: {value}")
+        writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + payload)
+        await writer.drain()
+
+    async def respond(self, method: str, target: str, headers: dict[str, str], body: bytes,
+                      writer: asyncio.StreamWriter) -> bool:
+        state = self.state
+        if method == "GET" and target == "/_requests":
+            data = [r.__dict__ for r in state.log]
+            await self.send(writer, 200, json.dumps(data).encode())
+            return True
+        if method == "POST" and target == "/_reset":
+            state.log.clear()
+            state.counters.clear()
+            await self.send(writer, 200, b"{}")
+            return True
+        if method == "GET" and target in ("/v1/models", "/api/tags"):
+            await self.send(writer, 200, b'{"data": [], "models": []}')
+            return True
+        try:
+            request = json.loads(body or b"{}")
+        except json.JSONDecodeError:
+            await self.send(writer, 400, b'{"error": "request body is not JSON"}')
+            return True
+        kind = {
+            "/v1/chat/completions": "openai-chat",
+            "/v1/embeddings": "openai-embed",
+            "/api/chat": "ollama-chat",
+            "/api/embed": "ollama-embed",
+        }.get(target)
+        if method != "POST" or kind is None:
+            await self.send(writer, 404, b'{"error": "not found"}')
+            return True
+        model = request.get("model")
+        prompt = texts = None
+        if kind.endswith("chat"):
+            messages = request.get("messages") or [{}]
+            prompt = str(messages[-1].get("content", ""))
+            text = prompt
+        else:
+            raw = request.get("input", [])
+            texts = [raw] if isinstance(raw, str) else list(raw)
+            text = "\n".join(texts)
+        behaviour = self.behaviour_for(model, text)
+        state.log.append(LoggedRequest(
+            target, model, prompt, texts, headers.get("authorization"), behaviour, time.time(),
+            request if state.keep_bodies else None,
+        ))
+        if state.latency:
+            await asyncio.sleep(state.latency)
+        return await self.misbehave(kind, behaviour, request, model, prompt, texts, writer,
+                                    headers.get("authorization", ""))
+
+    async def misbehave(self, kind: str, behaviour: str, request: dict[str, Any], model: Any,
+                        prompt: str | None, texts: list[str] | None, writer: asyncio.StreamWriter,
+                        authorization: str = "") -> bool:
+        name, _, argument = behaviour.partition(":")
+        if name == "echo401":  # like servers that quote the rejected key back
+            message = f"Incorrect API key provided: {authorization.removeprefix('Bearer ')}"
+            await self.send(writer, 401, json.dumps({"error": {"message": message}}).encode())
+            return True
+        if name == "hang":
+            await asyncio.sleep(3600)
+            return False
+        if name == "slow":
+            await asyncio.sleep(float(argument or 1))
+        if name == "reset":
+            sock = writer.get_extra_info("socket")
+            if sock is not None:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            writer.transport.abort()
+            return False
+        if name.isdigit():
+            status = int(name)
+            extra = {"Retry-After": argument} if argument else {}
+            if kind.startswith("openai"):
+                payload = {"error": {"message": f"injected HTTP {status}", "type": "fake"}}
+            else:
+                payload = {"error": f"injected HTTP {status}"}
+            await self.send(writer, status, json.dumps(payload).encode(), extra)
+            return True
+        if name == "badjson":
+            await self.send(writer, 200, b'{"choices": [ this is not json')
+            return True
+        if name == "empty":
+            await self.send(writer, 200, b"{}")
+            return True
+        payload = json.dumps(self.success(kind, request, model, prompt, texts)).encode()
+        if name == "truncate":
+            await self.send(writer, 200, payload[: len(payload) // 2], length=len(payload))
+            writer.close()
+            return False
+        await self.send(writer, 200, payload)
+        return True
+
+    def success(self, kind: str, request: dict[str, Any], model: Any, prompt: str | None,
+                texts: list[str] | None) -> dict[str, Any]:
+        reply = self.state.reply
+        prompt_tokens = len((prompt or "").split())
+        if kind == "openai-chat":
+            return {
+                "id": "chatcmpl-fake", "object": "chat.completion", "model": model,
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": reply},
+                             "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": 1,
+                          "total_tokens": prompt_tokens + 1},
+            }
+        if kind == "ollama-chat":
+            return {"model": model, "message": {"role": "assistant", "content": reply}, "done": True,
+                    "prompt_eval_count": prompt_tokens, "eval_count": 1}
+        vectors = [fake_embedding(t) for t in texts or []]
+        if kind == "openai-embed":
+            return {"object": "list", "model": model,
+                    "data": [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)]}
+        return {"model": model, "embeddings": vectors}
+
+
+class FakeServer:
+    """The fake server on 127.0.0.1, its event loop in a background thread."""
+
+    def __init__(self, *, latency: float = 0.0, reply: str = "A", default: str = "ok",
+                 faults: Mapping[str, Sequence[str]] | None = None, port: int = 0,
+                 keep_bodies: bool = True) -> None:
+        self.state = _State(latency, reply, default, {k: list(v) for k, v in (faults or {}).items()},
+                            keep_bodies=keep_bodies)
+        self._port = port
+        self._handler = _Handler(self.state)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._server: asyncio.base_events.Server | None = None
+        self.port = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def requests(self) -> list[LoggedRequest]:
+        return list(self.state.log)
+
+    def chat_requests(self) -> list[LoggedRequest]:
+        return [r for r in self.state.log if r.prompt is not None]
+
+    def reset(self) -> None:
+        self.state.log.clear()
+        self.state.counters.clear()
+
+    def set_faults(self, faults: Mapping[str, Sequence[str]], default: str | None = None) -> None:
+        self.state.faults = {k: list(v) for k, v in faults.items()}
+        if default is not None:
+            self.state.default = default
+
+    async def _start(self) -> None:
+        self._server = await asyncio.start_server(self._handler.serve, "127.0.0.1", self._port, backlog=512)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    def start(self) -> FakeServer:
+        ready = threading.Event()
+        errors: list[BaseException] = []
+
+        def run() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            try:
+                loop.run_until_complete(self._start())
+            except BaseException as exc:  # pragma: no cover - port in use
+                errors.append(exc)
+                ready.set()
+                return
+            ready.set()
+            loop.run_forever()
+            loop.close()
+
+        self._thread = threading.Thread(target=run, name="fake-model-server", daemon=True)
+        self._thread.start()
+        ready.wait(10)
+        if errors:
+            raise errors[0]
+        return self
+
+    def stop(self) -> None:
+        loop = self._loop
+        if loop is None:
+            return
+
+        async def shutdown() -> None:
+            assert self._server is not None
+            self._server.close()
+            for task in list(self._handler.tasks):
+                task.cancel()
+            await asyncio.sleep(0)
+
+        asyncio.run_coroutine_threadsafe(shutdown(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        if self._thread is not None:
+            self._thread.join(10)
+        self._loop = None
+
+    def __enter__(self) -> FakeServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+async def _serve_forever(args: argparse.Namespace) -> None:
+    faults = json.loads(args.faults) if args.faults else {}
+    state = _State(args.latency, args.reply, args.default, faults, keep_bodies=False)
+    handler = _Handler(state)
+    server = await asyncio.start_server(handler.serve, "127.0.0.1", args.port, backlog=1024)
+    print(server.sockets[0].getsockname()[1], flush=True)
+    async with server:
+        await server.serve_forever()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds before each reply")
+    parser.add_argument("--reply", default="A")
+    parser.add_argument("--default", default="ok", help="behaviour of unscripted requests")
+    parser.add_argument("--faults", default="", help='JSON {"marker": ["500", "ok"]}')
+    args = parser.parse_args(argv)
+    try:
+        import uvloop  # type: ignore[import-not-found]
+
+        uvloop.install()
+    except ImportError:
+        pass
+    try:
+        asyncio.run(_serve_forever(args))
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    sys.exit(main())
