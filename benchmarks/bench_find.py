@@ -109,3 +109,69 @@ def ensure_tree(tree: Path, setups: int = 10, questions: int = 10_000) -> Path:
         finally:
             shutil.rmtree(lock, ignore_errors=True)
     return tree
+
+
+# ---------------------------------------------------------------- the measurement
+
+
+def _run(command: list[str], cwd: Path) -> tuple[float, float, bytes]:
+    """Wall seconds, CPU seconds (user + system, children included) and stdout of one run."""
+    before = os.times()
+    started = time.perf_counter()
+    proc = subprocess.run(command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False)
+    wall = time.perf_counter() - started
+    after = os.times()
+    if proc.returncode not in (0, 1):
+        sys.exit(f"bench: {' '.join(command)} failed ({proc.returncode}): {proc.stderr.decode()[-500:]}")
+    cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
+    return wall, cpu, proc.stdout
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tree", type=Path, default=DEFAULT_TREE)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--prepare-only", action="store_true", help="generate the tree and stop")
+    args = parser.parse_args()
+    rg = shutil.which("rg")
+    if rg is None:
+        sys.exit("bench: ripgrep is missing (Debian: apt-get install -y ripgrep)")
+    tree = ensure_tree(args.tree)
+    if args.prepare_only:
+        return
+    results = tree / "results"
+    version = subprocess.run([rg, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+    print(f"tree: {results} ({sum(1 for _ in results.glob('*/*/*.json'))} result files); anchor: {version}; "
+          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
+    worst = 0.0
+    for label, pattern in CASES:
+        kag = [sys.executable, "-m", "kag", "stats", "find", pattern, "-r", "results", "--format", "json"]
+        anchor = [rg, "-c", "--no-config", "--no-ignore", "-g", "*.json", pattern, "results"]
+        _run(kag, tree)  # warm-up: page cache, imports
+        _run(anchor, tree)
+        kag_runs, rg_runs = [], []
+        for _ in range(args.repeat):  # interleaved, so a burst of load hits both
+            kag_runs.append(_run(kag, tree))
+            rg_runs.append(_run(anchor, tree))
+        kag_wall, kag_cpu, kag_out = min(kag_runs, key=lambda r: r[0])
+        rg_wall, rg_cpu, rg_out = min(rg_runs, key=lambda r: r[0])
+        doc = json.loads(kag_out)
+        rg_files = {line.rsplit(b":", 1)[0].decode() for line in rg_out.splitlines()}
+        # Every response kag matched is in its file's raw JSON, so rg must have that file.
+        missing = [p for p in doc["paths"] if p not in rg_files]
+        if missing:
+            sys.exit(f"bench: kag matched files rg did not: {missing[:3]}")
+        ratio = kag_wall / rg_wall
+        worst = max(worst, ratio)
+        print(
+            f"{label:24} {pattern!r}: kag {kag_wall:6.2f} s wall ({kag_cpu:5.1f} s CPU), "
+            f"{doc['matches']} of {doc['total']} responses | rg {rg_wall:6.2f} s wall ({rg_cpu:5.1f} s CPU), "
+            f"{len(rg_files)} raw files | ratio kag/rg {ratio:.2f} wall, {kag_cpu / rg_cpu:.2f} CPU"
+        )
+    verdict = "meets" if worst <= TARGET_RATIO else "MISSES"
+    print(f"worst wall ratio kag/rg = {worst:.2f} ({verdict} the target <= {TARGET_RATIO:g}); "
+          f"best of {args.repeat}, load average now {os.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -14,21 +14,12 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
 
-from kag.grading.compare import (
-    Answer,
-    Comparison,
-    ComparisonRun,
-    Flip,
-    FlipReport,
-    ImpactRow,
-    McNemar,
-    RetrievalImpact,
-    wilson_interval,
-)
+from kag.grading.compare import ComparisonRun, Flip, FlipReport, ImpactRow, McNemar, RetrievalImpact
+from kag.grading.mcq import Metrics, SetupSummary
 
 Align = Literal["l", "r"]
 
@@ -97,7 +88,9 @@ def table_text(table: Table) -> str:
             widths[i] = max(widths[i], len(cell))
 
     def line(cells: Sequence[str]) -> str:
-        parts = [c.ljust(w) if a == "l" else c.rjust(w) for c, w, a in zip(cells, widths, table.align, strict=True)]
+        parts = [
+            c.ljust(w) if a == "l" else c.rjust(w) for c, w, a in zip(cells, widths, table.align, strict=True)
+        ]
         return "  ".join(parts).rstrip()
 
     return "\n".join([line(table.headers), *(line(r) for r in table.rows)])
@@ -117,11 +110,15 @@ def table_markdown(table: Table) -> str:
 
 def table_html(table: Table, css_class: str = "") -> str:
     cls = f' class="{css_class}"' if css_class else ""
-    head = "".join(f'<th class="{a}">{html.escape(h)}</th>' for h, a in zip(table.headers, table.align, strict=True))
+    head = "".join(
+        f'<th class="{a}">{html.escape(h)}</th>' for h, a in zip(table.headers, table.align, strict=True)
+    )
     body = []
     for i, row in enumerate(table.rows):
         tr = ' class="sub"' if table.is_sub(i) else ""
-        cells = "".join(f'<td class="{a}">{html.escape(c)}</td>' for c, a in zip(row, table.align, strict=True))
+        cells = "".join(
+            f'<td class="{a}">{html.escape(c)}</td>' for c, a in zip(row, table.align, strict=True)
+        )
         body.append(f"<tr{tr}>{cells}</tr>")
     return f"<table{cls}><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
@@ -129,95 +126,20 @@ def table_html(table: Table, css_class: str = "") -> str:
 # ---------------------------------------------------------------- the ranked summary
 
 
-@dataclass(frozen=True)
-class Block:
-    """Counts of one setup (or setup x dataset) as `kag stats` reports them."""
-
-    correct: int
-    incorrect: int
-    errors: int
-
-    @property
-    def total(self) -> int:
-        return self.correct + self.incorrect + self.errors
-
-    @property
-    def accuracy(self) -> float | None:
-        return self.correct / self.total if self.total else None
-
-    @property
-    def precision(self) -> float | None:
-        parsed = self.correct + self.incorrect
-        return self.correct / parsed if parsed else None
-
-    @property
-    def coverage(self) -> float | None:
-        return (self.correct + self.incorrect) / self.total if self.total else None
-
-    @property
-    def ci95(self) -> tuple[float, float] | None:
-        return wilson_interval(self.correct, self.total)
-
-
-@dataclass(frozen=True)
-class SetupSummary:
-    setup: str
-    overall: Block
-    per_dataset: dict[str, Block] = field(default_factory=dict)
-
-
-def rank_summaries(summaries: Iterable[SetupSummary]) -> list[SetupSummary]:
-    """By descending accuracy (setups without any graded file last), ties by name."""
-    return sorted(summaries, key=lambda s: (s.overall.accuracy is None, -(s.overall.accuracy or 0.0), s.setup))
-
-
-def summaries_from_answers(answers: Iterable[Answer]) -> list[SetupSummary]:
-    """OK/WRONG/ERR counts per setup and per setup x dataset, ranked like `kag stats`."""
-    counts: dict[str, dict[str | None, list[int]]] = {}
-    index = {"OK": 0, "WRONG": 1, "ERR": 2}
-    for a in answers:
-        per = counts.setdefault(a.setup, {})
-        for key in (None, a.dataset):
-            per.setdefault(key, [0, 0, 0])[index[a.outcome]] += 1
-    summaries = [
-        SetupSummary(
-            setup,
-            Block(*per[None]),
-            {d: Block(*c) for d, c in sorted(per.items(), key=lambda kv: kv[0] or "") if d is not None},
-        )
-        for setup, per in counts.items()
-    ]
-    return rank_summaries(summaries)
-
-
-def summaries_from_stats_json(document: Mapping[str, Any]) -> list[SetupSummary]:
-    """Read the ranked setups from a `kag stats --format json` document (spec field names)."""
-
-    def block(raw: Mapping[str, Any]) -> Block:
-        return Block(int(raw["correct"]), int(raw["incorrect"]), int(raw["errors"]))
-
-    return rank_summaries(
-        SetupSummary(
-            str(s["setup"]),
-            block(s["overall"]),
-            {str(d): block(b) for d, b in sorted(s.get("per_dataset", {}).items())},
-        )
-        for s in document["setups"]
-    )
-
-
 def summary_table(summaries: Sequence[SetupSummary]) -> Table:
+    """The ranking of `kag stats` (``Summary.setups``, already ranked) with Wilson intervals."""
     headers = ("#", "SETUP", "ACC%", "95% CI", "PREC%", "COVER%", "OK", "WRONG", "ERR", "TOT")
     rows: list[tuple[str, ...]] = []
     sub: list[bool] = []
     for rank, s in enumerate(summaries, 1):
-        for label, b, is_sub in [(s.setup, s.overall, False)] + [(f"└ {d}", blk, True) for d, blk in s.per_dataset.items()]:
+        blocks = [(s.setup, s.overall, False), *((f"└ {d}", m, True) for d, m in s.per_dataset.items())]
+        for label, b, is_sub in blocks:
             rows.append(
                 (
                     "" if is_sub else str(rank),
                     label,
                     pct(b.accuracy),
-                    interval_pct(b.ci95),
+                    interval_pct(b.accuracy_ci95),
                     pct(b.precision),
                     pct(b.coverage),
                     str(b.correct),
@@ -234,7 +156,20 @@ def summary_table(summaries: Sequence[SetupSummary]) -> Table:
 
 
 def comparison_table(run: ComparisonRun) -> Table:
-    headers = ("SETUP", "N", "ACC%", "BASE%", "DIFF pp", "95% CI (pp)", "+", "-", "TEST", "p", "p (Holm)", "VERDICT")
+    headers = (
+        "SETUP",
+        "N",
+        "ACC%",
+        "BASE%",
+        "DIFF pp",
+        "95% CI (pp)",
+        "+",
+        "-",
+        "TEST",
+        "p",
+        "p (Holm)",
+        "VERDICT",
+    )
     rows = []
     for c in run.comparisons:
         rows.append(
@@ -266,9 +201,10 @@ def comparison_legend(run: ComparisonRun) -> list[str]:
     return [
         f"Baseline: {run.baseline} | paired questions only | alpha {run.alpha:g} after Holm over "
         f"{sum(1 for c in run.comparisons if c.test)} comparison(s)",
-        "+ = setup right, baseline not; - = baseline right, setup not; DIFF = ACC% - BASE% on the paired questions",
-        f"TEST: McNemar, exact binomial when + and - sum to < {run.exact_below}, else chi-square with continuity "
-        "correction",
+        "+ = setup right, baseline not; - = baseline right, setup not; "
+        "DIFF = ACC% - BASE% on the paired questions",
+        f"TEST: McNemar, exact binomial when + and - sum to < {run.exact_below}, "
+        "else chi-square with continuity correction",
         f"95% CI: paired bootstrap percentile interval, {run.resamples} resamples, seed {run.seed}",
     ]
 
@@ -279,7 +215,9 @@ def comparisons_text(run: ComparisonRun) -> str:
 
 def comparisons_markdown(run: ComparisonRun) -> str:
     legend = "\n".join(f"- {line}" for line in comparison_legend(run))
-    return f"### Comparisons against `{run.baseline}`\n\n{table_markdown(comparison_table(run))}\n\n{legend}\n"
+    return (
+        f"### Comparisons against `{run.baseline}`\n\n{table_markdown(comparison_table(run))}\n\n{legend}\n"
+    )
 
 
 # ---------------------------------------------------------------- flips
@@ -291,9 +229,9 @@ def _flip_rows(items: Sequence[Flip], max_chars: int) -> tuple[tuple[str, ...], 
             f.dataset,
             f.question,
             f.gold or "-",
-            f.a.outcome,
+            f.a.outcome.name,
             one_line(f.a.response, max_chars),
-            f.b.outcome,
+            f.b.outcome.name,
             one_line(f.b.response, max_chars),
         )
         for f in items
@@ -314,15 +252,19 @@ def flip_header(report: FlipReport) -> list[str]:
     return [
         f"A = {report.a}",
         f"B = {report.b}",
-        f"Paired questions: {report.paired} | both right: {report.both_correct} | both not: {report.both_wrong} "
-        f"| A right, B not: {len(report.a_only)} | B right, A not: {len(report.b_only)}",
+        f"Paired questions: {report.paired} | both right: {report.both_correct} "
+        f"| both not: {report.both_wrong} | A right, B not: {len(report.a_only)} "
+        f"| B right, A not: {len(report.b_only)}",
     ]
 
 
 def flips_text(report: FlipReport, max_chars: int = 120) -> str:
     first, second = flip_tables(report, max_chars)
     parts = [*flip_header(report), ""]
-    for title, table in ((f"A right, B not ({len(report.a_only)}):", first), (f"B right, A not ({len(report.b_only)}):", second)):
+    for title, table in (
+        (f"A right, B not ({len(report.a_only)}):", first),
+        (f"B right, A not ({len(report.b_only)}):", second),
+    ):
         parts.append(title)
         parts.append(table_text(table) if table.rows else "(none)")
         parts.append("")
@@ -331,7 +273,12 @@ def flips_text(report: FlipReport, max_chars: int = 120) -> str:
 
 def flips_markdown(report: FlipReport, max_chars: int = 300) -> str:
     first, second = flip_tables(report, max_chars)
-    parts = [f"### Flips: `{report.a}` (A) vs `{report.b}` (B)", "", *(f"- {line}" for line in flip_header(report)), ""]
+    parts = [
+        f"### Flips: `{report.a}` (A) vs `{report.b}` (B)",
+        "",
+        *(f"- {line}" for line in flip_header(report)),
+        "",
+    ]
     for title, table in (("A right, B not", first), ("B right, A not", second)):
         parts.append(f"#### {title} ({len(table.rows)})")
         parts.append("")
@@ -345,15 +292,29 @@ def flips_markdown(report: FlipReport, max_chars: int = 300) -> str:
 
 def impact_table(rows: Sequence[ImpactRow], paired: bool, label: str) -> Table:
     if paired:
-        headers = (label, "N", "ACC%", "95% CI", "NATIVE%", "DIFF pp", "HELPED", "HURT", "SAME")
-        body = tuple(
+        headers: tuple[str, ...] = (
+            label,
+            "N",
+            "ACC%",
+            "95% CI",
+            "NATIVE%",
+            "DIFF pp",
+            "HELPED",
+            "HURT",
+            "SAME",
+        )
+        body: tuple[tuple[str, ...], ...] = tuple(
             (
                 r.label,
                 str(r.n),
                 pct(r.accuracy),
                 interval_pct(r.accuracy_ci95),
                 pct(r.native_accuracy),
-                signed_pp(None if r.accuracy is None or r.native_accuracy is None else r.accuracy - r.native_accuracy),
+                signed_pp(
+                    None
+                    if r.accuracy is None or r.native_accuracy is None
+                    else r.accuracy - r.native_accuracy
+                ),
                 str(r.helped),
                 str(r.hurt),
                 str(r.same),
@@ -373,7 +334,9 @@ def impact_header(impact: RetrievalImpact) -> list[str]:
         lines.append(f"No setup without retrieval to compare with | {o.n} answer(s) | ACC {pct(o.accuracy)}%")
         return lines
     lines.append(f"Native (same model, no retrieval): {impact.native}")
-    unpaired = f" ({impact.unpaired} KAG answer(s) without a native answer left out)" if impact.unpaired else ""
+    unpaired = (
+        f" ({impact.unpaired} KAG answer(s) without a native answer left out)" if impact.unpaired else ""
+    )
     lines.append(
         f"Paired questions: {o.n}{unpaired} | KAG {pct(o.accuracy)}% vs native {pct(o.native_accuracy)}% | "
         f"helped {o.helped} | hurt {o.hurt} | no change {o.same}"
@@ -387,8 +350,8 @@ def impact_header(impact: RetrievalImpact) -> list[str]:
 
 
 IMPACT_LEGEND = (
-    "Buckets by retrieved vertices: empty = 0 vertices or blank subgraph text; no retrieval = no retrieval "
-    "record (errors included)",
+    "Buckets by retrieved vertices (the database's count): empty = 0 vertices; "
+    "no retrieval stats = error files and files without retrieval stats",
     "HELPED = KAG right, native not; HURT = native right, KAG not; SAME = both right or both not",
 )
 
@@ -431,23 +394,51 @@ def _svg_text(x: float, y: float, text: str, anchor: str = "start", cls: str = "
     return f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}"{c}>{html.escape(text)}</text>'
 
 
+def _svg_open(width: float, height: float, label: str) -> str:
+    return (
+        f'<svg class="chart" role="img" aria-label="{html.escape(label)}" '
+        f'width="{width}" height="{height}" viewBox="0 0 {width} {height}">'
+    )
+
+
+def _whisker(lo: float, hi: float, mid: float, cy: float, colour: str, filled: bool = True) -> str:
+    """An interval [lo, hi] with end caps and a point at ``mid`` (hollow when not ``filled``)."""
+    stroke = f'stroke="{colour}" stroke-width="2"'
+    caps = "".join(
+        f'<line x1="{e:.1f}" y1="{cy - 5:.1f}" x2="{e:.1f}" y2="{cy + 5:.1f}" {stroke}/>' for e in (lo, hi)
+    )
+    fill = colour if filled else "#ffffff"
+    return (
+        f'<line x1="{lo:.1f}" y1="{cy:.1f}" x2="{hi:.1f}" y2="{cy:.1f}" {stroke}/>{caps}'
+        f'<circle cx="{mid:.1f}" cy="{cy:.1f}" r="4.5" fill="{fill}" {stroke}/>'
+    )
+
+
+def _gridline(x: float, height: float, cls: str = "grid") -> str:
+    return f'<line x1="{x:.1f}" y1="22" x2="{x:.1f}" y2="{height - 8}" class="{cls}"/>'
+
+
 def accuracy_chart(summaries: Sequence[SetupSummary]) -> str:
-    """Accuracy with Wilson 95% whiskers: one group for all datasets, then one per dataset,
-    one row per setup (colour = setup)."""
+    """Accuracy with Wilson 95% whiskers: one group for all datasets, then (when there are
+    several datasets) one group per dataset; one row per setup, colour = setup."""
     colours = {s.setup: PALETTE[i % len(PALETTE)] for i, s in enumerate(summaries)}
+    groups: list[tuple[str, list[tuple[str, Metrics]]]] = [
+        ("all datasets", [(s.setup, s.overall) for s in summaries])
+    ]
     datasets = sorted({d for s in summaries for d in s.per_dataset})
-    groups: list[tuple[str, list[tuple[str, Block]]]] = [("all datasets", [(s.setup, s.overall) for s in summaries])]
-    if len(datasets) > 1 or (datasets and len(summaries) and any(len(s.per_dataset) > 1 for s in summaries)):
+    if len(datasets) > 1:
         for d in datasets:
             groups.append((d, [(s.setup, s.per_dataset[d]) for s in summaries if d in s.per_dataset]))
     left, plot_w, right, row_h, head_h = 330, 480, 150, 20, 24
     width = left + plot_w + right
     height = 30 + sum(head_h + row_h * len(rows) for _, rows in groups) + 10
-    x = lambda v: left + plot_w * v  # noqa: E731 - a scale, read as one
-    out = [f'<svg class="chart" role="img" aria-label="Accuracy with 95% CI per setup and dataset" '
-           f'width="{width}" height="{height}" viewBox="0 0 {width} {height}">']
+
+    def x(v: float) -> float:
+        return left + plot_w * v
+
+    out = [_svg_open(width, height, "Accuracy with 95% CI per setup and dataset")]
     for tick in (0, 0.25, 0.5, 0.75, 1.0):
-        out.append(f'<line x1="{x(tick):.1f}" y1="22" x2="{x(tick):.1f}" y2="{height - 8}" class="grid"/>')
+        out.append(_gridline(x(tick), height))
         out.append(_svg_text(x(tick), 16, f"{int(tick * 100)}%", "middle", "axis"))
     y = 30.0
     for name, rows in groups:
@@ -455,18 +446,14 @@ def accuracy_chart(summaries: Sequence[SetupSummary]) -> str:
         y += head_h
         for setup, block in rows:
             cy = y + row_h / 2
-            colour = colours[setup]
             out.append(_svg_text(left - 10, cy + 4, setup, "end", "label"))
-            ci = block.ci95
-            if ci is not None and block.accuracy is not None:
-                lo, hi = x(ci[0]), x(ci[1])
-                out.append(f'<line x1="{lo:.1f}" y1="{cy:.1f}" x2="{hi:.1f}" y2="{cy:.1f}" stroke="{colour}" stroke-width="2"/>')
-                for end in (lo, hi):
-                    out.append(f'<line x1="{end:.1f}" y1="{cy - 5:.1f}" x2="{end:.1f}" y2="{cy + 5:.1f}" stroke="{colour}" stroke-width="2"/>')
-                out.append(f'<circle cx="{x(block.accuracy):.1f}" cy="{cy:.1f}" r="4.5" fill="{colour}"/>')
-                out.append(_svg_text(left + plot_w + 10, cy + 4, f"{pct(block.accuracy, 1)}% {interval_pct(ci)}", "start", "value"))
+            ci, acc = block.accuracy_ci95, block.accuracy
+            if ci is not None and acc is not None:
+                out.append(_whisker(x(ci[0]), x(ci[1]), x(acc), cy, colours[setup]))
+                value = f"{pct(acc, 1)}% {interval_pct(ci)}"
             else:
-                out.append(_svg_text(left + plot_w + 10, cy + 4, "no graded file", "start", "value"))
+                value = "no graded file"
+            out.append(_svg_text(left + plot_w + 10, cy + 4, value, "start", "value"))
             y += row_h
     out.append("</svg>")
     return "".join(out)
@@ -474,35 +461,33 @@ def accuracy_chart(summaries: Sequence[SetupSummary]) -> str:
 
 def forest_chart(run: ComparisonRun) -> str:
     """Each setup's accuracy difference to the baseline with its bootstrap CI, around zero;
-    filled markers are significant after Holm."""
-    rows = [c for c in run.comparisons if c.ci is not None and c.diff is not None]
+    filled markers are significant after Holm; "n.s." = no significant difference."""
+    rows = [(c, c.ci, c.diff) for c in run.comparisons if c.ci is not None and c.diff is not None]
     if not rows:
         return ""
-    extent = max(max(abs(c.ci.low), abs(c.ci.high), abs(c.diff)) for c in rows if c.ci)  # type: ignore[union-attr]
+    extent = max(max(abs(ci.low), abs(ci.high), abs(diff)) for _, ci, diff in rows)
     extent = max(0.1, math.ceil(extent * 10) / 10)
-    left, plot_w, right, row_h = 330, 480, 150, 22
+    left, plot_w, right, row_h = 330, 480, 170, 22
     width = left + plot_w + right
     height = 30 + row_h * len(rows) + 10
-    x = lambda v: left + plot_w * (v + extent) / (2 * extent)  # noqa: E731
-    out = [f'<svg class="chart" role="img" aria-label="Accuracy difference to {html.escape(run.baseline)}" '
-           f'width="{width}" height="{height}" viewBox="0 0 {width} {height}">']
+
+    def x(v: float) -> float:
+        return left + plot_w * (v + extent) / (2 * extent)
+
+    out = [_svg_open(width, height, f"Accuracy difference to {run.baseline}")]
     for tick in (-extent, -extent / 2, 0.0, extent / 2, extent):
-        cls = "zero" if tick == 0 else "grid"
-        out.append(f'<line x1="{x(tick):.1f}" y1="22" x2="{x(tick):.1f}" y2="{height - 8}" class="{cls}"/>')
+        out.append(_gridline(x(tick), height, "zero" if tick == 0 else "grid"))
         out.append(_svg_text(x(tick), 16, f"{100 * tick:+.0f} pp" if tick else "0", "middle", "axis"))
     y = 30.0
-    for c in rows:
-        assert c.ci is not None and c.diff is not None
+    for c, ci, diff in rows:
         cy = y + row_h / 2
-        colour = "#D55E00" if c.verdict == "worse" else "#009E73" if c.verdict == "better" else "#555555"
+        colour = {"worse": "#D55E00", "better": "#009E73"}.get(c.verdict, "#555555")
         out.append(_svg_text(left - 10, cy + 4, c.setup, "end", "label"))
-        lo, hi = x(c.ci.low), x(c.ci.high)
-        out.append(f'<line x1="{lo:.1f}" y1="{cy:.1f}" x2="{hi:.1f}" y2="{cy:.1f}" stroke="{colour}" stroke-width="2"/>')
-        for end in (lo, hi):
-            out.append(f'<line x1="{end:.1f}" y1="{cy - 5:.1f}" x2="{end:.1f}" y2="{cy + 5:.1f}" stroke="{colour}" stroke-width="2"/>')
-        fill = colour if c.significant else "#ffffff"
-        out.append(f'<circle cx="{x(c.diff):.1f}" cy="{cy:.1f}" r="4.5" fill="{fill}" stroke="{colour}" stroke-width="2"/>')
-        out.append(_svg_text(left + plot_w + 10, cy + 4, f"{signed_pp(c.diff, 1)} pp ({c.verdict})", "start", "value"))
+        out.append(_whisker(x(ci.low), x(ci.high), x(diff), cy, colour, filled=c.significant))
+        verdict = {"no significant difference": "n.s."}.get(c.verdict, c.verdict)
+        out.append(
+            _svg_text(left + plot_w + 10, cy + 4, f"{signed_pp(diff, 1)} pp ({verdict})", "start", "value")
+        )
         y += row_h
     out.append("</svg>")
     return "".join(out)
@@ -515,11 +500,11 @@ def impact_chart(impact: RetrievalImpact) -> str:
         return ""
     peak = max(1, max(max(r.helped or 0, r.hurt or 0) for r in rows))
     left, half, right, row_h = 200, 240, 20, 22
+    bar = half - 36  # room for the count beyond the longest bar
     width = left + 2 * half + right
     height = 34 + row_h * len(rows) + 10
     mid = left + half
-    out = [f'<svg class="chart" role="img" aria-label="Questions helped and hurt by retrieval per size bucket" '
-           f'width="{width}" height="{height}" viewBox="0 0 {width} {height}">']
+    out = [_svg_open(width, height, "Questions helped and hurt by retrieval per size bucket")]
     out.append(_svg_text(mid - 6, 16, "◀ hurt (native right, KAG not)", "end", "axis"))
     out.append(_svg_text(mid + 6, 16, "helped (KAG right, native not) ▶", "start", "axis"))
     out.append(f'<line x1="{mid}" y1="22" x2="{mid}" y2="{height - 8}" class="zero"/>')
@@ -527,9 +512,11 @@ def impact_chart(impact: RetrievalImpact) -> str:
     for r in rows:
         cy = y + row_h / 2
         out.append(_svg_text(left - 10, cy + 4, f"{r.label} (n={r.n})", "end", "label"))
-        hurt_w = half * (r.hurt or 0) / peak
-        help_w = half * (r.helped or 0) / peak
-        out.append(f'<rect x="{mid - hurt_w:.1f}" y="{cy - 7:.1f}" width="{hurt_w:.1f}" height="14" fill="#D55E00"/>')
+        hurt_w = bar * (r.hurt or 0) / peak
+        help_w = bar * (r.helped or 0) / peak
+        out.append(
+            f'<rect x="{mid - hurt_w:.1f}" y="{cy - 7:.1f}" width="{hurt_w:.1f}" height="14" fill="#D55E00"/>'
+        )
         out.append(f'<rect x="{mid:.1f}" y="{cy - 7:.1f}" width="{help_w:.1f}" height="14" fill="#009E73"/>')
         out.append(_svg_text(mid - hurt_w - 4, cy + 4, str(r.hurt), "end", "value"))
         out.append(_svg_text(mid + help_w + 4, cy + 4, str(r.helped), "start", "value"))
@@ -544,7 +531,8 @@ _CSS = """
 :root { color-scheme: light; }
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif;
        margin: 24px auto; max-width: 1180px; padding: 0 16px; color: #1b1b1b; background: #fff; }
-h1 { font-size: 22px; margin: 0 0 4px; } h2 { font-size: 18px; margin: 28px 0 8px; border-bottom: 1px solid #ddd; }
+h1 { font-size: 22px; margin: 0 0 4px; }
+h2 { font-size: 18px; margin: 28px 0 8px; border-bottom: 1px solid #ddd; }
 h3 { font-size: 15px; margin: 18px 0 6px; }
 .meta { color: #555; font-size: 12.5px; margin: 0; }
 table { border-collapse: collapse; margin: 6px 0 10px; font-variant-numeric: tabular-nums; }
@@ -587,12 +575,14 @@ def _flip_section(report: FlipReport, max_flips: int, max_chars: int) -> str:
         shown = Table(table.headers, table.rows[:max_flips], table.align)
         more = len(table.rows) - len(shown.rows)
         opened = " open" if len(table.rows) <= OPEN_FLIPS else ""
-        parts.append(f"<details{opened}><summary>{html.escape(title)}: {len(table.rows)} question(s)</summary>")
+        parts.append(
+            f"<details{opened}><summary>{html.escape(title)}: {len(table.rows)} question(s)</summary>"
+        )
         parts.append(table_html(shown, "flips") if shown.rows else '<p class="legend">none</p>')
         if more:
+            command = html.escape(f"kag stats flips {report.a} {report.b}")
             parts.append(
-                f'<p class="legend">{more} more not shown; '
-                f"<code>kag stats flips {html.escape(report.a)} {html.escape(report.b)}</code> lists them all.</p>"
+                f'<p class="legend">{more} more not shown; <code>{command}</code> lists them all.</p>'
             )
         parts.append("</details>")
     return "".join(parts)
@@ -614,7 +604,11 @@ def render_html(
     Inline CSS and SVG only: nothing is loaded from anywhere.
     """
     e = html.escape
-    facts = [f"{k}: {v}" for k, v in (("datasets", meta.datasets), ("results", meta.results), ("prefix", meta.prefix)) if v]
+    facts = [
+        f"{k}: {v}"
+        for k, v in (("datasets", meta.datasets), ("results", meta.results), ("prefix", meta.prefix))
+        if v
+    ]
     if meta.version:
         facts.append(f"kag {meta.version}")
     body = [f"<h1>{e(meta.title)}</h1>"]
@@ -624,8 +618,10 @@ def render_html(
     body.append("<h2>Ranking</h2>")
     if summaries:
         body.append(table_html(summary_table(summaries), "ranking"))
-        body.append('<p class="legend">ACC% = OK / TOT, 95% CI = Wilson score interval; PREC% = OK / (OK + WRONG); '
-                    "COVER% = (OK + WRONG) / TOT</p>")
+        body.append(
+            '<p class="legend">ACC% = OK / TOT, 95% CI = Wilson score interval; PREC% = OK / (OK + WRONG); '
+            "COVER% = (OK + WRONG) / TOT</p>"
+        )
         body.append("<h2>Accuracy with 95% CI</h2>")
         body.append(accuracy_chart(summaries))
     else:
@@ -639,7 +635,9 @@ def render_html(
         regress = comparisons.regressions
         if regress:
             names = ", ".join(c.setup for c in regress)
-            body.append(f'<p class="worse">Significantly worse than {e(comparisons.baseline)}: {e(names)}</p>')
+            body.append(
+                f'<p class="worse">Significantly worse than {e(comparisons.baseline)}: {e(names)}</p>'
+            )
     if impacts:
         body.append("<h2>Retrieval impact</h2>")
         for impact in impacts:
@@ -664,6 +662,7 @@ def render_html(
 
 def write_report(path: str, text: str) -> None:
     """Write a report file atomically (``<path>.tmp`` then rename); InputError naming the path."""
+    import contextlib
     import os
 
     from kag.errors import InputError
@@ -674,8 +673,6 @@ def write_report(path: str, text: str) -> None:
             handle.write(text)
         os.replace(tmp, path)
     except OSError as exc:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
-        except OSError:
-            pass
         raise InputError(f"{path}: cannot write the report: {exc.strerror}") from None

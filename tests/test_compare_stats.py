@@ -18,7 +18,6 @@ from kag.grading.compare import (
     holm,
     mcnemar,
     paired_bootstrap_diff,
-    wilson_interval,
 )
 
 # ---------------------------------------------------------------- McNemar, by hand
@@ -159,7 +158,9 @@ def _holm_sequential_rejections(pvalues: list[float], alpha: float) -> list[bool
 
 @given(st.lists(st.floats(0, 1), max_size=12), st.sampled_from([0.01, 0.05, 0.1]))
 @settings(max_examples=300, deadline=None)
-def test_holm_adjusted_rejects_exactly_like_the_step_down_procedure(pvalues: list[float], alpha: float) -> None:
+def test_holm_adjusted_rejects_exactly_like_the_step_down_procedure(
+    pvalues: list[float], alpha: float
+) -> None:
     adjusted = holm(pvalues)
     assert len(adjusted) == len(pvalues)
     for p, q in zip(pvalues, adjusted, strict=True):
@@ -247,18 +248,3 @@ def test_bootstrap_invariants(pairs: list[tuple[bool, bool]], seed: int) -> None
     assert ci.low <= ci.estimate <= ci.high
     flipped = paired_bootstrap_diff(b, a, n_resamples=1000, seed=seed)
     assert flipped.estimate == -ci.estimate
-
-
-# ---------------------------------------------------------------- Wilson
-
-
-def test_wilson_hand_values() -> None:
-    # 8/10: centre = (0.8 + z^2/20)/(1 + z^2/10) = 0.71674, half = 0.22658
-    low, high = wilson_interval(8, 10)  # type: ignore[misc]
-    assert low == pytest.approx(0.49016, abs=1e-5)
-    assert high == pytest.approx(0.94332, abs=1e-5)
-    assert wilson_interval(0, 0) is None
-    zero = wilson_interval(0, 5)
-    assert zero is not None and zero[0] == 0.0 and zero[1] == pytest.approx(0.43449, abs=1e-5)
-    full = wilson_interval(5, 5)
-    assert full is not None and full[1] == 1.0

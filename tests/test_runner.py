@@ -318,7 +318,8 @@ def test_unwritable_result_stops_the_run(tmp_path: Path, server: FakeServer) -> 
     summary = run(plan, cfg, parallel=1)
     assert summary.fatal is not None and summary.fatal.startswith(str(out / "d" / "0" / "s1.json"))
     assert "cannot write the result file" in summary.fatal
-    assert summary.done == 0 and len(server.chat_requests()) == 1  # stopped at the first write
+    # Stopped at the first failed write; the one worker may have sent its next request meanwhile.
+    assert summary.done == 0 and len(server.chat_requests()) <= 2 and summary.not_run == 12
 
 
 # ---------------------------------------------------------------- secrets
@@ -385,7 +386,7 @@ def test_kag_setup_retrieves_embeds_through_its_provider_and_renders(
 ) -> None:
     setups = (
         "[kag]\nprovider = 'oa'\nmodel = 'm1'\ntemperature = 0\n"
-        "system_prompt = '''{{INPUT}} | {{ RETRIEVAL | default('<empty>') }}'''\n"
+        "system_prompt = '''{% raw %}{{INPUT}} | {{ RETRIEVAL | default('<empty>') }}{% endraw %}'''\n"
         "augmented_generation = {retriever = 'r', database = 'g'}\n"
     )
     questions = {"d": {"1": {"input": "alpha"}, "2": {"input": "EMPTY beta"}, "3": {"input": "BOOM"}}}
@@ -410,7 +411,7 @@ def test_kag_setup_retrieves_embeds_through_its_provider_and_renders(
     assert isinstance(second, OkResult) and second.stats.prompt == "EMPTY beta | <empty>"
     third = files["d/3/kag.json"]
     assert third == ErrorResult(
-        "Failed during the knowledge retrieval phase (KAG) on database 'g': graph unreachable")
+        "Failed during the knowledge retrieval phase (KAG) on database 'g': RuntimeError: graph unreachable")
     embeds = [r for r in server.requests if r.path == "/api/embed"]
     assert sorted(tuple(r.texts or ()) for r in embeds) == [("EMPTY beta",), ("alpha",)]
     # The retrieval block round-trips through the one result model.
@@ -422,10 +423,13 @@ def test_kag_template_that_needs_retrieval_errors_only_when_retrieval_is_empty(
     tmp_path: Path, server: FakeServer, stub_factory: list[str], caplog: pytest.LogCaptureFixture
 ) -> None:
     setups = (
-        "[kag]\nprovider = 'oa'\nmodel = 'm1'\ntemperature = 0\nsystem_prompt = '''{{INPUT}} {{ RETRIEVAL }}'''\n"
+        "[kag]\nprovider = 'oa'\nmodel = 'm1'\ntemperature = 0\nsystem_prompt = '''{% raw %}{{INPUT}} {{ RETRIEVAL }}{% endraw %}'''\n"
         "augmented_generation = {retriever = 'r', database = 'g'}\n"
     )
     cfg, bench, data = make_files(tmp_path, server, {"d": {"1": {"input": "a"}, "2": {"input": "EMPTY"}}}, setups)
+    with (tmp_path / "config.toml").open("a") as handle:
+        handle.write("[retrievers.r]\ntype = 'Embedder'\nprovider = 'ol'\nmodel = 'emb'\n")
+    cfg = load_config(tmp_path / "config.toml")
     plan = plan_benchmark(cfg, bench, data, PlanOptions(tmp_path / "out"))
     assert any("when retrieval returns nothing the prompt cannot render" in r.getMessage() for r in caplog.records)
     run(plan, cfg)

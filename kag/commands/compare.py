@@ -1,83 +1,146 @@
-"""`kag stats compare`, `kag stats flips`, `kag stats impact`: wiring only (see kag.grading.compare)."""
+"""`kag stats compare`, `kag stats flips`, `kag stats impact`: wiring only.
+
+The statistics are in :mod:`kag.grading.compare`, the renderers in :mod:`kag.report_html`.
+The options shared with `kag stats` (``-d``, ``-r``, ``--prefix``, ``--setup``,
+``--dataset``, ``--format``) are accepted before or after the sub-command name; after
+wins.
+"""
 
 from __future__ import annotations
 
 import sys
-from enum import Enum
-from typing import Annotated, Any
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from kag.errors import UsageError
 
+if TYPE_CHECKING:
+    from kag.grading.compare import AnswerSet
 
-class Format(str, Enum):
+
+class Format(StrEnum):
     text = "text"
     json = "json"
     markdown = "markdown"
     html = "html"
 
 
-class TableFormat(str, Enum):
+class TableFormat(StrEnum):
     text = "text"
     json = "json"
     markdown = "markdown"
 
 
-# Options shared with `kag stats`: accepted after the sub-command, or before it on `stats`.
-DatasetsOpt = Annotated[str | None, typer.Option("--datasets", "-d", help="Datasets file (ground truth).")]
-ResultsOpt = Annotated[str | None, typer.Option("--results", "-r", help="Result tree root [default: .]")]
-PrefixOpt = Annotated[str | None, typer.Option("--prefix", help="File name prefix of the result files.")]
-SetupOpt = Annotated[list[str] | None, typer.Option("--setup", help="Only setups matching this glob (repeatable).")]
-DatasetOpt = Annotated[list[str] | None, typer.Option("--dataset", help="Only datasets matching this glob (repeatable).")]
-OutputOpt = Annotated[str | None, typer.Option("--output", "-o", help="Write the report to this file instead of stdout.")]
+DatasetsOpt = Annotated[
+    Path | None, typer.Option("--datasets", "-d", metavar="FILE", help="Datasets file with the answers.")
+]
+ResultsOpt = Annotated[Path | None, typer.Option("--results", "-r", metavar="DIR", help="Result tree [default: .]")]
+PrefixOpt = Annotated[str | None, typer.Option("--prefix", metavar="STR", help="File name prefix of result files.")]
+SetupOpt = Annotated[
+    list[str] | None, typer.Option("--setup", metavar="GLOB", help="Only setups matching GLOB (repeatable).")
+]
+DatasetOpt = Annotated[
+    list[str] | None, typer.Option("--dataset", metavar="GLOB", help="Only datasets matching GLOB (repeatable).")
+]
+OutputOpt = Annotated[
+    Path | None, typer.Option("--output", "-o", metavar="FILE", help="Write the report to FILE, not stdout.")
+]
 
 
-def _inherited(ctx: typer.Context, name: str, value: Any) -> Any:
-    """The sub-command's value, else the one given to `kag stats` before the sub-command."""
-    if value not in (None, [], ()):
-        return value
-    parent = ctx.parent.params if ctx.parent is not None else {}
-    return parent.get(name)
+def _from_stats(ctx: typer.Context, flag: str) -> Any:
+    """The value of ``flag`` given explicitly on ``kag stats`` (before the sub-command), else None."""
+    parent = ctx.parent
+    if parent is None:
+        return None
+    for param in parent.command.params:
+        if flag in param.opts and param.name is not None:
+            source = parent.get_parameter_source(param.name)
+            if source is None or source.name in ("DEFAULT", "DEFAULT_MAP"):
+                return None
+            value = parent.params.get(param.name)
+            return value if value not in ((), []) else None
+    return None
 
 
-def _load(ctx: typer.Context, datasets: str | None, results: str | None, prefix: str | None,
-          setup: list[str] | None, dataset: list[str] | None, named: tuple[str | None, ...] = ()):  # -> (AnswerSet, ...)
-    """Grade the tree with the shared options; setups in ``named`` are loaded whatever ``--setup`` says."""
+def _pick(ctx: typer.Context, flag: str, after: Any, default: Any) -> Any:
+    """Options after the sub-command win, then options before it, then the default."""
+    if after is not None and after not in ((), []):
+        return after
+    before = _from_stats(ctx, flag)
+    return default if before is None else before
+
+
+def _format(ctx: typer.Context, value: Any, allowed: type[StrEnum]) -> Any:
+    raw = str(getattr(value, "value", value) if value is not None else _pick(ctx, "--format", None, "text")).lower()
+    try:
+        return allowed(raw)
+    except ValueError:
+        names = ", ".join(m.value for m in allowed)  # type: ignore[attr-defined]
+        raise UsageError(f"--format {raw}: not available here ({names})") from None
+
+
+@dataclass(frozen=True)
+class _Loaded:
+    answers: AnswerSet
+    datasets: str
+    results: str
+    prefix: str
+
+
+def _load(
+    ctx: typer.Context,
+    datasets: Path | None,
+    results: Path | None,
+    prefix: str | None,
+    setup: list[str] | None,
+    dataset: list[str] | None,
+    named: tuple[str | None, ...] = (),
+) -> _Loaded:
+    """Grade the tree; setups in ``named`` (a baseline, A and B) are kept whatever ``--setup`` says
+    and must have graded answers."""
     import glob
 
     from kag.datasets import load_datasets
     from kag.grading.compare import load_answers
+    from kag.results import list_results
 
-    datasets = _inherited(ctx, "datasets", datasets)
-    if not datasets:
-        raise UsageError("missing option '-d' / '--datasets' (the datasets file)")
-    results = _inherited(ctx, "results", results) or "."
-    prefix = _inherited(ctx, "prefix", prefix) or ""
-    setups = tuple(_inherited(ctx, "setup", setup) or ())
+    datasets_path = _pick(ctx, "--datasets", datasets, None)
+    if datasets_path is None:
+        raise UsageError("missing option '--datasets' / '-d': the datasets file with the answers")
+    root = str(_pick(ctx, "--results", results, Path(".")))
+    pfx = _pick(ctx, "--prefix", prefix, "")
+    setups = tuple(_pick(ctx, "--setup", setup, ()))
     if setups:
         setups += tuple(glob.escape(n) for n in named if n)
-    globs = tuple(_inherited(ctx, "dataset", dataset) or ())
-    loaded = load_answers(load_datasets(datasets), results, prefix, setups, globs)
+    globs = tuple(_pick(ctx, "--dataset", dataset, ()))
+    loaded = load_answers(load_datasets(datasets_path), root, pfx, setups, globs)
     for name in named:
         if name and name not in loaded.setups:
-            where = "no graded answers after the filters" if name in loaded.tree_setups else "no such setup"
-            raise UsageError(f"setup {name!r}: {where}; setups in {results}: {', '.join(loaded.tree_setups) or 'none'}")
+            in_tree = sorted({f.setup for f in list_results(root, pfx).files})
+            why = "no graded answers after the filters" if name in in_tree else "no such setup"
+            raise UsageError(f"setup {name!r}: {why}; setups in {root}: {', '.join(in_tree) or 'none'}")
     if not loaded.answers:
-        raise UsageError(f"{results}: no graded result file (prefix {prefix!r}, setups {list(setups) or 'all'}, "
-                         f"datasets {list(globs) or 'all'})")
-    return loaded, (datasets, results, prefix)
+        raise UsageError(
+            f"{root}: no graded result file (prefix {pfx!r}, setups {list(setups) or 'all'}, "
+            f"datasets {list(globs) or 'all'})"
+        )
+    return _Loaded(loaded, str(datasets_path), root, pfx)
 
 
-def _emit(text: str, output: str | None) -> None:
+def _emit(text: str, output: Path | None) -> None:
     from kag.console import info
     from kag.report_html import write_report
 
-    if output:
-        write_report(output, text)
-        info(f"kag: wrote {output}")
-    else:
+    if output is None:
         sys.stdout.write(text)
+        sys.stdout.flush()
+    else:
+        write_report(str(output), text)
+        info(f"Wrote {output}")
 
 
 def _json(document: object) -> str:
@@ -95,61 +158,76 @@ def register(stats_app: typer.Typer) -> None:
         prefix: PrefixOpt = None,
         setup: SetupOpt = None,
         dataset: DatasetOpt = None,
-        baseline: Annotated[str | None, typer.Option(help="Setup to compare against [default: the best-ranked]")] = None,
+        baseline: Annotated[
+            str | None, typer.Option(metavar="SETUP", help="Compare against SETUP [default: the best-ranked].")
+        ] = None,
         fail_if_worse_than: Annotated[
             str | None,
-            typer.Option(help="Baseline setup; exit 1 when a setup is significantly worse than it (after Holm)."),
+            typer.Option(metavar="SETUP", help="Baseline; exit 1 when a setup is significantly worse than it."),
         ] = None,
         alpha: Annotated[float, typer.Option(help="Family-wise significance level (Holm).")] = 0.05,
-        seed: Annotated[int, typer.Option(min=0, help="Bootstrap seed (reported).")] = 0,
+        seed: Annotated[int, typer.Option(min=0, help="Bootstrap seed (reported in the output).")] = 0,
         resamples: Annotated[int, typer.Option(min=1, help="Bootstrap resamples.")] = 10_000,
-        native: Annotated[str | None, typer.Option(help="html: the setup without retrieval for every KAG setup.")] = None,
+        native: Annotated[
+            str | None, typer.Option(metavar="SETUP", help="html: the setup without retrieval for every KAG setup.")
+        ] = None,
         max_flips: Annotated[int, typer.Option(min=0, help="html: flips listed per direction and pair.")] = 50,
-        output_format: Annotated[Format, typer.Option("--format", help="Output format.")] = Format.text,
+        output_format: Annotated[
+            Format | None, typer.Option("--format", help="text, json, markdown or html [default: text]")
+        ] = None,
         output: OutputOpt = None,
     ) -> None:
-        """Each setup against a baseline on the questions both answered: McNemar, paired bootstrap CI, Holm."""
+        """Each setup against a baseline on the questions both answered: McNemar, bootstrap CI, Holm.
+
+        Exit codes: 0 success, 1 --fail-if-worse-than found a significant regression,
+        2 bad usage or input, 130 interrupted.
+        """
         from kag import __version__
+        from kag import report_html as rep
         from kag.console import info, warn
         from kag.grading import compare as lib
-        from kag import report_html as rep
 
+        fmt = _format(ctx, output_format, Format)
         if not 0 < alpha < 1:
-            raise UsageError(f"--alpha {alpha}: must be between 0 and 1")
+            raise UsageError(f"--alpha {alpha:g}: must be between 0 and 1")
         if baseline and fail_if_worse_than and baseline != fail_if_worse_than:
             raise UsageError("--baseline and --fail-if-worse-than name different setups; give one")
         base = fail_if_worse_than or baseline
-        loaded, (ds_path, res_path, pfx) = _load(ctx, datasets, results, prefix, setup, dataset, (base, native))
-        known = loaded.setups
-        if len(known) < 2:
-            raise UsageError(f"only one setup ({known[0]}) has graded answers: nothing to compare")
+        loaded = _load(ctx, datasets, results, prefix, setup, dataset, (base, native))
         answers = loaded.answers
-        if output_format is Format.html:
+        if len(answers.setups) < 2:
+            raise UsageError(f"only one setup ({answers.setups[0]}) has graded answers: nothing to compare")
+        if fmt is Format.html:
             analysis = lib.analyse(answers, base, alpha, resamples, seed, native)
             for note in analysis.notes:
                 warn(note)
+            assert analysis.comparisons is not None  # two setups or more
             run = analysis.comparisons
-            assert run is not None
-            meta = rep.PageMeta(datasets=ds_path, results=res_path, prefix=pfx or None, version=__version__)
-            text = rep.render_html(rep.summaries_from_answers(answers), run, analysis.flips, analysis.impacts,
-                                   meta, max_flips=max_flips)
+            meta = rep.PageMeta(
+                datasets=loaded.datasets, results=loaded.results, prefix=loaded.prefix or None, version=__version__
+            )
+            text = rep.render_html(
+                answers.summary.setups, run, analysis.flips, analysis.impacts, meta, max_flips=max_flips
+            )
         else:
-            run = lib.compare_setups(answers, base or lib.best_setup(answers), None, alpha, resamples, seed)
+            run = lib.compare_setups(answers.answers, base or lib.best_setup(answers.answers), None, alpha, resamples, seed)
             renderers = {
                 Format.text: rep.comparisons_text,
                 Format.markdown: rep.comparisons_markdown,
                 Format.json: lambda r: _json(lib.comparison_run_to_json(r)),
             }
-            text = renderers[output_format](run)
+            text = renderers[fmt](run)
         _emit(text, output)
         significant = sum(1 for c in run.comparisons if c.significant)
-        info(f"kag: {significant} of {len(run.comparisons)} comparison(s) against {run.baseline} significant "
-             f"at alpha {alpha:g} (Holm)")
+        info(
+            f"{significant} of {len(run.comparisons)} comparison(s) against {run.baseline} significant "
+            f"at alpha {alpha:g} (Holm)."
+        )
         if fail_if_worse_than:
             lib.gate_regressions(run)
 
     @stats_app.command("flips")
-    def flips_command(
+    def flips(
         ctx: typer.Context,
         a: Annotated[str, typer.Argument(metavar="A", help="First setup.")],
         b: Annotated[str, typer.Argument(metavar="B", help="Second setup.")],
@@ -157,60 +235,78 @@ def register(stats_app: typer.Typer) -> None:
         results: ResultsOpt = None,
         prefix: PrefixOpt = None,
         dataset: DatasetOpt = None,
-        max_chars: Annotated[int, typer.Option(min=0, help="Cut responses to N characters (0 = whole; JSON is never cut).")] = 120,
-        output_format: Annotated[TableFormat, typer.Option("--format", help="Output format.")] = TableFormat.text,
+        max_chars: Annotated[
+            int, typer.Option(min=0, help="Cut responses to N characters, 0 = whole (JSON: never cut).")
+        ] = 120,
+        output_format: Annotated[
+            TableFormat | None, typer.Option("--format", help="text, json or markdown [default: text]")
+        ] = None,
         output: OutputOpt = None,
     ) -> None:
         """The questions A gets right and B does not, and the reverse, with both responses."""
         import glob
 
+        from kag import report_html as rep
         from kag.console import info
         from kag.grading import compare as lib
-        from kag import report_html as rep
 
+        fmt = _format(ctx, output_format, TableFormat)
         if a == b:
             raise UsageError(f"A and B are the same setup ({a})")
-        loaded, _ = _load(ctx, datasets, results, prefix, [glob.escape(a), glob.escape(b)], dataset, (a, b))
-        report = lib.flips(loaded.answers, a, b)
+        loaded = _load(ctx, datasets, results, prefix, [glob.escape(a), glob.escape(b)], dataset, (a, b))
+        report = lib.flips(loaded.answers.answers, a, b)
         renderers = {
             TableFormat.text: lambda r: rep.flips_text(r, max_chars),
             TableFormat.markdown: lambda r: rep.flips_markdown(r, max_chars),
             TableFormat.json: lambda r: _json(lib.flip_report_to_json(r)),
         }
-        _emit(renderers[output_format](report), output)
-        info(f"kag: {len(report.a_only)} question(s) only {a} got right, {len(report.b_only)} only {b}, "
-             f"out of {report.paired} paired")
+        _emit(renderers[fmt](report), output)
+        info(
+            f"{len(report.a_only)} question(s) only {a} got right, {len(report.b_only)} only {b}, "
+            f"out of {report.paired} paired."
+        )
 
     @stats_app.command("impact")
     def impact(
         ctx: typer.Context,
-        kag_setups: Annotated[list[str] | None, typer.Argument(metavar="[SETUP]...", help="KAG setups [default: every setup that retrieves].")] = None,
+        kag_setups: Annotated[
+            list[str] | None,
+            typer.Argument(metavar="[SETUP]...", help="KAG setups [default: every setup that retrieves]."),
+        ] = None,
         datasets: DatasetsOpt = None,
         results: ResultsOpt = None,
         prefix: PrefixOpt = None,
         dataset: DatasetOpt = None,
-        native: Annotated[str | None, typer.Option(help="The setup without retrieval to compare with [default: same model and provider].")] = None,
-        output_format: Annotated[TableFormat, typer.Option("--format", help="Output format.")] = TableFormat.text,
+        native: Annotated[
+            str | None,
+            typer.Option(metavar="SETUP", help="Setup without retrieval to compare with [default: same model]."),
+        ] = None,
+        output_format: Annotated[
+            TableFormat | None, typer.Option("--format", help="text, json or markdown [default: text]")
+        ] = None,
         output: OutputOpt = None,
     ) -> None:
-        """Accuracy of KAG setups by retrieved-subgraph size; questions retrieval helped or hurt."""
+        """Accuracy of KAG setups by retrieved-subgraph size; the questions retrieval helped or hurt."""
+        from kag import report_html as rep
         from kag.console import warn
         from kag.grading import compare as lib
-        from kag import report_html as rep
 
-        loaded, _ = _load(ctx, datasets, results, prefix, None, dataset, (*(kag_setups or ()), native))
-        known = loaded.setups
-        plans = lib.plan_impacts(loaded.answers, kag_setups or None, native)
+        fmt = _format(ctx, output_format, TableFormat)
+        loaded = _load(ctx, datasets, results, prefix, None, dataset, (*(kag_setups or ()), native))
+        answers = loaded.answers
+        plans = lib.plan_impacts(answers.profiles, kag_setups or None, native)
         if not plans:
-            raise UsageError(f"no setup retrieves (no retrieval record, no augmented_generation); setups: {', '.join(known)}")
+            raise UsageError(
+                "no setup retrieves (no retrieval stats, no config.augmented_generation); "
+                f"setups: {', '.join(answers.setups)}"
+            )
         for plan in plans:
             if plan.note:
                 warn(plan.note)
-        impacts = [lib.retrieval_impact(loaded.answers, p.setup, p.native) for p in plans]
+        impacts = [lib.retrieval_impact(answers.answers, p.setup, p.native) for p in plans]
         renderers = {
             TableFormat.text: rep.impact_text,
             TableFormat.markdown: rep.impact_markdown,
             TableFormat.json: lambda i: _json({"impacts": [lib.impact_to_json(x) for x in i]}),
         }
-        _emit(renderers[output_format](impacts), output)
-
+        _emit(renderers[fmt](impacts), output)

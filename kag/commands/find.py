@@ -46,7 +46,7 @@ def _pick(ctx: typer.Context, flag: str, after: Any, default: Any) -> Any:
 
 
 def _format(value: Any) -> Format:
-    value = getattr(value, "value", value)
+    value = str(getattr(value, "value", value)).lower()  # `kag stats --format` is free text
     try:
         return Format(value)
     except ValueError:

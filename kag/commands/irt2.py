@@ -1,13 +1,71 @@
-"""`kag irt2` (not yet available)."""
+"""`kag irt2`: IRT2 linking and ranking scores, equal to the reference evaluator."""
 
 from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, TypeVar
 
 import typer
 
 from kag.errors import UsageError
 
+T = TypeVar("T")
+
+HELP = """Score IRT2 head and tail prediction files: hits@k and MRR, micro and macro.
+
+Numbers equal the reference evaluator (PyPI irt2, `irt2 evaluate-kgc` /
+`evaluate-ranking`). Prediction files are CSV rows `ent,rid,cand,score,...` (or JSON
+Lines, optionally gzip); --head answers the head-side queries, --tail the tail side.
+"""
+
 
 def register(app: typer.Typer) -> None:
-    @app.command("irt2", help="(not yet available)")
-    def irt2() -> None:
-        raise UsageError("'kag irt2' is not yet available")
+    @app.command("irt2", help=HELP, no_args_is_help=True)
+    def irt2(
+        dataset: Annotated[Path, typer.Option("--dataset", help="IRT2 dataset folder (config.yaml, open.*.txt, ...).")],
+        task: Annotated[str, typer.Option("--task", help="linking (alias kgc) or ranking.")],
+        split: Annotated[str, typer.Option("--split", help="validation or test.")],
+        head: Annotated[Path, typer.Option("--head", help="Predictions for the head-side queries.")],
+        tail: Annotated[Path, typer.Option("--tail", help="Predictions for the tail-side queries.")],
+        mode: Annotated[str, typer.Option("--mode", help="original (the paper's) or full.")] = "original",
+        max_rank: Annotated[
+            str, typer.Option("--max-rank", help="Filtered ranks above N score 0; 'none' for no cut-off.")
+        ] = "100",
+        ks: Annotated[str, typer.Option("--ks", help="Comma-separated k for hits@k.")] = "1,10",
+        ties: Annotated[
+            str, typer.Option("--ties", help="first (reference: row order), optimistic, pessimistic, realistic.")
+        ] = "first",
+        per_query: Annotated[
+            Path | None, typer.Option("--per-query", help="Write one JSON line per gold target to FILE.")
+        ] = None,
+        output: Annotated[str, typer.Option("--format", help="text or json.")] = "text",
+    ) -> None:
+        from kag.irt2.evaluate import Request, evaluate, parse_ks, parse_max_rank
+        from kag.irt2.model import Mode, Split, Task, TieMode
+        from kag.irt2.render import OutputFormat, render, write_per_query
+
+        request = Request(
+            dataset=dataset,
+            task=_choice(Task.parse, task, "--task", "linking, kgc, ranking"),
+            split=_choice(Split, split, "--split", "validation, test"),
+            head=head,
+            tail=tail,
+            mode=_choice(Mode, mode, "--mode", "original, full"),
+            max_rank=parse_max_rank(max_rank),
+            ks=parse_ks(ks),
+            ties=_choice(TieMode, ties, "--ties", "first, optimistic, pessimistic, realistic"),
+        )
+        fmt = _choice(OutputFormat, output, "--format", "text, json")
+        evaluation = evaluate(request)
+        if per_query is not None:
+            write_per_query(per_query, evaluation)
+        sys.stdout.write(render(evaluation, fmt))
+
+
+def _choice(parse: Callable[[str], T], value: str, option: str, allowed: str) -> T:
+    try:
+        return parse(value.strip().lower())
+    except ValueError:
+        raise UsageError(f"{option} must be one of {allowed}; got {value!r}") from None

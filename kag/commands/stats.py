@@ -1,17 +1,117 @@
-"""`kag stats` (not yet available)."""
+"""`kag stats`: grade a result tree against the datasets file and report per setup.
+
+The callback runs for ``kag stats`` itself and before any sub-command (``kag stats find``);
+its options are optional and checked here only when no sub-command runs. A sub-command
+finds the values given before its name in ``ctx.parent.params`` (keys ``datasets``,
+``results``, ``prefix``, ``format``, ``setup``, ``dataset``, ``fail_under``, ``verbose``;
+None / empty when not given).
+"""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+from typing import Annotated
+
 import typer
 
-from kag.errors import UsageError
+from kag.console import set_verbosity, verbosity
+from kag.errors import GateFailed, UsageError
 
-stats_app = typer.Typer(invoke_without_command=True, help="(not yet available)")
+FORMATS = ("text", "json", "markdown")
+
+stats_app = typer.Typer(
+    help="Grade a result tree against the datasets file: accuracy, precision, coverage per setup.",
+    no_args_is_help=False,
+)
 
 
-@stats_app.callback()
-def stats() -> None:
-    raise UsageError("'kag stats' is not yet available")
+@stats_app.callback(invoke_without_command=True)
+def stats(
+    ctx: typer.Context,
+    datasets: Annotated[
+        Path | None,
+        typer.Option("--datasets", "-d", help="Datasets file with the answers (required without a sub-command).",
+                     metavar="FILE", show_default=False),
+    ] = None,
+    results: Annotated[
+        Path | None,
+        typer.Option("--results", "-r", help="Root of the result tree  [default: .]", metavar="DIR",
+                     show_default=False),
+    ] = None,
+    prefix: Annotated[
+        str | None,
+        typer.Option("--prefix", help="File name prefix of the result files (the benchmark's --prefix).",
+                     metavar="STR", show_default=False),
+    ] = None,
+    format: Annotated[
+        str | None,
+        typer.Option("--format", help="text, json or markdown  [default: text]", metavar="FORMAT",
+                     show_default=False),
+    ] = None,
+    setup: Annotated[
+        list[str] | None,
+        typer.Option("--setup", help="Only setups matching this glob (repeatable).", metavar="GLOB",
+                     show_default=False),
+    ] = None,
+    dataset: Annotated[
+        list[str] | None,
+        typer.Option("--dataset", help="Only datasets matching this glob (repeatable).", metavar="GLOB",
+                     show_default=False),
+    ] = None,
+    fail_under: Annotated[
+        float | None,
+        typer.Option("--fail-under", help="Exit 1 when a setup's ACC% is below PCT (0-100).", metavar="PCT",
+                     show_default=False),
+    ] = None,
+    verbose: Annotated[
+        int,
+        typer.Option("--verbose", "-v", count=True, help="More logging: -v ignored files, -vv every file.",
+                     show_default=False),
+    ] = 0,
+) -> None:
+    """Grade every <results>/<dataset>/<question>/<prefix><setup>.json file and report per setup.
+
+    Exit codes: 0 success, 1 --fail-under failed, 2 bad usage or input, 130 interrupted.
+    """
+    if verbose:
+        set_verbosity(verbosity() + verbose)
+    if ctx.invoked_subcommand is not None:
+        return
+    fmt_name = (format or "text").lower()
+    if fmt_name not in FORMATS:
+        raise UsageError(f"--format must be one of {', '.join(FORMATS)} (got {format!r})")
+    if datasets is None:
+        raise UsageError("missing option '--datasets' / '-d': the datasets file with the answers")
+
+    # Imported here so that `kag --help` stays fast.
+    from kag.datasets import load_datasets
+    from kag.grading.mcq import check_threshold, failing_setups, grade_tree, summarize
+    from kag.report import Format, render
+
+    if fail_under is not None:
+        check_threshold(fail_under)
+    graded = grade_tree(
+        load_datasets(datasets),
+        results if results is not None else Path("."),
+        prefix or "",
+        setups=tuple(setup or ()),
+        dataset_globs=tuple(dataset or ()),
+    )
+    summary = summarize(graded)
+    sys.stdout.write(render(summary, Format(fmt_name)))
+    sys.stdout.flush()
+    if fail_under is not None:
+        failing = failing_setups(summary, fail_under)
+        if failing:
+            names = ", ".join(f"{s.setup} ({_pct(s.overall.accuracy)})" for s in failing)
+            raise GateFailed(f"--fail-under {fail_under:g}: ACC% below {fail_under:g} for {names}")
+        if not summary.setups:
+            raise GateFailed(f"--fail-under {fail_under:g}: no setup was graded")
+
+
+def _pct(value: float | None) -> str:
+    return "no scored file" if value is None else f"{value * 100:.2f}%"
 
 
 def register(app: typer.Typer, find: object) -> None:

@@ -13,8 +13,10 @@ Per-file records first (:class:`Answer`, one per graded result file), aggregatio
 "Correct" means the outcome OK; WRONG and ERR are both "not correct", as in ACC = OK/TOT,
 so a setup that errors where the other answers right loses that question.
 
-Nothing here reads files: :func:`answers_from_records` builds the records from the
-grading run of :mod:`kag.grading.mcq` plus the result files it graded.
+Grading is :mod:`kag.grading.mcq`'s (the one rule of `kag stats`): :func:`load_answers`
+runs :func:`kag.grading.mcq.grade_tree` with its per-file records kept and turns them
+into :class:`Answer` records (:func:`answers_from_run`); the statistics below are pure
+functions of those records.
 """
 
 from __future__ import annotations
@@ -23,14 +25,18 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
 
-Outcome = Literal["OK", "WRONG", "ERR"]
+from kag.grading.mcq import Outcome, wilson_interval
+
+if TYPE_CHECKING:
+    from kag.datasets import Datasets
+    from kag.grading.mcq import GradeRun, Summary
+    from kag.results import ModelConfig
 
 #: McNemar uses the exact binomial test when the discordant count b + c is below this.
 EXACT_BELOW = 25
-#: Two-sided 95% normal quantile (the Wilson interval's z, as `kag stats` uses it).
-Z95 = 1.959963984540054
 DEFAULT_ALPHA = 0.05
 DEFAULT_RESAMPLES = 10_000
 DEFAULT_SEED = 0
@@ -44,10 +50,8 @@ class Answer:
     """One graded result file, with what the comparisons need from it.
 
     ``response`` is ``ok.result`` verbatim for OK/WRONG and the error message for ERR.
-    ``retrieved`` is True when the file has an ``ok.stats.retrieval`` record; then
-    ``vertices`` is the database's vertex count (None when the file does not say) and
-    ``retrieval_blank`` tells whether the rendered subgraph text is empty or whitespace.
-    ``model``/``provider``/``augmented`` come from ``ok.stats.config`` (None for ERR files).
+    ``vertices`` is the retrieved vertex count when the file has retrieval stats (the
+    retriever's time and the database counts, as `kag stats` requires), else None.
     """
 
     dataset: str
@@ -57,16 +61,11 @@ class Answer:
     response: str
     gold: str | None = None
     path: str | None = None
-    retrieved: bool = False
     vertices: int | None = None
-    retrieval_blank: bool = False
-    model: str | None = None
-    provider: str | None = None
-    augmented: bool = False
 
     @property
     def correct(self) -> bool:
-        return self.outcome == "OK"
+        return self.outcome is Outcome.OK
 
     @property
     def key(self) -> tuple[str, str]:
@@ -81,10 +80,13 @@ def index_answers(answers: Iterable[Answer]) -> dict[str, dict[tuple[str, str], 
     return by_setup
 
 
-def question_sort_key(key: tuple[str, str]) -> tuple[str, int, int | str]:
-    """Datasets by name, then questions numerically when the id is a number (2 before 10)."""
+def question_sort_key(key: tuple[str, str]) -> tuple[str, int, int, str]:
+    """Datasets by name, then numeric question ids by value (2 before 10), then the others
+    by name; the id itself breaks ties ("012" vs "12")."""
     dataset, question = key
-    return (dataset, 0, int(question)) if question.isdigit() else (dataset, 1, question)
+    if question.isascii() and question.isdigit():
+        return (dataset, 0, int(question), question)
+    return (dataset, 1, 0, question)
 
 
 def paired_keys(a: dict[tuple[str, str], Answer], b: dict[tuple[str, str], Answer]) -> list[tuple[str, str]]:
@@ -93,22 +95,6 @@ def paired_keys(a: dict[tuple[str, str], Answer], b: dict[tuple[str, str], Answe
 
 
 # ---------------------------------------------------------------- intervals and tests
-
-
-def wilson_interval(correct: int, total: int, z: float = Z95) -> tuple[float, float] | None:
-    """Wilson score interval of a proportion k/n.
-
-    centre = (p + z²/2n) / (1 + z²/n), half = z·sqrt(p(1-p)/n + z²/4n²) / (1 + z²/n),
-    interval = [centre - half, centre + half] clipped to [0, 1]. None when n = 0.
-    """
-    if total <= 0:
-        return None
-    p = correct / total
-    z2 = z * z
-    denom = 1 + z2 / total
-    centre = (p + z2 / (2 * total)) / denom
-    half = z * math.sqrt(p * (1 - p) / total + z2 / (4 * total * total)) / denom
-    return (max(0.0, centre - half), min(1.0, centre + half))
 
 
 def binomial_two_sided_p(k: int, n: int) -> float:
@@ -350,11 +336,8 @@ def compare_setups(
         bb = [base[k].correct for k in keys]
         only_a = sum(1 for x, y in zip(a, bb, strict=True) if x and not y)
         only_b = sum(1 for x, y in zip(a, bb, strict=True) if y and not x)
-        if keys:
-            ci = paired_bootstrap_diff(a, bb, n_resamples, seed, confidence)
-            test = mcnemar(only_a, only_b, exact_below)
-        else:
-            ci = test = None
+        ci = paired_bootstrap_diff(a, bb, n_resamples, seed, confidence) if keys else None
+        test = mcnemar(only_a, only_b, exact_below) if keys else None
         raw.append((name, len(keys), sum(a), sum(bb), only_a, only_b, ci, test))
     tested = [r[7].p_value for r in raw if r[7] is not None]
     adjusted = iter(holm(tested))
@@ -444,30 +427,27 @@ SIZE_BUCKETS: tuple[tuple[str, int, int | None], ...] = (
     (">1000", 1001, None),
 )
 EMPTY = "empty"
-UNKNOWN_SIZE = "size unknown"
-NO_RETRIEVAL = "no retrieval"
-BUCKET_ORDER = (EMPTY, *(label for label, _, _ in SIZE_BUCKETS), UNKNOWN_SIZE, NO_RETRIEVAL)
+NO_RETRIEVAL = "no retrieval stats"
+BUCKET_ORDER = (EMPTY, *(label for label, _, _ in SIZE_BUCKETS), NO_RETRIEVAL)
 
 
 def size_bucket(answer: Answer) -> str:
-    """The retrieved-subgraph size bucket of one answer.
+    """The retrieved-subgraph size bucket of one answer, by its vertex count.
 
-    - "no retrieval": the file has no retrieval record (every ERR file, e.g. a failed
-      retrieval phase, and OK files of setups that did not retrieve);
-    - "empty": a retrieval record with 0 vertices, or whose rendered text is blank;
-    - "1-10", "11-100", "101-1000", ">1000": by the database's vertex count;
-    - "size unknown": a retrieval record that does not state the vertex count.
+    - "empty": the retrieval returned 0 vertices;
+    - "1-10", "11-100", "101-1000", ">1000": inclusive ranges of the vertex count;
+    - "no retrieval stats": no vertex count (every ERR file, e.g. a failed retrieval
+      phase; OK files without retrieval stats, as `kag stats` defines them).
     """
-    if not answer.retrieved:
+    v = answer.vertices
+    if v is None or v < 0:
         return NO_RETRIEVAL
-    if answer.vertices == 0 or answer.retrieval_blank:
+    if v == 0:
         return EMPTY
-    if answer.vertices is None:
-        return UNKNOWN_SIZE
     for label, low, high in SIZE_BUCKETS:
-        if answer.vertices >= low and (high is None or answer.vertices <= high):
+        if v >= low and (high is None or v <= high):
             return label
-    return UNKNOWN_SIZE  # negative counts: not a size we can place
+    raise AssertionError("unreachable: the buckets cover every count >= 1")
 
 
 @dataclass(frozen=True)
@@ -561,11 +541,15 @@ def retrieval_impact(answers: Iterable[Answer], setup: str, native: str | None =
         by_dataset.setdefault(item[0].dataset, []).append(item)
     overall = _impact_row("all", items, paired)
     hurt = Counter(
-        "(error)" if k.outcome == "ERR" else " ".join(k.response.split())
+        "(error)" if k.outcome is Outcome.ERR else " ".join(k.response.split())
         for k, n in items
         if n is not None and n.correct and not k.correct
     )
-    test = mcnemar(overall.helped, overall.hurt) if paired and overall.helped is not None and overall.hurt is not None else None
+    test = (
+        mcnemar(overall.helped, overall.hurt)
+        if paired and overall.helped is not None and overall.hurt is not None
+        else None
+    )
     return RetrievalImpact(
         setup=setup,
         native=native,
@@ -580,8 +564,8 @@ def retrieval_impact(answers: Iterable[Answer], setup: str, native: str | None =
 
 @dataclass(frozen=True)
 class SetupProfile:
-    """What a setup's OK files say about it: the usual model and provider, and whether it
-    retrieves (any file with ``config.augmented_generation`` or a retrieval record)."""
+    """What a setup is: its model and provider (``config`` of one of its ``ok`` files) and
+    whether it retrieves (``config.augmented_generation`` set, or retrieval stats in any file)."""
 
     setup: str
     model: str | None
@@ -589,21 +573,45 @@ class SetupProfile:
     augmented: bool
 
 
-def setup_profiles(answers: Iterable[Answer]) -> dict[str, SetupProfile]:
-    """One profile per setup; model/provider = the most common non-empty value (ties by name)."""
-    models: dict[str, Counter[tuple[str, str]]] = {}
-    augmented: dict[str, bool] = {}
+def setup_profiles(answers: Iterable[Answer], configs: dict[str, ModelConfig | None]) -> dict[str, SetupProfile]:
+    """One profile per setup of ``answers``; ``configs`` maps a setup to the config of one of
+    its ok files (see :func:`read_setup_configs`), missing or None when it has none."""
+    retrieves: dict[str, bool] = {}
     for a in answers:
-        augmented[a.setup] = augmented.get(a.setup, False) or a.augmented or a.retrieved
-        counter = models.setdefault(a.setup, Counter())
-        if a.model:
-            counter[(a.model, a.provider or "")] += 1
+        retrieves[a.setup] = retrieves.get(a.setup, False) or a.vertices is not None
     profiles = {}
-    for setup, counter in models.items():
-        best = sorted(counter.items(), key=lambda kv: (-kv[1], kv[0]))
-        model, provider = best[0][0] if best else (None, None)
-        profiles[setup] = SetupProfile(setup, model, provider or None, augmented[setup])
+    for setup, has_stats in retrieves.items():
+        config = configs.get(setup)
+        profiles[setup] = SetupProfile(
+            setup,
+            (config.model or None) if config else None,
+            (config.provider or None) if config else None,
+            has_stats or (config is not None and config.augmented_generation is not None),
+        )
     return profiles
+
+
+def read_setup_configs(answers: Iterable[Answer]) -> dict[str, ModelConfig | None]:
+    """``ok.stats.config`` of the first ok file (in answer order) of each setup.
+
+    A setup's configuration is the same in all its files (one benchmark setup); reading
+    one file per setup keeps this cheap. Unreadable files and files without a config are
+    passed over; a setup with no usable file maps to None.
+    """
+    from kag.results import OkResult, UnreadableResult, read_result
+
+    configs: dict[str, ModelConfig | None] = {}
+    for a in answers:
+        if configs.get(a.setup) is not None or a.outcome is Outcome.ERR or a.path is None:
+            configs.setdefault(a.setup, None)
+            continue
+        try:
+            result = read_result(a.path)
+        except UnreadableResult:
+            configs.setdefault(a.setup, None)
+            continue
+        configs[a.setup] = result.stats.config if isinstance(result, OkResult) else None
+    return configs
 
 
 def native_candidates(profiles: dict[str, SetupProfile], setup: str) -> list[str]:
@@ -616,18 +624,6 @@ def native_candidates(profiles: dict[str, SetupProfile], setup: str) -> list[str
         for p in profiles.values()
         if p.setup != setup and not p.augmented and p.model == me.model and p.provider == me.provider
     )
-
-
-# ---------------------------------------------------------------- filters
-
-
-def matches_any(name: str, globs: Sequence[str] | None) -> bool:
-    """True when ``globs`` is empty/None or ``name`` matches one of them (fnmatch, case-sensitive)."""
-    if not globs:
-        return True
-    from fnmatch import fnmatchcase
-
-    return any(fnmatchcase(name, g) for g in globs)
 
 
 def gate_regressions(run: ComparisonRun) -> None:
@@ -653,13 +649,19 @@ def gate_regressions(run: ComparisonRun) -> None:
 
 
 def _answer_json(a: Answer) -> dict[str, object]:
-    return {"outcome": a.outcome, "response": a.response, "path": a.path}
+    return {"outcome": a.outcome.name, "response": a.response, "path": a.path}
 
 
 def mcnemar_to_json(test: McNemar | None) -> dict[str, object] | None:
     if test is None:
         return None
-    return {"b": test.b, "c": test.c, "method": test.method, "statistic": test.statistic, "p_value": test.p_value}
+    return {
+        "b": test.b,
+        "c": test.c,
+        "method": test.method,
+        "statistic": test.statistic,
+        "p_value": test.p_value,
+    }
 
 
 def comparison_run_to_json(run: ComparisonRun) -> dict[str, object]:
@@ -695,7 +697,13 @@ def comparison_run_to_json(run: ComparisonRun) -> dict[str, object]:
 
 
 def _flip_json(f: Flip) -> dict[str, object]:
-    return {"dataset": f.dataset, "question": f.question, "gold": f.gold, "a": _answer_json(f.a), "b": _answer_json(f.b)}
+    return {
+        "dataset": f.dataset,
+        "question": f.question,
+        "gold": f.gold,
+        "a": _answer_json(f.a),
+        "b": _answer_json(f.b),
+    }
 
 
 def flip_report_to_json(report: FlipReport) -> dict[str, object]:
@@ -739,105 +747,75 @@ def impact_to_json(impact: RetrievalImpact) -> dict[str, object]:
     }
 
 
-# ---------------------------------------------------------------- from result files to answers
-
-
-def answer_from_result(
-    result: object, dataset: str, question: str, setup: str, outcome: Outcome, gold: str | None, path: str | None
-) -> Answer:
-    """The :class:`Answer` of one graded result file (a :data:`kag.results.Result`)."""
-    from kag.results import ErrorResult, OkResult
-
-    if isinstance(result, ErrorResult):
-        return Answer(dataset, question, setup, outcome, result.error, gold, path)
-    if not isinstance(result, OkResult):
-        raise TypeError(f"not a result: {type(result).__name__}")
-    stats = result.stats
-    retrieval = stats.retrieval
-    config = stats.config
-    return Answer(
-        dataset,
-        question,
-        setup,
-        outcome,
-        result.result,
-        gold,
-        path,
-        retrieved=retrieval is not None,
-        vertices=retrieval.database.vertices if retrieval is not None and retrieval.database is not None else None,
-        retrieval_blank=retrieval is not None and not retrieval.result.strip(),
-        model=config.model or None if config else None,
-        provider=config.provider or None if config else None,
-        augmented=config is not None and config.augmented_generation is not None,
-    )
+# ---------------------------------------------------------------- from the grading run to answers
 
 
 @dataclass(frozen=True)
 class AnswerSet:
-    """The graded answers of a result tree, and the files that could not be graded."""
+    """The graded answers of a result tree, the `kag stats` summary of the same run, and
+    each setup's profile (model, provider, whether it retrieves)."""
 
     answers: tuple[Answer, ...]
-    unreadable: tuple[str, ...] = ()
-    #: Every setup with a result file in the tree, before the setup and dataset filters.
-    tree_setups: tuple[str, ...] = ()
+    summary: Summary
+    profiles: dict[str, SetupProfile]
 
     @property
     def setups(self) -> list[str]:
         return sorted({a.setup for a in self.answers})
 
 
+def answers_from_run(run: GradeRun, datasets: Datasets, root: str | Path, prefix: str = "") -> list[Answer]:
+    """One :class:`Answer` per record of a ``grade_tree(..., keep_records=True)`` run.
+
+    The gold key comes from ``datasets``, the path from the tree layout; the message of
+    each ERR file is read back from the file (the records keep no error text); when that
+    read fails the response is "(error)". Raises ValueError when the run kept no records.
+    """
+    from kag.results import ErrorResult, UnreadableResult, read_result, result_path
+
+    if run.records is None:
+        raise ValueError("the grading run kept no per-file records (grade_tree(..., keep_records=True))")
+    answers = []
+    for r in run.records:
+        question = datasets.get(r.dataset, r.question)
+        gold = question.mcq.answer if question is not None and question.mcq is not None else None
+        path = str(result_path(root, r.dataset, r.question, prefix, r.setup))
+        response = r.response
+        if response is None:
+            try:
+                result = read_result(path)
+                response = result.error if isinstance(result, ErrorResult) else "(error)"
+            except UnreadableResult:
+                response = "(error)"
+        vertices = r.retrieval.vertices if r.retrieval is not None else None
+        answers.append(Answer(r.dataset, r.question, r.setup, r.outcome, response, gold, path, vertices))
+    return answers
+
+
 def load_answers(
-    datasets: object,
-    root: str,
+    datasets: Datasets,
+    root: str | Path,
     prefix: str = "",
     setups: Sequence[str] = (),
     dataset_globs: Sequence[str] = (),
+    workers: int | None = None,
 ) -> AnswerSet:
-    """Grade every result file of the tree into :class:`Answer` records (rules of `kag stats`).
+    """Grade the tree like `kag stats` (same rules, filters, warnings and summary) and
+    return its answers with the profile of each setup (:func:`read_setup_configs`)."""
+    from kag.grading.mcq import grade_tree
 
-    ``datasets`` is a :class:`kag.datasets.Datasets`. Files of questions absent from it,
-    free-form questions and MCQs without an answer are left out; unreadable files are
-    logged and listed in ``unreadable``. ``setups`` / ``dataset_globs`` are fnmatch globs
-    (an empty sequence accepts everything).
-    """
-    import logging
-
-    from kag.results import UnreadableResult, list_results, read_result
-
-    log = logging.getLogger(__name__)
-    answers: list[Answer] = []
-    unreadable: list[str] = []
-    files = list_results(root, prefix).files
-    for file in files:
-        if not matches_any(file.setup, setups) or not matches_any(file.dataset, dataset_globs):
-            continue
-        question = datasets.get(file.dataset, file.question)  # type: ignore[attr-defined]
-        if question is None or question.mcq is None or question.mcq.answer is None:
-            continue
-        try:
-            result = read_result(file.path)
-        except UnreadableResult as exc:
-            log.warning("%s", exc)
-            unreadable.append(file.path)
-            continue
-        gold = question.mcq.answer
-        outcome = grade(result, gold)
-        answers.append(answer_from_result(result, file.dataset, file.question, file.setup, outcome, gold, file.path))
-    return AnswerSet(tuple(answers), tuple(unreadable), tuple(sorted({f.setup for f in files})))
+    run = grade_tree(
+        datasets, root, prefix, setups=setups, dataset_globs=dataset_globs, keep_records=True, workers=workers
+    )
+    return answer_set_from_run(run, datasets, root, prefix)
 
 
-_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+def answer_set_from_run(run: GradeRun, datasets: Datasets, root: str | Path, prefix: str = "") -> AnswerSet:
+    """:class:`AnswerSet` of a ``grade_tree(..., keep_records=True)`` run (see :func:`answers_from_run`)."""
+    from kag.grading.mcq import summarize
 
-
-def grade(result: object, gold: str) -> Outcome:
-    """ERR for an error file; OK when the trimmed response equals ``gold`` ignoring ASCII case."""
-    from kag.grading.search import trim
-    from kag.results import ErrorResult, OkResult
-
-    if isinstance(result, ErrorResult):
-        return "ERR"
-    assert isinstance(result, OkResult)
-    return "OK" if trim(result.result).translate(_ASCII_LOWER) == gold.translate(_ASCII_LOWER) else "WRONG"
+    answers = answers_from_run(run, datasets, root, prefix)
+    return AnswerSet(tuple(answers), summarize(run), setup_profiles(answers, read_setup_configs(answers)))
 
 
 # ---------------------------------------------------------------- everything for one report
@@ -864,7 +842,9 @@ class ImpactPlan:
     note: str | None = None
 
 
-def plan_impacts(answers: Sequence[Answer], setups: Sequence[str] | None = None, native: str | None = None) -> list[ImpactPlan]:
+def plan_impacts(
+    profiles: dict[str, SetupProfile], setups: Sequence[str] | None = None, native: str | None = None
+) -> list[ImpactPlan]:
     """Pair each KAG setup (default: every setup that retrieves) with its native setup.
 
     With ``native`` given it is used for all. Otherwise the native setup is the one setup
@@ -872,7 +852,6 @@ def plan_impacts(answers: Sequence[Answer], setups: Sequence[str] | None = None,
     several the first by name is used (and ``note`` says which others matched); with none,
     the impact is computed without one (``note`` says so).
     """
-    profiles = setup_profiles(answers)
     chosen = list(setups) if setups is not None else sorted(s for s, p in profiles.items() if p.augmented)
     plans = []
     for setup in chosen:
@@ -884,11 +863,23 @@ def plan_impacts(answers: Sequence[Answer], setups: Sequence[str] | None = None,
         if not candidates:
             p = profiles.get(setup)
             model = f"{p.provider}/{p.model}" if p and p.model else "an unknown model"
-            plans.append(ImpactPlan(setup, None, f"{setup}: no setup without retrieval uses {model}; "
-                                    "helped/hurt not computed (give one with --native)"))
+            plans.append(
+                ImpactPlan(
+                    setup,
+                    None,
+                    f"{setup}: no setup without retrieval uses {model}; "
+                    "helped/hurt not computed (give one with --native)",
+                )
+            )
         elif len(candidates) > 1:
-            plans.append(ImpactPlan(setup, candidates[0], f"{setup}: several setups without retrieval use the same "
-                                    f"model ({', '.join(candidates)}); using {candidates[0]} (choose with --native)"))
+            plans.append(
+                ImpactPlan(
+                    setup,
+                    candidates[0],
+                    f"{setup}: several setups without retrieval use the same "
+                    f"model ({', '.join(candidates)}); using {candidates[0]} (choose with --native)",
+                )
+            )
         else:
             plans.append(ImpactPlan(setup, candidates[0]))
     return plans
@@ -905,7 +896,7 @@ class Analysis:
 
 
 def analyse(
-    answers: Sequence[Answer],
+    answer_set: AnswerSet,
     baseline: str | None = None,
     alpha: float = DEFAULT_ALPHA,
     n_resamples: int = DEFAULT_RESAMPLES,
@@ -916,12 +907,13 @@ def analyse(
     flips of each against the baseline, and the retrieval impact of each KAG setup.
     With a single setup there is nothing to compare: ``comparisons`` is None.
     """
+    answers = answer_set.answers
     names = sorted({a.setup for a in answers})
     if not names:
         return Analysis(None, (), (), ())
     base = baseline if baseline is not None else best_setup(answers)
     run = compare_setups(answers, base, None, alpha, n_resamples, seed) if len(names) > 1 else None
     flip_reports = tuple(flips(answers, s, base) for s in names if s != base)
-    plans = plan_impacts(answers, native=native)
+    plans = plan_impacts(answer_set.profiles, native=native)
     impacts = tuple(retrieval_impact(answers, p.setup, p.native) for p in plans)
     return Analysis(run, flip_reports, impacts, tuple(p.note for p in plans if p.note))

@@ -1,0 +1,135 @@
+"""Throughput of `kag benchmark`'s runner against a loopback server with a fixed latency.
+
+    python benchmarks/bench_throughput.py [--tasks 2000] [--latency 0.1] [--parallel 1,8,32]
+
+Anchor: the ideal wall time of N tasks at --parallel p against a server that answers every
+request after exactly L seconds, ``ideal(p) = N * L / p`` (no client cost at all). The
+server is ``tests/fakeserver.py`` in its own process (OpenAI API, keep-alive, asyncio), so
+its CPU is not the runner's. Each run is the real pipeline in one process, as
+``kag benchmark`` runs it: plan (fingerprints, file checks), render the prompt, one HTTP
+request through the shared httpx client, write the result file atomically (fsync, rename)
+in a fresh output folder. Startup and planning are outside the timed part.
+
+Reported per p: wall time, tasks/s, the speed-up over p=1 and its share of the ideal
+speed-up (target >= 80% at p=32), and the overhead per task,
+``(wall - ideal(p)) * p / N`` (the time a slot spends on a task beyond the latency; target
+< 5 ms).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import orjson
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+TARGET_EFFICIENCY = 0.80
+TARGET_OVERHEAD_MS = 5.0
+
+
+def start_server(latency: float) -> tuple[subprocess.Popen[str], str]:
+    process = subprocess.Popen(
+        [sys.executable, str(REPO / "tests" / "fakeserver.py"), "--latency", str(latency)],
+        stdout=subprocess.PIPE, text=True,
+    )
+    assert process.stdout is not None
+    port = process.stdout.readline().strip()
+    if not port.isdigit():
+        process.kill()
+        raise SystemExit(f"the fake server did not start (got {port!r})")
+    return process, f"http://127.0.0.1:{port}"
+
+
+def make_project(root: Path, url: str, tasks: int) -> None:
+    (root / "config.toml").write_text(
+        f'[providers.fake]\ntype = "OpenAI"\nurl = "{url}/v1"\nkey = "bench"\n'
+    )
+    (root / "prompt.md").write_text("Question: {{INPUT}}\nChoices:\n{{ CHOICE }}\nAnswer with the key.\n")
+    (root / "bench.toml").write_text(
+        "[fake-setup]\nprovider = 'fake'\nmodel = 'fake-model'\ntemperature = 0.0\ntokens = 8\n"
+        "system_prompt = '''{{ file('prompt.md') }}'''\n"
+    )
+    questions = {
+        str(i): {"input": f"Synthetic question number {i}?",
+                 "output": {"type": "MCQ", "options": {"a": "yes", "b": "no", "c": "maybe"}, "answer": "a"}}
+        for i in range(tasks)
+    }
+    (root / "datasets.json").write_bytes(orjson.dumps({"bench": questions}))
+
+
+def run_once(root: Path, parallel: int) -> tuple[float, int]:
+    from kag.datasets import load_datasets
+    from kag.generation.config import load_benchmark, load_config
+    from kag.generation.runner import PlanOptions, RunOptions, plan_benchmark, run_benchmark
+
+    output = root / f"out-{parallel}"
+    shutil.rmtree(output, ignore_errors=True)
+    config = load_config(root / "config.toml")
+    bench = load_benchmark(root / "bench.toml", config)
+    data = load_datasets(root / "datasets.json")
+    plan = plan_benchmark(config, bench, data, PlanOptions(output=output))
+    started = time.perf_counter()
+    summary = run_benchmark(plan, config, RunOptions(parallel=parallel, timeout=60.0), handle_sigint=False)
+    wall = time.perf_counter() - started
+    if summary.ok != len(plan.tasks):
+        raise SystemExit(f"--parallel {parallel}: {summary.errors} task(s) failed")
+    return wall, summary.ok
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tasks", type=int, default=2000)
+    parser.add_argument("--latency", type=float, default=0.1)
+    parser.add_argument("--parallel", default="1,8,32")
+    args = parser.parse_args()
+    levels = [int(p) for p in args.parallel.split(",")]
+    server, url = start_server(args.latency)
+    root = Path(tempfile.mkdtemp(prefix="kag-bench-throughput-", dir=os.environ.get("TMPDIR")))
+    try:
+        make_project(root, url, args.tasks)
+        print(f"{args.tasks} tasks, server latency {args.latency * 1000:.0f} ms, one setup (OpenAI API), "
+              f"cpus={os.cpu_count()}")
+        print(f"{'parallel':>8} {'wall s':>8} {'ideal s':>8} {'tasks/s':>8} {'speed-up':>9} {'of ideal':>9} "
+              f"{'overhead/task':>14}")
+        walls: dict[int, float] = {}
+        failed = False
+        for p in levels:
+            wall, done = run_once(root, p)
+            walls[p] = wall
+            ideal = done * args.latency / p
+            overhead_ms = (wall - ideal) * p / done * 1000
+            base = walls.get(1)
+            speedup = base / wall if base else float("nan")
+            share = speedup / p if base else float("nan")
+            print(f"{p:>8} {wall:>8.2f} {ideal:>8.2f} {done / wall:>8.1f} {speedup:>9.2f} {share:>9.1%} "
+                  f"{overhead_ms:>11.2f} ms")
+            if p == 1 and overhead_ms >= TARGET_OVERHEAD_MS:
+                failed = True
+        top = max(levels)
+        if 1 in walls and top > 1:
+            share = walls[1] / walls[top] / top
+            verdict = "ok" if share >= TARGET_EFFICIENCY else "BELOW TARGET"
+            print(f"speed-up at {top}: {walls[1] / walls[top]:.2f}x = {share:.1%} of ideal "
+                  f"(target >= {TARGET_EFFICIENCY:.0%}): {verdict}")
+            failed = failed or share < TARGET_EFFICIENCY
+        if 1 in walls:
+            overhead = (walls[1] - args.tasks * args.latency) / args.tasks * 1000
+            print(f"overhead per task at --parallel 1: {overhead:.2f} ms (target < {TARGET_OVERHEAD_MS:.0f} ms)")
+        sys.exit(1 if failed else 0)
+    finally:
+        server.kill()
+        server.wait()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,259 @@
+"""IRT2 dataset folders: config, id files, and the ground truth of a task/split/side/mode.
+
+Only the files scoring needs are read: ``config.yaml``, ``closed.train-triples.txt``
+(mode ``original``) and the two open-world sample files of the split. Lines follow the
+reference loader: a line whose first byte is ``#`` is a comment; every other line is
+decoded with ``unicode_escape``, split on the configured separator, and each field is
+whitespace-stripped and parsed with ``int``. A blank line, a wrong field count or a
+non-integer field is an error naming the file and line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from kag.errors import InputError
+from kag.irt2.model import Mode, Side, Split, Task
+
+CONFIG = "config.yaml"
+TRIPLES = "closed.train-triples.txt"
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+@dataclass(frozen=True)
+class DatasetConfig:
+    path: Path
+    name: str  # create.name, e.g. IRT2/CDE-L
+    separator: str  # create.separator
+
+
+@dataclass(frozen=True, eq=False)
+class GroundTruth:
+    """The queries of one task/split/side/mode and their gold target sets.
+
+    CSR layout: query ``i`` is ``(entity[i], relation[i])`` and its gold targets are
+    ``targets[ptr[i]:ptr[i + 1]]`` (ascending, at least one). Queries are sorted by
+    (entity, relation). For linking the entity is a mention and targets are vertices;
+    for ranking the entity is a vertex and targets are mentions.
+    """
+
+    side: Side
+    source: Path
+    entity: np.ndarray
+    relation: np.ndarray
+    ptr: np.ndarray
+    targets: np.ndarray
+
+    @property
+    def queries(self) -> int:
+        return len(self.entity)
+
+    @property
+    def pairs(self) -> int:
+        return len(self.targets)
+
+    def query_index(self) -> dict[tuple[int, int], int]:
+        """``(entity, relation) -> query number``."""
+        return {key: i for i, key in enumerate(zip(self.entity.tolist(), self.relation.tolist()))}
+
+
+@dataclass(frozen=True, eq=False)
+class TaskTruth:
+    config: DatasetConfig
+    task: Task
+    split: Split
+    mode: Mode
+    head: GroundTruth
+    tail: GroundTruth
+    samples_dropped: int  # open-world samples removed by mode=original, both files
+
+
+# Which open-world file each side is built from, and which sample columns
+# (mid, rid, vid) form the query entity and the target.
+SOURCES: dict[tuple[Task, Side], tuple[str, int, int]] = {
+    (Task.LINKING, Side.HEAD): ("tail", 0, 2),  # (mid, rid) -> head vids
+    (Task.LINKING, Side.TAIL): ("head", 0, 2),  # (mid, rid) -> tail vids
+    (Task.RANKING, Side.HEAD): ("head", 2, 0),  # (vid, rid) -> head mids
+    (Task.RANKING, Side.TAIL): ("tail", 2, 0),  # (vid, rid) -> tail mids
+}
+
+
+def samples_file(split: Split, kind: str) -> str:
+    """``open.{split}-{head|tail}.txt``."""
+    return f"open.{split.value}-{kind}.txt"
+
+
+def read_config(folder: Path) -> DatasetConfig:
+    """Read ``create.name`` and ``create.separator`` from ``folder/config.yaml``."""
+    import yaml
+
+    if not folder.is_dir():
+        raise InputError(f"{folder}: not a directory (expected an IRT2 dataset folder)")
+    path = folder / CONFIG
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file (is {folder} an IRT2 dataset folder?)") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read: {exc}") from None
+    try:
+        data: Any = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark is not None else ""
+        raise InputError(f"{path}{where}: invalid YAML: {getattr(exc, 'problem', exc)}") from None
+    create = data.get("create") if isinstance(data, dict) else None
+    if not isinstance(create, dict):
+        raise InputError(f"{path}: missing mapping 'create'")
+    values = {}
+    for key in ("name", "separator"):
+        value = create.get(key)
+        if not isinstance(value, str) or not value:
+            raise InputError(f"{path}: 'create.{key}' must be a non-empty string")
+        values[key] = value
+    return DatasetConfig(path=folder, name=values["name"], separator=values["separator"])
+
+
+def read_id_rows(path: Path, separator: str, width: int) -> np.ndarray:
+    """Read an id file as an ``(n, width)`` int64 array, one row per non-comment line."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    fast = _id_rows_fast(data, separator, width)
+    return fast if fast is not None else _id_rows_slow(data, path, separator, width)
+
+
+def _id_rows_fast(data: bytes, separator: str, width: int) -> np.ndarray | None:
+    """Plain decimal ids only, parsed by orjson as one JSON array; None if anything else."""
+    sep = separator.encode("utf-8")
+    if len(sep) != 1 or sep in b"0123456789-+.eE \t\r\n\\#[]{}\"":
+        return None
+    if data[:1] == b"#" or b"\n#" in data:
+        data = b"\n".join(line for line in data.split(b"\n") if line[:1] != b"#")
+    body = data[:-1] if data.endswith(b"\n") else data
+    if not body:
+        return np.empty((0, width), dtype=np.int64)
+    if body.translate(None, b"0123456789- \t\r\n" + sep):
+        return None
+    try:
+        flat = orjson.loads(b"[" + body.replace(sep, b",").replace(b"\n", b",") + b"]")
+    except orjson.JSONDecodeError:
+        return None
+    buf = np.frombuffer(body, dtype=np.uint8)
+    seps = np.flatnonzero(buf == sep[0])
+    per_line = np.diff(np.concatenate(([0], np.searchsorted(seps, np.flatnonzero(buf == 0x0A)), [len(seps)])))
+    if (per_line != width - 1).any() or len(flat) != len(per_line) * width:
+        return None
+    if not set(map(type, flat)) <= {int}:
+        return None
+    try:
+        return np.array(flat, dtype=np.int64).reshape(-1, width)
+    except OverflowError:
+        return None
+
+
+def _id_rows_slow(data: bytes, path: Path, separator: str, width: int) -> np.ndarray:
+    """Line by line as the reference loader does, reporting the first bad line."""
+    sep = separator.encode("utf-8")
+    rows: list[tuple[int, ...]] = []
+    numbers: list[int] = []
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    for number, line in enumerate(lines, start=1):
+        if line[:1] == b"#":
+            continue
+        fields: list[str] | list[bytes]
+        if line.isascii() and b"\\" not in line:
+            fields = line.split(sep)
+        else:
+            try:
+                fields = line.decode("unicode_escape").split(separator)
+            except UnicodeDecodeError as exc:
+                raise InputError(f"{path}:{number}: cannot decode line: {exc.reason}") from None
+        if len(fields) != width:
+            if len(fields) == 1 and not fields[0].strip():
+                raise InputError(f"{path}:{number}: blank line")
+            raise InputError(
+                f"{path}:{number}: expected {width} fields separated by {separator!r}, found {len(fields)}"
+            )
+        try:
+            rows.append(tuple(map(int, fields)))
+            numbers.append(number)
+        except ValueError:
+            bad = next(f for f in fields if not _is_int(f))
+            shown = bad.decode("latin-1") if isinstance(bad, bytes) else bad
+            raise InputError(f"{path}:{number}: not an integer id: {shown.strip()!r}") from None
+    if not rows:
+        return np.empty((0, width), dtype=np.int64)
+    try:
+        return np.array(rows, dtype=np.int64)
+    except OverflowError:
+        index, bad = next((i, v) for i, row in enumerate(rows) for v in row if not INT64_MIN <= v <= INT64_MAX)
+        raise InputError(f"{path}:{numbers[index]}: id {bad} is out of the 64-bit range") from None
+
+
+def _is_int(text: str | bytes) -> bool:
+    try:
+        int(text)
+    except ValueError:
+        return False
+    return True
+
+
+def closed_vertices(config: DatasetConfig) -> np.ndarray:
+    """Sorted vertex ids occurring in a closed-world triple (``head|tail|relation``)."""
+    triples = read_id_rows(config.path / TRIPLES, config.separator, 3)
+    return np.unique(triples[:, :2])
+
+
+def _build_truth(side: Side, source: Path, samples: np.ndarray, entity_col: int, target_col: int) -> GroundTruth:
+    entity, relation, target = samples[:, entity_col], samples[:, 1], samples[:, target_col]
+    order = np.lexsort((target, relation, entity))
+    entity, relation, target = entity[order], relation[order], target[order]
+    if len(entity):
+        starts = np.flatnonzero(
+            np.concatenate(([True], (entity[1:] != entity[:-1]) | (relation[1:] != relation[:-1])))
+        )
+    else:
+        starts = np.empty(0, dtype=np.int64)
+    ptr = np.append(starts, len(entity)).astype(np.int64)
+    arrays = (entity[starts], relation[starts], ptr, target)
+    for array in arrays:
+        array.flags.writeable = False
+    return GroundTruth(side, source, *arrays)
+
+
+def load_truth(folder: Path, task: Task, split: Split, mode: Mode) -> TaskTruth:
+    """Build the head and tail ground truth of ``task`` on ``split`` under ``mode``.
+
+    Samples ``mid|rid|vid`` are deduplicated. Mode ``original`` keeps a sample only when
+    its vid occurs in a closed-world triple. See ``SOURCES`` for which file feeds which side.
+    """
+    config = read_config(folder)
+    keep = closed_vertices(config) if mode is Mode.ORIGINAL else None
+    loaded: dict[str, tuple[Path, np.ndarray]] = {}
+    dropped = 0
+    for kind in ("head", "tail"):
+        path = folder / samples_file(split, kind)
+        samples = np.unique(read_id_rows(path, config.separator, 3), axis=0)
+        if keep is not None:
+            mask = np.isin(samples[:, 2], keep)
+            dropped += int(len(samples) - mask.sum())
+            samples = samples[mask]
+        loaded[kind] = (path, samples)
+    sides = []
+    for side in (Side.HEAD, Side.TAIL):
+        kind, entity_col, target_col = SOURCES[(task, side)]
+        path, samples = loaded[kind]
+        sides.append(_build_truth(side, path, samples, entity_col, target_col))
+    return TaskTruth(config, task, split, mode, sides[0], sides[1], dropped)

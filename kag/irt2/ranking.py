@@ -1,0 +1,259 @@
+"""Where each gold target stands in its query's prediction row: target-filtered ranks.
+
+The reference sorts a row's ``(candidate, score)`` pairs by score, descending, with a
+stable sort (equal scores keep row order); a gold target at 0-based position ``p`` with
+``s`` gold targets before it gets the raw rank ``p + 1`` and the filtered rank
+``p + 1 - s``, i.e. ``1 + the number of non-gold candidates before it``. A candidate ``j``
+comes before target ``i`` exactly when ``score[j] > score[i]``, or the scores are equal
+and ``j`` is earlier in the row, so no sort is needed: for every gold occurrence numpy
+compares it with the rest of its row and counts. Those counts also give the other tie
+rules (see ``TieMode``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from kag.errors import InputError
+from kag.irt2.dataset import GroundTruth
+from kag.irt2.model import TargetRanks, TieMode
+from kag.irt2.predictions import RowBlock
+
+# Gold occurrences are compared with their rows in batches of about this many elements.
+EXPANSION_LIMIT = 1 << 22
+_KEY_LIMIT = 1 << 62
+
+
+@dataclass(frozen=True, eq=False)
+class PairCounts:
+    """Counts per gold (query, target) pair, aligned with ``GroundTruth.targets``.
+
+    ``greater``/``equal``/``equal_before`` count the *non-gold* candidates of the row with
+    a higher score, an equal score, and an equal score earlier in the row; the ``raw_``
+    versions count every other candidate of the row (other gold targets included).
+    All are 0 where ``found`` is False (no row for the query, or target not in the row).
+    """
+
+    found: np.ndarray  # bool
+    greater: np.ndarray  # int64
+    equal: np.ndarray
+    equal_before: np.ndarray
+    raw_greater: np.ndarray
+    raw_equal: np.ndarray
+    raw_equal_before: np.ndarray
+    has_row: np.ndarray  # bool, per query
+    rows: int
+
+
+def ragged_arange(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Concatenation of ``arange(starts[i], starts[i] + lengths[i])`` over ``i``."""
+    lengths = lengths.astype(np.int64, copy=False)
+    total = int(lengths.sum())
+    if total == 0:
+        return np.empty(0, dtype=np.int64)
+    out_starts = np.cumsum(lengths) - lengths
+    return np.arange(total, dtype=np.int64) - np.repeat(out_starts - starts, lengths)
+
+
+class _Counter:
+    def __init__(self, truth: GroundTruth, path: Path, label: str) -> None:
+        self.truth = truth
+        self.path = path
+        self.label = label
+        self.index = truth.query_index()
+        pairs = truth.pairs
+        self.found = np.zeros(pairs, dtype=bool)
+        self.counts = np.zeros((6, pairs), dtype=np.int64)
+        self.first_line = np.zeros(truth.queries, dtype=np.int64)  # 0: no row yet
+        self.rows = 0
+        targets = truth.targets
+        self.tmin = int(targets.min()) if pairs else 0
+        self.span = int(targets.max()) - self.tmin + 1 if pairs else 1
+        # Dense codes of the targets; only used when (row, target - tmin) keys could overflow.
+        self.codes = np.unique(targets)
+
+    def add(self, block: RowBlock) -> None:
+        query, error = self._queries(block)
+        if error is not None:
+            # Rows before the bad one are checked first: their errors come earlier in the file.
+            bad_row, message = error
+            if bad_row:
+                self.add(block.head(bad_row))
+            raise InputError(message)
+        self.first_line[query] = block.lines
+        self.rows += block.rows
+        if not self.truth.pairs:
+            return
+        sizes = np.diff(block.offsets)
+        row_of = np.repeat(np.arange(block.rows, dtype=np.int64), sizes)
+        ptr = self.truth.ptr
+        golds = ptr[query + 1] - ptr[query]
+        gold = ragged_arange(ptr[query], golds)  # pair numbers, row by row
+        gold_row = np.repeat(np.arange(block.rows, dtype=np.int64), golds)
+        pair = self._match(block.candidates, row_of, gold, gold_row, block.rows)
+        where = np.flatnonzero(pair >= 0)
+        self._check_repeats(block, pair[where], row_of[where])
+        self._count(block, where, row_of[where], pair[where], pair >= 0)
+
+    def _queries(self, block: RowBlock) -> tuple[np.ndarray, tuple[int, str] | None]:
+        """Query number of each row, and the first row that is unknown or repeated."""
+        keys = zip(block.entity.tolist(), block.relation.tolist())
+        query = np.fromiter((self.index.get(key, -1) for key in keys), dtype=np.int64, count=block.rows)
+        known = query >= 0
+        # A query may have one row only (target filtering needs the whole row at once).
+        again = known & (self.first_line[np.where(known, query, 0)] > 0)
+        _, first = np.unique(query, return_index=True)
+        repeated_here = np.ones(block.rows, dtype=bool)
+        repeated_here[first] = False
+        again |= repeated_here & known
+        bad = np.flatnonzero(~known | again)
+        if not len(bad):
+            return query, None
+        i = int(bad[0])
+        where = f"{self.path}:{int(block.lines[i])}: query ({int(block.entity[i])}, {int(block.relation[i])})"
+        if not known[i]:
+            return query, (i, f"{where} is not in the ground truth of {self.label}")
+        earlier = int(self.first_line[query[i]]) or int(block.lines[np.flatnonzero(query == query[i])[0]])
+        return query, (i, f"{where} appears twice (first on line {earlier})")
+
+    def _match(
+        self, candidates: np.ndarray, row_of: np.ndarray, gold: np.ndarray, gold_row: np.ndarray, rows: int
+    ) -> np.ndarray:
+        """Pair number of each candidate that is a gold target of its row's query, else -1."""
+        targets = self.truth.targets[gold]
+        if rows * self.span < _KEY_LIMIT:
+            lo, span = self.tmin, self.span
+            inside = (candidates >= lo) & (candidates < lo + span)
+            cand_code = np.where(inside, candidates - lo, 0)
+            gold_code = targets - lo
+        else:
+            codes = self.codes
+            at = np.minimum(np.searchsorted(codes, candidates), len(codes) - 1)
+            inside = codes[at] == candidates
+            cand_code, span = at, len(codes)
+            gold_code = np.searchsorted(codes, targets)
+        hay = gold_row * span + gold_code  # sorted: rows ascending, targets ascending per query
+        needle = row_of * span + cand_code
+        at = np.minimum(np.searchsorted(hay, needle), len(hay) - 1)
+        hit = inside & (hay[at] == needle)
+        return np.where(hit, gold[at], -1)
+
+    def _check_repeats(self, block: RowBlock, pairs: np.ndarray, rows: np.ndarray) -> None:
+        order = np.argsort(pairs, kind="stable")
+        repeated = np.flatnonzero(pairs[order][1:] == pairs[order][:-1])
+        if len(repeated):
+            first_bad = order[repeated + 1].min()
+            row = int(rows[first_bad])
+            target = int(self.truth.targets[pairs[first_bad]])
+            raise InputError(
+                f"{self.path}:{int(block.lines[row])}: gold candidate {target} appears twice in the row"
+                f" of query ({int(block.entity[row])}, {int(block.relation[row])})"
+            )
+
+    def _count(
+        self, block: RowBlock, where: np.ndarray, rows: np.ndarray, pairs: np.ndarray, is_gold: np.ndarray
+    ) -> None:
+        if not len(where):
+            return
+        self.found[pairs] = True
+        starts = block.offsets[rows]
+        lengths = block.offsets[rows + 1] - starts
+        ends = np.cumsum(lengths)
+        begin = 0
+        while begin < len(where):
+            base = int(ends[begin - 1]) if begin else 0
+            stop = int(np.searchsorted(ends, base + EXPANSION_LIMIT, side="right"))
+            stop = max(stop, begin + 1)
+            part = slice(begin, stop)
+            self.counts[:, pairs[part]] = _compare(
+                block.scores, is_gold, where[part], starts[part], lengths[part]
+            )
+            begin = stop
+
+
+def _compare(
+    scores: np.ndarray, is_gold: np.ndarray, where: np.ndarray, starts: np.ndarray, lengths: np.ndarray
+) -> np.ndarray:
+    """Counts (6, n) for gold occurrences at flat positions ``where`` against their rows."""
+    idx = ragged_arange(starts, lengths)
+    seg = np.cumsum(lengths) - lengths
+    own = np.repeat(scores[where], lengths)
+    other = scores[idx]
+    greater = other > own
+    equal = other == own
+    equal_before = equal & (idx < np.repeat(where, lengths))
+    non_gold = ~is_gold[idx]
+
+    def count(mask: np.ndarray) -> np.ndarray:
+        return np.add.reduceat(mask, seg, dtype=np.int64)
+
+    return np.stack(
+        [
+            count(greater & non_gold),
+            count(equal & non_gold),
+            count(equal_before & non_gold),
+            count(greater),
+            count(equal) - 1,  # the target itself
+            count(equal_before),
+        ]
+    )
+
+
+def count_side(truth: GroundTruth, blocks: Iterable[RowBlock], path: Path, label: str) -> PairCounts:
+    """Read every row of one side's prediction file and count, per gold pair, who beats it.
+
+    Raises InputError (naming file and line) for a query outside ``truth`` (``label``
+    describes it), a query given twice, or a gold candidate given twice in a row.
+    """
+    counter = _Counter(truth, path, label)
+    for block in blocks:
+        counter.add(block)
+    c = counter.counts
+    has_row = counter.first_line > 0
+    return PairCounts(counter.found, c[0], c[1], c[2], c[3], c[4], c[5], has_row, counter.rows)
+
+
+def rank_targets(truth: GroundTruth, counts: PairCounts, ties: TieMode, max_rank: int | None) -> TargetRanks:
+    """Per-target records: raw rank, target-filtered rank, and the rank after the cut.
+
+    ``first`` (the reference): ``1 + greater + equal_before``; ``optimistic``:
+    ``1 + greater``; ``pessimistic``: ``1 + greater + equal``; ``realistic``: their mean.
+    The raw rank applies the same rule counting every candidate. A target not found has
+    rank 0 everywhere; a filtered rank above ``max_rank`` scores 0. ``tie_dependent``
+    marks targets whose scored rank differs between optimistic and pessimistic.
+    """
+
+    def rule(greater: np.ndarray, equal: np.ndarray, before: np.ndarray, mode: TieMode) -> np.ndarray:
+        if mode is TieMode.FIRST:
+            rank = 1.0 + greater + before
+        elif mode is TieMode.OPTIMISTIC:
+            rank = 1.0 + greater
+        elif mode is TieMode.PESSIMISTIC:
+            rank = 1.0 + greater + equal
+        else:
+            rank = 1.0 + greater + equal / 2.0
+        return np.where(counts.found, rank, 0.0)
+
+    def cut(rank: np.ndarray) -> np.ndarray:
+        return rank if max_rank is None else np.where(rank > max_rank, 0.0, rank)
+
+    filtered = rule(counts.greater, counts.equal, counts.equal_before, ties)
+    raw = rule(counts.raw_greater, counts.raw_equal, counts.raw_equal_before, ties)
+    optimistic = cut(rule(counts.greater, counts.equal, counts.equal_before, TieMode.OPTIMISTIC))
+    pessimistic = cut(rule(counts.greater, counts.equal, counts.equal_before, TieMode.PESSIMISTIC))
+    sizes = np.diff(truth.ptr)
+    return TargetRanks(
+        side=truth.side,
+        query_entity=np.repeat(truth.entity, sizes),
+        query_relation=np.repeat(truth.relation, sizes),
+        target=truth.targets,
+        query_ptr=truth.ptr,
+        raw=raw,
+        filtered=filtered,
+        rank=cut(filtered),
+        tie_dependent=optimistic != pessimistic,
+    )

@@ -1,0 +1,198 @@
+"""Rendering an IRT2 evaluation: one renderer per output format, and the per-target file."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from kag.errors import InputError
+from kag.irt2.model import Evaluation, SideSummary, TieMode
+
+ROW_ORDER = (("all", "micro"), ("all", "macro"), ("head", "micro"), ("head", "macro"), ("tail", "micro"), ("tail", "macro"))
+
+
+class OutputFormat(StrEnum):
+    TEXT = "text"
+    JSON = "json"
+
+
+def metrics_dict(evaluation: Evaluation) -> dict[str, dict[str, dict[str, float]]]:
+    """``{head|tail|all: {micro|macro: {mrr, hits_at_<k>...}}}``, the reference's layout."""
+    return {
+        side: {"micro": averaged.micro.as_dict(), "macro": averaged.macro.as_dict()}
+        for side, averaged in evaluation.metrics.items()
+    }
+
+
+def _side_truth(summary: SideSummary) -> dict[str, Any]:
+    return {"file": summary.samples_file, "queries": summary.queries, "targets": summary.targets}
+
+
+def _side_scoring(summary: SideSummary) -> dict[str, Any]:
+    return {
+        "file": summary.predictions_file,
+        "rows": summary.rows,
+        "queries_without_row": summary.queries_without_row,
+        "targets_found": summary.targets_found,
+        "targets_cut": summary.targets_cut,
+        "tie_dependent": summary.tie_dependent,
+    }
+
+
+def render_json(evaluation: Evaluation) -> str:
+    """Metrics under ``head``/``tail``/``all``, plus ``ground_truth`` and ``scoring`` details."""
+    head, tail = evaluation.sides
+    document: dict[str, Any] = metrics_dict(evaluation)
+    document["ground_truth"] = {
+        "dataset": evaluation.dataset,
+        "path": evaluation.dataset_path,
+        "task": evaluation.task.value,
+        "split": evaluation.split.value,
+        "mode": evaluation.mode.value,
+        "samples_dropped": evaluation.samples_dropped,
+        "head": _side_truth(head),
+        "tail": _side_truth(tail),
+    }
+    document["scoring"] = {
+        "max_rank": evaluation.max_rank,
+        "ks": list(evaluation.ks),
+        "ties": evaluation.ties.value,
+        "head": _side_scoring(head),
+        "tail": _side_scoring(tail),
+    }
+    return orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() + "\n"
+
+
+def _table(header: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+
+    def line(cells: list[str]) -> str:
+        parts = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))]
+        return "  ".join(parts).rstrip()
+
+    return [line(header), *(line(row) for row in rows)]
+
+
+def render_text(evaluation: Evaluation) -> str:
+    """Metrics table (``all.micro`` first), then the ground truth and what was scored."""
+    ks = evaluation.ks
+    header = ["", "mrr", *(f"hits@{k}" for k in ks)]
+    rows = []
+    for side, average in ROW_ORDER:
+        scores = getattr(evaluation.metrics[side], average)
+        rows.append([f"{side}.{average}", f"{scores.mrr:.4f}", *(f"{v:.4f}" for _, v in scores.hits)])
+    lines = _table(header, rows, right=set(range(1, len(header))))
+    max_rank = "none" if evaluation.max_rank is None else str(evaluation.max_rank)
+    lines += [
+        "",
+        f"ground truth: {evaluation.dataset} ({evaluation.dataset_path}), task {evaluation.task.value},"
+        f" split {evaluation.split.value}, mode {evaluation.mode.value}",
+        f"scoring: max rank {max_rank}, ties {evaluation.ties.value}",
+    ]
+    if evaluation.samples_dropped:
+        lines.append(
+            f"mode original dropped {evaluation.samples_dropped} open-world samples"
+            " whose vertex is in no closed-world triple"
+        )
+    lines.append("")
+    side_header = ["side", "queries", "targets", "rows", "no row", "found", "cut", "tie-dep", "truth", "predictions"]
+    side_rows = [
+        [
+            s.side.value,
+            str(s.queries),
+            str(s.targets),
+            str(s.rows),
+            str(s.queries_without_row),
+            str(s.targets_found),
+            str(s.targets_cut),
+            str(s.tie_dependent),
+            s.samples_file,
+            s.predictions_file,
+        ]
+        for s in evaluation.sides
+    ]
+    lines += _table(side_header, side_rows, right=set(range(1, 8)))
+    tie_dependent = sum(s.tie_dependent for s in evaluation.sides)
+    if tie_dependent and evaluation.ties is TieMode.FIRST:
+        lines += [
+            "",
+            f"{tie_dependent} targets have a rank that depends on the order of equal scores"
+            " (see --ties optimistic/pessimistic)",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+RENDERERS: dict[OutputFormat, Callable[[Evaluation], str]] = {
+    OutputFormat.TEXT: render_text,
+    OutputFormat.JSON: render_json,
+}
+
+
+def render(evaluation: Evaluation, output: OutputFormat) -> str:
+    return RENDERERS[output](evaluation)
+
+
+def iter_per_query_lines(evaluation: Evaluation) -> Iterator[bytes]:
+    """One JSON line (bytes) per gold target, head side first, queries in (entity, relation) order.
+
+    Keys: ``side``, ``query`` ([entity, relation]), ``target``, ``raw_rank`` (position
+    in the score-sorted row, other gold targets counted), ``filtered_rank`` (other gold
+    targets removed, before the max-rank cut) and ``rank`` (what the metrics use: the
+    filtered rank, or 0 above ``max_rank``). 0 means the target is not in the row.
+    """
+    as_number: Callable[[list[float]], list[float]] | Callable[[list[float]], list[int]]
+    if evaluation.ties is TieMode.REALISTIC:
+        as_number = list
+    else:
+        as_number = lambda values: [int(v) for v in values]  # noqa: E731
+    for records in evaluation.records:
+        side = records.side.value
+        columns = zip(
+            records.query_entity.tolist(),
+            records.query_relation.tolist(),
+            records.target.tolist(),
+            as_number(records.raw.tolist()),
+            as_number(records.filtered.tolist()),
+            as_number(records.rank.tolist()),
+        )
+        for entity, relation, target, raw, filtered, rank in columns:
+            yield orjson.dumps(
+                {
+                    "side": side,
+                    "query": [entity, relation],
+                    "target": target,
+                    "raw_rank": raw,
+                    "filtered_rank": filtered,
+                    "rank": rank,
+                },
+                option=orjson.OPT_APPEND_NEWLINE,
+            )
+
+
+def _umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current
+
+
+def write_per_query(path: Path, evaluation: Evaluation) -> None:
+    """Write the per-target JSON lines to ``path`` atomically (temp file, then rename)."""
+    directory = path.parent if str(path.parent) else Path(".")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot write: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.writelines(iter_per_query_lines(evaluation))
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise InputError(f"{path}: cannot write: {exc.strerror or exc}") from None

@@ -1,0 +1,242 @@
+"""Render a stats :class:`~kag.grading.mcq.Summary` as text, markdown or JSON.
+
+One renderer per output format, chosen through :class:`Format` (``RENDERERS`` maps every
+member; a test checks the mapping is exhaustive). Every renderer returns the complete
+document as a string ending in a newline and never emits terminal escape codes.
+
+- text: the Rust tool's table, column for column (``src/subcommand/stats/mod.rs``):
+  header line, one row per setup, ``  └ <dataset>`` sub-rows, legend lines. The RAG
+  columns appear only when some setup retrieved, blank for rows without retrieval.
+- markdown: a GitHub table for CI step summaries (same numbers, plus the 95% interval).
+- json: the Rust tool's document field for field (pretty-printed, 2 spaces) plus the
+  additive fields ``unreadable_files``, ``ignored_files`` and, per block,
+  ``accuracy_ci95``, ``abstentions``, ``non_option_answers``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from enum import Enum
+from typing import Any
+
+import orjson
+
+from kag.grading.mcq import Metrics, Summary
+
+LEGEND = (
+    "ACC% = correct / scored, PREC% = correct / committed, COVER% = committed / scored\n"
+    "GEN(s)/RET(s) = mean generation/retrieval time per question, in seconds\n"
+    "CTX_LEN = average context length"
+)
+EMPTY = "No scorable results were found."
+
+
+class Format(str, Enum):
+    """Output formats of ``kag stats``."""
+
+    TEXT = "text"
+    JSON = "json"
+    MARKDOWN = "markdown"
+
+
+# ---------------------------------------------------------------- cell formatting (Rust's helpers)
+
+
+def pct(value: float | None) -> str:
+    """A ratio as a percentage with 2 decimals (``{:.2}`` of value·100), or ``-``."""
+    return "-" if value is None else f"{value * 100.0:.2f}"
+
+
+def secs(value: float | None) -> str:
+    """Seconds with 3 decimals, or ``-``."""
+    return "-" if value is None else f"{value:.3f}"
+
+
+def num(value: float | None) -> str:
+    """A mean with 3 decimals (CTX_LEN), or ``-``."""
+    return "-" if value is None else f"{value:.3f}"
+
+
+def _main_cells(m: Metrics) -> list[str]:
+    return [
+        pct(m.accuracy),
+        pct(m.precision),
+        pct(m.coverage),
+        str(m.correct),
+        str(m.incorrect),
+        str(m.errors),
+        str(m.total),
+        secs(m.avg_generation_secs),
+        num(m.avg_context_length),
+    ]
+
+
+def _rag_cells(m: Metrics) -> list[str] | None:
+    r = m.retrieval
+    if r is None:
+        return None
+    return [secs(r.avg_time_secs), f"{r.avg_vertices:.2f}", f"{r.avg_relationships:.2f}", f"{r.avg_properties:.2f}"]
+
+
+# ---------------------------------------------------------------- text
+
+_MAIN_WIDTHS = (7, 7, 8, 5, 5, 4, 3, 8, 10)
+_MAIN_HEADERS = ("ACC%", "PREC%", "COVER%", "OK", "WRONG", "ERR", "TOT", "GEN(s)", "CTX_LEN")
+_RAG_WIDTHS = (8, 7, 8, 8)
+_RAG_HEADERS = ("RET(s)", "VERTICE", "RELATION", "PROPERTY")
+
+
+def _cols(cells: list[str] | tuple[str, ...], widths: tuple[int, ...]) -> str:
+    return "".join(f"  {cell:>{width}}" for cell, width in zip(cells, widths, strict=True))
+
+
+def render_text(summary: Summary) -> str:
+    """The Rust tool's aligned table (names padded to the longest setup name, min 5)."""
+    lines = [
+        f"Datasets: {summary.datasets} | Scorable questions: {summary.scorable_questions} "
+        f"| Skipped files: {summary.skipped_files}",
+        "",
+    ]
+    if not summary.setups:
+        lines.append(EMPTY)
+        return "\n".join(lines) + "\n"
+    width = max(5, *(len(s.setup) for s in summary.setups))
+    sub_width = max(0, width - 4)
+    rag = summary.any_retrieval
+    header = f"{'SETUP':<{width}}" + _cols(_MAIN_HEADERS, _MAIN_WIDTHS)
+    if rag:
+        header += _cols(_RAG_HEADERS, _RAG_WIDTHS)
+    lines.append(header)
+    for s in summary.setups:
+        rows = [(f"{s.setup:<{width}}", s.overall)]
+        rows += [(f"  └ {name:<{sub_width}}", m) for name, m in s.per_dataset.items()]
+        for label, m in rows:
+            line = label + _cols(_main_cells(m), _MAIN_WIDTHS)
+            rag_cells = _rag_cells(m) if rag else None
+            if rag_cells is not None:
+                line += _cols(rag_cells, _RAG_WIDTHS)
+            lines.append(line)
+    lines.append("")
+    lines.append(LEGEND)
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------- markdown
+
+
+def _md_escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def _ci_cell(m: Metrics) -> str:
+    ci = m.accuracy_ci95
+    return "-" if ci is None else f"{ci[0] * 100:.2f}–{ci[1] * 100:.2f}"
+
+
+def render_markdown(summary: Summary) -> str:
+    """A GitHub-flavoured table: one row per setup, ``└ dataset`` rows, RAG columns when any."""
+    lines = [
+        f"**Datasets:** {summary.datasets} · **Scorable questions:** {summary.scorable_questions} "
+        f"· **Skipped files:** {summary.skipped_files} · **Unreadable files:** {summary.unreadable_files} "
+        f"· **Ignored files:** {summary.ignored_files}",
+        "",
+    ]
+    if not summary.setups:
+        lines.append(f"_{EMPTY}_")
+        return "\n".join(lines) + "\n"
+    rag = summary.any_retrieval
+    headers = ["Setup", "ACC%", "ACC 95% CI", *_MAIN_HEADERS[1:]]
+    if rag:
+        headers += list(_RAG_HEADERS)
+    lines.append("| " + " | ".join(headers) + " |")
+    lines.append("|" + "|".join([":---"] + ["---:"] * (len(headers) - 1)) + "|")
+    for s in summary.setups:
+        rows = [(f"**{_md_escape(s.setup)}**", s.overall)]
+        rows += [(f"└ {_md_escape(name)}", m) for name, m in s.per_dataset.items()]
+        for label, m in rows:
+            main = _main_cells(m)
+            cells = [label, main[0], _ci_cell(m), *main[1:]]
+            if rag:
+                cells += _rag_cells(m) or ["", "", "", ""]
+            lines.append("| " + " | ".join(cells) + " |")
+    lines.append("")
+    lines.append(
+        "ACC% = correct / scored (95% CI: Wilson score interval), PREC% = correct / committed, "
+        "COVER% = committed / scored; GEN(s)/RET(s) = mean generation/retrieval time per question, "
+        "in seconds; CTX_LEN = average prompt length, in bytes."
+    )
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------- JSON
+
+
+def metrics_to_json(m: Metrics) -> dict[str, Any]:
+    """One block of the Rust tool's document (its field order), then the additive fields."""
+    r = m.retrieval
+    retrieval = None
+    if r is not None:
+        retrieval = {
+            "time_secs": r.time_secs,
+            "vertices": r.vertices,
+            "relationships": r.relationships,
+            "properties": r.properties,
+            "samples": r.samples,
+            "avg_time_secs": r.avg_time_secs,
+            "avg_vertices": r.avg_vertices,
+            "avg_relationships": r.avg_relationships,
+            "avg_properties": r.avg_properties,
+        }
+    ci = m.accuracy_ci95
+    return {
+        "total": m.total,
+        "correct": m.correct,
+        "incorrect": m.incorrect,
+        "errors": m.errors,
+        "parsed": m.parsed,
+        "accuracy": m.accuracy,
+        "precision": m.precision,
+        "coverage": m.coverage,
+        "avg_generation_secs": m.avg_generation_secs,
+        "total_generation_secs": m.total_generation_secs,
+        "avg_context_length": m.avg_context_length,
+        "retrieval": retrieval,
+        "accuracy_ci95": list(ci) if ci is not None else None,
+        "abstentions": m.abstentions,
+        "non_option_answers": m.non_option_answers,
+    }
+
+
+def summary_to_json(summary: Summary) -> dict[str, Any]:
+    """The whole JSON document as plain Python values."""
+    return {
+        "datasets": summary.datasets,
+        "scorable_questions": summary.scorable_questions,
+        "skipped_files": summary.skipped_files,
+        "unreadable_files": summary.unreadable_files,
+        "ignored_files": summary.ignored_files,
+        "setups": [
+            {
+                "setup": s.setup,
+                "overall": metrics_to_json(s.overall),
+                "per_dataset": {name: metrics_to_json(m) for name, m in s.per_dataset.items()},
+            }
+            for s in summary.setups
+        ],
+    }
+
+
+def render_json(summary: Summary) -> str:
+    """Pretty-printed (2 spaces, like serde_json's ``to_string_pretty``), newline-terminated."""
+    return orjson.dumps(summary_to_json(summary), option=orjson.OPT_INDENT_2).decode() + "\n"
+
+
+RENDERERS: Mapping[Format, Callable[[Summary], str]] = {
+    Format.TEXT: render_text,
+    Format.JSON: render_json,
+    Format.MARKDOWN: render_markdown,
+}
+
+
+def render(summary: Summary, fmt: Format) -> str:
+    return RENDERERS[fmt](summary)

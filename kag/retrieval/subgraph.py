@@ -1,0 +1,112 @@
+"""The subgraph a retrieval fetched, independent of the database it came from.
+
+Both backends (Neo4j, Ladybug) return the same model: the seed nodes in similarity order,
+every reached node with its labels and properties, and every relationship among the
+reached nodes. The translations render it; `ordered_relationships` fixes the order in
+which they see it, so that the same subgraph renders the same text whichever backend
+fetched it and in whichever order the engine returned the rows.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+_DIGITS = re.compile(r"\d+")
+
+
+@dataclass(frozen=True)
+class Node:
+    """A node: ``key`` is what the translations print for it (Neo4j: the internal node
+    id, as the Rust tool prints; Ladybug: the ``id`` column); ``properties`` never holds
+    ``None`` (an absent property is not a property)."""
+
+    key: str
+    labels: frozenset[str] = frozenset()
+    properties: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Relationship:
+    """A directed relationship ``start -[type]-> end``; ``key`` identifies it among
+    parallel relationships of the same type."""
+
+    key: str
+    type: str
+    start: str
+    end: str
+    properties: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Subgraph:
+    """``seeds``: the top-k node keys, best first. ``nodes``: every reached node by key.
+    ``relationships``: every relationship whose two ends were reached (any order)."""
+
+    seeds: tuple[str, ...] = ()
+    nodes: Mapping[str, Node] = field(default_factory=dict)
+    relationships: tuple[Relationship, ...] = ()
+
+    def __post_init__(self) -> None:
+        for rel in self.relationships:
+            for end in (rel.start, rel.end):
+                if end not in self.nodes:
+                    raise ValueError(f"relationship {rel.key} refers to node {end!r}, which is not in the subgraph")
+
+
+def key_order(key: str) -> tuple[int, int, str]:
+    """Sort key for node keys: numbers by value (Neo4j ids), then other strings."""
+    if _DIGITS.fullmatch(key):
+        return (0, int(key), key)
+    return (1, 0, key)
+
+
+def node_order(subgraph: Subgraph) -> list[str]:
+    """Node keys in discovery order: a breadth-first walk from the seeds, best seed first,
+    over the relationships in both directions.
+
+    Within one node, neighbours are visited by (relationship type, neighbour key,
+    relationship key); reached nodes that no walk from a seed meets (a backend may return
+    them) come last, by key. This is the order in which the Rust tool's Cypher query
+    (``collect(DISTINCT reachable)`` over ``(seed)-[*0..N]-(reachable)``) lists the nodes,
+    made deterministic.
+    """
+    adjacency: dict[str, list[tuple[str, tuple[int, int, str], tuple[int, int, str], str]]] = {}
+    for rel in subgraph.relationships:
+        rk = key_order(rel.key)
+        adjacency.setdefault(rel.start, []).append((rel.type, key_order(rel.end), rk, rel.end))
+        adjacency.setdefault(rel.end, []).append((rel.type, key_order(rel.start), rk, rel.start))
+    for neighbours in adjacency.values():
+        neighbours.sort()
+    seen: dict[str, None] = {}
+    queue: deque[str] = deque()
+    for seed in subgraph.seeds:
+        if seed in subgraph.nodes and seed not in seen:
+            seen[seed] = None
+            queue.append(seed)
+    while queue:
+        current = queue.popleft()
+        for _, _, _, neighbour in adjacency.get(current, ()):
+            if neighbour not in seen:
+                seen[neighbour] = None
+                queue.append(neighbour)
+    rest = sorted((k for k in subgraph.nodes if k not in seen), key=key_order)
+    return [*seen, *rest]
+
+
+def ordered_relationships(subgraph: Subgraph) -> list[Relationship]:
+    """The relationships in rendering order: grouped by start node in `node_order`, then
+    by end node in that order, then by type and key (the Rust query's
+    ``UNWIND nodes AS n MATCH (n)-[rel]->(m)``, made deterministic). Duplicates (the same
+    key twice) are dropped."""
+    rank = {key: i for i, key in enumerate(node_order(subgraph))}
+    unique: dict[tuple[str, str], Relationship] = {}
+    for rel in subgraph.relationships:
+        unique.setdefault((rel.type, rel.key), rel)
+    return sorted(
+        unique.values(),
+        key=lambda r: (rank[r.start], rank[r.end], r.type, key_order(r.key)),
+    )

@@ -1,0 +1,427 @@
+"""`kag benchmark` and `kag generation` from the command line, against the misbehaving
+loopback server: exit codes, resumption, crash safety (SIGKILL, SIGINT in a real
+subprocess), bad configuration before any request, and secrets kept out of everything."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from typer.testing import CliRunner
+
+from kag.cli import app
+from kag.results import ErrorResult, OkResult, read_result
+from tests.fakeserver import FakeServer
+
+REPO = Path(__file__).resolve().parent.parent
+SECRET = "sk-planted-7c1d2e9f-secret"
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[FakeServer]:
+    with FakeServer(reply="b") as fake:
+        yield fake
+
+
+@pytest.fixture(autouse=True)
+def _reset(server: FakeServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    server.reset()
+    server.set_faults({}, default="ok")
+    server.state.latency = 0.0
+    monkeypatch.setenv("FAKE_URL", server.url)
+    monkeypatch.setenv("FAKE_KEY", SECRET)
+
+
+CONFIG = """
+[providers.oa]
+type = "OpenAI"
+url = "{{ env('FAKE_URL') }}/v1"
+key = "{{ env('FAKE_KEY') }}"
+
+[providers.ol]
+type = "Ollama"
+url = "{{ env('FAKE_URL') }}"
+"""
+
+BENCH = """
+[s1]
+provider = "oa"
+model = "m1"
+temperature = 0.0
+system_prompt = '''{{ file('prompt.md') }}'''
+
+[s2]
+provider = "ol"
+model = "m2"
+temperature = 0.0
+tokens = 128
+system_prompt = '''{{ file('prompt.md') }}'''
+"""
+
+PROMPT = "Question: {{INPUT}}\nChoices:\n{{ CHOICE }}\nAnswer with the key.\n"
+
+
+def mcq(text: str, answer: str = "a") -> dict[str, Any]:
+    return {"input": text, "output": {"type": "MCQ", "options": {"a": "yes", "b": "no"}, "answer": answer}}
+
+
+def make_project(root: Path, n: int = 4, questions: dict[str, Any] | None = None) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "config.toml").write_text(CONFIG)
+    (root / "bench.toml").write_text(BENCH)
+    (root / "prompt.md").write_text(PROMPT)
+    data = questions or {"mcq": {str(i): mcq(f"question number {i}", "ab"[i % 2]) for i in range(n)}}
+    (root / "datasets.json").write_bytes(orjson.dumps(data))
+    return root
+
+
+def args(root: Path, *extra: str) -> list[str]:
+    return ["benchmark", "-c", str(root / "config.toml"), "-b", str(root / "bench.toml"),
+            "-d", str(root / "datasets.json"), "-o", str(root / "out"), "--backoff", "0", *extra]
+
+
+def invoke(argv: list[str], **kwargs: Any) -> Any:
+    return CliRunner().invoke(app, argv, **kwargs)
+
+
+def results(root: Path) -> dict[str, Any]:
+    """Every file of the output tree, parsed (read_result raises on any unreadable file)."""
+    out = root / "out"
+    return {str(p.relative_to(out)): read_result(p) for p in sorted(out.rglob("*")) if p.is_file()}
+
+
+def prompts_seen(server: FakeServer) -> set[tuple[str, str]]:
+    return {(r.model or "", (r.prompt or "").split("\n")[0]) for r in server.chat_requests()}
+
+
+def task_key(relpath: str) -> tuple[str, str]:
+    """'mcq/3/s2.json' -> ('m2', 'Question: question number 3'), as the server saw it."""
+    _, question, name = relpath.split("/")
+    return ("m1" if name == "s1.json" else "m2", f"Question: question number {question}")
+
+
+def all_keys(n: int) -> set[str]:
+    return {f"mcq/{i}/{s}.json" for i in range(n) for s in ("s1", "s2")}
+
+
+# ---------------------------------------------------------------- a normal run
+
+
+def test_benchmark_writes_one_file_per_task_and_a_summary(tmp_path: Path, server: FakeServer) -> None:
+    root = make_project(tmp_path)
+    result = invoke(args(root, "-p", "3"))
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout == ""
+    assert "kag: benchmark: 8 task(s) run: 8 ok, 0 error(s)" in result.stderr
+    files = results(root)
+    assert set(files) == all_keys(4)
+    first = files["mcq/0/s1.json"]
+    assert isinstance(first, OkResult) and first.result == "b"
+    assert first.stats.prompt == "Question: question number 0\nChoices:\na: yes\nb: no\nAnswer with the key."
+    assert first.stats.config is not None and first.stats.config.provider == "oa"
+    assert len(server.chat_requests()) == 8
+
+
+def test_dry_run_prints_the_plan_and_sends_nothing(tmp_path: Path, server: FakeServer) -> None:
+    root = make_project(tmp_path, n=3)
+    assert invoke(args(root, "--setup", "s1")).exit_code == 0
+    server.reset()
+    result = invoke(args(root, "--dry-run", "--continue", "--limit", "2"))
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["setup", "dataset", "tasks", "ok", "error", "stale", "unreadable", "missing", "to", "run"]
+    assert lines[1].split() == ["s1", "mcq", "2", "2", "0", "0", "0", "0", "0"]
+    assert lines[2].split() == ["s2", "mcq", "2", "0", "0", "0", "0", "2", "2"]
+    assert lines[3].split() == ["total", "4", "2", "0", "0", "0", "2", "2"]
+    assert lines[4] == "2 task(s) to run; --continue: kept files are skipped."
+    assert server.requests == []
+    assert len(results(root)) == 3  # nothing written
+
+
+def test_continue_runs_only_missing_and_without_it_everything_reruns(tmp_path: Path, server: FakeServer) -> None:
+    root = make_project(tmp_path)
+    assert invoke(args(root, "--setup", "s2", "--limit", "2")).exit_code == 0
+    server.reset()
+    result = invoke(args(root, "--continue", "-p", "2"))
+    assert result.exit_code == 0
+    assert "6 task(s) run: 6 ok" in result.stderr and "2 skipped (kept from earlier runs)" in result.stderr
+    assert prompts_seen(server) == {task_key(k) for k in all_keys(4) - {"mcq/0/s2.json", "mcq/1/s2.json"}}
+    server.reset()
+    assert invoke(args(root, "--skip", "s1")).exit_code == 0
+    assert len(server.chat_requests()) == 4  # no --continue: overwrite, as the Rust tool did
+
+
+def test_retry_errors_reruns_only_error_files(tmp_path: Path, server: FakeServer) -> None:
+    root = make_project(tmp_path, n=5)
+    server.set_faults({"number 1\n": ["404"], "number 3\n": ["500"]})
+    result = invoke(args(root, "--retries", "1", "-p", "4"))
+    assert result.exit_code == 0  # error files are results: exit 0 without --fail-on-error
+    assert "4 error(s)" in result.stderr
+    errors = {k for k, v in results(root).items() if isinstance(v, ErrorResult)}
+    assert errors == {"mcq/1/s1.json", "mcq/1/s2.json", "mcq/3/s1.json", "mcq/3/s2.json"}
+    assert "kag: warning: mcq/1 [s1]: Failed to generate a response from the model: HTTP 404" in result.stderr
+    server.reset()
+    server.set_faults({})
+    assert invoke(args(root, "--continue")).exit_code == 0
+    assert server.chat_requests() == []  # error files are kept by --continue
+    result = invoke(args(root, "--retry-errors", "-p", "2"))
+    assert result.exit_code == 0, result.stderr
+    assert prompts_seen(server) == {task_key(k) for k in errors} and len(server.chat_requests()) == 4
+    assert all(isinstance(v, OkResult) for v in results(root).values())
+
+
+def test_fail_on_error_exit_codes(tmp_path: Path, server: FakeServer) -> None:
+    root = make_project(tmp_path, n=2)
+    assert invoke(args(root, "--fail-on-error")).exit_code == 0
+    server.set_faults({"number 0\n": ["404"]})
+    result = invoke(args(root, "--fail-on-error"))
+    assert result.exit_code == 1
+    assert result.stderr.rstrip().endswith("kag: error: 2 task(s) ended in error (--fail-on-error)")
+    assert len(results(root)) == 4  # the other tasks still ran
+
+
+def test_stale_results_are_reported_and_rerun_on_request(tmp_path: Path, server: FakeServer) -> None:
+    root = make_project(tmp_path, n=3)
+    assert invoke(args(root)).exit_code == 0
+    (root / "prompt.md").write_text(PROMPT.replace("Answer with the key.", "Reply with one letter."))
+    server.reset()
+    result = invoke(args(root, "--continue", "--setup", "s1"))
+    assert result.exit_code == 0
+    assert "kag: warning: 3 result file(s) are stale" in result.stderr
+    assert "3 stale result(s) kept (--rerun-stale re-runs them)" in result.stderr
+    assert server.chat_requests() == []
+    result = invoke(args(root, "--rerun-stale", "--setup", "s1"))
+    assert result.exit_code == 0 and len(server.chat_requests()) == 3
+    new = results(root)["mcq/0/s1.json"]
+    assert isinstance(new, OkResult) and new.stats.prompt is not None and new.stats.prompt.endswith("one letter.")
+
+
+def test_plain_progress_lines(capsys: pytest.CaptureFixture[str]) -> None:
+    from kag.commands.benchmark import PlainReporter
+    from kag.generation.runner import TaskOutcome
+
+    reporter = PlainReporter(total=4, interval=0.0)
+    reporter.task_done(TaskOutcome("d/1 [s]", Path("x"), True, 1, 0.1))
+    reporter.task_done(TaskOutcome("d/2 [s]", Path("y"), False, 3, 0.1, "Failed: HTTP 500"))
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("kag: progress: 1/4 done (0 error(s)), ")
+    assert err[1] == "kag: warning: d/2 [s]: Failed: HTTP 500"
+    assert err[2].startswith("kag: progress: 2/4 done (1 error(s)), ") and "ETA" in err[2]
+
+
+def test_rich_progress_bar(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from kag.commands.benchmark import RichReporter
+    from kag.generation.runner import TaskOutcome
+
+    buffer = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", buffer)
+    with RichReporter(total=2) as reporter:
+        reporter.task_done(TaskOutcome("d/1 [s]", Path("x"), True, 1, 0.1))
+        reporter.task_done(TaskOutcome("d/2 [s]", Path("y"), False, 2, 0.1, "Failed: HTTP 503"))
+    text = buffer.getvalue()
+    assert "kag: warning: d/2 [s]: Failed: HTTP 503" in text
+    assert "2/2" in text and "1 error(s)" in text and "ETA" in text
+
+
+# ---------------------------------------------------------------- bad configuration: exit 2, no request
+
+
+def _bad(root: Path, name: str, text: str) -> None:
+    (root / name).write_text(text)
+
+
+@pytest.mark.parametrize(
+    ("file", "text", "expected"),
+    [
+        ("bench.toml", BENCH.replace('provider = "ol"', 'provider = "ghost"'),
+         r"bench.toml: \[s2\]: provider 'ghost' is missing from the configuration"),
+        ("bench.toml", BENCH + "\n[broken\n", r"bench.toml: not valid TOML: .*line"),
+        ("prompt.md", "{{ QUESTION }}", r"bench.toml: \[s1\] system_prompt: undefined template variable 'QUESTION'"),
+        ("config.toml", CONFIG.replace('type = "Ollama"', 'type = "Olama"'),
+         r"config.toml: providers.ol: unknown provider type 'Olama'"),
+        ("config.toml", CONFIG + "\n[providers.x]\n", r"config.toml: providers.x: missing required key 'type'"),
+        ("datasets.json", '{"../evil": {"1": {"input": "x"}}}', r"datasets.json: 1 problem\(s\).*'../evil' contains '/'"),
+        ("datasets.json", '{"mcq": {"1": {"input": "x"}}}', r"\[s1\] system_prompt: 'CHOICE' is undefined"),
+    ],
+)
+def test_bad_input_exits_2_before_any_request(
+    tmp_path: Path, server: FakeServer, file: str, text: str, expected: str
+) -> None:
+    import re
+
+    root = make_project(tmp_path)
+    _bad(root, file, text)
+    result = invoke(args(root))
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert result.stderr.startswith("kag: error: ") and "Traceback" not in result.stderr
+    assert re.search(expected, result.stderr, re.S), result.stderr
+    assert server.requests == []
+    assert not (root / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        (["--setup", "s9"], "--setup: unknown setup 's9' (known: s1, s2)"),
+        (["--skip", "s1,nope"], "--skip: unknown setup 'nope' (known: s1, s2)"),
+        (["--dataset", "other"], "--dataset: unknown dataset 'other' (known: mcq)"),
+        (["--prefix", "../x-"], "--prefix: '../x-' contains '/' (it becomes part of a file name)"),
+    ],
+)
+def test_bad_flags_exit_2(tmp_path: Path, server: FakeServer, extra: list[str], expected: str) -> None:
+    root = make_project(tmp_path)
+    result = invoke(args(root, *extra))
+    assert result.exit_code == 2 and result.stderr.strip() == f"kag: error: {expected}"
+    assert server.requests == []
+
+
+def test_missing_default_config_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = make_project(tmp_path)
+    monkeypatch.chdir(tmp_path / "..")
+    result = invoke(["benchmark", "-b", str(root / "bench.toml"), "-d", str(root / "datasets.json")])
+    assert result.exit_code == 2 and result.stderr.strip() == "kag: error: config.toml: configuration file not found"
+
+
+def test_parallel_must_be_positive(tmp_path: Path) -> None:
+    root = make_project(tmp_path)
+    result = invoke(args(root, "-p", "0"))
+    assert result.exit_code == 2 and "Invalid value for '--parallel'" in result.stderr
+
+
+# ---------------------------------------------------------------- secrets
+
+
+def test_a_planted_key_reaches_the_server_and_nothing_else(tmp_path: Path, server: FakeServer) -> None:
+    root = make_project(tmp_path, n=4)
+    server.set_faults({"number 0\n": ["echo401"], "number 1\n": ["500"], "ECHOKEY": ["echo401"]})
+    result = invoke(["-vv", *args(root, "--retries", "1", "-p", "2")])
+    assert result.exit_code == 0
+    assert any(r.authorization == f"Bearer {SECRET}" for r in server.chat_requests())
+    assert "Incorrect API key provided: ***" in result.stderr
+    generation = invoke(["-vv", "generation", "-c", str(root / "config.toml"), "-p", "oa", "-m", "m1", "-t", "0",
+                         "--format", "json", "ECHOKEY"])
+    assert generation.exit_code == 1 and "***" in generation.stdout
+    dry = invoke(args(root, "--dry-run", "--continue"))
+    outputs = [result.stdout, result.stderr, generation.stdout, generation.stderr, dry.stdout, dry.stderr]
+    outputs += [p.read_text() for p in (root / "out").rglob("*") if p.is_file()]
+    assert len(outputs) == 6 + 8
+    assert not [text for text in outputs if SECRET in text]
+
+
+# ---------------------------------------------------------------- kag generation
+
+
+def gen(root: Path, *extra: str, **kwargs: Any) -> Any:
+    return invoke(["generation", "-c", str(root / "config.toml"), "-p", "ol", "-m", "m2", "-t", "0.2", *extra], **kwargs)
+
+
+def test_generation_prints_the_answer(tmp_path: Path, server: FakeServer) -> None:
+    root = make_project(tmp_path)
+    result = gen(root, "What is {{ 1 + 1 }}?")
+    assert result.exit_code == 0 and result.stdout == "b\n"
+    assert server.chat_requests()[0].prompt == "What is 2?"  # without -s, the prompt is the template
+
+
+def test_generation_json_with_system_prompt_and_stdin(tmp_path: Path, server: FakeServer) -> None:
+    root = make_project(tmp_path)
+    (root / "sys.md").write_text("Answer briefly: {{INPUT}}\n")
+    result = gen(root, "-s", str(root / "sys.md"), "-n", "256", "--format", "json", "-", input="Why is the sky blue?\n")
+    assert result.exit_code == 0, result.stderr
+    data = orjson.loads(result.stdout)
+    assert data["ok"]["result"] == "b"
+    assert data["ok"]["stats"]["prompt"] == "Answer briefly: Why is the sky blue?\n"
+    assert data["ok"]["stats"]["config"] == {"augmented_generation": None, "provider": "ol", "model": "m2",
+                                             "temperature": 0.2, "tokens": 256}
+    assert server.chat_requests()[0].body["options"] == {"temperature": 0.2, "num_ctx": 256}  # type: ignore[index]
+
+
+def test_generation_errors(tmp_path: Path, server: FakeServer) -> None:
+    root = make_project(tmp_path)
+    result = gen(root, "-r", "ret", "x")
+    assert result.exit_code == 2 and result.stderr.strip() == "kag: error: --retriever and --database go together"
+    result = gen(root, "{{ CHOICE }}")
+    assert result.exit_code == 2 and result.stderr.strip() == "kag: error: the prompt: 'CHOICE' is undefined"
+    result = gen(root, "-t", "2.0", "hot")
+    assert result.exit_code == 0 and "kag: warning:" in result.stderr and "high temperature (2.0)" in result.stderr
+    server.set_faults({"FAILS": ["404"]})
+    result = gen(root, "FAILS")
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr.startswith("kag: error: Failed to generate a response from the model: HTTP 404")
+    assert server.chat_requests()[-1].prompt == "FAILS"
+
+
+# ---------------------------------------------------------------- crash safety in a real process
+
+
+def spawn(root: Path, *extra: str) -> subprocess.Popen[str]:
+    env = dict(os.environ, PYTHONPATH=str(REPO), KAG_WIDTH="200")
+    return subprocess.Popen(
+        [sys.executable, "-m", "kag", *args(root, *extra)],
+        cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+
+
+def wait_for_files(root: Path, count: int, process: subprocess.Popen[str], limit: float = 60.0) -> int:
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        found = len(list((root / "out").rglob("*.json"))) if (root / "out").exists() else 0
+        if found >= count:
+            return found
+        if process.poll() is not None:
+            raise AssertionError(f"the benchmark ended early: {process.communicate()}")
+        time.sleep(0.02)
+    raise AssertionError("no progress")
+
+
+def check_tree_and_resume(root: Path, server: FakeServer, n: int) -> None:
+    files = results(root)  # every .json parses: nothing partial
+    assert all(key.endswith(".json") or key.endswith(".json.tmp") for key in files)
+    done = {k for k in files if k.endswith(".json")}
+    missing = all_keys(n) - done
+    assert missing, "the run finished before it was stopped"
+    server.state.latency = 0.0
+    server.reset()
+    result = invoke(args(root, "--continue", "-p", "4"))
+    assert result.exit_code == 0, result.stderr
+    assert prompts_seen(server) == {task_key(k) for k in missing}
+    assert len(server.chat_requests()) == len(missing)  # exactly the missing tasks, once each
+    final = results(root)
+    assert set(final) == all_keys(n)  # complete, and no .tmp left behind
+
+
+def test_sigkill_mid_run_leaves_only_whole_files_and_continue_completes(tmp_path: Path, server: FakeServer) -> None:
+    n = 20
+    root = make_project(tmp_path, n=n)
+    server.state.latency = 0.3
+    process = spawn(root, "-p", "4")
+    wait_for_files(root, 6, process)
+    process.send_signal(signal.SIGKILL)
+    process.communicate()
+    assert process.returncode == -signal.SIGKILL
+    check_tree_and_resume(root, server, n)
+
+
+def test_sigint_stops_cleanly_with_exit_130_and_a_summary(tmp_path: Path, server: FakeServer) -> None:
+    n = 20
+    root = make_project(tmp_path, n=n)
+    server.state.latency = 0.3
+    process = spawn(root, "-p", "4")
+    wait_for_files(root, 6, process)
+    process.send_signal(signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr
+    assert "kag: benchmark interrupted:" in stderr and "Run again with --continue to resume." in stderr
+    assert "Traceback" not in stderr and stdout == ""
+    assert not list((root / "out").rglob("*.tmp"))
+    check_tree_and_resume(root, server, n)

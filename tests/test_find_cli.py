@@ -1,0 +1,286 @@
+"""`kag stats find` end to end: the real CLI on result trees written by the real writer."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kag.cli import app
+from kag.results import ErrorResult, OkResult, OkStats, Timing, write_result
+
+runner = CliRunner()
+
+
+def ok(path: Path, text: str) -> None:
+    write_result(path, OkResult(text, OkStats(prompt="p", time=Timing(2, 0))))
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    root = tmp_path / "results"
+    ok(root / "mcq" / "0" / "run1-kag.json", "I don't know.")
+    ok(root / "mcq" / "0" / "run1-native.json", "b")
+    ok(root / "mcq" / "1" / "run1-kag.json", "Probably D, although the graph context does not mention it.")
+    ok(root / "mcq" / "1" / "run1-native.json", "i don't KNOW")
+    write_result(root / "mcq" / "2" / "run1-kag.json", ErrorResult("Failed during the knowledge retrieval phase"))
+    ok(root / "mcq" / "2" / "run1-native.json", "a")
+    (root / "free" / "9").mkdir(parents=True)
+    (root / "free" / "9" / "run1-kag.json").write_text('{"ok": {"result": "know"}, "error": "both"}')
+    ok(root / "free" / "9" / "other-kag.json", "know")  # another prefix: not counted with --prefix run1-
+    return root
+
+
+def invoke(*args: str, **kw: object):  # noqa: ANN201
+    return runner.invoke(app, list(args), **kw)  # type: ignore[arg-type]
+
+
+def rel(root: Path, p: str) -> str:
+    return str(root / p)
+
+
+# ---------------------------------------------------------------- options before and after `find`
+
+
+def test_options_before_and_after_find_give_the_same_document(tree: Path) -> None:
+    after = invoke("stats", "find", "(?i)know", "-r", str(tree), "--prefix", "run1-", "--format", "json")
+    before = invoke("stats", "-r", str(tree), "--prefix", "run1-", "--format", "json", "find", "(?i)know")
+    mixed = invoke("stats", "-r", str(tree), "find", "(?i)know", "--prefix", "run1-", "--format", "json")
+    assert after.exit_code == before.exit_code == mixed.exit_code == 0, before.stderr
+    assert json.loads(after.stdout) == json.loads(before.stdout) == json.loads(mixed.stdout)
+    doc = json.loads(after.stdout)
+    assert (doc["matches"], doc["total"]) == (2, 7)
+    assert doc["paths"] == [rel(tree, "mcq/0/run1-kag.json"), rel(tree, "mcq/1/run1-native.json")]
+
+
+def test_options_after_find_win(tree: Path, tmp_path: Path) -> None:
+    result = invoke("stats", "-r", str(tmp_path / "elsewhere"), "--format", "text", "find", "know", "-r", str(tree), "--format", "json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["total"] == 8  # no prefix: other-kag.json counts too
+
+
+def test_filters_before_and_after_find(tree: Path) -> None:
+    before = invoke("stats", "-r", str(tree), "--setup", "run1-native", "find", "(?i)know", "--format", "json")
+    after = invoke("stats", "find", "(?i)know", "-r", str(tree), "--setup", "run1-native", "--format", "json")
+    assert json.loads(before.stdout) == json.loads(after.stdout)
+    doc = json.loads(after.stdout)
+    assert (doc["matches"], doc["total"]) == (1, 3)
+    only_free = invoke("stats", "find", "know", "-r", str(tree), "--dataset", "fr*", "--format", "json")
+    assert json.loads(only_free.stdout)["total"] == 2
+
+
+def test_no_datasets_file_needed(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tree)  # --results defaults to "."
+    result = invoke("stats", "find", "^b$", "--format", "json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["paths"] == ["./mcq/0/run1-native.json"]
+
+
+# ---------------------------------------------------------------- exit codes and messages
+
+
+def test_exit_codes_match_none_invalid(tree: Path) -> None:
+    assert invoke("stats", "find", "know", "-r", str(tree)).exit_code == 0
+    none = invoke("stats", "find", "zebra", "-r", str(tree))
+    assert none.exit_code == 1 and none.stdout == ""
+    assert none.stderr.splitlines()[-1] == "No result matched the pattern."
+    bad = invoke("stats", "find", "(unclosed", "-r", str(tree))
+    assert bad.exit_code == 2 and bad.stdout == ""
+    assert bad.stderr == "kag: error: invalid pattern '(unclosed': missing ) at position 9\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["-C", "-1"], "kag: error: --context must be 0 or more (got -1)"),
+        (["--max-count", "0"], "kag: error: --max-count must be 1 or more (got 0)"),
+        (["--timeout", "0"], "kag: error: --timeout must be more than 0 seconds (got 0.0)"),
+        (["-c", "-l"], "kag: error: --count and --files-with-matches do not go together"),
+        (["--interactive", "--format", "json"], "kag: error: --interactive works with --format text only, without --count"),
+    ],
+)
+def test_bad_option_values(tree: Path, args: list[str], message: str) -> None:
+    result = invoke("stats", "find", "know", "-r", str(tree), *args)
+    assert result.exit_code == 2
+    assert result.stderr.strip() == message
+    assert "Traceback" not in result.stderr and result.stdout == ""
+
+
+def test_stats_format_find_cannot_render(tree: Path) -> None:
+    result = invoke("stats", "--format", "markdown", "find", "know", "-r", str(tree))
+    assert result.exit_code == 2
+    assert result.stderr.strip() == "kag: error: --format markdown is not available for find (text, json or jsonl)"
+
+
+def test_missing_results_folder(tmp_path: Path) -> None:
+    result = invoke("stats", "find", "x", "-r", str(tmp_path / "nope"))
+    assert result.exit_code == 2
+    assert result.stderr.strip() == f"kag: error: {tmp_path / 'nope'}: results directory not found"
+
+
+# ---------------------------------------------------------------- output formats
+
+
+def test_text_lines_and_summary(tree: Path) -> None:
+    result = invoke("stats", "find", "(?i)know", "-r", str(tree), "--prefix", "run1-", "-C", "6")
+    assert result.exit_code == 0
+    assert result.stdout.splitlines() == [
+        "mcq/0/run1-kag.json:8: …don't [know].",
+        "mcq/1/run1-native.json:8: …don't [KNOW]",
+    ]
+    err = result.stderr.splitlines()
+    assert err[0] == f"kag: warning: {tree / 'free/9/run1-kag.json'}: unreadable result file, skipped: expected an object with exactly one key, 'ok' or 'error'"
+    assert err[1] == "kag: warning: 1 error result file(s) counted and skipped (no response to search; -v lists them)"
+    assert err[-1] == "2 occurrence(s) out of 7 result file(s) matched the pattern."
+    assert "\x1b" not in result.stdout  # not a terminal: no colour
+
+
+def test_invert_match_after_find_is_not_verbosity(tree: Path) -> None:
+    result = invoke("stats", "find", "(?i)know", "-v", "-r", str(tree), "--prefix", "run1-", "-l")
+    assert result.stdout.splitlines() == [
+        rel(tree, "mcq/0/run1-native.json"),
+        rel(tree, "mcq/1/run1-kag.json"),
+        rel(tree, "mcq/2/run1-native.json"),
+    ]
+    assert result.stderr.splitlines()[-1] == "3 occurrence(s) out of 7 result file(s) matched the pattern."
+    assert "kag: info:" not in result.stderr
+
+
+def test_v_before_find_is_verbosity(tree: Path) -> None:
+    result = invoke("stats", "-v", "find", "(?i)know", "-r", str(tree), "--prefix", "run1-", "-l")
+    assert result.stdout.splitlines() == [rel(tree, "mcq/0/run1-kag.json"), rel(tree, "mcq/1/run1-native.json")]
+    assert f"kag: info: {tree / 'mcq/2/run1-kag.json'}: error result file, skipped (no response to search)" in result.stderr.splitlines()
+
+
+def test_count_per_setup(tree: Path) -> None:
+    result = invoke("stats", "find", "(?i)know", "-r", str(tree), "--prefix", "run1-", "-c")
+    assert result.stdout.splitlines() == ["kag:1", "native:1"]
+    jsonl = invoke("stats", "find", "(?i)know", "-r", str(tree), "--prefix", "run1-", "-c", "--format", "jsonl")
+    assert [json.loads(line) for line in jsonl.stdout.splitlines()] == [
+        {"setup": "kag", "matches": 1, "total": 4},
+        {"setup": "native", "matches": 1, "total": 3},
+    ]
+
+
+def test_jsonl_and_json_hits(tree: Path) -> None:
+    result = invoke("stats", "find", "don't", "-i", "-r", str(tree), "--prefix", "run1-", "--format", "jsonl", "-C", "2")
+    assert [json.loads(line) for line in result.stdout.splitlines()] == [
+        {"path": rel(tree, "mcq/0/run1-kag.json"), "dataset": "mcq", "question": "0", "setup": "kag",
+         "offset": 2, "match": "don't", "context": "I don't k"},
+        {"path": rel(tree, "mcq/1/run1-native.json"), "dataset": "mcq", "question": "1", "setup": "native",
+         "offset": 2, "match": "don't", "context": "i don't K"},
+    ]
+    assert result.stderr.count("occurrence") == 0  # the summary line belongs to the text format
+    doc = json.loads(invoke("stats", "find", "don't", "-i", "-r", str(tree), "--prefix", "run1-", "--format", "json", "-C", "2").stdout)
+    assert doc["hits"] == [json.loads(line) for line in result.stdout.splitlines()]
+
+
+def test_max_count(tree: Path) -> None:
+    ok(tree / "mcq" / "3" / "run1-kag.json", "no no no no")
+    result = invoke("stats", "find", r"\bno\b", "-r", str(tree), "--setup", "run1-kag", "--max-count", "2", "-C", "0")
+    assert result.stdout.splitlines() == ["mcq/3/run1-kag.json:0: [no]…", "mcq/3/run1-kag.json:3: …[no]…"]
+
+
+def test_catastrophic_pattern_is_reported_and_the_search_completes(tmp_path: Path) -> None:
+    for q in range(3):
+        ok(tmp_path / "d" / str(q) / "s.json", "a" * 4000 + "b")
+    ok(tmp_path / "d" / "9" / "s.json", "aaa")
+    started = time.monotonic()
+    result = invoke("stats", "find", "(a+)+$", "-r", str(tmp_path), "--timeout", "0.2", "--format", "json")
+    assert time.monotonic() - started < 30
+    assert result.exit_code == 0
+    doc = json.loads(result.stdout)
+    assert doc["timed_out"] == [str(tmp_path / "d" / str(q) / "s.json") for q in range(3)]
+    assert doc["paths"] == [str(tmp_path / "d/9/s.json")] and doc["total"] == 4
+    assert result.stderr.count("pattern timed out (--timeout 0.2 s of CPU), file skipped") == 3
+
+
+# ---------------------------------------------------------------- --interactive
+
+
+def test_interactive_without_fzf_is_a_clear_error(tree: Path, tmp_path: Path) -> None:
+    result = invoke("stats", "find", "know", "-r", str(tree), "--interactive", env={"PATH": str(tmp_path)})
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr == "kag: error: --interactive needs fzf on PATH (https://github.com/junegunn/fzf, e.g. apt-get install fzf)\n"
+
+
+def test_interactive_pipes_path_and_line_to_fzf(tree: Path, tmp_path: Path) -> None:
+    """A stand-in `fzf` records what it is given (fzf itself needs a terminal)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "fzf"
+    fake.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {tmp_path}/args\ncat > {tmp_path}/stdin\n')
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    result = invoke("stats", "find", "(?i)know", "-r", str(tree), "--prefix", "run1-", "--interactive", env=env)
+    assert result.exit_code == 0, result.stderr
+    assert (tmp_path / "args").read_text().splitlines() == ["--delimiter", "\t", "--with-nth", "2..", "--preview", "cat {1}"]
+    assert (tmp_path / "stdin").read_text().splitlines() == [
+        f"{tree / 'mcq/0/run1-kag.json'}\tmcq/0/run1-kag.json:8: I don't [know].",
+        f"{tree / 'mcq/1/run1-native.json'}\tmcq/1/run1-native.json:8: i don't [KNOW]",
+    ]
+    assert result.stdout == ""
+    assert result.stderr.splitlines()[-1] == "2 occurrence(s) out of 7 result file(s) matched the pattern."
+
+
+def test_interactive_with_no_match_never_starts_fzf(tree: Path, tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "fzf").write_text(f"#!/bin/sh\ntouch {tmp_path}/started\n")
+    (bin_dir / "fzf").chmod(0o755)
+    result = invoke("stats", "find", "zebra", "-r", str(tree), "--interactive", env={"PATH": str(bin_dir)})
+    assert result.exit_code == 1 and not (tmp_path / "started").exists()
+
+
+@pytest.mark.skipif(subprocess.run(["sh", "-c", "command -v fzf"], capture_output=True).returncode != 0, reason="fzf not installed")
+def test_interactive_with_the_real_fzf(tree: Path) -> None:
+    """fzf's --filter mode (given through FZF_DEFAULT_OPTS) runs without a terminal."""
+    env = {**os.environ, "FZF_DEFAULT_OPTS": "--filter=KNOW"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "kag", "stats", "find", "(?i)know", "-r", str(tree), "--prefix", "run1-", "--interactive"],
+        capture_output=True, text=True, env=env, timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    # fzf prints the selected line; --filter=KNOW (smart case) keeps only the upper-case one.
+    assert proc.stdout.splitlines() == [f"{tree / 'mcq/1/run1-native.json'}\tmcq/1/run1-native.json:8: i don't [KNOW]"]
+
+
+# ---------------------------------------------------------------- Ctrl-C with a process pool
+
+
+def _children(pid: int) -> list[str]:
+    return subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
+
+
+def test_ctrl_c_stops_the_pool_with_exit_130(tmp_path: Path) -> None:
+    for q in range(40):
+        ok(tmp_path / "d" / str(q) / "s.json", "a" * 5000 + "b")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kag", "stats", "find", "(a+)+$", "-r", str(tmp_path), "--timeout", "60", "--jobs", "2"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )
+    deadline = time.monotonic() + 60
+    while len(_children(proc.pid)) < 2 and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.1)  # wait for the pool: its workers are then stuck in the pattern (60 s of CPU each)
+    assert len(_children(proc.pid)) >= 2, "the process pool did not start"
+    started = time.monotonic()
+    os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C does: the whole foreground group
+    try:
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert time.monotonic() - started < 30
+    assert proc.returncode == 130
+    assert err.strip().splitlines()[-1] == "kag: error: interrupted"
+    assert "Traceback" not in err
+    leftover = subprocess.run(["pgrep", "-s", str(proc.pid)], capture_output=True, text=True).stdout.split()
+    assert leftover == []  # no orphaned worker keeps burning CPU

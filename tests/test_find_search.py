@@ -1,0 +1,341 @@
+"""kag.grading.search: the library behind `kag stats find` (trees built with the real writer)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kag.errors import InputError, UsageError
+from kag.grading.search import (
+    FileStatus,
+    SearchOptions,
+    WHITE_SPACE,
+    compile_pattern,
+    flatten,
+    format_hit,
+    hit_to_json,
+    list_search_files,
+    parse_response,
+    result_to_json,
+    search,
+    trim,
+)
+from kag.results import ErrorResult, OkResult, OkStats, Timing, UnreadableResult, parse_result, write_result
+
+
+def ok(path: Path, text: str) -> None:
+    write_result(path, OkResult(text, OkStats(prompt="p", time=Timing(1, 0))))
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    """A small tree covering every kind of entry the walk meets."""
+    root = tmp_path / "results"
+    ok(root / "mcq" / "0" / "run-a.json", "  I don't know.\n")
+    ok(root / "mcq" / "0" / "run-b.json", "B")
+    ok(root / "mcq" / "1" / "run-a.json", "The answer is B because the serum lipase is more specific.")
+    ok(root / "mcq" / "1" / "run-b.json", "I DON'T KNOW")
+    write_result(root / "mcq" / "2" / "run-a.json", ErrorResult("Failed during the generation phase"))
+    ok(root / "mcq" / "2" / "run-b.json", "c")
+    ok(root / "free" / "7" / "run-a.json", "know know")
+    (root / "free" / "8").mkdir(parents=True)
+    (root / "free" / "8" / "run-a.json").write_bytes(b'{"ok": {"result": "know", ')  # truncated
+    (root / "free" / "8" / "run-b.json").write_bytes(b'{"ok": {"result": 5}}')  # wrong shape
+    # Not result files: never counted.
+    (root / "mcq" / "0" / "run-c.json.tmp").write_bytes(b'{"ok": {"result": "know"}}')
+    (root / "mcq" / "0" / "other-a.json").write_bytes(b'{"ok": {"result": "know"}}')
+    (root / "mcq" / "0" / "run-.json").write_bytes(b'{"ok": {"result": "know"}}')  # empty setup
+    os.symlink(root / "mcq" / "0" / "run-a.json", root / "mcq" / "1" / "run-link.json")
+    os.symlink(root / "mcq", root / "linked-dir")
+    return root
+
+
+def opts(pattern: str, **kw: object) -> SearchOptions:
+    return SearchOptions(pattern, prefix="run-", **kw)  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------- walk and counts
+
+
+def test_counts_paths_and_skips(tree: Path) -> None:
+    r = search(tree, opts(r"(?i)know"))
+    # 9 files: 7 readable/error + 2 unreadable; tmp, other prefix, empty setup and symlinks are not results.
+    assert r.total == 9
+    assert r.unreadable == (str(tree / "free/8/run-a.json"), str(tree / "free/8/run-b.json"))
+    assert r.error_files == 1
+    assert r.paths == (
+        str(tree / "free/7/run-a.json"),
+        str(tree / "mcq/0/run-a.json"),
+        str(tree / "mcq/1/run-b.json"),
+    )
+    assert r.matches == 3
+    assert [(h.file.dataset, h.file.question, h.file.setup, h.offset, h.match) for h in r.hits] == [
+        ("free", "7", "a", 0, "know"),
+        ("free", "7", "a", 5, "know"),
+        ("mcq", "0", "a", 8, "know"),  # trimmed: "I don't know." -> offset 8, not 10
+        ("mcq", "1", "b", 8, "KNOW"),
+    ]
+    assert {s: (c.total, c.matched) for s, c in r.per_setup.items()} == {"a": (5, 2), "b": (4, 1)}
+
+
+def test_unreadable_and_error_files_are_warned(tree: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("INFO", logger="kag.grading.search"):
+        search(tree, opts("know"))
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warnings[0].startswith(f"{tree / 'free/8/run-a.json'}: unreadable result file, skipped: not valid JSON")
+    assert warnings[1] == f"{tree / 'free/8/run-b.json'}: unreadable result file, skipped: 'ok.result' must be a string"
+    assert warnings[2] == "1 error result file(s) counted and skipped (no response to search; -v lists them)"
+    infos = [r.getMessage() for r in caplog.records if r.levelname == "INFO"]
+    assert infos == [f"{tree / 'mcq/2/run-a.json'}: error result file, skipped (no response to search)"]
+
+
+def test_any_depth_and_no_prefix(tmp_path: Path) -> None:
+    ok(tmp_path / "top.json", "x")
+    ok(tmp_path / "d" / "shallow.json", "x")
+    ok(tmp_path / "d" / "q" / "s.json", "x")
+    ok(tmp_path / "d" / "a" / "b" / "deep.json", "x")
+    files = list_search_files(tmp_path, SearchOptions("x"))
+    assert [(f.dataset, f.question, f.setup) for f in files] == [
+        ("d", "a/b", "deep"),
+        ("d", "q", "s"),
+        ("d", "", "shallow"),
+        ("", "", "top"),
+    ]
+    assert search(tmp_path, SearchOptions("x")).matches == 4
+
+
+def test_filters_restrict_total(tree: Path) -> None:
+    r = search(tree, opts("(?i)know", setups=("b",)))
+    assert (r.total, r.matches, r.error_files, len(r.unreadable)) == (4, 1, 0, 1)
+    r = search(tree, opts("(?i)know", datasets=("mc*",), setups=("a", "z*")))
+    assert (r.total, r.matches, r.error_files) == (3, 1, 1)
+    assert search(tree, opts("x", datasets=("nothing",))).total == 0
+
+
+def test_missing_root_is_an_input_error(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="results directory not found"):
+        search(tmp_path / "nope", SearchOptions("x"))
+
+
+# ---------------------------------------------------------------- matching
+
+
+def test_ignore_case_invert_and_limits(tree: Path) -> None:
+    assert search(tree, opts("know")).matches == 2
+    assert search(tree, opts("know", ignore_case=True)).matches == 3
+    inverted = search(tree, opts("(?i)know", invert=True))
+    # Selected: readable files without a match; error and unreadable files never.
+    assert inverted.paths == (
+        str(tree / "mcq/0/run-b.json"),
+        str(tree / "mcq/1/run-a.json"),
+        str(tree / "mcq/2/run-b.json"),
+    )
+    assert [(h.offset, h.match, h.after) for h in inverted.hits[:1]] == [(0, None, "B")]
+    assert [h.offset for h in search(tree, opts("know", max_count=1)).hits] == [0, 8]
+    assert len(search(tree, opts("o", files_only=True)).hits) == 2 + 1  # first hit of each file
+
+
+def test_empty_matches_and_blank_responses(tmp_path: Path) -> None:
+    ok(tmp_path / "d" / "q" / "blank.json", " \n\t ")
+    ok(tmp_path / "d" / "q" / "word.json", "ab")
+    r = search(tmp_path, SearchOptions(r"^\s*$"))
+    assert r.paths == (str(tmp_path / "d/q/blank.json"),)
+    assert [(h.offset, h.match) for h in r.hits] == [(0, "")]
+    # An empty pattern matches between every character (grep-like), capped by max_count.
+    assert [h.offset for h in search(tmp_path, SearchOptions("", setups=("word",))).hits] == [0, 1, 2]
+    assert len(search(tmp_path, SearchOptions("", setups=("word",), max_count=2)).hits) == 2
+
+
+def test_trim_is_rusts_white_space() -> None:
+    assert trim("\u3000\u00a0 x \u2029\n") == "x"
+    # U+001C..U+001F are not White_Space: Python's str.strip() would drop them, Rust's trim() keeps them.
+    assert trim("\x1cx\x1f") == "\x1cx\x1f"
+    assert "\x1c".isspace() and "\x1c" not in WHITE_SPACE
+
+
+def test_context_and_text_line(tmp_path: Path) -> None:
+    text = "0123456789" * 3 + "MATCH" + "abcdefghij" * 3
+    ok(tmp_path / "ds" / "q1" / "s.json", text)
+    r = search(tmp_path, SearchOptions("MATCH", context=5))
+    (hit,) = r.hits
+    assert (hit.offset, hit.before, hit.match, hit.after, hit.length) == (30, "56789", "MATCH", "abcde", 65)
+    assert format_hit(hit, str(tmp_path)) == "ds/q1/s.json:30: …56789[MATCH]abcde…"
+    assert format_hit(hit, str(tmp_path), color=True) == (
+        "\x1b[35mds/q1/s.json\x1b[0m:\x1b[32m30\x1b[0m: …56789\x1b[1;31m[MATCH]\x1b[0mabcde…"
+    )
+    # Context reaching both ends: no ellipsis.
+    (whole,) = search(tmp_path, SearchOptions("MATCH", context=40)).hits
+    assert format_hit(whole, str(tmp_path)) == f"ds/q1/s.json:30: {text[:30]}[MATCH]{text[35:]}"
+    assert hit_to_json(hit) == {
+        "path": str(tmp_path / "ds/q1/s.json"),
+        "dataset": "ds",
+        "question": "q1",
+        "setup": "s",
+        "offset": 30,
+        "match": "MATCH",
+        "context": "56789MATCHabcde",
+    }
+
+
+def test_text_line_is_one_line_without_escape_codes(tmp_path: Path) -> None:
+    ok(tmp_path / "d" / "q" / "s.json", "line one\r\nline\ttwo \x1b[31mred\x1b[0m\nend")
+    (hit,) = search(tmp_path, SearchOptions("two")).hits
+    line = format_hit(hit, str(tmp_path))
+    assert line == "d/q/s.json:15: line one⏎line [two] \\x1b[31mred\\x1b[0m⏎end"
+    assert "\n" not in line and "\x1b" not in line
+    assert flatten("a\rb\x00c\x9bd") == "a⏎b\\x00c\\x9bd"
+
+
+def test_inverted_line_shows_the_head(tmp_path: Path) -> None:
+    ok(tmp_path / "d" / "q" / "s.json", "x" * 30)
+    (hit,) = search(tmp_path, SearchOptions("y", invert=True, context=10)).hits
+    assert format_hit(hit, str(tmp_path)) == "d/q/s.json:0: " + "x" * 20 + "…"
+    assert hit_to_json(hit)["match"] is None and hit.context == "x" * 20
+
+
+# ---------------------------------------------------------------- timeouts
+
+
+def test_catastrophic_pattern_is_cut_per_file_and_the_search_completes(tmp_path: Path) -> None:
+    """`(a+)+$` backtracks exponentially on 'aaa…b'; each such file is cut at --timeout."""
+    bad = ["a" * 5000 + "b", "a" * 3000 + "b!", "a" * 4000 + "bb"]
+    for i, text in enumerate(bad):
+        ok(tmp_path / "d" / f"bad{i}" / "s.json", text)
+    ok(tmp_path / "d" / "good" / "s.json", "aaaa")
+    ok(tmp_path / "d" / "short" / "s.json", "aab")
+    started = time.monotonic()
+    r = search(tmp_path, SearchOptions(r"(a+)+$", timeout=0.2), jobs=1)
+    assert time.monotonic() - started < 30  # 3 x 0.2 s of CPU; generous for a loaded machine
+    assert r.total == 5
+    assert r.timed_out == tuple(str(tmp_path / "d" / f"bad{i}" / "s.json") for i in range(3))
+    assert r.paths == (str(tmp_path / "d/good/s.json"),)
+    assert [(h.offset, h.match) for h in r.hits] == [(0, "aaaa")]
+
+
+def test_timeout_after_a_hit_keeps_the_hit(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    ok(tmp_path / "d" / "q" / "s.json", "x " + "a" * 5000 + "b")
+    with caplog.at_level("WARNING", logger="kag.grading.search"):
+        r = search(tmp_path, SearchOptions(r"x|(a+)+$", timeout=0.2))
+    assert r.paths == (str(tmp_path / "d/q/s.json"),) and r.timed_out == r.paths
+    assert [h.match for h in r.hits] == ["x"]
+    assert caplog.records[0].getMessage() == (
+        f"{tmp_path / 'd/q/s.json'}: pattern timed out (--timeout 0.2 s of CPU) after 1 match(es); later ones not shown"
+    )
+
+
+# ---------------------------------------------------------------- pool, patterns, options
+
+
+def test_pool_gives_the_same_result_in_the_same_order(tmp_path: Path) -> None:
+    words = ["alpha", "beta", "gamma know", "I don't know.", "delta know know"]
+    for q in range(60):
+        for s in ("m1", "m2", "m3"):
+            ok(tmp_path / f"ds{q % 4}" / str(q) / f"{s}.json", words[(q * 7 + len(s) * q) % len(words)])
+    (tmp_path / "ds0" / "0" / "m9.json").write_text("not json")
+    one = search(tmp_path, SearchOptions("know"), jobs=1)
+    pooled = search(tmp_path, SearchOptions("know"), jobs=2)
+    assert pooled == one
+    assert list(one.paths) == sorted(one.paths) and one.matches > 10 and len(one.unreadable) == 1
+
+
+def test_invalid_pattern_carries_the_compiler_message() -> None:
+    with pytest.raises(UsageError, match=r"^invalid pattern '\(': missing \) at position 1$"):
+        compile_pattern("(")
+    with pytest.raises(UsageError, match="min repeat greater than max repeat"):
+        compile_pattern("a{2,1}")
+
+
+def test_invalid_pattern_fails_before_the_walk(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="invalid pattern"):
+        search(tmp_path / "missing", SearchOptions("[z-a]"))
+
+
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        ({"context": -1}, "--context must be 0 or more"),
+        ({"max_count": 0}, "--max-count must be 1 or more"),
+        ({"timeout": 0.0}, "--timeout must be more than 0"),
+        ({"timeout": float("nan")}, "--timeout must be more than 0"),
+        ({"timeout": float("inf")}, "--timeout must be more than 0"),
+    ],
+)
+def test_bad_options(kw: dict[str, object], message: str) -> None:
+    with pytest.raises(UsageError, match=message):
+        SearchOptions("x", **kw)  # type: ignore[arg-type]
+
+
+def test_json_document(tree: Path) -> None:
+    doc = result_to_json(search(tree, opts("serum")), counts=True)
+    assert doc["matches"] == 1 and doc["total"] == 9
+    assert doc["paths"] == [str(tree / "mcq/1/run-a.json")]
+    assert doc["hits"][0]["context"] == "The answer is B because the serum lipase is more specific."
+    assert (doc["unreadable_files"], doc["error_files"], doc["timed_out"]) == (2, 1, [])
+    assert doc["counts"] == {"a": {"matches": 1, "total": 5}, "b": {"matches": 0, "total": 4}}
+
+
+# ---------------------------------------------------------------- invariants
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.floats(allow_nan=False) | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(["ok", "error", "result", "stats", "x"]), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@given(json_values)
+@settings(max_examples=300)
+def test_parse_response_agrees_with_parse_result(value: object) -> None:
+    data = orjson.dumps(value)
+    try:
+        expected: object = parse_result(data)
+    except UnreadableResult as exc:
+        expected = ("unreadable", str(exc))
+    try:
+        got: object = parse_response(data)
+    except UnreadableResult as exc:
+        got = ("unreadable", str(exc))
+    if isinstance(expected, OkResult):
+        assert isinstance(got, OkResult) and got.result == expected.result
+    else:
+        assert got == expected
+
+
+@given(st.binary(max_size=40))
+def test_parse_response_agrees_on_arbitrary_bytes(data: bytes) -> None:
+    def verdict(parse: object) -> object:
+        try:
+            return type(parse(data)).__name__  # type: ignore[operator]
+        except UnreadableResult as exc:
+            return str(exc)
+
+    assert verdict(parse_response) == verdict(parse_result)
+
+
+responses = st.lists(st.text(alphabet="ab \n", max_size=12), min_size=1, max_size=6)
+
+
+@given(responses, st.text(alphabet="ab", min_size=1, max_size=2))
+@settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_literal_search_matches_an_oracle(tmp_path_factory: pytest.TempPathFactory, texts: list[str], word: str) -> None:
+    root = tmp_path_factory.mktemp("t")
+    for i, text in enumerate(texts):
+        ok(root / "d" / str(i) / "s.json", text)
+    r = search(root, SearchOptions(word))
+    expected = []
+    for i, text in sorted(enumerate(texts), key=lambda it: str(root / "d" / str(it[0]) / "s.json")):
+        t, at = trim(text), 0
+        while (found := t.find(word, at)) >= 0:  # non-overlapping, left to right
+            expected.append((i, found))
+            at = found + len(word)
+    assert [(int(h.file.question), h.offset) for h in r.hits] == expected
+    inverted = search(root, SearchOptions(word, invert=True))
+    assert r.matches + inverted.matches == len(texts)
+    assert set(r.paths).isdisjoint(inverted.paths)

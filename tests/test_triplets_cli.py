@@ -1,0 +1,193 @@
+"""`kag triplets` end to end through the CLI, on the example files and on bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import orjson
+import pytest
+from typer.testing import CliRunner
+
+from kag.cli import app
+
+runner = CliRunner()
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "triplets"
+GOLD = EXAMPLES / "gold.jsonl"
+FINETUNED = EXAMPLES / "finetuned.jsonl"
+BASE = EXAMPLES / "base.json"
+
+TRIPLET = {"source": {"title": "A", "type": "T"}, "target": {"title": "B", "type": "T"}, "relation": "uses", "weight": 0.5}
+
+
+def run(*args: str | Path) -> tuple[int, str, str]:
+    result = runner.invoke(app, ["triplets", *map(str, args)])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def as_json(*args: str | Path) -> dict:
+    code, out, err = run(*args, "--format", "json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_json_report_on_the_examples() -> None:
+    report = as_json(GOLD, FINETUNED, BASE)
+    assert report["match_mode"] == "exact" and report["similarity_backend"] == "exact" and report["gate"] is None
+    fine, base = report["runs"]
+    assert fine["predictions"] == str(FINETUNED) and base["predictions"] == str(BASE)
+    assert fine["entries"] == base["entries"] == 7
+    assert set(fine) == {
+        "predictions", "entries", "composite", "axes", "micro", "hallucination_rate", "counts", "relation_distribution"
+    }  # fmt: skip
+    # Counts checked by hand against the example files.
+    assert fine["counts"] == {
+        "predicted_items": 13, "gold_triplets": 16, "exact_hits": 8, "empty_predictions": 3, "unparseable": 1,
+        "malformed": 0, "invalid_triplets": 1, "missing_predictions": 1, "self_loop": 1, "invalid_relation": 1,
+        "ungrounded": 0, "novel_grounded": 0,
+    }  # fmt: skip
+    assert fine["micro"]["triplet"] == {"precision": round(8 / 13, 4), "recall": 0.5, "f1": round(16 / 29, 4)}
+    assert base["counts"]["malformed"] == 1 and base["counts"]["invalid_triplets"] == 2
+    assert base["relation_distribution"]["was_created_by"] == 1
+    assert fine["composite"] > base["composite"]
+
+
+def test_text_report_side_by_side() -> None:
+    code, out, err = run(GOLD, FINETUNED, BASE)
+    assert code == 0
+    report = as_json(GOLD, FINETUNED, BASE)
+    header = next(line for line in out.splitlines() if line.startswith("metric"))
+    assert str(FINETUNED) in header and str(BASE) in header
+    composite = next(line for line in out.splitlines() if line.startswith("composite"))
+    assert f"{report['runs'][0]['composite']:.4f}" in composite and f"{report['runs'][1]['composite']:.4f}" in composite
+    assert "match exact, similarity exact" in out
+    assert "Predicted relations" in out
+    # the prediction id that gold lacks is a warning on stderr, not part of the report
+    assert "q99" in err and "q99" not in out
+
+
+def test_details_file(tmp_path: Path) -> None:
+    details = tmp_path / "details.jsonl"
+    code, out, err = run(GOLD, FINETUNED, BASE, "--details", details, "--format", "json")
+    assert code == 0
+    json.loads(out)
+    lines = [json.loads(line) for line in details.read_text().splitlines()]
+    assert len(lines) == 14  # 7 entries x 2 files
+    assert f"wrote 14 detail lines to {details}" in err
+    q2 = next(line for line in lines if line["predictions"] == str(FINETUNED) and line["id"] == "q2")
+    assert q2["unmatched"] == [{"pred": 3, "class": "invalid_relation"}]  # "requires" is not a relation type
+    rejected = next(pair for pair in q2["pairs"] if pair["pred"] == 3)
+    assert rejected == {
+        "pred": 3, "gold": 2, "align": 0.45, "sim": {"source": 1.0, "target": 0.0, "relation": 0.0},
+        "accepted": False, "exact": False,
+    }  # fmt: skip
+    q4 = next(line for line in lines if line["predictions"] == str(FINETUNED) and line["id"] == "q4")
+    assert q4["invalid"] == [{"pred": 2, "reason": "'target' is missing"}]
+    assert q4["axes"]["schema"] == pytest.approx(2 / 3, abs=1e-6)
+    q6 = next(line for line in lines if line["predictions"] == str(FINETUNED) and line["id"] == "q6")
+    assert q6["status"] == "unparseable" and q6["composite"] == 0.0
+
+
+def test_fuzzy_mode_and_gate() -> None:
+    report = as_json(GOLD, BASE, "--match", "fuzzy")
+    assert report["match_mode"] == "fuzzy" and report["similarity_backend"] == "lexical" and report["gate"] == 0.7
+    exact = as_json(GOLD, BASE)
+    # prose titles ("The Linux kernel") now pair up with gold entities
+    assert report["runs"][0]["micro"]["entity"]["recall"] > exact["runs"][0]["micro"]["entity"]["recall"]
+    loose = as_json(GOLD, BASE, "--match", "fuzzy", "--fuzzy-gate", "0.3")
+    assert loose["gate"] == 0.3
+    assert loose["runs"][0]["micro"]["entity"]["recall"] >= report["runs"][0]["micro"]["entity"]["recall"]
+
+
+def test_embedding_mode_uses_the_bundled_model() -> None:
+    report = as_json(GOLD, FINETUNED, "--match", "embedding")
+    assert report["match_mode"] == "embedding"
+    assert report["similarity_backend"] == "bundled:all-MiniLM-L6-v2-int8"
+    assert report["gate"] == 0.85
+
+
+def test_embedding_mode_falls_back_to_fuzzy(tmp_path: Path) -> None:
+    broken = tmp_path / "broken-model"
+    broken.mkdir()
+    (broken / "model.onnx").write_bytes(b"garbage")
+    (broken / "tokenizer.json").write_text("{}")
+    code, out, err = run(GOLD, FINETUNED, "--match", "embedding", "--embedding-model", broken, "--format", "json")
+    assert code == 0
+    report = json.loads(out)
+    assert report["match_mode"] == "embedding" and report["similarity_backend"] == "lexical"
+    assert report["gate"] == 0.7
+    assert "falling back to --match fuzzy" in err and str(broken) in err
+    assert report["runs"][0] == as_json(GOLD, FINETUNED, "--match", "fuzzy")["runs"][0]
+
+
+def test_relations_file(tmp_path: Path) -> None:
+    relations = tmp_path / "relations.json"
+    relations.write_text(json.dumps(["based_on", "uses", "requires"]))
+    default = as_json(GOLD, FINETUNED)["runs"][0]["counts"]
+    custom = as_json(GOLD, FINETUNED, "--relations", relations)["runs"][0]["counts"]
+    # q2's unmatched "requires" triplet becomes a valid relation; its target "Sunlight" is not
+    # in the prompt, so it moves from invalid_relation to ungrounded.
+    assert (default["invalid_relation"], default["ungrounded"]) == (1, 0)
+    assert (custom["invalid_relation"], custom["ungrounded"]) == (0, 1)
+
+
+@pytest.mark.parametrize("content", ['{"a": 1}', "[]", '["x", ""]', "[1]", "nope"])
+def test_bad_relations_file_exits_2(tmp_path: Path, content: str) -> None:
+    relations = tmp_path / "relations.json"
+    relations.write_text(content)
+    code, out, err = run(GOLD, FINETUNED, "--relations", relations)
+    assert code == 2 and out == ""
+    assert err.startswith("kag: error: ") and str(relations) in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def write_jsonl(path: Path, rows: list[object]) -> Path:
+    path.write_bytes(b"".join(orjson.dumps(row) + b"\n" for row in rows))
+    return path
+
+
+def test_duplicate_ids_exit_2(tmp_path: Path) -> None:
+    pred = write_jsonl(tmp_path / "pred.jsonl", [{"id": "q1", "triplets": []}, {"id": "q1", "triplets": []}])
+    code, out, err = run(GOLD, pred)
+    assert code == 2 and out == ""
+    assert err == f"kag: error: {pred} line 2: duplicate id 'q1' (first at line 1)\n"
+
+
+def test_missing_ids_and_files_exit_2(tmp_path: Path) -> None:
+    pred = write_jsonl(tmp_path / "pred.jsonl", [{"triplets": []}])
+    code, _, err = run(GOLD, pred)
+    assert code == 2 and err == f"kag: error: {pred} line 1: the entry has no 'id'\n"
+    code, _, err = run(tmp_path / "nope.jsonl", pred)
+    assert code == 2 and "nope.jsonl: no such file" in err
+
+
+def test_malformed_predictions_never_crash(tmp_path: Path) -> None:
+    gold = write_jsonl(tmp_path / "gold.jsonl", [{"id": i, "triplets": [TRIPLET]} for i in range(6)])
+    pred = write_jsonl(
+        tmp_path / "pred.jsonl",
+        [
+            {"id": 0, "triplets": "A uses B"},
+            {"id": 1, "triplets": [{"source": {"title": "A", "type": "T"}}]},
+            {"id": 2, "triplets": [{**TRIPLET, "weight": True}, {**TRIPLET, "weight": 7}]},
+            {"id": 3, "output": "```json\n[{\"broken\": \n```"},
+            {"id": 4, "output": None},
+        ],
+    )
+    report = as_json(gold, pred)
+    counts = report["runs"][0]["counts"]
+    assert counts["malformed"] == 2 and counts["unparseable"] == 1 and counts["missing_predictions"] == 1
+    assert counts["invalid_triplets"] == 3 and counts["empty_predictions"] == 4
+    assert report["runs"][0]["composite"] == 0.0
+    assert report["runs"][0]["axes"]["schema"] == 0.0  # malformed 0, 0, invalid-only 0, 0
+
+
+def test_bad_gate_is_a_usage_error() -> None:
+    code, _, err = run(GOLD, FINETUNED, "--match", "fuzzy", "--fuzzy-gate", "1.5")
+    assert code == 2 and "--fuzzy-gate" in err
+
+
+def test_help_lists_every_flag() -> None:
+    result = runner.invoke(app, ["triplets", "--help"])
+    assert result.exit_code == 0
+    for flag in ("--format", "--details", "--match", "--fuzzy-gate", "--relations", "--embedding-model", "--allow-download"):
+        assert flag in result.stdout

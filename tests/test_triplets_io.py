@@ -1,0 +1,148 @@
+"""Reading inputs (JSON arrays, JSON Lines, raw model text) and validate_schema."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kag.errors import InputError
+from kag.grading.triplets.io import load_gold, load_predictions, load_relations, parse_model_output, read_records
+from kag.grading.triplets.validate import triplet_problem, validate_items
+
+DATA = Path(__file__).parent / "data" / "triplets"
+PARSE = json.loads((DATA / "parse_cases.json").read_text())["cases"]
+VALIDATE = json.loads((DATA / "validate_cases.json").read_text())["cases"]
+
+TRIPLET = {"source": {"title": "A", "type": "T"}, "target": {"title": "B", "type": "T"}, "relation": "uses", "weight": 0.5}
+
+
+@pytest.mark.parametrize(("text", "expected"), PARSE, ids=[case[0][:40] for case in PARSE])
+def test_parse_model_output(text: str, expected: list[Any] | None) -> None:
+    parsed = parse_model_output(text)
+    if expected == [{"w": "NaN"}]:  # JSON cannot hold NaN: the model's NaN is parsed as a float
+        assert parsed is not None and math.isnan(parsed[0]["w"])
+    else:
+        assert parsed == expected
+
+
+@pytest.mark.parametrize(("item", "reason"), VALIDATE, ids=[str(i) for i in range(len(VALIDATE))])
+def test_triplet_problem(item: Any, reason: str | None) -> None:
+    assert triplet_problem(item) == reason
+
+
+def test_nan_and_infinite_weights_are_invalid() -> None:
+    for weight in (math.nan, math.inf, -math.inf):
+        assert triplet_problem({**TRIPLET, "weight": weight}) == f"'weight' {weight!r} is outside [0, 1]"
+
+
+def test_validate_items_keeps_indices() -> None:
+    valid, invalid = validate_items((TRIPLET, "x", {**TRIPLET, "weight": True}))
+    assert [index for index, _ in valid] == [0]
+    assert valid[0][1].norm_relation == "uses" and valid[0][1].weight == 0.5
+    assert invalid == [(1, "not an object (str)"), (2, "'weight' is not a number (bool)")]
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_json_array_and_json_lines_read_alike(tmp_path: Path) -> None:
+    rows = [{"id": 1, "triplets": [TRIPLET]}, {"id": "2", "triplets": []}]
+    array = write(tmp_path / "a.json", json.dumps(rows, indent=2))
+    lines = write(tmp_path / "b.jsonl", "\n".join(json.dumps(r) for r in rows) + "\n\n")
+    assert [v for _, v in read_records(array)] == [v for _, v in read_records(lines)] == rows
+    assert [w for w, _ in read_records(lines)] == [f"{lines} line 1", f"{lines} line 2"]
+    assert [e.id for e in load_gold(array)] == ["1", "2"]
+
+
+def test_bom_is_accepted(tmp_path: Path) -> None:
+    path = tmp_path / "bom.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps({"id": 1, "triplets": []}).encode())
+    assert load_gold(path)[0].id == "1"
+
+
+def test_predictions_statuses(tmp_path: Path) -> None:
+    rows = [
+        {"id": "list", "triplets": [TRIPLET]},
+        {"id": "text", "output": "<think>hmm</think>```json\n[" + json.dumps(TRIPLET) + "]\n```"},
+        {"id": "prose", "output": "I don't know."},
+        {"id": "object", "triplets": {"source": {"title": "A", "type": "T"}}},
+        {"id": "number", "output": 3},
+        {"id": "output-list", "output": [TRIPLET]},
+        {"id": "neither"},
+        {"id": 7, "triplets": []},
+    ]
+    path = write(tmp_path / "p.jsonl", "\n".join(json.dumps(r) for r in rows))
+    predictions = load_predictions(path)
+    status = {key: (p.status, len(p.items)) for key, p in predictions.items()}
+    assert status == {
+        "list": ("ok", 1),
+        "text": ("ok", 1),
+        "prose": ("unparseable", 0),
+        "object": ("malformed", 0),
+        "number": ("malformed", 0),
+        "output-list": ("ok", 1),
+        "neither": ("malformed", 0),
+        "7": ("ok", 0),
+    }
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('{"id": 1, "triplets": []}\n{"id": "1", "triplets": []}\n', "line 2: duplicate id '1' (first at line 1)"),
+        ('{"triplets": []}\n', "line 1: the entry has no 'id'"),
+        ('{"id": true, "triplets": []}\n', "line 1: 'id' must be a string or an integer, got bool"),
+        ('{"id": 1.5, "triplets": []}\n', "line 1: 'id' must be a string or an integer, got float"),
+        ('"just text"\n', "line 1: expected an object with an 'id', got str"),
+        ("[1, 2]\n", "entry 1: expected an object with an 'id', got int"),
+        ('{"id": 1, "triplets": []}\n{"id": 2,\n', "line 2: not valid JSON"),
+        ('[{"id": 1, "triplets": []}, {"id": 1, "triplets": []}]', "entry 2: duplicate id '1' (first at entry 1)"),
+        ('[{"id": 1}', "not a valid JSON array"),
+        ('{"id": 1}\n', "line 1: 'triplets' is missing"),
+        ('{"id": 1, "triplets": {}}\n', "line 1: 'triplets' is a dict, not a list"),
+        ('{"id": 1, "triplets": [], "prompt": 3}\n', "line 1: 'prompt' is not a string"),
+        ('{"id": 1, "triplets": [{"source": {"title": "A", "type": "T"}}]}\n', "line 1: gold triplet 0: 'target' is missing"),
+        ("\n\n", "no gold entries"),
+    ],
+)
+def test_gold_errors_name_file_and_line(tmp_path: Path, text: str, message: str) -> None:
+    path = write(tmp_path / "gold.jsonl", text)
+    with pytest.raises(InputError) as caught:
+        load_gold(path)
+    assert str(path) in str(caught.value)
+    assert message in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_prediction_duplicate_ids_are_an_input_error(tmp_path: Path) -> None:
+    path = write(tmp_path / "p.jsonl", '{"id": 1, "triplets": []}\n{"id": 1, "output": "x"}\n')
+    with pytest.raises(InputError, match=r"p\.jsonl line 2: duplicate id '1'"):
+        load_predictions(path)
+
+
+def test_missing_file_directory_and_bad_encoding(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="no such file"):
+        load_gold(tmp_path / "nope.jsonl")
+    with pytest.raises(InputError, match="is a directory"):
+        load_gold(tmp_path)
+    bad = tmp_path / "latin1.jsonl"
+    bad.write_bytes(b'{"id": "\xe9"}')
+    with pytest.raises(InputError, match="not UTF-8"):
+        load_gold(bad)
+
+
+def test_relations_file(tmp_path: Path) -> None:
+    good = write(tmp_path / "rel.json", '["uses", "Part Of"]')
+    assert load_relations(good) == ("uses", "Part Of")
+    for text in ('{"uses": 1}', "[]", '["uses", ""]', '["uses", 3]', "not json"):
+        path = write(tmp_path / "bad.json", text)
+        with pytest.raises(InputError, match="bad.json"):
+            load_relations(path)
+    with pytest.raises(InputError, match="no such file"):
+        load_relations(tmp_path / "missing.json")
