@@ -39,7 +39,8 @@ TARGET_OVERHEAD_MS = 5.0
 def start_server(latency: float) -> tuple[subprocess.Popen[str], str]:
     process = subprocess.Popen(
         [sys.executable, str(REPO / "tests" / "fakeserver.py"), "--latency", str(latency)],
-        stdout=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert process.stdout is not None
     port = process.stdout.readline().strip()
@@ -50,17 +51,17 @@ def start_server(latency: float) -> tuple[subprocess.Popen[str], str]:
 
 
 def make_project(root: Path, url: str, tasks: int) -> None:
-    (root / "config.toml").write_text(
-        f'[providers.fake]\ntype = "OpenAI"\nurl = "{url}/v1"\nkey = "bench"\n'
-    )
+    (root / "config.toml").write_text(f'[providers.fake]\ntype = "OpenAI"\nurl = "{url}/v1"\nkey = "bench"\n')
     (root / "prompt.md").write_text("Question: {{INPUT}}\nChoices:\n{{ CHOICE }}\nAnswer with the key.\n")
     (root / "bench.toml").write_text(
         "[fake-setup]\nprovider = 'fake'\nmodel = 'fake-model'\ntemperature = 0.0\ntokens = 8\n"
         "system_prompt = '''{{ file('prompt.md') }}'''\n"
     )
     questions = {
-        str(i): {"input": f"Synthetic question number {i}?",
-                 "output": {"type": "MCQ", "options": {"a": "yes", "b": "no", "c": "maybe"}, "answer": "a"}}
+        str(i): {
+            "input": f"Synthetic question number {i}?",
+            "output": {"type": "MCQ", "options": {"a": "yes", "b": "no", "c": "maybe"}, "answer": "a"},
+        }
         for i in range(tasks)
     }
     (root / "datasets.json").write_bytes(orjson.dumps({"bench": questions}))
@@ -96,10 +97,14 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="kag-bench-throughput-", dir=os.environ.get("TMPDIR")))
     try:
         make_project(root, url, args.tasks)
-        print(f"{args.tasks} tasks, server latency {args.latency * 1000:.0f} ms, one setup (OpenAI API), "
-              f"cpus={os.cpu_count()}")
-        print(f"{'parallel':>8} {'wall s':>8} {'ideal s':>8} {'tasks/s':>8} {'speed-up':>9} {'of ideal':>9} "
-              f"{'overhead/task':>14}")
+        print(
+            f"{args.tasks} tasks, server latency {args.latency * 1000:.0f} ms, one setup (OpenAI API), "
+            f"cpus={os.cpu_count()}"
+        )
+        print(
+            f"{'parallel':>8} {'wall s':>8} {'ideal s':>8} {'tasks/s':>8} {'speed-up':>9} {'of ideal':>9} "
+            f"{'overhead/task':>14}"
+        )
         walls: dict[int, float] = {}
         failed = False
         for p in levels:
@@ -110,20 +115,26 @@ def main() -> None:
             base = walls.get(1)
             speedup = base / wall if base else float("nan")
             share = speedup / p if base else float("nan")
-            print(f"{p:>8} {wall:>8.2f} {ideal:>8.2f} {done / wall:>8.1f} {speedup:>9.2f} {share:>9.1%} "
-                  f"{overhead_ms:>11.2f} ms")
+            print(
+                f"{p:>8} {wall:>8.2f} {ideal:>8.2f} {done / wall:>8.1f} {speedup:>9.2f} {share:>9.1%} "
+                f"{overhead_ms:>11.2f} ms"
+            )
             if p == 1 and overhead_ms >= TARGET_OVERHEAD_MS:
                 failed = True
         top = max(levels)
         if 1 in walls and top > 1:
             share = walls[1] / walls[top] / top
             verdict = "ok" if share >= TARGET_EFFICIENCY else "BELOW TARGET"
-            print(f"speed-up at {top}: {walls[1] / walls[top]:.2f}x = {share:.1%} of ideal "
-                  f"(target >= {TARGET_EFFICIENCY:.0%}): {verdict}")
+            print(
+                f"speed-up at {top}: {walls[1] / walls[top]:.2f}x = {share:.1%} of ideal "
+                f"(target >= {TARGET_EFFICIENCY:.0%}): {verdict}"
+            )
             failed = failed or share < TARGET_EFFICIENCY
         if 1 in walls:
             overhead = (walls[1] - args.tasks * args.latency) / args.tasks * 1000
-            print(f"overhead per task at --parallel 1: {overhead:.2f} ms (target < {TARGET_OVERHEAD_MS:.0f} ms)")
+            print(
+                f"overhead per task at --parallel 1: {overhead:.2f} ms (target < {TARGET_OVERHEAD_MS:.0f} ms)"
+            )
         sys.exit(1 if failed else 0)
     finally:
         server.kill()

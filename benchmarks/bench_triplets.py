@@ -1,6 +1,6 @@
 """Speed of `kag triplets`: entries per second, and the assignment solver against SciPy's.
 
-    .venv/bin/python benchmarks/bench_triplets.py [--entries 20000] [--repeat 3]
+    .venv/bin/python benchmarks/bench_triplets.py [--entries 20000] [--repeat 3] [--crossover]
 
 1. Grading throughput: a generated gold file of N entries (0–15 triplets each, with prompts)
    and a prediction file derived from it (kept, re-cased, suffixed, misspelt, re-weighted,
@@ -172,17 +172,37 @@ def bench_solver() -> dict[int, float]:
     return ratios
 
 
+def bench_crossover(sizes: tuple[int, ...] = (100, 200, 300)) -> None:
+    """Where the numpy implementation overtakes the pure-Python one (``_PYTHON_MAX_COLS``)."""
+    from kag.grading.triplets import assign
+
+    rng = np.random.default_rng(4)
+    for size in sizes:
+        matrix = -rng.random((size, size))
+        start = time.perf_counter()
+        by_python = assign._solve_python(matrix.tolist())
+        python_t = time.perf_counter() - start
+        start = time.perf_counter()
+        by_numpy = assign._solve_numpy(matrix)
+        numpy_t = time.perf_counter() - start
+        assert by_python == by_numpy
+        print(f"crossover {size}x{size}: python {python_t:.3f} s, numpy {numpy_t:.3f} s")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--entries", type=int, default=20_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--skip-grading", action="store_true")
+    parser.add_argument("--crossover", action="store_true", help="also time both solver paths on big matrices")
     args = parser.parse_args()
     if not args.skip_grading:
         rates = bench_grading(args.entries, args.repeat)
         verdict = "meets" if rates["exact"] >= 2000 else "MISSES"
         print(f"exact mode {verdict} the 2,000 entries/s target")
     bench_solver()
+    if args.crossover:
+        bench_crossover()
 
 
 if __name__ == "__main__":

@@ -18,7 +18,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from kag.grading.compare import ComparisonRun, Flip, FlipReport, ImpactRow, McNemar, RetrievalImpact
+from kag.grading.compare import (
+    DEFAULT_ALPHA,
+    DEFAULT_RESAMPLES,
+    DEFAULT_SEED,
+    Analysis,
+    AnswerSet,
+    ComparisonRun,
+    Flip,
+    FlipReport,
+    ImpactRow,
+    McNemar,
+    RetrievalImpact,
+    analyse,
+)
 from kag.grading.mcq import Metrics, SetupSummary
 
 Align = Literal["l", "r"]
@@ -201,7 +214,7 @@ def comparison_legend(run: ComparisonRun) -> list[str]:
     return [
         f"Baseline: {run.baseline} | paired questions only | alpha {run.alpha:g} after Holm over "
         f"{sum(1 for c in run.comparisons if c.test)} comparison(s)",
-        "+ = setup right, baseline not; - = baseline right, setup not; "
+        "Columns +/-: + = setup right, baseline not; - = baseline right, setup not; "
         "DIFF = ACC% - BASE% on the paired questions",
         f"TEST: McNemar, exact binomial when + and - sum to < {run.exact_below}, "
         "else chi-square with continuity correction",
@@ -676,3 +689,32 @@ def write_report(path: str, text: str) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise InputError(f"{path}: cannot write the report: {exc.strerror}") from None
+
+
+def render_html_report(
+    answer_set: AnswerSet,
+    meta: PageMeta = PageMeta(),
+    *,
+    baseline: str | None = None,
+    alpha: float = DEFAULT_ALPHA,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    native: str | None = None,
+    max_flips: int = 50,
+) -> tuple[str, Analysis]:
+    """The whole page for a graded tree: :func:`kag.grading.compare.analyse` (baseline
+    default: the best-ranked setup), then :func:`render_html`.
+
+    Returns the page and the analysis: its ``notes`` are for the user (warn them), its
+    ``comparisons`` can feed :func:`kag.grading.compare.gate_regressions`.
+    """
+    analysis = analyse(answer_set, baseline, alpha, n_resamples, seed, native)
+    page = render_html(
+        answer_set.summary.setups,
+        analysis.comparisons,
+        analysis.flips,
+        analysis.impacts,
+        meta,
+        max_flips=max_flips,
+    )
+    return page, analysis

@@ -132,17 +132,26 @@ class _Handler:
                 pass
 
     @staticmethod
-    async def send(writer: asyncio.StreamWriter, status: int, payload: bytes,
-                   extra: Mapping[str, str] | None = None, length: int | None = None) -> None:
-        head = [f"HTTP/1.1 {status} {REASONS.get(status, 'Status')}", "Content-Type: application/json",
-                f"Content-Length: {len(payload) if length is None else length}"]
+    async def send(
+        writer: asyncio.StreamWriter,
+        status: int,
+        payload: bytes,
+        extra: Mapping[str, str] | None = None,
+        length: int | None = None,
+    ) -> None:
+        head = [
+            f"HTTP/1.1 {status} {REASONS.get(status, 'Status')}",
+            "Content-Type: application/json",
+            f"Content-Length: {len(payload) if length is None else length}",
+        ]
         for name, value in (extra or {}).items():
             head.append(f"{name}: {value}")
         writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + payload)
         await writer.drain()
 
-    async def respond(self, method: str, target: str, headers: dict[str, str], body: bytes,
-                      writer: asyncio.StreamWriter) -> bool:
+    async def respond(
+        self, method: str, target: str, headers: dict[str, str], body: bytes, writer: asyncio.StreamWriter
+    ) -> bool:
         state = self.state
         if method == "GET" and target == "/_requests":
             data = [r.__dict__ for r in state.log]
@@ -181,18 +190,35 @@ class _Handler:
             texts = [raw] if isinstance(raw, str) else list(raw)
             text = "\n".join(texts)
         behaviour = self.behaviour_for(model, text)
-        state.log.append(LoggedRequest(
-            target, model, prompt, texts, headers.get("authorization"), behaviour, time.time(),
-            request if state.keep_bodies else None,
-        ))
+        state.log.append(
+            LoggedRequest(
+                target,
+                model,
+                prompt,
+                texts,
+                headers.get("authorization"),
+                behaviour,
+                time.time(),
+                request if state.keep_bodies else None,
+            )
+        )
         if state.latency:
             await asyncio.sleep(state.latency)
-        return await self.misbehave(kind, behaviour, request, model, prompt, texts, writer,
-                                    headers.get("authorization", ""))
+        return await self.misbehave(
+            kind, behaviour, request, model, prompt, texts, writer, headers.get("authorization", "")
+        )
 
-    async def misbehave(self, kind: str, behaviour: str, request: dict[str, Any], model: Any,
-                        prompt: str | None, texts: list[str] | None, writer: asyncio.StreamWriter,
-                        authorization: str = "") -> bool:
+    async def misbehave(
+        self,
+        kind: str,
+        behaviour: str,
+        request: dict[str, Any],
+        model: Any,
+        prompt: str | None,
+        texts: list[str] | None,
+        writer: asyncio.StreamWriter,
+        authorization: str = "",
+    ) -> bool:
         name, _, argument = behaviour.partition(":")
         if name == "echo401":  # like servers that quote the rejected key back
             message = f"Incorrect API key provided: {authorization.removeprefix('Bearer ')}"
@@ -232,36 +258,59 @@ class _Handler:
         await self.send(writer, 200, payload)
         return True
 
-    def success(self, kind: str, request: dict[str, Any], model: Any, prompt: str | None,
-                texts: list[str] | None) -> dict[str, Any]:
+    def success(
+        self, kind: str, request: dict[str, Any], model: Any, prompt: str | None, texts: list[str] | None
+    ) -> dict[str, Any]:
         reply = self.state.reply
         prompt_tokens = len((prompt or "").split())
         if kind == "openai-chat":
             return {
-                "id": "chatcmpl-fake", "object": "chat.completion", "model": model,
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": reply},
-                             "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": 1,
-                          "total_tokens": prompt_tokens + 1},
+                "id": "chatcmpl-fake",
+                "object": "chat.completion",
+                "model": model,
+                "choices": [
+                    {"index": 0, "message": {"role": "assistant", "content": reply}, "finish_reason": "stop"}
+                ],
+                "usage": {
+                    "prompt_tokens": prompt_tokens,
+                    "completion_tokens": 1,
+                    "total_tokens": prompt_tokens + 1,
+                },
             }
         if kind == "ollama-chat":
-            return {"model": model, "message": {"role": "assistant", "content": reply}, "done": True,
-                    "prompt_eval_count": prompt_tokens, "eval_count": 1}
+            return {
+                "model": model,
+                "message": {"role": "assistant", "content": reply},
+                "done": True,
+                "prompt_eval_count": prompt_tokens,
+                "eval_count": 1,
+            }
         vectors = [fake_embedding(t) for t in texts or []]
         if kind == "openai-embed":
-            return {"object": "list", "model": model,
-                    "data": [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)]}
+            return {
+                "object": "list",
+                "model": model,
+                "data": [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)],
+            }
         return {"model": model, "embeddings": vectors}
 
 
 class FakeServer:
     """The fake server on 127.0.0.1, its event loop in a background thread."""
 
-    def __init__(self, *, latency: float = 0.0, reply: str = "A", default: str = "ok",
-                 faults: Mapping[str, Sequence[str]] | None = None, port: int = 0,
-                 keep_bodies: bool = True) -> None:
-        self.state = _State(latency, reply, default, {k: list(v) for k, v in (faults or {}).items()},
-                            keep_bodies=keep_bodies)
+    def __init__(
+        self,
+        *,
+        latency: float = 0.0,
+        reply: str = "A",
+        default: str = "ok",
+        faults: Mapping[str, Sequence[str]] | None = None,
+        port: int = 0,
+        keep_bodies: bool = True,
+    ) -> None:
+        self.state = _State(
+            latency, reply, default, {k: list(v) for k, v in (faults or {}).items()}, keep_bodies=keep_bodies
+        )
         self._port = port
         self._handler = _Handler(self.state)
         self._loop: asyncio.AbstractEventLoop | None = None

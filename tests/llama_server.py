@@ -91,14 +91,27 @@ def start_llama_server(
     if gguf is None:
         raise RuntimeError(missing_requirements() or "no GGUF model")
     port = port or free_port()
-    command = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--host", "127.0.0.1",
-               "--port", str(port), "--n_ctx", "2048"]
+    command = [
+        sys.executable,
+        "-m",
+        "llama_cpp.server",
+        "--model",
+        str(gguf),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--n_ctx",
+        "2048",
+    ]
     if embedding:
         command += ["--embedding", "true"]
     command += list(extra_args)
     log = tempfile.NamedTemporaryFile(prefix="llama-server-", suffix=".log", delete=False)
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+    process = subprocess.Popen(
+        command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

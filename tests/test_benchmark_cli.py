@@ -84,8 +84,20 @@ def make_project(root: Path, n: int = 4, questions: dict[str, Any] | None = None
 
 
 def args(root: Path, *extra: str) -> list[str]:
-    return ["benchmark", "-c", str(root / "config.toml"), "-b", str(root / "bench.toml"),
-            "-d", str(root / "datasets.json"), "-o", str(root / "out"), "--backoff", "0", *extra]
+    return [
+        "benchmark",
+        "-c",
+        str(root / "config.toml"),
+        "-b",
+        str(root / "bench.toml"),
+        "-d",
+        str(root / "datasets.json"),
+        "-o",
+        str(root / "out"),
+        "--backoff",
+        "0",
+        *extra,
+    ]
 
 
 def invoke(argv: list[str], **kwargs: Any) -> Any:
@@ -137,7 +149,18 @@ def test_dry_run_prints_the_plan_and_sends_nothing(tmp_path: Path, server: FakeS
     result = invoke(args(root, "--dry-run", "--continue", "--limit", "2"))
     assert result.exit_code == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0].split() == ["setup", "dataset", "tasks", "ok", "error", "stale", "unreadable", "missing", "to", "run"]
+    assert lines[0].split() == [
+        "setup",
+        "dataset",
+        "tasks",
+        "ok",
+        "error",
+        "stale",
+        "unreadable",
+        "missing",
+        "to",
+        "run",
+    ]
     assert lines[1].split() == ["s1", "mcq", "2", "2", "0", "0", "0", "0", "0"]
     assert lines[2].split() == ["s2", "mcq", "2", "0", "0", "0", "0", "2", "2"]
     assert lines[3].split() == ["total", "4", "2", "0", "0", "0", "2", "2"]
@@ -146,7 +169,9 @@ def test_dry_run_prints_the_plan_and_sends_nothing(tmp_path: Path, server: FakeS
     assert len(results(root)) == 3  # nothing written
 
 
-def test_continue_runs_only_missing_and_without_it_everything_reruns(tmp_path: Path, server: FakeServer) -> None:
+def test_continue_runs_only_missing_and_without_it_everything_reruns(
+    tmp_path: Path, server: FakeServer
+) -> None:
     root = make_project(tmp_path)
     assert invoke(args(root, "--setup", "s2", "--limit", "2")).exit_code == 0
     server.reset()
@@ -201,7 +226,11 @@ def test_stale_results_are_reported_and_rerun_on_request(tmp_path: Path, server:
     result = invoke(args(root, "--rerun-stale", "--setup", "s1"))
     assert result.exit_code == 0 and len(server.chat_requests()) == 3
     new = results(root)["mcq/0/s1.json"]
-    assert isinstance(new, OkResult) and new.stats.prompt is not None and new.stats.prompt.endswith("one letter.")
+    assert (
+        isinstance(new, OkResult)
+        and new.stats.prompt is not None
+        and new.stats.prompt.endswith("one letter.")
+    )
 
 
 def test_plain_progress_lines(capsys: pytest.CaptureFixture[str]) -> None:
@@ -243,14 +272,32 @@ def _bad(root: Path, name: str, text: str) -> None:
 @pytest.mark.parametrize(
     ("file", "text", "expected"),
     [
-        ("bench.toml", BENCH.replace('provider = "ol"', 'provider = "ghost"'),
-         r"bench.toml: \[s2\]: provider 'ghost' is missing from the configuration"),
+        (
+            "bench.toml",
+            BENCH.replace('provider = "ol"', 'provider = "ghost"'),
+            r"bench.toml: \[s2\]: provider 'ghost' is missing from the configuration",
+        ),
         ("bench.toml", BENCH + "\n[broken\n", r"bench.toml: not valid TOML: .*line"),
-        ("prompt.md", "{{ QUESTION }}", r"bench.toml: \[s1\] system_prompt: undefined template variable 'QUESTION'"),
-        ("config.toml", CONFIG.replace('type = "Ollama"', 'type = "Olama"'),
-         r"config.toml: providers.ol: unknown provider type 'Olama'"),
-        ("config.toml", CONFIG + "\n[providers.x]\n", r"config.toml: providers.x: missing required key 'type'"),
-        ("datasets.json", '{"../evil": {"1": {"input": "x"}}}', r"datasets.json: 1 problem\(s\).*'../evil' contains '/'"),
+        (
+            "prompt.md",
+            "{{ QUESTION }}",
+            r"bench.toml: \[s1\] system_prompt: undefined template variable 'QUESTION'",
+        ),
+        (
+            "config.toml",
+            CONFIG.replace('type = "Ollama"', 'type = "Olama"'),
+            r"config.toml: providers.ol: unknown provider type 'Olama'",
+        ),
+        (
+            "config.toml",
+            CONFIG + "\n[providers.x]\n",
+            r"config.toml: providers.x: missing required key 'type'",
+        ),
+        (
+            "datasets.json",
+            '{"../evil": {"1": {"input": "x"}}}',
+            r"datasets.json: 1 problem\(s\).*'../evil' contains '/'",
+        ),
         ("datasets.json", '{"mcq": {"1": {"input": "x"}}}', r"\[s1\] system_prompt: 'CHOICE' is undefined"),
     ],
 )
@@ -290,7 +337,10 @@ def test_missing_default_config_file(tmp_path: Path, monkeypatch: pytest.MonkeyP
     root = make_project(tmp_path)
     monkeypatch.chdir(tmp_path / "..")
     result = invoke(["benchmark", "-b", str(root / "bench.toml"), "-d", str(root / "datasets.json")])
-    assert result.exit_code == 2 and result.stderr.strip() == "kag: error: config.toml: configuration file not found"
+    assert (
+        result.exit_code == 2
+        and result.stderr.strip() == "kag: error: config.toml: configuration file not found"
+    )
 
 
 def test_parallel_must_be_positive(tmp_path: Path) -> None:
@@ -309,8 +359,23 @@ def test_a_planted_key_reaches_the_server_and_nothing_else(tmp_path: Path, serve
     assert result.exit_code == 0
     assert any(r.authorization == f"Bearer {SECRET}" for r in server.chat_requests())
     assert "Incorrect API key provided: ***" in result.stderr
-    generation = invoke(["-vv", "generation", "-c", str(root / "config.toml"), "-p", "oa", "-m", "m1", "-t", "0",
-                         "--format", "json", "ECHOKEY"])
+    generation = invoke(
+        [
+            "-vv",
+            "generation",
+            "-c",
+            str(root / "config.toml"),
+            "-p",
+            "oa",
+            "-m",
+            "m1",
+            "-t",
+            "0",
+            "--format",
+            "json",
+            "ECHOKEY",
+        ]
+    )
     assert generation.exit_code == 1 and "***" in generation.stdout
     dry = invoke(args(root, "--dry-run", "--continue"))
     outputs = [result.stdout, result.stderr, generation.stdout, generation.stderr, dry.stdout, dry.stderr]
@@ -323,7 +388,9 @@ def test_a_planted_key_reaches_the_server_and_nothing_else(tmp_path: Path, serve
 
 
 def gen(root: Path, *extra: str, **kwargs: Any) -> Any:
-    return invoke(["generation", "-c", str(root / "config.toml"), "-p", "ol", "-m", "m2", "-t", "0.2", *extra], **kwargs)
+    return invoke(
+        ["generation", "-c", str(root / "config.toml"), "-p", "ol", "-m", "m2", "-t", "0.2", *extra], **kwargs
+    )
 
 
 def test_generation_prints_the_answer(tmp_path: Path, server: FakeServer) -> None:
@@ -336,24 +403,38 @@ def test_generation_prints_the_answer(tmp_path: Path, server: FakeServer) -> Non
 def test_generation_json_with_system_prompt_and_stdin(tmp_path: Path, server: FakeServer) -> None:
     root = make_project(tmp_path)
     (root / "sys.md").write_text("Answer briefly: {{INPUT}}\n")
-    result = gen(root, "-s", str(root / "sys.md"), "-n", "256", "--format", "json", "-", input="Why is the sky blue?\n")
+    result = gen(
+        root, "-s", str(root / "sys.md"), "-n", "256", "--format", "json", "-", input="Why is the sky blue?\n"
+    )
     assert result.exit_code == 0, result.stderr
     data = orjson.loads(result.stdout)
     assert data["ok"]["result"] == "b"
     assert data["ok"]["stats"]["prompt"] == "Answer briefly: Why is the sky blue?\n"
-    assert data["ok"]["stats"]["config"] == {"augmented_generation": None, "provider": "ol", "model": "m2",
-                                             "temperature": 0.2, "tokens": 256}
+    assert data["ok"]["stats"]["config"] == {
+        "augmented_generation": None,
+        "provider": "ol",
+        "model": "m2",
+        "temperature": 0.2,
+        "tokens": 256,
+    }
     assert server.chat_requests()[0].body["options"] == {"temperature": 0.2, "num_ctx": 256}  # type: ignore[index]
 
 
 def test_generation_errors(tmp_path: Path, server: FakeServer) -> None:
     root = make_project(tmp_path)
     result = gen(root, "-r", "ret", "x")
-    assert result.exit_code == 2 and result.stderr.strip() == "kag: error: --retriever and --database go together"
+    assert (
+        result.exit_code == 2
+        and result.stderr.strip() == "kag: error: --retriever and --database go together"
+    )
     result = gen(root, "{{ CHOICE }}")
     assert result.exit_code == 2 and result.stderr.strip() == "kag: error: the prompt: 'CHOICE' is undefined"
     result = gen(root, "-t", "2.0", "hot")
-    assert result.exit_code == 0 and "kag: warning:" in result.stderr and "high temperature (2.0)" in result.stderr
+    assert (
+        result.exit_code == 0
+        and "kag: warning:" in result.stderr
+        and "high temperature (2.0)" in result.stderr
+    )
     server.set_faults({"FAILS": ["404"]})
     result = gen(root, "FAILS")
     assert result.exit_code == 1 and result.stdout == ""
@@ -368,7 +449,11 @@ def spawn(root: Path, *extra: str) -> subprocess.Popen[str]:
     env = dict(os.environ, PYTHONPATH=str(REPO), KAG_WIDTH="200")
     return subprocess.Popen(
         [sys.executable, "-m", "kag", *args(root, *extra)],
-        cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=root,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 
@@ -400,7 +485,9 @@ def check_tree_and_resume(root: Path, server: FakeServer, n: int) -> None:
     assert set(final) == all_keys(n)  # complete, and no .tmp left behind
 
 
-def test_sigkill_mid_run_leaves_only_whole_files_and_continue_completes(tmp_path: Path, server: FakeServer) -> None:
+def test_sigkill_mid_run_leaves_only_whole_files_and_continue_completes(
+    tmp_path: Path, server: FakeServer
+) -> None:
     n = 20
     root = make_project(tmp_path, n=n)
     server.state.latency = 0.3

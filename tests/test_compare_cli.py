@@ -286,6 +286,17 @@ def test_fail_if_worse_than_fails_only_on_a_significant_regression(tree: list[st
     assert strict.exit_code == 0, strict.stderr
 
 
+def test_format_given_before_the_subcommand(tree: list[str]) -> None:
+    result = run("--format", "json", *tree, "compare", "--baseline", "native", "--resamples", "100")
+    assert result.exit_code == 0, result.stderr
+    assert orjson.loads(result.stdout)["baseline"] == "native"
+    after_wins = run("--format", "json", *tree, "compare", "--baseline", "native", "--format", "markdown")
+    assert after_wins.stdout.startswith("### Comparisons against `native`")
+    html_flips = run("--format", "html", *tree, "flips", "kag", "native")
+    assert html_flips.exit_code == 2
+    assert "--format html: not available here (text, json, markdown)" in html_flips.stderr
+
+
 def test_setup_filter_keeps_the_baseline(tree: list[str]) -> None:
     result = run(
         "compare", *tree, "--setup", "k*", "--baseline", "native", "--format", "json", "--resamples", "200"

@@ -87,7 +87,7 @@ def test_exact_p_matches_scipy_binomtest_for_every_small_table() -> None:
 
 
 @given(st.integers(0, 400), st.integers(0, 400))
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 def test_chi2_branch_matches_scipy_chi2(b: int, c: int) -> None:
     if b + c < EXACT_BELOW:
         return
@@ -98,7 +98,7 @@ def test_chi2_branch_matches_scipy_chi2(b: int, c: int) -> None:
 
 
 @given(st.integers(0, 60), st.integers(0, 60))
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 def test_mcnemar_invariants(b: int, c: int) -> None:
     p = mcnemar(b, c).p_value
     assert 0 <= p <= 1
@@ -157,7 +157,7 @@ def _holm_sequential_rejections(pvalues: list[float], alpha: float) -> list[bool
 
 
 @given(st.lists(st.floats(0, 1), max_size=12), st.sampled_from([0.01, 0.05, 0.1]))
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 def test_holm_adjusted_rejects_exactly_like_the_step_down_procedure(
     pvalues: list[float], alpha: float
 ) -> None:

@@ -101,7 +101,9 @@ def test_real_templates_reproduce_the_rust_tools_prompts(
     if not toml_1_1():
         pytest.skip("the real benchmark file uses TOML 1.1 inline tables: needs tomli >= 2.4")
     for name in ("prompt_mcq.md", "pmu_prompt_mcq.md"):
-        shutil.copy(med_kag / "prompts" / name, write(tmp_path / "examples" / "prompt" / name, "").parent / name)
+        shutil.copy(
+            med_kag / "prompts" / name, write(tmp_path / "examples" / "prompt" / name, "").parent / name
+        )
     monkeypatch.chdir(tmp_path)
     bench_path = med_kag / "configs" / "benchmark.toml"
     text = render_file(bench_path, "benchmark file")
@@ -112,9 +114,10 @@ def test_real_templates_reproduce_the_rust_tools_prompts(
 
     native = tables["qwen35-9b-ollama-native"]
     template = compile_template(native["system_prompt"], "native")
-    assert template.render(prompt_variables(entry["input"], choices)) == _rust_result(
-        med_kag, "qwen35-9b-ollama-native"
-    )["stats"]["prompt"]
+    assert (
+        template.render(prompt_variables(entry["input"], choices))
+        == _rust_result(med_kag, "qwen35-9b-ollama-native")["stats"]["prompt"]
+    )
 
     kag = tables["qwen35-9b-ollama-neo4j-embedding-triplet-formal"]
     assert kag["augmented_generation"] == {"retriever": "neo4j-embedding-triplet-formal", "database": "neo4j"}
@@ -152,11 +155,16 @@ def test_missing_file_names_both_places(tmp_path: Path, monkeypatch: pytest.Monk
     assert str(tmp_path / "c" / "nope.md") in message
 
 
-def test_env_is_empty_when_unset_and_jinja_expressions_work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_env_is_empty_when_unset_and_jinja_expressions_work(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("KAG_UNSET_VAR", raising=False)
     monkeypatch.setenv("KAG_SET_VAR", "v1")
-    path = write(tmp_path / "c.toml", "a = \"{{ env('KAG_UNSET_VAR') }}\"\nb = \"{{ env('KAG_UNSET_VAR') or 'dflt' }}\"\n"
-                 "c = \"{{ env('KAG_SET_VAR') }}\"\n")
+    path = write(
+        tmp_path / "c.toml",
+        "a = \"{{ env('KAG_UNSET_VAR') }}\"\nb = \"{{ env('KAG_UNSET_VAR') or 'dflt' }}\"\n"
+        "c = \"{{ env('KAG_SET_VAR') }}\"\n",
+    )
     assert parse_toml(render_file(path), path, True) == {"a": "", "b": "dflt", "c": "v1"}
 
 
@@ -204,11 +212,20 @@ def test_openai_default_url(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("[providers.x]\ntype = 'Gemini'\n", r"providers\.x: unknown provider type 'Gemini' \(expected one of Ollama"),
+        (
+            "[providers.x]\ntype = 'Gemini'\n",
+            r"providers\.x: unknown provider type 'Gemini' \(expected one of Ollama",
+        ),
         ("[providers.x]\nurl = 'http://h'\n", r"providers\.x: missing required key 'type'"),
         ("[providers.x]\ntype = 'OpenAI'\n", r"providers\.x: missing required key 'key'"),
-        ("[providers.x]\ntype = 'Ollama'\nurl = 'localhost:11434'\n", r"providers\.x: 'url' must start with http"),
-        ("[providers.x]\ntype = 'Ollama'\nurl = 5\n", r"providers\.x: 'url' must be a string \(got integer\)"),
+        (
+            "[providers.x]\ntype = 'Ollama'\nurl = 'localhost:11434'\n",
+            r"providers\.x: 'url' must start with http",
+        ),
+        (
+            "[providers.x]\ntype = 'Ollama'\nurl = 5\n",
+            r"providers\.x: 'url' must be a string \(got integer\)",
+        ),
         ("[providers.Big]\ntype = 'Ollama'\n", r"providers\.Big: invalid name 'Big'"),
         ("providers = 3\n", r"\[providers\] must be a table of tables"),
         ("[databases]\nneo = 'x'\n", r"databases\.neo: must be a table"),
@@ -228,7 +245,10 @@ def test_missing_config_file(tmp_path: Path) -> None:
 
 def test_secret_never_in_a_config_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KAG_TEST_KEY", "sk-planted-secret-4242")
-    path = write(tmp_path / "c.toml", "[providers.x]\ntype = 'OpenAI'\nkey = \"{{ env('KAG_TEST_KEY') }}\"\nurl = 'ftp://h'\n")
+    path = write(
+        tmp_path / "c.toml",
+        "[providers.x]\ntype = 'OpenAI'\nkey = \"{{ env('KAG_TEST_KEY') }}\"\nurl = 'ftp://h'\n",
+    )
     with pytest.raises(ConfigError) as info:
         load_config(path)
     assert "providers.x" in str(info.value) and "sk-planted" not in str(info.value)
@@ -265,30 +285,50 @@ def test_setup_fields(tmp_path: Path, cfg_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("[s]\nprovider = 'ghost'\nmodel = 'm'\ntemperature = 0\n",
-         r"\[s\]: provider 'ghost' is missing from the configuration \(providers in .*config.toml: embedder, local, remote\)"),
-        ("[s]\nprovider = 'embedder'\nmodel = 'm'\ntemperature = 0\n",
-         r"\[s\]: provider 'embedder' is a FastEmbed provider, which embeds but cannot generate text"),
+        (
+            "[s]\nprovider = 'ghost'\nmodel = 'm'\ntemperature = 0\n",
+            r"\[s\]: provider 'ghost' is missing from the configuration"
+            r" \(providers in .*config.toml: embedder, local, remote\)",
+        ),
+        (
+            "[s]\nprovider = 'embedder'\nmodel = 'm'\ntemperature = 0\n",
+            r"\[s\]: provider 'embedder' is a FastEmbed provider, which embeds but cannot generate text",
+        ),
         ("[s]\nmodel = 'm'\ntemperature = 0\n", r"\[s\]: missing required key 'provider'"),
         ("[s]\nprovider = 'local'\nmodel = 'm'\n", r"\[s\]: missing required key 'temperature'"),
-        ("[s]\nprovider = 'local'\nmodel = 'm'\ntemperature = 'hot'\n", r"\[s\]: 'temperature' must be a number \(got string\)"),
-        ("[s]\nprovider = 'local'\nmodel = 'm'\ntemperature = -1\n", r"\[s\]: 'temperature' must be a number >= 0"),
+        (
+            "[s]\nprovider = 'local'\nmodel = 'm'\ntemperature = 'hot'\n",
+            r"\[s\]: 'temperature' must be a number \(got string\)",
+        ),
+        (
+            "[s]\nprovider = 'local'\nmodel = 'm'\ntemperature = -1\n",
+            r"\[s\]: 'temperature' must be a number >= 0",
+        ),
         (f"[s]\n{BASE}tokens = 0\n", r"\[s\]: 'tokens' must be a positive integer"),
         (f"[s]\n{BASE}datasets = ['../etc']\n", r"\[s\]: dataset name '../etc' in 'datasets' contains '/'"),
         (f"[s]\n{BASE}datasets = 'a'\n", r"\[s\]: 'datasets' must be an array"),
         (f"[S-1]\n{BASE}", r"\[S-1\]: invalid name 'S-1'"),
-        (f"[s]\n{BASE}system_prompt = '''{{% raw %}}{{{{QUESTION}}}}{{% endraw %}}'''\n",
-         r"\[s\] system_prompt: undefined template variable 'QUESTION' \(a prompt template may use INPUT, CHOICE and RETRIEVAL\)"),
-        (f"[s]\n{BASE}system_prompt = '''{{% raw %}}a\n{{{{ INPUT }}{{% endraw %}}'''\n",
-         r"\[s\] system_prompt: template syntax error at line 2"),
+        (
+            f"[s]\n{BASE}system_prompt = '''{{% raw %}}{{{{QUESTION}}}}{{% endraw %}}'''\n",
+            r"\[s\] system_prompt: undefined template variable 'QUESTION'"
+            r" \(a prompt template may use INPUT, CHOICE and RETRIEVAL\)",
+        ),
+        (
+            f"[s]\n{BASE}system_prompt = '''{{% raw %}}a\n{{{{ INPUT }}{{% endraw %}}'''\n",
+            r"\[s\] system_prompt: template syntax error at line 2",
+        ),
         (f"[s]\n{BASE}augmented_generation = 'r'\n", r"\[s\]: 'augmented_generation' must be a table"),
-        (f"[s]\n{BASE}augmented_generation = {{retriever = 'r'}}\n",
-         r"\[s\] augmented_generation: missing required key 'database'"),
+        (
+            f"[s]\n{BASE}augmented_generation = {{retriever = 'r'}}\n",
+            r"\[s\] augmented_generation: missing required key 'database'",
+        ),
         ("s = 1\n", r"\[s\]: a setup must be a table"),
         ("", r"the benchmark file defines no setup"),
     ],
 )
-def test_bad_benchmark_names_file_setup_and_problem(tmp_path: Path, cfg_path: Path, text: str, expected: str) -> None:
+def test_bad_benchmark_names_file_setup_and_problem(
+    tmp_path: Path, cfg_path: Path, text: str, expected: str
+) -> None:
     path = bench(tmp_path, text)
     with pytest.raises(ConfigError, match=rf"^{path}: .*{expected}"):
         load_benchmark(path, load_config(cfg_path))
@@ -333,9 +373,14 @@ def test_kag_setup_is_validated_by_the_retrieval_factory(
         if args[1] == "bad":
             raise ConfigError(f"{args[0]}: retrievers.bad: missing 'model'")
 
-    monkeypatch.setattr(config_module, "retrieval_factory", lambda: SimpleNamespace(validate_retrieval=validate_retrieval))
-    write(cfg_path, PROVIDERS + "[databases.d]\ntype = 'Ladybug'\npath = 'g.lbug'\n[retrievers.r]\ntype = 'Embedder'\n"
-          "provider = 'embedder'\nmodel = 'minilm'\n[retrievers.bad]\ntype = 'Embedder'\n")
+    monkeypatch.setattr(
+        config_module, "retrieval_factory", lambda: SimpleNamespace(validate_retrieval=validate_retrieval)
+    )
+    write(
+        cfg_path,
+        PROVIDERS + "[databases.d]\ntype = 'Ladybug'\npath = 'g.lbug'\n[retrievers.r]\ntype = 'Embedder'\n"
+        "provider = 'embedder'\nmodel = 'minilm'\n[retrievers.bad]\ntype = 'Embedder'\n",
+    )
     cfg = load_config(cfg_path)
     path = bench(tmp_path, f"[kag]\n{BASE}augmented_generation = {{retriever = 'r', database = 'd'}}\n")
     with caplog.at_level(logging.WARNING, logger="kag"):
@@ -344,11 +389,16 @@ def test_kag_setup_is_validated_by_the_retrieval_factory(
     assert calls == [(str(cfg_path), "r", "d", cfg.retrievers, cfg.databases, cfg.raw_providers)]
     # The default template appends RETRIEVAL; no warning. A custom one without it warns.
     assert not any("never uses RETRIEVAL" in r.getMessage() for r in caplog.records)
-    path = bench(tmp_path, f"[kag]\n{BASE}system_prompt = 'x'\naugmented_generation = {{retriever = 'r', database = 'd'}}\n")
+    path = bench(
+        tmp_path,
+        f"[kag]\n{BASE}system_prompt = 'x'\naugmented_generation = {{retriever = 'r', database = 'd'}}\n",
+    )
     with caplog.at_level(logging.WARNING, logger="kag"):
         load_benchmark(path, cfg)
-    assert any("[kag]: the setup retrieves, but its prompt template never uses RETRIEVAL" in r.getMessage()
-               for r in caplog.records)
+    assert any(
+        "[kag]: the setup retrieves, but its prompt template never uses RETRIEVAL" in r.getMessage()
+        for r in caplog.records
+    )
     path = bench(tmp_path, f"[kag]\n{BASE}augmented_generation = {{retriever = 'bad', database = 'd'}}\n")
     with pytest.raises(ConfigError, match=rf"^{path}: \[kag\]: {cfg_path}: retrievers.bad: missing 'model'"):
         load_benchmark(path, cfg)
@@ -362,7 +412,9 @@ def test_generation_setup_checks_flags_and_template(tmp_path: Path, cfg_path: Pa
     setup = generation_setup(cfg, "local", "m", 0.2, None, system, None, None, "why?")
     assert setup.template is not None and setup.template.render({"INPUT": "why?"}) == "Q: why?"
     with pytest.raises(ConfigError, match=r"sys2.md: 'CHOICE' is undefined"):
-        generation_setup(cfg, "local", "m", 0, None, write(tmp_path / "sys2.md", "{{ CHOICE }}"), None, None, "x")
+        generation_setup(
+            cfg, "local", "m", 0, None, write(tmp_path / "sys2.md", "{{ CHOICE }}"), None, None, "x"
+        )
     with pytest.raises(ConfigError, match=r"kag generation: provider 'nope' is missing"):
         generation_setup(cfg, "nope", "m", 0, None, None, None, None, "x")
     with pytest.raises(ConfigError, match=r"system prompt file not found"):
@@ -376,7 +428,9 @@ def test_choices_are_key_ordered_lines() -> None:
     assert format_choices({"b": "Vitamin C", "a": "Vitamin A", "d": "K", "c": "D"}) == (
         "a: Vitamin A\nb: Vitamin C\nc: D\nd: K"
     )
-    assert format_choices({"10": "ten", "9": "nine"}) == "10: ten\n9: nine"  # string order, like Rust's BTreeMap
+    assert (
+        format_choices({"10": "ten", "9": "nine"}) == "10: ten\n9: nine"
+    )  # string order, like Rust's BTreeMap
 
 
 def test_variables_are_defined_only_with_content() -> None:
@@ -410,8 +464,14 @@ def test_default_template_never_interprets_the_question() -> None:
 
 def _setup(**changes: Any) -> Setup:
     base = {
-        "name": "s", "provider": "p", "model": "m", "temperature": 0.0, "tokens": None,
-        "template": compile_template("{{INPUT}}", "t"), "datasets": None, "augmented_generation": None,
+        "name": "s",
+        "provider": "p",
+        "model": "m",
+        "temperature": 0.0,
+        "tokens": None,
+        "template": compile_template("{{INPUT}}", "t"),
+        "datasets": None,
+        "augmented_generation": None,
     }
     base.update(changes)
     return Setup(**base)
@@ -438,4 +498,6 @@ def test_fingerprint_changes_with_what_reaches_the_model() -> None:
 def test_fingerprint_ignores_name_answer_and_dataset_filter() -> None:
     reference = task_fingerprint(_setup(), QUESTION)
     assert task_fingerprint(_setup(name="renamed", datasets=("d",)), QUESTION) == reference
-    assert task_fingerprint(_setup(), Question("other", "7", "Q?", MCQ({"a": "x", "b": "y"}, "b"))) == reference
+    assert (
+        task_fingerprint(_setup(), Question("other", "7", "Q?", MCQ({"a": "x", "b": "y"}, "b"))) == reference
+    )

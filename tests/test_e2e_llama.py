@@ -39,8 +39,22 @@ def project(tmp_path: Path, llama: str, monkeypatch: pytest.MonkeyPatch) -> Path
 
 def test_benchmark_two_setups_then_stats_grades_the_tree(project: Path) -> None:
     runner = CliRunner()
-    argv = ["benchmark", "-c", "benchmark/config.toml", "-b", "benchmark/benchmark.toml",
-            "-d", "datasets.json", "-o", "results", "-p", "2", "--timeout", "120", "--fail-on-error"]
+    argv = [
+        "benchmark",
+        "-c",
+        "benchmark/config.toml",
+        "-b",
+        "benchmark/benchmark.toml",
+        "-d",
+        "datasets.json",
+        "-o",
+        "results",
+        "-p",
+        "2",
+        "--timeout",
+        "120",
+        "--fail-on-error",
+    ]
     result = runner.invoke(app, argv)
     assert result.exit_code == 0, result.stderr
     datasets = load_datasets(project / "datasets.json")
@@ -50,9 +64,7 @@ def test_benchmark_two_setups_then_stats_grades_the_tree(project: Path) -> None:
         for setup in ("smollm2-135m-native", "smollm2-135m-terse")
         if setup == "smollm2-135m-native" or q.dataset == "mcq-form"
     }
-    found = {
-        (p.parent.parent.name, p.parent.name, p.stem) for p in (project / "results").rglob("*.json")
-    }
+    found = {(p.parent.parent.name, p.parent.name, p.stem) for p in (project / "results").rglob("*.json")}
     assert found == expected and len(found) == 10
     for dataset, question, setup in found:
         file = read_result(project / "results" / dataset / question / f"{setup}.json")
@@ -85,14 +97,33 @@ def test_benchmark_two_setups_then_stats_grades_the_tree(project: Path) -> None:
 
 def test_generation_against_the_real_model(project: Path) -> None:
     runner = CliRunner()
-    base = ["generation", "-c", "benchmark/config.toml", "-p", "local", "-m", "smollm2-135m", "-t", "0", "-n", "16"]
+    base = [
+        "generation",
+        "-c",
+        "benchmark/config.toml",
+        "-p",
+        "local",
+        "-m",
+        "smollm2-135m",
+        "-t",
+        "0",
+        "-n",
+        "16",
+    ]
     text = runner.invoke(app, [*base, "What is the capital of France?"])
     assert text.exit_code == 0, text.stderr
     assert text.stdout.strip() != ""
-    as_json = runner.invoke(app, [*base, "-s", "benchmark/prompts/mcq.md", "--format", "json", "Name a primary colour."])
+    as_json = runner.invoke(
+        app, [*base, "-s", "benchmark/prompts/mcq.md", "--format", "json", "Name a primary colour."]
+    )
     assert as_json.exit_code == 0, as_json.stderr
     data = orjson.loads(as_json.stdout)["ok"]
     assert data["stats"]["prompt"].startswith("Answer the following question.\n\nName a primary colour.")
     assert data["stats"]["usage"]["completion_tokens"] <= 16
-    assert data["stats"]["config"] == {"augmented_generation": None, "provider": "local", "model": "smollm2-135m",
-                                       "temperature": 0.0, "tokens": 16}
+    assert data["stats"]["config"] == {
+        "augmented_generation": None,
+        "provider": "local",
+        "model": "smollm2-135m",
+        "temperature": 0.0,
+        "tokens": 16,
+    }

@@ -138,7 +138,7 @@ def test_text_lines_and_summary(tree: Path) -> None:
     ]
     err = result.stderr.splitlines()
     assert err[0] == f"kag: warning: {tree / 'free/9/run1-kag.json'}: unreadable result file, skipped: expected an object with exactly one key, 'ok' or 'error'"
-    assert err[1] == "kag: warning: 1 error result file(s) counted and skipped (no response to search; -v lists them)"
+    assert err[1] == "kag: warning: 1 error result file(s) counted and skipped (no response to search; kag -v stats find lists them)"
     assert err[-1] == "2 occurrence(s) out of 7 result file(s) matched the pattern."
     assert "\x1b" not in result.stdout  # not a terminal: no colour
 

@@ -14,6 +14,8 @@ from hypothesis import strategies as st
 from kag.errors import InputError, UsageError
 from kag.grading.search import (
     FileStatus,
+    RENDERERS,
+    SearchFormat,
     SearchOptions,
     WHITE_SPACE,
     compile_pattern,
@@ -90,7 +92,7 @@ def test_unreadable_and_error_files_are_warned(tree: Path, caplog: pytest.LogCap
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert warnings[0].startswith(f"{tree / 'free/8/run-a.json'}: unreadable result file, skipped: not valid JSON")
     assert warnings[1] == f"{tree / 'free/8/run-b.json'}: unreadable result file, skipped: 'ok.result' must be a string"
-    assert warnings[2] == "1 error result file(s) counted and skipped (no response to search; -v lists them)"
+    assert warnings[2] == "1 error result file(s) counted and skipped (no response to search; kag -v stats find lists them)"
     infos = [r.getMessage() for r in caplog.records if r.levelname == "INFO"]
     assert infos == [f"{tree / 'mcq/2/run-a.json'}: error result file, skipped (no response to search)"]
 
@@ -339,3 +341,10 @@ def test_literal_search_matches_an_oracle(tmp_path_factory: pytest.TempPathFacto
     inverted = search(root, SearchOptions(word, invert=True))
     assert r.matches + inverted.matches == len(texts)
     assert set(r.paths).isdisjoint(inverted.paths)
+
+
+def test_every_format_has_a_renderer_and_a_cli_choice() -> None:
+    from kag.commands.find import Format
+
+    assert set(RENDERERS) == set(SearchFormat)
+    assert [f.value for f in Format] == [f.value for f in SearchFormat]

@@ -112,6 +112,32 @@ def test_open_provider_picks_the_client(server: FakeServer) -> None:
     run(client.aclose())
 
 
+def test_connections_are_spread_over_small_clients(server: FakeServer) -> None:
+    """20 slots -> 3 clients of at most 7 connections; 20 concurrent calls all succeed and
+    every client carries some (the least busy client takes each request)."""
+    server.state.latency = 0.2
+    client = OllamaClient(OllamaProvider("l", server.url), 5.0, 20)
+    seen: list[int] = []
+
+    async def one(i: int) -> str:
+        index = min(range(len(client._clients)), key=client._busy.__getitem__)
+        seen.append(index)
+        return (await client.chat(ChatRequest("m", f"p{i}", 0.0))).text
+
+    async def go() -> list[str]:
+        try:
+            return list(await asyncio.gather(*(one(i) for i in range(20))))
+        finally:
+            await client.aclose()
+
+    try:
+        assert run(go()) == ["B"] * 20
+    finally:
+        server.state.latency = 0.0
+    assert len(client._clients) == 3 and set(seen) == {0, 1, 2}
+    assert len(server.chat_requests()) == 20
+
+
 # ---------------------------------------------------------------- failures, classified
 
 
@@ -132,7 +158,9 @@ def test_open_provider_picks_the_client(server: FakeServer) -> None:
     ],
 )
 @pytest.mark.parametrize("make", [openai, ollama])
-def test_failures_are_classified(server: FakeServer, make: Any, behaviour: str, transient: bool, fragment: str) -> None:
+def test_failures_are_classified(
+    server: FakeServer, make: Any, behaviour: str, transient: bool, fragment: str
+) -> None:
     server.set_faults({"MARK": [behaviour]})
     with pytest.raises(ProviderError) as info:
         run(_call(make(server, timeout=0.3), "chat", REQUEST))
@@ -188,7 +216,9 @@ def test_retry_delay_formula_hand_computed() -> None:
     st.floats(min_value=0.0, max_value=100.0),
     st.floats(min_value=0.0, max_value=1.0, exclude_max=True),
 )
-def test_retry_delay_stays_within_the_jitter_window(retry: int, backoff: float, cap: float, unit: float) -> None:
+def test_retry_delay_stays_within_the_jitter_window(
+    retry: int, backoff: float, cap: float, unit: float
+) -> None:
     policy = RetryPolicy(backoff=backoff, max_backoff=cap)
     ceiling = min(cap, backoff * 2 ** (retry - 1))
     delay = retry_delay(policy, retry, None, unit)
@@ -237,10 +267,12 @@ def _retries(flaky: Flaky, policy: RetryPolicy) -> tuple[Any, list[float], list[
 
 
 def test_retries_then_success_counts_attempts_and_honours_retry_after() -> None:
-    flaky = Flaky([
-        ProviderError("500", transient=True),
-        ProviderError("429", transient=True, retry_after=2.0),
-    ])
+    flaky = Flaky(
+        [
+            ProviderError("500", transient=True),
+            ProviderError("429", transient=True, retry_after=2.0),
+        ]
+    )
     (value, attempts), slept, seen = _retries(flaky, RetryPolicy(retries=3, backoff=1.0))
     assert (value, attempts, flaky.calls) == ("done", 3, 3)
     assert slept == [0.5, 2.0] and seen == [1, 2]

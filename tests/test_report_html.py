@@ -7,22 +7,13 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import orjson
 import pytest
 
 from kag.datasets import load_datasets
-from kag.grading.compare import Answer, analyse, load_answers
-from kag.report_html import (
-    Block,
-    PageMeta,
-    SetupSummary,
-    Table,
-    pvalue,
-    render_html,
-    summaries_from_answers,
-    summaries_from_stats_json,
-    table_markdown,
-    table_text,
-)
+from kag.grading.compare import AnswerSet, analyse, load_answers
+from kag.report_html import PageMeta, Table, pvalue, render_html, table_markdown, table_text
+from kag.results import ErrorResult, OkResult, result_path, write_result
 from tests.test_compare_cli import PREFIX, build_tree
 
 REPO = Path(__file__).resolve().parent.parent
@@ -33,12 +24,20 @@ CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/ch
 def page(tmp_path_factory: pytest.TempPathFactory) -> str:
     root = tmp_path_factory.mktemp("html")
     datasets, results = build_tree(root)
-    answers = load_answers(load_datasets(datasets), str(results), PREFIX).answers
-    analysis = analyse(answers, "native", n_resamples=500, seed=5)
+    loaded = load_answers(load_datasets(datasets), results, PREFIX)
+    analysis = analyse(loaded, "native", n_resamples=500, seed=5)
     meta = PageMeta(datasets="datasets.json", results="results", prefix=PREFIX, version="test")
-    return render_html(
-        summaries_from_answers(answers), analysis.comparisons, analysis.flips, analysis.impacts, meta
-    )
+    return render_html(loaded.summary.setups, analysis.comparisons, analysis.flips, analysis.impacts, meta)
+
+
+def _load(tmp_path: Path, names: tuple[str, ...]) -> AnswerSet:
+    datasets, results = build_tree(tmp_path, names=names)
+    return load_answers(load_datasets(datasets), results, PREFIX)
+
+
+def _page(loaded: AnswerSet, baseline: str | None = None, **kwargs: int) -> str:
+    a = analyse(loaded, baseline, n_resamples=100, seed=1)
+    return render_html(loaded.summary.setups, a.comparisons, a.flips, a.impacts, **kwargs)
 
 
 # ---------------------------------------------------------------- the page itself
@@ -74,66 +73,46 @@ def test_page_sections_and_numbers(page: str) -> None:
 
 
 def test_page_is_deterministic(tmp_path: Path) -> None:
-    datasets, results = build_tree(tmp_path, names=("native", "kag"))
-    answers = load_answers(load_datasets(datasets), str(results), PREFIX).answers
-
-    def render() -> str:
-        a = analyse(answers, None, n_resamples=300, seed=1)
-        return render_html(summaries_from_answers(answers), a.comparisons, a.flips, a.impacts)
-
-    assert render() == render()
+    loaded = _load(tmp_path, ("native", "kag"))
+    assert _page(loaded) == _page(loaded)
 
 
-def test_names_and_responses_are_escaped() -> None:
+def test_names_and_responses_are_escaped(tmp_path: Path) -> None:
     evil = "<img onerror=x>"
-    answers = [
-        Answer("d&1", "0", evil, "OK", "A", "A"),
-        Answer("d&1", "0", "plain", "WRONG", "<script>alert(1)</script>", "A"),
-    ]
-    analysis = analyse(answers, "plain", n_resamples=50)
-    out = render_html(summaries_from_answers(answers), analysis.comparisons, analysis.flips, analysis.impacts)
-    assert "<img" not in out and "<script>" not in out
-    assert (
-        "&lt;img onerror=x&gt;" in out and "&lt;script&gt;alert(1)&lt;/script&gt;" in out and "d&amp;1" in out
-    )
+    data = {
+        "d&1": {
+            "0": {"input": "?", "output": {"type": "MCQ", "options": {"A": "a", "B": "b"}, "answer": "A"}}
+        }
+    }
+    (tmp_path / "ds.json").write_bytes(orjson.dumps(data))
+    write_result(result_path(tmp_path / "r", "d&1", "0", "", evil), OkResult("A"))
+    write_result(result_path(tmp_path / "r", "d&1", "0", "", "plain"), OkResult("<script>alert(1)</script>"))
+    write_result(result_path(tmp_path / "r", "d&1", "0", "", "broken"), ErrorResult("<b>boom</b>"))
+    loaded = load_answers(load_datasets(tmp_path / "ds.json"), tmp_path / "r")
+    out = _page(loaded, evil)
+    assert "<img" not in out and "<script>" not in out and "<b>" not in out
+    assert "&lt;img onerror=x&gt;" in out and "&lt;script&gt;alert(1)&lt;/script&gt;" in out
+    assert "d&amp;1" in out and "&lt;b&gt;boom&lt;/b&gt;" in out  # the error message of an ERR flip
 
 
 def test_flip_lists_are_capped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("kag.report_html.OPEN_FLIPS", 10)
-    datasets, results = build_tree(tmp_path, names=("native", "kag"))
-    answers = load_answers(load_datasets(datasets), str(results), PREFIX).answers
-    a = analyse(answers, "native", n_resamples=50)
-    out = render_html(summaries_from_answers(answers), a.comparisons, a.flips, a.impacts, max_flips=4)
+    out = _page(_load(tmp_path, ("native", "kag")), "native", max_flips=4)
     assert "11 more not shown" in out  # 15 flips native-only, 4 shown
     assert "<code>kag stats flips kag native</code>" in out
     assert "<details open><summary>A right, B not: 7 question(s)" in out  # short lists unfolded (<= 10)
     assert "<details><summary>B right, A not: 15 question(s)" in out
 
 
-def test_empty_and_single_setup_pages() -> None:
+def test_empty_and_single_setup_pages(tmp_path: Path) -> None:
     assert "No graded result file." in render_html([])
-    one = [Answer("d", "0", "solo", "OK", "A", "A")]
-    a = analyse(one)
+    loaded = _load(tmp_path, ("kag",))
+    a = analyse(loaded)
     assert a.comparisons is None and a.flips == ()
-    out = render_html(summaries_from_answers(one), a.comparisons, a.flips, a.impacts)
-    assert "solo" in out and "Comparisons" not in out
-
-
-def test_summaries_from_stats_json_matches_answers() -> None:
-    doc = {
-        "setups": [
-            {
-                "setup": "b",
-                "overall": {"correct": 1, "incorrect": 1, "errors": 0},
-                "per_dataset": {"x": {"correct": 1, "incorrect": 1, "errors": 0}},
-            },
-            {"setup": "a", "overall": {"correct": 2, "incorrect": 0, "errors": 1}, "per_dataset": {}},
-        ]
-    }
-    (first, second) = summaries_from_stats_json(doc)
-    assert first == SetupSummary("a", Block(2, 0, 1), {})  # 2/3 ranks above 1/2
-    assert second.per_dataset["x"].accuracy == 0.5 and second.overall.precision == 0.5
-    assert first.overall.coverage == pytest.approx(2 / 3)
+    out = render_html(loaded.summary.setups, a.comparisons, a.flips, a.impacts)
+    assert ">kag<" in out and "Comparisons" not in out and "Per-question flips" not in out
+    # the impact section is still there, without a native setup
+    assert "No setup without retrieval to compare with" in out
 
 
 # ---------------------------------------------------------------- tables and numbers

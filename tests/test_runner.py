@@ -64,17 +64,23 @@ def _reset(server: FakeServer) -> None:
     server.state.latency = 0.0
 
 
-def make_files(tmp_path: Path, server: FakeServer, questions: dict[str, Any], setups: str | None = None) -> tuple[Config, Benchmark, Datasets]:
+def make_files(
+    tmp_path: Path, server: FakeServer, questions: dict[str, Any], setups: str | None = None
+) -> tuple[Config, Benchmark, Datasets]:
     (tmp_path / "config.toml").write_text(
         f"[providers.oa]\ntype = 'OpenAI'\nurl = '{server.url}/v1'\nkey = '{SECRET}'\n"
         f"[providers.ol]\ntype = 'Ollama'\nurl = '{server.url}'\n"
     )
     (tmp_path / "prompt.md").write_text("Q: {{INPUT}}\n{{ CHOICE }}\n")
-    (tmp_path / "bench.toml").write_text(setups or (
-        "[s1]\nprovider = 'oa'\nmodel = 'm1'\ntemperature = 0.0\nsystem_prompt = '''{{ file('prompt.md') }}'''\n"
-        "[s2]\nprovider = 'ol'\nmodel = 'm2'\ntemperature = 0.0\ntokens = 64\n"
-        "system_prompt = '''{{ file('prompt.md') }}'''\n"
-    ))
+    (tmp_path / "bench.toml").write_text(
+        setups
+        or (
+            "[s1]\nprovider = 'oa'\nmodel = 'm1'\ntemperature = 0.0\n"
+            "system_prompt = '''{{ file('prompt.md') }}'''\n"
+            "[s2]\nprovider = 'ol'\nmodel = 'm2'\ntemperature = 0.0\ntokens = 64\n"
+            "system_prompt = '''{{ file('prompt.md') }}'''\n"
+        )
+    )
     (tmp_path / "datasets.json").write_bytes(orjson.dumps(questions))
     cfg = load_config(tmp_path / "config.toml")
     return cfg, load_benchmark(tmp_path / "bench.toml", cfg), load_datasets(tmp_path / "datasets.json")
@@ -141,7 +147,15 @@ def test_plan_states_under_continue(tmp_path: Path, server: FakeServer) -> None:
     assert (plan.skipped, plan.stale_kept, plan.stale) == (4, 1, 1)
     s1 = plan.rows[0]
     assert (s1.setup, s1.tasks, s1.ok, s1.errors, s1.stale, s1.unreadable, s1.missing, s1.to_run) == (
-        "s1", 6, 2, 1, 1, 1, 1, 2)
+        "s1",
+        6,
+        2,
+        1,
+        1,
+        1,
+        1,
+        2,
+    )
     assert plan.leftovers == (leftover,)
 
     retry = plan_benchmark(cfg, bench, data, PlanOptions(out, resume=True, retry_errors=True))
@@ -164,12 +178,24 @@ def test_plan_filters_and_order(tmp_path: Path, server: FakeServer) -> None:
     cfg, bench, data = make_files(tmp_path, server, questions, setups)
     out = tmp_path / "o"
     labels = [t.label for t in plan_benchmark(cfg, bench, data, PlanOptions(out, limit=2)).tasks]
-    assert labels == ["d1/1 [s1]", "d1/1 [s3]", "d1/2 [s1]", "d1/2 [s3]",
-                      "d2/1 [s1]", "d2/1 [s2]", "d2/1 [s3]"]
-    labels = [t.label for t in plan_benchmark(
-        cfg, bench, data, PlanOptions(out, setups=("s2", "s3"), skip=("s3",))).tasks]
+    assert labels == [
+        "d1/1 [s1]",
+        "d1/1 [s3]",
+        "d1/2 [s1]",
+        "d1/2 [s3]",
+        "d2/1 [s1]",
+        "d2/1 [s2]",
+        "d2/1 [s3]",
+    ]
+    labels = [
+        t.label
+        for t in plan_benchmark(cfg, bench, data, PlanOptions(out, setups=("s2", "s3"), skip=("s3",))).tasks
+    ]
     assert labels == ["d2/1 [s2]"]
-    labels = [t.label for t in plan_benchmark(cfg, bench, data, PlanOptions(out, datasets=("d1",), skip=("s1",))).tasks]
+    labels = [
+        t.label
+        for t in plan_benchmark(cfg, bench, data, PlanOptions(out, datasets=("d1",), skip=("s1",))).tasks
+    ]
     assert labels == ["d1/1 [s3]", "d1/2 [s3]", "d1/3 [s3]"]
     plan = plan_benchmark(cfg, bench, data, PlanOptions(out, prefix="run1-", setups=("s2",)))
     assert plan.tasks[0].path == out / "d2" / "1" / "run1-s2.json"
@@ -183,10 +209,15 @@ def test_plan_filters_and_order(tmp_path: Path, server: FakeServer) -> None:
             plan_benchmark(cfg, bench, data, options)
 
 
-def test_undefined_choice_for_a_free_form_question_stops_before_any_request(tmp_path: Path, server: FakeServer) -> None:
+def test_undefined_choice_for_a_free_form_question_stops_before_any_request(
+    tmp_path: Path, server: FakeServer
+) -> None:
     cfg, bench, data = make_files(tmp_path, server, {"d": {"1": mcq("a"), "free": {"input": "Explain."}}})
-    with pytest.raises(ConfigError, match=r"bench.toml: \[s1\] system_prompt: 'CHOICE' is undefined "
-                                          r"\(for the free-form question d/free\)"):
+    with pytest.raises(
+        ConfigError,
+        match=r"bench.toml: \[s1\] system_prompt: 'CHOICE' is undefined "
+        r"\(for the free-form question d/free\)",
+    ):
         plan_benchmark(cfg, bench, data, PlanOptions(tmp_path / "o"))
     assert server.requests == []
 
@@ -206,7 +237,9 @@ FAULTS = {
 }
 
 
-def test_faults_are_retried_exhausted_tasks_become_errors_nothing_is_lost(tmp_path: Path, server: FakeServer) -> None:
+def test_faults_are_retried_exhausted_tasks_become_errors_nothing_is_lost(
+    tmp_path: Path, server: FakeServer
+) -> None:
     questions = {"d": {name.lower(): mcq(f"question {name}") for name in FAULTS}}
     questions["d"].update({f"plain{i}": mcq(f"plain {i}") for i in range(4)})
     cfg, bench, data = make_files(tmp_path, server, questions)
@@ -222,8 +255,11 @@ def test_faults_are_retried_exhausted_tasks_become_errors_nothing_is_lost(tmp_pa
             pass
 
     summary = run_benchmark(
-        plan, cfg, RunOptions(parallel=4, timeout=0.5, retry=RetryPolicy(retries=2, backoff=0.0)),
-        Collect(), handle_sigint=False,
+        plan,
+        cfg,
+        RunOptions(parallel=4, timeout=0.5, retry=RetryPolicy(retries=2, backoff=0.0)),
+        Collect(),
+        handle_sigint=False,
     )
     assert (summary.planned, summary.ok, summary.errors, summary.not_run) == (24, 20, 4, 0)
     assert len(outcomes) == 24
@@ -254,8 +290,12 @@ def test_ok_result_fields(tmp_path: Path, server: FakeServer) -> None:
     stats = result.stats
     assert stats.prompt == "Q: Is it?\na: yes\nb: no"
     assert stats.config is not None
-    assert (stats.config.provider, stats.config.model, stats.config.tokens, stats.config.augmented_generation) == (
-        "ol", "m2", 64, None)
+    assert (
+        stats.config.provider,
+        stats.config.model,
+        stats.config.tokens,
+        stats.config.augmented_generation,
+    ) == ("ol", "m2", 64, None)
     assert stats.usage is not None and stats.usage.completion_tokens == 1
     assert stats.attempts == 1 and stats.kag_version is not None
     assert stats.fingerprint == plan.tasks[1].fingerprint
@@ -355,8 +395,14 @@ class StubRetriever:
             raise RuntimeError("graph unreachable")
         vectors = await self.embed("emb", [text])
         result = "" if "EMPTY" in text else f"(x)-[:about]->({text})"
-        return Retrieval(result=result, retriever="embedder", document=text, vector=vectors[0],
-                         database=DatabaseStats("ladybug", 2, 1, 3, Timing(0, 5)), time=Timing(0, 9))
+        return Retrieval(
+            result=result,
+            retriever="embedder",
+            document=text,
+            vector=vectors[0],
+            database=DatabaseStats("ladybug", 2, 1, 3, Timing(0, 5)),
+            time=Timing(0, 9),
+        )
 
     async def aclose(self) -> None:
         self.log.append("closed")
@@ -372,7 +418,9 @@ def stub_factory(monkeypatch: pytest.MonkeyPatch) -> list[str]:
             log.append("validated")
 
         @staticmethod
-        def open_retriever(retriever: str, database: str, retrievers: Any, databases: Any, embed: Any) -> StubRetriever:
+        def open_retriever(
+            retriever: str, database: str, retrievers: Any, databases: Any, embed: Any
+        ) -> StubRetriever:
             log.append(f"open {retriever} {database}")
             return StubRetriever(retriever, database, embed, log)
 
@@ -393,7 +441,8 @@ def test_kag_setup_retrieves_embeds_through_its_provider_and_renders(
     cfg, bench, data = make_files(tmp_path, server, questions, setups)
     (tmp_path / "config.toml").write_text(
         (tmp_path / "config.toml").read_text()
-        + "[databases.g]\ntype = 'Ladybug'\npath = 'x'\n[retrievers.r]\ntype = 'Embedder'\nprovider = 'ol'\nmodel = 'emb'\n"
+        + "[databases.g]\ntype = 'Ladybug'\npath = 'x'\n"
+        + "[retrievers.r]\ntype = 'Embedder'\nprovider = 'ol'\nmodel = 'emb'\n"
     )
     cfg = load_config(tmp_path / "config.toml")
     bench = load_benchmark(tmp_path / "bench.toml", cfg)
@@ -411,7 +460,8 @@ def test_kag_setup_retrieves_embeds_through_its_provider_and_renders(
     assert isinstance(second, OkResult) and second.stats.prompt == "EMPTY beta | <empty>"
     third = files["d/3/kag.json"]
     assert third == ErrorResult(
-        "Failed during the knowledge retrieval phase (KAG) on database 'g': RuntimeError: graph unreachable")
+        "Failed during the knowledge retrieval phase (KAG) on database 'g': RuntimeError: graph unreachable"
+    )
     embeds = [r for r in server.requests if r.path == "/api/embed"]
     assert sorted(tuple(r.texts or ()) for r in embeds) == [("EMPTY beta",), ("alpha",)]
     # The retrieval block round-trips through the one result model.
@@ -423,20 +473,27 @@ def test_kag_template_that_needs_retrieval_errors_only_when_retrieval_is_empty(
     tmp_path: Path, server: FakeServer, stub_factory: list[str], caplog: pytest.LogCaptureFixture
 ) -> None:
     setups = (
-        "[kag]\nprovider = 'oa'\nmodel = 'm1'\ntemperature = 0\nsystem_prompt = '''{% raw %}{{INPUT}} {{ RETRIEVAL }}{% endraw %}'''\n"
+        "[kag]\nprovider = 'oa'\nmodel = 'm1'\ntemperature = 0\n"
+        "system_prompt = '''{% raw %}{{INPUT}} {{ RETRIEVAL }}{% endraw %}'''\n"
         "augmented_generation = {retriever = 'r', database = 'g'}\n"
     )
-    cfg, bench, data = make_files(tmp_path, server, {"d": {"1": {"input": "a"}, "2": {"input": "EMPTY"}}}, setups)
+    cfg, bench, data = make_files(
+        tmp_path, server, {"d": {"1": {"input": "a"}, "2": {"input": "EMPTY"}}}, setups
+    )
     with (tmp_path / "config.toml").open("a") as handle:
         handle.write("[retrievers.r]\ntype = 'Embedder'\nprovider = 'ol'\nmodel = 'emb'\n")
     cfg = load_config(tmp_path / "config.toml")
     plan = plan_benchmark(cfg, bench, data, PlanOptions(tmp_path / "out"))
-    assert any("when retrieval returns nothing the prompt cannot render" in r.getMessage() for r in caplog.records)
+    assert any(
+        "when retrieval returns nothing the prompt cannot render" in r.getMessage() for r in caplog.records
+    )
     run(plan, cfg)
     files = tree(tmp_path / "out")
     assert isinstance(files["d/1/kag.json"], OkResult)
     assert files["d/2/kag.json"] == ErrorResult(
-        f"Failed to render the prompt template: {tmp_path / 'bench.toml'}: [kag] system_prompt: 'RETRIEVAL' is undefined")
+        f"Failed to render the prompt template: {tmp_path / 'bench.toml'}: [kag] system_prompt:"
+        " 'RETRIEVAL' is undefined"
+    )
 
 
 # ---------------------------------------------------------------- one generation

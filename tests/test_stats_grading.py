@@ -504,7 +504,7 @@ def test_stats_reads_while_a_writer_adds_files(tmp_path: Path):
     assert len(totals) >= 1
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(
     st.lists(
         st.tuples(

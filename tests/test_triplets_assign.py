@@ -12,7 +12,7 @@ from hypothesis.extra.numpy import arrays
 from scipy.optimize import linear_sum_assignment as scipy_lsa
 
 from kag.grading.triplets import assign
-from kag.grading.triplets.assign import assignment_total, linear_sum_assignment
+from kag.grading.triplets.assign import assign_max, assignment_total, linear_sum_assignment
 
 
 def brute_force(matrix: np.ndarray, maximize: bool) -> float:
@@ -125,3 +125,19 @@ def test_empty_and_invalid_inputs() -> None:
         linear_sum_assignment(np.array([[0.0, np.nan]]))
     with pytest.raises(ValueError, match="NaN or infinite"):
         linear_sum_assignment(np.array([[0.0, np.inf]]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    matrix=shapes.flatmap(lambda shape: arrays(np.float64, shape, elements=st.one_of(tie_values, any_values))),
+)
+def test_list_api_returns_the_same_assignment(matrix: np.ndarray) -> None:
+    rows, cols = linear_sum_assignment(matrix, maximize=True)
+    assert assign_max(matrix.tolist()) == (rows.tolist(), cols.tolist())
+
+
+def test_list_api_rejects_bad_input() -> None:
+    with pytest.raises(ValueError, match="ragged"):
+        assign_max([[1.0, 2.0], [1.0]])
+    with pytest.raises(ValueError, match="NaN"):
+        assign_max([[float("nan")]])

@@ -60,7 +60,7 @@ def test_text_report_side_by_side() -> None:
     assert str(FINETUNED) in header and str(BASE) in header
     composite = next(line for line in out.splitlines() if line.startswith("composite"))
     assert f"{report['runs'][0]['composite']:.4f}" in composite and f"{report['runs'][1]['composite']:.4f}" in composite
-    assert "match exact, similarity exact" in out
+    assert "match: exact, similarity: exact" in out
     assert "Predicted relations" in out
     # the prediction id that gold lacks is a warning on stderr, not part of the report
     assert "q99" in err and "q99" not in out

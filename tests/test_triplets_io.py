@@ -8,10 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from kag.errors import InputError
 from kag.grading.triplets.io import load_gold, load_predictions, load_relations, parse_model_output, read_records
-from kag.grading.triplets.validate import triplet_problem, validate_items
+from kag.grading.triplets.validate import to_triplet, triplet_problem, validate_items
 
 DATA = Path(__file__).parent / "data" / "triplets"
 PARSE = json.loads((DATA / "parse_cases.json").read_text())["cases"]
@@ -146,3 +148,29 @@ def test_relations_file(tmp_path: Path) -> None:
             load_relations(path)
     with pytest.raises(InputError, match="no such file"):
         load_relations(tmp_path / "missing.json")
+
+
+json_value = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 3) | st.floats(-1, 2) | st.sampled_from(["", " ", "A", "uses"]),
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.sampled_from(["title", "type"]), children),
+    max_leaves=6,
+)
+entity_value = st.one_of(
+    json_value, st.fixed_dictionaries({"title": json_value, "type": json_value}), st.just({"title": "A", "type": "T"})
+)
+
+
+@given(
+    st.fixed_dictionaries(
+        {},
+        optional={"source": entity_value, "target": entity_value, "relation": json_value, "weight": json_value},
+    )
+)
+def test_fast_path_agrees_with_the_full_check(item: dict[str, Any]) -> None:
+    """validate_items' one-pass check never accepts what triplet_problem rejects, and vice versa."""
+    valid, invalid = validate_items((item,))
+    problem = triplet_problem(item)
+    if problem is None:
+        assert [t for _, t in valid] == [to_triplet(item)] and not invalid
+    else:
+        assert invalid == [(0, problem)] and not valid

@@ -32,7 +32,7 @@ PROGRESS_INTERVAL = 10.0  # seconds between plain progress lines when stderr is 
 
 
 def _duration(seconds: float) -> str:
-    seconds = int(round(seconds))
+    seconds = round(seconds)
     if seconds < 60:
         return f"{seconds}s"
     minutes, seconds = divmod(seconds, 60)
@@ -54,8 +54,13 @@ class PlainReporter:
     def line(self) -> str:
         elapsed = time.monotonic() - self.started
         rate = self.done / elapsed if elapsed > 0 else 0.0
-        eta = f", ETA {_duration((self.total - self.done) / rate)}" if rate > 0 and self.done < self.total else ""
-        return f"kag: progress: {self.done}/{self.total} done ({self.errors} error(s)), {rate:.2f} task(s)/s{eta}"
+        eta = (
+            f", ETA {_duration((self.total - self.done) / rate)}"
+            if rate > 0 and self.done < self.total
+            else ""
+        )
+        done = f"{self.done}/{self.total} done ({self.errors} error(s))"
+        return f"kag: progress: {done}, {rate:.2f} task(s)/s{eta}"
 
     def task_done(self, outcome: TaskOutcome) -> None:
         self.done += 1
@@ -69,8 +74,10 @@ class PlainReporter:
 
     def retrying(self, notice: RetryNotice) -> None:
         if verbosity() >= 1:
-            info(f"kag: retry: {notice.label}: attempt {notice.attempt} failed ({notice.reason}); "
-                 f"retrying in {notice.delay:.1f}s")
+            info(
+                f"kag: retry: {notice.label}: attempt {notice.attempt} failed ({notice.reason}); "
+                f"retrying in {notice.delay:.1f}s"
+            )
 
 
 class RichReporter:
@@ -135,10 +142,17 @@ def render_plan(plan: Plan, resume: bool) -> str:
     header = ("setup", "dataset", "tasks", "ok", "error", "stale", "unreadable", "missing", "to run")
     rows = [header]
     for r in plan.rows:
-        rows.append((r.setup, r.dataset, *(str(v) for v in (
-            r.tasks, r.ok, r.errors, r.stale, r.unreadable, r.missing, r.to_run))))
-    totals = [sum(getattr(r, f) for r in plan.rows)
-              for f in ("tasks", "ok", "errors", "stale", "unreadable", "missing", "to_run")]
+        rows.append(
+            (
+                r.setup,
+                r.dataset,
+                *(str(v) for v in (r.tasks, r.ok, r.errors, r.stale, r.unreadable, r.missing, r.to_run)),
+            )
+        )
+    totals = [
+        sum(getattr(r, f) for r in plan.rows)
+        for f in ("tasks", "ok", "errors", "stale", "unreadable", "missing", "to_run")
+    ]
     rows.append(("total", "", *(str(v) for v in totals)))
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines = []
@@ -146,7 +160,11 @@ def render_plan(plan: Plan, resume: bool) -> str:
         cells = [row[0].ljust(widths[0]), row[1].ljust(widths[1])]
         cells += [cell.rjust(widths[i + 2]) for i, cell in enumerate(row[2:])]
         lines.append("  ".join(cells).rstrip())
-    mode = "--continue: kept files are skipped" if resume else "without --continue every task runs (existing files are overwritten)"
+    mode = (
+        "--continue: kept files are skipped"
+        if resume
+        else "without --continue every task runs (existing files are overwritten)"
+    )
     lines.append(f"{len(plan.tasks)} task(s) to run; {mode}.")
     if plan.leftovers:
         lines.append(f"{len(plan.leftovers)} leftover .tmp file(s) of interrupted writes would be removed.")
@@ -183,7 +201,9 @@ def register(app: typer.Typer) -> None:
         provider: Annotated[str, typer.Option("--provider", "-p", help="Provider component name.")],
         model: Annotated[str, typer.Option("--model", "-m", help="Model name at the provider.")],
         temperature: Annotated[float, typer.Option("--temperature", "-t", help="Sampling temperature.")],
-        config: Annotated[Path, typer.Option("--config", "-c", help="Configuration file.")] = Path("config.toml"),
+        config: Annotated[Path, typer.Option("--config", "-c", help="Configuration file.")] = Path(
+            "config.toml"
+        ),
         tokens: Annotated[
             int | None, typer.Option("--tokens", "-n", min=1, help="Ollama: num_ctx; OpenAI: max_tokens.")
         ] = None,
@@ -192,7 +212,9 @@ def register(app: typer.Typer) -> None:
         ] = None,
         retriever: Annotated[str | None, typer.Option("--retriever", "-r", help="Retriever (KAG).")] = None,
         database: Annotated[str | None, typer.Option("--database", "-d", help="Database (KAG).")] = None,
-        output_format: Annotated[OutputFormat, typer.Option("--format", help="text or json.")] = OutputFormat.text,
+        output_format: Annotated[
+            OutputFormat, typer.Option("--format", help="text or json.")
+        ] = OutputFormat.text,
         retries: Annotated[int, typer.Option("--retries", min=0, help="Retries of transient failures.")] = 3,
         timeout: Annotated[float, typer.Option("--timeout", min=0.001, help="Seconds per request.")] = 300.0,
         backoff: Annotated[float, typer.Option("--backoff", min=0.0, help="First retry delay (s).")] = 1.0,
@@ -209,7 +231,9 @@ def register(app: typer.Typer) -> None:
             raise UsageError("--retriever and --database go together")
         text = _read_prompt(prompt)
         cfg = load_config(config)
-        setup = generation_setup(cfg, provider, model, temperature, tokens, system_prompt, retriever, database, text)
+        setup = generation_setup(
+            cfg, provider, model, temperature, tokens, system_prompt, retriever, database, text
+        )
         options = RunOptions(parallel=1, timeout=timeout, retry=RetryPolicy(retries=retries, backoff=backoff))
         result, _ = generate_once(cfg, setup, text, options, PlainReporter(1))
         if output_format is OutputFormat.json:
@@ -223,25 +247,37 @@ def register(app: typer.Typer) -> None:
     def benchmark(
         datasets: Annotated[Path, typer.Option("--datasets", "-d", help="Datasets file (JSON).")],
         benchmark_file: Annotated[Path, typer.Option("--benchmark", "-b", help="Benchmark file (TOML).")],
-        config: Annotated[Path, typer.Option("--config", "-c", help="Configuration file.")] = Path("config.toml"),
+        config: Annotated[Path, typer.Option("--config", "-c", help="Configuration file.")] = Path(
+            "config.toml"
+        ),
         parallel: Annotated[int, typer.Option("--parallel", "-p", min=1, help="Tasks in flight.")] = 1,
         resume: Annotated[
             bool, typer.Option("--continue", help="Keep existing results; run missing (and unreadable) ones.")
         ] = False,
         output: Annotated[Path, typer.Option("--output", "-o", help="Root of the result tree.")] = Path("."),
         prefix: Annotated[str, typer.Option("--prefix", help="Prefix of result file names.")] = "",
-        skip: Annotated[str, typer.Option("--skip", metavar="A,B", help="Setups not to run (comma-separated).")] = "",
+        skip: Annotated[
+            str, typer.Option("--skip", metavar="A,B", help="Setups not to run (comma-separated).")
+        ] = "",
         retry_errors: Annotated[
-            bool, typer.Option("--retry-errors", help="Re-run tasks whose result is an error (implies --continue).")
+            bool,
+            typer.Option(
+                "--retry-errors", help="Re-run tasks whose result is an error (implies --continue)."
+            ),
         ] = False,
         rerun_stale: Annotated[
-            bool, typer.Option("--rerun-stale", help="Re-run results whose setup changed (implies --continue).")
+            bool,
+            typer.Option("--rerun-stale", help="Re-run results whose setup changed (implies --continue)."),
         ] = False,
-        setup: Annotated[list[str], typer.Option("--setup", metavar="NAME", help="Run only this setup (repeatable).")] = [],  # noqa: B006
+        setup: Annotated[
+            list[str], typer.Option("--setup", metavar="NAME", help="Run only this setup (repeatable).")
+        ] = [],  # noqa: B006
         dataset: Annotated[
             list[str], typer.Option("--dataset", metavar="NAME", help="Run only this dataset (repeatable).")
         ] = [],  # noqa: B006
-        limit: Annotated[int | None, typer.Option("--limit", min=1, help="First N questions per dataset.")] = None,
+        limit: Annotated[
+            int | None, typer.Option("--limit", min=1, help="First N questions per dataset.")
+        ] = None,
         dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; send nothing.")] = False,
         retries: Annotated[int, typer.Option("--retries", min=0, help="Retries of transient failures.")] = 3,
         timeout: Annotated[float, typer.Option("--timeout", min=0.001, help="Seconds per request.")] = 300.0,
@@ -288,10 +324,17 @@ def register(app: typer.Typer) -> None:
         if removed:
             info(f"kag: removed {removed} leftover .tmp file(s) of interrupted writes")
         if plan.stale_kept:
-            warn(f"{plan.stale_kept} result file(s) are stale (their setup, prompt template or question "
-                 "changed); --rerun-stale re-runs them")
-        info(f"kag: benchmark: {len(plan.tasks)} task(s) to run ({plan.skipped} kept) with --parallel {parallel}")
-        options = RunOptions(parallel=parallel, timeout=timeout, retry=RetryPolicy(retries=retries, backoff=backoff))
+            warn(
+                f"{plan.stale_kept} result file(s) are stale (their setup, prompt template or question "
+                "changed); --rerun-stale re-runs them"
+            )
+        info(
+            f"kag: benchmark: {len(plan.tasks)} task(s) to run ({plan.skipped} kept)"
+            f" with --parallel {parallel}"
+        )
+        options = RunOptions(
+            parallel=parallel, timeout=timeout, retry=RetryPolicy(retries=retries, backoff=backoff)
+        )
         reporter: Any
         if sys.stderr.isatty() and plan.tasks and verbosity() >= 0:
             with RichReporter(len(plan.tasks)) as reporter:

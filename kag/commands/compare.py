@@ -38,13 +38,18 @@ class TableFormat(StrEnum):
 DatasetsOpt = Annotated[
     Path | None, typer.Option("--datasets", "-d", metavar="FILE", help="Datasets file with the answers.")
 ]
-ResultsOpt = Annotated[Path | None, typer.Option("--results", "-r", metavar="DIR", help="Result tree [default: .]")]
-PrefixOpt = Annotated[str | None, typer.Option("--prefix", metavar="STR", help="File name prefix of result files.")]
+ResultsOpt = Annotated[
+    Path | None, typer.Option("--results", "-r", metavar="DIR", help="Result tree [default: .]")
+]
+PrefixOpt = Annotated[
+    str | None, typer.Option("--prefix", metavar="STR", help="File name prefix of result files.")
+]
 SetupOpt = Annotated[
     list[str] | None, typer.Option("--setup", metavar="GLOB", help="Only setups matching GLOB (repeatable).")
 ]
 DatasetOpt = Annotated[
-    list[str] | None, typer.Option("--dataset", metavar="GLOB", help="Only datasets matching GLOB (repeatable).")
+    list[str] | None,
+    typer.Option("--dataset", metavar="GLOB", help="Only datasets matching GLOB (repeatable)."),
 ]
 OutputOpt = Annotated[
     Path | None, typer.Option("--output", "-o", metavar="FILE", help="Write the report to FILE, not stdout.")
@@ -75,7 +80,9 @@ def _pick(ctx: typer.Context, flag: str, after: Any, default: Any) -> Any:
 
 
 def _format(ctx: typer.Context, value: Any, allowed: type[StrEnum]) -> Any:
-    raw = str(getattr(value, "value", value) if value is not None else _pick(ctx, "--format", None, "text")).lower()
+    raw = str(
+        getattr(value, "value", value) if value is not None else _pick(ctx, "--format", None, "text")
+    ).lower()
     try:
         return allowed(raw)
     except ValueError:
@@ -159,19 +166,25 @@ def register(stats_app: typer.Typer) -> None:
         setup: SetupOpt = None,
         dataset: DatasetOpt = None,
         baseline: Annotated[
-            str | None, typer.Option(metavar="SETUP", help="Compare against SETUP [default: the best-ranked].")
+            str | None,
+            typer.Option(metavar="SETUP", help="Compare against SETUP [default: the best-ranked]."),
         ] = None,
         fail_if_worse_than: Annotated[
             str | None,
-            typer.Option(metavar="SETUP", help="Baseline; exit 1 when a setup is significantly worse than it."),
+            typer.Option(
+                metavar="SETUP", help="Baseline; exit 1 when a setup is significantly worse than it."
+            ),
         ] = None,
         alpha: Annotated[float, typer.Option(help="Family-wise significance level (Holm).")] = 0.05,
         seed: Annotated[int, typer.Option(min=0, help="Bootstrap seed (reported in the output).")] = 0,
         resamples: Annotated[int, typer.Option(min=1, help="Bootstrap resamples.")] = 10_000,
         native: Annotated[
-            str | None, typer.Option(metavar="SETUP", help="html: the setup without retrieval for every KAG setup.")
+            str | None,
+            typer.Option(metavar="SETUP", help="html: the setup without retrieval for every KAG setup."),
         ] = None,
-        max_flips: Annotated[int, typer.Option(min=0, help="html: flips listed per direction and pair.")] = 50,
+        max_flips: Annotated[
+            int, typer.Option(min=0, help="html: flips listed per direction and pair.")
+        ] = 50,
         output_format: Annotated[
             Format | None, typer.Option("--format", help="text, json, markdown or html [default: text]")
         ] = None,
@@ -198,19 +211,30 @@ def register(stats_app: typer.Typer) -> None:
         if len(answers.setups) < 2:
             raise UsageError(f"only one setup ({answers.setups[0]}) has graded answers: nothing to compare")
         if fmt is Format.html:
-            analysis = lib.analyse(answers, base, alpha, resamples, seed, native)
+            meta = rep.PageMeta(
+                datasets=loaded.datasets,
+                results=loaded.results,
+                prefix=loaded.prefix or None,
+                version=__version__,
+            )
+            text, analysis = rep.render_html_report(
+                answers,
+                meta,
+                baseline=base,
+                alpha=alpha,
+                n_resamples=resamples,
+                seed=seed,
+                native=native,
+                max_flips=max_flips,
+            )
             for note in analysis.notes:
                 warn(note)
             assert analysis.comparisons is not None  # two setups or more
             run = analysis.comparisons
-            meta = rep.PageMeta(
-                datasets=loaded.datasets, results=loaded.results, prefix=loaded.prefix or None, version=__version__
-            )
-            text = rep.render_html(
-                answers.summary.setups, run, analysis.flips, analysis.impacts, meta, max_flips=max_flips
-            )
         else:
-            run = lib.compare_setups(answers.answers, base or lib.best_setup(answers.answers), None, alpha, resamples, seed)
+            run = lib.compare_setups(
+                answers.answers, base or lib.best_setup(answers.answers), None, alpha, resamples, seed
+            )
             renderers = {
                 Format.text: rep.comparisons_text,
                 Format.markdown: rep.comparisons_markdown,
@@ -279,7 +303,9 @@ def register(stats_app: typer.Typer) -> None:
         dataset: DatasetOpt = None,
         native: Annotated[
             str | None,
-            typer.Option(metavar="SETUP", help="Setup without retrieval to compare with [default: same model]."),
+            typer.Option(
+                metavar="SETUP", help="Setup without retrieval to compare with [default: same model]."
+            ),
         ] = None,
         output_format: Annotated[
             TableFormat | None, typer.Option("--format", help="text, json or markdown [default: text]")

@@ -5,16 +5,22 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any
+from enum import Enum
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from kag.errors import UsageError
 
+if TYPE_CHECKING:
+    from kag.grading.search import SearchFormat
+
 
 class Format(str, Enum):
+    """The choices of ``--format``; the library's ``SearchFormat`` has the same values (it
+    is not imported here so that ``kag --help`` does not load the regex engine)."""
+
     text = "text"
     json = "json"
     jsonl = "jsonl"
@@ -45,10 +51,12 @@ def _pick(ctx: typer.Context, flag: str, after: Any, default: Any) -> Any:
     return default if before is None else before
 
 
-def _format(value: Any) -> Format:
+def _format(value: Any) -> SearchFormat:
+    from kag.grading.search import SearchFormat
+
     value = str(getattr(value, "value", value)).lower()  # `kag stats --format` is free text
     try:
-        return Format(value)
+        return SearchFormat(value)
     except ValueError:
         raise UsageError(f"--format {value} is not available for find (text, json or jsonl)") from None
 
@@ -82,7 +90,7 @@ def register(stats_app: typer.Typer) -> None:
         pattern: Annotated[str, typer.Argument(metavar="REGEX", help="Pattern (regex module syntax) searched in each trimmed ok.result.")],
         results: Annotated[Path | None, typer.Option("--results", "-r", help="Root of the result tree [default: .]")] = None,
         prefix: Annotated[str | None, typer.Option("--prefix", help="File name prefix of result files [default: none]")] = None,
-        format: Annotated[Format | None, typer.Option("--format", help="text, json or jsonl [default: text]")] = None,
+        format: Annotated[Format | None, typer.Option("--format", help="[default: text]")] = None,
         setup: Annotated[list[str] | None, typer.Option("--setup", metavar="GLOB", help="Only setups matching GLOB (repeatable).")] = None,
         dataset: Annotated[list[str] | None, typer.Option("--dataset", metavar="GLOB", help="Only datasets matching GLOB (repeatable).")] = None,
         ignore_case: Annotated[bool, typer.Option("--ignore-case", "-i", help="Case-insensitive matching.")] = False,
@@ -100,10 +108,9 @@ def register(stats_app: typer.Typer) -> None:
         Exit 0 when a file matched, 1 when none did, 2 on bad usage or an invalid pattern.
         """
         from kag.console import info, stdout_console
-        from kag.grading.search import FileOutcome, FileStatus, SearchOptions, flatten, format_hit, hit_to_json, result_to_json, search
+        from kag.grading.search import FileOutcome, SearchFormat, SearchOptions, View, final_lines, search, stream_lines
 
-        root = str(_pick(ctx, "--results", results, Path(".")))
-        fmt = _format(_pick(ctx, "--format", format, Format.text))
+        fmt = _format(_pick(ctx, "--format", format, "text"))
         options = SearchOptions(
             pattern=pattern,
             prefix=_pick(ctx, "--prefix", prefix, ""),
@@ -118,53 +125,30 @@ def register(stats_app: typer.Typer) -> None:
         )
         if count and files_only:
             raise UsageError("--count and --files-with-matches do not go together")
-        if interactive and (fmt is not Format.text or count):
+        if interactive and (fmt is not SearchFormat.TEXT or count):
             raise UsageError("--interactive works with --format text only, without --count")
         if interactive:
             _fzf()  # a missing fzf is an error before, not after, the search
-
         console = stdout_console()
-        color = console.is_terminal and not console.no_color and console.color_system is not None and not interactive
-        collected: list[str] = []
-
-        def emit(line: str, path: str = "") -> None:
-            if interactive:
-                collected.append(f"{path}\t{line}")
-            else:
-                sys.stdout.write(line + "\n")
+        color = console.is_terminal and not console.no_color and console.color_system is not None
+        root = str(_pick(ctx, "--results", results, Path(".")))
+        view = View(fmt, root, color=color and not interactive, files_only=files_only, counts=count)
+        collected: list[str] = []  # for fzf: "<path>\t<line>"
 
         def stream(outcome: FileOutcome) -> None:
-            if outcome.status is not FileStatus.MATCHED or count:
-                return
-            if fmt is Format.jsonl:
-                import orjson
-
-                for hit in outcome.hits:
-                    emit(orjson.dumps(hit_to_json(hit)).decode())
-            elif fmt is Format.text and files_only:
-                emit(flatten(outcome.file.path), outcome.file.path)
-            elif fmt is Format.text:
-                for hit in outcome.hits:
-                    emit(format_hit(hit, root, color), outcome.file.path)
+            for line in stream_lines(outcome, view):
+                if interactive:
+                    collected.append(f"{outcome.file.path}\t{line}")
+                else:
+                    sys.stdout.write(line + "\n")
 
         result = search(root, options, jobs, on_outcome=stream)
-
-        if fmt is Format.json:
-            import orjson
-
-            sys.stdout.write(orjson.dumps(result_to_json(result, counts=count), option=orjson.OPT_INDENT_2).decode() + "\n")
-        elif count:
-            import orjson
-
-            for name, tally in result.per_setup.items():
-                if fmt is Format.jsonl:
-                    emit(orjson.dumps({"setup": name, "matches": tally.matched, "total": tally.total}).decode())
-                else:
-                    emit(f"{flatten(name)}:{tally.matched}")
+        for line in final_lines(result, view):
+            sys.stdout.write(line + "\n")
         if interactive and collected:
             sys.stdout.flush()
             _run_fzf(collected)
-        if fmt is Format.text:
+        if fmt is SearchFormat.TEXT:
             if result.matches:
                 info(f"{result.matches} occurrence(s) out of {result.total} result file(s) matched the pattern.")
             else:

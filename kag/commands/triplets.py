@@ -100,11 +100,15 @@ def _render_text(report: TripletReport) -> None:
     from kag.grading.triplets.report import relation_rows, report_rows
 
     gate = "" if report.gate is None else f", gate {report.gate:.2f}"
-    title = f"Triplets vs {report.gold}: match {report.match_mode.value}, similarity {report.similarity_backend}{gate}"
+    header = (
+        f"gold: {report.gold}\nmatch: {report.match_mode.value}, similarity: {report.similarity_backend}{gate}"
+    )
     names = [run.predictions for run in report.runs]
     console = stdout_console()
+    console.print(header, markup=False)
+    console.print()
     for heading, label, rows in (
-        (title, "metric", report_rows(report)),
+        (None, "metric", report_rows(report)),
         ("Predicted relations", "relation", relation_rows(report)),
     ):
         table = Table(title=heading, title_justify="left", show_edge=False, pad_edge=False)

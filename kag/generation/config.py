@@ -235,8 +235,15 @@ def _check_name(path: Path, where: str, name: str) -> None:
         )
 
 
-def _string(path: Path, where: str, table: Mapping[str, Any], key: str, default: str | None = None,
-            required: bool = False, secret: bool = False) -> str | None:
+def _string(
+    path: Path,
+    where: str,
+    table: Mapping[str, Any],
+    key: str,
+    default: str | None = None,
+    required: bool = False,
+    secret: bool = False,
+) -> str | None:
     if key not in table:
         if required:
             raise ConfigError(f"{path}: {where}: missing required key '{key}'")
@@ -282,7 +289,9 @@ def _provider(path: Path, name: str, table: Any) -> ProviderConfig:
         raise ConfigError(f"{path}: {where}: must be a table (got {_type_name(table)})")
     kind = table.get("type")
     if kind is None:
-        raise ConfigError(f"{path}: {where}: missing required key 'type' (one of {', '.join(PROVIDER_TYPES)})")
+        raise ConfigError(
+            f"{path}: {where}: missing required key 'type' (one of {', '.join(PROVIDER_TYPES)})"
+        )
     if kind == "Ollama":
         _warn_unknown(path, where, table, ("type", "url"))
         return OllamaProvider(name, _url(path, where, table, OLLAMA_DEFAULT_URL))
@@ -294,7 +303,9 @@ def _provider(path: Path, name: str, table: Any) -> ProviderConfig:
     if kind == "FastEmbed":
         _warn_unknown(path, where, table, ("type", "model"))
         return FastEmbedProvider(name, _string(path, where, table, "model"))
-    raise ConfigError(f"{path}: {where}: unknown provider type {kind!r} (expected one of {', '.join(PROVIDER_TYPES)})")
+    raise ConfigError(
+        f"{path}: {where}: unknown provider type {kind!r} (expected one of {', '.join(PROVIDER_TYPES)})"
+    )
 
 
 def _raw_components(path: Path, data: Mapping[str, Any], section: str) -> dict[str, Mapping[str, Any]]:
@@ -354,21 +365,25 @@ def check_generation(
         )
     if isinstance(config.providers[provider], FastEmbedProvider):
         raise ConfigError(
-            f"{path}: {where}: provider {provider!r} is a FastEmbed provider, which embeds but cannot generate text"
+            f"{path}: {where}: provider {provider!r} is a FastEmbed provider,"
+            " which embeds but cannot generate text"
         )
     if not math.isfinite(temperature) or temperature < 0:
         raise ConfigError(f"{path}: {where}: 'temperature' must be a number >= 0 (got {temperature})")
     if temperature > HIGH_TEMPERATURE:
         log.warning(
             "%s: %s: high temperature (%s): model output may be highly erratic or nonsensical",
-            path, where, temperature,
+            path,
+            where,
+            temperature,
         )
     if augmented is None:
         return
     factory = retrieval_factory()
     if factory is None:
         raise ConfigError(
-            f"{path}: {where}: retrieval not available in this installation (kag.retrieval.factory is missing)"
+            f"{path}: {where}: retrieval not available in this installation"
+            " (kag.retrieval.factory is missing)"
         )
     try:
         factory.validate_retrieval(
@@ -409,7 +424,8 @@ def _augmented(path: Path, where: str, table: Mapping[str, Any]) -> AugmentedGen
         return None
     if not isinstance(value, dict):
         raise ConfigError(
-            f"{path}: {where}: 'augmented_generation' must be a table {{retriever = \"...\", database = \"...\"}}"
+            f"{path}: {where}: 'augmented_generation' must be a table"
+            ' {retriever = "...", database = "..."}'
         )
     inner = f"{where} augmented_generation"
     _warn_unknown(path, inner, value, ("retriever", "database"))
@@ -432,7 +448,15 @@ def _datasets_filter(path: Path, where: str, table: Mapping[str, Any]) -> tuple[
     return tuple(value)
 
 
-SETUP_KEYS = ("provider", "model", "temperature", "tokens", "system_prompt", "datasets", "augmented_generation")
+SETUP_KEYS = (
+    "provider",
+    "model",
+    "temperature",
+    "tokens",
+    "system_prompt",
+    "datasets",
+    "augmented_generation",
+)
 
 
 def _setup(path: Path, name: str, table: Any, config: Config) -> Setup:

@@ -163,7 +163,9 @@ class Generator:
 
         async def embed(model: str, texts: list[str]) -> list[list[float]]:
             if provider_name not in self.config.providers:
-                raise ProviderError(f"embedding provider {provider_name!r} is not configured", transient=False)
+                raise ProviderError(
+                    f"embedding provider {provider_name!r} is not configured", transient=False
+                )
             provider = self.provider(provider_name)
             vectors, _ = await call_with_retries(
                 lambda: provider.embed(model, texts), self.options.retry, self._on_retry
@@ -177,7 +179,9 @@ class Generator:
         if key not in self._retrievers:
             factory = retrieval_factory()
             if factory is None:
-                raise ConfigError("retrieval not available in this installation (kag.retrieval.factory is missing)")
+                raise ConfigError(
+                    "retrieval not available in this installation (kag.retrieval.factory is missing)"
+                )
             provider_name = self.config.retrievers.get(retriever, {}).get("provider", "")
             self._retrievers[key] = factory.open_retriever(
                 retriever,
@@ -379,7 +383,9 @@ def _check_prompts(benchmark: Benchmark, setups: list[Setup], questions: list[Qu
         for question in shapes.values():
             choices = format_choices(question.mcq.options) if question.mcq is not None else None
             try:
-                setup.template.render(prompt_variables(question.input, choices, "(retrieval)" if kag else None))
+                setup.template.render(
+                    prompt_variables(question.input, choices, "(retrieval)" if kag else None)
+                )
             except PromptRenderError as exc:
                 kind = "multiple-choice" if question.mcq is not None else "free-form"
                 raise ConfigError(
@@ -394,7 +400,9 @@ def _check_prompts(benchmark: Benchmark, setups: list[Setup], questions: list[Qu
                     log.warning(
                         "%s: [%s]: when retrieval returns nothing the prompt cannot render (%s);"
                         " write {{ RETRIEVAL | default('<empty>') }}: such tasks will be error results",
-                        benchmark.path, setup.name, exc,
+                        benchmark.path,
+                        setup.name,
+                        exc,
                     )
                     break
 
@@ -412,13 +420,16 @@ def plan_benchmark(config: Config, benchmark: Benchmark, datasets: Datasets, opt
     _check_names("setup", options.skip, benchmark.setups, "--skip")
     _check_names("dataset", options.datasets, list(datasets.datasets), "--dataset")
     setups = [
-        s for name, s in benchmark.setups.items()
+        s
+        for name, s in benchmark.setups.items()
         if (not options.setups or name in options.setups) and name not in options.skip
     ]
     for setup in setups:
         for name in setup.datasets or ():
             if name not in datasets.datasets:
-                log.warning("%s: [%s]: dataset %r is not in %s", benchmark.path, setup.name, name, datasets.path)
+                log.warning(
+                    "%s: [%s]: dataset %r is not in %s", benchmark.path, setup.name, name, datasets.path
+                )
     inspect = options.resume or options.inspect
     tasks: list[Task] = []
     rows: dict[tuple[str, str], PlanRow] = {}
@@ -555,7 +566,9 @@ async def run_plan(
     stopping = asyncio.Event()
     workers: list[asyncio.Task[None]] = []
     loop = asyncio.get_running_loop()
-    executor = ThreadPoolExecutor(max_workers=min(WRITER_THREADS, parallel + 1), thread_name_prefix="kag-write")
+    executor = ThreadPoolExecutor(
+        max_workers=min(WRITER_THREADS, parallel + 1), thread_name_prefix="kag-write"
+    )
     write_slots = asyncio.Semaphore(2 * parallel + WRITER_THREADS)
     writes: set[asyncio.Future[None]] = set()
 
@@ -566,7 +579,9 @@ async def run_plan(
             if w is not current:
                 w.cancel()
 
-    def written(task: Task, result: Result, attempts: int, began: float, future: asyncio.Future[None]) -> None:
+    def written(
+        task: Task, result: Result, attempts: int, began: float, future: asyncio.Future[None]
+    ) -> None:
         writes.discard(future)
         write_slots.release()
         error = None if future.cancelled() else future.exception()
@@ -582,7 +597,9 @@ async def run_plan(
         else:
             summary.errors += 1
         message = result.error if isinstance(result, ErrorResult) else None
-        reporter.task_done(TaskOutcome(task.label, task.path, ok, attempts, time.perf_counter() - began, message))
+        reporter.task_done(
+            TaskOutcome(task.label, task.path, ok, attempts, time.perf_counter() - began, message)
+        )
 
     async def run_task(task: Task) -> None:
         _current_label.set(task.label)

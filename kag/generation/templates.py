@@ -85,7 +85,8 @@ def compile_template(source: str, origin: str) -> PromptTemplate:
     if unknown:
         names = ", ".join(repr(name) for name in unknown)
         raise ConfigError(
-            f"{origin}: undefined template variable {names} (a prompt template may use INPUT, CHOICE and RETRIEVAL)"
+            f"{origin}: undefined template variable {names}"
+            " (a prompt template may use INPUT, CHOICE and RETRIEVAL)"
         )
     return PromptTemplate(source, origin, used, _ENV.from_string(source))
 

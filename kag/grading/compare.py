@@ -573,7 +573,9 @@ class SetupProfile:
     augmented: bool
 
 
-def setup_profiles(answers: Iterable[Answer], configs: dict[str, ModelConfig | None]) -> dict[str, SetupProfile]:
+def setup_profiles(
+    answers: Iterable[Answer], configs: dict[str, ModelConfig | None]
+) -> dict[str, SetupProfile]:
     """One profile per setup of ``answers``; ``configs`` maps a setup to the config of one of
     its ok files (see :func:`read_setup_configs`), missing or None when it has none."""
     retrieves: dict[str, bool] = {}

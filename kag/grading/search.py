@@ -223,16 +223,15 @@ class _Globs:
         return hit
 
 
-def list_search_files(root: str | os.PathLike[str], options: SearchOptions) -> list[ResultFile]:
-    """The files a search covers, sorted by path; raises InputError when ``root`` is not a
-    folder. Dataset = the first folder below ``root``, question = the folders between it
-    and the file (exactly one in the normal layout); a file too shallow for either gets
-    ``""``. Folder and file names repeat a lot, so their splits are memoised."""
-    root = os.fspath(root)
+# path, dataset, question, setup: a plain tuple, 100,000 of them are built per search.
+_Entry = tuple[str, str, str, str]
+
+
+def _list_entries(root: str, options: SearchOptions) -> list[_Entry]:
     keep_setup, keep_dataset = _Globs(options.setups), _Globs(options.datasets)
     folders: dict[str, tuple[str, str]] = {}
     setups: dict[str, str] = {}
-    files = []
+    entries = []
     for path in iter_result_files_deep(root, options.prefix):
         folder, _, name = relative_path(root, path).rpartition("/")
         where = folders.get(folder)
@@ -243,8 +242,16 @@ def list_search_files(root: str | os.PathLike[str], options: SearchOptions) -> l
         if setup is None:
             setup = setups[name] = setup_from_name(name, options.prefix) or ""
         if keep_setup(setup) and keep_dataset(where[0]):
-            files.append(ResultFile(path, where[0], where[1], setup))
-    return files
+            entries.append((path, where[0], where[1], setup))
+    return entries
+
+
+def list_search_files(root: str | os.PathLike[str], options: SearchOptions) -> list[ResultFile]:
+    """The files a search covers, sorted by path; raises InputError when ``root`` is not a
+    folder. Dataset = the first folder below ``root``, question = the folders between it
+    and the file (exactly one in the normal layout); a file too shallow for either gets
+    ``""``."""
+    return [ResultFile(*entry) for entry in _list_entries(os.fspath(root), options)]
 
 
 # ---------------------------------------------------------------- matching one file
@@ -353,8 +360,9 @@ def _search_chunk(paths: list[str]) -> list[_Raw]:
     return [_search_path(p, _worker_matcher) for p in paths]
 
 
-def _outcome(file: ResultFile, raw: tuple[str, tuple[_RawHit, ...], bool, str | None]) -> FileOutcome:
+def _outcome(entry: _Entry, raw: tuple[str, tuple[_RawHit, ...], bool, str | None]) -> FileOutcome:
     status, raw_hits, timed_out, message = raw
+    file = ResultFile(*entry)
     return FileOutcome(file, FileStatus(status), tuple(Hit(file, *h) for h in raw_hits), timed_out, message)
 
 
@@ -368,17 +376,17 @@ def default_jobs() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def _iter_raw(files: Sequence[ResultFile], matcher: _Matcher, jobs: int | None) -> Iterator[_Raw]:
-    """One raw outcome per file, in the order of ``files``. Chunks go to the pool and come
-    back in order (``imap``), so the order never depends on the number of workers."""
+def _iter_raw(paths: Sequence[str], matcher: _Matcher, jobs: int | None) -> Iterator[_Raw]:
+    """One raw outcome per path, in order. Chunks go to the pool and come back in order
+    (``imap``), so the order never depends on the number of workers."""
     workers = default_jobs() if jobs is None else max(1, jobs)
-    if workers == 1 or len(files) < 2 or (jobs is None and len(files) < POOL_MIN_FILES):
-        for f in files:
-            yield _search_path(f.path, matcher)
+    if workers == 1 or len(paths) < 2 or (jobs is None and len(paths) < POOL_MIN_FILES):
+        for path in paths:
+            yield _search_path(path, matcher)
         return
     # Small chunks keep every worker busy to the end; large ones cut IPC round trips.
-    size = max(16, min(512, len(files) // (workers * 8)))
-    chunks = ([f.path for f in files[i : i + size]] for i in range(0, len(files), size))
+    size = max(16, min(512, len(paths) // (workers * 8)))
+    chunks = (paths[i : i + size] for i in range(0, len(paths), size))
     # Pool.__exit__ terminates the workers: on success, on an error in the consumer, on
     # Ctrl-C (KeyboardInterrupt raised in this process while it waits) and on close().
     with multiprocessing.Pool(workers, initializer=_init_worker, initargs=(matcher,)) as pool:
@@ -387,9 +395,9 @@ def _iter_raw(files: Sequence[ResultFile], matcher: _Matcher, jobs: int | None) 
 
 
 class _Tally:
-    def __init__(self, files: Sequence[ResultFile]) -> None:
-        self.total = len(files)
-        self.setup_totals = Counter(f.setup for f in files)
+    def __init__(self, entries: Sequence[_Entry]) -> None:
+        self.total = len(entries)
+        self.setup_totals = Counter(entry[3] for entry in entries)
         self.setup_matches: Counter[str] = Counter()
         self.paths: list[str] = []
         self.hits: list[Hit] = []
@@ -457,18 +465,19 @@ def search(
     """
     pattern = compile_pattern(options.pattern, options.ignore_case)
     matcher = _Matcher(pattern, options.invert, options.context, options.hits_per_file, options.timeout)
-    files = list_search_files(root, options)
-    tally = _Tally(files)
-    for file, raw in zip(files, _iter_raw(files, matcher, jobs), strict=True):
+    entries = _list_entries(os.fspath(root), options)
+    tally = _Tally(entries)
+    paths = [entry[0] for entry in entries]
+    for entry, raw in zip(entries, _iter_raw(paths, matcher, jobs), strict=True):
         if raw is None:
             continue
-        outcome = _outcome(file, raw)
+        outcome = _outcome(entry, raw)
         _report(outcome, options.timeout)
         tally.add(outcome)
         if on_outcome is not None:
             on_outcome(outcome)
     if tally.error_files:
-        log.warning("%d error result file(s) counted and skipped (no response to search; -v lists them)",
+        log.warning("%d error result file(s) counted and skipped (no response to search; kag -v stats find lists them)",
                     tally.error_files)
     return tally.result()
 
@@ -536,3 +545,79 @@ def result_to_json(result: SearchResult, counts: bool = False) -> dict[str, Any]
     if counts:
         doc["counts"] = {s: {"matches": c.matched, "total": c.total} for s, c in result.per_setup.items()}
     return doc
+
+
+class SearchFormat(str, Enum):
+    """The output formats of ``kag stats find``; each has one renderer in ``RENDERERS``."""
+
+    TEXT = "text"
+    JSON = "json"
+    JSONL = "jsonl"
+
+
+@dataclass(frozen=True)
+class View:
+    """How a search is shown: the format, and the ``-c``/``-l``/colour choices."""
+
+    format: SearchFormat
+    root: str
+    color: bool = False
+    files_only: bool = False
+    counts: bool = False
+
+
+def _text_stream(outcome: FileOutcome, view: View) -> list[str]:
+    if view.counts:
+        return []
+    if view.files_only:
+        return [flatten(outcome.file.path)]
+    return [format_hit(hit, view.root, view.color) for hit in outcome.hits]
+
+
+def _text_finish(result: SearchResult, view: View) -> list[str]:
+    if not view.counts:
+        return []
+    return [f"{flatten(setup)}:{count.matched}" for setup, count in result.per_setup.items()]
+
+
+def _jsonl_stream(outcome: FileOutcome, view: View) -> list[str]:
+    return [] if view.counts else [orjson.dumps(hit_to_json(hit)).decode() for hit in outcome.hits]
+
+
+def _jsonl_finish(result: SearchResult, view: View) -> list[str]:
+    if not view.counts:
+        return []
+    return [
+        orjson.dumps({"setup": setup, "matches": count.matched, "total": count.total}).decode()
+        for setup, count in result.per_setup.items()
+    ]
+
+
+def _json_stream(outcome: FileOutcome, view: View) -> list[str]:
+    return []  # one document at the end
+
+
+def _json_finish(result: SearchResult, view: View) -> list[str]:
+    return [orjson.dumps(result_to_json(result, counts=view.counts), option=orjson.OPT_INDENT_2).decode()]
+
+
+Renderer = tuple[Callable[[FileOutcome, View], list[str]], Callable[[SearchResult, View], list[str]]]
+
+RENDERERS: dict[SearchFormat, Renderer] = {
+    SearchFormat.TEXT: (_text_stream, _text_finish),
+    SearchFormat.JSON: (_json_stream, _json_finish),
+    SearchFormat.JSONL: (_jsonl_stream, _jsonl_finish),
+}
+
+
+def stream_lines(outcome: FileOutcome, view: View) -> list[str]:
+    """Output lines for one file as it is searched (only selected files have any)."""
+    if outcome.status is not FileStatus.MATCHED:
+        return []
+    return RENDERERS[view.format][0](outcome, view)
+
+
+def final_lines(result: SearchResult, view: View) -> list[str]:
+    """Output lines once the search is over (the JSON document, the ``-c`` counts)."""
+    return RENDERERS[view.format][1](result, view)
+

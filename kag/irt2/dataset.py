@@ -58,9 +58,22 @@ class GroundTruth:
     def pairs(self) -> int:
         return len(self.targets)
 
-    def query_index(self) -> dict[tuple[int, int], int]:
-        """``(entity, relation) -> query number``."""
-        return {key: i for i, key in enumerate(zip(self.entity.tolist(), self.relation.tolist()))}
+    def lookup(self, entity: np.ndarray, relation: np.ndarray) -> np.ndarray:
+        """Query number of each ``(entity[i], relation[i])``, or -1 if it is not a query."""
+        if not self.queries:
+            return np.full(len(entity), -1, dtype=np.int64)
+        rmin, rmax = int(self.relation.min()), int(self.relation.max())
+        emin, emax = int(self.entity[0]), int(self.entity[-1])
+        span = rmax - rmin + 1
+        if (emax - emin + 1) * span >= 1 << 62:  # ids too spread out for one int64 key
+            index = {key: i for i, key in enumerate(zip(self.entity.tolist(), self.relation.tolist()))}
+            keys = zip(entity.tolist(), relation.tolist())
+            return np.fromiter((index.get(key, -1) for key in keys), dtype=np.int64, count=len(entity))
+        inside = (entity >= emin) & (entity <= emax) & (relation >= rmin) & (relation <= rmax)
+        wanted = np.where(inside, (entity - emin) * span + (relation - rmin), -1)
+        keys = (self.entity - emin) * span + (self.relation - rmin)  # ascending: queries are sorted
+        at = np.minimum(np.searchsorted(keys, wanted), len(keys) - 1)
+        return np.where(inside & (keys[at] == wanted), at, -1)
 
 
 @dataclass(frozen=True, eq=False)
@@ -216,6 +229,15 @@ def closed_vertices(config: DatasetConfig) -> np.ndarray:
     return np.unique(triples[:, :2])
 
 
+def _distinct_rows(rows: np.ndarray) -> np.ndarray:
+    """Rows without repeats (samples are a set in the reference), sorted."""
+    order = np.lexsort(rows.T[::-1])
+    rows = rows[order]
+    if len(rows) > 1:
+        rows = rows[np.concatenate(([True], (rows[1:] != rows[:-1]).any(axis=1)))]
+    return rows
+
+
 def _build_truth(side: Side, source: Path, samples: np.ndarray, entity_col: int, target_col: int) -> GroundTruth:
     entity, relation, target = samples[:, entity_col], samples[:, 1], samples[:, target_col]
     order = np.lexsort((target, relation, entity))
@@ -245,7 +267,7 @@ def load_truth(folder: Path, task: Task, split: Split, mode: Mode) -> TaskTruth:
     dropped = 0
     for kind in ("head", "tail"):
         path = folder / samples_file(split, kind)
-        samples = np.unique(read_id_rows(path, config.separator, 3), axis=0)
+        samples = _distinct_rows(read_id_rows(path, config.separator, 3))
         if keep is not None:
             mask = np.isin(samples[:, 2], keep)
             dropped += int(len(samples) - mask.sum())

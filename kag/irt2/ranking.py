@@ -26,6 +26,8 @@ from kag.irt2.predictions import RowBlock
 # Gold occurrences are compared with their rows in batches of about this many elements.
 EXPANSION_LIMIT = 1 << 22
 _KEY_LIMIT = 1 << 62
+# Rows whose queries have at most this many gold targets are matched by direct comparison.
+_PADDED_GOLDS = 6
 
 
 @dataclass(frozen=True, eq=False)
@@ -64,7 +66,6 @@ class _Counter:
         self.truth = truth
         self.path = path
         self.label = label
-        self.index = truth.query_index()
         pairs = truth.pairs
         self.found = np.zeros(pairs, dtype=bool)
         self.counts = np.zeros((6, pairs), dtype=np.int64)
@@ -73,8 +74,6 @@ class _Counter:
         targets = truth.targets
         self.tmin = int(targets.min()) if pairs else 0
         self.span = int(targets.max()) - self.tmin + 1 if pairs else 1
-        # Dense codes of the targets; only used when (row, target - tmin) keys could overflow.
-        self.codes = np.unique(targets)
 
     def add(self, block: RowBlock) -> None:
         query, error = self._queries(block)
@@ -90,19 +89,19 @@ class _Counter:
             return
         sizes = np.diff(block.offsets)
         row_of = np.repeat(np.arange(block.rows, dtype=np.int64), sizes)
-        ptr = self.truth.ptr
-        golds = ptr[query + 1] - ptr[query]
-        gold = ragged_arange(ptr[query], golds)  # pair numbers, row by row
-        gold_row = np.repeat(np.arange(block.rows, dtype=np.int64), golds)
-        pair = self._match(block.candidates, row_of, gold, gold_row, block.rows)
+        first = self.truth.ptr[query]
+        golds = self.truth.ptr[query + 1] - first
+        if golds.max() <= _PADDED_GOLDS:
+            pair = self._match_few(block.candidates, row_of, first, golds)
+        else:
+            pair = self._match_many(block.candidates, row_of, first, golds)
         where = np.flatnonzero(pair >= 0)
         self._check_repeats(block, pair[where], row_of[where])
         self._count(block, where, row_of[where], pair[where], pair >= 0)
 
     def _queries(self, block: RowBlock) -> tuple[np.ndarray, tuple[int, str] | None]:
         """Query number of each row, and the first row that is unknown or repeated."""
-        keys = zip(block.entity.tolist(), block.relation.tolist())
-        query = np.fromiter((self.index.get(key, -1) for key in keys), dtype=np.int64, count=block.rows)
+        query = self.truth.lookup(block.entity, block.relation)
         known = query >= 0
         # A query may have one row only (target filtering needs the whole row at once).
         again = known & (self.first_line[np.where(known, query, 0)] > 0)
@@ -120,18 +119,36 @@ class _Counter:
         earlier = int(self.first_line[query[i]]) or int(block.lines[np.flatnonzero(query == query[i])[0]])
         return query, (i, f"{where} appears twice (first on line {earlier})")
 
-    def _match(
-        self, candidates: np.ndarray, row_of: np.ndarray, gold: np.ndarray, gold_row: np.ndarray, rows: int
+    def _match_few(
+        self, candidates: np.ndarray, row_of: np.ndarray, first: np.ndarray, golds: np.ndarray
     ) -> np.ndarray:
-        """Pair number of each candidate that is a gold target of its row's query, else -1."""
+        """Pair number of each candidate that is a gold target of its row's query, else -1.
+
+        For rows with few gold targets: compare every candidate with the row's j-th gold
+        target, for each j (rows with fewer targets repeat their first one).
+        """
+        pair = np.full(len(candidates), -1, dtype=np.int64)
+        for j in range(int(golds.max())):
+            pair_j = np.where(golds > j, first + j, first)
+            hit = candidates == self.truth.targets[pair_j][row_of]
+            pair[hit] = pair_j[row_of[hit]]
+        return pair
+
+    def _match_many(
+        self, candidates: np.ndarray, row_of: np.ndarray, first: np.ndarray, golds: np.ndarray
+    ) -> np.ndarray:
+        """As ``_match_few``, by binary search of (row, target) keys: any number of targets."""
+        rows = len(first)
+        gold = ragged_arange(first, golds)  # pair numbers, row by row
+        gold_row = np.repeat(np.arange(rows, dtype=np.int64), golds)
         targets = self.truth.targets[gold]
         if rows * self.span < _KEY_LIMIT:
             lo, span = self.tmin, self.span
-            inside = (candidates >= lo) & (candidates < lo + span)
+            inside = (candidates >= lo) & (candidates <= lo + span - 1)
             cand_code = np.where(inside, candidates - lo, 0)
             gold_code = targets - lo
         else:
-            codes = self.codes
+            codes = np.unique(self.truth.targets)  # dense codes: (row, code) keys cannot overflow
             at = np.minimum(np.searchsorted(codes, candidates), len(codes) - 1)
             inside = codes[at] == candidates
             cand_code, span = at, len(codes)

@@ -18,7 +18,7 @@ import orjson
 from kag.errors import InputError
 from kag.grading.triplets.model import GoldEntry, Prediction
 from kag.grading.triplets.normalize import normalize_text
-from kag.grading.triplets.validate import to_triplet, triplet_problem
+from kag.grading.triplets.validate import validate_items
 
 log = logging.getLogger(__name__)
 
@@ -109,13 +109,12 @@ def load_gold(path: Path) -> list[GoldEntry]:
             prompt = ""
         if not isinstance(prompt, str):
             raise InputError(f"{where}: 'prompt' is not a string")
-        checked = []
-        for index, item in enumerate(triplets):
-            problem = triplet_problem(item)
-            if problem is not None:
-                raise InputError(f"{where}: gold triplet {index}: {problem}")
-            checked.append(to_triplet(item))
-        entries.append(GoldEntry.build(entry_id, where, normalize_text(prompt), tuple(checked)))
+        valid, invalid = validate_items(tuple(triplets))
+        if invalid:
+            index, problem = invalid[0]
+            raise InputError(f"{where}: gold triplet {index}: {problem}")
+        checked = tuple(triplet for _, triplet in valid)
+        entries.append(GoldEntry.build(entry_id, where, normalize_text(prompt), checked))
     if not entries:
         raise InputError(f"{path}: no gold entries")
     return entries

@@ -8,7 +8,7 @@ Per entry (all strings normalized, see `normalize`; ``sim`` from `similarity`):
   triplets and ``m`` is the size of a maximum one-to-one pairing between them using pairs
   with ``sim > 0`` (equal, or at or above the gate). N/A when both sets are empty.
 - alignment: ``align(p, g) = 0.45·sim(src) + 0.45·sim(tgt) + 0.10·sim(rel)``; an assignment
-  maximizing ``Σ align`` over valid predicted × gold triplets (`assign.linear_sum_assignment`);
+  maximizing ``Σ align`` over valid predicted × gold triplets (`assign.assign_max`);
   assigned pairs with ``align ≥ 0.50`` are *accepted* (1e-9 tolerance for float noise).
 - ``relation_acc`` = accepted pairs with equal relations / accepted pairs; N/A if none.
 - ``weight`` = mean over accepted pairs of ``1 if d ≤ 0.10 else max(0, 1 − (d − 0.10)/0.40)``,
@@ -22,11 +22,11 @@ Per entry (all strings normalized, see `normalize`; ``sim`` from `similarity`):
   ``ungrounded`` (source or target not grounded), else ``novel_grounded``.
 
 Ties: when several assignments reach the same total, the solver's deterministic choice is
-taken. Two shortcuts skip the solver, each returning what the solver returns: no positive
-``align`` (nothing can be accepted), and a single row or column (the solver takes the first
-maximum, as does ``argmax``); when the positive entries form a partial permutation, every
-optimal assignment holds exactly those pairs plus zero-valued ones (an exchange argument:
-swapping a positive pair in gains its value), so the accepted pairs are the same.
+taken. Three shortcuts skip the solver, each returning the pairs the solver returns: no
+positive ``align`` (nothing can be accepted); a single row or column (the solver's warm
+start takes the first maximum, as does ``list.index(max(...))``); positive entries forming a
+partial permutation (every optimal assignment holds exactly those pairs plus zero-valued
+ones, by an exchange argument: swapping a positive pair in gains its value).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kag.embedding import Embedder
-from kag.grading.triplets.assign import linear_sum_assignment
+from kag.grading.triplets.assign import assign_max, linear_sum_assignment
 from kag.grading.triplets.io import load_gold, load_predictions
 from kag.grading.triplets.model import (
     ACCEPT_THRESHOLD,
@@ -95,24 +95,34 @@ def composite_score(axes: dict[str, float | None]) -> float | None:
     return weighted / total if total > 0.0 else None
 
 
-def assign_pairs(align: npt.NDArray[np.float64]) -> tuple[list[int], list[int]]:
-    """``(rows, cols)`` of the positive-``align`` pairs of an optimal (maximum) assignment."""
-    if align.size == 0:
-        return [], []
-    positive = align > 0.0
-    if not positive.any():
-        return [], []
-    n_rows, n_cols = align.shape
-    if n_rows == 1:
-        return [0], [int(align[0].argmax())]
-    if n_cols == 1:
-        return [int(align[:, 0].argmax())], [0]
-    if positive.sum(axis=1).max() <= 1 and positive.sum(axis=0).max() <= 1:
-        rows, cols = np.nonzero(positive)
-        return rows.tolist(), cols.tolist()
-    rows, cols = linear_sum_assignment(align, maximize=True)
-    keep = positive[rows, cols]
-    return rows[keep].tolist(), cols[keep].tolist()
+def assign_pairs(align: list[list[float]]) -> list[tuple[int, int]]:
+    """The ``(pred, gold)`` pairs with positive ``align`` of an optimal (maximum) assignment.
+
+    ``align`` is a list of equal-length rows. The result is what
+    ``assign.assign_max(align)`` gives, minus zero-valued pairs; the shortcuts (see the
+    module docstring) return the same pairs without running the solver.
+    """
+    if not align or not align[0]:
+        return []
+    row_positives = [sum(1 for value in row if value > 0.0) for row in align]
+    if not any(row_positives):
+        return []
+    if len(align) == 1:
+        row = align[0]
+        return [(0, row.index(max(row)))]
+    if len(align[0]) == 1:
+        column = [row[0] for row in align]
+        return [(column.index(max(column)), 0)]
+    if max(row_positives) <= 1:
+        pairs = [
+            (i, next(j for j, value in enumerate(row) if value > 0.0))
+            for i, row in enumerate(align)
+            if row_positives[i]
+        ]
+        if len({j for _, j in pairs}) == len(pairs):
+            return pairs
+    rows, cols = assign_max(align)
+    return [(i, j) for i, j in zip(rows, cols, strict=True) if align[i][j] > 0.0]
 
 
 def max_matching(edges: npt.NDArray[np.float64]) -> int:
@@ -159,9 +169,10 @@ def score_entry(
     gold_entities = gold.entities
     gold_entity_set = set(gold_entities)
 
-    entity_sim = sim.matrix(pred_entities, gold_entities)
-    if sim.mode is MatchMode.EXACT:
-        # Distinct strings on both sides: each equal pair is its own 1×1 component.
+    exact_mode = sim.mode is MatchMode.EXACT
+    entity_sim = None if exact_mode else sim.matrix(pred_entities, gold_entities)
+    if entity_sim is None:
+        # Distinct strings on both sides, similarity 1 only when equal: a partial permutation.
         matches = sum(1 for e in pred_entities if e in gold_entity_set)
     else:
         matches = max_matching(entity_sim)
@@ -177,34 +188,45 @@ def score_entry(
     matched: set[int] = set()
     if valid and golds:
         preds = [t for _, t in valid]
-        relation_sim = sim.matrix(list(prel_at), gold.relations)
-        ps = np.array([pred_at[t.norm_source] for t in preds])[:, None]
-        pt = np.array([pred_at[t.norm_target] for t in preds])[:, None]
-        pr = np.array([prel_at[t.norm_relation] for t in preds])[:, None]
-        src = entity_sim[ps, gold.source_at]
-        tgt = entity_sim[pt, gold.target_at]
-        rel = relation_sim[pr, gold.relation_at]
         w_src, w_tgt, w_rel = ALIGN_WEIGHTS
-        align = w_src * src + w_tgt * tgt + w_rel * rel
-        rows, cols = assign_pairs(align)
-        if rows:
-            values = align[rows, cols].tolist()
-            src_values = src[rows, cols].tolist()
-            tgt_values = tgt[rows, cols].tolist()
-            rel_values = rel[rows, cols].tolist()
-            for k, (i, j) in enumerate(zip(rows, cols, strict=True)):
-                value = values[k]
-                p, g = preds[i], golds[j]
-                accepted = value >= ACCEPT_THRESHOLD - _TOLERANCE
-                same_relation = p.norm_relation == g.norm_relation
-                exact = accepted and same_relation and p.norm_source == g.norm_source and p.norm_target == g.norm_target
-                index = valid[i][0]
-                if accepted:
-                    accepted_count += 1
-                    relation_hits += same_relation
-                    weight_total += weight_agreement(p.weight, g.weight)
-                    matched.add(index)
-                pairs.append(Pair(index, j, value, src_values[k], tgt_values[k], rel_values[k], accepted, exact))
+        if entity_sim is None:
+            # sim ∈ {0, 1}: the same products and sums as the matrix form, in the same order.
+            gold_keys = [(g.norm_source, g.norm_target, g.norm_relation) for g in golds]
+            align = [
+                [w_src * (p.norm_source == gs) + w_tgt * (p.norm_target == gt) + w_rel * (p.norm_relation == gr)
+                 for gs, gt, gr in gold_keys]
+                for p in preds
+            ]  # fmt: skip
+            src_sim = tgt_sim = rel_sim = None
+        else:
+            relation_sim = sim.matrix(list(prel_at), gold.relations)
+            ps = np.array([pred_at[t.norm_source] for t in preds])[:, None]
+            pt = np.array([pred_at[t.norm_target] for t in preds])[:, None]
+            pr = np.array([prel_at[t.norm_relation] for t in preds])[:, None]
+            src = entity_sim[ps, gold.source_at]
+            tgt = entity_sim[pt, gold.target_at]
+            rel = relation_sim[pr, gold.relation_at]
+            align = (w_src * src + w_tgt * tgt + w_rel * rel).tolist()
+            src_sim, tgt_sim, rel_sim = src.tolist(), tgt.tolist(), rel.tolist()
+        for i, j in assign_pairs(align):
+            value = align[i][j]
+            p, g = preds[i], golds[j]
+            accepted = value >= ACCEPT_THRESHOLD - _TOLERANCE
+            same_source = p.norm_source == g.norm_source
+            same_target = p.norm_target == g.norm_target
+            same_relation = p.norm_relation == g.norm_relation
+            index = valid[i][0]
+            if accepted:
+                accepted_count += 1
+                relation_hits += same_relation
+                weight_total += weight_agreement(p.weight, g.weight)
+                matched.add(index)
+            if src_sim is None or tgt_sim is None or rel_sim is None:
+                sims = (float(same_source), float(same_target), float(same_relation))
+            else:
+                sims = (src_sim[i][j], tgt_sim[i][j], rel_sim[i][j])
+            exact = accepted and same_source and same_target and same_relation
+            pairs.append(Pair(index, j, value, *sims, accepted, exact))
 
     relation_acc = relation_hits / accepted_count if accepted_count else None
     weight = weight_total / accepted_count if accepted_count else None

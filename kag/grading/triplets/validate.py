@@ -28,31 +28,8 @@ def _entity_problem(value: Any, key: str) -> str | None:
     return None
 
 
-def _is_valid_fast(item: Any) -> bool:
-    """The common case, checked with exact type tests (JSON gives no subclasses)."""
-    if type(item) is not dict:
-        return False
-    source = item.get("source")
-    target = item.get("target")
-    relation = item.get("relation")
-    weight = item.get("weight")
-    if not (type(source) is dict and type(target) is dict and type(relation) is str and relation.strip()):
-        return False
-    # `type(...) is int` excludes bool; NaN fails the range test and goes the slow way.
-    if not ((type(weight) is float or type(weight) is int) and 0.0 <= weight <= 1.0):
-        return False
-    for entity in (source, target):
-        title = entity.get("title")
-        kind = entity.get("type")
-        if not (type(title) is str and type(kind) is str and title.strip() and kind.strip()):
-            return False
-    return True
-
-
 def triplet_problem(item: Any) -> str | None:
     """Why ``item`` is not a valid triplet, or ``None`` when it is."""
-    if _is_valid_fast(item):
-        return None
     if not isinstance(item, dict):
         return f"not an object ({type(item).__name__})"
     for key in ("source", "target"):
@@ -94,16 +71,63 @@ def to_triplet(item: dict[str, Any]) -> Triplet:
     )
 
 
+def _fast_triplet(item: Any) -> Triplet | None:
+    """`to_triplet` of a valid item in one pass, or ``None`` for anything unusual.
+
+    The common case checked with exact type tests (JSON gives no subclasses; ``type(w) is
+    int`` excludes bool; NaN fails the range test). ``None`` sends the item to the full
+    check, which either accepts it or names the problem.
+    """
+    if type(item) is not dict:
+        return None
+    source = item.get("source")
+    target = item.get("target")
+    relation = item.get("relation")
+    weight = item.get("weight")
+    if not (type(source) is dict and type(target) is dict and type(relation) is str):
+        return None
+    if not ((type(weight) is float or type(weight) is int) and 0.0 <= weight <= 1.0):
+        return None
+    source_title = source.get("title")
+    source_type = source.get("type")
+    target_title = target.get("title")
+    target_type = target.get("type")
+    if not (
+        type(source_title) is str
+        and type(source_type) is str
+        and type(target_title) is str
+        and type(target_type) is str
+        and source_title.strip()
+        and source_type.strip()
+        and target_title.strip()
+        and target_type.strip()
+        and relation.strip()
+    ):
+        return None
+    return Triplet(
+        source_title,
+        source_type,
+        target_title,
+        target_type,
+        relation,
+        float(weight),
+        normalize_title(source_title),
+        normalize_title(target_title),
+        normalize_relation(relation),
+    )
+
+
 def validate_items(items: tuple[Any, ...]) -> tuple[list[tuple[int, Triplet]], list[tuple[int, str]]]:
     """Split predicted items into ``(index, Triplet)`` and ``(index, reason)`` lists."""
     valid: list[tuple[int, Triplet]] = []
     invalid: list[tuple[int, str]] = []
     for index, item in enumerate(items):
-        if _is_valid_fast(item):
-            valid.append((index, to_triplet(item)))
+        triplet = _fast_triplet(item)
+        if triplet is not None:
+            valid.append((index, triplet))
             continue
         problem = triplet_problem(item)
-        if problem is None:  # pragma: no cover - the fast check accepts every valid item
+        if problem is None:
             valid.append((index, to_triplet(item)))
         else:
             invalid.append((index, problem))

@@ -1,0 +1,117 @@
+"""kag.datasets: loading and validating the datasets file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kag.datasets import MAX_PROBLEMS, MCQ, load_datasets, name_problem, parse_datasets
+from kag.errors import InputError
+
+
+def write(tmp_path: Path, doc: object) -> Path:
+    path = tmp_path / "datasets.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_the_example_datasets_file(repo: Path):
+    ds = load_datasets(repo / "examples/dataset/datasets.json")
+    assert list(ds.datasets) == ["mcq-form", "pubmedqa"]
+    scurvy = ds.get("mcq-form", "0")
+    assert scurvy.mcq == MCQ({"a": "Vitamin A", "b": "Vitamin C", "c": "Vitamin D", "d": "Vitamin K"}, "b")
+    assert scurvy.scorable
+    assert ds.get("mcq-form", "2").mcq.answer is None and not ds.get("mcq-form", "2").scorable
+    assert ds.get("mcq-form", "3").mcq is None  # free-form
+    assert ds.get("mcq-form", "nope") is None and ds.get("nope", "0") is None
+    assert ds.scorable_questions == 4
+    assert len(list(ds.iter_questions())) == 6
+
+
+def test_the_real_mirage_file(med_kag: Path):
+    ds = load_datasets(med_kag / "datasets" / "mirage.json")
+    assert {name: len(qs) for name, qs in ds.datasets.items()} == {
+        "medqa": 1273, "medmcqa": 4183, "pubmedqa": 500, "bioasq": 618, "mmlu": 1089,
+    }  # fmt: skip
+    assert ds.scorable_questions == 7663
+
+
+@pytest.mark.parametrize(
+    ("name", "problem"),
+    [
+        ("", "is empty"),
+        (".", "is '.'"),
+        ("..", "is '..'"),
+        ("a/b", "contains '/'"),
+        ("a\\b", "contains '\\'"),
+        ("a\0b", "contains NUL"),
+        ("Ünïcode name", None),  # anything else is a valid directory name
+        ("UPPER_case.1", None),
+        ("...", None),
+    ],
+)
+def test_name_problem(name: str, problem: str | None):
+    assert name_problem(name) == problem
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ("text", "ds/1: entry must be an object"),
+        ({}, "ds/1: 'input' must be a string"),
+        ({"input": 3}, "ds/1: 'input' must be a string"),
+        ({"input": "q", "output": "b"}, "ds/1: 'output' must be an object"),
+        ({"input": "q", "output": {"type": "Open"}}, "ds/1: 'output.type' must be \"MCQ\" (got 'Open')"),
+        ({"input": "q", "output": {"type": "MCQ", "options": {}}}, "ds/1: 'output.options' must be a non-empty object"),
+        ({"input": "q", "output": {"type": "MCQ", "options": ["a"]}}, "ds/1: 'output.options' must be a non-empty object"),
+        ({"input": "q", "output": {"type": "MCQ", "options": {"a": 1}}}, "every value of 'output.options' must be a string"),
+        (
+            {"input": "q", "output": {"type": "MCQ", "options": {"a": "x", "b": "y"}, "answer": "c"}},
+            "ds/1: 'output.answer' 'c' is not one of the option keys ['a', 'b']",
+        ),
+        (
+            {"input": "q", "output": {"type": "MCQ", "options": {"a": "x"}, "answer": "A"}},
+            "ds/1: 'output.answer' 'A' is not one of the option keys ['a']",  # keys are exact
+        ),
+    ],
+)
+def test_bad_entries_are_named(tmp_path: Path, entry: object, message: str):
+    path = write(tmp_path, {"ds": {"1": entry}})
+    with pytest.raises(InputError) as info:
+        load_datasets(path)
+    text = str(info.value)
+    assert text.startswith(f"{path}: 1 problem(s) in the datasets file:")
+    assert message in text
+
+
+def test_all_problems_are_reported_at_once_and_capped(tmp_path: Path):
+    doc = {"ds": {str(i): {"input": i} for i in range(MAX_PROBLEMS + 5)}, "a/b": {}, "other": []}
+    with pytest.raises(InputError) as info:
+        load_datasets(write(tmp_path, doc))
+    lines = str(info.value).splitlines()
+    assert lines[0].endswith(f"{MAX_PROBLEMS + 7} problem(s) in the datasets file:")
+    assert len(lines) == 1 + MAX_PROBLEMS + 1
+    assert lines[-1] == "  ... and 7 more"
+
+
+def test_file_level_errors(tmp_path: Path):
+    with pytest.raises(InputError, match="datasets file not found"):
+        load_datasets(tmp_path / "missing.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(InputError, match=f"^{bad}: not valid JSON"):
+        load_datasets(bad)
+    with pytest.raises(InputError, match="must be a JSON object"):
+        load_datasets(write(tmp_path, ["a"]))
+    with pytest.raises(InputError, match="cannot read the datasets file: Is a directory"):
+        load_datasets(tmp_path)
+
+
+def test_parse_datasets_keeps_order_and_options(tmp_path: Path):
+    data = b'{"z": {"2": {"input": "b"}, "1": {"input": "a", "output": {"type": "MCQ", "options": {"c": "3", "a": "1"}}}}}'
+    ds = parse_datasets(data, tmp_path / "x.json")
+    assert list(ds.datasets["z"]) == ["2", "1"]
+    assert list(ds.get("z", "1").mcq.options) == ["c", "a"]
+    assert ds.scorable_questions == 0
