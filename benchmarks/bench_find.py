@@ -100,8 +100,15 @@ def ensure_tree(tree: Path, setups: int = 10, questions: int = 10_000) -> Path:
             print(f"bench: generating {tree} ({setups} setups x {questions} questions)...", file=sys.stderr)
             started = time.perf_counter()
             subprocess.run(
-                [sys.executable, str(REPO / "benchmarks" / "make_tree.py"), str(tree),
-                 "--setups", str(setups), "--questions", str(questions)],
+                [
+                    sys.executable,
+                    str(REPO / "benchmarks" / "make_tree.py"),
+                    str(tree),
+                    "--setups",
+                    str(setups),
+                    "--questions",
+                    str(questions),
+                ],
                 check=True,
             )
             complete.write_text(f"{setups} setups x {questions} questions\n")
@@ -118,7 +125,7 @@ def _run(command: list[str], cwd: Path) -> tuple[float, float, bytes]:
     """Wall seconds, CPU seconds (user + system, children included) and stdout of one run."""
     before = os.times()
     started = time.perf_counter()
-    proc = subprocess.run(command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False)
+    proc = subprocess.run(command, cwd=cwd, capture_output=True, check=False)
     wall = time.perf_counter() - started
     after = os.times()
     if proc.returncode not in (0, 1):
@@ -141,8 +148,10 @@ def main() -> None:
         return
     results = tree / "results"
     version = subprocess.run([rg, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
-    print(f"tree: {results} ({sum(1 for _ in results.glob('*/*/*.json'))} result files); anchor: {version}; "
-          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"tree: {results} ({sum(1 for _ in results.glob('*/*/*.json'))} result files); anchor: {version}; "
+        f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}"
+    )
     worst = 0.0
     for label, pattern in CASES:
         kag = [sys.executable, "-m", "kag", "stats", "find", pattern, "-r", "results", "--format", "json"]
@@ -169,8 +178,10 @@ def main() -> None:
             f"{len(rg_files)} raw files | ratio kag/rg {ratio:.2f} wall, {kag_cpu / rg_cpu:.2f} CPU"
         )
     verdict = "meets" if worst <= TARGET_RATIO else "MISSES"
-    print(f"worst wall ratio kag/rg = {worst:.2f} ({verdict} the target <= {TARGET_RATIO:g}); "
-          f"best of {args.repeat}, load average now {os.getloadavg()[0]:.1f}")
+    print(
+        f"worst wall ratio kag/rg = {worst:.2f} ({verdict} the target <= {TARGET_RATIO:g}); "
+        f"best of {args.repeat}, load average now {os.getloadavg()[0]:.1f}"
+    )
 
 
 if __name__ == "__main__":

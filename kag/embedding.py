@@ -127,7 +127,9 @@ def bundled_model_dir(cache_dir: Path | None = None) -> Path:
     onnx = _bundled_onnx()
     tokenizer = _tokenizer_dir()
     tag = hashlib.sha256(f"{onnx.resolve()}:{onnx.stat().st_size}".encode()).hexdigest()[:12]
-    roots = [cache_dir] if cache_dir is not None else [_cache_root(), Path(tempfile.gettempdir()) / "kag-cache"]
+    roots = (
+        [cache_dir] if cache_dir is not None else [_cache_root(), Path(tempfile.gettempdir()) / "kag-cache"]
+    )
     problems: list[str] = []
     for root in roots:
         folder = root / f"minilm-int8-{tag}"
@@ -137,8 +139,17 @@ def bundled_model_dir(cache_dir: Path | None = None) -> Path:
             root.mkdir(parents=True, exist_ok=True)
             staging = Path(tempfile.mkdtemp(prefix=".minilm-", dir=root))
             _populate(staging, onnx, tokenizer)
+            if _folder_is_current(folder, onnx, tokenizer):  # another process built it meanwhile
+                shutil.rmtree(staging, ignore_errors=True)
+                return folder
             if folder.exists() or folder.is_symlink():
-                shutil.rmtree(folder, ignore_errors=True)
+                # Stale: move it aside first, so no reader ever sees a half-deleted folder.
+                stale = Path(tempfile.mkdtemp(prefix=".stale-", dir=root))
+                try:
+                    folder.rename(stale / folder.name)
+                except OSError:
+                    pass
+                shutil.rmtree(stale, ignore_errors=True)
             try:
                 staging.rename(folder)
             except OSError:
@@ -257,9 +268,7 @@ def load_embedder(
         name = fastembed_name = model
         known = {entry["model"].lower() for entry in TextEmbedding.list_supported_models()}
         if model.lower() not in known:
-            raise EmbeddingError(
-                f"embedding model {model!r} is neither a folder nor a fastembed model name"
-            )
+            raise EmbeddingError(f"embedding model {model!r} is neither a folder nor a fastembed model name")
         if not allow_download:
             options["local_files_only"] = True
     try:

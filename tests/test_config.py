@@ -129,6 +129,27 @@ def test_real_templates_reproduce_the_rust_tools_prompts(
     assert "Graph Context:\n<empty>\n" in template.render(prompt_variables(entry["input"], choices, ""))
 
 
+def test_the_examples_load_and_render(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README's example files: two setups on the local server; the templates serve MCQ
+    and free-form questions alike."""
+    monkeypatch.setenv("KAG_LLAMA_URL", "http://127.0.0.1:9999/v1")
+    monkeypatch.chdir(repo)
+    cfg = load_config("examples/benchmark/config.toml")
+    assert cfg.providers["local"] == OpenAIProvider("local", "", "http://127.0.0.1:9999/v1")
+    setups = load_benchmark("examples/benchmark/benchmark.toml", cfg).setups
+    assert list(setups) == ["smollm2-135m-native", "smollm2-135m-terse"]
+    assert setups["smollm2-135m-terse"].datasets == ("mcq-form",)
+    native = setups["smollm2-135m-native"].template
+    assert native is not None
+    assert native.render(prompt_variables("Q?", "a: x\nb: y")) == (
+        "Answer the following question.\n\nQ?\n\nChoices:\na: x\nb: y\n\n"
+        "Reply with the key of the correct choice only (e.g. 'a'), or 'I don't know.'"
+    )
+    assert native.render(prompt_variables("Explain.")) == "Answer the following question.\n\nExplain."
+    kag = compile_template((repo / "examples/benchmark/prompts/kag.md").read_text(), "kag.md")
+    assert kag.render(prompt_variables("Q?")).endswith("Graph context:\n<empty>")
+
+
 # ---------------------------------------------------------------- rendering: file(), env()
 
 

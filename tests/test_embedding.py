@@ -98,7 +98,7 @@ def test_unknown_and_uncached_models_raise(tmp_path: Path, monkeypatch: pytest.M
     with pytest.raises(EmbeddingError, match="neither a folder nor a fastembed model name"):
         load_embedder("no/such-model")
     # A real fastembed model that is not in the cache: offline, it fails fast and says so.
-    with pytest.raises(EmbeddingError, match="BAAI/bge-small-en-v1.5.*could not be loaded"):
+    with pytest.raises(EmbeddingError, match=r"BAAI/bge-small-en-v1\.5.*could not be loaded"):
         load_embedder("BAAI/bge-small-en-v1.5")
 
 
@@ -106,3 +106,22 @@ def test_fastembed_is_imported_lazily() -> None:
     code = "import sys, kag.cli, kag.embedding, kag.grading.triplets.score; print('fastembed' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_concurrent_builders_agree(tmp_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        folders = list(pool.map(lambda _: bundled_model_dir(tmp_path), range(4)))
+    assert len(set(folders)) == 1
+    assert (folders[0] / "model.onnx").resolve().is_file()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging folder left behind
+
+
+def test_unusable_cache_root_falls_back_to_the_temp_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the cache folder should be")
+    monkeypatch.setenv("KAG_CACHE_DIR", str(blocker))
+    folder = bundled_model_dir()
+    assert blocker not in folder.parents
+    assert (folder / "tokenizer.json").is_file()

@@ -31,7 +31,9 @@ def tree(tmp_path: Path) -> Path:
     ok(root / "mcq" / "0" / "run1-native.json", "b")
     ok(root / "mcq" / "1" / "run1-kag.json", "Probably D, although the graph context does not mention it.")
     ok(root / "mcq" / "1" / "run1-native.json", "i don't KNOW")
-    write_result(root / "mcq" / "2" / "run1-kag.json", ErrorResult("Failed during the knowledge retrieval phase"))
+    write_result(
+        root / "mcq" / "2" / "run1-kag.json", ErrorResult("Failed during the knowledge retrieval phase")
+    )
     ok(root / "mcq" / "2" / "run1-native.json", "a")
     (root / "free" / "9").mkdir(parents=True)
     (root / "free" / "9" / "run1-kag.json").write_text('{"ok": {"result": "know"}, "error": "both"}')
@@ -39,7 +41,7 @@ def tree(tmp_path: Path) -> Path:
     return root
 
 
-def invoke(*args: str, **kw: object):  # noqa: ANN201
+def invoke(*args: str, **kw: object):
     return runner.invoke(app, list(args), **kw)  # type: ignore[arg-type]
 
 
@@ -62,13 +64,27 @@ def test_options_before_and_after_find_give_the_same_document(tree: Path) -> Non
 
 
 def test_options_after_find_win(tree: Path, tmp_path: Path) -> None:
-    result = invoke("stats", "-r", str(tmp_path / "elsewhere"), "--format", "text", "find", "know", "-r", str(tree), "--format", "json")
+    result = invoke(
+        "stats",
+        "-r",
+        str(tmp_path / "elsewhere"),
+        "--format",
+        "text",
+        "find",
+        "know",
+        "-r",
+        str(tree),
+        "--format",
+        "json",
+    )
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["total"] == 8  # no prefix: other-kag.json counts too
 
 
 def test_filters_before_and_after_find(tree: Path) -> None:
-    before = invoke("stats", "-r", str(tree), "--setup", "run1-native", "find", "(?i)know", "--format", "json")
+    before = invoke(
+        "stats", "-r", str(tree), "--setup", "run1-native", "find", "(?i)know", "--format", "json"
+    )
     after = invoke("stats", "find", "(?i)know", "-r", str(tree), "--setup", "run1-native", "--format", "json")
     assert json.loads(before.stdout) == json.loads(after.stdout)
     doc = json.loads(after.stdout)
@@ -104,7 +120,10 @@ def test_exit_codes_match_none_invalid(tree: Path) -> None:
         (["--max-count", "0"], "kag: error: --max-count must be 1 or more (got 0)"),
         (["--timeout", "0"], "kag: error: --timeout must be more than 0 seconds (got 0.0)"),
         (["-c", "-l"], "kag: error: --count and --files-with-matches do not go together"),
-        (["--interactive", "--format", "json"], "kag: error: --interactive works with --format text only, without --count"),
+        (
+            ["--interactive", "--format", "json"],
+            "kag: error: --interactive works with --format text only, without --count",
+        ),
     ],
 )
 def test_bad_option_values(tree: Path, args: list[str], message: str) -> None:
@@ -117,7 +136,10 @@ def test_bad_option_values(tree: Path, args: list[str], message: str) -> None:
 def test_stats_format_find_cannot_render(tree: Path) -> None:
     result = invoke("stats", "--format", "markdown", "find", "know", "-r", str(tree))
     assert result.exit_code == 2
-    assert result.stderr.strip() == "kag: error: --format markdown is not available for find (text, json or jsonl)"
+    assert (
+        result.stderr.strip()
+        == "kag: error: --format markdown is not available for find (text, json or jsonl)"
+    )
 
 
 def test_missing_results_folder(tmp_path: Path) -> None:
@@ -137,8 +159,14 @@ def test_text_lines_and_summary(tree: Path) -> None:
         "mcq/1/run1-native.json:8: …don't [KNOW]",
     ]
     err = result.stderr.splitlines()
-    assert err[0] == f"kag: warning: {tree / 'free/9/run1-kag.json'}: unreadable result file, skipped: expected an object with exactly one key, 'ok' or 'error'"
-    assert err[1] == "kag: warning: 1 error result file(s) counted and skipped (no response to search; kag -v stats find lists them)"
+    assert (
+        err[0] == f"kag: warning: {tree / 'free/9/run1-kag.json'}: unreadable result file, skipped: "
+        "expected an object with exactly one key, 'ok' or 'error'"
+    )
+    assert (
+        err[1] == "kag: warning: 1 error result file(s) counted and skipped "
+        "(no response to search; kag -v stats find lists them)"
+    )
     assert err[-1] == "2 occurrence(s) out of 7 result file(s) matched the pattern."
     assert "\x1b" not in result.stdout  # not a terminal: no colour
 
@@ -156,14 +184,22 @@ def test_invert_match_after_find_is_not_verbosity(tree: Path) -> None:
 
 def test_v_before_find_is_verbosity(tree: Path) -> None:
     result = invoke("stats", "-v", "find", "(?i)know", "-r", str(tree), "--prefix", "run1-", "-l")
-    assert result.stdout.splitlines() == [rel(tree, "mcq/0/run1-kag.json"), rel(tree, "mcq/1/run1-native.json")]
-    assert f"kag: info: {tree / 'mcq/2/run1-kag.json'}: error result file, skipped (no response to search)" in result.stderr.splitlines()
+    assert result.stdout.splitlines() == [
+        rel(tree, "mcq/0/run1-kag.json"),
+        rel(tree, "mcq/1/run1-native.json"),
+    ]
+    assert (
+        f"kag: info: {tree / 'mcq/2/run1-kag.json'}: error result file, skipped (no response to search)"
+        in result.stderr.splitlines()
+    )
 
 
 def test_count_per_setup(tree: Path) -> None:
     result = invoke("stats", "find", "(?i)know", "-r", str(tree), "--prefix", "run1-", "-c")
     assert result.stdout.splitlines() == ["kag:1", "native:1"]
-    jsonl = invoke("stats", "find", "(?i)know", "-r", str(tree), "--prefix", "run1-", "-c", "--format", "jsonl")
+    jsonl = invoke(
+        "stats", "find", "(?i)know", "-r", str(tree), "--prefix", "run1-", "-c", "--format", "jsonl"
+    )
     assert [json.loads(line) for line in jsonl.stdout.splitlines()] == [
         {"setup": "kag", "matches": 1, "total": 4},
         {"setup": "native", "matches": 1, "total": 3},
@@ -171,21 +207,54 @@ def test_count_per_setup(tree: Path) -> None:
 
 
 def test_jsonl_and_json_hits(tree: Path) -> None:
-    result = invoke("stats", "find", "don't", "-i", "-r", str(tree), "--prefix", "run1-", "--format", "jsonl", "-C", "2")
+    result = invoke(
+        "stats", "find", "don't", "-i", "-r", str(tree), "--prefix", "run1-", "--format", "jsonl", "-C", "2"
+    )
     assert [json.loads(line) for line in result.stdout.splitlines()] == [
-        {"path": rel(tree, "mcq/0/run1-kag.json"), "dataset": "mcq", "question": "0", "setup": "kag",
-         "offset": 2, "match": "don't", "context": "I don't k"},
-        {"path": rel(tree, "mcq/1/run1-native.json"), "dataset": "mcq", "question": "1", "setup": "native",
-         "offset": 2, "match": "don't", "context": "i don't K"},
+        {
+            "path": rel(tree, "mcq/0/run1-kag.json"),
+            "dataset": "mcq",
+            "question": "0",
+            "setup": "kag",
+            "offset": 2,
+            "match": "don't",
+            "context": "I don't k",
+        },
+        {
+            "path": rel(tree, "mcq/1/run1-native.json"),
+            "dataset": "mcq",
+            "question": "1",
+            "setup": "native",
+            "offset": 2,
+            "match": "don't",
+            "context": "i don't K",
+        },
     ]
     assert result.stderr.count("occurrence") == 0  # the summary line belongs to the text format
-    doc = json.loads(invoke("stats", "find", "don't", "-i", "-r", str(tree), "--prefix", "run1-", "--format", "json", "-C", "2").stdout)
+    doc = json.loads(
+        invoke(
+            "stats",
+            "find",
+            "don't",
+            "-i",
+            "-r",
+            str(tree),
+            "--prefix",
+            "run1-",
+            "--format",
+            "json",
+            "-C",
+            "2",
+        ).stdout
+    )
     assert doc["hits"] == [json.loads(line) for line in result.stdout.splitlines()]
 
 
 def test_max_count(tree: Path) -> None:
     ok(tree / "mcq" / "3" / "run1-kag.json", "no no no no")
-    result = invoke("stats", "find", r"\bno\b", "-r", str(tree), "--setup", "run1-kag", "--max-count", "2", "-C", "0")
+    result = invoke(
+        "stats", "find", r"\bno\b", "-r", str(tree), "--setup", "run1-kag", "--max-count", "2", "-C", "0"
+    )
     assert result.stdout.splitlines() == ["mcq/3/run1-kag.json:0: [no]…", "mcq/3/run1-kag.json:3: …[no]…"]
 
 
@@ -209,7 +278,10 @@ def test_catastrophic_pattern_is_reported_and_the_search_completes(tmp_path: Pat
 def test_interactive_without_fzf_is_a_clear_error(tree: Path, tmp_path: Path) -> None:
     result = invoke("stats", "find", "know", "-r", str(tree), "--interactive", env={"PATH": str(tmp_path)})
     assert result.exit_code == 2 and result.stdout == ""
-    assert result.stderr == "kag: error: --interactive needs fzf on PATH (https://github.com/junegunn/fzf, e.g. apt-get install fzf)\n"
+    assert (
+        result.stderr == "kag: error: --interactive needs fzf on PATH "
+        "(https://github.com/junegunn/fzf, e.g. apt-get install fzf)\n"
+    )
 
 
 def test_interactive_pipes_path_and_line_to_fzf(tree: Path, tmp_path: Path) -> None:
@@ -220,9 +292,18 @@ def test_interactive_pipes_path_and_line_to_fzf(tree: Path, tmp_path: Path) -> N
     fake.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {tmp_path}/args\ncat > {tmp_path}/stdin\n')
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
     env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
-    result = invoke("stats", "find", "(?i)know", "-r", str(tree), "--prefix", "run1-", "--interactive", env=env)
+    result = invoke(
+        "stats", "find", "(?i)know", "-r", str(tree), "--prefix", "run1-", "--interactive", env=env
+    )
     assert result.exit_code == 0, result.stderr
-    assert (tmp_path / "args").read_text().splitlines() == ["--delimiter", "\t", "--with-nth", "2..", "--preview", "cat {1}"]
+    assert (tmp_path / "args").read_text().splitlines() == [
+        "--delimiter",
+        "\t",
+        "--with-nth",
+        "2..",
+        "--preview",
+        "cat {1}",
+    ]
     assert (tmp_path / "stdin").read_text().splitlines() == [
         f"{tree / 'mcq/0/run1-kag.json'}\tmcq/0/run1-kag.json:8: I don't [know].",
         f"{tree / 'mcq/1/run1-native.json'}\tmcq/1/run1-native.json:8: i don't [KNOW]",
@@ -240,17 +321,37 @@ def test_interactive_with_no_match_never_starts_fzf(tree: Path, tmp_path: Path) 
     assert result.exit_code == 1 and not (tmp_path / "started").exists()
 
 
-@pytest.mark.skipif(subprocess.run(["sh", "-c", "command -v fzf"], capture_output=True).returncode != 0, reason="fzf not installed")
+@pytest.mark.skipif(
+    subprocess.run(["sh", "-c", "command -v fzf"], capture_output=True).returncode != 0,
+    reason="fzf not installed",
+)
 def test_interactive_with_the_real_fzf(tree: Path) -> None:
     """fzf's --filter mode (given through FZF_DEFAULT_OPTS) runs without a terminal."""
     env = {**os.environ, "FZF_DEFAULT_OPTS": "--filter=KNOW"}
     proc = subprocess.run(
-        [sys.executable, "-m", "kag", "stats", "find", "(?i)know", "-r", str(tree), "--prefix", "run1-", "--interactive"],
-        capture_output=True, text=True, env=env, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "kag",
+            "stats",
+            "find",
+            "(?i)know",
+            "-r",
+            str(tree),
+            "--prefix",
+            "run1-",
+            "--interactive",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
     )
     assert proc.returncode == 0, proc.stderr
     # fzf prints the selected line; --filter=KNOW (smart case) keeps only the upper-case one.
-    assert proc.stdout.splitlines() == [f"{tree / 'mcq/1/run1-native.json'}\tmcq/1/run1-native.json:8: i don't [KNOW]"]
+    assert proc.stdout.splitlines() == [
+        f"{tree / 'mcq/1/run1-native.json'}\tmcq/1/run1-native.json:8: i don't [KNOW]"
+    ]
 
 
 # ---------------------------------------------------------------- Ctrl-C with a process pool
@@ -264,8 +365,24 @@ def test_ctrl_c_stops_the_pool_with_exit_130(tmp_path: Path) -> None:
     for q in range(40):
         ok(tmp_path / "d" / str(q) / "s.json", "a" * 5000 + "b")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "kag", "stats", "find", "(a+)+$", "-r", str(tmp_path), "--timeout", "60", "--jobs", "2"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "kag",
+            "stats",
+            "find",
+            "(a+)+$",
+            "-r",
+            str(tmp_path),
+            "--timeout",
+            "60",
+            "--jobs",
+            "2",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
     deadline = time.monotonic() + 60
     while len(_children(proc.pid)) < 2 and time.monotonic() < deadline and proc.poll() is None:
@@ -284,3 +401,28 @@ def test_ctrl_c_stops_the_pool_with_exit_130(tmp_path: Path) -> None:
     assert "Traceback" not in err
     leftover = subprocess.run(["pgrep", "-s", str(proc.pid)], capture_output=True, text=True).stdout.split()
     assert leftover == []  # no orphaned worker keeps burning CPU
+
+
+def test_reader_going_away_stops_the_pool_quietly(tmp_path: Path) -> None:
+    """`kag stats find X | head -1`: exit 0 at once, no traceback, no worker left behind."""
+    for q in range(300):
+        ok(tmp_path / "d" / f"{q:03}" / "s.json", "know " * 50)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kag", "stats", "find", "know", "-r", str(tmp_path), "--jobs", "2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    first = proc.stdout.readline()
+    proc.stdout.close()  # what `head -1` does after its line
+    try:
+        err = proc.stderr.read().decode()
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert first.decode().startswith("d/000/s.json:0: [know]")
+    assert proc.returncode == 0
+    assert "Traceback" not in err and "Exception ignored" not in err
+    assert subprocess.run(["pgrep", "-s", str(proc.pid)], capture_output=True, text=True).stdout == ""

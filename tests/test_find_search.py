@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
@@ -13,22 +14,31 @@ from hypothesis import strategies as st
 
 from kag.errors import InputError, UsageError
 from kag.grading.search import (
-    FileStatus,
     RENDERERS,
+    WHITE_SPACE,
     SearchFormat,
     SearchOptions,
-    WHITE_SPACE,
     compile_pattern,
     flatten,
     format_hit,
     hit_to_json,
+    iter_walk,
     list_search_files,
     parse_response,
     result_to_json,
     search,
     trim,
 )
-from kag.results import ErrorResult, OkResult, OkStats, Timing, UnreadableResult, parse_result, write_result
+from kag.results import (
+    ErrorResult,
+    OkResult,
+    OkStats,
+    Timing,
+    UnreadableResult,
+    iter_result_files_deep,
+    parse_result,
+    write_result,
+)
 
 
 def ok(path: Path, text: str) -> None:
@@ -90,9 +100,17 @@ def test_unreadable_and_error_files_are_warned(tree: Path, caplog: pytest.LogCap
     with caplog.at_level("INFO", logger="kag.grading.search"):
         search(tree, opts("know"))
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
-    assert warnings[0].startswith(f"{tree / 'free/8/run-a.json'}: unreadable result file, skipped: not valid JSON")
-    assert warnings[1] == f"{tree / 'free/8/run-b.json'}: unreadable result file, skipped: 'ok.result' must be a string"
-    assert warnings[2] == "1 error result file(s) counted and skipped (no response to search; kag -v stats find lists them)"
+    assert warnings[0].startswith(
+        f"{tree / 'free/8/run-a.json'}: unreadable result file, skipped: not valid JSON"
+    )
+    assert (
+        warnings[1]
+        == f"{tree / 'free/8/run-b.json'}: unreadable result file, skipped: 'ok.result' must be a string"
+    )
+    assert (
+        warnings[2]
+        == "1 error result file(s) counted and skipped (no response to search; kag -v stats find lists them)"
+    )
     infos = [r.getMessage() for r in caplog.records if r.levelname == "INFO"]
     assert infos == [f"{tree / 'mcq/2/run-a.json'}: error result file, skipped (no response to search)"]
 
@@ -227,7 +245,8 @@ def test_timeout_after_a_hit_keeps_the_hit(tmp_path: Path, caplog: pytest.LogCap
     assert r.paths == (str(tmp_path / "d/q/s.json"),) and r.timed_out == r.paths
     assert [h.match for h in r.hits] == ["x"]
     assert caplog.records[0].getMessage() == (
-        f"{tmp_path / 'd/q/s.json'}: pattern timed out (--timeout 0.2 s of CPU) after 1 match(es); later ones not shown"
+        f"{tmp_path / 'd/q/s.json'}: pattern timed out (--timeout 0.2 s of CPU) after 1 match(es); "
+        "later ones not shown"
     )
 
 
@@ -286,39 +305,55 @@ def test_json_document(tree: Path) -> None:
 
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.floats(allow_nan=False) | st.text(max_size=5),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(["ok", "error", "result", "stats", "x"]), inner, max_size=3),
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**64 - 1)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.sampled_from(["ok", "error", "result", "stats", "x"]), inner, max_size=3)
+    ),
     max_leaves=8,
 )
 
 
+def _verdict(parse: Callable[[bytes], object], data: bytes) -> object:
+    try:
+        parsed = parse(data)
+    except UnreadableResult as exc:
+        return ("unreadable", str(exc))
+    return parsed.result if isinstance(parsed, OkResult) else parsed
+
+
 @given(json_values)
-@settings(max_examples=300)
+@settings(max_examples=150)
 def test_parse_response_agrees_with_parse_result(value: object) -> None:
     data = orjson.dumps(value)
-    try:
-        expected: object = parse_result(data)
-    except UnreadableResult as exc:
-        expected = ("unreadable", str(exc))
-    try:
-        got: object = parse_response(data)
-    except UnreadableResult as exc:
-        got = ("unreadable", str(exc))
-    if isinstance(expected, OkResult):
-        assert isinstance(got, OkResult) and got.result == expected.result
-    else:
-        assert got == expected
+    assert _verdict(parse_response, data) == _verdict(parse_result, data)
 
 
 @given(st.binary(max_size=40))
 def test_parse_response_agrees_on_arbitrary_bytes(data: bytes) -> None:
-    def verdict(parse: object) -> object:
-        try:
-            return type(parse(data)).__name__  # type: ignore[operator]
-        except UnreadableResult as exc:
-            return str(exc)
+    assert _verdict(parse_response, data) == _verdict(parse_result, data)
 
-    assert verdict(parse_response) == verdict(parse_result)
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'{"ok": {"result": "B", "stats": {"time": "soon", "usage": 3}}}',
+        b'{"error": "boom"}',
+        b'{"ok": {"result": "B"}, "error": "both"}',
+        b'{"error": null}',
+        b'{"ok": {"stats": {}}}',
+        b'{"ok": []}',
+        b"[1]",
+        b'{"ok": {"result": "B"',
+        b"\xff",
+    ],
+)
+def test_parse_response_agrees_on_each_shape(data: bytes) -> None:
+    assert _verdict(parse_response, data) == _verdict(parse_result, data)
 
 
 responses = st.lists(st.text(alphabet="ab \n", max_size=12), min_size=1, max_size=6)
@@ -326,7 +361,9 @@ responses = st.lists(st.text(alphabet="ab \n", max_size=12), min_size=1, max_siz
 
 @given(responses, st.text(alphabet="ab", min_size=1, max_size=2))
 @settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture])
-def test_literal_search_matches_an_oracle(tmp_path_factory: pytest.TempPathFactory, texts: list[str], word: str) -> None:
+def test_literal_search_matches_an_oracle(
+    tmp_path_factory: pytest.TempPathFactory, texts: list[str], word: str
+) -> None:
     root = tmp_path_factory.mktemp("t")
     for i, text in enumerate(texts):
         ok(root / "d" / str(i) / "s.json", text)
@@ -348,3 +385,31 @@ def test_every_format_has_a_renderer_and_a_cli_choice() -> None:
 
     assert set(RENDERERS) == set(SearchFormat)
     assert [f.value for f in Format] == [f.value for f in SearchFormat]
+
+
+names = st.sampled_from(
+    ["a", "a-b", "a.b", "a b", "b0", "s.json", "a.json", "s-1.json", "s.json.tmp", "Z.json"]
+)
+
+
+@given(
+    st.lists(st.lists(names, min_size=1, max_size=4), min_size=1, max_size=12),
+    st.sampled_from(["", "s", "a"]),
+)
+@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_streamed_walk_equals_the_deep_walk(
+    tmp_path_factory: pytest.TempPathFactory, paths: list[list[str]], prefix: str
+) -> None:
+    """iter_walk streams per top-level folder; it must give iter_result_files_deep's list."""
+    root = tmp_path_factory.mktemp("w")
+    for parts in paths:
+        target = root.joinpath(*parts)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text("{}")
+        except OSError:  # a name already used as a file (or folder) on this path
+            continue
+    os.symlink(root / parts[0], root / "link")  # followed by neither walk
+    os.symlink(root / parts[0], root / "s-link.json")
+    assert list(iter_walk(str(root), prefix)) == list(iter_result_files_deep(str(root), prefix))
+    assert list(iter_walk(str(root) + "/", prefix)) == list(iter_result_files_deep(str(root) + "/", prefix))

@@ -505,6 +505,11 @@ def test_generate_once(tmp_path: Path, server: FakeServer) -> None:
     result, attempts = generate_once(cfg, bench.setups["plain"], "Why {{ not a template }}?", RunOptions())
     assert isinstance(result, OkResult) and result.result == "b" and attempts == 1
     assert result.stats.prompt == "Why {{ not a template }}?"
+    from kag.datasets import Question
+    from kag.generation.fingerprint import task_fingerprint
+
+    expected = task_fingerprint(bench.setups["plain"], Question("", "", "Why {{ not a template }}?", None))
+    assert result.stats.fingerprint == expected
     assert server.chat_requests()[0].body["options"] == {"temperature": 0.3}  # type: ignore[index]
 
 

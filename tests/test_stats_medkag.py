@@ -151,3 +151,19 @@ def test_cli_on_the_real_tree(med_kag: Path):
         app, ["stats", "-d", str(med_kag / "datasets/mirage.json"), "-r", str(med_kag / "results"), "--prefix", "x-"]
     )
     assert "No scorable results were found." in wrong.stdout
+
+
+def test_fast_path_equals_the_model_on_every_real_file(med_kag: Path):
+    from kag.grading import mcq
+    from kag.results import read_result
+
+    datasets = load_datasets(med_kag / "datasets" / "mirage.json")
+    pattern = mcq.compile_abstention(mcq.DEFAULT_ABSTENTION)
+    files = sorted((med_kag / "results").glob("*/*/*.json"))
+    assert len(files) == 199
+    for path in files:
+        dataset, question, name = path.parts[-3:]
+        mcq_q = datasets.get(dataset, question).mcq
+        args = {"dataset": dataset, "question": question, "setup": name[len(PREFIX) : -5], "abstention": pattern}
+        fast = mcq.grade_bytes(path.read_bytes(), mcq.AnswerKey(mcq_q.answer, tuple(mcq_q.options)), **args)
+        assert fast == mcq.grade_result(read_result(path), mcq_q.answer, tuple(mcq_q.options), **args)

@@ -21,7 +21,8 @@ def brute_force(matrix: np.ndarray, maximize: bool) -> float:
         matrix = matrix.T
     n_rows, n_cols = matrix.shape
     totals = (
-        sum(matrix[i, cols[i]] for i in range(n_rows)) for cols in itertools.permutations(range(n_cols), n_rows)
+        sum(matrix[i, cols[i]] for i in range(n_rows))
+        for cols in itertools.permutations(range(n_cols), n_rows)
     )
     return max(totals) if maximize else min(totals)
 
@@ -40,7 +41,9 @@ shapes = st.tuples(st.integers(1, 9), st.integers(1, 9))
 
 @settings(max_examples=300, deadline=None)
 @given(
-    matrix=shapes.flatmap(lambda shape: arrays(np.float64, shape, elements=st.one_of(tie_values, any_values))),
+    matrix=shapes.flatmap(
+        lambda shape: arrays(np.float64, shape, elements=st.one_of(tie_values, any_values))
+    ),
     maximize=st.booleans(),
 )
 def test_optimum_equals_scipy(matrix: np.ndarray, maximize: bool) -> None:
@@ -69,7 +72,9 @@ def test_random_matrices_with_ties_and_zeros_match_scipy(seed: int) -> None:
     rng = np.random.default_rng(seed)
     for _ in range(60):
         shape = (int(rng.integers(1, 16)), int(rng.integers(1, 16)))
-        matrix = rng.choice([0.0, 0.0, 0.0, 0.1, 0.45, 0.55, 0.9, 1.0], shape) if seed % 2 else rng.random(shape)
+        matrix = (
+            rng.choice([0.0, 0.0, 0.0, 0.1, 0.45, 0.55, 0.9, 1.0], shape) if seed % 2 else rng.random(shape)
+        )
         for maximize in (False, True):
             rows, cols = linear_sum_assignment(matrix, maximize=maximize)
             ref = scipy_lsa(matrix, maximize=maximize)
@@ -129,7 +134,9 @@ def test_empty_and_invalid_inputs() -> None:
 
 @settings(max_examples=200, deadline=None)
 @given(
-    matrix=shapes.flatmap(lambda shape: arrays(np.float64, shape, elements=st.one_of(tie_values, any_values))),
+    matrix=shapes.flatmap(
+        lambda shape: arrays(np.float64, shape, elements=st.one_of(tie_values, any_values))
+    ),
 )
 def test_list_api_returns_the_same_assignment(matrix: np.ndarray) -> None:
     rows, cols = linear_sum_assignment(matrix, maximize=True)

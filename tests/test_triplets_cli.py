@@ -17,7 +17,12 @@ GOLD = EXAMPLES / "gold.jsonl"
 FINETUNED = EXAMPLES / "finetuned.jsonl"
 BASE = EXAMPLES / "base.json"
 
-TRIPLET = {"source": {"title": "A", "type": "T"}, "target": {"title": "B", "type": "T"}, "relation": "uses", "weight": 0.5}
+TRIPLET = {
+    "source": {"title": "A", "type": "T"},
+    "target": {"title": "B", "type": "T"},
+    "relation": "uses",
+    "weight": 0.5,
+}
 
 
 def run(*args: str | Path) -> tuple[int, str, str]:
@@ -33,17 +38,22 @@ def as_json(*args: str | Path) -> dict:
 
 def test_json_report_on_the_examples() -> None:
     report = as_json(GOLD, FINETUNED, BASE)
-    assert report["match_mode"] == "exact" and report["similarity_backend"] == "exact" and report["gate"] is None
+    assert (
+        report["match_mode"] == "exact" and report["similarity_backend"] == "exact" and report["gate"] is None
+    )
     fine, base = report["runs"]
     assert fine["predictions"] == str(FINETUNED) and base["predictions"] == str(BASE)
     assert fine["entries"] == base["entries"] == 7
     assert set(fine) == {
-        "predictions", "entries", "composite", "axes", "micro", "hallucination_rate", "counts", "relation_distribution"
+        "predictions", "entries", "composite", "axes", "micro", "hallucination_rate", "counts",
+        "relation_distribution",
     }  # fmt: skip
     # Counts checked by hand against the example files.
     assert fine["counts"] == {
-        "predicted_items": 13, "gold_triplets": 16, "exact_hits": 8, "empty_predictions": 3, "unparseable": 1,
-        "malformed": 0, "invalid_triplets": 1, "missing_predictions": 1, "self_loop": 1, "invalid_relation": 1,
+        "predicted_items": 13, "gold_triplets": 16, "exact_hits": 8, "empty_predictions": 3,
+        "unparseable": 1,
+        "malformed": 0, "invalid_triplets": 1, "missing_predictions": 1, "self_loop": 1,
+        "invalid_relation": 1,
         "ungrounded": 0, "novel_grounded": 0,
     }  # fmt: skip
     assert fine["micro"]["triplet"] == {"precision": round(8 / 13, 4), "recall": 0.5, "f1": round(16 / 29, 4)}
@@ -59,7 +69,10 @@ def test_text_report_side_by_side() -> None:
     header = next(line for line in out.splitlines() if line.startswith("metric"))
     assert str(FINETUNED) in header and str(BASE) in header
     composite = next(line for line in out.splitlines() if line.startswith("composite"))
-    assert f"{report['runs'][0]['composite']:.4f}" in composite and f"{report['runs'][1]['composite']:.4f}" in composite
+    assert (
+        f"{report['runs'][0]['composite']:.4f}" in composite
+        and f"{report['runs'][1]['composite']:.4f}" in composite
+    )
     assert "match: exact, similarity: exact" in out
     assert "Predicted relations" in out
     # the prediction id that gold lacks is a warning on stderr, not part of the report
@@ -90,7 +103,11 @@ def test_details_file(tmp_path: Path) -> None:
 
 def test_fuzzy_mode_and_gate() -> None:
     report = as_json(GOLD, BASE, "--match", "fuzzy")
-    assert report["match_mode"] == "fuzzy" and report["similarity_backend"] == "lexical" and report["gate"] == 0.7
+    assert (
+        report["match_mode"] == "fuzzy"
+        and report["similarity_backend"] == "lexical"
+        and report["gate"] == 0.7
+    )
     exact = as_json(GOLD, BASE)
     # prose titles ("The Linux kernel") now pair up with gold entities
     assert report["runs"][0]["micro"]["entity"]["recall"] > exact["runs"][0]["micro"]["entity"]["recall"]
@@ -111,7 +128,9 @@ def test_embedding_mode_falls_back_to_fuzzy(tmp_path: Path) -> None:
     broken.mkdir()
     (broken / "model.onnx").write_bytes(b"garbage")
     (broken / "tokenizer.json").write_text("{}")
-    code, out, err = run(GOLD, FINETUNED, "--match", "embedding", "--embedding-model", broken, "--format", "json")
+    code, out, err = run(
+        GOLD, FINETUNED, "--match", "embedding", "--embedding-model", broken, "--format", "json"
+    )
     assert code == 0
     report = json.loads(out)
     assert report["match_mode"] == "embedding" and report["similarity_backend"] == "lexical"
@@ -153,11 +172,21 @@ def test_duplicate_ids_exit_2(tmp_path: Path) -> None:
     assert err == f"kag: error: {pred} line 2: duplicate id 'q1' (first at line 1)\n"
 
 
-def test_missing_ids_and_files_exit_2(tmp_path: Path) -> None:
-    pred = write_jsonl(tmp_path / "pred.jsonl", [{"triplets": []}])
-    code, _, err = run(GOLD, pred)
-    assert code == 2 and err == f"kag: error: {pred} line 1: the entry has no 'id'\n"
-    code, _, err = run(tmp_path / "nope.jsonl", pred)
+def test_prediction_lines_without_ids_are_skipped_with_a_warning(tmp_path: Path) -> None:
+    pred = tmp_path / "pred.jsonl"
+    pred.write_text('{"triplets": []}\n{"id": "q5", "triplets": []}\n{"id": "q1", "triplets": [\n')
+    code, out, err = run(GOLD, pred, "--format", "json")
+    assert code == 0
+    assert f"kag: warning: {pred}: 2 entries skipped (line 1: the entry has no 'id'; line 3: not valid JSON" in err
+    counts = json.loads(out)["runs"][0]["counts"]
+    assert counts["missing_predictions"] == 6  # every gold id but q5
+
+
+def test_gold_without_ids_and_missing_files_exit_2(tmp_path: Path) -> None:
+    gold = write_jsonl(tmp_path / "gold.jsonl", [{"triplets": []}])
+    code, out, err = run(gold, FINETUNED)
+    assert code == 2 and out == "" and err == f"kag: error: {gold} line 1: the entry has no 'id'\n"
+    code, _, err = run(tmp_path / "nope.jsonl", FINETUNED)
     assert code == 2 and "nope.jsonl: no such file" in err
 
 
@@ -169,7 +198,7 @@ def test_malformed_predictions_never_crash(tmp_path: Path) -> None:
             {"id": 0, "triplets": "A uses B"},
             {"id": 1, "triplets": [{"source": {"title": "A", "type": "T"}}]},
             {"id": 2, "triplets": [{**TRIPLET, "weight": True}, {**TRIPLET, "weight": 7}]},
-            {"id": 3, "output": "```json\n[{\"broken\": \n```"},
+            {"id": 3, "output": '```json\n[{"broken": \n```'},
             {"id": 4, "output": None},
         ],
     )
@@ -189,5 +218,27 @@ def test_bad_gate_is_a_usage_error() -> None:
 def test_help_lists_every_flag() -> None:
     result = runner.invoke(app, ["triplets", "--help"])
     assert result.exit_code == 0
-    for flag in ("--format", "--details", "--match", "--fuzzy-gate", "--relations", "--embedding-model", "--allow-download"):
+    for flag in (
+        "--format",
+        "--details",
+        "--match",
+        "--fuzzy-gate",
+        "--relations",
+        "--embedding-model",
+        "--allow-download",
+    ):
         assert flag in result.stdout
+
+
+def test_options_without_effect_are_warned_about() -> None:
+    code, out, err = run(GOLD, FINETUNED, "--fuzzy-gate", "0.5", "--embedding-model", "x", "--format", "json")
+    assert code == 0 and json.loads(out)["gate"] is None
+    assert "--fuzzy-gate has no effect with --match exact" in err
+    assert "--embedding-model has no effect without --match embedding" in err
+
+
+def test_unwritable_details_file_exits_2(tmp_path: Path) -> None:
+    target = tmp_path / "no-such-dir" / "details.jsonl"
+    code, out, err = run(GOLD, FINETUNED, "--details", target)
+    assert code == 2 and out == ""
+    assert err.startswith(f"kag: error: {target}: cannot write the details file")

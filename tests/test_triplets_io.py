@@ -12,14 +12,25 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kag.errors import InputError
-from kag.grading.triplets.io import load_gold, load_predictions, load_relations, parse_model_output, read_records
+from kag.grading.triplets.io import (
+    load_gold,
+    load_predictions,
+    load_relations,
+    parse_model_output,
+    read_records,
+)
 from kag.grading.triplets.validate import to_triplet, triplet_problem, validate_items
 
 DATA = Path(__file__).parent / "data" / "triplets"
 PARSE = json.loads((DATA / "parse_cases.json").read_text())["cases"]
 VALIDATE = json.loads((DATA / "validate_cases.json").read_text())["cases"]
 
-TRIPLET = {"source": {"title": "A", "type": "T"}, "target": {"title": "B", "type": "T"}, "relation": "uses", "weight": 0.5}
+TRIPLET = {
+    "source": {"title": "A", "type": "T"},
+    "target": {"title": "B", "type": "T"},
+    "relation": "uses",
+    "weight": 0.5,
+}
 
 
 @pytest.mark.parametrize(("text", "expected"), PARSE, ids=[case[0][:40] for case in PARSE])
@@ -97,19 +108,28 @@ def test_predictions_statuses(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ('{"id": 1, "triplets": []}\n{"id": "1", "triplets": []}\n', "line 2: duplicate id '1' (first at line 1)"),
+        (
+            '{"id": 1, "triplets": []}\n{"id": "1", "triplets": []}\n',
+            "line 2: duplicate id '1' (first at line 1)",
+        ),
         ('{"triplets": []}\n', "line 1: the entry has no 'id'"),
         ('{"id": true, "triplets": []}\n', "line 1: 'id' must be a string or an integer, got bool"),
         ('{"id": 1.5, "triplets": []}\n', "line 1: 'id' must be a string or an integer, got float"),
         ('"just text"\n', "line 1: expected an object with an 'id', got str"),
         ("[1, 2]\n", "entry 1: expected an object with an 'id', got int"),
         ('{"id": 1, "triplets": []}\n{"id": 2,\n', "line 2: not valid JSON"),
-        ('[{"id": 1, "triplets": []}, {"id": 1, "triplets": []}]', "entry 2: duplicate id '1' (first at entry 1)"),
+        (
+            '[{"id": 1, "triplets": []}, {"id": 1, "triplets": []}]',
+            "entry 2: duplicate id '1' (first at entry 1)",
+        ),
         ('[{"id": 1}', "not a valid JSON array"),
         ('{"id": 1}\n', "line 1: 'triplets' is missing"),
         ('{"id": 1, "triplets": {}}\n', "line 1: 'triplets' is a dict, not a list"),
         ('{"id": 1, "triplets": [], "prompt": 3}\n', "line 1: 'prompt' is not a string"),
-        ('{"id": 1, "triplets": [{"source": {"title": "A", "type": "T"}}]}\n', "line 1: gold triplet 0: 'target' is missing"),
+        (
+            '{"id": 1, "triplets": [{"source": {"title": "A", "type": "T"}}]}\n',
+            "line 1: gold triplet 0: 'target' is missing",
+        ),
         ("\n\n", "no gold entries"),
     ],
 )
@@ -128,6 +148,18 @@ def test_prediction_duplicate_ids_are_an_input_error(tmp_path: Path) -> None:
         load_predictions(path)
 
 
+def test_predictions_skip_unjoinable_lines(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = write(
+        tmp_path / "p.jsonl",
+        '{"id": 1, "triplets": []}\n"log line"\n{"id": true}\n{"output": "x"}\n{"id": 2, "trip\n',
+    )
+    assert list(load_predictions(path)) == ["1"]
+    assert f"{path}: 4 entries skipped (line 2: expected an object with an 'id', got str; " in caplog.text
+    assert "line 3: 'id' must be a string or an integer, got bool; line 4: the entry has no 'id'; and 1 more)" in (
+        caplog.text
+    )
+
+
 def test_missing_file_directory_and_bad_encoding(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="no such file"):
         load_gold(tmp_path / "nope.jsonl")
@@ -144,26 +176,39 @@ def test_relations_file(tmp_path: Path) -> None:
     assert load_relations(good) == ("uses", "Part Of")
     for text in ('{"uses": 1}', "[]", '["uses", ""]', '["uses", 3]', "not json"):
         path = write(tmp_path / "bad.json", text)
-        with pytest.raises(InputError, match="bad.json"):
+        with pytest.raises(InputError, match=r"bad\.json"):
             load_relations(path)
     with pytest.raises(InputError, match="no such file"):
         load_relations(tmp_path / "missing.json")
 
 
 json_value = st.recursive(
-    st.none() | st.booleans() | st.integers(-3, 3) | st.floats(-1, 2) | st.sampled_from(["", " ", "A", "uses"]),
-    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.sampled_from(["title", "type"]), children),
+    st.none()
+    | st.booleans()
+    | st.integers(-3, 3)
+    | st.floats(-1, 2)
+    | st.sampled_from(["", " ", "A", "uses"]),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.sampled_from(["title", "type"]), children)
+    ),
     max_leaves=6,
 )
 entity_value = st.one_of(
-    json_value, st.fixed_dictionaries({"title": json_value, "type": json_value}), st.just({"title": "A", "type": "T"})
+    json_value,
+    st.fixed_dictionaries({"title": json_value, "type": json_value}),
+    st.just({"title": "A", "type": "T"}),
 )
 
 
 @given(
     st.fixed_dictionaries(
         {},
-        optional={"source": entity_value, "target": entity_value, "relation": json_value, "weight": json_value},
+        optional={
+            "source": entity_value,
+            "target": entity_value,
+            "relation": json_value,
+            "weight": json_value,
+        },
     )
 )
 def test_fast_path_agrees_with_the_full_check(item: dict[str, Any]) -> None:

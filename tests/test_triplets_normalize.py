@@ -18,7 +18,9 @@ from kag.grading.triplets.normalize import (
     relation_key,
 )
 
-CASES = json.loads((Path(__file__).parent / "data" / "triplets" / "normalize_cases.json").read_text())["cases"]
+CASES = json.loads((Path(__file__).parent / "data" / "triplets" / "normalize_cases.json").read_text())[
+    "cases"
+]
 
 
 @pytest.mark.parametrize(("raw", "title", "text"), CASES, ids=[case[0] for case in CASES])
@@ -69,7 +71,11 @@ def test_normalizing_twice_equals_once(value: str) -> None:
     assert normalize_relation(normalize_relation(value)) == normalize_relation(value)
 
 
-@given(st.lists(st.sampled_from(["acme", "co.,", "ltd", "inc", "x", ",", "corp.", "gmbh", " "]), max_size=6).map(" ".join))
+@given(
+    st.lists(st.sampled_from(["acme", "co.,", "ltd", "inc", "x", ",", "corp.", "gmbh", " "]), max_size=6).map(
+        " ".join
+    )
+)
 def test_title_idempotent_unless_a_second_suffix_remains(value: str) -> None:
     once = normalize_title(value)
     assume(not ends_with_legal_suffix(once))

@@ -111,7 +111,11 @@ def test_invalid_reasons_are_specific(tmp_path: Path) -> None:
 def test_run_summary_macro_micro_and_counts(tmp_path: Path) -> None:
     """Three entries graded together; every figure worked out by hand."""
     gold = [
-        {"id": "a", "prompt": "", "triplets": [triplet("A", "uses", "B", 0.5), triplet("C", "uses", "D", 0.5)]},
+        {
+            "id": "a",
+            "prompt": "",
+            "triplets": [triplet("A", "uses", "B", 0.5), triplet("C", "uses", "D", 0.5)],
+        },
         {"id": "b", "prompt": "", "triplets": [triplet("E", "part_of", "F", 0.5)]},
         {"id": "c", "prompt": "", "triplets": []},
     ]
@@ -182,8 +186,8 @@ def test_micro_triplet_arithmetic_of_the_seed() -> None:
 
 @pytest.mark.parametrize(
     ("predicted", "gold", "expected"),
-    [(0.5, 0.5, 1.0), (0.5, 0.6, 1.0), (0.9, 0.8, 1.0), (0.7, 0.8, 1.0), (0.3, 0.0, 0.5), (0.0, 0.5, 0.0), (1.0, 0.0, 0.0),
-     (0.2, 0.0, 0.75)],
+    [(0.5, 0.5, 1.0), (0.5, 0.6, 1.0), (0.9, 0.8, 1.0), (0.7, 0.8, 1.0), (0.3, 0.0, 0.5), (0.0, 0.5, 0.0),
+     (1.0, 0.0, 0.0), (0.2, 0.0, 0.75)],
 )  # fmt: skip
 def test_weight_band(predicted: float, gold: float, expected: float) -> None:
     assert weight_agreement(predicted, gold) == pytest.approx(expected)
@@ -203,7 +207,9 @@ def test_fuzzy_similarity_formula() -> None:
     assert LexicalSimilarity(gate=0.6).sim("marie curi", "marie curie") == pytest.approx(0.642857142857)
     # No shared token: at most 0.5, under any gate above it, without running difflib.
     assert lexical.sim("paris", "london") == 0.0
-    assert LexicalSimilarity(gate=0.0).sim("paris", "london") == pytest.approx(fuzzy_similarity("paris", "london"))
+    assert LexicalSimilarity(gate=0.0).sim("paris", "london") == pytest.approx(
+        fuzzy_similarity("paris", "london")
+    )
 
 
 @given(
@@ -284,7 +290,9 @@ def test_assign_pairs_shortcuts_match_the_solver() -> None:
         align = rng.choice(values, shape)
         pairs = assign_pairs(align.tolist())
         solver_rows, solver_cols = linear_sum_assignment(align, maximize=True)
-        solver_pairs = [(i, j) for i, j in zip(solver_rows.tolist(), solver_cols.tolist()) if align[i, j] > 0]
+        solver_pairs = [
+            (i, j) for i, j in zip(solver_rows.tolist(), solver_cols.tolist(), strict=True) if align[i, j] > 0
+        ]
         assert sum(align[i, j] for i, j in pairs) == pytest.approx(align[solver_rows, solver_cols].sum())
         positive = align > 0
         if min(shape) == 1 or (positive.sum(0).max() <= 1 and positive.sum(1).max() <= 1):

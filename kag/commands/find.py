@@ -5,8 +5,8 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+from enum import StrEnum
 from pathlib import Path
-from enum import Enum
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from kag.grading.search import SearchFormat
 
 
-class Format(str, Enum):
+class Format(StrEnum):
     """The choices of ``--format``; the library's ``SearchFormat`` has the same values (it
     is not imported here so that ``kag --help`` does not load the regex engine)."""
 
@@ -64,7 +64,9 @@ def _format(value: Any) -> SearchFormat:
 def _fzf() -> str:
     fzf = shutil.which("fzf")
     if fzf is None:
-        raise UsageError("--interactive needs fzf on PATH (https://github.com/junegunn/fzf, e.g. apt-get install fzf)")
+        raise UsageError(
+            "--interactive needs fzf on PATH (https://github.com/junegunn/fzf, e.g. apt-get install fzf)"
+        )
     return fzf
 
 
@@ -87,28 +89,72 @@ def register(stats_app: typer.Typer) -> None:
     @stats_app.command("find")
     def find(
         ctx: typer.Context,
-        pattern: Annotated[str, typer.Argument(metavar="REGEX", help="Pattern (regex module syntax) searched in each trimmed ok.result.")],
-        results: Annotated[Path | None, typer.Option("--results", "-r", help="Root of the result tree [default: .]")] = None,
-        prefix: Annotated[str | None, typer.Option("--prefix", help="File name prefix of result files [default: none]")] = None,
+        pattern: Annotated[
+            str,
+            typer.Argument(
+                metavar="REGEX", help="Pattern (regex module syntax) searched in each trimmed ok.result."
+            ),
+        ],
+        results: Annotated[
+            Path | None, typer.Option("--results", "-r", help="Root of the result tree [default: .]")
+        ] = None,
+        prefix: Annotated[
+            str | None, typer.Option("--prefix", help="File name prefix of result files [default: none]")
+        ] = None,
         format: Annotated[Format | None, typer.Option("--format", help="[default: text]")] = None,
-        setup: Annotated[list[str] | None, typer.Option("--setup", metavar="GLOB", help="Only setups matching GLOB (repeatable).")] = None,
-        dataset: Annotated[list[str] | None, typer.Option("--dataset", metavar="GLOB", help="Only datasets matching GLOB (repeatable).")] = None,
-        ignore_case: Annotated[bool, typer.Option("--ignore-case", "-i", help="Case-insensitive matching.")] = False,
-        invert: Annotated[bool, typer.Option("--invert-match", "-v", help="Select responses that do NOT match.")] = False,
-        count: Annotated[bool, typer.Option("--count", "-c", help="Print the number of matching files per setup.")] = False,
-        files_only: Annotated[bool, typer.Option("--files-with-matches", "-l", help="Print only the paths of matching files.")] = False,
-        context: Annotated[int, typer.Option("--context", "-C", metavar="N", help="Characters shown around a match.")] = 40,
-        max_count: Annotated[int | None, typer.Option("--max-count", metavar="N", help="At most N matches per file.")] = None,
-        timeout: Annotated[float, typer.Option("--timeout", metavar="SECS", help="CPU seconds of matching allowed per file.")] = 1.0,
-        interactive: Annotated[bool, typer.Option("--interactive", help="Browse the matches in fzf.")] = False,
-        jobs: Annotated[int | None, typer.Option("--jobs", metavar="N", help="Worker processes [default: one per CPU for 1000+ files].")] = None,
+        setup: Annotated[
+            list[str] | None,
+            typer.Option("--setup", metavar="GLOB", help="Only setups matching GLOB (repeatable)."),
+        ] = None,
+        dataset: Annotated[
+            list[str] | None,
+            typer.Option("--dataset", metavar="GLOB", help="Only datasets matching GLOB (repeatable)."),
+        ] = None,
+        ignore_case: Annotated[
+            bool, typer.Option("--ignore-case", "-i", help="Case-insensitive matching.")
+        ] = False,
+        invert: Annotated[
+            bool, typer.Option("--invert-match", "-v", help="Select responses that do NOT match.")
+        ] = False,
+        count: Annotated[
+            bool, typer.Option("--count", "-c", help="Print the number of matching files per setup.")
+        ] = False,
+        files_only: Annotated[
+            bool, typer.Option("--files-with-matches", "-l", help="Print only the paths of matching files.")
+        ] = False,
+        context: Annotated[
+            int, typer.Option("--context", "-C", metavar="N", help="Characters shown around a match.")
+        ] = 40,
+        max_count: Annotated[
+            int | None, typer.Option("--max-count", metavar="N", help="At most N matches per file.")
+        ] = None,
+        timeout: Annotated[
+            float, typer.Option("--timeout", metavar="SECS", help="CPU seconds of matching allowed per file.")
+        ] = 1.0,
+        interactive: Annotated[
+            bool, typer.Option("--interactive", help="Browse the matches in fzf.")
+        ] = False,
+        jobs: Annotated[
+            int | None,
+            typer.Option(
+                "--jobs", metavar="N", help="Worker processes [default: one per CPU for 1000+ files]."
+            ),
+        ] = None,
     ) -> None:
         """Regex search over the model responses of a result tree (no datasets file needed).
 
         Exit 0 when a file matched, 1 when none did, 2 on bad usage or an invalid pattern.
         """
         from kag.console import info, stdout_console
-        from kag.grading.search import FileOutcome, SearchFormat, SearchOptions, View, final_lines, search, stream_lines
+        from kag.grading.search import (
+            FileOutcome,
+            SearchFormat,
+            SearchOptions,
+            View,
+            final_lines,
+            search,
+            stream_lines,
+        )
 
         fmt = _format(_pick(ctx, "--format", format, "text"))
         options = SearchOptions(
@@ -150,7 +196,10 @@ def register(stats_app: typer.Typer) -> None:
             _run_fzf(collected)
         if fmt is SearchFormat.TEXT:
             if result.matches:
-                info(f"{result.matches} occurrence(s) out of {result.total} result file(s) matched the pattern.")
+                info(
+                    f"{result.matches} occurrence(s) out of {result.total} result file(s) "
+                    "matched the pattern."
+                )
             else:
                 info("No result matched the pattern.")
         if not result.matches:

@@ -1,13 +1,86 @@
-"""`kag graph` (not yet available)."""
+"""`kag graph import`: build an embedded graph database (Ladybug) from CSV files."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+from typing import Annotated
+
 import typer
 
-from kag.errors import UsageError
+from kag.console import stderr_console
+
+
+def _progress_hook() -> tuple[object | None, object]:
+    """A rich progress bar on stderr when it is a terminal; otherwise no progress."""
+    if not sys.stderr.isatty():
+        return None, None
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    progress = Progress(
+        TextColumn("{task.description:>13}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=stderr_console(), transient=True,
+    )
+    tasks: dict[str, object] = {}
+
+    def hook(stage: str, done: int, total: int) -> None:
+        if stage not in tasks:
+            tasks[stage] = progress.add_task(stage, total=total)
+        progress.update(tasks[stage], completed=done)  # type: ignore[arg-type]
+
+    return progress, hook
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("graph", help="(not yet available)")
-    def graph() -> None:
-        raise UsageError("'kag graph' is not yet available")
+    graph_app = typer.Typer(
+        name="graph",
+        help="Embedded knowledge graphs (LadybugDB) for KAG setups that run without a Neo4j server.",
+        no_args_is_help=True,
+        rich_markup_mode=None,
+    )
+
+    @graph_app.command("import")
+    def import_(
+        database: Annotated[str, typer.Option("--database", metavar="NAME", help="The [databases.NAME] table (type = \"Ladybug\") to build.")],
+        nodes: Annotated[list[Path], typer.Option("--nodes", metavar="FILE", help="Node CSV file (header: id:ID, :LABEL, properties); repeatable.")],
+        relationships: Annotated[
+            list[Path] | None,
+            typer.Option("--relationships", metavar="FILE", help="Relationship CSV file (header: :START_ID, :END_ID, :TYPE, properties); repeatable."),
+        ] = None,
+        config: Annotated[Path, typer.Option("--config", "-c", metavar="FILE", help="Configuration file.")] = Path("config.toml"),
+        embed_property: Annotated[str, typer.Option("--embed-property", metavar="PROPERTY", help="Node property whose text is embedded.")] = "name",
+        provider: Annotated[
+            str | None, typer.Option("--provider", metavar="NAME", help="Embedding provider of the configuration (default: FastEmbed).")
+        ] = None,
+        model: Annotated[
+            str | None, typer.Option("--model", metavar="MODEL", help="Embedding model (default: the bundled MiniLM, or the provider's).")
+        ] = None,
+        index: Annotated[str, typer.Option("--index", metavar="PROPERTY", help="Node property that stores the embedding.")] = "embedding",
+        replace: Annotated[bool, typer.Option("--replace", help="Rebuild the database if it exists.")] = False,
+    ) -> None:
+        """Load nodes and relationships from CSV files (Neo4j admin-import style) into the
+        Ladybug database of the configuration, with an embedding per node."""
+        from kag.retrieval.importer import import_from_config
+
+        bar, hook = _progress_hook()
+        if bar is not None:
+            bar.start()  # type: ignore[attr-defined]
+        try:
+            report = import_from_config(
+                config, database, [str(p) for p in nodes], [str(p) for p in relationships or []],
+                embed_property=embed_property, provider=provider, model=model, index=index, replace=replace,
+                progress=hook,  # type: ignore[arg-type]
+            )
+        finally:
+            if bar is not None:
+                bar.stop()  # type: ignore[attr-defined]
+        typer.echo(f"database       {report.path}")
+        typer.echo(f"nodes          {report.nodes} ({report.embedded} embedded)")
+        typer.echo(f"relationships  {report.relationships} ({report.relationship_types} type(s))")
+        typer.echo(f"embeddings     {report.model}, {report.dimension} dimensions, property '{index}'")
+        typer.echo(
+            f"time           read {report.read_seconds:.2f} s, embed {report.embed_seconds:.2f} s,"
+            f" write {report.write_seconds:.2f} s"
+        )
+
+    app.add_typer(graph_app)

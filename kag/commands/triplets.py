@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from kag.console import info, stdout_console
+from kag.console import info, stdout_console, warn
 
 if TYPE_CHECKING:
     from kag.grading.triplets.model import TripletReport
@@ -29,9 +29,12 @@ class Match(str, Enum):
 def register(app: typer.Typer) -> None:
     @app.command("triplets")
     def triplets(
-        gold: Annotated[Path, typer.Argument(help="Gold entries (JSON array or JSON Lines).", show_default=False)],
+        gold: Annotated[
+            Path, typer.Argument(help="Gold entries (JSON array or JSON Lines).", show_default=False)
+        ],
         predictions: Annotated[
-            list[Path], typer.Argument(help="One or more prediction files, graded side by side.", show_default=False)
+            list[Path],
+            typer.Argument(help="One or more prediction files, graded side by side.", show_default=False),
         ],
         output_format: Annotated[OutputFormat, typer.Option("--format", help="Report format on stdout.")] = (
             OutputFormat.TEXT
@@ -53,7 +56,8 @@ def register(app: typer.Typer) -> None:
             ),
         ] = None,
         relations: Annotated[
-            Path | None, typer.Option("--relations", help="JSON list of valid relation names (default: 20 types).")
+            Path | None,
+            typer.Option("--relations", help="JSON list of valid relation names (default: 20 types)."),
         ] = None,
         embedding_model: Annotated[
             str | None,
@@ -74,6 +78,10 @@ def register(app: typer.Typer) -> None:
         from kag.grading.triplets.report import report_json_bytes, write_details
         from kag.grading.triplets.score import grade_triplets
 
+        if match is Match.EXACT and fuzzy_gate is not None:
+            warn("--fuzzy-gate has no effect with --match exact")
+        if match is not Match.EMBEDDING and embedding_model is not None:
+            warn("--embedding-model has no effect without --match embedding")
         relation_names = load_relations(relations) if relations is not None else DEFAULT_RELATIONS
         report = grade_triplets(
             gold,
@@ -100,9 +108,8 @@ def _render_text(report: TripletReport) -> None:
     from kag.grading.triplets.report import relation_rows, report_rows
 
     gate = "" if report.gate is None else f", gate {report.gate:.2f}"
-    header = (
-        f"gold: {report.gold}\nmatch: {report.match_mode.value}, similarity: {report.similarity_backend}{gate}"
-    )
+    mode = f"match: {report.match_mode.value}, similarity: {report.similarity_backend}{gate}"
+    header = f"gold: {report.gold}\n{mode}"
     names = [run.predictions for run in report.runs]
     console = stdout_console()
     console.print(header, markup=False)

@@ -690,13 +690,17 @@ def run_benchmark(
 def generate_once(
     config: Config, setup: Setup, text: str, options: RunOptions, reporter: Reporter | None = None
 ) -> tuple[Result, int]:
-    """One generation (``kag generation``): retrieval, rendering, the model call."""
+    """One generation (``kag generation``): retrieval, rendering, the model call; the
+    result carries the fingerprint a benchmark task with this input would have."""
+    aug = setup.augmented_generation
+    retriever_table = config.retrievers.get(aug.retriever) if aug else None
+    fingerprint = task_fingerprint(setup, Question("", "", text, None), retriever_table)
 
     async def main() -> tuple[Result, int]:
         generator = Generator(config, options, reporter)
         try:
             _current_label.set("generation")
-            return await generator.generate(setup, text)
+            return await generator.generate(setup, text, None, fingerprint)
         finally:
             await generator.aclose()
 

@@ -35,10 +35,13 @@ from fnmatch import fnmatchcase
 from fractions import Fraction
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
+
+import orjson
 
 from kag.datasets import Datasets
 from kag.errors import InputError, UsageError
-from kag.results import TMP_SUFFIX, ErrorResult, Result, Timing, parse_result, setup_from_name
+from kag.results import TMP_SUFFIX, ErrorResult, Result, Timing, UnreadableResult, setup_from_name
 
 log = logging.getLogger(__name__)
 
@@ -72,13 +75,19 @@ def rust_trim(text: str) -> str:
     return text.strip(RUST_WHITESPACE)
 
 
+def ascii_fold(text: str) -> str:
+    """``text`` with A-Z lowered and every other character kept (Rust's ``to_ascii_lowercase``)."""
+    # On a pure-ASCII string str.lower() only touches A-Z, and it is much faster than translate.
+    return text.lower() if text.isascii() else text.translate(_ASCII_LOWER)
+
+
 def eq_ignore_ascii_case(a: str, b: str) -> bool:
     """Rust's ``eq_ignore_ascii_case``: equal when only A-Z/a-z may differ in case.
 
     Non-ASCII letters must match exactly: "É" != "é", and the Kelvin sign "K" (U+212A)
     is not "k" (``str.lower``/``casefold`` would say otherwise).
     """
-    return len(a) == len(b) and a.translate(_ASCII_LOWER) == b.translate(_ASCII_LOWER)
+    return ascii_fold(a) == ascii_fold(b)
 
 
 def is_correct(response: str, answer: str) -> bool:
@@ -92,6 +101,20 @@ class Outcome(str, Enum):
     OK = "ok"  # an `ok` file whose answer matches the key
     WRONG = "wrong"  # an `ok` file whose answer does not match
     ERR = "err"  # an `error` file
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerKey:
+    """The answer key of one MCQ and its option keys, folded once for the comparisons."""
+
+    answer: str
+    options: tuple[str, ...]
+    folded_answer: str = field(init=False)
+    folded_options: frozenset[str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "folded_answer", ascii_fold(self.answer))
+        object.__setattr__(self, "folded_options", frozenset(ascii_fold(k) for k in self.options))
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +170,16 @@ def compile_abstention(pattern: str) -> re.Pattern[str]:
         raise UsageError(f"invalid abstention pattern {pattern!r}: {exc}") from None
 
 
+def _grade_response(response: str, key: AnswerKey, abstention: re.Pattern[str]) -> tuple[Outcome, bool, bool]:
+    """(outcome, abstained, non_option) of an ``ok`` response: the one place the rule lives."""
+    folded = ascii_fold(rust_trim(response))
+    if folded == key.folded_answer:
+        return Outcome.OK, False, False
+    if abstention.search(response) is not None:
+        return Outcome.WRONG, True, False
+    return Outcome.WRONG, False, folded not in key.folded_options
+
+
 def grade_result(
     result: Result,
     answer: str,
@@ -163,22 +196,12 @@ def grade_result(
     answer matching ``abstention`` (default :data:`DEFAULT_ABSTENTION`, searched in the
     verbatim response) is an abstention, any other WRONG answer that is no option key
     (same trim + ASCII-case rule) is a non-option answer.
-    A retrieval sample needs the retriever's time and all three database counts.
+    A retrieval sample needs the retriever's time and all three database counts (>= 0).
     """
     if isinstance(result, ErrorResult):
         return GradedFile(dataset, question, setup, Outcome.ERR, None)
-    response = result.result
-    trimmed = rust_trim(response)
-    abstained = non_option = False
-    if eq_ignore_ascii_case(trimmed, answer):
-        outcome = Outcome.OK
-    else:
-        outcome = Outcome.WRONG
-        pattern = abstention if abstention is not None else compile_abstention(DEFAULT_ABSTENTION)
-        if pattern.search(response) is not None:
-            abstained = True
-        else:
-            non_option = not any(eq_ignore_ascii_case(trimmed, key) for key in options)
+    pattern = abstention if abstention is not None else compile_abstention(DEFAULT_ABSTENTION)
+    outcome, abstained, non_option = _grade_response(result.result, AnswerKey(answer, tuple(options)), pattern)
     stats = result.stats
     sample = None
     retrieval = stats.retrieval
@@ -193,13 +216,104 @@ def grade_result(
         question,
         setup,
         outcome,
-        response,
+        result.result,
         abstained,
         non_option,
         timing_ns(stats.time),
         _utf8_length(stats.prompt) if stats.prompt is not None else None,
         sample,
     )
+
+
+# The tree walker grades the parsed JSON directly instead of building the full result model
+# first (the model costs as much CPU as the JSON parse itself). `grade_raw` reads exactly
+# the fields `kag.results.result_from_json` reads, with its validity rules and messages;
+# tests/test_stats_grading.py checks with hypothesis that
+# grade_raw(raw) == grade_result(result_from_json(raw)) for any JSON value.
+
+_SHAPE = "expected an object with exactly one key, 'ok' or 'error'"
+
+
+def _raw_int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _raw_timing_ns(value: Any) -> int | None:
+    if not isinstance(value, dict):
+        return None
+    secs, nanos = _raw_int(value.get("secs")), _raw_int(value.get("nanos"))
+    if secs is None or nanos is None or secs < 0 or nanos < 0:
+        return None
+    return secs * NANOS_PER_SEC + nanos
+
+
+def _raw_retrieval(value: Any) -> RetrievalSample | None:
+    if not isinstance(value, dict):
+        return None
+    stats = value.get("stats")
+    if not isinstance(stats, dict) or not stats:
+        return None
+    inner = next(iter(stats.values()))
+    if not isinstance(inner, dict):
+        return None
+    db = inner.get("database")
+    if not isinstance(db, dict) or not db:
+        return None
+    counts = next(iter(db.values()))
+    if not isinstance(counts, dict):
+        return None
+    time_ns = _raw_timing_ns(inner.get("time"))
+    v, r, p = _raw_int(counts.get("vertices")), _raw_int(counts.get("relationships")), _raw_int(counts.get("properties"))
+    if time_ns is None or v is None or r is None or p is None or v < 0 or r < 0 or p < 0:
+        return None
+    return RetrievalSample(time_ns, v, r, p)
+
+
+def grade_raw(
+    raw: Any,
+    key: AnswerKey,
+    *,
+    dataset: str,
+    question: str,
+    setup: str,
+    abstention: re.Pattern[str],
+) -> GradedFile:
+    """:func:`grade_result` of ``result_from_json(raw)``, without building the model.
+
+    Raises UnreadableResult (same messages as :func:`kag.results.result_from_json`).
+    """
+    if not isinstance(raw, dict) or len(raw) != 1:
+        raise UnreadableResult(_SHAPE)
+    if "error" in raw:
+        if not isinstance(raw["error"], str):
+            raise UnreadableResult("'error' must be a string")
+        return GradedFile(dataset, question, setup, Outcome.ERR, None)
+    ok = raw.get("ok")
+    if not isinstance(ok, dict):
+        raise UnreadableResult(_SHAPE)
+    response = ok.get("result")
+    if not isinstance(response, str):
+        raise UnreadableResult("'ok.result' must be a string")
+    outcome, abstained, non_option = _grade_response(response, key, abstention)
+    stats = ok.get("stats")
+    generation = context = sample = None
+    if isinstance(stats, dict):
+        generation = _raw_timing_ns(stats.get("time"))
+        prompt = stats.get("prompt")
+        if isinstance(prompt, str):
+            context = _utf8_length(prompt)
+        sample = _raw_retrieval(stats.get("retrieval"))
+    return GradedFile(dataset, question, setup, outcome, response, abstained, non_option, generation, context, sample)
+
+
+def grade_bytes(data: bytes, key: AnswerKey, *, dataset: str, question: str, setup: str,
+                abstention: re.Pattern[str]) -> GradedFile:
+    """Grade the bytes of a result file; raises UnreadableResult like :func:`kag.results.parse_result`."""
+    try:
+        raw = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise UnreadableResult(f"not valid JSON ({exc})") from None
+    return grade_raw(raw, key, dataset=dataset, question=question, setup=setup, abstention=abstention)
 
 
 # ---------------------------------------------------------------- metrics (one per function)
@@ -470,8 +584,7 @@ class _QuestionTask:
     dataset: str
     question: str
     kind: _Kind
-    answer: str | None
-    options: tuple[str, ...]
+    key: AnswerKey | None
 
 
 @dataclass(frozen=True)
@@ -576,22 +689,20 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
                 continue
             path = entry.path
             try:
-                result = parse_result(read_result_bytes(path))
+                graded = grade_bytes(
+                    read_result_bytes(path),
+                    task.key,  # type: ignore[arg-type]
+                    dataset=task.dataset,
+                    question=task.question,
+                    setup=setup,
+                    abstention=abstention,
+                )
             except OSError as exc:
                 out.unreadable.append(Unreadable(path, exc.strerror or str(exc)))
                 continue
             except Exception as exc:  # noqa: BLE001 - one bad file must never stop the walk
                 out.unreadable.append(Unreadable(path, str(exc)))
                 continue
-            graded = grade_result(
-                result,
-                task.answer,  # type: ignore[arg-type]
-                task.options,
-                dataset=task.dataset,
-                question=task.question,
-                setup=setup,
-                abstention=abstention,
-            )
             key = (setup, task.dataset)
             tally = tallies.get(key)
             if tally is None:
@@ -800,13 +911,12 @@ def _iter_questions(
                 continue
             question = questions.get(q.name)
             if question is None or question.mcq is None:
-                yield _QuestionTask(q.path, d.name, q.name, _Kind.NOT_GRADED, None, ())
+                yield _QuestionTask(q.path, d.name, q.name, _Kind.NOT_GRADED, None)
             elif question.mcq.answer is None:
-                yield _QuestionTask(q.path, d.name, q.name, _Kind.NO_ANSWER, None, ())
+                yield _QuestionTask(q.path, d.name, q.name, _Kind.NO_ANSWER, None)
             else:
-                yield _QuestionTask(
-                    q.path, d.name, q.name, _Kind.SCORABLE, question.mcq.answer, tuple(question.mcq.options)
-                )
+                key = AnswerKey(question.mcq.answer, tuple(question.mcq.options))
+                yield _QuestionTask(q.path, d.name, q.name, _Kind.SCORABLE, key)
 
 
 # ---------------------------------------------------------------- summary and ranking

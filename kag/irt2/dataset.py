@@ -50,6 +50,27 @@ class GroundTruth:
     ptr: np.ndarray
     targets: np.ndarray
 
+    @classmethod
+    def from_pairs(
+        cls, side: Side, entity: np.ndarray, relation: np.ndarray, target: np.ndarray, source: Path = Path("-")
+    ) -> GroundTruth:
+        """Group ``(entity, relation, target)`` triples (repeats ignored) into queries with gold sets."""
+        entity, relation, target = (np.asarray(a, dtype=np.int64) for a in (entity, relation, target))
+        order = _row_order(entity, relation, target)
+        entity, relation, target = entity[order], relation[order], target[order]
+        if len(entity) > 1:
+            distinct = np.ones(len(entity), dtype=bool)
+            distinct[1:] = (entity[1:] != entity[:-1]) | (relation[1:] != relation[:-1]) | (target[1:] != target[:-1])
+            entity, relation, target = entity[distinct], relation[distinct], target[distinct]
+        new_query = np.ones(len(entity), dtype=bool)
+        new_query[1:] = (entity[1:] != entity[:-1]) | (relation[1:] != relation[:-1])
+        starts = np.flatnonzero(new_query)
+        ptr = np.append(starts, len(entity)).astype(np.int64)
+        arrays = (entity[starts], relation[starts], ptr, target)
+        for array in arrays:
+            array.flags.writeable = False
+        return cls(side, source, *arrays)
+
     @property
     def queries(self) -> int:
         return len(self.entity)
@@ -229,30 +250,31 @@ def closed_vertices(config: DatasetConfig) -> np.ndarray:
     return np.unique(triples[:, :2])
 
 
+def _row_order(*columns: np.ndarray) -> np.ndarray:
+    """Indices that sort rows lexicographically by ``columns[0]``, then ``columns[1]``, ...
+
+    One int64 key and one sort when the id ranges allow it (they do for any real
+    dataset), else ``np.lexsort``.
+    """
+    if not len(columns[0]):
+        return np.empty(0, dtype=np.int64)
+    key = np.zeros(len(columns[0]), dtype=np.int64)
+    capacity = 1
+    for column in columns:
+        low, high = int(column.min()), int(column.max())
+        capacity *= high - low + 1
+        if capacity >= 1 << 62:
+            return np.lexsort(columns[::-1])
+        key = key * (high - low + 1) + (column - low)
+    return np.argsort(key, kind="stable")
+
+
 def _distinct_rows(rows: np.ndarray) -> np.ndarray:
     """Rows without repeats (samples are a set in the reference), sorted."""
-    order = np.lexsort(rows.T[::-1])
-    rows = rows[order]
+    rows = rows[_row_order(*rows.T)]
     if len(rows) > 1:
         rows = rows[np.concatenate(([True], (rows[1:] != rows[:-1]).any(axis=1)))]
     return rows
-
-
-def _build_truth(side: Side, source: Path, samples: np.ndarray, entity_col: int, target_col: int) -> GroundTruth:
-    entity, relation, target = samples[:, entity_col], samples[:, 1], samples[:, target_col]
-    order = np.lexsort((target, relation, entity))
-    entity, relation, target = entity[order], relation[order], target[order]
-    if len(entity):
-        starts = np.flatnonzero(
-            np.concatenate(([True], (entity[1:] != entity[:-1]) | (relation[1:] != relation[:-1])))
-        )
-    else:
-        starts = np.empty(0, dtype=np.int64)
-    ptr = np.append(starts, len(entity)).astype(np.int64)
-    arrays = (entity[starts], relation[starts], ptr, target)
-    for array in arrays:
-        array.flags.writeable = False
-    return GroundTruth(side, source, *arrays)
 
 
 def load_truth(folder: Path, task: Task, split: Split, mode: Mode) -> TaskTruth:
@@ -277,5 +299,6 @@ def load_truth(folder: Path, task: Task, split: Split, mode: Mode) -> TaskTruth:
     for side in (Side.HEAD, Side.TAIL):
         kind, entity_col, target_col = SOURCES[(task, side)]
         path, samples = loaded[kind]
-        sides.append(_build_truth(side, path, samples, entity_col, target_col))
+        columns = samples[:, entity_col], samples[:, 1], samples[:, target_col]
+        sides.append(GroundTruth.from_pairs(side, *columns, source=path))
     return TaskTruth(config, task, split, mode, sides[0], sides[1], dropped)

@@ -11,7 +11,7 @@ from typing import BinaryIO
 from kag.errors import InputError
 
 GZIP_MAGIC = b"\x1f\x8b"
-BLOCK_BYTES = 8 << 20
+BLOCK_BYTES = 1 << 20  # small blocks stay in cache; 1 MiB measured fastest
 
 
 def open_binary(path: Path) -> BinaryIO:

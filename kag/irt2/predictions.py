@@ -17,6 +17,7 @@ the fast path cannot take (an error, or number spellings JSON lacks such as ``+1
 from __future__ import annotations
 
 import math
+from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -109,24 +110,21 @@ def _csv_fast(block: bytes, first_line: int) -> RowBlock | None:
         return None
     # Every row has an even field count, so across the block the even positions are the
     # ids (entity, candidates) and the odd ones the relation and the scores.
-    ids = flat[0::2]
     starts = np.concatenate(([0], np.cumsum(fields[:-1]))) // 2  # row starts in ids/values
-    relations = [flat[2 * i + 1] for i in starts.tolist()]
-    if not set(map(type, ids)) <= {int} or not set(map(type, relations)) <= {int}:
-        return None
     try:
-        id_values = np.fromiter(ids, dtype=np.int64, count=len(ids))
-        relation = np.array(relations, dtype=np.int64)
-    except OverflowError:
+        # array('q') takes Python ints only: a float (an id spelled 1.0 or 1e3) or an id
+        # outside the 64-bit range raises, and the line-by-line path says where.
+        id_values = np.frombuffer(array("q", flat[0::2]), dtype=np.int64)
+        relation = np.frombuffer(array("q", [flat[2 * i + 1] for i in starts.tolist()]), dtype=np.int64)
+    except (TypeError, OverflowError):
         return None
     values = np.fromiter(flat[1::2], dtype=np.float64, count=len(flat) // 2)
-    entity = id_values[starts]
     keep = np.ones(len(id_values), dtype=bool)
     keep[starts] = False
     pairs = fields // 2 - 1
     return RowBlock(
         lines=first_line + np.arange(len(fields), dtype=np.int64),
-        entity=entity,
+        entity=id_values[starts],
         relation=relation,
         offsets=np.concatenate(([0], np.cumsum(pairs))).astype(np.int64),
         candidates=id_values[keep],

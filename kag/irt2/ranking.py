@@ -97,7 +97,7 @@ class _Counter:
             pair = self._match_many(block.candidates, row_of, first, golds)
         where = np.flatnonzero(pair >= 0)
         self._check_repeats(block, pair[where], row_of[where])
-        self._count(block, where, row_of[where], pair[where], pair >= 0)
+        self._count(block, where, row_of[where], pair[where])
 
     def _queries(self, block: RowBlock) -> tuple[np.ndarray, tuple[int, str] | None]:
         """Query number of each row, and the first row that is unknown or repeated."""
@@ -171,53 +171,67 @@ class _Counter:
                 f" of query ({int(block.entity[row])}, {int(block.relation[row])})"
             )
 
-    def _count(
-        self, block: RowBlock, where: np.ndarray, rows: np.ndarray, pairs: np.ndarray, is_gold: np.ndarray
-    ) -> None:
+    def _count(self, block: RowBlock, where: np.ndarray, rows: np.ndarray, pairs: np.ndarray) -> None:
+        """Counts for the gold occurrences at flat positions ``where`` (ascending) of ``rows``."""
         if not len(where):
             return
         self.found[pairs] = True
+        scores = block.scores
+        own = scores[where]
         starts = block.offsets[rows]
-        lengths = block.offsets[rows + 1] - starts
-        ends = np.cumsum(lengths)
-        begin = 0
-        while begin < len(where):
-            base = int(ends[begin - 1]) if begin else 0
-            stop = int(np.searchsorted(ends, base + EXPANSION_LIMIT, side="right"))
-            stop = max(stop, begin + 1)
-            part = slice(begin, stop)
-            self.counts[:, pairs[part]] = _compare(
-                block.scores, is_gold, where[part], starts[part], lengths[part]
-            )
-            begin = stop
+        every = tally(own, where, scores, None, starts, block.offsets[rows + 1] - starts)
+        # The gold occurrences of one row are a run in ``where``: tally them among themselves
+        # and subtract, which leaves the non-gold candidates.
+        run_start = np.searchsorted(rows, rows, side="left")
+        run_length = np.searchsorted(rows, rows, side="right") - run_start
+        if run_length.max() == 1:
+            gold = np.zeros_like(every)
+            gold[1] = 1
+        else:
+            gold = tally(own, where, own, where, run_start, run_length)
+        self.counts[:, pairs] = np.concatenate((every - gold, every))
+        self.counts[4, pairs] -= 1  # the target itself is among the equal scores
 
 
-def _compare(
-    scores: np.ndarray, is_gold: np.ndarray, where: np.ndarray, starts: np.ndarray, lengths: np.ndarray
+def tally(
+    own: np.ndarray,
+    own_position: np.ndarray,
+    values: np.ndarray,
+    positions: np.ndarray | None,
+    starts: np.ndarray,
+    lengths: np.ndarray,
 ) -> np.ndarray:
-    """Counts (6, n) for gold occurrences at flat positions ``where`` against their rows."""
-    idx = ragged_arange(starts, lengths)
-    seg = np.cumsum(lengths) - lengths
-    own = np.repeat(scores[where], lengths)
-    other = scores[idx]
-    greater = other > own
-    equal = other == own
-    equal_before = equal & (idx < np.repeat(where, lengths))
-    non_gold = ~is_gold[idx]
+    """For each item ``i``, count the values ``values[starts[i]:starts[i] + lengths[i]]`` that are
 
-    def count(mask: np.ndarray) -> np.ndarray:
-        return np.add.reduceat(mask, seg, dtype=np.int64)
-
-    return np.stack(
-        [
-            count(greater & non_gold),
-            count(equal & non_gold),
-            count(equal_before & non_gold),
-            count(greater),
-            count(equal) - 1,  # the target itself
-            count(equal_before),
-        ]
-    )
+    greater than ``own[i]``, equal to it, and equal to it at a position before
+    ``own_position[i]`` (positions are ``positions[j]``, or ``j`` itself when None). Each
+    range holds the item itself, so "equal" is at least 1. Returns int64 ``(3, n)``; work
+    is done in batches of about ``EXPANSION_LIMIT`` compared values.
+    """
+    out = np.empty((3, len(own)), dtype=np.int64)
+    ends = np.cumsum(lengths)
+    begin = 0
+    while begin < len(own):
+        base = int(ends[begin - 1]) if begin else 0
+        stop = max(int(np.searchsorted(ends, base + EXPANSION_LIMIT, side="right")), begin + 1)
+        part = slice(begin, stop)
+        size = lengths[part]
+        idx = ragged_arange(starts[part], size)
+        seg = np.cumsum(size) - size
+        mine = np.repeat(own[part], size)
+        other = values[idx]
+        out[0, part] = np.add.reduceat(other > mine, seg, dtype=np.int64)
+        equal = other == mine
+        if np.count_nonzero(equal) == len(seg):  # no ties: each item equals only itself
+            out[1, part] = 1
+            out[2, part] = 0
+        else:
+            out[1, part] = np.add.reduceat(equal, seg, dtype=np.int64)
+            position = idx if positions is None else positions[idx]
+            before = equal & (position < np.repeat(own_position[part], size))
+            out[2, part] = np.add.reduceat(before, seg, dtype=np.int64)
+        begin = stop
+    return out
 
 
 def count_side(truth: GroundTruth, blocks: Iterable[RowBlock], path: Path, label: str) -> PairCounts:

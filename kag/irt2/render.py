@@ -182,8 +182,19 @@ def _umask() -> int:
 
 
 def write_per_query(path: Path, evaluation: Evaluation) -> None:
-    """Write the per-target JSON lines to ``path`` atomically (temp file, then rename)."""
-    directory = path.parent if str(path.parent) else Path(".")
+    """Write the per-target JSON lines to ``path``.
+
+    A regular file is written atomically (temp file, then rename); an existing
+    non-regular file (``/dev/stdout``, a named pipe) is written in place.
+    """
+    if path.exists() and not path.is_file():
+        try:
+            with path.open("wb") as out:
+                out.writelines(iter_per_query_lines(evaluation))
+        except OSError as exc:
+            raise InputError(f"{path}: cannot write: {exc.strerror or exc}") from None
+        return
+    directory = path.parent
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
     except OSError as exc:

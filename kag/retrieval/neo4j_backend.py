@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 # A database that is down fails after these, not after the driver's defaults (30 s of
 # retries on top of a 30 s connect timeout, for every task of a run).
 CONNECTION_TIMEOUT = 10.0
-MAX_RETRY_TIME = 10.0
+MAX_RETRY_TIME = 2.0
 SCHEMES = ("bolt", "bolt+s", "bolt+ssc", "neo4j", "neo4j+s", "neo4j+ssc")
 
 
@@ -128,11 +128,13 @@ class Neo4jSettings:
 
 
 def _describe(exc: BaseException) -> str:
-    """A driver error as one line: its code (``Neo.ClientError...``) and message."""
+    """A driver error as one line: its code (``Neo.ClientError...``) or type, and its
+    message with the line breaks folded (the driver puts the reason on a second line)."""
     code = getattr(exc, "code", None)
-    message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
-    first = str(message).strip().splitlines()[0] if str(message).strip() else type(exc).__name__
-    return f"{code}: {first}" if code else f"{type(exc).__name__}: {first}"
+    message = " ".join(str(getattr(exc, "message", None) or exc).split()) or type(exc).__name__
+    if len(message) > 400:
+        message = message[:397] + "..."
+    return f"{code}: {message}" if code else f"{type(exc).__name__}: {message}"
 
 
 class Neo4jGraph:
@@ -140,19 +142,22 @@ class Neo4jGraph:
 
     backend = "neo4j"
 
-    def __init__(self, settings: Neo4jSettings) -> None:
+    def __init__(self, settings: Neo4jSettings, max_retry_time: float = MAX_RETRY_TIME) -> None:
         self.settings = settings
+        self.max_retry_time = max_retry_time
         self._driver: Any = None
 
     def _open(self) -> Any:
         if self._driver is None:
             import neo4j  # heavy: only when a KAG setup runs against Neo4j
 
+            # The driver logs each retry as a warning; the final error is what a user sees.
+            logging.getLogger("neo4j").addHandler(logging.NullHandler())
             self._driver = neo4j.AsyncGraphDatabase.driver(
                 driver_uri(self.settings.uri),
                 auth=(self.settings.user, self.settings.password),
                 connection_timeout=CONNECTION_TIMEOUT,
-                max_transaction_retry_time=MAX_RETRY_TIME,
+                max_transaction_retry_time=self.max_retry_time,
                 user_agent="kag",
             )
         return self._driver

@@ -38,6 +38,7 @@ outside conditionals count the same).
 
 from __future__ import annotations
 
+import contextvars
 import json
 import logging
 import math
@@ -175,8 +176,15 @@ class _Null(jinja2.Undefined):
         return "null"
 
 
+# The names printed as ``null`` during the current render (warned about once each).
+_printed_missing: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("_printed_missing", default=None)
+
+
 def _finalize(value: Any) -> Any:
     if isinstance(value, jinja2.Undefined):
+        printed = _printed_missing.get()
+        if printed is not None:
+            printed.append(str(value._undefined_name))
         return "null"
     return textual_value(value)
 
@@ -203,7 +211,6 @@ class _Scope(Mapping[str, Any]):
         self._properties = properties
         self._special = special
         self.reads = 0
-        self.missing: list[str] = []
 
     def __getitem__(self, key: str) -> Any:
         if key in self._special:
@@ -213,11 +220,7 @@ class _Scope(Mapping[str, Any]):
         return value
 
     def __contains__(self, key: object) -> bool:
-        if key in self._special or key in self._properties:
-            return True
-        if isinstance(key, str):
-            self.missing.append(key)
-        return False
+        return key in self._special or key in self._properties
 
     def __iter__(self) -> Iterator[str]:
         yield from self._special
@@ -246,15 +249,18 @@ class FormatTemplate:
         """(text, distinct properties read). A missing property renders ``null``."""
         scope = _Scope(properties, special or {})
         context = self.compiled.new_context(scope, shared=True)  # type: ignore[arg-type]
+        printed: list[str] = []
+        token = _printed_missing.set(printed)
         try:
             text = "".join(self.compiled.root_render_func(context))
         except jinja2.TemplateError as exc:
             raise RetrievalError(f"template {self.source!r} failed to render: {exc}") from None
         except (TypeError, ValueError, ArithmeticError) as exc:
             raise RetrievalError(f"template {self.source!r} failed to render: {exc}") from None
-        for key in dict.fromkeys(scope.missing):
-            if key not in ("FROM", "TO"):
-                _warn_once(f"template {self.source!r}: property '{key}' is missing (rendered as null)")
+        finally:
+            _printed_missing.reset(token)
+        for key in dict.fromkeys(printed):
+            _warn_once(f"template {self.source!r}: property '{key}' is missing (rendered as null)")
         return text, scope.reads
 
 

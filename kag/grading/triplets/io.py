@@ -17,7 +17,7 @@ import orjson
 
 from kag.errors import InputError
 from kag.grading.triplets.model import GoldEntry, Prediction
-from kag.grading.triplets.normalize import normalize_text
+from kag.grading.triplets.normalize import normalize_prompt
 from kag.grading.triplets.validate import validate_items
 
 log = logging.getLogger(__name__)
@@ -43,8 +43,16 @@ def _loads(data: bytes | str) -> Any:
         return json.loads(data)
 
 
-def read_records(path: Path) -> list[tuple[str, Any]]:
-    """The entries of a JSON array or JSON Lines file, each with a ``where`` for messages."""
+class UnreadableLine(str):
+    """In place of a JSON Lines entry that is not valid JSON (``lenient`` reading): the message."""
+
+
+def read_records(path: Path, lenient: bool = False) -> list[tuple[str, Any]]:
+    """The entries of a JSON array or JSON Lines file, each with a ``where`` for messages.
+
+    A JSON Lines line that is not valid JSON raises `InputError`, unless ``lenient``: then
+    its entry is an `UnreadableLine` holding the message.
+    """
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
@@ -71,7 +79,10 @@ def read_records(path: Path) -> list[tuple[str, Any]]:
         try:
             records.append((f"{path} line {number}", _loads(line)))
         except (json.JSONDecodeError, ValueError) as exc:
-            raise InputError(f"{path} line {number}: not valid JSON ({exc})") from None
+            message = f"{path} line {number}: not valid JSON ({exc})"
+            if not lenient:
+                raise InputError(message) from None
+            records.append((f"{path} line {number}", UnreadableLine(message)))
     return records
 
 
@@ -114,7 +125,7 @@ def load_gold(path: Path) -> list[GoldEntry]:
             index, problem = invalid[0]
             raise InputError(f"{where}: gold triplet {index}: {problem}")
         checked = tuple(triplet for _, triplet in valid)
-        entries.append(GoldEntry.build(entry_id, where, normalize_text(prompt), checked))
+        entries.append(GoldEntry.build(entry_id, where, normalize_prompt(prompt), checked))
     if not entries:
         raise InputError(f"{path}: no gold entries")
     return entries
@@ -181,13 +192,35 @@ def load_predictions(path: Path) -> dict[str, Prediction]:
 
     An entry with neither key, or whose triplets are not a list, is *malformed*; an
     ``output`` that is already a list or a ``{"triplets": [...]}`` object is taken as is.
+    Lines that cannot be joined to gold (not valid JSON, not an object, no usable ``id``:
+    a run cut short, a stray log line) are left out with one warning for the file, and the
+    gold entries they were meant for count as missing. Duplicate ids raise `DuplicateId`.
     """
+    skipped: list[str] = []
     predictions: dict[str, Prediction] = {}
     seen: dict[str, str] = {}
-    for where, record in read_records(path):
-        entry_id = _entry_id(where, record)
+    for where, record in read_records(path, lenient=True):
+        if isinstance(record, UnreadableLine):
+            skipped.append(str(record))
+            continue
+        try:
+            entry_id = _entry_id(where, record)
+        except InputError as exc:
+            skipped.append(str(exc))
+            continue
         _check_unique(path, seen, entry_id, where)
         predictions[entry_id] = _prediction(entry_id, record)
+    if skipped:
+        shown = "; ".join(message.removeprefix(f"{path} ") for message in skipped[:3])
+        more = f"; and {len(skipped) - 3} more" if len(skipped) > 3 else ""
+        log.warning(
+            "%s: %d entr%s skipped (%s%s)",
+            path,
+            len(skipped),
+            "y" if len(skipped) == 1 else "ies",
+            shown,
+            more,
+        )
     return predictions
 
 

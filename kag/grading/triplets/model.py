@@ -40,8 +40,8 @@ DEFAULT_RELATIONS: tuple[str, ...] = (
     "contrasts_with",
 )
 
-HALLUCINATION_CLASSES: tuple[str, ...] = ("self_loop", "invalid_relation", "ungrounded", "novel_grounded")
 Unmatched = Literal["self_loop", "invalid_relation", "ungrounded", "novel_grounded"]
+HALLUCINATION_CLASSES: tuple[Unmatched, ...] = ("self_loop", "invalid_relation", "ungrounded", "novel_grounded")
 Status = Literal["ok", "missing", "unparseable", "malformed"]
 
 

@@ -34,10 +34,22 @@ _CACHE_LIMIT = 200_000
 
 
 def normalize_text(text: str) -> str:
-    """The shared canonical form (see the module docstring); ``""`` stays ``""``."""
+    """The shared canonical form (see the module docstring); ``""`` stays ``""``.
+
+    Results are cached: titles and relations repeat across entries and files.
+    """
     cached = _text_cache.get(text)
     if cached is not None:
         return cached
+    value = normalize_prompt(text)
+    if len(_text_cache) >= _CACHE_LIMIT:
+        _text_cache.clear()
+    _text_cache[text] = value
+    return value
+
+
+def normalize_prompt(text: str) -> str:
+    """`normalize_text` without the cache, for long one-off strings such as prompts."""
     if text.isascii():
         value = text.lower()  # NFKC leaves ASCII alone; casefold of ASCII is lower()
     else:
@@ -45,9 +57,6 @@ def normalize_text(text: str) -> str:
     value = " ".join(value.replace("_", " ").split())
     if value and not (value[0].isalnum() and value[-1].isalnum()):
         value = _ENDS.sub("", value)
-    if len(_text_cache) >= _CACHE_LIMIT:
-        _text_cache.clear()
-    _text_cache[text] = value
     return value
 
 

@@ -87,8 +87,17 @@ def report_rows(report: TripletReport) -> list[tuple[str, list[str]]]:
     rows += [(f"  {name}", [_text(r.axes[name]) for r in runs]) for name in AXES]
     rows.append(("", []))
     rows += [
-        ("entity P / R / F1 (micro)", [f"{_text(r.entity.precision)} / {_text(r.entity.recall)} / {_text(r.entity.f1)}" for r in runs]),
-        ("triplet P / R / F1 (micro)", [f"{_text(r.triplet.precision)} / {_text(r.triplet.recall)} / {_text(r.triplet.f1)}" for r in runs]),
+        (
+            "entity P / R / F1 (micro)",
+            [f"{_text(r.entity.precision)} / {_text(r.entity.recall)} / {_text(r.entity.f1)}" for r in runs],
+        ),
+        (
+            "triplet P / R / F1 (micro)",
+            [
+                f"{_text(r.triplet.precision)} / {_text(r.triplet.recall)} / {_text(r.triplet.f1)}"
+                for r in runs
+            ],
+        ),
         ("hallucination rate", [_text(r.hallucination_rate) for r in runs]),
         ("", []),
     ]
@@ -103,7 +112,9 @@ def relation_rows(report: TripletReport, top: int = TOP_RELATIONS) -> list[tuple
         for name, count in run.relation_distribution.items():
             totals[name] = totals.get(name, 0) + count
     names = sorted(totals, key=lambda name: (-totals[name], name))
-    rows = [(name, [str(run.relation_distribution.get(name, 0)) for run in report.runs]) for name in names[:top]]
+    rows = [
+        (name, [str(run.relation_distribution.get(name, 0)) for run in report.runs]) for name in names[:top]
+    ]
     rest = names[top:]
     if rest:
         rows.append(
@@ -126,7 +137,11 @@ def entry_details(predictions: str, score: EntryScore) -> dict[str, Any]:
         "predicted_items": score.predicted_items,
         "valid": score.valid,
         "gold_triplets": score.gold_triplets,
-        "entities": {"matches": score.entity_matches, "predicted": score.pred_entities, "gold": score.gold_entities},
+        "entities": {
+            "matches": score.entity_matches,
+            "predicted": score.pred_entities,
+            "gold": score.gold_entities,
+        },
         "pairs": [
             {
                 "pred": pair.pred,

@@ -193,10 +193,14 @@ def score_entry(
             # sim ∈ {0, 1}: the same products and sums as the matrix form, in the same order.
             gold_keys = [(g.norm_source, g.norm_target, g.norm_relation) for g in golds]
             align = [
-                [w_src * (p.norm_source == gs) + w_tgt * (p.norm_target == gt) + w_rel * (p.norm_relation == gr)
-                 for gs, gt, gr in gold_keys]
+                [
+                    w_src * (p.norm_source == gs)
+                    + w_tgt * (p.norm_target == gt)
+                    + w_rel * (p.norm_relation == gr)
+                    for gs, gt, gr in gold_keys
+                ]
                 for p in preds
-            ]  # fmt: skip
+            ]
             src_sim = tgt_sim = rel_sim = None
         else:
             relation_sim = sim.matrix(list(prel_at), gold.relations)
@@ -370,7 +374,9 @@ def grade_triplets(
         extra = [entry_id for entry_id in predictions if entry_id not in gold_ids]
         if extra:
             shown = ", ".join(repr(e) for e in extra[:3]) + (", ..." if len(extra) > 3 else "")
-            log.warning("%s: %d prediction id(s) not in the gold file were ignored (%s)", path, len(extra), shown)
+            log.warning(
+                "%s: %d prediction id(s) not in the gold file were ignored (%s)", path, len(extra), shown
+            )
         rows = []
         for entry in gold:
             prediction = predictions.get(entry.id) or Prediction(entry.id, "missing", ())
