@@ -129,7 +129,8 @@ def _write_predictions(
             fields[1::2] = map(repr, scores[rows].ravel().tolist())
             queries = zip(q_mid[rows].tolist(), q_rid[rows].tolist())
             out.writelines(
-                f"{m},{r}," + ",".join(fields[i * width : (i + 1) * width]) + "\n" for i, (m, r) in enumerate(queries)
+                f"{m},{r}," + ",".join(fields[i * width : (i + 1) * width]) + "\n"
+                for i, (m, r) in enumerate(queries)
             )
 
 
@@ -206,7 +207,9 @@ def compare(kag_json: Path, reference_yaml: Path) -> tuple[int, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--queries", type=int, default=100_000, help="queries per side")
     parser.add_argument("--candidates", type=int, default=100, help="scored candidates per row")
     parser.add_argument("--root", type=Path, default=None, help="dataset folder (default .bench/irt2-QxC)")
@@ -235,8 +238,10 @@ def main() -> None:
         "--head", str(head), "--tail", str(tail), "--max-rank", "100", "--format", "json",
     ]  # fmt: skip
     size_mb = (head.stat().st_size + tail.stat().st_size) / 1e6
-    print(f"dataset: {root} ({args.queries} queries per side, {args.candidates} candidates per row,"
-          f" {size_mb:.0f} MB of predictions)")
+    print(
+        f"dataset: {root} ({args.queries} queries per side, {args.candidates} candidates per row,"
+        f" {size_mb:.0f} MB of predictions)"
+    )
     print(f"cpus: {os.cpu_count()}, load average at start: {os.getloadavg()[0]:.2f}")
     kag = best_of(args.repeat, kag_cmd, out / "kag.json")
     ref = best_of(args.repeat, ref_cmd, out / "reference.log")
@@ -249,7 +254,9 @@ def main() -> None:
     print()
     wall_ratio, cpu_ratio = ref["wall"] / kag["wall"], ref["cpu"] / kag["cpu"]
     verdict = "meets" if wall_ratio >= TARGET_RATIO else "MISSES"
-    print(f"speed-up: {wall_ratio:.1f}x wall, {cpu_ratio:.1f}x cpu ({verdict} the {TARGET_RATIO:.0f}x target)")
+    print(
+        f"speed-up: {wall_ratio:.1f}x wall, {cpu_ratio:.1f}x cpu ({verdict} the {TARGET_RATIO:.0f}x target)"
+    )
     print(f"metrics: {count} values compared, largest difference {worst:.3g}")
 
 

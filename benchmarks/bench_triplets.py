@@ -173,8 +173,9 @@ def bench_grading(entries: int, repeat: int) -> dict[str, float]:
             wall, cpu = min(walls), min(cpus)
             rates[mode.value] = entries / wall
             print(
-                f"{mode.value:>6}: {entries / wall:9,.0f} entries/s wall ({entries / cpu:,.0f}/s of CPU time); "
-                f"best of {repeat}: {wall:.2f} s wall, {cpu:.2f} s CPU; composite {composite:.4f}"
+                f"{mode.value:>6}: {entries / wall:9,.0f} entries/s wall "
+                f"({entries / cpu:,.0f}/s of CPU time); best of {repeat}: {wall:.2f} s wall, "
+                f"{cpu:.2f} s CPU; composite {composite:.4f}"
             )
     return rates
 
@@ -186,7 +187,9 @@ def machine_note() -> None:
         pass
     loop_ms = (time.perf_counter() - start) * 1000
     load = ", ".join(f"{value:.1f}" for value in os.getloadavg())
-    print(f"machine: {os.cpu_count()} cores, load average {load}; 1M empty Python loop steps: {loop_ms:.0f} ms")
+    print(
+        f"machine: {os.cpu_count()} cores, load average {load}; 1M empty Python loop steps: {loop_ms:.0f} ms"
+    )
 
 
 def _time_per_call(function, matrices: list[np.ndarray]) -> float:  # type: ignore[no-untyped-def]

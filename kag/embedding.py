@@ -23,6 +23,7 @@ keeps a model from loading raises `EmbeddingError`.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -145,10 +146,8 @@ def bundled_model_dir(cache_dir: Path | None = None) -> Path:
             if folder.exists() or folder.is_symlink():
                 # Stale: move it aside first, so no reader ever sees a half-deleted folder.
                 stale = Path(tempfile.mkdtemp(prefix=".stale-", dir=root))
-                try:
+                with contextlib.suppress(OSError):
                     folder.rename(stale / folder.name)
-                except OSError:
-                    pass
                 shutil.rmtree(stale, ignore_errors=True)
             try:
                 staging.rename(folder)

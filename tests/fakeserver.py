@@ -19,7 +19,9 @@ repeating. ``default`` is the behaviour of every other request. Behaviours:
 ``Retry-After``), ``hang`` (never answers), ``slow:<seconds>`` (answers late),
 ``truncate`` (announces a longer body than it sends, then closes), ``badjson`` (200 with
 a body that is not JSON), ``reset`` (closes the connection with a TCP reset), ``empty``
-(200 with ``{}``), ``echo401`` (401 whose message quotes the ``Authorization`` key back,
+(200 with ``{}``), ``chunked`` (a chunked body), ``gzip`` (a gzip-encoded body),
+``eofbody`` (no length, the body ends with the connection), ``closeafter`` (a normal
+keep-alive reply, then the server closes the idle connection), ``echo401`` (401 whose message quotes the ``Authorization`` key back,
 as some servers do).
 
 Use in-process (``with FakeServer(...) as server: server.url``; the loop runs in a thread)
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gzip
 import hashlib
 import json
 import math
@@ -71,6 +74,7 @@ class LoggedRequest:
     behaviour: str
     time: float
     body: dict[str, Any] | None = None
+    connection: int = 0  # the client's port: one value per TCP connection
 
 
 @dataclass
@@ -82,6 +86,7 @@ class _State:
     counters: dict[tuple[str, str, str], int] = field(default_factory=dict)
     log: list[LoggedRequest] = field(default_factory=list)
     keep_bodies: bool = True
+    closed: int = 0  # connections the server has closed (or seen closed)
 
 
 class _Handler:
@@ -130,6 +135,7 @@ class _Handler:
                 writer.close()
             except Exception:
                 pass
+            self.state.closed += 1
 
     @staticmethod
     async def send(
@@ -190,6 +196,7 @@ class _Handler:
             texts = [raw] if isinstance(raw, str) else list(raw)
             text = "\n".join(texts)
         behaviour = self.behaviour_for(model, text)
+        peer = writer.get_extra_info("peername")
         state.log.append(
             LoggedRequest(
                 target,
@@ -200,6 +207,7 @@ class _Handler:
                 behaviour,
                 time.time(),
                 request if state.keep_bodies else None,
+                peer[1] if peer else 0,
             )
         )
         if state.latency:
@@ -251,6 +259,29 @@ class _Handler:
             await self.send(writer, 200, b"{}")
             return True
         payload = json.dumps(self.success(kind, request, model, prompt, texts)).encode()
+        if name == "chunked":
+            middle = len(payload) // 2
+            chunks = [payload[:middle], payload[middle:]]
+            data = b"".join(b"%x\r\n%s\r\n" % (len(c), c) for c in chunks) + b"0\r\n\r\n"
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+                + data
+            )
+            await writer.drain()
+            return True
+        if name == "gzip":
+            await self.send(writer, 200, gzip.compress(payload), {"Content-Encoding": "gzip"})
+            return True
+        if name == "eofbody":  # no length: the body ends when the connection closes
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n" + payload
+            )
+            await writer.drain()
+            writer.close()
+            return False
+        if name == "closeafter":  # a keep-alive reply, then the server drops the idle connection
+            await self.send(writer, 200, payload)
+            return False
         if name == "truncate":
             await self.send(writer, 200, payload[: len(payload) // 2], length=len(payload))
             writer.close()

@@ -118,7 +118,9 @@ def test_concurrent_builders_agree(tmp_path: Path) -> None:
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging folder left behind
 
 
-def test_unusable_cache_root_falls_back_to_the_temp_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_unusable_cache_root_falls_back_to_the_temp_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("a file where the cache folder should be")
     monkeypatch.setenv("KAG_CACHE_DIR", str(blocker))

@@ -120,6 +120,7 @@ def test_exit_codes_match_none_invalid(tree: Path) -> None:
         (["--max-count", "0"], "kag: error: --max-count must be 1 or more (got 0)"),
         (["--timeout", "0"], "kag: error: --timeout must be more than 0 seconds (got 0.0)"),
         (["-c", "-l"], "kag: error: --count and --files-with-matches do not go together"),
+        (["--jobs", "0"], "kag: error: --jobs must be 1 or more (got 0)"),
         (
             ["--interactive", "--format", "json"],
             "kag: error: --interactive works with --format text only, without --count",

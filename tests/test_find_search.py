@@ -141,6 +141,22 @@ def test_filters_restrict_total(tree: Path) -> None:
 def test_missing_root_is_an_input_error(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="results directory not found"):
         search(tmp_path / "nope", SearchOptions("x"))
+    (tmp_path / "file.json").write_text("{}")
+    with pytest.raises(InputError, match=r"file\.json: results directory not found"):
+        search(tmp_path / "file.json", SearchOptions("x"))
+
+
+def test_streamed_hits_need_not_be_kept(tree: Path) -> None:
+    seen: list[str] = []
+    kept = search(tree, opts("(?i)know"))
+    streamed = search(
+        tree,
+        opts("(?i)know"),
+        on_outcome=lambda o: seen.extend(h.match or "" for h in o.hits),
+        keep_hits=False,
+    )
+    assert streamed.hits == () and seen == [h.match for h in kept.hits]
+    assert (streamed.paths, streamed.total, streamed.per_setup) == (kept.paths, kept.total, kept.per_setup)
 
 
 # ---------------------------------------------------------------- matching

@@ -145,7 +145,9 @@ def test_id_rows_errors_name_file_and_line(tmp_path: Path, text: str, message: s
     st.sampled_from(["{}|{}|{}", " {} | {} |{}", "+{}|{}|{}", "{}|{}|{}\r"]),
     st.booleans(),
 )
-def test_id_rows_fast_and_line_by_line_paths_agree(rows: list[tuple[int, ...]], spelling: str, comment: bool) -> None:
+def test_id_rows_fast_and_line_by_line_paths_agree(
+    rows: list[tuple[int, ...]], spelling: str, comment: bool
+) -> None:
     # "+1" is valid for int() but not JSON: that file takes the line-by-line path.
     import tempfile
 
@@ -196,7 +198,7 @@ def test_missing_folder_and_files(tmp_path: Path) -> None:
 
 def test_other_separator(tmp_path: Path) -> None:
     folder = copy_dataset(tmp_path)
-    (folder / "config.yaml").write_text("create:\n  name: TAB\n  separator: \"\\t\"\n")
+    (folder / "config.yaml").write_text('create:\n  name: TAB\n  separator: "\\t"\n')
     for path in folder.glob("*.txt"):
         path.write_text(path.read_text().replace("|", "\t"))
     truth = load_truth(folder, Task.LINKING, Split.TEST, Mode.ORIGINAL)

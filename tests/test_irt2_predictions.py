@@ -107,7 +107,12 @@ id_text = st.integers(-(2**63), 2**63 - 1).map(str)
 
 
 @settings(max_examples=120, deadline=None)
-@given(st.lists(st.tuples(id_text, id_text, st.lists(st.tuples(id_text, score_text), min_size=1, max_size=6)), max_size=8))
+@given(
+    st.lists(
+        st.tuples(id_text, id_text, st.lists(st.tuples(id_text, score_text), min_size=1, max_size=6)),
+        max_size=8,
+    )
+)
 def test_csv_values_equal_python_int_and_float(rows: list[tuple[str, str, list[tuple[str, str]]]]) -> None:
     # The fast path (orjson) must give exactly the floats Python's float() gives.
     text = "".join(f"{e},{r}," + ",".join(f"{c},{s}" for c, s in pairs) + "\n" for e, r, pairs in rows)
@@ -124,7 +129,11 @@ MALFORMED_CSV = [
     ("1,2,3,0.5\n4,5\n", 2, r"row without a \(candidate, score\) pair"),
     ("1,2,3,0.5\n\n4,5,6,0.5\n", 2, r"blank line"),
     ("1,2,3,0.5\n   \n", 2, r"blank line"),
-    ("mid,rid,vid,score\n1,2,3,0.5\n", 1, r"field 1: not an integer id: 'mid' \(prediction files have no header line\)"),
+    (
+        "mid,rid,vid,score\n1,2,3,0.5\n",
+        1,
+        r"field 1: not an integer id: 'mid' \(prediction files have no header line\)",
+    ),
     ("1,2,3,0.5\n1,2,3.0,0.5\n", 2, r"field 3: not an integer id: '3.0'"),
     ("1,2,3,0.5\n1,2.5,3,0.5\n", 2, r"field 2: not an integer id: '2.5'"),
     ("1,2,3,0.5,x7,0.1\n", 1, r"field 5: not an integer id: 'x7'"),
@@ -140,23 +149,41 @@ MALFORMED_CSV = [
 
 
 @pytest.mark.parametrize(("text", "line", "message"), MALFORMED_CSV)
-def test_malformed_csv_names_file_and_line(tmp_path: Path, text: str | bytes, line: int, message: str) -> None:
+def test_malformed_csv_names_file_and_line(
+    tmp_path: Path, text: str | bytes, line: int, message: str
+) -> None:
     path = write(tmp_path, text)
     with pytest.raises(InputError, match=rf"^{path}:{line}: {message}"):
         rows_of(path)
 
 
 MALFORMED_JSONL = [
-    ('{"query": [1, 2], "predictions": [[3, 0.5]]}\n{"query": [1, 2], "predictions": [[3, 0.5]\n', 2, r"invalid JSON"),
+    (
+        '{"query": [1, 2], "predictions": [[3, 0.5]]}\n{"query": [1, 2], "predictions": [[3, 0.5]\n',
+        2,
+        r"invalid JSON",
+    ),
     ('{"query": [1, 2], "predictions": [[3, 0.5]]}\n\n', 2, r"blank line"),
     ('{"query": [1, 2]}\n', 1, r"missing key 'predictions'"),
     ('{"query": [1], "predictions": [[3, 0.5]]}\n', 1, r"'query' must be \[ent, rid\] with integer ids"),
     ('{"query": [1, true], "predictions": [[3, 0.5]]}\n', 1, r"'query' must be \[ent, rid\]"),
     ('{"query": [1, 2], "predictions": []}\n', 1, r"row without a \(candidate, score\) pair"),
     ('{"query": [1, 2], "predictions": {"3": 0.5}}\n', 1, r"'predictions' must be a list"),
-    ('{"query": [1, 2], "predictions": [[3, 0.5], [4]]}\n', 1, r"predictions\[1\]: expected a \[candidate, score\] pair"),
-    ('{"query": [1, 2], "predictions": [[3, 0.5], [4.0, 1]]}\n', 1, r"predictions\[1\]: candidate is not an integer id: 4.0"),
-    ('{"query": [1, 2], "predictions": [[3, "0.5"]]}\n', 1, r'predictions\[0\]: score is not a number: "0.5"'),
+    (
+        '{"query": [1, 2], "predictions": [[3, 0.5], [4]]}\n',
+        1,
+        r"predictions\[1\]: expected a \[candidate, score\] pair",
+    ),
+    (
+        '{"query": [1, 2], "predictions": [[3, 0.5], [4.0, 1]]}\n',
+        1,
+        r"predictions\[1\]: candidate is not an integer id: 4.0",
+    ),
+    (
+        '{"query": [1, 2], "predictions": [[3, "0.5"]]}\n',
+        1,
+        r'predictions\[0\]: score is not a number: "0.5"',
+    ),
     ('{"query": [1, 2], "predictions": [[3, NaN]]}\n', 1, r"invalid JSON"),
     ('{"query": [1, 2], "predictions": [[3, 0.5]]}\n[1, 2]\n', 2, r"expected an object"),
 ]
@@ -206,5 +233,12 @@ def test_fast_and_line_by_line_paths_agree() -> None:
 def test_fast_path_declines_what_it_cannot_judge() -> None:
     from kag.irt2 import predictions
 
-    for block in (b"1,2,3.0,0.5\n", b"1,2,3,0.5\n\n", b"1,2,3,true\n", b"1,2,3,0.5,\n", b"1,2,3\n", b"1,2,+3,0.5\n"):
+    for block in (
+        b"1,2,3.0,0.5\n",
+        b"1,2,3,0.5\n\n",
+        b"1,2,3,true\n",
+        b"1,2,3,0.5,\n",
+        b"1,2,3\n",
+        b"1,2,+3,0.5\n",
+    ):
         assert predictions._csv_fast(block, 1) is None, block

@@ -52,7 +52,9 @@ def tie_rank(row: Pairs, gold: set[int], target: int, ties: TieMode, raw: bool) 
 def write_rows(folder: Path, rows: dict[tuple[int, int], Pairs]) -> Path:
     path = folder / "pred.csv"
     path.write_text(
-        "".join(f"{e},{r}," + ",".join(f"{c},{s!r}" for c, s in pairs) + "\n" for (e, r), pairs in rows.items())
+        "".join(
+            f"{e},{r}," + ",".join(f"{c},{s!r}" for c, s in pairs) + "\n" for (e, r), pairs in rows.items()
+        )
     )
     return path
 
@@ -78,7 +80,9 @@ def test_hand_case(tmp_path: Path) -> None:
     # 10: raw 2, filtered 2; 11: raw 4, one gold before -> 3; 12: raw 5, two gold before -> 3.
     # Query (2, 0) has gold {10}, missing from its row; query (3, 1) has no row at all.
     truth = GroundTruth.from_pairs(Side.HEAD, [1, 1, 1, 2, 3], [0, 0, 0, 0, 1], [10, 11, 12, 10, 10])
-    path = write_rows(tmp_path, {(1, 0): [(21, 0.7), (11, 0.7), (20, 0.9), (12, 0.1), (10, 0.8)], (2, 0): [(11, 0.5)]})
+    path = write_rows(
+        tmp_path, {(1, 0): [(21, 0.7), (11, 0.7), (20, 0.9), (12, 0.1), (10, 0.8)], (2, 0): [(11, 0.5)]}
+    )
     counts, records = score(truth, path)
     assert by_target(records) == {
         (1, 0, 10): (2.0, 2.0, 2.0),
@@ -145,9 +149,18 @@ def test_a_tie_beyond_max_rank_is_not_tie_dependent(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("rows", "message"),
     [
-        ("1,0,10,0.5\n9,9,10,0.5\n", r"pred.csv:2: query \(9, 9\) is not in the ground truth of the test truth"),
-        ("1,0,10,0.5\n2,0,10,0.5\n1,0,11,0.1\n", r"pred.csv:3: query \(1, 0\) appears twice \(first on line 1\)"),
-        ("2,0,10,0.5\n1,0,10,0.5,11,0.2,10,0.1\n", r"pred.csv:2: gold candidate 10 appears twice in the row of query \(1, 0\)"),
+        (
+            "1,0,10,0.5\n9,9,10,0.5\n",
+            r"pred.csv:2: query \(9, 9\) is not in the ground truth of the test truth",
+        ),
+        (
+            "1,0,10,0.5\n2,0,10,0.5\n1,0,11,0.1\n",
+            r"pred.csv:3: query \(1, 0\) appears twice \(first on line 1\)",
+        ),
+        (
+            "2,0,10,0.5\n1,0,10,0.5,11,0.2,10,0.1\n",
+            r"pred.csv:2: gold candidate 10 appears twice in the row of query \(1, 0\)",
+        ),
         # The earliest problem is reported, whatever its kind.
         ("1,0,10,0.5,10,0.4\n9,9,10,0.5\n", r"pred.csv:1: gold candidate 10 appears twice"),
         ("9,9,10,0.5\n1,0,10,0.5,10,0.4\n", r"pred.csv:1: query \(9, 9\) is not in the ground truth"),
@@ -198,7 +211,9 @@ def cases(draw: st.DrawFn) -> tuple[dict[tuple[int, int], set[int]], dict[tuple[
 
 @settings(max_examples=120, deadline=None)
 @given(cases(), st.sampled_from(list(TieMode)), st.sampled_from([None, 1, 2, 5]), st.booleans())
-def test_ranks_equal_the_reference_algorithm(case, ties: TieMode, max_rank: int | None, tiny_batches: bool) -> None:  # type: ignore[no-untyped-def]
+def test_ranks_equal_the_reference_algorithm(
+    case, ties: TieMode, max_rank: int | None, tiny_batches: bool
+) -> None:  # type: ignore[no-untyped-def]
     gold, rows = case
     flat = [(e, r, t) for (e, r), targets in gold.items() for t in targets]
     truth = GroundTruth.from_pairs(Side.HEAD, *map(list, zip(*flat)))

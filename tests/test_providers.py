@@ -112,30 +112,117 @@ def test_open_provider_picks_the_client(server: FakeServer) -> None:
     run(client.aclose())
 
 
-def test_connections_are_spread_over_small_clients(server: FakeServer) -> None:
-    """20 slots -> 3 clients of at most 7 connections; 20 concurrent calls all succeed and
-    every client carries some (the least busy client takes each request)."""
-    server.state.latency = 0.2
-    client = OllamaClient(OllamaProvider("l", server.url), 5.0, 20)
-    seen: list[int] = []
-
-    async def one(i: int) -> str:
-        index = min(range(len(client._clients)), key=client._busy.__getitem__)
-        seen.append(index)
-        return (await client.chat(ChatRequest("m", f"p{i}", 0.0))).text
+@pytest.mark.parametrize("make", [openai, ollama])
+def test_connections_are_kept_alive_and_bounded(server: FakeServer, make: Any) -> None:
+    """Sequential calls share one connection; 20 concurrent calls with 4 slots use at most
+    4 connections (the plain-HTTP transport's pool)."""
+    client = make(server)  # 4 connection slots
 
     async def go() -> list[str]:
         try:
-            return list(await asyncio.gather(*(one(i) for i in range(20))))
+            for i in range(5):
+                await client.chat(ChatRequest("m", f"seq {i}", 0.0))
+            server.state.latency = 0.1
+            return [
+                r.text
+                for r in await asyncio.gather(
+                    *(client.chat(ChatRequest("m", f"p{i}", 0.0)) for i in range(20))
+                )
+            ]
+        finally:
+            server.state.latency = 0.0
+            await client.aclose()
+
+    assert run(go()) == ["B"] * 20
+    sequential = {r.connection for r in server.requests[:5]}
+    concurrent = {r.connection for r in server.requests[5:]}
+    assert len(sequential) == 1 and 1 <= len(concurrent) <= 4 and len(server.requests) == 25
+
+
+@pytest.mark.parametrize("behaviour", ["chunked", "gzip", "eofbody", "closeafter"])
+@pytest.mark.parametrize("make", [openai, ollama])
+def test_body_framings_and_a_dropped_idle_connection(server: FakeServer, make: Any, behaviour: str) -> None:
+    """Chunked, gzip and close-delimited bodies parse; after `closeafter` the pooled
+    connection is dead, and the next call quietly uses a new one."""
+    server.set_faults({"FRAME": [behaviour]})
+    client = make(server)
+
+    async def go() -> list[str]:
+        try:
+            first = await client.chat(ChatRequest("m", "FRAME", 0.0))
+            while behaviour in ("eofbody", "closeafter") and server.state.closed < 1:
+                await asyncio.sleep(0.005)  # let the server finish closing
+            second = await client.chat(ChatRequest("m", "plain", 0.0))
+            return [first.text, second.text]
         finally:
             await client.aclose()
 
-    try:
-        assert run(go()) == ["B"] * 20
-    finally:
-        server.state.latency = 0.0
-    assert len(client._clients) == 3 and set(seen) == {0, 1, 2}
-    assert len(server.chat_requests()) == 20
+    server.state.closed = 0
+    assert run(go()) == ["B", "B"]
+    assert [r.behaviour for r in server.requests] == [behaviour, "ok"]
+
+
+def test_a_connection_the_server_closed_is_not_reused(server: FakeServer) -> None:
+    """The server closes each connection right after its reply (no `Connection: close`):
+    the pool sees it before reuse, so every call succeeds at once on a new connection."""
+    from kag.generation.transport import StreamTransport
+
+    server.set_faults({}, default="closeafter")
+    client = openai(server)
+    assert isinstance(client._client._transport, StreamTransport)
+
+    async def go() -> list[str]:
+        out = []
+        try:
+            for i in range(4):
+                out.append((await client.chat(ChatRequest("m", f"q{i}", 0.0))).text)
+                while server.state.closed < i + 1:  # the server has really closed it
+                    await asyncio.sleep(0.005)
+            return out
+        finally:
+            await client.aclose()
+
+    server.state.closed = 0
+    assert run(go()) == ["B"] * 4
+    assert len({r.connection for r in server.requests}) == 4 and len(server.requests) == 4
+
+
+def test_a_dead_connection_missed_by_the_check_is_a_transient_failure(
+    server: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """If the check misses it (forced here), the request meets a reset or an empty reply:
+    a transient error (retried by the policy, attempt counted) or a transparent fresh
+    connection, never a wrong answer or a hang."""
+    from kag.generation import transport as transport_module
+
+    monkeypatch.setattr(transport_module._Connection, "usable", lambda self: True)
+    server.set_faults({}, default="closeafter")
+    client = openai(server)
+
+    async def go() -> list[tuple[str, int]]:
+        try:
+            out = []
+            for i in range(4):
+                response, attempts = await call_with_retries(
+                    lambda i=i: client.chat(ChatRequest("m", f"q{i}", 0.0)),
+                    RetryPolicy(retries=1, backoff=0.0),
+                )
+                out.append((response.text, attempts))
+            return out
+        finally:
+            await client.aclose()
+
+    results = run(go())
+    assert [text for text, _ in results] == ["B"] * 4
+    assert all(attempts in (1, 2) for _, attempts in results)
+    assert 4 <= len(server.requests) <= 7
+
+
+def test_https_urls_keep_httpx_default_transport() -> None:
+    from kag.generation.transport import StreamTransport, make_transport
+
+    assert isinstance(make_transport("http://127.0.0.1:8080/v1", 4), StreamTransport)
+    assert make_transport("https://api.openai.com/v1", 4) is None
 
 
 # ---------------------------------------------------------------- failures, classified

@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kag.datasets import parse_datasets
@@ -685,3 +685,33 @@ def test_grade_bytes_reports_invalid_json_like_parse_result():
         with pytest.raises(UnreadableResult) as fast:
             mcq.grade_bytes(data, KEY, dataset="d", question="q", setup="s", abstention=pattern)
         assert str(fast.value) == str(model.value)
+
+
+# ---------------------------------------------------------------- every byte is parsed
+
+
+def _real_kag_file(med_kag: Path) -> bytes:
+    return (med_kag / "results/pubmedqa/12377809/wekgr-qwen35-9b-ollama-neo4j-embedding-triplet-formal.json").read_bytes()
+
+
+def test_every_truncation_of_a_real_file_is_unreadable(med_kag: Path):
+    from kag.results import UnreadableResult
+
+    data = _real_kag_file(med_kag)
+    pattern = mcq.compile_abstention(mcq.DEFAULT_ABSTENTION)
+    for cut in [*range(0, 200), *range(200, len(data), 97), len(data) - 2]:
+        with pytest.raises(UnreadableResult, match="not valid JSON"):
+            mcq.grade_bytes(data[:cut], KEY, dataset="d", question="q", setup="s", abstention=pattern)
+
+
+def test_a_malformed_number_deep_in_the_embedding_makes_the_file_unreadable(med_kag: Path):
+    from kag.results import UnreadableResult
+
+    original = _real_kag_file(med_kag)
+    pattern = mcq.compile_abstention(mcq.DEFAULT_ABSTENTION)
+    start = original.index(b'"vec": [') + len(b'"vec": [')
+    first = original[start:].split(b",")[0].strip()
+    assert first.startswith(b"-0.")
+    double_dot = original.replace(first, b"-0.." + first[4:], 1)
+    with pytest.raises(UnreadableResult, match="not valid JSON"):
+        mcq.grade_bytes(double_dot, KEY, dataset="d", question="q", setup="s", abstention=pattern)

@@ -177,7 +177,10 @@ def test_prediction_lines_without_ids_are_skipped_with_a_warning(tmp_path: Path)
     pred.write_text('{"triplets": []}\n{"id": "q5", "triplets": []}\n{"id": "q1", "triplets": [\n')
     code, out, err = run(GOLD, pred, "--format", "json")
     assert code == 0
-    assert f"kag: warning: {pred}: 2 entries skipped (line 1: the entry has no 'id'; line 3: not valid JSON" in err
+    assert (
+        f"kag: warning: {pred}: 2 entries skipped (line 1: the entry has no 'id'; line 3: not valid JSON"
+        in err
+    )
     counts = json.loads(out)["runs"][0]["counts"]
     assert counts["missing_predictions"] == 6  # every gold id but q5
 
@@ -242,3 +245,9 @@ def test_unwritable_details_file_exits_2(tmp_path: Path) -> None:
     code, out, err = run(GOLD, FINETUNED, "--details", target)
     assert code == 2 and out == ""
     assert err.startswith(f"kag: error: {target}: cannot write the details file")
+
+
+def test_every_output_format_has_a_renderer() -> None:
+    from kag.commands.triplets import RENDERERS, OutputFormat
+
+    assert set(RENDERERS) == set(OutputFormat)

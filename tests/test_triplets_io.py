@@ -155,8 +155,9 @@ def test_predictions_skip_unjoinable_lines(tmp_path: Path, caplog: pytest.LogCap
     )
     assert list(load_predictions(path)) == ["1"]
     assert f"{path}: 4 entries skipped (line 2: expected an object with an 'id', got str; " in caplog.text
-    assert "line 3: 'id' must be a string or an integer, got bool; line 4: the entry has no 'id'; and 1 more)" in (
-        caplog.text
+    assert (
+        "line 3: 'id' must be a string or an integer, got bool; line 4: the entry has no 'id'; and 1 more)"
+        in (caplog.text)
     )
 
 

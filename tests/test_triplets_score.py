@@ -349,3 +349,22 @@ def test_scores_stay_in_unit_interval(
         same = score_entry(gold, Prediction("1", "ok", tuple(gold_items)), sim, RELATIONS)
         assert same.entity_f1 == 1.0 and same.relation_acc == 1.0
         assert same.exact_hits == len(gold_items)
+
+
+def test_garbage_collector_state_is_restored(tmp_path: Path) -> None:
+    import gc
+
+    case = CASES[0]
+    gold_path, pred_path = write_case(tmp_path, case)
+    assert gc.isenabled()
+    grade_triplets(gold_path, [pred_path])
+    assert gc.isenabled()
+    with pytest.raises(Exception, match="no such file"):
+        grade_triplets(tmp_path / "missing.jsonl", [pred_path])
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        grade_triplets(gold_path, [pred_path])
+        assert not gc.isenabled()  # a caller's choice is left alone
+    finally:
+        gc.enable()

@@ -71,7 +71,7 @@ def _fzf() -> str:
 
 
 def _run_fzf(lines: list[str]) -> None:
-    """The Rust tool's browser: each line is ``<path>\t<shown text>``, the path hidden
+    """The Rust tool's browser: each line is ``<path>\\t<shown text>``, the path hidden
     and ``cat``-ed into the preview pane. fzf's own exit status (Esc gives 130) is not
     ours: the search itself succeeded."""
     command = [_fzf(), "--delimiter", "\t", "--with-nth", "2..", "--preview", "cat {1}"]
@@ -143,6 +143,7 @@ def register(stats_app: typer.Typer) -> None:
     ) -> None:
         """Regex search over the model responses of a result tree (no datasets file needed).
 
+        Options of `kag stats` given before `find` apply; the same options after `find` win.
         Exit 0 when a file matched, 1 when none did, 2 on bad usage or an invalid pattern.
         """
         from kag.console import info, stdout_console
@@ -169,6 +170,8 @@ def register(stats_app: typer.Typer) -> None:
             setups=tuple(_pick(ctx, "--setup", setup, ())),
             datasets=tuple(_pick(ctx, "--dataset", dataset, ())),
         )
+        if jobs is not None and jobs < 1:
+            raise UsageError(f"--jobs must be 1 or more (got {jobs})")
         if count and files_only:
             raise UsageError("--count and --files-with-matches do not go together")
         if interactive and (fmt is not SearchFormat.TEXT or count):
@@ -188,7 +191,7 @@ def register(stats_app: typer.Typer) -> None:
                 else:
                     sys.stdout.write(line + "\n")
 
-        result = search(root, options, jobs, on_outcome=stream)
+        result = search(root, options, jobs, on_outcome=stream, keep_hits=fmt is SearchFormat.JSON)
         for line in final_lines(result, view):
             sys.stdout.write(line + "\n")
         if interactive and collected:

@@ -24,23 +24,47 @@ Lines, optionally gzip); --head answers the head-side queries, --tail the tail s
 def register(app: typer.Typer) -> None:
     @app.command("irt2", help=HELP, no_args_is_help=True)
     def irt2(
-        dataset: Annotated[Path, typer.Option("--dataset", help="IRT2 dataset folder (config.yaml, open.*.txt, ...).")],
-        task: Annotated[str, typer.Option("--task", help="linking (alias kgc) or ranking.")],
-        split: Annotated[str, typer.Option("--split", help="validation or test.")],
-        head: Annotated[Path, typer.Option("--head", help="Predictions for the head-side queries.")],
-        tail: Annotated[Path, typer.Option("--tail", help="Predictions for the tail-side queries.")],
-        mode: Annotated[str, typer.Option("--mode", help="original (the paper's) or full.")] = "original",
+        dataset: Annotated[
+            Path,
+            typer.Option(
+                "--dataset", metavar="DIR", help="IRT2 dataset folder (config.yaml, open.*.txt, ...)."
+            ),
+        ],
+        task: Annotated[
+            str, typer.Option("--task", metavar="linking|kgc|ranking", help="linking (alias kgc) or ranking.")
+        ],
+        split: Annotated[str, typer.Option("--split", metavar="validation|test", help="validation or test.")],
+        head: Annotated[
+            Path, typer.Option("--head", metavar="FILE", help="Predictions for the head-side queries.")
+        ],
+        tail: Annotated[
+            Path, typer.Option("--tail", metavar="FILE", help="Predictions for the tail-side queries.")
+        ],
+        mode: Annotated[
+            str, typer.Option("--mode", metavar="original|full", help="original (the paper's) or full.")
+        ] = "original",
         max_rank: Annotated[
-            str, typer.Option("--max-rank", help="Filtered ranks above N score 0; 'none' for no cut-off.")
+            str,
+            typer.Option(
+                "--max-rank", metavar="N|none", help="Filtered ranks above N score 0; 'none' for no cut-off."
+            ),
         ] = "100",
-        ks: Annotated[str, typer.Option("--ks", help="Comma-separated k for hits@k.")] = "1,10",
+        ks: Annotated[
+            str, typer.Option("--ks", metavar="K,K,...", help="Comma-separated k for hits@k.")
+        ] = "1,10",
         ties: Annotated[
-            str, typer.Option("--ties", help="first (reference: row order), optimistic, pessimistic, realistic.")
+            str,
+            typer.Option(
+                "--ties",
+                metavar="first|optimistic|pessimistic|realistic",
+                help="first (reference: row order), optimistic, pessimistic, realistic.",
+            ),
         ] = "first",
         per_query: Annotated[
-            Path | None, typer.Option("--per-query", help="Write one JSON line per gold target to FILE.")
+            Path | None,
+            typer.Option("--per-query", metavar="FILE", help="Write one JSON line per gold target to FILE."),
         ] = None,
-        output: Annotated[str, typer.Option("--format", help="text or json.")] = "text",
+        output: Annotated[str, typer.Option("--format", metavar="text|json", help="text or json.")] = "text",
     ) -> None:
         from kag.irt2.evaluate import Request, evaluate, parse_ks, parse_max_rank
         from kag.irt2.model import Mode, Split, Task, TieMode

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -10,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from kag.console import info, stdout_console, warn
+from kag.grading.triplets.model import MatchMode
 
 if TYPE_CHECKING:
     from kag.grading.triplets.model import TripletReport
@@ -18,12 +20,6 @@ if TYPE_CHECKING:
 class OutputFormat(str, Enum):
     TEXT = "text"
     JSON = "json"
-
-
-class Match(str, Enum):
-    EXACT = "exact"
-    FUZZY = "fuzzy"
-    EMBEDDING = "embedding"
 
 
 def register(app: typer.Typer) -> None:
@@ -42,9 +38,9 @@ def register(app: typer.Typer) -> None:
         details: Annotated[
             Path | None, typer.Option("--details", help="Write one JSON line per entry and file here.")
         ] = None,
-        match: Annotated[Match, typer.Option("--match", help="How differing normalized strings compare.")] = (
-            Match.EXACT
-        ),
+        match: Annotated[
+            MatchMode, typer.Option("--match", help="How differing normalized strings compare.")
+        ] = MatchMode.EXACT,
         fuzzy_gate: Annotated[
             float | None,
             typer.Option(
@@ -74,19 +70,19 @@ def register(app: typer.Typer) -> None:
         """Grade predicted knowledge-graph triplets against gold triplets (schema, entities,
         relations, weights, grounding; micro P/R/F1; hallucinations)."""
         from kag.grading.triplets.io import load_relations
-        from kag.grading.triplets.model import DEFAULT_RELATIONS, MatchMode
-        from kag.grading.triplets.report import report_json_bytes, write_details
+        from kag.grading.triplets.model import DEFAULT_RELATIONS
+        from kag.grading.triplets.report import write_details
         from kag.grading.triplets.score import grade_triplets
 
-        if match is Match.EXACT and fuzzy_gate is not None:
+        if match is MatchMode.EXACT and fuzzy_gate is not None:
             warn("--fuzzy-gate has no effect with --match exact")
-        if match is not Match.EMBEDDING and embedding_model is not None:
+        if match is not MatchMode.EMBEDDING and embedding_model is not None:
             warn("--embedding-model has no effect without --match embedding")
         relation_names = load_relations(relations) if relations is not None else DEFAULT_RELATIONS
         report = grade_triplets(
             gold,
             predictions,
-            mode=MatchMode(match.value),
+            mode=match,
             gate=fuzzy_gate,
             relations=relation_names,
             embedding_model=embedding_model,
@@ -95,10 +91,13 @@ def register(app: typer.Typer) -> None:
         if details is not None:
             lines = write_details(details, report)
             info(f"kag: wrote {lines} detail lines to {details}")
-        if output_format is OutputFormat.JSON:
-            sys.stdout.write(report_json_bytes(report).decode())
-        else:
-            _render_text(report)
+        RENDERERS[output_format](report)
+
+
+def _render_json(report: TripletReport) -> None:
+    from kag.grading.triplets.report import report_json_bytes
+
+    sys.stdout.write(report_json_bytes(report).decode())
 
 
 def _render_text(report: TripletReport) -> None:
@@ -129,3 +128,9 @@ def _render_text(report: TripletReport) -> None:
                 table.add_section()
         console.print(table)
         console.print()
+
+
+RENDERERS: dict[OutputFormat, Callable[[TripletReport], None]] = {
+    OutputFormat.TEXT: _render_text,
+    OutputFormat.JSON: _render_json,
+}

@@ -306,9 +306,20 @@ def grade_raw(
     return GradedFile(dataset, question, setup, outcome, response, abstained, non_option, generation, context, sample)
 
 
-def grade_bytes(data: bytes, key: AnswerKey, *, dataset: str, question: str, setup: str,
-                abstention: re.Pattern[str]) -> GradedFile:
-    """Grade the bytes of a result file; raises UnreadableResult like :func:`kag.results.parse_result`."""
+def grade_bytes(
+    data: bytes,
+    key: AnswerKey,
+    *,
+    dataset: str,
+    question: str,
+    setup: str,
+    abstention: re.Pattern[str],
+) -> GradedFile:
+    """Grade the bytes of a result file; raises UnreadableResult like :func:`kag.results.parse_result`.
+
+    Every byte is parsed (orjson): a file that is not valid JSON is unreadable, wherever
+    the defect is.
+    """
     try:
         raw = orjson.loads(data)
     except orjson.JSONDecodeError as exc:

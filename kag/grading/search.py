@@ -460,7 +460,8 @@ def _iter_raw(
 
 
 class _Tally:
-    def __init__(self) -> None:
+    def __init__(self, keep_hits: bool) -> None:
+        self.keep_hits = keep_hits
         self.total = 0
         self.setup_totals: Counter[str] = Counter()
         self.setup_matches: Counter[str] = Counter()
@@ -478,7 +479,8 @@ class _Tally:
         if outcome.status is FileStatus.MATCHED:
             self.setup_matches[outcome.file.setup] += 1
             self.paths.append(outcome.file.path)
-            self.hits.extend(outcome.hits)
+            if self.keep_hits:
+                self.hits.extend(outcome.hits)
         elif outcome.status is FileStatus.UNREADABLE:
             self.unreadable.append(outcome.file.path)
         elif outcome.status is FileStatus.ERROR_RESULT:
@@ -520,6 +522,7 @@ def search(
     options: SearchOptions,
     jobs: int | None = None,
     on_outcome: Callable[[FileOutcome], Any] | None = None,
+    keep_hits: bool = True,
 ) -> SearchResult:
     """Search every file of the tree (see the module docstring) and return the counts and
     hits, sorted by path.
@@ -533,12 +536,15 @@ def search(
     counted. Unreadable and timed-out files are warned about one by one; ``error`` files
     are listed at info level (``-v``) and summed up in one warning at the end.
 
+    ``keep_hits=False`` leaves ``SearchResult.hits`` empty: a caller that streams the hits
+    through ``on_outcome`` need not hold millions of them (``-C0 .`` on a large tree).
+
     Raises UsageError for an invalid pattern (before any file is read) and InputError
     when ``root`` is not a folder.
     """
     pattern = compile_pattern(options.pattern, options.ignore_case)
     matcher = _Matcher(pattern, options.invert, options.context, options.hits_per_file, options.timeout)
-    tally = _Tally()
+    tally = _Tally(keep_hits)
     for entry, raw in _iter_raw(_iter_entries(os.fspath(root), options), matcher, jobs):
         tally.count(entry)
         if raw is None:

@@ -52,7 +52,12 @@ class GroundTruth:
 
     @classmethod
     def from_pairs(
-        cls, side: Side, entity: np.ndarray, relation: np.ndarray, target: np.ndarray, source: Path = Path("-")
+        cls,
+        side: Side,
+        entity: np.ndarray,
+        relation: np.ndarray,
+        target: np.ndarray,
+        source: Path = Path("-"),
     ) -> GroundTruth:
         """Group ``(entity, relation, target)`` triples (repeats ignored) into queries with gold sets."""
         entity, relation, target = (np.asarray(a, dtype=np.int64) for a in (entity, relation, target))
@@ -60,7 +65,9 @@ class GroundTruth:
         entity, relation, target = entity[order], relation[order], target[order]
         if len(entity) > 1:
             distinct = np.ones(len(entity), dtype=bool)
-            distinct[1:] = (entity[1:] != entity[:-1]) | (relation[1:] != relation[:-1]) | (target[1:] != target[:-1])
+            distinct[1:] = (
+                (entity[1:] != entity[:-1]) | (relation[1:] != relation[:-1]) | (target[1:] != target[:-1])
+            )
             entity, relation, target = entity[distinct], relation[distinct], target[distinct]
         new_query = np.ones(len(entity), dtype=bool)
         new_query[1:] = (entity[1:] != entity[:-1]) | (relation[1:] != relation[:-1])
@@ -169,7 +176,7 @@ def read_id_rows(path: Path, separator: str, width: int) -> np.ndarray:
 def _id_rows_fast(data: bytes, separator: str, width: int) -> np.ndarray | None:
     """Plain decimal ids only, parsed by orjson as one JSON array; None if anything else."""
     sep = separator.encode("utf-8")
-    if len(sep) != 1 or sep in b"0123456789-+.eE \t\r\n\\#[]{}\"":
+    if len(sep) != 1 or sep in b'0123456789-+.eE \t\r\n\\#[]{}"':
         return None
     if data[:1] == b"#" or b"\n#" in data:
         data = b"\n".join(line for line in data.split(b"\n") if line[:1] != b"#")
@@ -232,8 +239,10 @@ def _id_rows_slow(data: bytes, path: Path, separator: str, width: int) -> np.nda
     try:
         return np.array(rows, dtype=np.int64)
     except OverflowError:
-        index, bad = next((i, v) for i, row in enumerate(rows) for v in row if not INT64_MIN <= v <= INT64_MAX)
-        raise InputError(f"{path}:{numbers[index]}: id {bad} is out of the 64-bit range") from None
+        index, value = next(
+            (i, v) for i, row in enumerate(rows) for v in row if not INT64_MIN <= v <= INT64_MAX
+        )
+        raise InputError(f"{path}:{numbers[index]}: id {value} is out of the 64-bit range") from None
 
 
 def _is_int(text: str | bytes) -> bool:

@@ -10,7 +10,18 @@ import numpy as np
 from kag.errors import UsageError
 from kag.irt2.dataset import GroundTruth, load_truth
 from kag.irt2.metrics import exact_mean, hits_at_k, query_means, reciprocal_rank
-from kag.irt2.model import Averaged, Evaluation, Mode, Scores, Side, SideSummary, Split, Task, TargetRanks, TieMode
+from kag.irt2.model import (
+    Averaged,
+    Evaluation,
+    Mode,
+    Scores,
+    Side,
+    SideSummary,
+    Split,
+    TargetRanks,
+    Task,
+    TieMode,
+)
 from kag.irt2.predictions import iter_prediction_blocks
 from kag.irt2.ranking import PairCounts, count_side, rank_targets
 

@@ -26,7 +26,7 @@ def open_binary(path: Path) -> BinaryIO:
         raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
     if raw.peek(2)[:2] == GZIP_MAGIC:
         return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
-    return raw  # type: ignore[return-value]
+    return raw
 
 
 def iter_line_blocks(path: Path, block_bytes: int = BLOCK_BYTES) -> Iterator[tuple[int, bytes]]:

@@ -50,10 +50,10 @@ def exact_mean(values: np.ndarray) -> float:
     distinct, counts = np.unique(values, return_counts=True)
     if len(distinct) == 1:
         return float(distinct[0])
-    ratios = [v.as_integer_ratio() for v in distinct.tolist()]
+    ratios: list[tuple[int, int]] = [float(v).as_integer_ratio() for v in distinct.tolist()]
     denominator = max(d for _, d in ratios)  # powers of two: a common denominator
-    numerator = sum(n * (denominator // d) * c for (n, d), c in zip(ratios, counts.tolist()))
-    return numerator / (denominator * len(values))  # int / int is correctly rounded
+    numerator = sum(n * (denominator // d) * int(c) for (n, d), c in zip(ratios, counts.tolist()))
+    return float(numerator / (denominator * len(values)))  # int / int is correctly rounded
 
 
 def query_means(values: np.ndarray, ptr: np.ndarray) -> np.ndarray:

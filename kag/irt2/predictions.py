@@ -80,10 +80,6 @@ def iter_prediction_blocks(path: Path, block_bytes: int = BLOCK_BYTES) -> Iterat
             raise error
 
 
-def read_predictions(path: Path) -> list[RowBlock]:
-    return list(iter_prediction_blocks(path))
-
-
 # ------------------------------------------------------------------------------- CSV
 
 

@@ -201,12 +201,13 @@ def tally(
     starts: np.ndarray,
     lengths: np.ndarray,
 ) -> np.ndarray:
-    """For each item ``i``, count the values ``values[starts[i]:starts[i] + lengths[i]]`` that are
+    """Count, for each item ``i``, how many of ``values[starts[i]:starts[i] + lengths[i]]`` beat it.
 
-    greater than ``own[i]``, equal to it, and equal to it at a position before
-    ``own_position[i]`` (positions are ``positions[j]``, or ``j`` itself when None). Each
-    range holds the item itself, so "equal" is at least 1. Returns int64 ``(3, n)``; work
-    is done in batches of about ``EXPANSION_LIMIT`` compared values.
+    Row 0: values greater than ``own[i]``; row 1: values equal to it; row 2: values equal
+    to it at a position before ``own_position[i]`` (a value's position is
+    ``positions[j]``, or ``j`` itself when ``positions`` is None). Each range holds the
+    item itself, so row 1 is at least 1. Returns int64 ``(3, n)``. The ranges are laid
+    out flat and compared in batches of about ``EXPANSION_LIMIT`` values.
     """
     out = np.empty((3, len(own)), dtype=np.int64)
     ends = np.cumsum(lengths)

@@ -14,7 +14,14 @@ import orjson
 from kag.errors import InputError
 from kag.irt2.model import Evaluation, SideSummary, TieMode
 
-ROW_ORDER = (("all", "micro"), ("all", "macro"), ("head", "micro"), ("head", "macro"), ("tail", "micro"), ("tail", "macro"))
+ROW_ORDER = (
+    ("all", "micro"),
+    ("all", "macro"),
+    ("head", "micro"),
+    ("head", "macro"),
+    ("tail", "micro"),
+    ("tail", "macro"),
+)
 
 
 class OutputFormat(StrEnum):
@@ -66,7 +73,8 @@ def render_json(evaluation: Evaluation) -> str:
         "head": _side_scoring(head),
         "tail": _side_scoring(tail),
     }
-    return orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() + "\n"
+    text: str = orjson.dumps(document, option=orjson.OPT_INDENT_2).decode()
+    return text + "\n"
 
 
 def _table(header: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
@@ -91,8 +99,10 @@ def render_text(evaluation: Evaluation) -> str:
     max_rank = "none" if evaluation.max_rank is None else str(evaluation.max_rank)
     lines += [
         "",
-        f"ground truth: {evaluation.dataset} ({evaluation.dataset_path}), task {evaluation.task.value},"
-        f" split {evaluation.split.value}, mode {evaluation.mode.value}",
+        (
+            f"ground truth: {evaluation.dataset} ({evaluation.dataset_path}), task {evaluation.task.value},"
+            f" split {evaluation.split.value}, mode {evaluation.mode.value}"
+        ),
         f"scoring: max rank {max_rank}, ties {evaluation.ties.value}",
     ]
     if evaluation.samples_dropped:
@@ -101,7 +111,18 @@ def render_text(evaluation: Evaluation) -> str:
             " whose vertex is in no closed-world triple"
         )
     lines.append("")
-    side_header = ["side", "queries", "targets", "rows", "no row", "found", "cut", "tie-dep", "truth", "predictions"]
+    side_header = [
+        "side",
+        "queries",
+        "targets",
+        "rows",
+        "no row",
+        "found",
+        "cut",
+        "tie-dep",
+        "truth",
+        "predictions",
+    ]
     side_rows = [
         [
             s.side.value,
@@ -122,8 +143,10 @@ def render_text(evaluation: Evaluation) -> str:
     if tie_dependent and evaluation.ties is TieMode.FIRST:
         lines += [
             "",
-            f"{tie_dependent} targets have a rank that depends on the order of equal scores"
-            " (see --ties optimistic/pessimistic)",
+            (
+                f"{tie_dependent} targets have a rank that depends on the order of equal scores"
+                " (see --ties optimistic/pessimistic)"
+            ),
         ]
     return "\n".join(lines) + "\n"
 
@@ -146,11 +169,11 @@ def iter_per_query_lines(evaluation: Evaluation) -> Iterator[bytes]:
     targets removed, before the max-rank cut) and ``rank`` (what the metrics use: the
     filtered rank, or 0 above ``max_rank``). 0 means the target is not in the row.
     """
-    as_number: Callable[[list[float]], list[float]] | Callable[[list[float]], list[int]]
-    if evaluation.ties is TieMode.REALISTIC:
-        as_number = list
-    else:
-        as_number = lambda values: [int(v) for v in values]  # noqa: E731
+    realistic = evaluation.ties is TieMode.REALISTIC  # half-integer ranks stay floats
+
+    def as_number(values: list[float]) -> list[float] | list[int]:
+        return values if realistic else [int(v) for v in values]
+
     for records in evaluation.records:
         side = records.side.value
         columns = zip(

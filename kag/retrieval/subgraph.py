@@ -65,14 +65,14 @@ def key_order(key: str) -> tuple[int, int, str]:
 
 
 def node_order(subgraph: Subgraph) -> list[str]:
-    """Node keys in discovery order: a breadth-first walk from the seeds, best seed first,
-    over the relationships in both directions.
+    """Node keys in discovery order: seed by seed, best seed first, a breadth-first walk
+    from the seed over the relationships in both directions, skipping nodes already found.
 
     Within one node, neighbours are visited by (relationship type, neighbour key,
     relationship key); reached nodes that no walk from a seed meets (a backend may return
     them) come last, by key. This is the order in which the Rust tool's Cypher query
-    (``collect(DISTINCT reachable)`` over ``(seed)-[*0..N]-(reachable)``) lists the nodes,
-    made deterministic.
+    (``UNWIND seeds AS seed MATCH (seed)-[*0..N]-(reachable)`` then
+    ``collect(DISTINCT reachable)``) lists the nodes, made deterministic.
     """
     adjacency: dict[str, list[tuple[str, tuple[int, int, str], tuple[int, int, str], str]]] = {}
     for rel in subgraph.relationships:
@@ -82,17 +82,17 @@ def node_order(subgraph: Subgraph) -> list[str]:
     for neighbours in adjacency.values():
         neighbours.sort()
     seen: dict[str, None] = {}
-    queue: deque[str] = deque()
     for seed in subgraph.seeds:
-        if seed in subgraph.nodes and seed not in seen:
-            seen[seed] = None
-            queue.append(seed)
-    while queue:
-        current = queue.popleft()
-        for _, _, _, neighbour in adjacency.get(current, ()):
-            if neighbour not in seen:
-                seen[neighbour] = None
-                queue.append(neighbour)
+        if seed not in subgraph.nodes or seed in seen:
+            continue
+        seen[seed] = None
+        queue: deque[str] = deque([seed])
+        while queue:
+            current = queue.popleft()
+            for _, _, _, neighbour in adjacency.get(current, ()):
+                if neighbour not in seen:
+                    seen[neighbour] = None
+                    queue.append(neighbour)
     rest = sorted((k for k in subgraph.nodes if k not in seen), key=key_order)
     return [*seen, *rest]
 

@@ -41,7 +41,12 @@ DEFAULT_RELATIONS: tuple[str, ...] = (
 )
 
 Unmatched = Literal["self_loop", "invalid_relation", "ungrounded", "novel_grounded"]
-HALLUCINATION_CLASSES: tuple[Unmatched, ...] = ("self_loop", "invalid_relation", "ungrounded", "novel_grounded")
+HALLUCINATION_CLASSES: tuple[Unmatched, ...] = (
+    "self_loop",
+    "invalid_relation",
+    "ungrounded",
+    "novel_grounded",
+)
 Status = Literal["ok", "missing", "unparseable", "malformed"]
 
 
