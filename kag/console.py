@@ -23,7 +23,11 @@ def stdout_console() -> Console:
     """Console for results; no escape codes unless stdout is a terminal."""
     from rich.console import Console
 
-    return Console(file=sys.stdout, width=_width(), soft_wrap=False, highlight=False)
+    width = _width()
+    if width is None and not sys.stdout.isatty():
+        # Piped reports must not wrap at rich's 80-column default.
+        width = 250
+    return Console(file=sys.stdout, width=width, soft_wrap=False, highlight=False)
 
 
 def stderr_console() -> Console:

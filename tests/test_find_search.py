@@ -23,6 +23,7 @@ from kag.grading.search import (
     format_hit,
     hit_to_json,
     iter_walk,
+    literal_of,
     list_search_files,
     parse_response,
     result_to_json,
@@ -279,6 +280,29 @@ def test_pool_gives_the_same_result_in_the_same_order(tmp_path: Path) -> None:
     pooled = search(tmp_path, SearchOptions("know"), jobs=2)
     assert pooled == one
     assert list(one.paths) == sorted(one.paths) and one.matches > 10 and len(one.unreadable) == 1
+
+
+@pytest.mark.parametrize(
+    ("pattern", "ignore_case", "literal"),
+    [
+        ("serum", False, "serum"),
+        ("I don't know", False, "I don't know"),
+        ("a-b #1", False, "a-b #1"),
+        ("serum", True, None),  # case folding is the engine's job
+        ("", False, None),
+        *[(f"a{c}b", False, None) for c in "\\.^$*+?{}[]|()"],
+    ],
+)
+def test_literal_of(pattern: str, ignore_case: bool, literal: str | None) -> None:
+    assert literal_of(pattern, ignore_case) == literal
+
+
+@pytest.mark.parametrize("invert", [False, True])
+def test_literal_shortcut_agrees_with_the_engine(tree: Path, invert: bool) -> None:
+    """`know` takes the `in` shortcut, `(?:know)` does not: same files, same hits."""
+    fast = search(tree, opts("know", invert=invert))
+    engine = search(tree, opts("(?:know)", invert=invert))
+    assert fast == engine and fast.matches > 0
 
 
 def test_invalid_pattern_carries_the_compiler_message() -> None:

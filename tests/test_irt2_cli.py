@@ -434,3 +434,19 @@ def test_every_output_format_has_a_renderer() -> None:
     from kag.irt2.render import RENDERERS, OutputFormat
 
     assert set(RENDERERS) == set(OutputFormat)
+
+
+def test_per_query_to_a_named_pipe_is_written_in_place(tmp_path: Path) -> None:
+    import os
+    import threading
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()))
+    reader.start()
+    result = run("--dataset", DATASET, "--task", "linking", "--split", "test", *LINKING, "--per-query", fifo)
+    reader.join(timeout=30)
+    assert result.exit_code == 0, result.stderr
+    assert len(received[0].splitlines()) == 13
+    assert fifo.is_fifo()  # not replaced by a regular file

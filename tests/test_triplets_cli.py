@@ -67,7 +67,7 @@ def test_text_report_side_by_side() -> None:
     assert code == 0
     report = as_json(GOLD, FINETUNED, BASE)
     header = next(line for line in out.splitlines() if line.startswith("metric"))
-    assert str(FINETUNED) in header and str(BASE) in header
+    assert FINETUNED.name in header and BASE.name in header
     composite = next(line for line in out.splitlines() if line.startswith("composite"))
     assert (
         f"{report['runs'][0]['composite']:.4f}" in composite

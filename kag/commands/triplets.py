@@ -110,6 +110,9 @@ def _render_text(report: TripletReport) -> None:
     mode = f"match: {report.match_mode.value}, similarity: {report.similarity_backend}{gate}"
     header = f"gold: {report.gold}\n{mode}"
     names = [run.predictions for run in report.runs]
+    short = [Path(name).name for name in names]
+    if len(set(short)) == len(short):
+        names = short
     console = stdout_console()
     console.print(header, markup=False)
     console.print()
