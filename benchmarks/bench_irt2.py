@@ -86,7 +86,7 @@ def generate(root: Path, queries: int, candidates: int, seed: int = 0) -> None:
             q_mid, q_rid = mids[keys // RELATIONS], keys % RELATIONS
             sizes = rng.integers(1, 4, queries)
             gold = np.full((queries, 3), -1, dtype=np.int64)
-            lines = []
+            lines: list[str] = []
             for i, (m, r, k) in enumerate(zip(q_mid.tolist(), q_rid.tolist(), sizes.tolist())):
                 vids = rng.choice(VERTICES, size=k, replace=False)
                 gold[i, :k] = vids

@@ -73,7 +73,9 @@ def cpu_of_children() -> float:
 
 def time_floor(tree: Path) -> tuple[float, float]:
     before, start = cpu_of_children(), time.perf_counter()
-    subprocess.run("find results -type f -print0 | xargs -0 cat > /dev/null", shell=True, cwd=tree, check=True)
+    subprocess.run(
+        "find results -type f -print0 | xargs -0 cat > /dev/null", shell=True, cwd=tree, check=True
+    )
     return time.perf_counter() - start, cpu_of_children() - before
 
 
@@ -83,7 +85,7 @@ def stats_args(tree: Path) -> list[str]:
 
 def time_stats(tree: Path) -> tuple[float, float]:
     before, start = cpu_of_children(), time.perf_counter()
-    done = subprocess.run(stats_args(tree), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    done = subprocess.run(stats_args(tree), capture_output=True, text=True)
     elapsed = time.perf_counter() - start
     if done.returncode != 0 or not done.stdout.startswith("Datasets: 5 | Scorable questions: 10000"):
         raise SystemExit(f"kag stats failed ({done.returncode}): {done.stderr[-2000:]}")
@@ -148,7 +150,11 @@ def main() -> None:
     tree: Path = args.tree.resolve()
     ensure_tree(tree)
     files = sum(len(f) for _, _, f in os.walk(tree / "results"))
-    size = sum(e.stat().st_size for d, _, fs in os.walk(tree / "results") for e in map(Path, (os.path.join(d, x) for x in fs)))
+    size = sum(
+        e.stat().st_size
+        for d, _, fs in os.walk(tree / "results")
+        for e in map(Path, (os.path.join(d, x) for x in fs))
+    )
     print(f"tree: {tree} ({files:,} files, {size / 1e9:.2f} GB); cpus: {os.cpu_count()}")
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
@@ -158,13 +164,18 @@ def main() -> None:
     for i in range(args.repeat):
         floors.append(time_floor(tree))
         stats.append(time_stats(tree))
-        print(f"  run {i + 1}: floor {floors[-1][0]:.2f} s (cpu {floors[-1][1]:.2f} s)   "
-              f"kag stats {stats[-1][0]:.2f} s (cpu {stats[-1][1]:.2f} s)")
+        print(
+            f"  run {i + 1}: floor {floors[-1][0]:.2f} s (cpu {floors[-1][1]:.2f} s)   "
+            f"kag stats {stats[-1][0]:.2f} s (cpu {stats[-1][1]:.2f} s)"
+        )
     best_floor, best_stats = min(f[0] for f in floors), min(s[0] for s in stats)
     med_floor, med_stats = statistics.median(f[0] for f in floors), statistics.median(s[0] for s in stats)
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print(f"speed: kag stats / cat floor = {best_stats / best_floor:.2f} (best {best_stats:.2f} s vs {best_floor:.2f} s), "
-          f"{med_stats / med_floor:.2f} (median {med_stats:.2f} s vs {med_floor:.2f} s); target <= 2.0")
+    print(
+        f"speed: kag stats / cat floor = {best_stats / best_floor:.2f} "
+        f"(best {best_stats:.2f} s vs {best_floor:.2f} s), "
+        f"{med_stats / med_floor:.2f} (median {med_stats:.2f} s vs {med_floor:.2f} s); target <= 2.0"
+    )
     cpu_floor = statistics.median(f[1] for f in floors)
     cpu_stats = statistics.median(s[1] for s in stats)
     print(f"cpu time (median): kag stats {cpu_stats:.2f} s, floor {cpu_floor:.2f} s")
@@ -174,9 +185,11 @@ def main() -> None:
         small_files = ensure_subset(tree, subset, 200)
         small = peak_memory(subset)
         large = peak_memory(tree)
-        print(f"memory: peak PSS of kag stats + workers {small[0]:.1f} MB on {small_files:,} files, "
-              f"{large[0]:.1f} MB on {files:,} files (ratio {large[0] / small[0]:.2f}); "
-              f"largest process {small[1]:.1f} MB vs {large[1]:.1f} MB")
+        print(
+            f"memory: peak PSS of kag stats + workers {small[0]:.1f} MB on {small_files:,} files, "
+            f"{large[0]:.1f} MB on {files:,} files (ratio {large[0] / small[0]:.2f}); "
+            f"largest process {small[1]:.1f} MB vs {large[1]:.1f} MB"
+        )
     print(f"startup: kag --help {help_startup() * 1000:.0f} ms (best of 5)")
 
 

@@ -45,7 +45,8 @@ from kag.results import (  # noqa: E402
 RULES = (
     "Follow these strict rules:\n"
     "1. Your final output must be EXACTLY AND EXCLUSIVELY the single key corresponding to the correct "
-    "choice (e.g., 'a', 'b', 'c'). Do not include any explanations, reasoning, punctuation, or additional text.\n"
+    "choice (e.g., 'a', 'b', 'c'). Do not include any explanations, reasoning, punctuation, "
+    "or additional text.\n"
     "2. If you do not have the information needed to answer the question, reply exactly with: 'I don't know.'"
 )
 
@@ -65,7 +66,10 @@ ANSWERS: dict[str, dict[tuple[str, str], str | tuple[str, str]]] = {
         ("mcq-form", "2"): "a",
         ("mcq-form", "3"): "Photosynthesis converts light energy into chemical energy.",
         ("pubmedqa", "12377809"): "The answer is A.",
-        ("pubmedqa", "15943725"): ("error", "Failed during the generation phase: request timed out after 300s"),
+        ("pubmedqa", "15943725"): (
+            "error",
+            "Failed during the generation phase: request timed out after 300s",
+        ),
     },
     "smollm2-135m-native": {
         ("mcq-form", "0"): "d",
@@ -76,15 +80,42 @@ ANSWERS: dict[str, dict[tuple[str, str], str | tuple[str, str]]] = {
         ("pubmedqa", "15943725"): "B",
     },
 }
-MODELS = {"qwen35-9b-kag": "qwen3.5:9b", "qwen35-9b-native": "qwen3.5:9b", "smollm2-135m-native": "smollm2:135m"}
+MODELS = {
+    "qwen35-9b-kag": "qwen3.5:9b",
+    "qwen35-9b-native": "qwen3.5:9b",
+    "smollm2-135m-native": "smollm2:135m",
+}
 
 # Retrieved subgraphs of the KAG setup: (vertices, relationships, properties, rendered lines).
 SUBGRAPHS = {
-    "0": (12, 18, 41, ["(Scurvy)-[:CAUSED_BY]->(Vitamin C deficiency)", "(Ascorbic Acid)-[:IS_A]->(Vitamin C)"]),
-    "1": (9, 11, 30, ["(Insulin)-[:SECRETED_BY]->(Pancreatic beta cell)", "(Pancreatic beta cell)-[:PART_OF]->(Pancreas)"]),
-    "2": (15, 22, 48, ["(Hydrochlorothiazide)-[:IS_A]->(Thiazide diuretic)", "(Thiazide diuretic)-[:TREATS]->(Hypertension)"]),
+    "0": (
+        12,
+        18,
+        41,
+        ["(Scurvy)-[:CAUSED_BY]->(Vitamin C deficiency)", "(Ascorbic Acid)-[:IS_A]->(Vitamin C)"],
+    ),
+    "1": (
+        9,
+        11,
+        30,
+        ["(Insulin)-[:SECRETED_BY]->(Pancreatic beta cell)", "(Pancreatic beta cell)-[:PART_OF]->(Pancreas)"],
+    ),
+    "2": (
+        15,
+        22,
+        48,
+        [
+            "(Hydrochlorothiazide)-[:IS_A]->(Thiazide diuretic)",
+            "(Thiazide diuretic)-[:TREATS]->(Hypertension)",
+        ],
+    ),
     "3": (4, 3, 9, ["(Photosynthesis)-[:OCCURS_IN]->(Chloroplast)"]),
-    "12377809": (21, 30, 52, ["(Endosonography)-[:IS_A]->(Diagnostic imaging)", "(Dyschezia)-[:IS_A]->(Defecation disorder)"]),
+    "12377809": (
+        21,
+        30,
+        52,
+        ["(Endosonography)-[:IS_A]->(Diagnostic imaging)", "(Dyschezia)-[:IS_A]->(Defecation disorder)"],
+    ),
     "15943725": (0, 0, 0, []),
 }
 
@@ -120,7 +151,9 @@ def build(setup: str, dataset: str, qid: str, question: dict, step: int) -> Resu
             retriever="embedder",
             document=question["input"],
             vector=[round(0.01 * ((step * 7 + i * 3) % 19 - 9), 4) for i in range(8)],
-            database=DatabaseStats("neo4j", vertices, relationships, properties, Timing(0, 20_000_000 + step * 1_000_000)),
+            database=DatabaseStats(
+                "neo4j", vertices, relationships, properties, Timing(0, 20_000_000 + step * 1_000_000)
+            ),
             time=Timing(0, 150_000_000 + step * 10_000_000),
         )
     return OkResult(
@@ -150,7 +183,9 @@ def main() -> None:
         step = 0
         for dataset, questions in datasets.items():
             for qid, question in questions.items():
-                write_result(result_path(out, dataset, qid, "", setup), build(setup, dataset, qid, question, step))
+                write_result(
+                    result_path(out, dataset, qid, "", setup), build(setup, dataset, qid, question, step)
+                )
                 step += 1
                 count += 1
     print(f"wrote {count} result files under {out}", file=sys.stderr)

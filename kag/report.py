@@ -16,7 +16,7 @@ document as a string ending in a newline and never emits terminal escape codes.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 import orjson
@@ -31,7 +31,7 @@ LEGEND = (
 EMPTY = "No scorable results were found."
 
 
-class Format(str, Enum):
+class Format(StrEnum):
     """Output formats of ``kag stats``."""
 
     TEXT = "text"
@@ -75,7 +75,12 @@ def _rag_cells(m: Metrics) -> list[str] | None:
     r = m.retrieval
     if r is None:
         return None
-    return [secs(r.avg_time_secs), f"{r.avg_vertices:.2f}", f"{r.avg_relationships:.2f}", f"{r.avg_properties:.2f}"]
+    return [
+        secs(r.avg_time_secs),
+        f"{r.avg_vertices:.2f}",
+        f"{r.avg_relationships:.2f}",
+        f"{r.avg_properties:.2f}",
+    ]
 
 
 # ---------------------------------------------------------------- text

@@ -133,9 +133,10 @@ class _Handler:
             self.tasks.discard(task)
             try:
                 writer.close()
-            except Exception:
+                await asyncio.wait_for(writer.wait_closed(), 5)
+            except (Exception, asyncio.CancelledError):
                 pass
-            self.state.closed += 1
+            self.state.closed += 1  # counted once the socket is really closed
 
     @staticmethod
     async def send(

@@ -64,9 +64,18 @@ def test_name_problem(name: str, problem: str | None):
         ({"input": 3}, "ds/1: 'input' must be a string"),
         ({"input": "q", "output": "b"}, "ds/1: 'output' must be an object"),
         ({"input": "q", "output": {"type": "Open"}}, "ds/1: 'output.type' must be \"MCQ\" (got 'Open')"),
-        ({"input": "q", "output": {"type": "MCQ", "options": {}}}, "ds/1: 'output.options' must be a non-empty object"),
-        ({"input": "q", "output": {"type": "MCQ", "options": ["a"]}}, "ds/1: 'output.options' must be a non-empty object"),
-        ({"input": "q", "output": {"type": "MCQ", "options": {"a": 1}}}, "every value of 'output.options' must be a string"),
+        (
+            {"input": "q", "output": {"type": "MCQ", "options": {}}},
+            "ds/1: 'output.options' must be a non-empty object",
+        ),
+        (
+            {"input": "q", "output": {"type": "MCQ", "options": ["a"]}},
+            "ds/1: 'output.options' must be a non-empty object",
+        ),
+        (
+            {"input": "q", "output": {"type": "MCQ", "options": {"a": 1}}},
+            "every value of 'output.options' must be a string",
+        ),
         (
             {"input": "q", "output": {"type": "MCQ", "options": {"a": "x", "b": "y"}, "answer": "c"}},
             "ds/1: 'output.answer' 'c' is not one of the option keys ['a', 'b']",
@@ -110,7 +119,10 @@ def test_file_level_errors(tmp_path: Path):
 
 
 def test_parse_datasets_keeps_order_and_options(tmp_path: Path):
-    data = b'{"z": {"2": {"input": "b"}, "1": {"input": "a", "output": {"type": "MCQ", "options": {"c": "3", "a": "1"}}}}}'
+    data = (
+        b'{"z": {"2": {"input": "b"}, '
+        b'"1": {"input": "a", "output": {"type": "MCQ", "options": {"c": "3", "a": "1"}}}}}'
+    )
     ds = parse_datasets(data, tmp_path / "x.json")
     assert list(ds.datasets["z"]) == ["2", "1"]
     assert list(ds.get("z", "1").mcq.options) == ["c", "a"]

@@ -162,10 +162,17 @@ def test_body_framings_and_a_dropped_idle_connection(server: FakeServer, make: A
     assert [r.behaviour for r in server.requests] == [behaviour, "ok"]
 
 
-def test_a_connection_the_server_closed_is_not_reused(server: FakeServer) -> None:
+@pytest.mark.parametrize("idle_check", [0.0, 60.0])
+def test_a_connection_the_server_closed_is_not_reused(
+    server: FakeServer, monkeypatch: pytest.MonkeyPatch, idle_check: float
+) -> None:
     """The server closes each connection right after its reply (no `Connection: close`):
-    the pool sees it before reuse, so every call succeeds at once on a new connection."""
+    the pool sees it before reuse (the stream's end, or the socket check), so every call
+    succeeds at once on a new connection."""
+    from kag.generation import transport as transport_module
     from kag.generation.transport import StreamTransport
+
+    monkeypatch.setattr(transport_module, "IDLE_CHECK", idle_check)
 
     server.set_faults({}, default="closeafter")
     client = openai(server)

@@ -21,8 +21,8 @@ from kag.results import (
     OkStats,
     Retrieval,
     Timing,
-    Usage,
     UnreadableResult,
+    Usage,
     dump_result,
     list_results,
     parse_result,
@@ -40,7 +40,9 @@ timings = st.builds(Timing, st.integers(0, 2**53), st.integers(0, 999_999_999))
 counts = st.one_of(st.none(), u32)
 finite = st.floats(allow_nan=False, allow_infinity=False, width=64)
 
-databases = st.builds(DatabaseStats, st.sampled_from(["neo4j", "ladybug"]), counts, counts, counts, st.none() | timings)
+databases = st.builds(
+    DatabaseStats, st.sampled_from(["neo4j", "ladybug"]), counts, counts, counts, st.none() | timings
+)
 retrievals = st.builds(
     Retrieval,
     result=names,
@@ -92,8 +94,13 @@ def test_written_file_has_the_rust_field_order(tmp_path: Path):
         "B",
         OkStats(
             prompt="p",
-            retrieval=Retrieval("ctx", document="q", vector=[0.5], database=DatabaseStats("neo4j", 1, 2, 3, Timing(0, 9)),
-                                time=Timing(0, 7)),
+            retrieval=Retrieval(
+                "ctx",
+                document="q",
+                vector=[0.5],
+                database=DatabaseStats("neo4j", 1, 2, 3, Timing(0, 9)),
+                time=Timing(0, 7),
+            ),
             config=ModelConfig("ollama", "qwen3.5:9b", 0.0, 10000, AugmentedGeneration("r", "neo4j")),
             time=Timing(11, 820792699),
         ),
@@ -103,8 +110,19 @@ def test_written_file_has_the_rust_field_order(tmp_path: Path):
     raw = json.loads(path.read_text())
     assert list(raw) == ["ok"]
     assert list(raw["ok"]) == ["result", "stats"]
-    assert list(raw["ok"]["stats"]) == ["prompt", "retrieval", "config", "time"]  # no additive fields unless set
-    assert list(raw["ok"]["stats"]["config"]) == ["augmented_generation", "provider", "model", "temperature", "tokens"]
+    assert list(raw["ok"]["stats"]) == [
+        "prompt",
+        "retrieval",
+        "config",
+        "time",
+    ]  # no additive fields unless set
+    assert list(raw["ok"]["stats"]["config"]) == [
+        "augmented_generation",
+        "provider",
+        "model",
+        "temperature",
+        "tokens",
+    ]
     assert raw["ok"]["stats"]["retrieval"]["stats"]["embedder"]["database"]["neo4j"]["vertices"] == 1
     assert raw["ok"]["stats"]["time"] == {"secs": 11, "nanos": 820792699}
     write_result(path, ErrorResult("boom"))
@@ -129,7 +147,9 @@ def test_reads_a_real_rust_tool_file(med_kag: Path):
         db["vertices"], db["relationships"], db["properties"],
     )  # fmt: skip
     assert len(r.vector) == 768
-    assert kag.stats.config.augmented_generation == AugmentedGeneration("neo4j-embedding-triplet-formal", "neo4j")
+    assert kag.stats.config.augmented_generation == AugmentedGeneration(
+        "neo4j-embedding-triplet-formal", "neo4j"
+    )
 
 
 RUST_OK = b"""{
@@ -138,7 +158,8 @@ RUST_OK = b"""{
     "stats": {
       "prompt": "Q",
       "retrieval": null,
-      "config": {"augmented_generation": null, "provider": "ollama", "model": "m", "temperature": 0.0, "tokens": 10000},
+      "config": {"augmented_generation": null, "provider": "ollama", "model": "m",
+                 "temperature": 0.0, "tokens": 10000},
       "time": {"secs": 11, "nanos": 820792699}
     }
   }
@@ -147,7 +168,9 @@ RUST_OK = b"""{
 
 def test_parses_the_rust_shapes():
     ok = parse_result(RUST_OK)
-    assert ok == OkResult("A", OkStats(prompt="Q", config=ModelConfig("ollama", "m", 0.0, 10000), time=Timing(11, 820792699)))
+    assert ok == OkResult(
+        "A", OkStats(prompt="Q", config=ModelConfig("ollama", "m", 0.0, 10000), time=Timing(11, 820792699))
+    )
     assert parse_result(b'{"error": "Failed during the knowledge retrieval phase (KAG)"}') == ErrorResult(
         "Failed during the knowledge retrieval phase (KAG)"
     )
@@ -190,8 +213,15 @@ def test_mistyped_optional_numbers_are_absent():
             "stats": {
                 "prompt": 42,
                 "time": {"secs": "11", "nanos": 1},
-                "retrieval": {"result": "r", "stats": {"embedder": {"database": {"neo4j": {"vertices": "x", "relationships": 2}},
-                                                                    "time": {"secs": 1}}}},
+                "retrieval": {
+                    "result": "r",
+                    "stats": {
+                        "embedder": {
+                            "database": {"neo4j": {"vertices": "x", "relationships": 2}},
+                            "time": {"secs": 1},
+                        }
+                    },
+                },
                 "config": {"temperature": "hot", "tokens": 1.5},
             },
         }

@@ -18,7 +18,12 @@ runner = CliRunner()
 
 @pytest.fixture
 def example(repo: Path) -> list[str]:
-    return ["--datasets", str(repo / "examples/dataset/datasets.json"), "--results", str(repo / "examples/results")]
+    return [
+        "--datasets",
+        str(repo / "examples/dataset/datasets.json"),
+        "--results",
+        str(repo / "examples/results"),
+    ]
 
 
 def stats(*args: str):
@@ -61,7 +66,8 @@ def test_example_json_numbers_by_hand(example: list[str], repo: Path):
     setups = {s["setup"]: s for s in doc["setups"]}
     assert [s["setup"] for s in doc["setups"]] == ["qwen35-9b-kag", "smollm2-135m-native", "qwen35-9b-native"]
     kag = setups["qwen35-9b-kag"]["overall"]
-    assert (kag["correct"], kag["incorrect"], kag["errors"], kag["abstentions"], kag["non_option_answers"]) == (
+    counts = ("correct", "incorrect", "errors", "abstentions", "non_option_answers")
+    assert tuple(kag[c] for c in counts) == (
         3, 1, 0, 1, 0,
     )  # fmt: skip
     # generation times of the 4 scored files: 7 s, 8.125 s, 7.5 s, 8.625 s (examples/make_results.py)
@@ -72,12 +78,19 @@ def test_example_json_numbers_by_hand(example: list[str], repo: Path):
     assert r["avg_vertices"] == 10.5
     # CTX_LEN: mean UTF-8 length of the prompts of the scored files, computed from the files
     prompts = [
-        json.loads((repo / "examples/results" / rel / "qwen35-9b-kag.json").read_text())["ok"]["stats"]["prompt"]
+        json.loads((repo / "examples/results" / rel / "qwen35-9b-kag.json").read_text())["ok"]["stats"][
+            "prompt"
+        ]
         for rel in ("mcq-form/0", "mcq-form/1", "pubmedqa/12377809", "pubmedqa/15943725")
     ]
     assert kag["avg_context_length"] == sum(len(p.encode()) for p in prompts) / 4
     native = setups["qwen35-9b-native"]["overall"]
-    assert (native["correct"], native["incorrect"], native["errors"], native["non_option_answers"]) == (1, 2, 1, 1)
+    assert (native["correct"], native["incorrect"], native["errors"], native["non_option_answers"]) == (
+        1,
+        2,
+        1,
+        1,
+    )
     assert native["precision"] == 1 / 3 and native["coverage"] == 0.75 and native["retrieval"] is None
     assert setups["qwen35-9b-native"]["per_dataset"]["pubmedqa"]["errors"] == 1
 
@@ -98,7 +111,9 @@ def test_filters_from_the_command_line(example: list[str]):
     natives = json.loads(stats(*example, "--setup", "*-native", "--format", "json").stdout)
     assert [s["setup"] for s in natives["setups"]] == ["smollm2-135m-native", "qwen35-9b-native"]
     assert natives["skipped_files"] == 2
-    two = json.loads(stats(*example, "--setup", "qwen35-9b-kag", "--setup", "smollm2-*", "--format", "json").stdout)
+    two = json.loads(
+        stats(*example, "--setup", "qwen35-9b-kag", "--setup", "smollm2-*", "--format", "json").stdout
+    )
     assert len(two["setups"]) == 2
     pubmed = json.loads(stats(*example, "--dataset", "pub*", "--format", "json").stdout)
     assert (pubmed["datasets"], pubmed["scorable_questions"], pubmed["skipped_files"]) == (1, 2, 0)
@@ -136,8 +151,14 @@ def test_fail_under_with_nothing_graded_fails(example: list[str], tmp_path: Path
     ("args", "message"),
     [
         ([], "kag: error: missing option '--datasets' / '-d'"),
-        (["-d", "x.json", "--format", "yaml"], "kag: error: --format must be one of text, json, markdown (got 'yaml')"),
-        (["-d", "/nonexistent/datasets.json"], "kag: error: /nonexistent/datasets.json: datasets file not found"),
+        (
+            ["-d", "x.json", "--format", "yaml"],
+            "kag: error: --format must be one of text, json, markdown (got 'yaml')",
+        ),
+        (
+            ["-d", "/nonexistent/datasets.json"],
+            "kag: error: /nonexistent/datasets.json: datasets file not found",
+        ),
     ],
 )
 def test_usage_errors(args: list[str], message: str):

@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kag.datasets import parse_datasets
@@ -84,7 +84,9 @@ def test_eq_ignore_ascii_case_agrees_with_bytes_lower(a: str, b: str):
     enc_a = a.encode("utf-8", "surrogatepass")
     enc_b = b.encode("utf-8", "surrogatepass")
     assert eq_ignore_ascii_case(a, b) == (enc_a.lower() == enc_b.lower())
-    assert eq_ignore_ascii_case(a, a.upper()) == (a.encode("utf-8", "surrogatepass").lower() == a.upper().encode("utf-8", "surrogatepass").lower())
+    assert eq_ignore_ascii_case(a, a.upper()) == (
+        a.encode("utf-8", "surrogatepass").lower() == a.upper().encode("utf-8", "surrogatepass").lower()
+    )
 
 
 @given(st.text())
@@ -125,7 +127,9 @@ def test_error_file_is_err_without_numbers():
         ("", Outcome.WRONG, False, True),
     ],
 )
-def test_wrong_answers_are_split_into_abstentions_and_non_option_answers(response, outcome, abstained, non_option):
+def test_wrong_answers_are_split_into_abstentions_and_non_option_answers(
+    response, outcome, abstained, non_option
+):
     g = grade(ok(response))
     assert (g.outcome, g.abstained, g.non_option) == (outcome, abstained, non_option)
     assert g.response == response
@@ -228,9 +232,23 @@ def test_mean_duration_is_rust_div_f64_rounded_to_nanoseconds():
 
 def test_tally_adds_records():
     t = Tally()
-    t.add(GradedFile("d", "1", "s", Outcome.OK, "b", generation_ns=2_000_000_000, context_length=10,
-                     retrieval=RetrievalSample(100, 1, 2, 3)))
-    t.add(GradedFile("d", "2", "s", Outcome.WRONG, "x", non_option=True, generation_ns=1_000_000_000, context_length=30))
+    t.add(
+        GradedFile(
+            "d",
+            "1",
+            "s",
+            Outcome.OK,
+            "b",
+            generation_ns=2_000_000_000,
+            context_length=10,
+            retrieval=RetrievalSample(100, 1, 2, 3),
+        )
+    )
+    t.add(
+        GradedFile(
+            "d", "2", "s", Outcome.WRONG, "x", non_option=True, generation_ns=1_000_000_000, context_length=30
+        )
+    )
     t.add(GradedFile("d", "3", "s", Outcome.WRONG, "I don't know.", abstained=True))
     t.add(GradedFile("d", "4", "s", Outcome.ERR, None))
     m = t.freeze()
@@ -277,12 +295,17 @@ def test_failing_setups_uses_the_unrounded_accuracy():
 
 DATASETS = {
     "mcq": {
-        "0": {"input": "q0", "output": {"type": "MCQ", "options": {"a": "x", "b": "y", "c": "z"}, "answer": "b"}},
+        "0": {
+            "input": "q0",
+            "output": {"type": "MCQ", "options": {"a": "x", "b": "y", "c": "z"}, "answer": "b"},
+        },
         "1": {"input": "q1", "output": {"type": "MCQ", "options": {"a": "x", "b": "y"}, "answer": "a"}},
         "2": {"input": "q2 (no answer)", "output": {"type": "MCQ", "options": {"a": "x", "b": "y"}}},
         "3": {"input": "q3 (free-form)"},
     },
-    "other": {"9": {"input": "q9", "output": {"type": "MCQ", "options": {"A": "yes", "B": "no"}, "answer": "B"}}},
+    "other": {
+        "9": {"input": "q9", "output": {"type": "MCQ", "options": {"A": "yes", "B": "no"}, "answer": "B"}}
+    },
 }
 
 
@@ -310,8 +333,12 @@ def tree(tmp_path: Path) -> Path:
         for qid, response in answers.items():
             retrieval = None
             if setup == "kag":
-                retrieval = Retrieval("ctx", database=DatabaseStats("neo4j", 10, 20, 30), time=Timing(0, 500_000_000))
-            write(root, "mcq", qid, setup, ok(response, prompt="p" * 10, time=Timing(2, 0), retrieval=retrieval))
+                retrieval = Retrieval(
+                    "ctx", database=DatabaseStats("neo4j", 10, 20, 30), time=Timing(0, 500_000_000)
+                )
+            write(
+                root, "mcq", qid, setup, ok(response, prompt="p" * 10, time=Timing(2, 0), retrieval=retrieval)
+            )
     write(root, "other", "9", "native", ErrorResult("timed out"))
     write(root, "other", "9", "kag", ok("b", prompt="é", time=Timing(1, 0)))
     write(root, "unknown-dataset", "5", "native", ok("a"))  # not in the datasets file: ignored
@@ -447,8 +474,12 @@ def test_records_and_worker_count_do_not_change_the_result(tmp_path: Path, tree:
 def test_parallel_pool_over_many_chunks(tmp_path: Path):
     import orjson
 
-    datasets_raw = {"d": {str(i): {"input": "q", "output": {"type": "MCQ", "options": {"a": "", "b": ""}, "answer": "a"}}
-                          for i in range(mcq.CHUNK_QUESTIONS * 3 + 7)}}
+    datasets_raw = {
+        "d": {
+            str(i): {"input": "q", "output": {"type": "MCQ", "options": {"a": "", "b": ""}, "answer": "a"}}
+            for i in range(mcq.CHUNK_QUESTIONS * 3 + 7)
+        }
+    }
     path = tmp_path / "ds.json"
     path.write_bytes(orjson.dumps(datasets_raw))
     datasets = parse_datasets(path.read_bytes(), path)
@@ -470,8 +501,12 @@ def test_stats_reads_while_a_writer_adds_files(tmp_path: Path):
     import orjson
 
     n = 400
-    raw = {"d": {str(i): {"input": "q", "output": {"type": "MCQ", "options": {"a": "", "b": ""}, "answer": "a"}}
-                 for i in range(n)}}
+    raw = {
+        "d": {
+            str(i): {"input": "q", "output": {"type": "MCQ", "options": {"a": "", "b": ""}, "answer": "a"}}
+            for i in range(n)
+        }
+    }
     path = tmp_path / "ds.json"
     path.write_bytes(orjson.dumps(raw))
     datasets = parse_datasets(path.read_bytes(), path)
@@ -521,8 +556,12 @@ def test_tree_totals_match_a_direct_count(tmp_path_factory, files):
     import orjson
 
     base = tmp_path_factory.mktemp("h")
-    raw = {"d": {str(i): {"input": "q", "output": {"type": "MCQ", "options": {"a": "", "b": ""}, "answer": "b"}}
-                 for i in range(6)}}
+    raw = {
+        "d": {
+            str(i): {"input": "q", "output": {"type": "MCQ", "options": {"a": "", "b": ""}, "answer": "b"}}
+            for i in range(6)
+        }
+    }
     (base / "ds.json").write_bytes(orjson.dumps(raw))
     datasets = parse_datasets((base / "ds.json").read_bytes(), base / "ds.json")
     expected: dict[tuple[str, str], Outcome] = {}
@@ -554,9 +593,30 @@ def test_tree_totals_match_a_direct_count(tmp_path_factory, files):
 # ---------------------------------------------------------------- the fast path equals the model
 
 KEY = mcq.AnswerKey("b", ("a", "b", "c"))
-FIELDS = ["ok", "error", "result", "stats", "time", "secs", "nanos", "prompt", "retrieval", "embedder",
-          "database", "neo4j", "vertices", "relationships", "properties", "config", "embedding", "vec", "x"]
-edge_scalars = st.sampled_from([None, True, False, -1, 0, 1, 7, 2.5, -0.0, "b", " B\n", "I don't know.", "", "é", "7"])
+FIELDS = [
+    "ok",
+    "error",
+    "result",
+    "stats",
+    "time",
+    "secs",
+    "nanos",
+    "prompt",
+    "retrieval",
+    "embedder",
+    "database",
+    "neo4j",
+    "vertices",
+    "relationships",
+    "properties",
+    "config",
+    "embedding",
+    "vec",
+    "x",
+]
+edge_scalars = st.sampled_from(
+    [None, True, False, -1, 0, 1, 7, 2.5, -0.0, "b", " B\n", "I don't know.", "", "é", "7"]
+)
 scalars = (
     edge_scalars | st.integers(-3, 10**12) | st.floats(allow_nan=False, allow_infinity=False)
     | st.sampled_from(["c", "zz"])
@@ -576,11 +636,18 @@ valid_results = st.one_of(
             OkStats,
             prompt=st.none() | st.text(max_size=8),
             time=st.none() | timings,
-            retrieval=st.none() | st.builds(
+            retrieval=st.none()
+            | st.builds(
                 Retrieval,
                 result=st.just("ctx"),
-                database=st.none() | st.builds(DatabaseStats, st.just("neo4j"), st.none() | st.integers(0, 99),
-                                               st.none() | st.integers(0, 99), st.none() | st.integers(0, 99)),
+                database=st.none()
+                | st.builds(
+                    DatabaseStats,
+                    st.just("neo4j"),
+                    st.none() | st.integers(0, 99),
+                    st.none() | st.integers(0, 99),
+                    st.none() | st.integers(0, 99),
+                ),
                 time=st.none() | timings,
             ),
         ),
@@ -662,7 +729,14 @@ def _full(time=None, db=None, ret_time=None) -> dict:
         _full(db={"vertices": False, "relationships": 2, "properties": 3}),
         _full(db={"vertices": 1, "relationships": 2.0, "properties": 3}),
         _full(ret_time={"secs": -1, "nanos": 0}),
-        {"ok": {"result": "b", "stats": {"retrieval": {"stats": {"embedder": {"database": {}, "time": {"secs": 0, "nanos": 1}}}}}}},
+        {
+            "ok": {
+                "result": "b",
+                "stats": {
+                    "retrieval": {"stats": {"embedder": {"database": {}, "time": {"secs": 0, "nanos": 1}}}}
+                },
+            }
+        },
         {"ok": {"result": "b", "stats": {"retrieval": {"stats": {}}}}},
         {"ok": {"result": "b", "stats": {"prompt": ["p"], "time": [1, 2]}}},
         {"ok": {"result": "b", "stats": None}},
@@ -691,7 +765,9 @@ def test_grade_bytes_reports_invalid_json_like_parse_result():
 
 
 def _real_kag_file(med_kag: Path) -> bytes:
-    return (med_kag / "results/pubmedqa/12377809/wekgr-qwen35-9b-ollama-neo4j-embedding-triplet-formal.json").read_bytes()
+    return (
+        med_kag / "results/pubmedqa/12377809/wekgr-qwen35-9b-ollama-neo4j-embedding-triplet-formal.json"
+    ).read_bytes()
 
 
 def test_every_truncation_of_a_real_file_is_unreadable(med_kag: Path):
@@ -715,3 +791,26 @@ def test_a_malformed_number_deep_in_the_embedding_makes_the_file_unreadable(med_
     double_dot = original.replace(first, b"-0.." + first[4:], 1)
     with pytest.raises(UnreadableResult, match="not valid JSON"):
         mcq.grade_bytes(double_dot, KEY, dataset="d", question="q", setup="s", abstention=pattern)
+
+
+def test_pool_while_another_thread_runs_uses_a_clean_start_method(tmp_path: Path, tree: Path):
+    """With other threads alive the pool is not forked from this process (fork + threads can deadlock)."""
+    datasets = load(tmp_path)
+    alive, release = threading.Event(), threading.Event()
+
+    def idle() -> None:
+        alive.set()
+        release.wait(60)
+
+    thread = threading.Thread(target=idle)
+    thread.start()
+    try:
+        alive.wait(5)
+        assert mcq._mp_context().get_start_method() != "fork"
+        parallel = grade_tree(datasets, tree, "run-", workers=2)
+    finally:
+        release.set()
+        thread.join()
+    if threading.active_count() == 1:  # single-threaded again: the cheap fork start is used
+        assert mcq._mp_context().get_start_method() == "fork"
+    assert parallel == grade_tree(datasets, tree, "run-", workers=1)

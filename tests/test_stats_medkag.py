@@ -14,7 +14,6 @@ from collections import defaultdict
 from decimal import ROUND_HALF_EVEN, Decimal
 from pathlib import Path
 
-import pytest
 from typer.testing import CliRunner
 
 from kag.cli import app
@@ -138,7 +137,15 @@ def test_parallel_grading_of_the_real_tree_is_identical(med_kag: Path):
 def test_cli_on_the_real_tree(med_kag: Path):
     result = CliRunner().invoke(
         app,
-        ["stats", "-d", str(med_kag / "datasets/mirage.json"), "-r", str(med_kag / "results"), "--prefix", PREFIX],
+        [
+            "stats",
+            "-d",
+            str(med_kag / "datasets/mirage.json"),
+            "-r",
+            str(med_kag / "results"),
+            "--prefix",
+            PREFIX,
+        ],
     )
     assert result.exit_code == 0, result.stderr
     lines = result.stdout.splitlines()
@@ -148,7 +155,16 @@ def test_cli_on_the_real_tree(med_kag: Path):
     assert result.stderr == ""
     # without the prefix nothing is a result of these setups: every name starts with "wekgr-"
     wrong = CliRunner().invoke(
-        app, ["stats", "-d", str(med_kag / "datasets/mirage.json"), "-r", str(med_kag / "results"), "--prefix", "x-"]
+        app,
+        [
+            "stats",
+            "-d",
+            str(med_kag / "datasets/mirage.json"),
+            "-r",
+            str(med_kag / "results"),
+            "--prefix",
+            "x-",
+        ],
     )
     assert "No scorable results were found." in wrong.stdout
 
@@ -164,6 +180,11 @@ def test_fast_path_equals_the_model_on_every_real_file(med_kag: Path):
     for path in files:
         dataset, question, name = path.parts[-3:]
         mcq_q = datasets.get(dataset, question).mcq
-        args = {"dataset": dataset, "question": question, "setup": name[len(PREFIX) : -5], "abstention": pattern}
+        args = {
+            "dataset": dataset,
+            "question": question,
+            "setup": name[len(PREFIX) : -5],
+            "abstention": pattern,
+        }
         fast = mcq.grade_bytes(path.read_bytes(), mcq.AnswerKey(mcq_q.answer, tuple(mcq_q.options)), **args)
         assert fast == mcq.grade_result(read_result(path), mcq_q.answer, tuple(mcq_q.options), **args)

@@ -24,13 +24,27 @@ KAG = Metrics(
     properties=371,
     retrieval_samples=9,
 )
-NATIVE = Metrics(correct=6, incorrect=3, errors=1, non_option_answers=2, generation_ns=8_262_000_000,
-                 generation_samples=9, context_bytes=4500, context_samples=9)
+NATIVE = Metrics(
+    correct=6,
+    incorrect=3,
+    errors=1,
+    non_option_answers=2,
+    generation_ns=8_262_000_000,
+    generation_samples=9,
+    context_bytes=4500,
+    context_samples=9,
+)
 ONLY_ERRORS = Metrics(errors=2)
 
 
 def summary(*setups: SetupSummary, **counts) -> Summary:
-    base = {"datasets": 2, "scorable_questions": 10, "skipped_files": 0, "unreadable_files": 0, "ignored_files": 0}
+    base = {
+        "datasets": 2,
+        "scorable_questions": 10,
+        "skipped_files": 0,
+        "unreadable_files": 0,
+        "ignored_files": 0,
+    }
     base.update(counts)
     return Summary(setups=tuple(setups), **base)
 
@@ -82,13 +96,23 @@ def test_text_without_retrieval_has_no_rag_columns_and_short_names_pad_to_five()
 
 
 def test_text_and_markdown_when_nothing_was_graded():
-    assert render_text(summary()) == "Datasets: 2 | Scorable questions: 10 | Skipped files: 0\n\nNo scorable results were found.\n"
+    assert (
+        render_text(summary())
+        == "Datasets: 2 | Scorable questions: 10 | Skipped files: 0\n\nNo scorable results were found.\n"
+    )
     assert "_No scorable results were found._" in render_markdown(summary())
 
 
 def test_json_document_field_for_field():
     doc = json.loads(render_json(SAMPLE))
-    assert list(doc) == ["datasets", "scorable_questions", "skipped_files", "unreadable_files", "ignored_files", "setups"]
+    assert list(doc) == [
+        "datasets",
+        "scorable_questions",
+        "skipped_files",
+        "unreadable_files",
+        "ignored_files",
+        "setups",
+    ]
     assert [s["setup"] for s in doc["setups"]] == ["qwen35-9b-kag", "qwen35-9b-native", "broken"]
     kag = doc["setups"][0]
     assert list(kag) == ["setup", "overall", "per_dataset"]
@@ -99,7 +123,8 @@ def test_json_document_field_for_field():
         "avg_generation_secs", "total_generation_secs", "avg_context_length", "retrieval",
         "accuracy_ci95", "abstentions", "non_option_answers",
     ]  # fmt: skip
-    assert (overall["total"], overall["correct"], overall["incorrect"], overall["errors"], overall["parsed"]) == (
+    counts = ("total", "correct", "incorrect", "errors", "parsed")
+    assert tuple(overall[c] for c in counts) == (
         10, 8, 1, 1, 9,
     )  # fmt: skip
     assert overall["accuracy"] == 0.8 and overall["precision"] == 8 / 9 and overall["coverage"] == 0.9
@@ -110,7 +135,8 @@ def test_json_document_field_for_field():
     # time_secs is Rust's as_secs_f64 of {1 s, 926000000 ns}: 1.0 + 0.926 = 1.9260000000000002
     assert overall["retrieval"] == {
         "time_secs": 1.0 + 0.926, "vertices": 112, "relationships": 167, "properties": 371, "samples": 9,
-        "avg_time_secs": 0.214, "avg_vertices": 112 / 9, "avg_relationships": 167 / 9, "avg_properties": 371 / 9,
+        "avg_time_secs": 0.214, "avg_vertices": 112 / 9, "avg_relationships": 167 / 9,
+        "avg_properties": 371 / 9,
     }  # fmt: skip
     assert overall["accuracy_ci95"] == pytest.approx([0.4901625, 0.9433178], abs=1e-6)
     assert (overall["abstentions"], overall["non_option_answers"]) == (1, 0)

@@ -31,43 +31,68 @@ def stats(
     ctx: typer.Context,
     datasets: Annotated[
         Path | None,
-        typer.Option("--datasets", "-d", help="Datasets file with the answers (required without a sub-command).",
-                     metavar="FILE", show_default=False),
+        typer.Option(
+            "--datasets",
+            "-d",
+            help="Datasets file with the answers (required without a sub-command).",
+            metavar="FILE",
+            show_default=False,
+        ),
     ] = None,
     results: Annotated[
         Path | None,
-        typer.Option("--results", "-r", help="Root of the result tree  [default: .]", metavar="DIR",
-                     show_default=False),
+        typer.Option(
+            "--results", "-r", help="Root of the result tree  [default: .]", metavar="DIR", show_default=False
+        ),
     ] = None,
     prefix: Annotated[
         str | None,
-        typer.Option("--prefix", help="File name prefix of the result files (the benchmark's --prefix).",
-                     metavar="STR", show_default=False),
+        typer.Option(
+            "--prefix",
+            help="File name prefix of the result files (the benchmark's --prefix).",
+            metavar="STR",
+            show_default=False,
+        ),
     ] = None,
     format: Annotated[
         str | None,
-        typer.Option("--format", help="text, json or markdown  [default: text]", metavar="FORMAT",
-                     show_default=False),
+        typer.Option(
+            "--format", help="text, json or markdown  [default: text]", metavar="FORMAT", show_default=False
+        ),
     ] = None,
     setup: Annotated[
         list[str] | None,
-        typer.Option("--setup", help="Only setups matching this glob (repeatable).", metavar="GLOB",
-                     show_default=False),
+        typer.Option(
+            "--setup", help="Only setups matching this glob (repeatable).", metavar="GLOB", show_default=False
+        ),
     ] = None,
     dataset: Annotated[
         list[str] | None,
-        typer.Option("--dataset", help="Only datasets matching this glob (repeatable).", metavar="GLOB",
-                     show_default=False),
+        typer.Option(
+            "--dataset",
+            help="Only datasets matching this glob (repeatable).",
+            metavar="GLOB",
+            show_default=False,
+        ),
     ] = None,
     fail_under: Annotated[
         float | None,
-        typer.Option("--fail-under", help="Exit 1 when a setup's ACC% is below PCT (0-100).", metavar="PCT",
-                     show_default=False),
+        typer.Option(
+            "--fail-under",
+            help="Exit 1 when a setup's ACC% is below PCT (0-100).",
+            metavar="PCT",
+            show_default=False,
+        ),
     ] = None,
     verbose: Annotated[
         int,
-        typer.Option("--verbose", "-v", count=True, help="More logging: -v ignored files, -vv every file.",
-                     show_default=False),
+        typer.Option(
+            "--verbose",
+            "-v",
+            count=True,
+            help="More logging: -v ignored files, -vv every file.",
+            show_default=False,
+        ),
     ] = 0,
 ) -> None:
     """Grade every <results>/<dataset>/<question>/<prefix><setup>.json file and report per setup.

@@ -26,11 +26,13 @@ from __future__ import annotations
 
 import asyncio
 import select
+import time
 from typing import Any
 
 import httpx
 
 MAX_HEADER_LINES = 200
+IDLE_CHECK = 0.5  # seconds idle before a pooled connection is checked for a close
 
 
 class _Stale(Exception):
@@ -41,13 +43,18 @@ class _Connection:
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader = reader
         self.writer = writer
+        self.idle_since = 0.0
 
     def usable(self) -> bool:
-        """False when the server closed this idle connection: the stream saw the end, or
-        the socket is readable (an idle HTTP/1.1 connection has nothing to read unless the
-        peer closed it), checked with one non-blocking select."""
+        """False when the server closed this idle connection: the stream saw the end, or,
+        after ``IDLE_CHECK`` seconds idle, the socket is readable (an idle HTTP/1.1
+        connection has nothing to read unless the peer closed it; one non-blocking select).
+        Servers close idle connections after seconds (uvicorn 5 s, Ollama's Go server
+        longer), so a connection idle for less is reused without the system call."""
         if self.reader.at_eof() or self.writer.is_closing():
             return False
+        if time.monotonic() - self.idle_since < IDLE_CHECK:
+            return True
         sock = self.writer.get_extra_info("socket")
         if sock is None:
             return True
@@ -228,6 +235,7 @@ class StreamTransport(httpx.AsyncBaseTransport):
                     self._discard(connection)
                     raise
                 if keep:
+                    connection.idle_since = time.monotonic()
                     self._idle.setdefault(key, []).append(connection)
                 else:
                     self._discard(connection)

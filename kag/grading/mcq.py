@@ -1,7 +1,8 @@
 """Grade MCQ result files against the datasets file, then aggregate them per setup.
 
 Two stages, as in ir_measures: every result file first becomes a small per-file record
-(:class:`GradedFile`, built by :func:`grade_result`); records are then folded into
+(:class:`GradedFile`, built by :func:`grade_result` from the result model, or by
+:func:`grade_raw` straight from the parsed JSON); records are then folded into
 :class:`Tally` accumulators keyed by (setup, dataset), and :func:`summarize` turns those
 into ranked :class:`SetupSummary` blocks of :class:`Metrics`.
 
@@ -9,7 +10,7 @@ into ranked :class:`SetupSummary` blocks of :class:`Metrics`.
 tool's layout) and streams: it keeps the tallies and the counters, and keeps the per-file
 records only when asked (``keep_records=True``, for features that pair files across
 setups). Memory therefore does not grow with the number of files unless records are
-kept (then about 200 bytes per file plus the response text).
+kept (then a few hundred bytes per file, the response text included).
 
 The grading rule is the Rust tool's: an ``ok`` file is correct when its ``result``,
 trimmed of Unicode White_Space (Rust's ``str::trim``), equals the answer key ignoring
@@ -30,7 +31,7 @@ import stat
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from enum import Enum, IntEnum
+from enum import IntEnum, StrEnum
 from fnmatch import fnmatchcase
 from fractions import Fraction
 from functools import lru_cache
@@ -40,7 +41,7 @@ from typing import Any
 import orjson
 
 from kag.datasets import Datasets
-from kag.errors import InputError, UsageError
+from kag.errors import InputError, KagError, UsageError
 from kag.results import TMP_SUFFIX, ErrorResult, Result, Timing, UnreadableResult, setup_from_name
 
 log = logging.getLogger(__name__)
@@ -95,7 +96,7 @@ def is_correct(response: str, answer: str) -> bool:
     return eq_ignore_ascii_case(rust_trim(response), answer)
 
 
-class Outcome(str, Enum):
+class Outcome(StrEnum):
     """The grade of one scored result file."""
 
     OK = "ok"  # an `ok` file whose answer matches the key
@@ -201,7 +202,9 @@ def grade_result(
     if isinstance(result, ErrorResult):
         return GradedFile(dataset, question, setup, Outcome.ERR, None)
     pattern = abstention if abstention is not None else compile_abstention(DEFAULT_ABSTENTION)
-    outcome, abstained, non_option = _grade_response(result.result, AnswerKey(answer, tuple(options)), pattern)
+    outcome, abstained, non_option = _grade_response(
+        result.result, AnswerKey(answer, tuple(options)), pattern
+    )
     stats = result.stats
     sample = None
     retrieval = stats.retrieval
@@ -263,7 +266,11 @@ def _raw_retrieval(value: Any) -> RetrievalSample | None:
     if not isinstance(counts, dict):
         return None
     time_ns = _raw_timing_ns(inner.get("time"))
-    v, r, p = _raw_int(counts.get("vertices")), _raw_int(counts.get("relationships")), _raw_int(counts.get("properties"))
+    v, r, p = (
+        _raw_int(counts.get("vertices")),
+        _raw_int(counts.get("relationships")),
+        _raw_int(counts.get("properties")),
+    )
     if time_ns is None or v is None or r is None or p is None or v < 0 or r < 0 or p < 0:
         return None
     return RetrievalSample(time_ns, v, r, p)
@@ -303,7 +310,9 @@ def grade_raw(
         if isinstance(prompt, str):
             context = _utf8_length(prompt)
         sample = _raw_retrieval(stats.get("retrieval"))
-    return GradedFile(dataset, question, setup, outcome, response, abstained, non_option, generation, context, sample)
+    return GradedFile(
+        dataset, question, setup, outcome, response, abstained, non_option, generation, context, sample
+    )
 
 
 def grade_bytes(
@@ -437,7 +446,8 @@ class Tally:
             self.properties += r.properties
             self.retrieval_samples += 1
 
-    def merge(self, other: Tally) -> None:
+    def merge(self, other: Tally | Metrics) -> None:
+        """Add another group's sums (a Tally or frozen Metrics: same fields)."""
         for f in _TALLY_FIELDS:
             setattr(self, f, getattr(self, f) + getattr(other, f))
 
@@ -618,7 +628,9 @@ class _ChunkResult:
 
 
 # O_NONBLOCK: a FIFO swapped in under a result name must not block open(); no effect on files.
-_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
+_OPEN_FLAGS = (
+    os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
+)
 
 
 def read_result_bytes(path: str) -> bytes:
@@ -670,7 +682,9 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
         try:
             entries = _sorted_entries(task.path)
         except OSError as exc:
-            out.logs.append((logging.WARNING, f"{task.path}: cannot list the question folder: {exc.strerror}"))
+            out.logs.append(
+                (logging.WARNING, f"{task.path}: cannot list the question folder: {exc.strerror}")
+            )
             continue
         for entry in entries:
             name = entry.name
@@ -682,7 +696,9 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
             if setup is None or not entry.is_file(follow_symlinks=False) or not _is_utf8(name):
                 out.ignored += 1
                 if info:
-                    out.logs.append((logging.INFO, f"{entry.path}: ignored (not a '{prefix}…json' result file)"))
+                    out.logs.append(
+                        (logging.INFO, f"{entry.path}: ignored (not a '{prefix}…json' result file)")
+                    )
                 continue
             if globs and not any(fnmatchcase(setup, g) for g in globs):
                 continue
@@ -690,7 +706,10 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
                 out.ignored += 1
                 if info:
                     out.logs.append(
-                        (logging.INFO, f"{entry.path}: ignored (question is free-form or not in the datasets file)")
+                        (
+                            logging.INFO,
+                            f"{entry.path}: ignored (question is free-form or not in the datasets file)",
+                        )
                     )
                 continue
             if task.kind is _Kind.NO_ANSWER:
@@ -722,7 +741,12 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
             if config.keep_records:
                 out.records.append(graded)
             if debug:
-                out.logs.append((logging.DEBUG, f"[{task.dataset}/{task.question}] setup '{setup}' graded as {graded.outcome.name}"))
+                out.logs.append(
+                    (
+                        logging.DEBUG,
+                        f"[{task.dataset}/{task.question}] setup '{setup}' graded as {graded.outcome.name}",
+                    )
+                )
     return out
 
 
@@ -765,7 +789,9 @@ def _chunked(tasks: Iterable[_QuestionTask], size: int) -> Iterator[list[_Questi
         yield chunk
 
 
-def _run_chunks(chunks: Iterator[list[_QuestionTask]], config: _Config, workers: int | None) -> Iterator[_ChunkResult]:
+def _run_chunks(
+    chunks: Iterator[list[_QuestionTask]], config: _Config, workers: int | None
+) -> Iterator[_ChunkResult]:
     if workers is None:
         head: list[list[_QuestionTask]] = []
         for chunk in chunks:
@@ -801,7 +827,22 @@ def _run_chunks(chunks: Iterator[list[_QuestionTask]], config: _Config, workers:
     pool.shutdown(wait=True)
 
 
-def _chain(head: list[list[_QuestionTask]], rest: Iterator[list[_QuestionTask]]) -> Iterator[list[_QuestionTask]]:
+def _graded_chunks(
+    chunks: Iterator[list[_QuestionTask]], config: _Config, workers: int | None
+) -> Iterator[_ChunkResult]:
+    from concurrent.futures.process import BrokenProcessPool
+
+    try:
+        yield from _run_chunks(chunks, config, workers)
+    except BrokenProcessPool:
+        raise KagError(
+            "a grading worker process died unexpectedly (out of memory?); nothing was reported"
+        ) from None
+
+
+def _chain(
+    head: list[list[_QuestionTask]], rest: Iterator[list[_QuestionTask]]
+) -> Iterator[list[_QuestionTask]]:
     yield from head
     yield from rest
 
@@ -834,7 +875,8 @@ def grade_tree(
     3. Files of an MCQ without an answer count in ``skipped_files``.
     4. A file that is not exactly ``{"error": str}`` or ``{"ok": {"result": str, ...}}``
        is unreadable: a warning names it and it counts in ``unreadable_files``.
-    5. Otherwise :func:`grade_result` grades it.
+    5. Otherwise :func:`grade_raw` grades it (what :func:`grade_result` gives for the
+       result model of the file, without building the model).
 
     ``setups`` / ``dataset_globs`` are shell globs (case-sensitive); a file must match one
     of each given list, files filtered out are not counted anywhere. ``datasets`` and
@@ -861,7 +903,7 @@ def grade_tree(
     skipped = ignored = 0
     unreadable: list[Unreadable] = []
     records: list[GradedFile] = []
-    for part in _run_chunks(chunks, config, workers):
+    for part in _graded_chunks(chunks, config, workers):
         for level, message in part.logs:
             log.log(level, "%s", message)
         for key, tally in part.tallies.items():
@@ -973,7 +1015,7 @@ def summarize(run: GradeRun) -> Summary:
     for setup, per_dataset in grouped.items():
         overall = Tally()
         for metrics in per_dataset.values():
-            overall.merge(metrics)  # type: ignore[arg-type] - same fields
+            overall.merge(metrics)
         setups.append(SetupSummary(setup, overall.freeze(), {k: per_dataset[k] for k in sorted(per_dataset)}))
     setups.sort(key=rank_key)
     return Summary(

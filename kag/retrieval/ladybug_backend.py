@@ -19,9 +19,10 @@ Retrieval runs as three steps behind one lock, off the event loop (``asyncio.to_
    measured, numpy over 50,000 x 384 beats ``array_cosine_similarity`` in Cypher, and
    ``ORDER BY ... LIMIT k`` followed by ``WITH collect(...)`` returns wrong rows in
    0.19.1-0.22.0, so that query shape is never used);
-2. expansion: one query per hop from the frontier, ``WHERE a.id IN $ids``; then the
-   reached nodes' labels and properties;
-3. every relationship among the reached ids.
+2. expansion: one query per hop from the frontier (``WHERE offset(id(a)) IN $offsets``,
+   the nodes' row offsets, loaded with their keys once per run); then the reached
+   nodes' labels and properties, looked up by primary key;
+3. every relationship from a reached node, kept when it ends at a reached node.
 
 One read-only connection serves the run; a lock serializes its use (the engine's
 connection is not meant for concurrent queries from several threads, and a retrieval is
@@ -54,8 +55,6 @@ LABELS_COLUMN = "_labels"
 META_TABLE = "KagMeta"
 FORMAT = "kag-graph/1"
 DEFAULT_INDEX = "embedding"
-# Keys of a relationship as the engine returns it that are not properties.
-_REL_INTERNAL = frozenset({"_SRC", "_DST", "_LABEL", "_ID"})
 
 
 def quote(identifier: str) -> str:
@@ -135,6 +134,9 @@ class LadybugGraph:
         self._meta: dict[str, str] = {}
         self._rel_types: dict[str, str] = {}
         self._indexes: dict[str, VectorIndex] = {}
+        self._offset_of: dict[str, int] = {}
+        self._key_of: dict[int, str] = {}
+        self._rel_columns: list[str] = []
 
     # -- opening
 
@@ -161,6 +163,12 @@ class LadybugGraph:
                 rows = self._conn.execute(f"MATCH (m:{META_TABLE}) RETURN m.key, m.value").get_all()
                 self._meta = {k: v for k, v in rows}
             self._rel_types = json.loads(self._meta.get("relationship_types", "{}"))
+            rel_columns: dict[str, None] = {}
+            for table, kind in tables.items():
+                if kind == "REL":
+                    for row in self._conn.execute(f"CALL table_info('{table}') RETURN *").get_all():
+                        rel_columns[row[1]] = None
+            self._rel_columns = list(rel_columns)
         except RetrievalError:
             self._close()
             raise
@@ -212,29 +220,46 @@ class LadybugGraph:
 
     # -- retrieval
 
-    def _expand(self, seeds: list[str], neighborhood: int) -> list[str]:
-        """Every node within ``neighborhood`` hops of a seed (either direction)."""
-        reached = dict.fromkeys(seeds)
-        frontier = list(seeds)
+    def _offsets(self) -> dict[str, int]:
+        """Node key -> the engine's row offset in the node table, loaded once per run.
+
+        Queries filter on ``offset(id(n)) IN $offsets``: integer comparisons, several
+        times faster than ``n.id IN $ids`` on strings, which the engine evaluates as a
+        list scan for every row of the table (measured on 50,000 nodes: 28 ms against
+        157 ms for 191 nodes' relationships)."""
+        if not self._offset_of:
+            rows = self._conn.execute(f"MATCH (n:{NODE_TABLE}) RETURN n.{KEY_COLUMN}, offset(id(n))").get_all()
+            self._offset_of = {key: offset for key, offset in rows}
+            self._key_of = {offset: key for key, offset in rows}
+        return self._offset_of
+
+    def _expand(self, seeds: list[str], neighborhood: int) -> list[int]:
+        """Offsets of every node within ``neighborhood`` hops of a seed (either direction),
+        seeds first: one query per hop, from the frontier."""
+        offset_of = self._offsets()
+        frontier = [offset_of[key] for key in seeds]
+        reached = dict.fromkeys(frontier)
         for _ in range(neighborhood):
             if not frontier:
                 break
             rows = self._conn.execute(
-                f"MATCH (a:{NODE_TABLE})-[]-(b:{NODE_TABLE}) WHERE a.{KEY_COLUMN} IN $ids RETURN DISTINCT b.{KEY_COLUMN}",
-                {"ids": frontier},
+                f"MATCH (a:{NODE_TABLE})-[]-(b:{NODE_TABLE}) WHERE offset(id(a)) IN $offsets RETURN DISTINCT offset(id(b))",
+                {"offsets": frontier},
             ).get_all()
             frontier = [row[0] for row in rows if row[0] not in reached]
             reached.update(dict.fromkeys(frontier))
         return list(reached)
 
-    def _nodes(self, keys: list[str], index: str) -> dict[str, Node]:
+    def _nodes(self, offsets: list[int], index: str) -> dict[str, Node]:
+        """The reached nodes' labels and properties, looked up by primary key."""
         columns = self._property_columns(index)
         projection = ", ".join(
             [f"n.{KEY_COLUMN}", f"n.{quote(LABELS_COLUMN)}" if LABELS_COLUMN in self._columns else "NULL"]
             + [f"n.{quote(c)}" for c in columns]
         )
         rows = self._conn.execute(
-            f"MATCH (n:{NODE_TABLE}) WHERE n.{KEY_COLUMN} IN $ids RETURN {projection}", {"ids": keys}
+            f"UNWIND $ids AS k MATCH (n:{NODE_TABLE}) WHERE n.{KEY_COLUMN} = k RETURN {projection}",
+            {"ids": [self._key_of[offset] for offset in offsets]},
         ).get_all()
         nodes = {}
         for row in rows:
@@ -242,23 +267,28 @@ class LadybugGraph:
             nodes[row[0]] = Node(key=row[0], labels=frozenset(row[1] or ()), properties=properties)
         return nodes
 
-    def _relationships(self, keys: list[str]) -> list[Relationship]:
+    def _relationships(self, offsets: list[int]) -> list[Relationship]:
+        """Every relationship from a reached node to a reached node."""
+        # Properties are projected one by one: returning `r` whole costs twice as much.
+        columns = self._rel_columns
+        projection = "".join(f", r.{quote(c)}" for c in columns)
         rows = self._conn.execute(
-            f"MATCH (a:{NODE_TABLE})-[r]->(b:{NODE_TABLE})"
-            f" WHERE a.{KEY_COLUMN} IN $ids AND b.{KEY_COLUMN} IN $ids RETURN a.{KEY_COLUMN}, b.{KEY_COLUMN}, r",
-            {"ids": keys},
+            f"MATCH (a:{NODE_TABLE})-[r]->(b:{NODE_TABLE}) WHERE offset(id(a)) IN $offsets"
+            f" RETURN offset(id(a)), offset(id(b)), label(r), offset(id(r)){projection}",
+            {"offsets": offsets},
         ).get_all()
+        reached = set(offsets)
         relationships = []
-        for start, end, rel in rows:
-            table = rel["_LABEL"]
-            rid = rel["_ID"]
+        for start, end, table, rel_offset, *values in rows:
+            if end not in reached:
+                continue
             relationships.append(
                 Relationship(
-                    key=f"{rid['table']}:{rid['offset']}",
+                    key=f"{table}:{rel_offset}",
                     type=self._rel_types.get(table, table),
-                    start=start,
-                    end=end,
-                    properties={k: v for k, v in rel.items() if k not in _REL_INTERNAL and v is not None},
+                    start=self._key_of[start],
+                    end=self._key_of[end],
+                    properties={name: value for name, value in zip(columns, values, strict=True) if value is not None},
                 )
             )
         return relationships
@@ -272,9 +302,9 @@ class LadybugGraph:
                 seeds = self._index(index).top_k(vector, top_k)
                 if not seeds:
                     return Subgraph()
-                keys = self._expand(seeds, neighborhood)
-                nodes = self._nodes(keys, index)
-                relationships = self._relationships(keys)
+                offsets = self._expand(seeds, neighborhood)
+                nodes = self._nodes(offsets, index)
+                relationships = self._relationships(offsets)
             except RetrievalError:
                 raise
             except Exception as exc:
@@ -288,6 +318,7 @@ class LadybugGraph:
         conn, db = self._conn, self._db
         self._conn = self._db = None
         self._indexes.clear()
+        self._offset_of, self._key_of = {}, {}
         for handle in (conn, db):
             if handle is not None:
                 try:
