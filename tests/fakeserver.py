@@ -19,10 +19,10 @@ repeating. ``default`` is the behaviour of every other request. Behaviours:
 ``Retry-After``), ``hang`` (never answers), ``slow:<seconds>`` (answers late),
 ``truncate`` (announces a longer body than it sends, then closes), ``badjson`` (200 with
 a body that is not JSON), ``reset`` (closes the connection with a TCP reset), ``empty``
-(200 with ``{}``), ``chunked`` (a chunked body), ``gzip`` (a gzip-encoded body),
+(200 with ``{}``), ``garbage`` (a reply that is not HTTP), ``chunked`` (a chunked body), ``gzip`` (a gzip-encoded body),
 ``eofbody`` (no length, the body ends with the connection), ``closeafter`` (a normal
-keep-alive reply, then the server closes the idle connection), ``echo401`` (401 whose message quotes the ``Authorization`` key back,
-as some servers do).
+keep-alive reply, then the server closes the idle connection), ``echo401`` (401 whose
+message quotes the ``Authorization`` key back, as some servers do).
 
 Use in-process (``with FakeServer(...) as server: server.url``; the loop runs in a thread)
 or as a process: ``python tests/fakeserver.py --latency 0.1`` prints the port on its first
@@ -253,6 +253,10 @@ class _Handler:
                 payload = {"error": f"injected HTTP {status}"}
             await self.send(writer, status, json.dumps(payload).encode(), extra)
             return True
+        if name == "garbage":
+            writer.write(b"NOT HTTP AT ALL\r\n\r\n")
+            await writer.drain()
+            return False
         if name == "badjson":
             await self.send(writer, 200, b'{"choices": [ this is not json')
             return True
@@ -362,6 +366,17 @@ class FakeServer:
         return [r for r in self.state.log if r.prompt is not None]
 
     def reset(self) -> None:
+        """Clear the log and the fault counters, and drop every open connection, so that
+        a request a previous client left in flight cannot be logged afterwards."""
+        loop = self._loop
+        if loop is not None:
+
+            async def drop() -> None:
+                for task in list(self._handler.tasks):
+                    task.cancel()
+                await asyncio.sleep(0)
+
+            asyncio.run_coroutine_threadsafe(drop(), loop).result(10)
         self.state.log.clear()
         self.state.counters.clear()
 

@@ -358,8 +358,24 @@ def test_interactive_with_the_real_fzf(tree: Path) -> None:
 # ---------------------------------------------------------------- Ctrl-C with a process pool
 
 
-def _children(pid: int) -> list[str]:
-    return subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
+def _processes(*, parent: int | None = None, session: int | None = None) -> list[int]:
+    """Live (not zombie) processes with that parent or in that session, read from /proc."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path("/proc", entry, "stat").read_text()
+        except OSError:
+            continue
+        state, ppid, _, sid = stat.rsplit(")", 1)[1].split()[:4]
+        if state != "Z" and (int(ppid) == parent or int(sid) == session):
+            found.append(int(entry))
+    return found
+
+
+def _children(pid: int) -> list[int]:
+    return _processes(parent=pid)
 
 
 def test_ctrl_c_stops_the_pool_with_exit_130(tmp_path: Path) -> None:
@@ -400,8 +416,7 @@ def test_ctrl_c_stops_the_pool_with_exit_130(tmp_path: Path) -> None:
     assert proc.returncode == 130
     assert err.strip().splitlines()[-1] == "kag: error: interrupted"
     assert "Traceback" not in err
-    leftover = subprocess.run(["pgrep", "-s", str(proc.pid)], capture_output=True, text=True).stdout.split()
-    assert leftover == []  # no orphaned worker keeps burning CPU
+    assert _processes(session=proc.pid) == []  # no orphaned worker keeps burning CPU
 
 
 def test_reader_going_away_stops_the_pool_quietly(tmp_path: Path) -> None:
@@ -426,4 +441,4 @@ def test_reader_going_away_stops_the_pool_quietly(tmp_path: Path) -> None:
     assert first.decode().startswith("d/000/s.json:0: [know]")
     assert proc.returncode == 0
     assert "Traceback" not in err and "Exception ignored" not in err
-    assert subprocess.run(["pgrep", "-s", str(proc.pid)], capture_output=True, text=True).stdout == ""
+    assert _processes(session=proc.pid) == []

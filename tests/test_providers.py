@@ -247,6 +247,7 @@ def test_https_urls_keep_httpx_default_transport() -> None:
         ("truncate", True, "connection to http://127.0.0.1:"),
         ("reset", True, "connection to http://127.0.0.1:"),
         ("badjson", True, "is not valid JSON"),
+        ("garbage", True, "malformed HTTP response"),
         ("empty", False, "unexpected reply from"),
         ("hang", True, "no complete reply from"),
     ],
@@ -409,3 +410,29 @@ def test_retry_against_the_server_honours_retry_after(server: FakeServer) -> Non
     first, second = server.requests
     assert (first.behaviour, second.behaviour) == ("429:0.4", "ok")
     assert second.time - first.time >= 0.39
+
+
+# ---------------------------------------------------------------- FastEmbed (in-process)
+
+
+def test_fastembed_provider_embeds_in_process_and_cannot_chat() -> None:
+    """The bundled MiniLM through the FastEmbed provider: unit vectors, in input order,
+    the same text twice gives the same vector; asking it to generate is a permanent error."""
+    from kag.generation.config import FastEmbedProvider
+    from kag.generation.providers import FastEmbedClient
+
+    client = FastEmbedClient(FastEmbedProvider("fe", None))
+
+    async def go() -> list[list[float]]:
+        try:
+            return await client.embed("", ["scurvy and vitamin C", "insulin", "scurvy and vitamin C"])
+        finally:
+            await client.aclose()
+
+    vectors = run(go())
+    assert len(vectors) == 3 and all(len(v) == 384 for v in vectors)
+    assert all(abs(sum(x * x for x in v) - 1.0) < 1e-5 for v in vectors)
+    assert vectors[0] == pytest.approx(vectors[2]) and vectors[0] != pytest.approx(vectors[1])
+    with pytest.raises(ProviderError) as info:
+        run(client.chat(REQUEST))
+    assert not info.value.transient and "cannot generate text" in str(info.value)
