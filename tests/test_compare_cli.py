@@ -134,18 +134,9 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
 
 
 def make_app() -> typer.Typer:
-    """kag's root error handling and the real `kag stats` callback, with the compare commands
-    registered (what `kag.commands.stats.register` does once it wires them)."""
-    app = typer.Typer(cls=KagGroup, pretty_exceptions_enable=False, rich_markup_mode=None)
+    """The real kag CLI: `kag stats` registers compare, flips and impact."""
+    from kag.cli import app
 
-    @app.callback()
-    def root() -> None:
-        set_verbosity(0)  # as kag's root callback: warnings to (the runner's) stderr
-
-    stats_app = typer.Typer()
-    stats_app.callback(invoke_without_command=True)(stats_command.stats)
-    compare_command.register(stats_app)
-    app.add_typer(stats_app, name="stats")
     return app
 
 
@@ -579,7 +570,32 @@ def test_wired_into_kag_cli() -> None:
     from kag.cli import app
 
     result = runner.invoke(app, ["stats", "compare", "--help"])
-    if result.exit_code != 0 or "--fail-if-worse-than" not in result.stdout:
-        pytest.skip("kag.commands.stats does not register kag.commands.compare yet")
+    assert result.exit_code == 0 and "--fail-if-worse-than" in result.stdout
     for command in ("flips", "impact"):
         assert runner.invoke(app, ["stats", command, "--help"]).exit_code == 0
+
+
+def test_stats_itself_gates_on_a_significant_regression(tree: list[str]) -> None:
+    # `kag stats --fail-if-worse-than`: the stats table is printed, then the same gate as compare.
+    passed = run(*tree, "--fail-if-worse-than", "native")
+    assert passed.exit_code == 0, passed.stderr
+    assert passed.stdout.startswith("Datasets:")
+    failed = run(*tree, "--dataset", "d1", "--fail-if-worse-than", "native", "--format", "json")
+    assert failed.exit_code == 1
+    doc = orjson.loads(failed.stdout)
+    assert {s["setup"] for s in doc["setups"]} == {"native", "kag", "other"}
+    assert "significantly worse than native" in failed.stderr and "kag:" in failed.stderr
+    unknown = run(*tree, "--fail-if-worse-than", "nope")
+    assert unknown.exit_code == 2 and "--fail-if-worse-than nope" in unknown.stderr
+
+
+def test_stats_format_html_writes_one_page(tree: list[str], tmp_path: Path) -> None:
+    out = tmp_path / "report.html"
+    result = run(*tree, "--format", "html", "--output", str(out))
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout == ""
+    page = out.read_text()
+    assert page.startswith("<!DOCTYPE html>") or page.lower().startswith("<!doctype html>")
+    for setup in ("native", "kag", "other"):
+        assert f">{setup}<" in page
+    assert "http://" not in page and "https://" not in page

@@ -138,10 +138,13 @@ def _load(
     return _Loaded(loaded, str(datasets_path), root, pfx)
 
 
-def _emit(text: str, output: Path | None) -> None:
+def emit_report(text: str, output: Path | None) -> None:
+    """The report on stdout (ending in a newline), or written atomically to ``output``."""
     from kag.console import info
     from kag.report_html import write_report
 
+    if text and not text.endswith("\n"):
+        text += "\n"
     if output is None:
         sys.stdout.write(text)
         sys.stdout.flush()
@@ -241,7 +244,7 @@ def register(stats_app: typer.Typer) -> None:
                 Format.json: lambda r: _json(lib.comparison_run_to_json(r)),
             }
             text = renderers[fmt](run)
-        _emit(text, output)
+        emit_report(text, output)
         significant = sum(1 for c in run.comparisons if c.significant)
         info(
             f"{significant} of {len(run.comparisons)} comparison(s) against {run.baseline} significant "
@@ -284,7 +287,7 @@ def register(stats_app: typer.Typer) -> None:
             TableFormat.markdown: lambda r: rep.flips_markdown(r, max_chars),
             TableFormat.json: lambda r: _json(lib.flip_report_to_json(r)),
         }
-        _emit(renderers[fmt](report), output)
+        emit_report(renderers[fmt](report), output)
         info(
             f"{len(report.a_only)} question(s) only {a} got right, {len(report.b_only)} only {b}, "
             f"out of {report.paired} paired."
@@ -335,4 +338,4 @@ def register(stats_app: typer.Typer) -> None:
             TableFormat.markdown: rep.impact_markdown,
             TableFormat.json: lambda i: _json({"impacts": [lib.impact_to_json(x) for x in i]}),
         }
-        _emit(renderers[fmt](impacts), output)
+        emit_report(renderers[fmt](impacts), output)

@@ -18,7 +18,7 @@ import typer
 from kag.console import set_verbosity, verbosity
 from kag.errors import GateFailed, UsageError
 
-FORMATS = ("text", "json", "markdown")
+FORMATS = ("text", "json", "markdown", "html")
 
 stats_app = typer.Typer(
     help="Grade a result tree against the datasets file: accuracy, precision, coverage per setup.",
@@ -57,7 +57,16 @@ def stats(
     format: Annotated[
         str | None,
         typer.Option(
-            "--format", help="text, json or markdown  [default: text]", metavar="FORMAT", show_default=False
+            "--format",
+            help="text, json, markdown or html (a self-contained page; with --output)  [default: text]",
+            metavar="FORMAT",
+            show_default=False,
+        ),
+    ] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output", "-o", help="Write the report to FILE instead of stdout.", metavar="FILE", show_default=False
         ),
     ] = None,
     setup: Annotated[
@@ -84,6 +93,15 @@ def stats(
             show_default=False,
         ),
     ] = None,
+    fail_if_worse_than: Annotated[
+        str | None,
+        typer.Option(
+            "--fail-if-worse-than",
+            help="Exit 1 when a setup is significantly worse than SETUP (McNemar, Holm, alpha 0.05).",
+            metavar="SETUP",
+            show_default=False,
+        ),
+    ] = None,
     verbose: Annotated[
         int,
         typer.Option(
@@ -97,7 +115,8 @@ def stats(
 ) -> None:
     """Grade every <results>/<dataset>/<question>/<prefix><setup>.json file and report per setup.
 
-    Exit codes: 0 success, 1 --fail-under failed, 2 bad usage or input, 130 interrupted.
+    Exit codes: 0 success, 1 --fail-under or --fail-if-worse-than failed, 2 bad usage or
+    input, 130 interrupted.
     """
     if verbose:
         set_verbosity(verbosity() + verbose)
@@ -116,16 +135,26 @@ def stats(
 
     if fail_under is not None:
         check_threshold(fail_under)
+    root = results if results is not None else Path(".")
+    loaded = load_datasets(datasets)
+    analysed = fmt_name == "html" or fail_if_worse_than is not None
     graded = grade_tree(
-        load_datasets(datasets),
-        results if results is not None else Path("."),
+        loaded,
+        root,
         prefix or "",
         setups=tuple(setup or ()),
         dataset_globs=tuple(dataset or ()),
+        keep_records=analysed,
     )
     summary = summarize(graded)
-    sys.stdout.write(render(summary, Format(fmt_name)))
-    sys.stdout.flush()
+    comparisons = None
+    if analysed:
+        text, comparisons = _analyse(graded, loaded, datasets, root, prefix or "", fmt_name, fail_if_worse_than)
+    if fmt_name != "html":
+        text = render(summary, Format(fmt_name))
+    from kag.commands.compare import emit_report
+
+    emit_report(text, output)
     if fail_under is not None:
         failing = failing_setups(summary, fail_under)
         if failing:
@@ -133,6 +162,37 @@ def stats(
             raise GateFailed(f"--fail-under {fail_under:g}: ACC% below {fail_under:g} for {names}")
         if not summary.setups:
             raise GateFailed(f"--fail-under {fail_under:g}: no setup was graded")
+    if comparisons is not None:
+        from kag.grading.compare import gate_regressions
+
+        gate_regressions(comparisons)
+
+
+def _analyse(
+    graded: object,
+    loaded: object,
+    datasets: Path,
+    root: Path,
+    prefix: str,
+    fmt_name: str,
+    fail_if_worse_than: str | None,
+) -> tuple[str, object | None]:
+    """The HTML page (when asked) and the comparisons the --fail-if-worse-than gate reads."""
+    from kag import __version__
+    from kag.console import warn
+    from kag.grading.compare import answer_set_from_run, compare_setups
+    from kag.report_html import PageMeta, render_html_report
+
+    answers = answer_set_from_run(graded, loaded, root, prefix)  # type: ignore[arg-type]
+    if fail_if_worse_than is not None and fail_if_worse_than not in answers.setups:
+        raise UsageError(f"--fail-if-worse-than {fail_if_worse_than}: no graded setup has that name")
+    if fmt_name != "html":
+        return "", compare_setups(answers.answers, fail_if_worse_than, None)
+    meta = PageMeta(datasets=str(datasets), results=str(root), prefix=prefix or None, version=__version__)
+    page, analysis = render_html_report(answers, meta, baseline=fail_if_worse_than)
+    for note in analysis.notes:
+        warn(note)
+    return page, analysis.comparisons if fail_if_worse_than is not None else None
 
 
 def _pct(value: float | None) -> str:
@@ -140,5 +200,8 @@ def _pct(value: float | None) -> str:
 
 
 def register(app: typer.Typer, find: object) -> None:
+    from kag.commands import compare
+
     find.register(stats_app)  # type: ignore[attr-defined]
+    compare.register(stats_app)
     app.add_typer(stats_app, name="stats")
