@@ -138,7 +138,16 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=2000)
     parser.add_argument("--latency", type=float, default=0.1)
     parser.add_argument("--parallel", default="1,8,32")
+    parser.add_argument(
+        "--httpx-transport",
+        action="store_true",
+        help="for comparison: httpx's default transport (httpcore) instead of kag's StreamTransport",
+    )
     args = parser.parse_args()
+    if args.httpx_transport:
+        from kag.generation import transport
+
+        transport.make_transport = lambda base_url, connections: None  # type: ignore[assignment]
     levels = [int(p) for p in args.parallel.split(",")]
     server, url = start_server(args.latency)
     root = Path(tempfile.mkdtemp(prefix="kag-bench-throughput-", dir=os.environ.get("TMPDIR")))
@@ -146,7 +155,7 @@ def main() -> None:
         make_project(root, url, args.tasks)
         print(
             f"{args.tasks} tasks, server latency {args.latency * 1000:.0f} ms, one setup (OpenAI API), "
-            f"cpus={os.cpu_count()}"
+            f"cpus={os.cpu_count()}, transport: {'httpx default' if args.httpx_transport else 'kag'}"
         )
         print(
             f"{'parallel':>8} {'wall s':>8} {'ideal s':>8} {'floor s':>8} {'tasks/s':>8} {'speed-up':>9} "

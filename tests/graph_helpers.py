@@ -36,7 +36,9 @@ class TokenEmbedder:
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         self.calls += 1
-        return np.vstack([self.vector(t) for t in texts]) if texts else np.zeros((0, self.dimension), np.float32)
+        return (
+            np.vstack([self.vector(t) for t in texts]) if texts else np.zeros((0, self.dimension), np.float32)
+        )
 
     async def embed_fn(self, model: str, texts: list[str]) -> list[list[float]]:
         return [[float(x) for x in row] for row in self.embed(texts)]
@@ -71,7 +73,11 @@ EINSTEIN_RELS = [
 
 
 def einstein_files(folder: Path) -> tuple[Path, Path]:
-    nodes = write_csv(folder / "nodes.csv", ["id:ID", ":LABEL", "name", "age:int", "tags:string[]", "founded:long"], EINSTEIN_NODES)
+    nodes = write_csv(
+        folder / "nodes.csv",
+        ["id:ID", ":LABEL", "name", "age:int", "tags:string[]", "founded:long"],
+        EINSTEIN_NODES,
+    )
     rels = write_csv(folder / "rels.csv", [":START_ID", ":END_ID", ":TYPE", "year:int"], EINSTEIN_RELS)
     return nodes, rels
 

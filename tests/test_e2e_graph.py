@@ -37,15 +37,47 @@ def project(tmp_path: Path, llama: str, monkeypatch: pytest.MonkeyPatch) -> Path
 
 def test_import_then_benchmark_then_stats(project: Path) -> None:
     runner = CliRunner()
-    imported = runner.invoke(app, ["graph", "import", "-c", "config.toml", "--database", "medgraph",
-                                   "--nodes", "nodes.csv", "--nodes", "drugs.csv", "--relationships", "relationships.csv"])
+    imported = runner.invoke(
+        app,
+        [
+            "graph",
+            "import",
+            "-c",
+            "config.toml",
+            "--database",
+            "medgraph",
+            "--nodes",
+            "nodes.csv",
+            "--nodes",
+            "drugs.csv",
+            "--relationships",
+            "relationships.csv",
+        ],
+    )
     assert imported.exit_code == 0, imported.stderr
     assert "nodes          541 (541 embedded)" in imported.stdout
     assert "relationships  835 (12 type(s))" in imported.stdout
     assert (project / "medgraph.lbug").is_file()
 
-    run = runner.invoke(app, ["benchmark", "-c", "config.toml", "-b", "benchmark.toml", "-d", "datasets.json",
-                              "-o", "results", "-p", "2", "--timeout", "120", "--fail-on-error"])
+    run = runner.invoke(
+        app,
+        [
+            "benchmark",
+            "-c",
+            "config.toml",
+            "-b",
+            "benchmark.toml",
+            "-d",
+            "datasets.json",
+            "-o",
+            "results",
+            "-p",
+            "2",
+            "--timeout",
+            "120",
+            "--fail-on-error",
+        ],
+    )
     assert run.exit_code == 0, run.stderr
     datasets = load_datasets(project / "datasets.json")
     questions = datasets.datasets["medgraph"]

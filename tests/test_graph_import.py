@@ -30,29 +30,51 @@ def text_file(tmp_path: Path, name: str, text: str) -> str:
 
 
 def test_node_header_types_arrays_labels_and_ignored_columns(tmp_path: Path) -> None:
-    path = text_file(tmp_path, "n.csv", (
-        "ui:ID(MeSH),:LABEL,name,age:int,score:double,ok:boolean,tags:string[],counts:long[],skip:IGNORE,born:date\n"
-        'D1,MeSH;MeSHDescriptor; MeSH ,"Intubation, Intratracheal",7,0.5,TRUE,a;b,1;2,zzz,2001-02-03\n'
-        "D2,,x,,,false,,,,\n"
-    ))
+    path = text_file(
+        tmp_path,
+        "n.csv",
+        (
+            "ui:ID(MeSH),:LABEL,name,age:int,score:double,ok:boolean,tags:string[],counts:long[],skip:IGNORE,born:date\n"
+            'D1,MeSH;MeSHDescriptor; MeSH ,"Intubation, Intratracheal",7,0.5,TRUE,a;b,1;2,zzz,2001-02-03\n'
+            "D2,,x,,,false,,,,\n"
+        ),
+    )
     header, rows = read_nodes(path)
     assert [(c.name, c.role, c.kind, c.array) for c in header.properties] == [
-        ("name", "property", "string", False), ("age", "property", "int", False), ("score", "property", "float", False),
-        ("ok", "property", "boolean", False), ("tags", "property", "string", True), ("counts", "property", "int", True),
+        ("name", "property", "string", False),
+        ("age", "property", "int", False),
+        ("score", "property", "float", False),
+        ("ok", "property", "boolean", False),
+        ("tags", "property", "string", True),
+        ("counts", "property", "int", True),
         ("born", "property", "string", False),
     ]
     first, second = rows
     assert first.key == "D1" and first.labels == ["MeSH", "MeSHDescriptor"]
-    assert first.properties == {"name": "Intubation, Intratracheal", "age": 7, "score": 0.5, "ok": True,
-                                "tags": ["a", "b"], "counts": [1, 2], "born": "2001-02-03", "ui": "D1"}
+    assert first.properties == {
+        "name": "Intubation, Intratracheal",
+        "age": 7,
+        "score": 0.5,
+        "ok": True,
+        "tags": ["a", "b"],
+        "counts": [1, 2],
+        "born": "2001-02-03",
+        "ui": "D1",
+    }
     assert second.labels == [] and second.properties == {"name": "x", "ok": False, "ui": "D2"}
     assert first.where == f"{path}: line 2"
 
 
 def test_relationship_rows(tmp_path: Path) -> None:
-    path = text_file(tmp_path, "r.csv", ":START_ID(MeSH),:END_ID(MeSH),:TYPE,isPreferred:boolean,label\nD1,D2,HAS_CONCEPT,true,\n")
+    path = text_file(
+        tmp_path,
+        "r.csv",
+        ":START_ID(MeSH),:END_ID(MeSH),:TYPE,isPreferred:boolean,label\nD1,D2,HAS_CONCEPT,true,\n",
+    )
     _, rows = read_relationships(path)
-    assert [(r.start, r.end, r.type, r.properties) for r in rows] == [("D1", "D2", "HAS_CONCEPT", {"isPreferred": True})]
+    assert [(r.start, r.end, r.type, r.properties) for r in rows] == [
+        ("D1", "D2", "HAS_CONCEPT", {"isPreferred": True})
+    ]
 
 
 NODES_OK = "id:ID,name\na,A\nb,B\n"
@@ -63,13 +85,25 @@ BAD_INPUTS = [
     ("", RELS_OK, "n.csv: empty file (expected a header line)"),
     ("name\nx\n", RELS_OK, "n.csv: line 1: a node file needs exactly one ID column (like 'id:ID'), found 0"),
     ("id:ID,k:ID\na,b\n", RELS_OK, "n.csv: line 1: a node file needs exactly one ID column"),
-    ("id:ID,age:integer\na,1\n", RELS_OK, "n.csv: line 1: header field 'age:integer': unknown type 'integer'"),
+    (
+        "id:ID,age:integer\na,1\n",
+        RELS_OK,
+        "n.csv: line 1: header field 'age:integer': unknown type 'integer'",
+    ),
     ("id:ID,:int\na,1\n", RELS_OK, "n.csv: line 1: header field ':int': a property column needs a name"),
     ("id:ID,name,Name\na,x,y\n", RELS_OK, "n.csv: line 1: columns 'name' and 'Name' name the same property"),
-    ("id:ID,na`me\na,x\n", RELS_OK, "n.csv: line 1: column 'na`me': a property name cannot contain a backtick"),
+    (
+        "id:ID,na`me\na,x\n",
+        RELS_OK,
+        "n.csv: line 1: column 'na`me': a property name cannot contain a backtick",
+    ),
     ("id:ID,_labels\na,x\n", RELS_OK, "n.csv: line 1: property name '_labels' is reserved"),
     ("id:ID,embedding\na,x\n", RELS_OK, "n.csv: line 1: property name 'embedding' is reserved"),
-    ("id:ID,:START_ID\na,b\n", RELS_OK, "n.csv: line 1: a node file has no :START_ID, :END_ID or :TYPE column"),
+    (
+        "id:ID,:START_ID\na,b\n",
+        RELS_OK,
+        "n.csv: line 1: a node file has no :START_ID, :END_ID or :TYPE column",
+    ),
     ("id:ID,name\na,A\nb\n", RELS_OK, "n.csv: line 3: 1 field(s), the header has 2"),
     ("id:ID,age:int\na,1\nb,old\n", RELS_OK, "n.csv: line 3: column 'age': 'old' is not an int"),
     ("id:ID,ok:boolean\na,yes\n", RELS_OK, "n.csv: line 2: column 'ok': 'yes' is not a boolean"),
@@ -77,17 +111,43 @@ BAD_INPUTS = [
     ("id:ID,name\na,A\n,B\n", RELS_OK, "n.csv: line 3: empty node ID"),
     ('id:ID,name\na,"A\n', RELS_OK, "n.csv: line 2: not valid CSV (unexpected end of data)"),
     ("id:ID,name\na,A\na,B\n", RELS_OK, "n.csv: line 3: node ID 'a' already defined at"),
-    (NODES_OK, ":START_ID,:TYPE\na,R\n", "r.csv: line 1: a relationship file needs exactly one :END_ID column"),
-    (NODES_OK, ":START_ID,:END_ID,:TYPE,:LABEL\na,b,R,X\n", "r.csv: line 1: a relationship file has no :ID or :LABEL column"),
-    (NODES_OK, ":START_ID,:END_ID,:TYPE\na,z,R\n", "r.csv: line 2: relationship refers to node ID 'z', which no node file defines"),
+    (
+        NODES_OK,
+        ":START_ID,:TYPE\na,R\n",
+        "r.csv: line 1: a relationship file needs exactly one :END_ID column",
+    ),
+    (
+        NODES_OK,
+        ":START_ID,:END_ID,:TYPE,:LABEL\na,b,R,X\n",
+        "r.csv: line 1: a relationship file has no :ID or :LABEL column",
+    ),
+    (
+        NODES_OK,
+        ":START_ID,:END_ID,:TYPE\na,z,R\n",
+        "r.csv: line 2: relationship refers to node ID 'z', which no node file defines",
+    ),
     (NODES_OK, ":START_ID,:END_ID,:TYPE\na,b,\n", "r.csv: line 2: empty :TYPE"),
-    (NODES_OK, ":START_ID,:END_ID,:TYPE\na,b,R`X\n", "r.csv: line 2: relationship type 'R`X' contains a backtick"),
-    (NODES_OK, ":START_ID,:END_ID,:TYPE,_ID\na,b,R,1\n", "r.csv: line 1: relationship property name '_ID' is reserved"),
-    (NODES_OK, ":START_ID,:END_ID,:TYPE,w:int\na,b,R,1.5\n", "r.csv: line 2: column 'w': '1.5' is not an int"),
+    (
+        NODES_OK,
+        ":START_ID,:END_ID,:TYPE\na,b,R`X\n",
+        "r.csv: line 2: relationship type 'R`X' contains a backtick",
+    ),
+    (
+        NODES_OK,
+        ":START_ID,:END_ID,:TYPE,_ID\na,b,R,1\n",
+        "r.csv: line 1: relationship property name '_ID' is reserved",
+    ),
+    (
+        NODES_OK,
+        ":START_ID,:END_ID,:TYPE,w:int\na,b,R,1.5\n",
+        "r.csv: line 2: column 'w': '1.5' is not an int",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("nodes", "rels", "message"), BAD_INPUTS, ids=[m.split(": ", 1)[1][:40] for _, _, m in BAD_INPUTS])
+@pytest.mark.parametrize(
+    ("nodes", "rels", "message"), BAD_INPUTS, ids=[m.split(": ", 1)[1][:40] for _, _, m in BAD_INPUTS]
+)
 def test_bad_input_names_file_line_and_column(tmp_path: Path, nodes: str, rels: str, message: str) -> None:
     n, r = text_file(tmp_path, "n.csv", nodes), text_file(tmp_path, "r.csv", rels)
     with pytest.raises(InputError) as info:
@@ -99,7 +159,9 @@ def test_bad_input_names_file_line_and_column(tmp_path: Path, nodes: str, rels: 
 def test_property_types_must_agree_across_files(tmp_path: Path) -> None:
     one = text_file(tmp_path, "one.csv", "id:ID,age:int\na,1\n")
     two = text_file(tmp_path, "two.csv", "id:ID,age\nb,x\n")
-    with pytest.raises(InputError, match=r"two.csv: line 1: node property 'age' is STRING here but INT64 in an earlier file"):
+    with pytest.raises(
+        InputError, match=r"two.csv: line 1: node property 'age' is STRING here but INT64 in an earlier file"
+    ):
         load_graph([one, two], [])
     cased = text_file(tmp_path, "cased.csv", "id:ID,Age:int\nc,1\n")
     with pytest.raises(InputError, match="node property 'Age' differs only in case from 'age'"):
@@ -109,7 +171,11 @@ def test_property_types_must_agree_across_files(tmp_path: Path) -> None:
 def test_relationship_tables_are_named_by_type_when_they_can_be() -> None:
     tables = table_names(["TREATS", "treats", "has part", "Node", "R_1"])
     assert tables["R_1"] == "R_1" and tables["TREATS"] == "TREATS"
-    assert tables["has part"].startswith("Rel") and tables["Node"].startswith("Rel") and tables["treats"].startswith("Rel")
+    assert (
+        tables["has part"].startswith("Rel")
+        and tables["Node"].startswith("Rel")
+        and tables["treats"].startswith("Rel")
+    )
     assert len({t.lower() for t in tables.values()}) == 5
 
 
@@ -118,35 +184,98 @@ def test_relationship_tables_are_named_by_type_when_they_can_be() -> None:
 
 def test_the_database_holds_typed_columns_tables_per_type_and_embeddings(tmp_path: Path) -> None:
     nodes, rels = einstein_files(tmp_path)
-    extra = write_csv(tmp_path / "more.csv", [":START_ID", ":END_ID", ":TYPE", "note"], [("3", "6", "twin city", "sister")])
+    extra = write_csv(
+        tmp_path / "more.csv", [":START_ID", ":END_ID", ":TYPE", "note"], [("3", "6", "twin city", "sister")]
+    )
     embedder = TokenEmbedder()
     report = import_graph(tmp_path / "kg.lbug", [str(nodes)], [str(rels), str(extra)], embedder)
-    assert (report.nodes, report.relationships, report.relationship_types, report.embedded, report.dimension) == (6, 7, 5, 6, 32)
+    assert (
+        report.nodes,
+        report.relationships,
+        report.relationship_types,
+        report.embedded,
+        report.dimension,
+    ) == (6, 7, 5, 6, 32)
     assert report.model == "test:tokens"
     db = ladybug.Database(str(tmp_path / "kg.lbug"), read_only=True)
     conn = ladybug.Connection(db)
     try:
         columns = {r[1]: r[2] for r in conn.execute("CALL table_info('Node') RETURN *").get_all()}
-        assert columns == {"id": "STRING", "_labels": "STRING[]", "name": "STRING", "age": "INT64", "tags": "STRING[]",
-                           "founded": "INT64", "embedding": "BLOB"}
+        assert columns == {
+            "id": "STRING",
+            "_labels": "STRING[]",
+            "name": "STRING",
+            "age": "INT64",
+            "tags": "STRING[]",
+            "founded": "INT64",
+            "embedding": "BLOB",
+        }
         tables = {r[1] for r in conn.execute("CALL show_tables() RETURN *").get_all()}
         assert {"Node", "KagMeta", "educatedAt", "bornIn", "award", "spouse"} <= tables
         meta = dict(conn.execute("MATCH (m:KagMeta) RETURN m.key, m.value").get_all())
         assert meta["format"] == "kag-graph/1"
-        assert json.loads(meta["embeddings"]) == {"embedding": {"model": "test:tokens", "dimension": 32, "property": "name"}}
+        assert json.loads(meta["embeddings"]) == {
+            "embedding": {"model": "test:tokens", "dimension": 32, "property": "name"}
+        }
         types = json.loads(meta["relationship_types"])
         assert sorted(types.values()) == ["award", "bornIn", "educatedAt", "spouse", "twin city"]
-        row = conn.execute("MATCH (n:Node) WHERE n.id = '1' RETURN n._labels, n.age, n.tags, n.embedding").get_all()[0]
+        row = conn.execute(
+            "MATCH (n:Node) WHERE n.id = '1' RETURN n._labels, n.age, n.tags, n.embedding"
+        ).get_all()[0]
         assert row[:3] == [["Person", "Scientist"], 76, ["physics", "relativity"]]
         assert np.allclose(np.frombuffer(row[3], "<f4"), embedder.vector("Albert Einstein"))
-        twin = conn.execute("MATCH (a:Node)-[r]->(b:Node) WHERE a.id = '3' RETURN label(r), r.note, b.id").get_all()
+        twin = conn.execute(
+            "MATCH (a:Node)-[r]->(b:Node) WHERE a.id = '3' RETURN label(r), r.note, b.id"
+        ).get_all()
         assert twin == [[next(t for t, v in types.items() if v == "twin city"), "sister", "6"]]
     finally:
         conn.close()
         db.close()
 
 
-def test_nodes_without_the_embedded_property_get_no_embedding(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+TRICKY = [
+    "with, comma",
+    'with "quotes"',
+    "two\nlines",
+    "back\\slash",
+    "  spaced  ",
+    "ünïcödé ✓",
+    "[1,2]",
+    "NULL",
+]
+
+
+def test_relationship_properties_survive_both_write_paths(tmp_path: Path) -> None:
+    """Scalar-only tables are loaded with COPY FROM a temporary CSV, tables with list
+    properties with batched CREATE; values come back the same either way."""
+    nodes = write_csv(tmp_path / "n.csv", ["id:ID", "name"], [("a", "A"), ("b", "B")])
+    scalar = write_csv(
+        tmp_path / "r1.csv",
+        [":START_ID", ":END_ID", ":TYPE", "s", "f:double", "ok:boolean", "n:int"],
+        [("a", "b", "S", text, 1.5e-7 * i, i % 2 == 0, i) for i, text in enumerate(TRICKY)],
+    )
+    lists = write_csv(
+        tmp_path / "r2.csv", [":START_ID", ":END_ID", ":TYPE", "tags:string[]"], [("b", "a", "L", "x;y, z")]
+    )
+    import_graph(tmp_path / "kg.lbug", [str(nodes)], [str(scalar), str(lists)], TokenEmbedder())
+    db = ladybug.Database(str(tmp_path / "kg.lbug"), read_only=True)
+    conn = ladybug.Connection(db)
+    try:
+        rows = conn.execute(
+            "MATCH (a:Node)-[r:S]->(b:Node) RETURN r.n, r.s, r.f, r.ok ORDER BY r.n"
+        ).get_all()
+        listed = conn.execute("MATCH (a:Node)-[r:L]->(b:Node) RETURN a.id, b.id, r.tags").get_all()
+    finally:
+        conn.close()
+        db.close()
+    assert rows == [[i, text, 1.5e-7 * i, i % 2 == 0] for i, text in enumerate(TRICKY)]
+    assert listed == [["b", "a", ["x", "y, z"]]]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kg.lbug", "n.csv", "r1.csv", "r2.csv"]
+
+
+def test_nodes_without_the_embedded_property_get_no_embedding(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     nodes = write_csv(tmp_path / "n.csv", ["id:ID", "name", "title"], [("a", "Alpha", "t"), ("b", "", "t")])
     report = import_graph(tmp_path / "kg.lbug", [str(nodes)], [], TokenEmbedder())
     assert (report.nodes, report.embedded) == (2, 1)
@@ -168,7 +297,9 @@ def test_an_existing_database_is_kept_unless_replaced(tmp_path: Path) -> None:
     assert target.read_bytes() == before  # a failed rebuild leaves the old database
     report = import_graph(target, [str(nodes)], [], TokenEmbedder(), replace=True)
     assert report.relationships == 0
-    assert sorted(p.name for p in tmp_path.iterdir() if "lbug" in p.name) == ["kg.lbug"]  # no staging leftovers
+    assert sorted(p.name for p in tmp_path.iterdir() if "lbug" in p.name) == [
+        "kg.lbug"
+    ]  # no staging leftovers
 
 
 def test_an_embedder_that_fails_leaves_nothing_behind(tmp_path: Path) -> None:
@@ -212,8 +343,20 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def run(project: Path, *extra: str, nodes: str = "nodes.csv") -> Any:
-    return CliRunner().invoke(app, ["graph", "import", "-c", str(project / "config.toml"), "--nodes", str(project / nodes),
-                                    "--relationships", str(project / "rels.csv"), *extra])
+    return CliRunner().invoke(
+        app,
+        [
+            "graph",
+            "import",
+            "-c",
+            str(project / "config.toml"),
+            "--nodes",
+            str(project / nodes),
+            "--relationships",
+            str(project / "rels.csv"),
+            *extra,
+        ],
+    )
 
 
 def test_command_with_the_bundled_model(project: Path) -> None:
@@ -234,9 +377,15 @@ def test_command_with_the_bundled_model(project: Path) -> None:
     ("extra", "message"),
     [
         (["--database", "nope"], "databases.nope: not defined (the [databases] tables are: kg, neo)"),
-        (["--database", "neo"], "databases.neo: is a Neo4j database; `kag graph import` builds Ladybug databases"),
+        (
+            ["--database", "neo"],
+            "databases.neo: is a Neo4j database; `kag graph import` builds Ladybug databases",
+        ),
         (["--database", "kg", "--provider", "zz"], "--provider 'zz': not defined in"),
-        (["--database", "kg", "--provider", "ol"], "--provider 'ol' is an Ollama provider: give the embedding model with --model"),
+        (
+            ["--database", "kg", "--provider", "ol"],
+            "--provider 'ol' is an Ollama provider: give the embedding model with --model",
+        ),
         (["--database", "kg", "--embed-property", "title"], "no node has the property 'title' to embed"),
         (["--database", "kg", "--index", "name"], "property name 'name' is reserved"),
     ],
@@ -256,9 +405,22 @@ def test_command_bad_csv_and_missing_files(project: Path) -> None:
     assert result.exit_code == 2
     assert result.stderr == f"kag: error: {project / 'bad.csv'}: line 2: column 'age': 'old' is not an int\n"
     result = run(project, "--database", "kg", nodes="missing.csv")
-    assert result.exit_code == 2 and result.stderr == f"kag: error: {project / 'missing.csv'}: file not found\n"
-    result = CliRunner().invoke(app, ["graph", "import", "-c", str(project / "none.toml"), "--database", "kg",
-                                      "--nodes", str(project / "nodes.csv")])
+    assert (
+        result.exit_code == 2 and result.stderr == f"kag: error: {project / 'missing.csv'}: file not found\n"
+    )
+    result = CliRunner().invoke(
+        app,
+        [
+            "graph",
+            "import",
+            "-c",
+            str(project / "none.toml"),
+            "--database",
+            "kg",
+            "--nodes",
+            str(project / "nodes.csv"),
+        ],
+    )
     assert result.exit_code == 2 and "none.toml: configuration file not found" in result.stderr
 
 

@@ -60,8 +60,12 @@ Facts:
 augmented_generation = { retriever = "r", database = "kg" }
 """
 
-QUESTIONS = {"kg": {str(i): {"input": text, "output": {"type": "MCQ", "options": {"a": "x", "b": "y"}, "answer": "a"}}
-                    for i, text in enumerate(["Where was Albert Einstein born?", "Who married Mileva Maric?", "Ulm"])}}
+QUESTIONS = {
+    "kg": {
+        str(i): {"input": text, "output": {"type": "MCQ", "options": {"a": "x", "b": "y"}, "answer": "a"}}
+        for i, text in enumerate(["Where was Albert Einstein born?", "Who married Mileva Maric?", "Ulm"])
+    }
+}
 
 
 @pytest.fixture(scope="module")
@@ -70,10 +74,17 @@ def server() -> Iterator[FakeServer]:
         yield fake
 
 
-def project(root: Path, server: FakeServer, monkeypatch: pytest.MonkeyPatch, neighborhood: int = 1,
-            index: str = "embedding") -> Path:
+def project(
+    root: Path,
+    server: FakeServer,
+    monkeypatch: pytest.MonkeyPatch,
+    neighborhood: int = 1,
+    index: str = "embedding",
+) -> Path:
     root.mkdir(parents=True, exist_ok=True)
-    (root / "config.toml").write_text(CONFIG.replace("NEIGHBORHOOD", str(neighborhood)).replace("INDEX", index))
+    (root / "config.toml").write_text(
+        CONFIG.replace("NEIGHBORHOOD", str(neighborhood)).replace("INDEX", index)
+    )
     (root / "bench.toml").write_text(BENCH)
     (root / "datasets.json").write_bytes(orjson.dumps(QUESTIONS))
     einstein_files(root)
@@ -88,14 +99,42 @@ def invoke(argv: list[str]) -> Any:
 
 
 def graph_import(root: Path) -> Any:
-    return invoke(["graph", "import", "-c", str(root / "config.toml"), "--database", "kg",
-                   "--nodes", str(root / "nodes.csv"), "--relationships", str(root / "rels.csv"),
-                   "--provider", "oa", "--model", "embedder-1"])
+    return invoke(
+        [
+            "graph",
+            "import",
+            "-c",
+            str(root / "config.toml"),
+            "--database",
+            "kg",
+            "--nodes",
+            str(root / "nodes.csv"),
+            "--relationships",
+            str(root / "rels.csv"),
+            "--provider",
+            "oa",
+            "--model",
+            "embedder-1",
+        ]
+    )
 
 
 def benchmark(root: Path) -> Any:
-    return invoke(["benchmark", "-c", str(root / "config.toml"), "-b", str(root / "bench.toml"),
-                   "-d", str(root / "datasets.json"), "-o", str(root / "out"), "--backoff", "0"])
+    return invoke(
+        [
+            "benchmark",
+            "-c",
+            str(root / "config.toml"),
+            "-b",
+            str(root / "bench.toml"),
+            "-d",
+            str(root / "datasets.json"),
+            "-o",
+            str(root / "out"),
+            "--backoff",
+            "0",
+        ]
+    )
 
 
 def test_import_through_an_openai_provider_then_benchmark_then_stats(
@@ -160,7 +199,9 @@ def test_an_unusable_database_gives_error_results_and_the_run_goes_on(
     assert "Traceback" not in run.stderr
 
 
-def test_a_missing_index_gives_error_results(tmp_path: Path, server: FakeServer, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_missing_index_gives_error_results(
+    tmp_path: Path, server: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     root = project(tmp_path, server, monkeypatch)
     assert graph_import(root).exit_code == 0
     (root / "config.toml").write_text((root / "config.toml").read_text().replace('"embedding"', '"vectors"'))
@@ -190,7 +231,10 @@ def test_a_missing_database_file_stops_before_any_request(
     root = project(tmp_path, server, monkeypatch)
     run = benchmark(root)
     assert run.exit_code == 2
-    assert "databases.kg:" in run.stderr and "kg.lbug: no such database (build it with `kag graph import" in run.stderr
+    assert (
+        "databases.kg:" in run.stderr
+        and "kg.lbug: no such database (build it with `kag graph import" in run.stderr
+    )
     assert server.requests == []
     assert not (root / "out").exists() or not any((root / "out").rglob("*.json"))
 

@@ -25,11 +25,19 @@ from tests.graph_helpers import EINSTEIN_NODES, EINSTEIN_RELS, TokenEmbedder, ei
 ladybug = pytest.importorskip("ladybug")
 
 
-def fetch(path: Path, text: str, top_k: int = 1, neighborhood: int = 1, index: str = "embedding",
-          embedder: TokenEmbedder | None = None) -> Subgraph:
+def fetch(
+    path: Path,
+    text: str,
+    top_k: int = 1,
+    neighborhood: int = 1,
+    index: str = "embedding",
+    embedder: TokenEmbedder | None = None,
+) -> Subgraph:
     graph = LadybugGraph(LadybugSettings("kg", str(path)))
     try:
-        return graph.fetch_sync((embedder or TokenEmbedder()).vector(text).tolist(), top_k, neighborhood, index)
+        return graph.fetch_sync(
+            (embedder or TokenEmbedder()).vector(text).tolist(), top_k, neighborhood, index
+        )
     finally:
         graph.close()
 
@@ -45,7 +53,11 @@ def _brute_force(matrix: np.ndarray, query: np.ndarray, k: int) -> list[int]:
 
 @settings(max_examples=80, deadline=None)
 @given(
-    arrays(np.float32, st.tuples(st.integers(1, 40), st.just(4)), elements=st.sampled_from([-1.0, 0.0, 0.5, 1.0, 2.0])),
+    arrays(
+        np.float32,
+        st.tuples(st.integers(1, 40), st.just(4)),
+        elements=st.sampled_from([-1.0, 0.0, 0.5, 1.0, 2.0]),
+    ),
     arrays(np.float32, st.just(4), elements=st.sampled_from([-1.0, 0.0, 1.0])),
     st.integers(1, 45),
 )
@@ -104,11 +116,15 @@ def test_the_pinned_engine_still_has_the_collect_bug(tmp_path: Path) -> None:
     conn = ladybug.Connection(db)
     try:
         conn.execute("CREATE NODE TABLE N(id INT64, v FLOAT[2], PRIMARY KEY(id))")
-        conn.execute("UNWIND $rows AS r CREATE (:N {id: r.i, v: r.v})",
-                     {"rows": [{"i": i, "v": [1.0, 0.0] if i >= 95 else [0.0, 1.0]} for i in range(100)]})
+        conn.execute(
+            "UNWIND $rows AS r CREATE (:N {id: r.i, v: r.v})",
+            {"rows": [{"i": i, "v": [1.0, 0.0] if i >= 95 else [0.0, 1.0]} for i in range(100)]},
+        )
         best = "MATCH (n:N) WITH n, array_cosine_similarity(n.v, $q) AS s ORDER BY s DESC LIMIT 3"
         plain = sorted(r[0] for r in conn.execute(best + " RETURN n.id", {"q": [1.0, 0.0]}).get_all())
-        collected = conn.execute(best + " WITH collect(n.id) AS ids RETURN ids", {"q": [1.0, 0.0]}).get_all()[0][0]
+        collected = conn.execute(best + " WITH collect(n.id) AS ids RETURN ids", {"q": [1.0, 0.0]}).get_all()[
+            0
+        ][0]
     finally:
         conn.close()
         db.close()
@@ -122,10 +138,22 @@ def test_the_pinned_engine_still_has_the_collect_bug(tmp_path: Path) -> None:
 @pytest.fixture
 def chain(tmp_path: Path) -> Path:
     """alpha -> beta -> gamma -> delta, and delta -> alpha' shortcut gamma -> alpha."""
-    nodes = write_csv(tmp_path / "nodes.csv", ["id:ID", ":LABEL", "name"],
-                      [("a", "X", "alpha"), ("b", "X", "beta"), ("c", "X", "gamma"), ("d", "X", "delta"), ("e", "X", "epsilon")])
-    rels = write_csv(tmp_path / "rels.csv", [":START_ID", ":END_ID", ":TYPE"],
-                     [("a", "b", "NEXT"), ("b", "c", "NEXT"), ("c", "d", "NEXT"), ("c", "a", "BACK"), ("d", "e", "NEXT")])
+    nodes = write_csv(
+        tmp_path / "nodes.csv",
+        ["id:ID", ":LABEL", "name"],
+        [
+            ("a", "X", "alpha"),
+            ("b", "X", "beta"),
+            ("c", "X", "gamma"),
+            ("d", "X", "delta"),
+            ("e", "X", "epsilon"),
+        ],
+    )
+    rels = write_csv(
+        tmp_path / "rels.csv",
+        [":START_ID", ":END_ID", ":TYPE"],
+        [("a", "b", "NEXT"), ("b", "c", "NEXT"), ("c", "d", "NEXT"), ("c", "a", "BACK"), ("d", "e", "NEXT")],
+    )
     path = tmp_path / "kg.lbug"
     import_graph(path, [str(nodes)], [str(rels)], TokenEmbedder())
     return path
@@ -140,7 +168,9 @@ def chain(tmp_path: Path) -> Path:
         (3, {"a", "b", "c", "d", "e"}, {("a", "b"), ("b", "c"), ("c", "a"), ("c", "d"), ("d", "e")}),
     ],
 )
-def test_expansion_by_hops_in_both_directions(chain: Path, hops: int, nodes: set[str], relationships: set[tuple[str, str]]) -> None:
+def test_expansion_by_hops_in_both_directions(
+    chain: Path, hops: int, nodes: set[str], relationships: set[tuple[str, str]]
+) -> None:
     subgraph = fetch(chain, "alpha", top_k=1, neighborhood=hops)
     assert subgraph.seeds == ("a",)
     assert set(subgraph.nodes) == nodes
@@ -172,7 +202,9 @@ def _neo4j_records() -> list[dict[str, Any]]:
         nodes[key] = neo4j_graph.Node(graph, f"4:db:{key}", int(key), set(labels.split(";")), props)
     rows = []
     for i, (start, end, rel_type, year) in enumerate(EINSTEIN_RELS):
-        rel = graph.relationship_type(rel_type)(graph, f"5:db:{100 + i}", 100 + i, {"year": int(year)} if year else {})
+        rel = graph.relationship_type(rel_type)(
+            graph, f"5:db:{100 + i}", 100 + i, {"year": int(year)} if year else {}
+        )
         rel._start_node, rel._end_node = nodes[start], nodes[end]
         rows.append({"seeds": ["4:db:1"], "source": nodes[start], "predicate": rel, "target": nodes[end]})
     return rows
@@ -182,14 +214,24 @@ TEXTUAL = {
     "type": "TextualTriplet",
     "node_formats": {"Person:Scientist": "the physicist {name}", "Person": "{name}", "City": "{name}"},
     "property_formats": {"Scientist:Person": ["{FROM} is {age} years old."]},
-    "relation_formats": {"educatedAt": "{FROM} studied at {TO} ({year}).", "bornIn": "{FROM} was born in {TO}.",
-                         "spouse": "{FROM} married {TO} in {year}."},
+    "relation_formats": {
+        "educatedAt": "{FROM} studied at {TO} ({year}).",
+        "bornIn": "{FROM} was born in {TO}.",
+        "spouse": "{FROM} married {TO} in {year}.",
+    },
 }
 # Neo4j shows every property (the Rust tool's behaviour), Ladybug keeps the key and the
 # embedding apart; the filters make the two print the same properties.
-FORMAL = {"type": "FormalTriplet", "property_filters": {
-    "Person:Scientist": ["name", "age", "tags"], "Person": ["name"], "City": ["name"], "University": ["name", "founded"],
-    "Prize": ["name"]}}
+FORMAL = {
+    "type": "FormalTriplet",
+    "property_filters": {
+        "Person:Scientist": ["name", "age", "tags"],
+        "Person": ["name"],
+        "City": ["name"],
+        "University": ["name", "founded"],
+        "Prize": ["name"],
+    },
+}
 
 
 @pytest.mark.parametrize("raw", [FORMAL, TEXTUAL], ids=["formal", "textual"])
@@ -207,7 +249,11 @@ def test_ladybug_nodes_carry_labels_and_typed_properties_but_not_the_key_or_embe
     subgraph = fetch(einstein_db(tmp_path), "Albert Einstein", top_k=1, neighborhood=1)
     einstein = subgraph.nodes["1"]
     assert einstein.labels == {"Person", "Scientist"}
-    assert dict(einstein.properties) == {"name": "Albert Einstein", "age": 76, "tags": ["physics", "relativity"]}
+    assert dict(einstein.properties) == {
+        "name": "Albert Einstein",
+        "age": 76,
+        "tags": ["physics", "relativity"],
+    }
     assert dict(subgraph.nodes["2"].properties) == {"name": "University of Zurich", "founded": 1833}
     award = next(r for r in subgraph.relationships if r.type == "award")
     assert dict(award.properties) == {"year": 1921}
@@ -225,7 +271,9 @@ def test_concurrent_retrievals_share_one_connection_safely(tmp_path: Path) -> No
 
     async def run() -> list[Subgraph]:
         try:
-            return await asyncio.gather(*(graph.fetch(embedder.vector(t).tolist(), 1, 1, "embedding") for t in texts))
+            return await asyncio.gather(
+                *(graph.fetch(embedder.vector(t).tolist(), 1, 1, "embedding") for t in texts)
+            )
         finally:
             await graph.aclose()
 
@@ -235,14 +283,18 @@ def test_concurrent_retrievals_share_one_connection_safely(tmp_path: Path) -> No
 
 
 def test_missing_database_file(tmp_path: Path) -> None:
-    with pytest.raises(RetrievalError, match=r"kg.lbug: no such Ladybug database \(build it with `kag graph import`\)"):
+    with pytest.raises(
+        RetrievalError, match=r"kg.lbug: no such Ladybug database \(build it with `kag graph import`\)"
+    ):
         fetch(tmp_path / "kg.lbug", "x")
 
 
 def test_a_file_that_is_not_a_database(tmp_path: Path) -> None:
     path = tmp_path / "kg.lbug"
     path.write_text("not a database")
-    with pytest.raises(RetrievalError, match="cannot open the Ladybug database: .*not a valid Lbug database file"):
+    with pytest.raises(
+        RetrievalError, match="cannot open the Ladybug database: .*not a valid Lbug database file"
+    ):
         fetch(path, "x")
 
 

@@ -23,7 +23,7 @@ from kag.retrieval.neo4j_backend import (
 from kag.retrieval.translate import FormalTriplet
 
 neo4j = pytest.importorskip("neo4j")
-from neo4j.graph import Graph, Node  # noqa: E402
+from neo4j.graph import Graph, Node
 
 DB = "0b5e2c1a-5d1f-4f7e-9c1b-123456789abc"
 
@@ -66,8 +66,11 @@ def test_node_key_is_the_numeric_id_the_rust_tool_printed() -> None:
 
 @pytest.mark.parametrize(
     ("uri", "expected"),
-    [("127.0.0.1:7687", "bolt://127.0.0.1:7687"), ("neo4j+s://db.example:7687", "neo4j+s://db.example:7687"),
-     ("bolt://h:1", "bolt://h:1")],
+    [
+        ("127.0.0.1:7687", "bolt://127.0.0.1:7687"),
+        ("neo4j+s://db.example:7687", "neo4j+s://db.example:7687"),
+        ("bolt://h:1", "bolt://h:1"),
+    ],
 )
 def test_driver_uri_adds_the_scheme_the_rust_tool_did_not_need(uri: str, expected: str) -> None:
     assert driver_uri(uri) == expected
@@ -95,9 +98,24 @@ def _records() -> list[dict[str, Any]]:
     descriptor = node(8434707, {"MeSH", "MeSHDescriptor"}, name="Intubation")
     seeds = [f"4:{DB}:129620460", f"4:{DB}:8434707"]
     return [
-        {"seeds": seeds, "source": descriptor, "predicate": rel(2, "HAS_CONCEPT", descriptor, intubation, isPreferred=True), "target": intubation},
-        {"seeds": seeds, "source": intubation, "predicate": rel(1, "MAPPED_TO", intubation, umls), "target": umls},
-        {"seeds": seeds, "source": descriptor, "predicate": rel(3, "MAPPED_TO", descriptor, umls), "target": umls},
+        {
+            "seeds": seeds,
+            "source": descriptor,
+            "predicate": rel(2, "HAS_CONCEPT", descriptor, intubation, isPreferred=True),
+            "target": intubation,
+        },
+        {
+            "seeds": seeds,
+            "source": intubation,
+            "predicate": rel(1, "MAPPED_TO", intubation, umls),
+            "target": umls,
+        },
+        {
+            "seeds": seeds,
+            "source": descriptor,
+            "predicate": rel(3, "MAPPED_TO", descriptor, umls),
+            "target": umls,
+        },
     ]
 
 
@@ -115,8 +133,12 @@ def test_rows_become_the_subgraph() -> None:
 
 
 def test_rows_render_in_the_rust_format() -> None:
-    translation = FormalTriplet(property_filters={frozenset({"MeSH", "MeSHConcept"}): ("name",),
-                                                  frozenset({"MeSH", "MeSHDescriptor"}): ("name",)})
+    translation = FormalTriplet(
+        property_filters={
+            frozenset({"MeSH", "MeSHConcept"}): ("name",),
+            frozenset({"MeSH", "MeSHDescriptor"}): ("name",),
+        }
+    )
     rendered = translation.render(subgraph_from_records(_records()))
     assert rendered.text == (
         "(129620460)-[:MAPPED_TO]->(39239927)\n"
@@ -155,7 +177,9 @@ def test_a_database_that_is_down_is_a_retrieval_error_without_the_password() -> 
 LIVE = os.environ.get("NEO4J_URI")
 
 
-@pytest.mark.skipif(not LIVE, reason="NEO4J_URI is not set: no Neo4j server to test against (set NEO4J_URI, NEO4J_PASSWORD)")
+@pytest.mark.skipif(
+    not LIVE, reason="NEO4J_URI is not set: no Neo4j server to test against (set NEO4J_URI, NEO4J_PASSWORD)"
+)
 def test_live_server_retrieval_matches_the_offline_translation() -> None:  # pragma: no cover - needs a server
     """Writes a tiny labelled graph with a vector index into NEO4J_DATABASE (default
     neo4j), retrieves around it, and removes it."""

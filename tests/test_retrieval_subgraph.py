@@ -16,11 +16,18 @@ def graph(edges: list[tuple[str, str, str]], seeds: tuple[str, ...], extra: tupl
 
 def test_seed_by_seed_breadth_first_neighbours_by_type_then_key() -> None:
     #   s1 -A-> x, s1 <-B- y, x -A-> z, s2 -A-> w, w -A-> x ; seeds s1 then s2
-    g = graph([("s1", "x", "A"), ("y", "s1", "B"), ("x", "z", "A"), ("s2", "w", "A"), ("w", "x", "A")], seeds=("s1", "s2"))
+    g = graph(
+        [("s1", "x", "A"), ("y", "s1", "B"), ("x", "z", "A"), ("s2", "w", "A"), ("w", "x", "A")],
+        seeds=("s1", "s2"),
+    )
     # From s1: hop 1 (x by A, y by B), hop 2 (z, and w through x); then s2 (w already found).
     assert node_order(g) == ["s1", "x", "y", "w", "z", "s2"]
     assert [(r.start, r.end) for r in ordered_relationships(g)] == [
-        ("s1", "x"), ("x", "z"), ("y", "s1"), ("w", "x"), ("s2", "w")
+        ("s1", "x"),
+        ("x", "z"),
+        ("y", "s1"),
+        ("w", "x"),
+        ("s2", "w"),
     ]
 
 

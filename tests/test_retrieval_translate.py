@@ -21,7 +21,6 @@ from kag.retrieval.subgraph import Node, Relationship, Subgraph
 from kag.retrieval.translate import (
     FormalTriplet,
     FormatTemplate,
-    TextualTriplet,
     formal_value,
     parse_label_set,
     parse_translation,
@@ -42,8 +41,11 @@ def einstein() -> Subgraph:
     and educatedAt (5 -> 2).
     """
     nodes = {
-        "1": Node("1", frozenset({"Person", "Scientist"}),
-                  {"name": "Albert Einstein", "age": 76, "born": 1879, "tags": ["physics", "relativity"]}),
+        "1": Node(
+            "1",
+            frozenset({"Person", "Scientist"}),
+            {"name": "Albert Einstein", "age": 76, "born": 1879, "tags": ["physics", "relativity"]},
+        ),
         "2": Node("2", frozenset({"University"}), {"name": "University of Zurich", "founded": 1833}),
         "3": Node("3", frozenset({"City"}), {"name": "Ulm", "area": 118.68}),
         "4": Node("4", frozenset({"Prize"}), {"name": "Nobel Prize in Physics", "note": 'He said "E=mc²"'}),
@@ -92,7 +94,11 @@ def test_formal_filters_by_exact_label_set_and_relationship_type() -> None:
             "type": "FormalTriplet",
             # "Scientist:Person" is the same set as "Person:Scientist"; "missing" is absent
             # from node 1 and is skipped; [] writes no property at all.
-            "property_filters": {" Scientist : Person ": ["name", "missing", "age"], "City": [], "Person": ["name"]},
+            "property_filters": {
+                " Scientist : Person ": ["name", "missing", "age"],
+                "City": [],
+                "Person": ["name"],
+            },
             "relationship_property_filters": {"educatedAt": ["during"], "award": []},
         },
         WHERE,
@@ -136,7 +142,11 @@ def test_formal_empty_subgraph_and_seed_without_relationships_render_nothing() -
 
 TEXTUAL = {
     "type": "TextualTriplet",
-    "node_formats": {"Person:Scientist": "the physicist {name}", "Person": "{name}", "University": "the {name}"},
+    "node_formats": {
+        "Person:Scientist": "the physicist {name}",
+        "Person": "{name}",
+        "University": "the {name}",
+    },
     "property_formats": {
         "Scientist:Person": ["{FROM} was born in {born}.", "{FROM} is {age} years old."],
         "City": ["{FROM} covers {area} km²."],
@@ -168,7 +178,8 @@ def test_textual_golden() -> None:
 
 def test_textual_missing_property_renders_null_and_warns_once(caplog: pytest.LogCaptureFixture) -> None:
     translation = parse_translation(
-        {"type": "TextualTriplet", "relation_formats": {"educatedAt": "{FROM} studied {subject} at {TO}."}}, WHERE
+        {"type": "TextualTriplet", "relation_formats": {"educatedAt": "{FROM} studied {subject} at {TO}."}},
+        WHERE,
     )
     with caplog.at_level(logging.WARNING, logger="kag.retrieval.translate"):
         rendered = translation.render(einstein())
@@ -180,13 +191,17 @@ def test_textual_missing_property_renders_null_and_warns_once(caplog: pytest.Log
 
 def test_textual_values_print_as_minijinja_does() -> None:
     template = FormatTemplate.compile("{a} {b} {c} {d} {e} {f}", WHERE)
-    text, reads = template.render({"a": True, "b": None, "c": 2.0, "d": ["x", 1, None], "e": 1e21, "f": "plain"})
+    text, reads = template.render(
+        {"a": True, "b": None, "c": 2.0, "d": ["x", 1, None], "e": 1e21, "f": "plain"}
+    )
     assert text == 'true none 2.0 ["x", 1, none] 1000000000000000000000.0 plain'
     assert reads == 6
 
 
 def test_template_blocks_filters_and_special_names() -> None:
-    template = FormatTemplate.compile("{FROM} -> {TO}: {: if n > 1 :}{n} items{: else :}one item{: endif :}, {s | upper}", WHERE)
+    template = FormatTemplate.compile(
+        "{FROM} -> {TO}: {: if n > 1 :}{n} items{: else :}one item{: endif :}, {s | upper}", WHERE
+    )
     assert template.render({"n": 3, "s": "ok"}, {"FROM": "a", "TO": "b"}) == ("a -> b: 3 items, OK", 2)
     assert template.render({"n": 1, "s": "ok"}, {"FROM": "a", "TO": "b"})[0] == "a -> b: one item, OK"
 
@@ -203,10 +218,20 @@ def test_template_runtime_error_is_a_retrieval_error() -> None:
 @pytest.mark.parametrize(
     ("value", "expected"),
     [
-        (1.0, "1.0"), (0.1, "0.1"), (-2.5, "-2.5"), (0.0, "0.0"), (-0.0, "-0.0"),
-        (1e15, "1000000000000000.0"), (1e16, "1e16"), (1.234e33, "1.234e33"),
-        (12340000000.0, "12340000000.0"), (123456.789, "123456.789"),
-        (1e-5, "0.00001"), (1e-6, "1e-6"), (1.5e-7, "1.5e-7"), (0.001234, "0.001234"),
+        (1.0, "1.0"),
+        (0.1, "0.1"),
+        (-2.5, "-2.5"),
+        (0.0, "0.0"),
+        (-0.0, "-0.0"),
+        (1e15, "1000000000000000.0"),
+        (1e16, "1e16"),
+        (1.234e33, "1.234e33"),
+        (12340000000.0, "12340000000.0"),
+        (123456.789, "123456.789"),
+        (1e-5, "0.00001"),
+        (1e-6, "1e-6"),
+        (1.5e-7, "1.5e-7"),
+        (0.001234, "0.001234"),
     ],
 )
 def test_ryu_float_matches_serde_json(value: float, expected: str) -> None:
@@ -216,9 +241,18 @@ def test_ryu_float_matches_serde_json(value: float, expected: str) -> None:
 @pytest.mark.parametrize(
     ("value", "expected"),
     [
-        ("Intubation", '"Intubation"'), ("a\"b\\c\nd\te\x01", '"a\\"b\\\\c\\nd\\te\\u0001"'), ("Marić", '"Marić"'),
-        (True, "true"), (False, "false"), (None, "null"), (76, "76"), (-3, "-3"), (2.0, "2.0"),
-        (float("nan"), "null"), (["a", 1, True], '["a",1,true]'), ({"b": 1, "a": "x"}, '{"a":"x","b":1}'),
+        ("Intubation", '"Intubation"'),
+        ('a"b\\c\nd\te\x01', '"a\\"b\\\\c\\nd\\te\\u0001"'),
+        ("Marić", '"Marić"'),
+        (True, "true"),
+        (False, "false"),
+        (None, "null"),
+        (76, "76"),
+        (-3, "-3"),
+        (2.0, "2.0"),
+        (float("nan"), "null"),
+        (["a", 1, True], '["a",1,true]'),
+        ({"b": 1, "a": "x"}, '{"a":"x","b":1}'),
     ],
 )
 def test_formal_value_matches_serde_json_display(value: Any, expected: str) -> None:
@@ -240,7 +274,11 @@ def test_textual_value_of_special_floats() -> None:
 
 
 def test_label_sets_ignore_order_spaces_and_empty_parts() -> None:
-    assert parse_label_set("MeSH:MeSHConcept") == parse_label_set(" MeSHConcept : MeSH :") == {"MeSH", "MeSHConcept"}
+    assert (
+        parse_label_set("MeSH:MeSHConcept")
+        == parse_label_set(" MeSHConcept : MeSH :")
+        == {"MeSH", "MeSHConcept"}
+    )
     assert parse_label_set("") == frozenset()
 
 
@@ -253,18 +291,35 @@ def test_default_translation_is_formal_without_filters() -> None:
     ("raw", "message"),
     [
         ("FormalTriplet", "translation: must be a table (got string)"),
-        ({"type": "Formal"}, "unknown translation type 'Formal' (expected one of FormalTriplet, TextualTriplet)"),
+        (
+            {"type": "Formal"},
+            "unknown translation type 'Formal' (expected one of FormalTriplet, TextualTriplet)",
+        ),
         ({"property_filters": {"A": "name"}}, "property_filters.'A': must be an array of property names"),
         ({"property_filters": ["A"]}, "property_filters: must be a table (got array)"),
         ({"property_filters": {"A:B": [], "B:A": []}}, "label sets 'A:B' and 'B:A' are the same set"),
         ({"relationship_property_filters": {"R": [1]}}, "relationship_property_filters.R: must be an array"),
         ({"type": "TextualTriplet"}, "needs 'relation_formats' (or 'property_formats')"),
-        ({"type": "TextualTriplet", "relation_formats": {"R": "{FROM"}}, "relation_formats.R: template '{FROM' does not parse"),
-        ({"type": "TextualTriplet", "relation_formats": {"R": 3}}, "relation_formats.R: must be a template string"),
-        ({"type": "TextualTriplet", "relation_formats": {"R": "x"}, "node_formats": {"A": ["x"]}},
-         "node_formats.'A': must be a template string"),
-        ({"type": "TextualTriplet", "property_formats": {"A": "{FROM}"}}, "property_formats.'A': must be an array"),
-        ({"type": "TextualTriplet", "property_formats": {"A": ["{: if x :}"]}}, "property_formats.'A'[0]: template"),
+        (
+            {"type": "TextualTriplet", "relation_formats": {"R": "{FROM"}},
+            "relation_formats.R: template '{FROM' does not parse",
+        ),
+        (
+            {"type": "TextualTriplet", "relation_formats": {"R": 3}},
+            "relation_formats.R: must be a template string",
+        ),
+        (
+            {"type": "TextualTriplet", "relation_formats": {"R": "x"}, "node_formats": {"A": ["x"]}},
+            "node_formats.'A': must be a template string",
+        ),
+        (
+            {"type": "TextualTriplet", "property_formats": {"A": "{FROM}"}},
+            "property_formats.'A': must be an array",
+        ),
+        (
+            {"type": "TextualTriplet", "property_formats": {"A": ["{: if x :}"]}},
+            "property_formats.'A'[0]: template",
+        ),
     ],
 )
 def test_translation_errors_name_the_key(raw: Any, message: str) -> None:
@@ -289,8 +344,15 @@ def subgraphs(draw: st.DrawFn) -> Subgraph:
     keys = [str(i) for i in range(n)]
     labels = st.frozensets(st.sampled_from(["A", "B", "C"]), max_size=2)
     values = st.one_of(st.integers(-5, 5), st.text(max_size=3), st.booleans())
-    nodes = {k: Node(k, draw(labels), draw(st.dictionaries(st.sampled_from("xyz"), values, max_size=3))) for k in keys}
-    rels = draw(st.lists(st.tuples(st.sampled_from(keys), st.sampled_from(keys), st.sampled_from(["R", "S"])), max_size=12))
+    nodes = {
+        k: Node(k, draw(labels), draw(st.dictionaries(st.sampled_from("xyz"), values, max_size=3)))
+        for k in keys
+    }
+    rels = draw(
+        st.lists(
+            st.tuples(st.sampled_from(keys), st.sampled_from(keys), st.sampled_from(["R", "S"])), max_size=12
+        )
+    )
     relationships = tuple(Relationship(str(100 + i), t, a, b, {"w": i}) for i, (a, b, t) in enumerate(rels))
     seeds = tuple(draw(st.lists(st.sampled_from(keys), max_size=3, unique=True)))
     return Subgraph(seeds, nodes, relationships)
@@ -304,7 +366,10 @@ def test_rendering_does_not_depend_on_the_order_rows_arrived_in(subgraph: Subgra
     items = list(subgraph.nodes.items())
     rnd.shuffle(items)
     other = Subgraph(subgraph.seeds, dict(items), tuple(shuffled))
-    for translation in (FormalTriplet(), parse_translation(TEXTUAL | {"relation_formats": {"R": "{FROM} r {TO} {w}"}}, WHERE)):
+    for translation in (
+        FormalTriplet(),
+        parse_translation(TEXTUAL | {"relation_formats": {"R": "{FROM} r {TO} {w}"}}, WHERE),
+    ):
         assert translation.render(subgraph) == translation.render(other)
 
 
@@ -318,7 +383,9 @@ def test_formal_counts_are_the_lines_written(subgraph: Subgraph) -> None:
     keys = {k for line in rel_lines for k in re.findall(r"\((\d+)\)", line)}
     assert rendered.vertices == len(keys)
     # Unfiltered: every property of every written node, and of every relationship.
-    expected = sum(len(subgraph.nodes[k].properties) for k in keys) + sum(len(r.properties) for r in subgraph.relationships)
+    expected = sum(len(subgraph.nodes[k].properties) for k in keys) + sum(
+        len(r.properties) for r in subgraph.relationships
+    )
     assert rendered.properties == expected == len(lines) - len(rel_lines) + len(subgraph.relationships)
 
 
@@ -369,7 +436,11 @@ def _parse_rust_text(text: str) -> tuple[Subgraph, set[str]]:
             raise AssertionError(f"unexpected line {line!r}")
     filtered = {k for k, props in nodes.items() if set(props) == {"name"}}
     built = {
-        k: Node(k, frozenset({"MeSH", "MeSHDescriptor"}) if k in filtered else frozenset(), props | ({"extra": 1} if k in filtered else {}))
+        k: Node(
+            k,
+            frozenset({"MeSH", "MeSHDescriptor"}) if k in filtered else frozenset(),
+            props | ({"extra": 1} if k in filtered else {}),
+        )
         for k, props in nodes.items()
     }
     return Subgraph((), built, tuple(rels)), filtered
@@ -377,7 +448,11 @@ def _parse_rust_text(text: str) -> tuple[Subgraph, set[str]]:
 
 def _real_retrievals(med_kag: Path) -> list[dict[str, Any]]:
     found = []
-    for path in sorted((med_kag / "results" / "pubmedqa").glob("*/wekgr-qwen35-9b-ollama-neo4j-embedding-triplet-formal.json")):
+    for path in sorted(
+        (med_kag / "results" / "pubmedqa").glob(
+            "*/wekgr-qwen35-9b-ollama-neo4j-embedding-triplet-formal.json"
+        )
+    ):
         data = json.loads(path.read_text())
         if "ok" in data:
             found.append(data["ok"]["stats"]["retrieval"])
@@ -392,7 +467,11 @@ def test_formal_reproduces_the_rust_tools_real_retrievals(med_kag: Path) -> None
     retrievals = _real_retrievals(med_kag)
     assert len(retrievals) == 99
     translation = parse_translation(
-        {"type": "FormalTriplet", "property_filters": {"MeSH:MeSHDescriptor": ["name"], "MeSH:MeSHConcept": ["name"]}}, WHERE
+        {
+            "type": "FormalTriplet",
+            "property_filters": {"MeSH:MeSHDescriptor": ["name"], "MeSH:MeSHConcept": ["name"]},
+        },
+        WHERE,
     )
     for retrieval in retrievals:
         subgraph, _ = _parse_rust_text(retrieval["result"])
@@ -400,7 +479,9 @@ def test_formal_reproduces_the_rust_tools_real_retrievals(med_kag: Path) -> None
         assert sorted(rendered.text.splitlines()) == sorted(map(_canonical, retrieval["result"].splitlines()))
         stats = retrieval["stats"]["embedder"]["database"]["neo4j"]
         assert (rendered.vertices, rendered.relationships, rendered.properties) == (
-            stats["vertices"], stats["relationships"], stats["properties"]
+            stats["vertices"],
+            stats["relationships"],
+            stats["properties"],
         )
         assert rendered.text.endswith("\n") and retrieval["result"].endswith("\n")
 

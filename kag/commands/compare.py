@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from kag.commands.stats import pick_option
 from kag.errors import UsageError
 
 if TYPE_CHECKING:
@@ -56,32 +57,9 @@ OutputOpt = Annotated[
 ]
 
 
-def _from_stats(ctx: typer.Context, flag: str) -> Any:
-    """The value of ``flag`` given explicitly on ``kag stats`` (before the sub-command), else None."""
-    parent = ctx.parent
-    if parent is None:
-        return None
-    for param in parent.command.params:
-        if flag in param.opts and param.name is not None:
-            source = parent.get_parameter_source(param.name)
-            if source is None or source.name in ("DEFAULT", "DEFAULT_MAP"):
-                return None
-            value = parent.params.get(param.name)
-            return value if value not in ((), []) else None
-    return None
-
-
-def _pick(ctx: typer.Context, flag: str, after: Any, default: Any) -> Any:
-    """Options after the sub-command win, then options before it, then the default."""
-    if after is not None and after not in ((), []):
-        return after
-    before = _from_stats(ctx, flag)
-    return default if before is None else before
-
-
 def _format(ctx: typer.Context, value: Any, allowed: type[StrEnum]) -> Any:
     raw = str(
-        getattr(value, "value", value) if value is not None else _pick(ctx, "--format", None, "text")
+        getattr(value, "value", value) if value is not None else pick_option(ctx, "--format", None, "text")
     ).lower()
     try:
         return allowed(raw)
@@ -115,15 +93,15 @@ def _load(
     from kag.grading.compare import load_answers
     from kag.results import list_results
 
-    datasets_path = _pick(ctx, "--datasets", datasets, None)
+    datasets_path = pick_option(ctx, "--datasets", datasets, None)
     if datasets_path is None:
         raise UsageError("missing option '--datasets' / '-d': the datasets file with the answers")
-    root = str(_pick(ctx, "--results", results, Path(".")))
-    pfx = _pick(ctx, "--prefix", prefix, "")
-    setups = tuple(_pick(ctx, "--setup", setup, ()))
+    root = str(pick_option(ctx, "--results", results, Path(".")))
+    pfx = pick_option(ctx, "--prefix", prefix, "")
+    setups = tuple(pick_option(ctx, "--setup", setup, ()))
     if setups:
         setups += tuple(glob.escape(n) for n in named if n)
-    globs = tuple(_pick(ctx, "--dataset", dataset, ()))
+    globs = tuple(pick_option(ctx, "--dataset", dataset, ()))
     loaded = load_answers(load_datasets(datasets_path), root, pfx, setups, globs)
     for name in named:
         if name and name not in loaded.setups:

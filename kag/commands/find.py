@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from kag.commands.stats import pick_option
 from kag.errors import UsageError
 
 if TYPE_CHECKING:
@@ -24,31 +25,6 @@ class Format(StrEnum):
     text = "text"
     json = "json"
     jsonl = "jsonl"
-
-
-def _from_stats(ctx: typer.Context, flag: str) -> Any:
-    """The value of ``flag`` given on ``kag stats`` (before ``find``), or None when it was
-    not given there. Looked up by flag, not by parameter name, so ``stats`` may name its
-    parameters as it likes; a default of ``stats`` never overrides one of ``find``."""
-    parent = ctx.parent
-    if parent is None:
-        return None
-    for param in parent.command.params:
-        if flag in param.opts and param.name is not None:
-            source = parent.get_parameter_source(param.name)
-            if source is None or source.name in ("DEFAULT", "DEFAULT_MAP"):
-                return None
-            value = parent.params.get(param.name)
-            return value if value not in ((), []) else None
-    return None
-
-
-def _pick(ctx: typer.Context, flag: str, after: Any, default: Any) -> Any:
-    """Options after ``find`` win, then options before it, then the default."""
-    if after is not None and after not in ((), []):
-        return after
-    before = _from_stats(ctx, flag)
-    return default if before is None else before
 
 
 def _format(value: Any) -> SearchFormat:
@@ -157,18 +133,18 @@ def register(stats_app: typer.Typer) -> None:
             stream_lines,
         )
 
-        fmt = _format(_pick(ctx, "--format", format, "text"))
+        fmt = _format(pick_option(ctx, "--format", format, "text"))
         options = SearchOptions(
             pattern=pattern,
-            prefix=_pick(ctx, "--prefix", prefix, ""),
+            prefix=pick_option(ctx, "--prefix", prefix, ""),
             ignore_case=ignore_case,
             invert=invert,
             context=context,
             max_count=max_count,
             files_only=files_only,
             timeout=timeout,
-            setups=tuple(_pick(ctx, "--setup", setup, ())),
-            datasets=tuple(_pick(ctx, "--dataset", dataset, ())),
+            setups=tuple(pick_option(ctx, "--setup", setup, ())),
+            datasets=tuple(pick_option(ctx, "--dataset", dataset, ())),
         )
         if jobs is not None and jobs < 1:
             raise UsageError(f"--jobs must be 1 or more (got {jobs})")
@@ -180,7 +156,7 @@ def register(stats_app: typer.Typer) -> None:
             _fzf()  # a missing fzf is an error before, not after, the search
         console = stdout_console()
         color = console.is_terminal and not console.no_color and console.color_system is not None
-        root = str(_pick(ctx, "--results", results, Path(".")))
+        root = str(pick_option(ctx, "--results", results, Path(".")))
         view = View(fmt, root, color=color and not interactive, files_only=files_only, counts=count)
         collected: list[str] = []  # for fzf: "<path>\t<line>"
 

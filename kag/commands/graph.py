@@ -18,8 +18,12 @@ def _progress_hook() -> tuple[object | None, object]:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     progress = Progress(
-        TextColumn("{task.description:>13}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=stderr_console(), transient=True,
+        TextColumn("{task.description:>13}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=stderr_console(),
+        transient=True,
     )
     tasks: dict[str, object] = {}
 
@@ -41,22 +45,59 @@ def register(app: typer.Typer) -> None:
 
     @graph_app.command("import")
     def import_(
-        database: Annotated[str, typer.Option("--database", metavar="NAME", help="The [databases.NAME] table (type = \"Ladybug\") to build.")],
-        nodes: Annotated[list[Path], typer.Option("--nodes", metavar="FILE", help="Node CSV file (header: id:ID, :LABEL, properties); repeatable.")],
+        database: Annotated[
+            str,
+            typer.Option(
+                "--database", metavar="NAME", help='The [databases.NAME] table (type = "Ladybug") to build.'
+            ),
+        ],
+        nodes: Annotated[
+            list[Path],
+            typer.Option(
+                "--nodes",
+                metavar="FILE",
+                help="Node CSV file (header: id:ID, :LABEL, properties); repeatable.",
+            ),
+        ],
         relationships: Annotated[
             list[Path] | None,
-            typer.Option("--relationships", metavar="FILE", help="Relationship CSV file (header: :START_ID, :END_ID, :TYPE, properties); repeatable."),
+            typer.Option(
+                "--relationships",
+                metavar="FILE",
+                help="Relationship CSV file (header: :START_ID, :END_ID, :TYPE, properties); repeatable.",
+            ),
         ] = None,
-        config: Annotated[Path, typer.Option("--config", "-c", metavar="FILE", help="Configuration file.")] = Path("config.toml"),
-        embed_property: Annotated[str, typer.Option("--embed-property", metavar="PROPERTY", help="Node property whose text is embedded.")] = "name",
+        config: Annotated[
+            Path, typer.Option("--config", "-c", metavar="FILE", help="Configuration file.")
+        ] = Path("config.toml"),
+        embed_property: Annotated[
+            str,
+            typer.Option(
+                "--embed-property", metavar="PROPERTY", help="Node property whose text is embedded."
+            ),
+        ] = "name",
         provider: Annotated[
-            str | None, typer.Option("--provider", metavar="NAME", help="Embedding provider of the configuration (default: FastEmbed).")
+            str | None,
+            typer.Option(
+                "--provider",
+                metavar="NAME",
+                help="Embedding provider of the configuration (default: FastEmbed).",
+            ),
         ] = None,
         model: Annotated[
-            str | None, typer.Option("--model", metavar="MODEL", help="Embedding model (default: the bundled MiniLM, or the provider's).")
+            str | None,
+            typer.Option(
+                "--model",
+                metavar="MODEL",
+                help="Embedding model (default: the bundled MiniLM, or the provider's).",
+            ),
         ] = None,
-        index: Annotated[str, typer.Option("--index", metavar="PROPERTY", help="Node property that stores the embedding.")] = "embedding",
-        replace: Annotated[bool, typer.Option("--replace", help="Rebuild the database if it exists.")] = False,
+        index: Annotated[
+            str, typer.Option("--index", metavar="PROPERTY", help="Node property that stores the embedding.")
+        ] = "embedding",
+        replace: Annotated[
+            bool, typer.Option("--replace", help="Rebuild the database if it exists.")
+        ] = False,
     ) -> None:
         """Load nodes and relationships from CSV files (Neo4j admin-import style) into the
         Ladybug database of the configuration, with an embedding per node."""
@@ -67,8 +108,15 @@ def register(app: typer.Typer) -> None:
             bar.start()  # type: ignore[attr-defined]
         try:
             report = import_from_config(
-                config, database, [str(p) for p in nodes], [str(p) for p in relationships or []],
-                embed_property=embed_property, provider=provider, model=model, index=index, replace=replace,
+                config,
+                database,
+                [str(p) for p in nodes],
+                [str(p) for p in relationships or []],
+                embed_property=embed_property,
+                provider=provider,
+                model=model,
+                index=index,
+                replace=replace,
                 progress=hook,  # type: ignore[arg-type]
             )
         finally:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -193,6 +193,33 @@ def _analyse(
     for note in analysis.notes:
         warn(note)
     return page, analysis.comparisons if fail_if_worse_than is not None else None
+
+
+def option_before(ctx: typer.Context, flag: str) -> Any:
+    """The value of ``flag`` given explicitly on ``kag stats`` (before a sub-command), else None.
+
+    Looked up by flag, not by parameter name; a default of ``stats`` never overrides an
+    option of the sub-command.
+    """
+    parent = ctx.parent
+    if parent is None:
+        return None
+    for param in parent.command.params:
+        if flag in param.opts and param.name is not None:
+            source = parent.get_parameter_source(param.name)
+            if source is None or source.name in ("DEFAULT", "DEFAULT_MAP"):
+                return None
+            value = parent.params.get(param.name)
+            return value if value not in ((), []) else None
+    return None
+
+
+def pick_option(ctx: typer.Context, flag: str, after: Any, default: Any) -> Any:
+    """Options after the sub-command win, then options before it (on ``stats``), then the default."""
+    if after is not None and after not in ((), []):
+        return after
+    before = option_before(ctx, flag)
+    return default if before is None else before
 
 
 def _pct(value: float | None) -> str:

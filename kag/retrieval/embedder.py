@@ -71,7 +71,9 @@ def _query_vector(vectors: object) -> list[float]:
 class EmbedderRetriever:
     """A `kag.retrieval.base.Retriever` over one graph backend (one driver per run)."""
 
-    def __init__(self, settings: RetrieverSettings, database: str, graph: GraphBackend, embed: EmbedFn) -> None:
+    def __init__(
+        self, settings: RetrieverSettings, database: str, graph: GraphBackend, embed: EmbedFn
+    ) -> None:
         self.settings = settings
         self.name = settings.name
         self.database = database

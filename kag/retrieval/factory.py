@@ -84,7 +84,9 @@ def _component(config_path: str, section: str, name: str, tables: Mapping[str, A
     where = f"{config_path}: {section}.{name}"
     if name not in tables:
         known = ", ".join(sorted(tables)) or "none"
-        raise ConfigError(f"{config_path}: {section}.{name}: not defined (the [{section}] tables are: {known})")
+        raise ConfigError(
+            f"{config_path}: {section}.{name}: not defined (the [{section}] tables are: {known})"
+        )
     table = tables[name]
     if not isinstance(table, Mapping):
         raise ConfigError(f"{where}: must be a table (got {_type_name(table)})")
@@ -118,7 +120,9 @@ def database_settings(config_path: str, name: str, databases: Mapping[str, Any])
         return LadybugSettings(name=name, path=str(Path(path).expanduser()))
     if kind is None:
         raise ConfigError(f"{where}: missing required key 'type' (one of {', '.join(DATABASE_TYPES)})")
-    raise ConfigError(f"{where}: unknown database type {kind!r} (expected one of {', '.join(DATABASE_TYPES)})")
+    raise ConfigError(
+        f"{where}: unknown database type {kind!r} (expected one of {', '.join(DATABASE_TYPES)})"
+    )
 
 
 def retriever_settings(
@@ -131,14 +135,18 @@ def retriever_settings(
     if kind not in RETRIEVER_TYPES:
         if kind is None:
             raise ConfigError(f"{where}: missing required key 'type' (one of {', '.join(RETRIEVER_TYPES)})")
-        raise ConfigError(f"{where}: unknown retriever type {kind!r} (expected one of {', '.join(RETRIEVER_TYPES)})")
+        raise ConfigError(
+            f"{where}: unknown retriever type {kind!r} (expected one of {', '.join(RETRIEVER_TYPES)})"
+        )
     _warn_unknown(where, table, ("type", "provider", "model", "top_k", "extra"))
     provider = _string(where, table, "provider")
     model = _string(where, table, "model", "")
     top_k = _int(where, table, "top_k", DEFAULT_TOP_K, 1)
     extras = table.get("extra", {})
     if not isinstance(extras, Mapping):
-        raise ConfigError(f"{where}: 'extra' must be a table of per-database tables (got {_type_name(extras)})")
+        raise ConfigError(
+            f"{where}: 'extra' must be a table of per-database tables (got {_type_name(extras)})"
+        )
     db_type = "Neo4j" if isinstance(database, Neo4jSettings) else "Ladybug"
     inner = f"{where}.extra.{database.name}"
     extra = extras.get(database.name)
@@ -154,7 +162,9 @@ def retriever_settings(
     _warn_unknown(inner, extra, ("type", "index", "neighborhood", "translation"))
     declared = extra.get("type", db_type)
     if declared != db_type:
-        raise ConfigError(f"{inner}: type {declared!r} does not match databases.{database.name} (type {db_type!r})")
+        raise ConfigError(
+            f"{inner}: type {declared!r} does not match databases.{database.name} (type {db_type!r})"
+        )
     index = _string(inner, extra, "index", None if db_type == "Neo4j" else DEFAULT_INDEX)
     if not index.strip():
         raise ConfigError(f"{inner}: 'index' must not be empty")
@@ -194,17 +204,23 @@ def validate_retrieval(
     provider = providers[settings.provider]
     provider_type = provider.get("type") if isinstance(provider, Mapping) else None
     if not settings.model and provider_type != "FastEmbed":
-        raise ConfigError(f"{where}: missing required key 'model' (the embedding model of provider {settings.provider!r})")
+        raise ConfigError(
+            f"{where}: missing required key 'model' (the embedding model of provider {settings.provider!r})"
+        )
     if isinstance(db, LadybugSettings):
         if importlib.util.find_spec("ladybug") is None:
-            raise ConfigError(f"{config_path}: databases.{database}: the 'ladybug' package is not installed (pip install 'kag[graph]')")
+            raise ConfigError(
+                f"{config_path}: databases.{database}: the 'ladybug' package is not installed (pip install 'kag[graph]')"
+            )
         if not Path(db.path).exists():
             raise ConfigError(
                 f"{config_path}: databases.{database}: {db.path}: no such database (build it with"
                 f" `kag graph import -c {config_path} --database {database} ...`)"
             )
     elif importlib.util.find_spec("neo4j") is None:
-        raise ConfigError(f"{config_path}: databases.{database}: the 'neo4j' driver is not installed (pip install 'kag[neo4j]')")
+        raise ConfigError(
+            f"{config_path}: databases.{database}: the 'neo4j' driver is not installed (pip install 'kag[neo4j]')"
+        )
 
 
 def open_retriever(

@@ -25,8 +25,10 @@ import asyncio
 import csv
 import json
 import logging
+import math
 import os
 import re
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -116,7 +118,14 @@ def _column(index: int, text: str, where: str) -> Column:
     if not match:
         raise InputError(f"{where}: header field {text!r}: cannot read the type {suffix!r}")
     kind = match["kind"].lower()
-    roles = {"id": "id", "label": "label", "start_id": "start", "end_id": "end", "type": "type", "ignore": "ignore"}
+    roles = {
+        "id": "id",
+        "label": "label",
+        "start_id": "start",
+        "end_id": "end",
+        "type": "type",
+        "ignore": "ignore",
+    }
     if kind in roles:
         return Column(index, name, roles[kind])
     if kind in TEXT_TYPES:
@@ -152,7 +161,9 @@ def _header(path: str, fields: list[str], kind: str) -> Header:
     roles = [c.role for c in columns]
     if kind == "nodes":
         if roles.count("id") != 1:
-            raise InputError(f"{where}: a node file needs exactly one ID column (like 'id:ID'), found {roles.count('id')}")
+            raise InputError(
+                f"{where}: a node file needs exactly one ID column (like 'id:ID'), found {roles.count('id')}"
+            )
         for bad in ("start", "end", "type"):
             if bad in roles:
                 raise InputError(f"{where}: a node file has no :START_ID, :END_ID or :TYPE column")
@@ -185,7 +196,10 @@ def _scalar(text: str, kind: str) -> Any:
     if kind == "int":
         return int(stripped)
     if kind == "float":
-        return float(stripped)
+        number = float(stripped)
+        if not math.isfinite(number):
+            raise ValueError(f"{text!r} is not a finite number")
+        return number
     lowered = stripped.lower()
     if lowered in ("true", "false"):
         return lowered == "true"
@@ -283,7 +297,9 @@ def read_nodes(path: str) -> tuple[Header, list[NodeRow]]:
             raise InputError(f"{where}: empty node ID")
         labels: list[str] = []
         for column in header.role("label"):
-            labels.extend(part.strip() for part in fields[column.index].split(ARRAY_DELIMITER) if part.strip())
+            labels.extend(
+                part.strip() for part in fields[column.index].split(ARRAY_DELIMITER) if part.strip()
+            )
         properties = _properties(header, fields, where)
         if id_column.name and id_column.name != KEY_COLUMN:
             properties[id_column.name] = key
@@ -340,7 +356,9 @@ def _merge_columns(into: dict[str, Column], columns: list[Column], path: str, wh
             )
 
 
-def load_graph(node_files: Sequence[str], rel_files: Sequence[str], reserved: Sequence[str] = ()) -> GraphData:
+def load_graph(
+    node_files: Sequence[str], rel_files: Sequence[str], reserved: Sequence[str] = ()
+) -> GraphData:
     """Read and check every file: unique node keys, known relationship ends, consistent
     property types. ``reserved``: node property names the database keeps for itself."""
     data = GraphData()
@@ -365,19 +383,21 @@ def load_graph(node_files: Sequence[str], rel_files: Sequence[str], reserved: Se
             origin[row.key] = row.where
             data.nodes.append(row)
     for path in rel_files:
-        header, rows = read_relationships(path)
+        header, rel_rows = read_relationships(path)
         for column in header.properties:
             if column.name.lower() in _REL_RESERVED:
                 raise InputError(f"{path}: line 1: relationship property name {column.name!r} is reserved")
-        for row in rows:
-            for end in (row.start, row.end):
+        for rel in rel_rows:
+            for end in (rel.start, rel.end):
                 if end not in origin:
-                    raise InputError(f"{row.where}: relationship refers to node ID {end!r}, which no node file defines")
-            if row.type not in data.relationships:
-                data.relationships[row.type] = []
-                data.rel_columns[row.type] = {}
-            data.relationships[row.type].append(row)
-        for rel_type in {row.type for row in rows}:
+                    raise InputError(
+                        f"{rel.where}: relationship refers to node ID {end!r}, which no node file defines"
+                    )
+            if rel.type not in data.relationships:
+                data.relationships[rel.type] = []
+                data.rel_columns[rel.type] = {}
+            data.relationships[rel.type].append(rel)
+        for rel_type in {rel.type for rel in rel_rows}:
             _merge_columns(data.rel_columns[rel_type], header.properties, path, f"{rel_type!r} relationship")
     if not data.nodes:
         raise InputError(f"{', '.join(node_files)}: no node rows")
@@ -390,7 +410,9 @@ def table_names(types: Sequence[str]) -> dict[str, str]:
     taken = {NODE_TABLE.lower(), META_TABLE.lower()}
     tables: dict[str, str] = {}
     for number, rel_type in enumerate(sorted(types)):
-        name = rel_type if _PLAIN_NAME.fullmatch(rel_type) and rel_type.lower() not in taken else f"Rel{number}"
+        name = (
+            rel_type if _PLAIN_NAME.fullmatch(rel_type) and rel_type.lower() not in taken else f"Rel{number}"
+        )
         while name.lower() in taken:
             name = f"Rel{number}_{len(taken)}"
         taken.add(name.lower())
@@ -414,7 +436,11 @@ def embed_nodes(
     progress: Callable[[int, int], None] | None = None,
 ) -> tuple[list[bytes | None], int]:
     """One float32 little-endian blob per node (None without ``prop``) and the dimension."""
-    todo = [(i, _text(row.properties[prop])) for i, row in enumerate(nodes) if row.properties.get(prop) not in (None, "")]
+    todo = [
+        (i, _text(row.properties[prop]))
+        for i, row in enumerate(nodes)
+        if row.properties.get(prop) not in (None, "")
+    ]
     if not todo:
         raise UsageError(f"no node has the property {prop!r} to embed (choose another with --embed-property)")
     blobs: list[bytes | None] = [None] * len(nodes)
@@ -423,9 +449,13 @@ def embed_nodes(
         batch = todo[start : start + EMBED_BATCH]
         vectors = np.asarray(embedder.embed([text for _, text in batch]), dtype="<f4")
         if vectors.ndim != 2 or vectors.shape[0] != len(batch):
-            raise InputError(f"embedding model {embedder.name}: expected {len(batch)} vectors, got shape {vectors.shape}")
+            raise InputError(
+                f"embedding model {embedder.name}: expected {len(batch)} vectors, got shape {vectors.shape}"
+            )
         if dimension and vectors.shape[1] != dimension:
-            raise InputError(f"embedding model {embedder.name}: vectors changed size ({dimension} then {vectors.shape[1]})")
+            raise InputError(
+                f"embedding model {embedder.name}: vectors changed size ({dimension} then {vectors.shape[1]})"
+            )
         dimension = int(vectors.shape[1])
         if not np.all(np.isfinite(vectors)):
             raise InputError(f"embedding model {embedder.name}: returned NaN or infinite values")
@@ -491,7 +521,11 @@ def write_database(
         # Every value is cast: the engine types a batch's field from its values, and a
         # batch where a property is always absent would otherwise be typed STRING.
         assignments = ", ".join(
-            [f"{KEY_COLUMN}: r.k", f"{quote(LABELS_COLUMN)}: CAST(r.l AS STRING[])", f"{quote(index)}: CAST(r.e AS BLOB)"]
+            [
+                f"{KEY_COLUMN}: r.k",
+                f"{quote(LABELS_COLUMN)}: CAST(r.l AS STRING[])",
+                f"{quote(index)}: CAST(r.e AS BLOB)",
+            ]
             + [f"{quote(c.name)}: CAST(r.p{i} AS {c.engine_type})" for i, c in enumerate(columns)]
         )
         create = f"UNWIND $rows AS r CREATE (:{NODE_TABLE} {{{assignments}}})"
@@ -510,27 +544,21 @@ def write_database(
         for rel_type, rows in data.relationships.items():
             table = tables[rel_type]
             rel_columns = list(data.rel_columns[rel_type].values())
-            definition = ", ".join([f"FROM {NODE_TABLE} TO {NODE_TABLE}"] + [f"{quote(c.name)} {c.engine_type}" for c in rel_columns])
-            conn.execute(f"CREATE REL TABLE {quote(table)}({definition})")
-            props = ", ".join(f"{quote(c.name)}: CAST(r.p{i} AS {c.engine_type})" for i, c in enumerate(rel_columns))
-            # Two MATCH clauses, each on the key: the engine looks both ends up by index.
-            # `MATCH (a), (b) WHERE a.id = ... AND b.id = ...` is planned as a cross
-            # product (measured on 0.22.0: 90 relationships/s against 7,000).
-            create = (
-                f"UNWIND $rows AS r MATCH (a:{NODE_TABLE}) WHERE a.{KEY_COLUMN} = r.s"
-                f" MATCH (b:{NODE_TABLE}) WHERE b.{KEY_COLUMN} = r.t"
-                f" CREATE (a)-[:{quote(table)}{' {' + props + '}' if props else ''}]->(b)"
+            definition = ", ".join(
+                [f"FROM {NODE_TABLE} TO {NODE_TABLE}"]
+                + [f"{quote(c.name)} {c.engine_type}" for c in rel_columns]
             )
-            for start in range(0, len(rows), REL_BATCH):
-                batch = [
-                    {"s": row.start, "t": row.end} | {f"p{j}": row.properties.get(c.name) for j, c in enumerate(rel_columns)}
-                    for row in rows[start : start + REL_BATCH]
-                ]
-                conn.execute(create, {"rows": batch})
-                done += len(batch)
-                if progress is not None:
-                    progress("relationships", done, total)
-        meta = meta | {"relationship_types": json.dumps({table: t for t, table in tables.items()}, sort_keys=True)}
+            conn.execute(f"CREATE REL TABLE {quote(table)}({definition})")
+            if _copy_safe(Path(path), rel_columns):
+                _copy_relationships(conn, Path(path), table, rel_columns, rows)
+            else:
+                _insert_relationships(conn, table, rel_columns, rows)
+            done += len(rows)
+            if progress is not None:
+                progress("relationships", done, total)
+        meta = meta | {
+            "relationship_types": json.dumps({table: t for t, table in tables.items()}, sort_keys=True)
+        }
         conn.execute(
             f"UNWIND $rows AS r CREATE (:{META_TABLE} {{key: r.k, value: r.v}})",
             {"rows": [{"k": k, "v": v} for k, v in sorted(meta.items())]},
@@ -540,6 +568,59 @@ def write_database(
     finally:
         conn.close()
         db.close()
+
+
+def _copy_safe(path: Path, columns: list[Column]) -> bool:
+    """COPY FROM CSV is used when every property is a scalar (list literals in CSV would
+    need the engine's own escaping) and the path can be written in a string literal."""
+    return not any(c.array for c in columns) and not any(ch in str(path.parent) for ch in "\"'\\")
+
+
+def _csv_value(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def _copy_relationships(conn: Any, path: Path, table: str, columns: list[Column], rows: list[RelRow]) -> None:
+    """COPY FROM a temporary CSV file (one pass, about ten times faster than batched
+    CREATE: 190,000 against 20,000 relationships/s measured on 0.22.0). PARALLEL=false
+    lets quoted fields hold line breaks."""
+    handle, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".csv", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", newline="", encoding="utf-8") as out:
+            writer = csv.writer(out, lineterminator="\n")
+            for row in rows:
+                writer.writerow(
+                    [row.start, row.end, *(_csv_value(row.properties.get(c.name)) for c in columns)]
+                )
+        conn.execute(f'COPY {quote(table)} FROM "{name}" (HEADER=false, PARALLEL=false)')
+    finally:
+        Path(name).unlink(missing_ok=True)
+
+
+def _insert_relationships(conn: Any, table: str, columns: list[Column], rows: list[RelRow]) -> None:
+    """Batched CREATE, for tables with list properties."""
+    props = ", ".join(f"{quote(c.name)}: CAST(r.p{i} AS {c.engine_type})" for i, c in enumerate(columns))
+    # Two MATCH clauses, each on the key: the engine looks both ends up by index.
+    # `MATCH (a), (b) WHERE a.id = ... AND b.id = ...` is planned as a cross product
+    # (measured on 0.22.0: 90 relationships/s against 7,000).
+    create = (
+        f"UNWIND $rows AS r MATCH (a:{NODE_TABLE}) WHERE a.{KEY_COLUMN} = r.s"
+        f" MATCH (b:{NODE_TABLE}) WHERE b.{KEY_COLUMN} = r.t"
+        f" CREATE (a)-[:{quote(table)}{' {' + props + '}' if props else ''}]->(b)"
+    )
+    for start in range(0, len(rows), REL_BATCH):
+        batch = [
+            {"s": row.start, "t": row.end}
+            | {f"p{j}": row.properties.get(c.name) for j, c in enumerate(columns)}
+            for row in rows[start : start + REL_BATCH]
+        ]
+        conn.execute(create, {"rows": batch})
 
 
 def _first_line(exc: BaseException) -> str:
@@ -572,20 +653,26 @@ def import_graph(
     read_seconds = time.perf_counter() - began
     began = time.perf_counter()
     blobs, dimension = embed_nodes(
-        data.nodes, embedder, embed_property, (lambda d, t: progress("embeddings", d, t)) if progress else None
+        data.nodes,
+        embedder,
+        embed_property,
+        (lambda d, t: progress("embeddings", d, t)) if progress else None,
     )
     embed_seconds = time.perf_counter() - began
     embedded = sum(blob is not None for blob in blobs)
     if embedded < len(data.nodes):
         log.warning(
             "%d of %d node(s) have no %r property: they get no embedding (reachable, never seeds)",
-            len(data.nodes) - embedded, len(data.nodes), embed_property,
+            len(data.nodes) - embedded,
+            len(data.nodes),
+            embed_property,
         )
     meta = {
         "format": FORMAT,
         "kag_version": __version__,
         "embeddings": json.dumps(
-            {index: {"model": embedder.name, "dimension": dimension, "property": embed_property}}, sort_keys=True
+            {index: {"model": embedder.name, "dimension": dimension, "property": embed_property}},
+            sort_keys=True,
         ),
     }
     staging = target.with_name(f".{target.name}.importing-{os.getpid()}")
@@ -645,7 +732,9 @@ class ProviderEmbedder:
         try:
             vectors, _ = await call_with_retries(lambda: client.embed(self.model, texts), RetryPolicy())
         except ProviderError as exc:
-            raise EmbeddingFailed(f"embedding provider {self.provider.name!r} (model {self.model!r}): {exc}") from None
+            raise EmbeddingFailed(
+                f"embedding provider {self.provider.name!r} (model {self.model!r}): {exc}"
+            ) from None
         finally:
             await client.aclose()
         return vectors
@@ -667,7 +756,9 @@ def choose_embedder(config: Any, provider: str | None, model: str | None) -> Emb
     if isinstance(chosen, FastEmbedProvider):
         return load_embedder(model or chosen.model)
     if not model:
-        raise UsageError(f"--provider {provider!r} is an {chosen.type} provider: give the embedding model with --model")
+        raise UsageError(
+            f"--provider {provider!r} is an {chosen.type} provider: give the embedding model with --model"
+        )
     return ProviderEmbedder(chosen, model)
 
 

@@ -117,7 +117,7 @@ class VectorIndex:
 
 def _normalized(matrix: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    return matrix / np.where(norms == 0.0, 1.0, norms)
+    return (matrix / np.where(norms == 0.0, 1.0, norms)).astype(np.float32, copy=False)
 
 
 class LadybugGraph:
@@ -149,15 +149,20 @@ class LadybugGraph:
         try:
             import ladybug
         except ImportError:
-            raise RetrievalError("the 'ladybug' package is not installed (pip install 'kag[graph]')") from None
+            raise RetrievalError(
+                "the 'ladybug' package is not installed (pip install 'kag[graph]')"
+            ) from None
         try:
             self._db = ladybug.Database(str(path), read_only=True)
             self._conn = ladybug.Connection(self._db)
             tables = {row[1]: row[2] for row in self._conn.execute("CALL show_tables() RETURN *").get_all()}
             if NODE_TABLE not in tables:
-                raise RetrievalError(f"{path}: not a kag graph database (no '{NODE_TABLE}' table); build it with `kag graph import`")
+                raise RetrievalError(
+                    f"{path}: not a kag graph database (no '{NODE_TABLE}' table); build it with `kag graph import`"
+                )
             self._columns = {
-                row[1]: row[2] for row in self._conn.execute(f"CALL table_info('{NODE_TABLE}') RETURN *").get_all()
+                row[1]: row[2]
+                for row in self._conn.execute(f"CALL table_info('{NODE_TABLE}') RETURN *").get_all()
             }
             if META_TABLE in tables:
                 rows = self._conn.execute(f"MATCH (m:{META_TABLE}) RETURN m.key, m.value").get_all()
@@ -172,7 +177,7 @@ class LadybugGraph:
         except RetrievalError:
             self._close()
             raise
-        except Exception as exc:  # the engine raises RuntimeError for everything
+        except RuntimeError as exc:  # the engine's one exception type
             self._close()
             raise RetrievalError(f"{path}: cannot open the Ladybug database: {_first_line(exc)}") from None
         return self._conn
@@ -201,20 +206,26 @@ class LadybugGraph:
         if kind == "BLOB":
             sizes = {len(row[1]) for row in rows}
             if len(sizes) > 1 or any(size % 4 for size in sizes):
-                raise RetrievalError(f"{self.settings.path}: index '{column}' holds embeddings of different sizes")
+                raise RetrievalError(
+                    f"{self.settings.path}: index '{column}' holds embeddings of different sizes"
+                )
             size = sizes.pop() // 4 if sizes else 0
             matrix = np.frombuffer(b"".join(row[1] for row in rows), dtype="<f4").reshape(len(rows), size)
         elif re.fullmatch(r"(FLOAT|DOUBLE)\[\d*\]", kind):
             try:
                 matrix = np.asarray([row[1] for row in rows], dtype=np.float32).reshape(len(rows), -1)
             except ValueError:
-                raise RetrievalError(f"{self.settings.path}: index '{column}' holds embeddings of different sizes") from None
+                raise RetrievalError(
+                    f"{self.settings.path}: index '{column}' holds embeddings of different sizes"
+                ) from None
         else:
             raise RetrievalError(
                 f"{self.settings.path}: index '{column}' is a {kind} property, not an embedding (BLOB or FLOAT[])"
             )
         index = VectorIndex(column, keys, _normalized(matrix.astype(np.float32)))
-        log.debug("loaded %d embeddings of %d dimensions from %s", len(keys), index.dimension, self.settings.path)
+        log.debug(
+            "loaded %d embeddings of %d dimensions from %s", len(keys), index.dimension, self.settings.path
+        )
         self._indexes[column] = index
         return index
 
@@ -228,7 +239,9 @@ class LadybugGraph:
         list scan for every row of the table (measured on 50,000 nodes: 28 ms against
         157 ms for 191 nodes' relationships)."""
         if not self._offset_of:
-            rows = self._conn.execute(f"MATCH (n:{NODE_TABLE}) RETURN n.{KEY_COLUMN}, offset(id(n))").get_all()
+            rows = self._conn.execute(
+                f"MATCH (n:{NODE_TABLE}) RETURN n.{KEY_COLUMN}, offset(id(n))"
+            ).get_all()
             self._offset_of = {key: offset for key, offset in rows}
             self._key_of = {offset: key for key, offset in rows}
         return self._offset_of
@@ -263,7 +276,9 @@ class LadybugGraph:
         ).get_all()
         nodes = {}
         for row in rows:
-            properties = {name: value for name, value in zip(columns, row[2:], strict=True) if value is not None}
+            properties = {
+                name: value for name, value in zip(columns, row[2:], strict=True) if value is not None
+            }
             nodes[row[0]] = Node(key=row[0], labels=frozenset(row[1] or ()), properties=properties)
         return nodes
 
@@ -288,7 +303,9 @@ class LadybugGraph:
                     type=self._rel_types.get(table, table),
                     start=self._key_of[start],
                     end=self._key_of[end],
-                    properties={name: value for name, value in zip(columns, values, strict=True) if value is not None},
+                    properties={
+                        name: value for name, value in zip(columns, values, strict=True) if value is not None
+                    },
                 )
             )
         return relationships
@@ -307,7 +324,7 @@ class LadybugGraph:
                 relationships = self._relationships(offsets)
             except RetrievalError:
                 raise
-            except Exception as exc:
+            except RuntimeError as exc:  # the engine's one exception type
                 raise RetrievalError(f"{self.settings.path}: query failed: {_first_line(exc)}") from None
         return Subgraph(seeds=tuple(seeds), nodes=nodes, relationships=tuple(relationships))
 

@@ -54,7 +54,9 @@ class Subgraph:
         for rel in self.relationships:
             for end in (rel.start, rel.end):
                 if end not in self.nodes:
-                    raise ValueError(f"relationship {rel.key} refers to node {end!r}, which is not in the subgraph")
+                    raise ValueError(
+                        f"relationship {rel.key} refers to node {end!r}, which is not in the subgraph"
+                    )
 
 
 def key_order(key: str) -> tuple[int, int, str]:

@@ -74,7 +74,7 @@ def format_label_set(labels: LabelSet) -> str:
 def _shortest_digits(value: float) -> tuple[str, int]:
     """(digits, exponent) of the shortest decimal that round-trips ``abs(value)``:
     ``abs(value) == int(digits) * 10**exponent``, digits without trailing zeros."""
-    sign, digits, exponent = Decimal(repr(abs(value))).normalize().as_tuple()
+    _, digits, exponent = Decimal(repr(abs(value))).normalize().as_tuple()
     assert isinstance(exponent, int)
     return "".join(map(str, digits)), exponent
 
@@ -117,8 +117,14 @@ def formal_value(value: Any) -> str:
     if isinstance(value, list | tuple):
         return "[" + ",".join(formal_value(item) for item in value) + "]"
     if isinstance(value, Mapping):
-        return "{" + ",".join(f"{json.dumps(str(k), ensure_ascii=False)}:{formal_value(value[k])}"
-                              for k in sorted(value, key=str)) + "}"
+        return (
+            "{"
+            + ",".join(
+                f"{json.dumps(str(k), ensure_ascii=False)}:{formal_value(value[k])}"
+                for k in sorted(value, key=str)
+            )
+            + "}"
+        )
     if isinstance(value, bytes):
         return "[" + ",".join(str(b) for b in value) + "]"
     # Dates, times, points...: their ISO text, quoted.
@@ -159,8 +165,14 @@ def textual_value(value: Any) -> str:
     if isinstance(value, list | tuple):
         return "[" + ", ".join(_textual_nested(item) for item in value) + "]"
     if isinstance(value, Mapping):
-        return "{" + ", ".join(f"{json.dumps(str(k), ensure_ascii=False)}: {_textual_nested(value[k])}"
-                               for k in sorted(value, key=str)) + "}"
+        return (
+            "{"
+            + ", ".join(
+                f"{json.dumps(str(k), ensure_ascii=False)}: {_textual_nested(value[k])}"
+                for k in sorted(value, key=str)
+            )
+            + "}"
+        )
     return str(value)
 
 
@@ -177,7 +189,9 @@ class _Null(jinja2.Undefined):
 
 
 # The names printed as ``null`` during the current render (warned about once each).
-_printed_missing: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("_printed_missing", default=None)
+_printed_missing: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar(
+    "_printed_missing", default=None
+)
 
 
 def _finalize(value: Any) -> Any:
@@ -245,7 +259,9 @@ class FormatTemplate:
         except jinja2.TemplateSyntaxError as exc:
             raise ConfigError(f"{where}: template {source!r} does not parse: {exc.message}") from None
 
-    def render(self, properties: Mapping[str, Any], special: Mapping[str, str] | None = None) -> tuple[str, int]:
+    def render(
+        self, properties: Mapping[str, Any], special: Mapping[str, str] | None = None
+    ) -> tuple[str, int]:
         """(text, distinct properties read). A missing property renders ``null``."""
         scope = _Scope(properties, special or {})
         context = self.compiled.new_context(scope, shared=True)  # type: ignore[arg-type]
@@ -359,7 +375,9 @@ class TextualTriplet:
                 properties += rel_props + source_props + target_props
                 displayed.update((source.key, target.key))
             else:
-                _warn_once(f"no relation format for relationship type {rel.type!r}: its relationships are skipped")
+                _warn_once(
+                    f"no relation format for relationship type {rel.type!r}: its relationships are skipped"
+                )
             for node, base in ((source, source_text), (target, target_text)):
                 if node.key in processed:
                     continue
@@ -468,4 +486,6 @@ def parse_translation(raw: Any, where: str) -> Translation:
                 " without them nothing is rendered"
             )
         return TextualTriplet(node_formats, property_formats, relation_formats)
-    raise ConfigError(f"{where}: unknown translation type {kind!r} (expected one of {', '.join(TRANSLATION_TYPES)})")
+    raise ConfigError(
+        f"{where}: unknown translation type {kind!r} (expected one of {', '.join(TRANSLATION_TYPES)})"
+    )
