@@ -171,11 +171,11 @@ def main() -> None:
             overhead_ms = (wall - ideal) * p / done * 1000
             beyond_floor_ms = (wall - floor) * p / done * 1000
             base = walls.get(1)
-            speedup = base / wall if base else float("nan")
-            share = speedup / p if base else float("nan")
+            speedup = f"{base / wall:>9.2f}" if base else f"{'-':>9}"
+            share = f"{base / wall / p:>9.1%}" if base else f"{'-':>9}"
             print(
-                f"{p:>8} {wall:>8.2f} {ideal:>8.2f} {floor:>8.2f} {done / wall:>8.1f} {speedup:>9.2f} "
-                f"{share:>9.1%} {overhead_ms:>11.2f} ms {beyond_floor_ms:>6.2f} ms",
+                f"{p:>8} {wall:>8.2f} {ideal:>8.2f} {floor:>8.2f} {done / wall:>8.1f} {speedup} "
+                f"{share} {overhead_ms:>11.2f} ms {beyond_floor_ms:>6.2f} ms",
                 flush=True,
             )
             if p == 1 and overhead_ms >= TARGET_OVERHEAD_MS:

@@ -19,10 +19,11 @@ repeating. ``default`` is the behaviour of every other request. Behaviours:
 ``Retry-After``), ``hang`` (never answers), ``slow:<seconds>`` (answers late),
 ``truncate`` (announces a longer body than it sends, then closes), ``badjson`` (200 with
 a body that is not JSON), ``reset`` (closes the connection with a TCP reset), ``empty``
-(200 with ``{}``), ``garbage`` (a reply that is not HTTP), ``chunked`` (a chunked body), ``gzip`` (a gzip-encoded body),
-``eofbody`` (no length, the body ends with the connection), ``closeafter`` (a normal
-keep-alive reply, then the server closes the idle connection), ``echo401`` (401 whose
-message quotes the ``Authorization`` key back, as some servers do).
+(200 with ``{}``), ``garbage`` (a reply that is not HTTP), ``chunked`` (a chunked body),
+``gzip`` (a gzip-encoded body), ``eofbody`` (no length, the body ends with the
+connection), ``closeafter`` (a normal keep-alive reply, then the server closes the idle
+connection), ``echo401`` (401 whose message quotes the ``Authorization`` key back, as
+some servers do).
 
 Use in-process (``with FakeServer(...) as server: server.url``; the loop runs in a thread)
 or as a process: ``python tests/fakeserver.py --latency 0.1`` prints the port on its first

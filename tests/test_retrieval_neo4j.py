@@ -1,6 +1,8 @@
 """The Neo4j backend: the one parameterized Cypher query per retrieval, the rows ->
-subgraph translation (on the driver's own Node/Relationship objects), errors as
-RetrievalError, and a live test against a real server when NEO4J_URI is set."""
+subgraph translation (on the driver's own Node/Relationship objects), the real driver
+against a loopback server speaking Bolt (query text and parameters on the wire, one
+connection for several retrievals, server errors), errors as RetrievalError, and a live
+test against a real Neo4j when NEO4J_URI is set."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from kag.retrieval.neo4j_backend import (
     subgraph_from_records,
 )
 from kag.retrieval.translate import FormalTriplet
+from tests.bolt_server import BoltNode, BoltRelationship, Failure, FakeBolt, Rows
 
 neo4j = pytest.importorskip("neo4j")
 from neo4j.graph import Graph, Node
@@ -220,3 +223,125 @@ def test_live_server_retrieval_matches_the_offline_translation() -> None:  # pra
     one, two = asyncio.run(run())
     assert one.count("\n") == 3 and "[:R { w: 1 }]" in one and '[name]->("a")' in one and "[:S]" not in one
     assert "[:S]" in two and '[name]->("c")' in two
+
+
+# ---------------------------------------------------------------- the real driver on the wire
+
+
+def _bolt_rows() -> Rows:
+    intubation = BoltNode(129620460, ["MeSH", "MeSHConcept"], {"name": "Intubation"}, f"4:{DB}:129620460")
+    umls = BoltNode(39239927, ["UMLS"], {"ui": "C0021925"}, f"4:{DB}:39239927")
+    descriptor = BoltNode(8434707, ["MeSH", "MeSHDescriptor"], {"name": "Intubation"}, f"4:{DB}:8434707")
+    seeds = [intubation.element_id, descriptor.element_id]
+    rels = [
+        BoltRelationship(2, descriptor, intubation, "HAS_CONCEPT", {"isPreferred": True}, f"5:{DB}:2"),
+        BoltRelationship(1, intubation, umls, "MAPPED_TO", {}, f"5:{DB}:1"),
+        BoltRelationship(3, descriptor, umls, "MAPPED_TO", {}, f"5:{DB}:3"),
+    ]
+    return Rows(["seeds", "source", "predicate", "target"], [[seeds, r.start, r, r.end] for r in rels])
+
+
+MESH_FILTERS = FormalTriplet(
+    property_filters={
+        frozenset({"MeSH", "MeSHConcept"}): ("name",),
+        frozenset({"MeSH", "MeSHDescriptor"}): ("name",),
+    }
+)
+
+
+def _fetch_all(settings: Neo4jSettings, calls: list[tuple[list[float], int, int, str]]) -> list[Any]:
+    graph = Neo4jGraph(settings, max_retry_time=0.0)
+
+    async def run() -> list[Any]:
+        try:
+            return [await graph.fetch(*call) for call in calls]
+        finally:
+            await graph.aclose()
+
+    return asyncio.run(run())
+
+
+def test_the_driver_sends_one_parameterized_query_per_retrieval_over_one_connection() -> None:
+    with FakeBolt(lambda query, params: _bolt_rows()) as server:
+        settings = Neo4jSettings("db", uri=f"127.0.0.1:{server.port}", password="secret", database="medkag")
+        one, two = _fetch_all(
+            settings, [([0.1, 0.2, 0.3], 3, 1, "MESH_INDEX"), ([0.5, 0.25, 0.0], 2, 2, "MESH_INDEX")]
+        )
+    runs = server.sent("RUN")
+    assert [run[0] for run in runs] == [build_query(1), build_query(2)]
+    assert runs[0][1] == {"index": "MESH_INDEX", "top_k": 3, "vector": [0.1, 0.2, 0.3]}
+    assert runs[1][1] == {"index": "MESH_INDEX", "top_k": 2, "vector": [0.5, 0.25, 0.0]}
+    assert all(
+        begin[0].get("db") == "medkag" and begin[0].get("mode") == "r" for begin in server.sent("BEGIN")
+    )
+    assert server.connections == 1 and len(server.sent("HELLO")) == 1  # one driver, one connection, reused
+    hello = server.sent("HELLO")[0][0]
+    assert (hello["scheme"], hello["principal"], hello["user_agent"]) == ("basic", "neo4j", "kag")
+    # The driver hydrated the Bolt structures; the text is the Rust tool's.
+    assert one.seeds == ("129620460", "8434707")
+    assert MESH_FILTERS.render(two).text == (
+        "(129620460)-[:MAPPED_TO]->(39239927)\n"
+        '(129620460)-[name]->("Intubation")\n'
+        '(39239927)-[ui]->("C0021925")\n'
+        "(8434707)-[:HAS_CONCEPT { isPreferred: true }]->(129620460)\n"
+        '(8434707)-[name]->("Intubation")\n'
+        "(8434707)-[:MAPPED_TO]->(39239927)\n"
+    )
+
+
+def test_a_missing_index_is_the_servers_error_as_a_retrieval_error() -> None:
+    failure = Failure(
+        "Neo.ClientError.Procedure.ProcedureCallFailed",
+        "Failed to invoke procedure `db.index.vector.queryNodes`: Caused by: java.lang.IllegalArgumentException:"
+        " There is no such vector schema index: NOPE",
+    )
+    with FakeBolt(lambda query, params: failure) as server, pytest.raises(RetrievalError) as info:
+        _fetch_all(Neo4jSettings("db", uri=server.uri, password="secret"), [([0.1], 3, 1, "NOPE")])
+    assert str(info.value) == (
+        f"Neo4j at {server.uri} (database 'neo4j', index 'NOPE'): Neo.ClientError.Procedure.ProcedureCallFailed:"
+        " Failed to invoke procedure `db.index.vector.queryNodes`: Caused by: java.lang.IllegalArgumentException:"
+        " There is no such vector schema index: NOPE"
+    )
+    assert len(server.sent("RUN")) == 1  # a client error is not retried
+
+
+def test_a_wrong_password_is_a_retrieval_error_that_does_not_show_it() -> None:
+    with (
+        FakeBolt(lambda query, params: _bolt_rows(), password="right") as server,
+        pytest.raises(RetrievalError) as info,
+    ):
+        _fetch_all(Neo4jSettings("db", uri=server.uri, password="wrong-pw-123"), [([0.1], 3, 1, "IDX")])
+    assert "Neo.ClientError.Security.Unauthorized" in str(info.value)
+    assert "wrong-pw-123" not in str(info.value)
+    assert server.sent("RUN") == []
+
+
+def test_no_rows_is_an_empty_result_through_the_retriever() -> None:
+    from kag.retrieval.factory import open_retriever
+
+    with FakeBolt(lambda query, params: Rows(["seeds", "source", "predicate", "target"], [])) as server:
+        databases = {"neo": {"type": "Neo4j", "uri": server.uri, "password": "secret"}}
+        retrievers = {
+            "r": {"type": "Embedder", "provider": "p", "model": "m", "extra": {"neo": {"index": "IDX"}}}
+        }
+
+        async def embed(model: str, texts: list[str]) -> list[list[float]]:
+            return [[0.25, 0.75]]
+
+        retriever = open_retriever("r", "neo", retrievers, databases, embed)
+
+        async def run() -> Any:
+            try:
+                return await retriever.retrieve("Is intubation harder in a helicopter?")
+            finally:
+                await retriever.aclose()
+
+        retrieval = asyncio.run(run())
+    assert retrieval.result == "" and retrieval.vector == [0.25, 0.75]
+    assert retrieval.database is not None and retrieval.database.backend == "neo4j"
+    assert (retrieval.database.vertices, retrieval.database.relationships, retrieval.database.properties) == (
+        0,
+        0,
+        0,
+    )
+    assert server.sent("RUN")[0][1] == {"index": "IDX", "top_k": 5, "vector": [0.25, 0.75]}

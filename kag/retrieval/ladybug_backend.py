@@ -24,9 +24,10 @@ Retrieval runs as three steps behind one lock, off the event loop (``asyncio.to_
    nodes' labels and properties, looked up by primary key;
 3. every relationship from a reached node, kept when it ends at a reached node.
 
-One read-only connection serves the run; a lock serializes its use (the engine's
-connection is not meant for concurrent queries from several threads, and a retrieval is
-a few milliseconds next to a model call).
+One read-only connection serves the run, used from worker threads behind a lock: the
+simplest safe use of one connection (a retrieval takes milliseconds next to a model
+call, so tasks queueing for it cost little). Read-only, so other processes (another run,
+the Ladybug shell) can read the same file at the same time.
 """
 
 from __future__ import annotations
