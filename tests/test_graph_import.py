@@ -302,6 +302,13 @@ def test_an_existing_database_is_kept_unless_replaced(tmp_path: Path) -> None:
     ]  # no staging leftovers
 
 
+def test_a_directory_in_the_way_is_a_usage_error(tmp_path: Path) -> None:
+    nodes, _ = einstein_files(tmp_path)
+    (tmp_path / "kg.lbug").mkdir()
+    with pytest.raises(UsageError, match="kg.lbug: is a directory, not a Ladybug database file"):
+        import_graph(tmp_path / "kg.lbug", [str(nodes)], [], TokenEmbedder(), replace=True)
+
+
 def test_an_embedder_that_fails_leaves_nothing_behind(tmp_path: Path) -> None:
     nodes, rels = einstein_files(tmp_path)
 

@@ -646,6 +646,8 @@ def import_graph(
     target = Path(path)
     if not index.strip() or "`" in index:
         raise UsageError(f"invalid embedding property name {index!r}")
+    if target.is_dir():
+        raise UsageError(f"{target}: is a directory, not a Ladybug database file")
     if target.exists() and not replace:
         raise UsageError(f"{target}: already exists (use --replace to rebuild it)")
     if not target.parent.is_dir():
