@@ -49,8 +49,8 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def root(
-    verbose: Annotated[int, typer.Option("--verbose", "-v", count=True, help="More logging (repeatable).")] = 0,
-    quiet: Annotated[int, typer.Option("--quiet", "-q", count=True, help="Less logging (repeatable).")] = 0,
+    verbose: Annotated[int, typer.Option("--verbose", "-v", count=True, show_default=False, help="More logging (repeatable).")] = 0,
+    quiet: Annotated[int, typer.Option("--quiet", "-q", count=True, show_default=False, help="Less logging (repeatable).")] = 0,
     version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
     ] = False,
