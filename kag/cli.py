@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated, Any
 
 import typer
@@ -14,6 +15,24 @@ from kag.errors import ExitCode, KagError
 
 class KagGroup(TyperGroup):
     """Turns library errors into a one-line message and an exit code; no tracebacks."""
+
+    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        try:
+            code = super().main(*args, standalone_mode=False, **kwargs)
+        except Exception as exc:
+            # Usage errors of the argument parser (missing option, bad value): one line, exit 2.
+            if not (hasattr(exc, "format_message") and hasattr(exc, "exit_code")):
+                raise
+            if type(exc).__name__ == "NoArgsIsHelpError":  # bare `kag`: the help, on stderr
+                print(exc.format_message(), file=sys.stderr)
+                sys.exit(exc.exit_code)
+            ctx = getattr(exc, "ctx", None)
+            hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+            error(f"{exc.format_message()}{hint}")
+            sys.exit(exc.exit_code)
+        sys.exit(code if isinstance(code, int) else 0)
 
     def invoke(self, ctx: Any) -> Any:
         try:

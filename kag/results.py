@@ -368,6 +368,14 @@ class TreeListing:
     ignored: list[str] = field(default_factory=list)
 
 
+def check_results_root(root: str) -> None:
+    """InputError unless ``root`` is a directory (the root of a result tree)."""
+    if not os.path.exists(root):
+        raise InputError(f"{root}: results directory not found")
+    if not os.path.isdir(root):
+        raise InputError(f"{root}: not a directory (--results takes the root of the result tree)")
+
+
 def _scandir(path: str) -> list[os.DirEntry[str]]:
     try:
         with os.scandir(path) as it:
@@ -383,8 +391,7 @@ def list_results(root: str | Path, prefix: str = "") -> TreeListing:
     depths are returned in ``ignored``.
     """
     root = str(root)
-    if not os.path.isdir(root):
-        raise InputError(f"{root}: results directory not found")
+    check_results_root(root)
     listing = TreeListing()
     for d in sorted(_scandir(root), key=lambda e: e.name):
         if not d.is_dir(follow_symlinks=False):
@@ -409,8 +416,7 @@ def iter_result_files_deep(root: str | Path, prefix: str = "") -> Iterator[str]:
     Symbolic links are never followed (the ``find`` walk, like the Rust tool's).
     """
     root = str(root)
-    if not os.path.isdir(root):
-        raise InputError(f"{root}: results directory not found")
+    check_results_root(root)
     stack = [root]
     found: list[str] = []
     while stack:

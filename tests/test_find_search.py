@@ -143,7 +143,7 @@ def test_missing_root_is_an_input_error(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="results directory not found"):
         search(tmp_path / "nope", SearchOptions("x"))
     (tmp_path / "file.json").write_text("{}")
-    with pytest.raises(InputError, match=r"file\.json: results directory not found"):
+    with pytest.raises(InputError, match=r"file\.json: not a directory"):
         search(tmp_path / "file.json", SearchOptions("x"))
 
 

@@ -42,7 +42,7 @@ import orjson
 
 from kag.datasets import Datasets
 from kag.errors import InputError, KagError, UsageError
-from kag.results import TMP_SUFFIX, ErrorResult, Result, Timing, UnreadableResult, setup_from_name
+from kag.results import TMP_SUFFIX, ErrorResult, Result, Timing, UnreadableResult, check_results_root, setup_from_name
 
 log = logging.getLogger(__name__)
 
@@ -889,8 +889,7 @@ def grade_tree(
     invalid abstention pattern.
     """
     root = str(root)
-    if not os.path.isdir(root):
-        raise InputError(f"{root}: results directory not found")
+    check_results_root(root)
     compile_abstention(abstention)
     setup_globs, ds_globs = tuple(setups), tuple(dataset_globs)
     selected = [name for name in datasets.datasets if _matches(name, ds_globs)]

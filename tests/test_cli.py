@@ -1,0 +1,63 @@
+"""The root CLI: version, the error boundary, one-line usage errors."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from kag import __version__
+from kag.cli import app
+
+runner = CliRunner()
+
+
+def test_version() -> None:
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0
+    assert result.stdout.strip() == f"kag {__version__}"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["graph", "import", "--database", "g"], "kag: error: Missing option '--nodes'. (see 'kag graph import --help')"),
+        (["triplets"], "kag: error: Missing argument 'gold'. (see 'kag triplets --help')"),
+        (["stats", "-d", "x", "--fail-under", "abc"], "kag: error: Invalid value for '--fail-under'"),
+        (["stats", "find"], "kag: error: Missing argument 'REGEX'."),
+        (["nosuchcommand"], "kag: error: No such command 'nosuchcommand'."),
+    ],
+)
+def test_usage_errors_are_one_line_and_exit_2(args: list[str], message: str) -> None:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(message)
+
+
+def test_library_errors_become_one_line_and_exit_2(tmp_path) -> None:
+    broken = tmp_path / "datasets.json"
+    broken.write_text("{not json")
+    result = runner.invoke(app, ["stats", "-d", str(broken), "-r", str(tmp_path)])
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"kag: error: {broken}: not valid JSON")
+    assert "Traceback" not in result.stderr
+
+
+def test_bare_kag_prints_help_on_stderr() -> None:
+    result = runner.invoke(app, [])
+    assert result.exit_code == 2
+    assert result.stderr.startswith("Usage: kag [OPTIONS] COMMAND")
+    for command in ("stats", "benchmark", "generation", "triplets", "irt2", "graph"):
+        assert command in result.stderr
+
+
+def test_python_dash_m_kag_runs_the_same_cli() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "kag", "--version"], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0 and done.stdout.strip() == f"kag {__version__}"
