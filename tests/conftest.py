@@ -6,6 +6,12 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# No test depends on timing: hypothesis' per-example deadline would make a loaded CI
+# machine fail tests whose logic is right.
+settings.register_profile("kag", deadline=None)
+settings.load_profile("kag")
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("KAG_WIDTH", "200")
