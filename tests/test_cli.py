@@ -24,7 +24,7 @@ def test_version() -> None:
     ("args", "message"),
     [
         (["graph", "import", "--database", "g"], "kag: error: Missing option '--nodes'. (see 'kag graph import --help')"),
-        (["triplets"], "kag: error: Missing argument 'gold'. (see 'kag triplets --help')"),
+        (["triplets"], "kag: error: Missing argument 'GOLD'. (see 'kag triplets --help')"),
         (["stats", "-d", "x", "--fail-under", "abc"], "kag: error: Invalid value for '--fail-under'"),
         (["stats", "find"], "kag: error: Missing argument 'REGEX'."),
         (["nosuchcommand"], "kag: error: No such command 'nosuchcommand'."),

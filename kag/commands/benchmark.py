@@ -197,7 +197,7 @@ def _read_prompt(prompt: str) -> str:
 def register(app: typer.Typer) -> None:
     @app.command("generation")
     def generation(
-        prompt: Annotated[str, typer.Argument(help="The input (fills {{INPUT}}); '-' reads standard input.")],
+        prompt: Annotated[str, typer.Argument(metavar="PROMPT", help="The input (fills {{INPUT}}); '-' reads standard input.")],
         provider: Annotated[str, typer.Option("--provider", "-p", help="Provider component name.")],
         model: Annotated[str, typer.Option("--model", "-m", help="Model name at the provider.")],
         temperature: Annotated[float, typer.Option("--temperature", "-t", help="Sampling temperature.")],

@@ -276,7 +276,7 @@ def register(stats_app: typer.Typer) -> None:
         ctx: typer.Context,
         kag_setups: Annotated[
             list[str] | None,
-            typer.Argument(metavar="[SETUP]...", help="KAG setups [default: every setup that retrieves]."),
+            typer.Argument(metavar="SETUP", help="KAG setups [default: every setup that retrieves]."),
         ] = None,
         datasets: DatasetsOpt = None,
         results: ResultsOpt = None,
