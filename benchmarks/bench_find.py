@@ -34,6 +34,10 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from make_tree import ensure_tree  # noqa: E402
+
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_TREE = REPO / ".bench" / "tree-100k"
 TARGET_RATIO = 3.0
@@ -41,84 +45,6 @@ CASES = [
     ("literal word", "serum"),
     ("regex with alternation", "(?:know|answer) is [A-Da-d]"),
 ]
-
-
-# ---------------------------------------------------------------- the shared tree
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _lock_owner(lock: Path) -> int | None:
-    try:
-        return int((lock / "pid").read_text().strip())
-    except (OSError, ValueError):
-        return None
-
-
-def _newest_mtime(tree: Path) -> float:
-    """mtime of the most recently changed question folder (cheap: one dataset level)."""
-    newest = tree.stat().st_mtime if tree.exists() else 0.0
-    results = tree / "results"
-    if results.is_dir():
-        for dataset in results.iterdir():
-            newest = max(newest, dataset.stat().st_mtime)
-    return newest
-
-
-def ensure_tree(tree: Path, setups: int = 10, questions: int = 10_000) -> Path:
-    """Return ``tree`` once ``tree/.complete`` exists, generating it if nobody else is."""
-    complete = tree / ".complete"
-    lock = tree.with_name(tree.name + ".lock")
-    tree.parent.mkdir(parents=True, exist_ok=True)
-    announced = False
-    while not complete.exists():
-        try:
-            lock.mkdir()
-        except FileExistsError:
-            owner = _lock_owner(lock)
-            if owner is not None and not _pid_alive(owner):
-                print(f"bench: removing stale lock of dead pid {owner}", file=sys.stderr)
-                shutil.rmtree(lock, ignore_errors=True)
-                continue
-            if not announced:
-                print(f"bench: waiting for another process generating {tree}", file=sys.stderr)
-                announced = True
-            time.sleep(5)
-            continue
-        try:
-            (lock / "pid").write_text(str(os.getpid()))
-            if tree.exists() and time.time() - _newest_mtime(tree) < 60:
-                # Someone is writing without the lock; let them finish first.
-                shutil.rmtree(lock, ignore_errors=True)
-                time.sleep(30)
-                continue
-            print(f"bench: generating {tree} ({setups} setups x {questions} questions)...", file=sys.stderr)
-            started = time.perf_counter()
-            subprocess.run(
-                [
-                    sys.executable,
-                    str(REPO / "benchmarks" / "make_tree.py"),
-                    str(tree),
-                    "--setups",
-                    str(setups),
-                    "--questions",
-                    str(questions),
-                ],
-                check=True,
-            )
-            complete.write_text(f"{setups} setups x {questions} questions\n")
-            print(f"bench: generated in {time.perf_counter() - started:.0f} s", file=sys.stderr)
-        finally:
-            shutil.rmtree(lock, ignore_errors=True)
-    return tree
 
 
 # ---------------------------------------------------------------- the measurement

@@ -35,19 +35,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
 
+from make_tree import ensure_tree  # noqa: E402
+
 
 def kag_command() -> list[str]:
     script = Path(sys.executable).parent / "kag"
     return [str(script)] if script.exists() else [sys.executable, "-m", "kag"]
-
-
-def ensure_tree(tree: Path) -> None:
-    if (tree / "datasets.json").is_file() and (tree / "results").is_dir():
-        return
-    from make_tree import make_tree
-
-    print(f"generating {tree} (10 setups x 10,000 questions; a few minutes) ...", file=sys.stderr)
-    make_tree(tree, 10, 10_000, 0)
 
 
 def ensure_subset(tree: Path, subset: Path, questions_per_dataset: int) -> int:

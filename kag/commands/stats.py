@@ -9,7 +9,6 @@ None / empty when not given).
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 

@@ -42,7 +42,15 @@ import orjson
 
 from kag.datasets import Datasets
 from kag.errors import InputError, KagError, UsageError
-from kag.results import TMP_SUFFIX, ErrorResult, Result, Timing, UnreadableResult, check_results_root, setup_from_name
+from kag.results import (
+    TMP_SUFFIX,
+    ErrorResult,
+    Result,
+    Timing,
+    UnreadableResult,
+    check_results_root,
+    setup_from_name,
+)
 
 log = logging.getLogger(__name__)
 
