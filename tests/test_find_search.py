@@ -13,9 +13,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kag.errors import InputError, UsageError
+from kag.grading.mcq import RUST_WHITESPACE as WHITE_SPACE
+from kag.grading.mcq import rust_trim as trim
 from kag.grading.search import (
     RENDERERS,
-    WHITE_SPACE,
     SearchFormat,
     SearchOptions,
     compile_pattern,
@@ -28,7 +29,6 @@ from kag.grading.search import (
     parse_response,
     result_to_json,
     search,
-    trim,
 )
 from kag.results import (
     ErrorResult,

@@ -38,6 +38,7 @@ import orjson
 import regex
 
 from kag.errors import InputError, UsageError
+from kag.grading.mcq import rust_trim
 from kag.results import (
     ErrorResult,
     ResultFile,
@@ -55,17 +56,8 @@ DEFAULT_TIMEOUT = 1.0
 # Below this many files a process pool costs more to start than it saves.
 POOL_MIN_FILES = 1000
 
-# Rust's `str::trim` strips the Unicode White_Space property, which differs from Python's
-# `str.strip()` (that also strips U+001C..U+001F). Offsets must agree with the Rust tool.
-WHITE_SPACE = (
-    "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006"
-    "\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
-)
-
-
-def trim(text: str) -> str:
-    """``text`` without leading and trailing Unicode White_Space (Rust's ``str::trim``)."""
-    return text.strip(WHITE_SPACE)
+# Matches and offsets are against the response trimmed by the grading rule's own
+# `rust_trim` (Rust's `str::trim`), so `find` and `stats` see the same text.
 
 
 # ---------------------------------------------------------------- options and outcomes
@@ -402,7 +394,7 @@ def _search_path(path: str, m: _Matcher) -> _Raw:
         return (FileStatus.UNREADABLE.value, (), False, str(exc))
     if type(response) is not str:
         return (FileStatus.ERROR_RESULT.value, (), False, None)
-    hits, timed_out = _match_text(trim(response), m)
+    hits, timed_out = _match_text(rust_trim(response), m)
     if hits:
         return (FileStatus.MATCHED.value, tuple(hits), timed_out, None)
     if timed_out:
