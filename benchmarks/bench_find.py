@@ -36,7 +36,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from make_tree import ensure_tree  # noqa: E402
+from make_tree import compile_kag, ensure_tree  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_TREE = REPO / ".bench" / "tree-100k"
@@ -73,6 +73,7 @@ def main() -> None:
     if rg is None:
         sys.exit("bench: ripgrep is missing (Debian: apt-get install -y ripgrep)")
     tree = ensure_tree(args.tree)
+    compile_kag()
     if args.prepare_only:
         return
     results = tree / "results"

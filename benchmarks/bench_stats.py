@@ -35,7 +35,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from make_tree import ensure_tree  # noqa: E402
+from make_tree import compile_kag, ensure_tree  # noqa: E402
 
 
 def kag_command() -> list[str]:
@@ -142,6 +142,7 @@ def main() -> None:
     args = parser.parse_args()
     tree: Path = args.tree.resolve()
     ensure_tree(tree)
+    compile_kag()
     files = sum(len(f) for _, _, f in os.walk(tree / "results"))
     size = sum(
         e.stat().st_size

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sys
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 from typer.core import TyperGroup
@@ -68,8 +69,13 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def root(
-    verbose: Annotated[int, typer.Option("--verbose", "-v", count=True, show_default=False, help="More logging (repeatable).")] = 0,
-    quiet: Annotated[int, typer.Option("--quiet", "-q", count=True, show_default=False, help="Less logging (repeatable).")] = 0,
+    verbose: Annotated[
+        int,
+        typer.Option("--verbose", "-v", count=True, show_default=False, help="More logging (repeatable)."),
+    ] = 0,
+    quiet: Annotated[
+        int, typer.Option("--quiet", "-q", count=True, show_default=False, help="Less logging (repeatable).")
+    ] = 0,
     version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
     ] = False,
@@ -92,4 +98,44 @@ _register()
 
 
 def main() -> None:
-    app()
+    """The ``kag`` console script (and ``python -m kag``).
+
+    Once the command is done the process leaves without tearing the interpreter down:
+    exit handlers run and output is flushed, then ``os._exit``. Freeing the ~350 modules
+    a command loads costs about 0.1 s, a tenth of a 100,000-file search. With a thread
+    still running (none of ours outlive their command) the normal exit waits for it.
+    """
+    try:
+        app()
+        code = 0
+    except SystemExit as exc:
+        code = _exit_code(exc.code)
+    _leave(code)
+
+
+def _exit_code(code: object) -> int:
+    """``sys.exit``'s rule: None is 0, an int is itself, anything else is printed and 1."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
+
+
+def _leave(code: int) -> NoReturn:
+    import atexit
+    import threading
+
+    if threading.active_count() > 1:
+        sys.exit(code)
+    run_exit_handlers = getattr(atexit, "_run_exitfuncs", None)
+    if run_exit_handlers is None:  # not CPython
+        sys.exit(code)
+    run_exit_handlers()  # logging.shutdown, multiprocessing and tempfile clean-ups
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # the reader went away, or the stream is closed
+            pass
+    os._exit(code)

@@ -186,7 +186,11 @@ def _config(value: Any) -> ModelConfig | None:
         return None
     aug = value.get("augmented_generation")
     augmented = None
-    if isinstance(aug, dict) and isinstance(aug.get("retriever"), str) and isinstance(aug.get("database"), str):
+    if (
+        isinstance(aug, dict)
+        and isinstance(aug.get("retriever"), str)
+        and isinstance(aug.get("database"), str)
+    ):
         augmented = AugmentedGeneration(aug["retriever"], aug["database"])
     return ModelConfig(
         provider=_str(value.get("provider")) or "",
@@ -305,7 +309,10 @@ def result_to_json(result: Result) -> dict[str, Any]:
     if s.generation_time is not None:
         stats["generation_time"] = s.generation_time.to_json()
     if s.usage is not None:
-        stats["usage"] = {"prompt_tokens": s.usage.prompt_tokens, "completion_tokens": s.usage.completion_tokens}
+        stats["usage"] = {
+            "prompt_tokens": s.usage.prompt_tokens,
+            "completion_tokens": s.usage.completion_tokens,
+        }
     if s.attempts is not None:
         stats["attempts"] = s.attempts
     if s.fingerprint is not None:
@@ -376,7 +383,8 @@ def check_results_root(root: str) -> None:
         raise InputError(f"{root}: not a directory (--results takes the root of the result tree)")
 
 
-def _scandir(path: str) -> list[os.DirEntry[str]]:
+def scandir_entries(path: str) -> list[os.DirEntry[str]]:
+    """The entries of a folder, or none when it is gone, not a folder or not readable."""
     try:
         with os.scandir(path) as it:
             return list(it)
@@ -393,15 +401,15 @@ def list_results(root: str | Path, prefix: str = "") -> TreeListing:
     root = str(root)
     check_results_root(root)
     listing = TreeListing()
-    for d in sorted(_scandir(root), key=lambda e: e.name):
+    for d in sorted(scandir_entries(root), key=lambda e: e.name):
         if not d.is_dir(follow_symlinks=False):
             listing.ignored.append(d.path)
             continue
-        for q in sorted(_scandir(d.path), key=lambda e: e.name):
+        for q in sorted(scandir_entries(d.path), key=lambda e: e.name):
             if not q.is_dir(follow_symlinks=False):
                 listing.ignored.append(q.path)
                 continue
-            for f in sorted(_scandir(q.path), key=lambda e: e.name):
+            for f in sorted(scandir_entries(q.path), key=lambda e: e.name):
                 setup = setup_from_name(f.name, prefix)
                 if setup is None or not f.is_file(follow_symlinks=False):
                     listing.ignored.append(f.path)
@@ -413,18 +421,25 @@ def list_results(root: str | Path, prefix: str = "") -> TreeListing:
 def iter_result_files_deep(root: str | Path, prefix: str = "") -> Iterator[str]:
     """Every ``<prefix>…json`` regular file below ``root`` at any depth, sorted by path.
 
-    Symbolic links are never followed (the ``find`` walk, like the Rust tool's).
+    Symbolic links are never followed (the ``find`` walk, like the Rust tool's). Raises
+    InputError when ``root`` is not a folder.
     """
     root = str(root)
     check_results_root(root)
-    stack = [root]
+    yield from list_result_files_deep(root, prefix)
+
+
+def list_result_files_deep(folder: str, prefix: str = "") -> list[str]:
+    """:func:`iter_result_files_deep` without the check of ``folder``: a folder that is
+    gone (or unreadable) has no files."""
+    stack = [folder]
     found: list[str] = []
     while stack:
         current = stack.pop()
-        for entry in _scandir(current):
+        for entry in scandir_entries(current):
             if entry.is_dir(follow_symlinks=False):
                 stack.append(entry.path)
             elif entry.is_file(follow_symlinks=False) and setup_from_name(entry.name, prefix) is not None:
                 found.append(entry.path)
     found.sort()
-    yield from found
+    return found

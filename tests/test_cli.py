@@ -23,7 +23,10 @@ def test_version() -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["graph", "import", "--database", "g"], "kag: error: Missing option '--nodes'. (see 'kag graph import --help')"),
+        (
+            ["graph", "import", "--database", "g"],
+            "kag: error: Missing option '--nodes'. (see 'kag graph import --help')",
+        ),
         (["triplets"], "kag: error: Missing argument 'GOLD'. (see 'kag triplets --help')"),
         (["stats", "-d", "x", "--fail-under", "abc"], "kag: error: Invalid value for '--fail-under'"),
         (["stats", "find"], "kag: error: Missing argument 'REGEX'."),
@@ -61,3 +64,42 @@ def test_python_dash_m_kag_runs_the_same_cli() -> None:
         [sys.executable, "-m", "kag", "--version"], capture_output=True, text=True, check=False
     )
     assert done.returncode == 0 and done.stdout.strip() == f"kag {__version__}"
+
+
+def _kag(*args: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "kag", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        **kwargs,  # type: ignore[call-overload]
+    )
+
+
+def test_the_fast_exit_delivers_all_output_and_the_exit_code(tmp_path) -> None:
+    """`main` leaves through os._exit once the command is done: everything written must
+    still reach a pipe, warnings (logging) included, with the command's exit code."""
+    from kag.results import OkResult, write_result
+
+    for q in range(3000):
+        write_result(tmp_path / "d" / f"{q:04}" / "s.json", OkResult(f"I know {q}"))
+    (tmp_path / "d" / "0000" / "bad.json").write_text("{")
+    done = _kag("stats", "find", "know", "-r", str(tmp_path), "--format", "jsonl", "--jobs", "2")
+    lines = done.stdout.splitlines()
+    assert done.returncode == 0 and len(lines) == 3000
+    assert lines[-1].endswith('"match":"know","context":"I know 2999"}')
+    assert "d/0000/bad.json: unreadable result file" in done.stderr
+    nothing = _kag("stats", "find", "zebra", "-r", str(tmp_path))
+    assert nothing.returncode == 1 and nothing.stderr.strip().endswith("No result matched the pattern.")
+    bad = _kag("stats", "find", "(", "-r", str(tmp_path))
+    assert bad.returncode == 2 and bad.stderr.startswith("kag: error: invalid pattern '('")
+
+
+@pytest.mark.parametrize(("code", "expected", "printed"), [(None, 0, ""), (3, 3, ""), ("boom", 1, "boom\n")])
+def test_exit_codes_follow_sys_exit(
+    code: object, expected: int, printed: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from kag.cli import _exit_code
+
+    assert _exit_code(code) == expected
+    assert capsys.readouterr().err == printed

@@ -6,12 +6,14 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import kag.grading.search as search_module
 from kag.errors import InputError, UsageError
 from kag.grading.mcq import RUST_WHITESPACE as WHITE_SPACE
 from kag.grading.mcq import rust_trim as trim
@@ -282,6 +284,34 @@ def test_pool_gives_the_same_result_in_the_same_order(tmp_path: Path) -> None:
     assert list(one.paths) == sorted(one.paths) and one.matches > 10 and len(one.unreadable) == 1
 
 
+def test_pool_started_after_the_first_files_gives_the_same_result(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """By default the first chunks are searched in this process and a pool takes the rest
+    once POOL_MIN_FILES files are walked: the result must not show the seam."""
+    words = ["alpha", "know", "beta know", "gamma"]
+    for q in range(90):
+        for s in ("m1", "m2"):
+            ok(tmp_path / f"ds{q % 3}" / f"{q:02}" / f"{s}.json", words[(q + len(s) * q) % len(words)])
+        ok(tmp_path / f"ds{q % 3}" / f"top{q}.json", "know")  # file units between folder units
+    one = search(tmp_path, SearchOptions("know"), jobs=1)
+    started: list[int] = []
+    real_pool = search_module.multiprocessing.Pool
+
+    def pool(workers: int, **kwargs: Any) -> Any:
+        started.append(workers)
+        return real_pool(workers, **kwargs)
+
+    monkeypatch.setattr(search_module, "POOL_MIN_FILES", 40)
+    monkeypatch.setattr(search_module, "HEAD_CHUNK_WEIGHT", 16)
+    monkeypatch.setattr(search_module, "CHUNK_WEIGHT", 24)
+    monkeypatch.setattr(search_module.multiprocessing, "Pool", pool)
+    monkeypatch.setattr(search_module, "default_jobs", lambda: 2)
+    seamed = search(tmp_path, SearchOptions("know"), jobs=None)
+    assert started == [2]
+    assert seamed == one and one.total == 270 and one.matches > 90
+
+
 @pytest.mark.parametrize(
     ("pattern", "ignore_case", "literal"),
     [
@@ -390,10 +420,55 @@ def test_parse_response_agrees_on_arbitrary_bytes(data: bytes) -> None:
         b"[1]",
         b'{"ok": {"result": "B"',
         b"\xff",
+        # Where simdjson (the fast path) and orjson (the rule) differ, orjson decides.
+        b'\xef\xbb\xbf{"ok": {"result": "B"}}',  # a byte order mark: simdjson skips it
+        b'{"ok": {"result": "A", "result": "B"}}',  # a repeated key: simdjson finds the first
+        b'{"ok": {"result": "A"}, "ok": {"result": "B"}}',
+        b'{"ok": {"result": 1, "result": "B"}}',
+        b'{"ok": {"\\u0072esult": "A", "result": "B"}}',  # the same key, escaped
+        b'{"error": "A", "error": 2}',
+        b'{"ok": {"result": "B", "stats": {"n": 123456789012345678901234567890}}}',  # past 64 bits
+        b'{"ok": {"result": "B", "stats": {"n": -9223372036854775809}}}',
+        b'{"ok": {"result": "B", "stats": {"n": 18446744073709551615}}}',
+        b'{"ok": {"result": "B", "stats": {"n": 1e400}}}',
+        b'{"ok": {"result": "B", "stats": {"n": 1e-400}}}',
+        b'{"ok": {"result": "B", "stats": {"s": "\xff"}}}',  # invalid UTF-8 where no one looks
+        b'{"ok": {"result": "B", "stats": {"s": "\\ud800"}}}',  # a lone surrogate
+        b'{"ok": {"result": "\\ud83d\\ude00 \\u0000"}}',
+        b'{"ok": {"result": "B", "stats": {"s": "\x1f"}}}',
+        b'{"ok": {"result": "B"}}\x00',
+        b' {"ok": {"result": "B"}}\n',
+        b'{"ok": {"result": "B", "stats": {"v": [0.1, -2.5e-3, 01]}}}',
+        b'{"ok": {"result": "B", "stats": {"v": [1.]}}}',
+        b'{"ok": {"result": "B", "stats": {"v": [NaN]}}}',
+        b'{"ok": {"result": "B", "stats": [' + b"[" * 1021 + b"]" * 1021 + b"]}}",
+        b'{"ok": {"result": "B", "stats": ' + b'{"a":' * 1021 + b"1" + b"}" * 1021 + b"}}",
+        b'{"ok": {"result": "B", "stats": [' + b"[" * 1030 + b"]" * 1030 + b"]}}",
     ],
 )
 def test_parse_response_agrees_on_each_shape(data: bytes) -> None:
     assert _verdict(parse_response, data) == _verdict(parse_result, data)
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        (b'{"ok": {"result": "B", "stats": {"v": [0.25, -1e-3], "n": 3}}}', "B"),
+        (b'{"error": "boom"}', ErrorResult("boom")),
+        # Left to orjson: it would read these otherwise, or reject them.
+        (b'\xef\xbb\xbf{"ok": {"result": "B"}}', None),
+        (b'{"ok": {"result": "A", "result": "B"}}', None),
+        (b'{"ok": {"result": "B", "stats": {"n": 123456789012345678901234567890}}}', None),
+        (b'{"ok": {"result": "B"}, "error": "both"}', None),
+        (b'{"ok": {"result": 3}}', None),
+        (b"[1]", None),
+    ],
+)
+def test_the_simdjson_fast_path_reads_the_plain_shapes_only(data: bytes, expected: object) -> None:
+    """The fast path must really serve the common files (else every search pays orjson's
+    price unnoticed), and must step aside where orjson alone knows the answer."""
+    assert search_module._simd_response(data) == expected
+    assert search_module._simd_response(data) == expected  # the parser is reusable
 
 
 responses = st.lists(st.text(alphabet="ab \n", max_size=12), min_size=1, max_size=6)
@@ -435,12 +510,14 @@ names = st.sampled_from(
 @given(
     st.lists(st.lists(names, min_size=1, max_size=4), min_size=1, max_size=12),
     st.sampled_from(["", "s", "a"]),
+    st.integers(0, 3),
 )
 @settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_streamed_walk_equals_the_deep_walk(
-    tmp_path_factory: pytest.TempPathFactory, paths: list[list[str]], prefix: str
+    tmp_path_factory: pytest.TempPathFactory, paths: list[list[str]], prefix: str, depth: int
 ) -> None:
-    """iter_walk streams per top-level folder; it must give iter_result_files_deep's list."""
+    """iter_walk cuts the tree into units (folders ``depth`` levels down, files above);
+    walked one after the other they must give iter_result_files_deep's list."""
     root = tmp_path_factory.mktemp("w")
     for parts in paths:
         target = root.joinpath(*parts)
@@ -451,5 +528,8 @@ def test_streamed_walk_equals_the_deep_walk(
             continue
     os.symlink(root / parts[0], root / "link")  # followed by neither walk
     os.symlink(root / parts[0], root / "s-link.json")
-    assert list(iter_walk(str(root), prefix)) == list(iter_result_files_deep(str(root), prefix))
-    assert list(iter_walk(str(root) + "/", prefix)) == list(iter_result_files_deep(str(root) + "/", prefix))
+    deep = list(iter_result_files_deep(str(root), prefix))
+    assert list(iter_walk(str(root), prefix, depth)) == deep
+    assert list(iter_walk(str(root) + "/", prefix, depth)) == list(
+        iter_result_files_deep(str(root) + "/", prefix)
+    )

@@ -27,25 +27,28 @@ import math
 import multiprocessing
 import os
 import signal
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum, StrEnum
-from itertools import chain, islice
+from itertools import chain
 from typing import Any
 
 import orjson
 import regex
+import simdjson
 
-from kag.errors import InputError, UsageError
+from kag.errors import UsageError
 from kag.grading.mcq import rust_trim
 from kag.results import (
     ErrorResult,
     ResultFile,
     UnreadableResult,
-    iter_result_files_deep,
+    check_results_root,
+    list_result_files_deep,
     parse_result,
     result_from_json,
+    scandir_entries,
     setup_from_name,
 )
 
@@ -218,65 +221,102 @@ class _Globs:
         return hit
 
 
-def iter_walk(root: str, prefix: str = "") -> Iterator[str]:
-    """``iter_result_files_deep(root, prefix)``: the same paths in the same order, but
-    streamed one top-level folder at a time (each through ``iter_result_files_deep``) so
-    the search starts while the rest of the tree is still being listed.
+# A unit of the walk: (path, is_folder). A folder unit stands for every result file of
+# its whole subtree, listed by the worker that searches it, so the parent lists only the
+# top of the tree.
+_Unit = tuple[str, bool]
 
-    Same order: the deep walk sorts full paths; a file directly in ``root`` sorts there by
-    its name and a folder's files by ``<name>/``. A name holds no ``/``, so comparing
-    ``name`` with ``folder/…`` is decided within ``folder/``. Folders and files are told
-    apart without following symbolic links, as the deep walk does.
+
+def iter_units(
+    root: str, prefix: str = "", depth: int = 1, keep_top: Callable[[str], bool] | None = None
+) -> Iterator[_Unit]:
+    """The tree cut into units, in an order such that the units' deep walks, one after
+    the other, give exactly ``iter_result_files_deep(root, prefix)``: the same paths in
+    the same order. Folders ``depth`` levels below ``root`` (the question folders of the
+    normal layout, with the default 1) are units; result files above them are units of
+    their own. ``keep_top`` (the ``--dataset`` filter) is asked about each top-level
+    folder name, and about ``""`` for the files directly in ``root``.
+
+    Same order: the deep walk sorts full paths; a file sorts among its siblings by its
+    name and a folder's files by ``<name>/``. A name holds no ``/``, so comparing ``name``
+    with ``folder/…`` is decided within ``folder/``, at every level. Folders and files are
+    told apart without following symbolic links, as the deep walk does. Raises
+    InputError when ``root`` is not a folder.
     """
-    try:
-        with os.scandir(root) as it:
-            top = list(it)
-    except OSError:
-        yield from iter_result_files_deep(root, prefix)  # raises its InputError when root is no folder
-        return
+    check_results_root(root)
+    yield from _units(root, prefix, depth, keep_top)
+
+
+def _units(folder: str, prefix: str, depth: int, keep: Callable[[str], bool] | None) -> Iterator[_Unit]:
     units: list[tuple[str, str, bool]] = []
-    for entry in top:
+    for entry in scandir_entries(folder):
         if entry.is_dir(follow_symlinks=False):
-            units.append((entry.name + "/", entry.path, True))
-        elif entry.is_file(follow_symlinks=False) and setup_from_name(entry.name, prefix) is not None:
+            if keep is None or keep(entry.name):
+                units.append((entry.name + "/", entry.path, True))
+        elif (
+            (keep is None or keep(""))
+            and entry.is_file(follow_symlinks=False)
+            and setup_from_name(entry.name, prefix) is not None
+        ):
             units.append((entry.name, entry.path, False))
     for _, path, is_dir in sorted(units):
-        if not is_dir:
-            yield path
-            continue
-        try:
-            yield from iter_result_files_deep(path, prefix)
-        except InputError:  # removed since the scan of root: the deep walk would not see it either
-            continue
+        if is_dir and depth > 0:
+            yield from _units(path, prefix, depth - 1, None)
+        else:
+            yield (path, is_dir)
+
+
+def _expand(unit: _Unit, prefix: str) -> list[str]:
+    # A folder removed since it was listed has no files: the deep walk would not see it either.
+    path, is_dir = unit
+    return list_result_files_deep(path, prefix) if is_dir else [path]
+
+
+def iter_walk(root: str, prefix: str = "", depth: int = 1) -> Iterator[str]:
+    """``iter_result_files_deep(root, prefix)``, unit by unit (:func:`iter_units`)."""
+    for unit in iter_units(root, prefix, depth):
+        yield from _expand(unit, prefix)
 
 
 # path, dataset, question, setup: a plain tuple, 100,000 of them are built per search.
 _Entry = tuple[str, str, str, str]
 
 
-def _iter_entries(root: str, options: SearchOptions) -> Iterator[_Entry]:
-    keep_setup, keep_dataset = _Globs(options.setups), _Globs(options.datasets)
-    folders: dict[str, tuple[str, str]] = {}
-    setups: dict[str, str] = {}
-    for path in iter_walk(root, options.prefix):
-        folder, _, name = relative_path(root, path).rpartition("/")
-        where = folders.get(folder)
+class _Entries:
+    """The dataset, question and setup of each walked path, with the ``--setup`` and
+    ``--dataset`` filters (None = filtered out). Dataset = the first folder below
+    ``root``, question = the folders between it and the file (exactly one in the normal
+    layout); a file too shallow for either gets ``""``. Memoised per folder and name: a
+    tree has many files but few setups."""
+
+    def __init__(self, root: str, options: SearchOptions) -> None:
+        self.root, self.prefix = root, options.prefix
+        self.keep_setup, self.keep_dataset = _Globs(options.setups), _Globs(options.datasets)
+        # folder path -> (dataset, question, kept); file name -> (setup, kept)
+        self.folders: dict[str, tuple[str, str, bool]] = {}
+        self.names: dict[str, tuple[str, bool]] = {}
+
+    def __call__(self, path: str) -> _Entry | None:
+        head, _, name = path.rpartition(os.sep)
+        where = self.folders.get(head)
         if where is None:
-            dataset, _, question = folder.partition("/")
-            where = folders[folder] = (dataset, question)
-        setup = setups.get(name)
-        if setup is None:
-            setup = setups[name] = setup_from_name(name, options.prefix) or ""
-        if keep_setup(setup) and keep_dataset(where[0]):
-            yield (path, where[0], where[1], setup)
+            dataset, _, question = relative_path(self.root, path).rpartition("/")[0].partition("/")
+            where = self.folders[head] = (dataset, question, self.keep_dataset(dataset))
+        known = self.names.get(name)
+        if known is None:
+            setup = setup_from_name(name, self.prefix) or ""
+            known = self.names[name] = (setup, self.keep_setup(setup))
+        if where[2] and known[1]:
+            return (path, where[0], where[1], known[0])
+        return None
 
 
 def list_search_files(root: str | os.PathLike[str], options: SearchOptions) -> list[ResultFile]:
-    """The files a search covers, sorted by path; raises InputError when ``root`` is not a
-    folder. Dataset = the first folder below ``root``, question = the folders between it
-    and the file (exactly one in the normal layout); a file too shallow for either gets
-    ``""``."""
-    return [ResultFile(*entry) for entry in _iter_entries(os.fspath(root), options)]
+    """The files a search covers, sorted by path (see :class:`_Entries` for the dataset
+    and question of each); raises InputError when ``root`` is not a folder."""
+    entries = _Entries(os.fspath(root), options)
+    found = (entries(path) for path in iter_walk(os.fspath(root), options.prefix))
+    return [ResultFile(*entry) for entry in found if entry is not None]
 
 
 # ---------------------------------------------------------------- matching one file
@@ -335,7 +375,7 @@ def _match_text(text: str, m: _Matcher) -> tuple[list[_RawHit], bool]:
     return hits, False
 
 
-_READ_SIZE = 1 << 18
+_READ_SIZE = 1 << 16  # below malloc's mmap threshold: no mmap/munmap per file
 
 
 def _read(path: str) -> bytes:
@@ -353,17 +393,60 @@ def _read(path: str) -> bytes:
     return data
 
 
+_BOM = b"\xef\xbb\xbf"
+_simd_parser: simdjson.Parser | None = None
+
+
+def _simd_response(data: bytes) -> str | ErrorResult | None:
+    """The two well-formed shapes read through simdjson, which validates the whole
+    document (syntax, UTF-8, numbers) without building a Python object for anything but
+    the response: no list of 768 floats per KAG file. None = not sure, ask orjson.
+
+    simdjson rejects some documents orjson accepts (integers past 64 bits, nesting near
+    1,024 levels): those come back None. It accepts two that orjson rejects or reads
+    otherwise, and both are left to orjson here: a leading UTF-8 byte order mark, and a
+    repeated key (simdjson's lookup finds the first, orjson keeps the last; ``len``
+    counts both). The proxies into the parser's buffer die with this call's frame, as
+    simdjson requires before the next parse (a leaked one makes it refuse, and orjson
+    takes over).
+    """
+    global _simd_parser
+    if data.startswith(_BOM):
+        return None
+    if _simd_parser is None:
+        _simd_parser = simdjson.Parser()
+    try:
+        doc = _simd_parser.parse(data)
+    except (ValueError, RuntimeError):  # UnicodeDecodeError is a ValueError
+        return None
+    if type(doc) is not simdjson.Object or len(doc) != 1:
+        return None
+    ok = doc.get("ok")
+    if type(ok) is simdjson.Object:
+        if list(ok.keys()).count("result") == 1:
+            text = ok["result"]
+            if type(text) is str:
+                return text
+        return None
+    error = doc.get("error")
+    return ErrorResult(error) if type(error) is str else None
+
+
 def parse_response(data: bytes) -> str | ErrorResult:
     """The response (``ok.result``, untrimmed) or the ``error`` of a result file, with
     exactly the verdict of :func:`kag.results.parse_result`: it raises UnreadableResult
     with the same message for the same files.
 
-    Faster (no ``ok.stats`` model is built, about 10 µs a file, a tenth of a search):
-    the two well-formed shapes are recognised here, and anything else goes to
-    :func:`kag.results.result_from_json`, which holds the rules and the messages. Exact
-    because readability never depends on ``ok.stats`` (missing or mistyped optional
-    fields count as absent), and orjson builds plain ``dict``/``str`` objects.
+    Faster (no ``ok.stats`` model is built and, through :func:`_simd_response`, no Python
+    object for the stats at all): the two well-formed shapes are recognised here, and
+    anything else goes to :func:`kag.results.result_from_json`, which holds the rules and
+    the messages. Exact because readability never depends on ``ok.stats`` (missing or
+    mistyped optional fields count as absent), and orjson builds plain ``dict``/``str``
+    objects.
     """
+    fast = _simd_response(data)
+    if fast is not None:
+        return fast
     try:
         raw = orjson.loads(data)
     except orjson.JSONDecodeError:
@@ -402,20 +485,58 @@ def _search_path(path: str, m: _Matcher) -> _Raw:
     return None
 
 
-_worker_matcher: _Matcher | None = None
+@dataclass(frozen=True)
+class _Job:
+    """Everything a worker needs, sent once when the pool starts."""
+
+    root: str
+    options: SearchOptions
+    matcher: _Matcher
 
 
-def _init_worker(matcher: _Matcher) -> None:
+# Found = a walked file with something to report; files searched without a hit are only
+# counted. What a chunk of units gives: files walked per setup, and the found ones.
+_Found = tuple[_Entry, tuple[str, tuple[_RawHit, ...], bool, str | None]]
+_ChunkResult = tuple[dict[str, int], list[_Found]]
+
+
+class _Searcher:
+    """Walks and searches chunks of units, in one process (this one, or a pool worker)."""
+
+    def __init__(self, job: _Job) -> None:
+        self.job = job
+        self.entries = _Entries(job.root, job.options)
+
+    def __call__(self, units: list[_Unit]) -> _ChunkResult:
+        totals: dict[str, int] = {}
+        found: list[_Found] = []
+        prefix, matcher = self.job.options.prefix, self.job.matcher
+        for unit in units:
+            for path in _expand(unit, prefix):
+                entry = self.entries(path)
+                if entry is None:
+                    continue
+                totals[entry[3]] = totals.get(entry[3], 0) + 1
+                raw = _search_path(path, matcher)
+                if raw is not None:
+                    found.append((entry, raw))
+        return totals, found
+
+
+_worker: _Searcher | None = None
+
+
+def _init_worker(job: _Job) -> None:
     # Ctrl-C reaches the whole process group: the parent alone handles it and terminates
     # the pool, so workers must not die printing their own tracebacks.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    global _worker_matcher
-    _worker_matcher = matcher
+    global _worker
+    _worker = _Searcher(job)
 
 
-def _search_chunk(paths: list[str]) -> list[_Raw]:
-    assert _worker_matcher is not None
-    return [_search_path(p, _worker_matcher) for p in paths]
+def _search_chunk(units: list[_Unit]) -> _ChunkResult:
+    assert _worker is not None
+    return _worker(units)
 
 
 def _outcome(entry: _Entry, raw: tuple[str, tuple[_RawHit, ...], bool, str | None]) -> FileOutcome:
@@ -434,39 +555,60 @@ def default_jobs() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-CHUNK = 256  # files per pool task: enough to hide the IPC round trip, small enough to balance
+# Units per task, by weight: a folder unit (a question: one file per setup) weighs
+# FOLDER_WEIGHT files. A pool task is large, so that its round trip and the parent's share
+# of the work stay small (a fifth of the parent's CPU time at 256); the first tasks,
+# searched here before any pool starts, are small, so a small tree stays small.
+CHUNK_WEIGHT = 1024
+HEAD_CHUNK_WEIGHT = 128
+FOLDER_WEIGHT = 8
 
 
-def _iter_raw(
-    entries: Iterator[_Entry], matcher: _Matcher, jobs: int | None
-) -> Iterator[tuple[_Entry, _Raw]]:
-    """Each entry with its raw outcome, in walk order.
+def _chunks(units: Iterator[_Unit], limit: int) -> Iterator[list[_Unit]]:
+    chunk: list[_Unit] = []
+    weight = 0
+    for unit in units:
+        chunk.append(unit)
+        weight += FOLDER_WEIGHT if unit[1] else 1
+        if weight >= limit:
+            yield chunk
+            chunk, weight = [], 0
+    if chunk:
+        yield chunk
 
-    With a pool, the walk itself runs in the pool's task-feeding thread: chunks are sent
-    to the workers as soon as they are listed, and ``imap`` hands the results back in
-    submission order, so the order never depends on the number of workers. ``sent``
-    pairs each result chunk with its entries (appended before the chunk is submitted,
-    taken after its result arrives).
+
+def _iter_chunks(units: Iterator[_Unit], job: _Job, jobs: int | None) -> Iterator[_ChunkResult]:
+    """The result of each chunk of units, in walk order.
+
+    With ``jobs`` None the first chunks are searched here, and a pool starts only once
+    ``POOL_MIN_FILES`` files have been walked with more to come: a small tree never pays
+    for starting processes. With a pool, the listing of the top of the tree runs in the
+    pool's task-feeding thread, so chunks go to the workers as soon as they are listed,
+    and ``imap`` hands the results back in submission order: the order never depends on
+    the number of workers.
     """
-    head = list(islice(entries, POOL_MIN_FILES))  # also surfaces a missing root here
     workers = default_jobs() if jobs is None else max(1, jobs)
-    if workers == 1 or len(head) < 2 or (jobs is None and len(head) < POOL_MIN_FILES):
-        for entry in chain(head, entries):
-            yield entry, _search_path(entry[0], matcher)
+    if workers == 1:
+        yield from map(_Searcher(job), _chunks(units, CHUNK_WEIGHT))
         return
-    sent: deque[list[_Entry]] = deque()
-
-    def chunks() -> Iterator[list[str]]:
-        stream = chain(head, entries)
-        while chunk := list(islice(stream, CHUNK)):
-            sent.append(chunk)
-            yield [entry[0] for entry in chunk]
-
+    if jobs is None:
+        here, walked = _Searcher(job), 0
+        for head in _chunks(units, HEAD_CHUNK_WEIGHT):
+            result = here(head)
+            yield result
+            walked += sum(result[0].values())
+            if walked >= POOL_MIN_FILES:
+                break
+        else:
+            return
+    chunks = _chunks(units, CHUNK_WEIGHT)
+    first = next(chunks, None)
+    if first is None:
+        return
     # Pool.__exit__ terminates the workers: on success, on an error in the consumer, on
     # Ctrl-C (KeyboardInterrupt raised in this thread while it waits) and on close().
-    with multiprocessing.Pool(workers, initializer=_init_worker, initargs=(matcher,)) as pool:
-        for raws in pool.imap(_search_chunk, chunks()):
-            yield from zip(sent.popleft(), raws, strict=True)
+    with multiprocessing.Pool(workers, initializer=_init_worker, initargs=(job,)) as pool:
+        yield from pool.imap(_search_chunk, chain([first], chunks))
 
 
 class _Tally:
@@ -481,9 +623,9 @@ class _Tally:
         self.error_files = 0
         self.timed_out: list[str] = []
 
-    def count(self, entry: _Entry) -> None:
-        self.total += 1
-        self.setup_totals[entry[3]] += 1
+    def count(self, totals: dict[str, int]) -> None:
+        self.total += sum(totals.values())
+        self.setup_totals.update(totals)
 
     def add(self, outcome: FileOutcome) -> None:
         if outcome.status is FileStatus.MATCHED:
@@ -561,16 +703,17 @@ def search(
         options.timeout,
         literal_of(options.pattern, options.ignore_case),
     )
+    job = _Job(os.fspath(root), options, matcher)
+    units = iter_units(job.root, options.prefix, keep_top=_Globs(options.datasets))
     tally = _Tally(keep_hits)
-    for entry, raw in _iter_raw(_iter_entries(os.fspath(root), options), matcher, jobs):
-        tally.count(entry)
-        if raw is None:
-            continue
-        outcome = _outcome(entry, raw)
-        _report(outcome, options.timeout)
-        tally.add(outcome)
-        if on_outcome is not None:
-            on_outcome(outcome)
+    for totals, found in _iter_chunks(units, job, jobs):
+        tally.count(totals)
+        for entry, raw in found:
+            outcome = _outcome(entry, raw)
+            _report(outcome, options.timeout)
+            tally.add(outcome)
+            if on_outcome is not None:
+                on_outcome(outcome)
     if tally.error_files:
         log.warning(
             "%d error result file(s) counted and skipped (no response to search; "
