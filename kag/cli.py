@@ -105,12 +105,23 @@ def main() -> None:
     a command loads costs about 0.1 s, a tenth of a 100,000-file search. With a thread
     still running (none of ours outlive their command) the normal exit waits for it.
     """
+    failed = False
     try:
         app()
         code = 0
     except SystemExit as exc:
         code = _exit_code(exc.code)
-    _leave(code)
+    except BrokenPipeError:  # the reader went away while an option printed (`--version | true`)
+        code = 0
+    except OSError as exc:  # writing the output failed (a full disk): a message, not a traceback
+        error(_describe(exc))
+        code, failed = int(ExitCode.USAGE), True
+    _leave(code, failed)
+
+
+def _describe(exc: OSError) -> str:
+    where = f"{exc.filename}: " if exc.filename else "cannot write the output: "
+    return f"{where}{exc.strerror or exc}"
 
 
 def _exit_code(code: object) -> int:
@@ -123,7 +134,9 @@ def _exit_code(code: object) -> int:
     return 1
 
 
-def _leave(code: int) -> NoReturn:
+def _leave(code: int, failed: bool = False) -> NoReturn:
+    """Exit handlers, then flush, then ``os._exit(code)``. A flush that fails (a full disk)
+    is reported, unless ``failed`` says the output already failed and was reported."""
     import atexit
     import threading
 
@@ -133,9 +146,16 @@ def _leave(code: int) -> NoReturn:
     if run_exit_handlers is None:  # not CPython
         sys.exit(code)
     run_exit_handlers()  # logging.shutdown, multiprocessing and tempfile clean-ups
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):  # the reader went away, or the stream is closed
-            pass
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader went away: not an error of ours
+        pass
+    except (OSError, ValueError) as exc:  # a full disk; or stdout closed
+        if isinstance(exc, OSError) and not failed:
+            error(_describe(exc))
+        code = code or int(ExitCode.USAGE)
+    try:
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
     os._exit(code)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -12,6 +14,7 @@ from kag import __version__
 from kag.cli import app
 
 runner = CliRunner()
+REPO = Path(__file__).resolve().parent.parent
 
 
 def test_version() -> None:
@@ -103,3 +106,32 @@ def test_exit_codes_follow_sys_exit(
 
     assert _exit_code(code) == expected
     assert capsys.readouterr().err == printed
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full on this system")
+@pytest.mark.parametrize("unbuffered", ["1", ""])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--version"],
+        ["stats", "--datasets", "examples/dataset/datasets.json", "--results", "examples/results"],
+        ["stats", "find", "know", "-r", "examples/results"],
+    ],
+)
+def test_a_full_disk_is_one_error_line_and_exit_2(args: list[str], unbuffered: str) -> None:
+    """Output that cannot be written (here: /dev/full, "No space left on device") is an
+    error a CI job must see: one line, exit 2, no traceback, buffered or not."""
+    env = {**os.environ, "PYTHONUNBUFFERED": unbuffered}
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [sys.executable, "-m", "kag", *args],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=REPO,
+        )
+    errors = [line for line in done.stderr.splitlines() if line.startswith("kag: error:")]
+    assert done.returncode == 2
+    assert errors == ["kag: error: cannot write the output: No space left on device"]
+    assert "Traceback" not in done.stderr

@@ -1,9 +1,9 @@
 """Regex search over the model responses of a result tree (`kag stats find`).
 
 Walks every ``<prefix>…json`` regular file below the results folder, at any depth and
-without following symbolic links (:func:`kag.results.iter_result_files_deep`), parses it
-with :func:`kag.results.parse_result`, and matches the pattern against the trimmed
-``ok.result``. Every walked file that passes the ``--setup``/``--dataset`` filters counts
+without following symbolic links (:func:`kag.results.iter_result_files_deep`), reads it
+with the verdict of :func:`kag.results.parse_result` (:func:`parse_response`), and
+matches the pattern against the trimmed ``ok.result``. Every walked file that passes the ``--setup``/``--dataset`` filters counts
 in ``total``; unreadable files and ``error`` files hold no response and are skipped.
 
 Patterns use the ``regex`` module's syntax. Matching one file has a CPU-time budget
@@ -11,9 +11,10 @@ Patterns use the ``regex`` module's syntax. Matching one file has a CPU-time bud
 time of the whole scan of that file): a pathological pattern such as ``(a+)+$`` is cut
 on the files where it explodes, reported for those files, and the search goes on.
 
-For speed the files can be searched by a pool of processes over chunks of the sorted
-file list; the chunks come back in order, so outcomes, hits and warnings always come out
-sorted by path whatever the number of workers.
+For speed the tree is cut into units (the question folders, :func:`iter_units`) that a
+pool of processes lists and searches chunk by chunk; the chunks come back in order, so
+outcomes, hits and warnings always come out sorted by path whatever the number of
+workers.
 
 Nothing here prints: warnings go to ``logging.getLogger(__name__)`` (rendered as
 ``kag: warning: …`` by the CLI), results are returned as frozen dataclasses.
