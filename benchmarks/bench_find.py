@@ -10,7 +10,8 @@ kag parses every file as a result, validates its shape, and matches only the tri
 it reads every file fully and prints only a per-file count (no per-line rendering that
 would make the anchor slower than it needs to be). kag is run as a subprocess,
 ``kag stats find PATTERN -r results --format json`` with its default workers, output
-to a pipe, exactly as a user would call it. Caches are warm for both (one unmeasured
+to a pipe, exactly as a user would call it (kag's modules are compiled to bytecode first,
+as an installed copy is). Caches are warm for both (one unmeasured
 warm-up pass each); kag and rg then run back to back ``--repeat`` times. The headline
 ratio is the median over those pairs of kag wall / rg wall (steady on a shared machine);
 best-vs-best wall and CPU-time (user + system, children included) ratios are printed too.
