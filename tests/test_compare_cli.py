@@ -540,6 +540,37 @@ def test_impact_errors(tmp_path: Path) -> None:
     assert unknown.exit_code == 2 and "setup 'nope': no such setup" in unknown.stderr
 
 
+def _errors(stderr: str) -> list[str]:
+    """The ``kag: error:`` lines (the shared tree's broken file adds a warning before them)."""
+    assert "Traceback" not in stderr
+    return [line for line in stderr.splitlines() if line.startswith("kag: error:")]
+
+
+def test_impact_on_a_setup_that_does_not_retrieve_says_so(tree: list[str]) -> None:
+    result = run("impact", "native", *tree)
+    assert result.exit_code == 2  # bad usage, like an unknown setup: there is no retrieval to measure
+    assert result.stdout == ""
+    assert _errors(result.stderr) == [
+        "kag: error: native does not retrieve (no retrieval stats, no config.augmented_generation): "
+        "no retrieval impact to measure; setups that retrieve: kag"
+    ]
+    assert result.stderr.endswith("setups that retrieve: kag\n")  # the error is the last line
+    mixed = run("impact", "kag", "native", "other", *tree, "--format", "json")
+    assert mixed.exit_code == 2 and mixed.stdout == ""
+    (line,) = _errors(mixed.stderr)
+    assert line.startswith("kag: error: native, other do not retrieve (")
+    assert run("impact", "kag", *tree, "--format", "json").exit_code == 0  # the KAG setup alone is fine
+
+
+def test_impact_on_a_tree_without_retrieval_names_none(tmp_path: Path) -> None:
+    datasets, results = build_tree(tmp_path, names=("native", "other"))
+    result = run("impact", "other", "-d", str(datasets), "-r", str(results), "--prefix", PREFIX)
+    assert result.exit_code == 2 and result.stdout == ""
+    (line,) = _errors(result.stderr)
+    assert line.startswith("kag: error: other does not retrieve (")
+    assert line.endswith("no retrieval impact to measure; setups that retrieve: none")
+
+
 # ---------------------------------------------------------------- the real tree
 
 

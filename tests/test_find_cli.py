@@ -93,6 +93,51 @@ def test_filters_before_and_after_find(tree: Path) -> None:
     assert json.loads(only_free.stdout)["total"] == 2
 
 
+def test_a_setup_filter_that_matches_nothing_is_warned_about(tree: Path) -> None:
+    result = invoke("stats", "find", "know", "-r", str(tree), "--setup", "nope")
+    assert result.exit_code == 1  # find's own rule: nothing matched
+    assert result.stdout == ""
+    assert result.stderr == (
+        f"kag: warning: --setup nope matches no setup in {tree} (setups: other-kag, run1-kag, run1-native)\n"
+        "No result matched the pattern.\n"
+    )
+    # given on `stats`, with the prefix: the setups are named as the filter sees them
+    before = invoke("stats", "-r", str(tree), "--prefix", "run1-", "--setup", "nat", "find", "know")
+    assert before.exit_code == 1
+    assert before.stderr.startswith(
+        f"kag: warning: --setup nat matches no setup in {tree} (setups: kag, native)\n"
+    )
+
+
+def test_an_unmatched_setup_next_to_a_good_one_warns_and_the_search_goes_on(tree: Path) -> None:
+    filters = ("--setup", "run1-native", "--setup", "run1-kga")
+    result = invoke("stats", "find", "^b$", "-r", str(tree), *filters, "--format", "json")
+    assert result.exit_code == 0
+    assert json.loads(result.stdout)["paths"] == [rel(tree, "mcq/0/run1-native.json")]
+    assert result.stderr == (
+        f"kag: warning: --setup run1-kga matches no setup in {tree} (setups: other-kag, run1-kag, run1-native)\n"
+    )
+    good = invoke("stats", "find", "^b$", "-r", str(tree), "--setup", "run1-*", "--dataset", "mcq")
+    assert good.exit_code == 0 and "matches no" not in good.stderr
+
+
+def test_an_unmatched_dataset_filter_names_the_dataset_folders(tree: Path) -> None:
+    result = invoke("stats", "find", "know", "-r", str(tree), "--dataset", "nope", "--setup", "nope")
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    # the --setup warning would only repeat that no dataset was selected
+    assert result.stderr == (
+        f"kag: warning: --dataset nope matches no dataset in {tree} (datasets: free, mcq)\n"
+        "No result matched the pattern.\n"
+    )
+    within = invoke("stats", "find", "know", "-r", str(tree), "--dataset", "fr*", "--setup", "run1-native")
+    assert within.exit_code == 1
+    assert within.stderr.startswith(
+        f"kag: warning: --setup run1-native matches no setup in {tree} with --dataset fr* "
+        "(setups: other-kag, run1-kag)\n"
+    )
+
+
 def test_no_datasets_file_needed(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tree)  # --results defaults to "."
     result = invoke("stats", "find", "^b$", "--format", "json")

@@ -391,6 +391,52 @@ def test_malformed_dataset_file(tmp_path: Path) -> None:
     )
 
 
+def _copy_with(tmp_path: Path, name: str, content: bytes | None) -> Path:
+    """A copy of the test dataset whose file ``name`` is replaced by a folder (None) or ``content``."""
+    folder = Path(shutil.copytree(DATASET, tmp_path / "ds"))
+    (folder / name).unlink()
+    if content is None:
+        (folder / name).mkdir()
+    else:
+        (folder / name).write_bytes(content)
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "reason"),
+    [
+        ("config.yaml", None, "is a directory, expected the dataset's YAML configuration file"),
+        ("closed.train-triples.txt", None, "is a directory, expected a file"),
+        ("open.test-head.txt", None, "is a directory, expected a file"),
+        ("config.yaml", b"create:\n  name: \xff\n", "not UTF-8 text (byte offset 16)"),
+    ],
+)
+def test_dataset_file_that_cannot_be_read_is_one_clean_line(
+    tmp_path: Path, name: str, content: bytes | None, reason: str
+) -> None:
+    folder = _copy_with(tmp_path, name, content)
+    result = run("--dataset", folder, "--task", "linking", "--split", "test", *LINKING)
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    # the path once, the reason once: no "[Errno 21] Is a directory: '...'" repeating both
+    assert result.stderr == f"kag: error: {folder / name}: {reason}\n"
+
+
+def test_prediction_and_per_query_paths_that_are_folders(tmp_path: Path) -> None:
+    common = ("--dataset", DATASET, "--task", "linking", "--split", "test")
+    head = run(*common, "--head", tmp_path, *LINKING[2:])
+    assert head.exit_code == 2
+    assert head.stderr == f"kag: error: {tmp_path}: is a directory, expected a file\n"
+    per_query = run(*common, *LINKING, "--per-query", tmp_path)
+    assert per_query.exit_code == 2
+    assert per_query.stdout == ""
+    assert per_query.stderr == f"kag: error: {tmp_path}: is a directory, expected a file\n"
+    nowhere = tmp_path / "no" / "such" / "folder.jsonl"
+    missing = run(*common, *LINKING, "--per-query", nowhere)
+    assert missing.exit_code == 2
+    assert missing.stderr == f"kag: error: {nowhere}: cannot write: No such file or directory\n"
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

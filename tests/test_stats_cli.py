@@ -262,3 +262,100 @@ def test_help_does_not_import_the_grading_code():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "kag.grading.mcq" not in out and "kag.report" not in out
+
+
+# ---------------------------------------------------------------- filters that match nothing
+
+EXAMPLE_SETUPS = "qwen35-9b-kag, qwen35-9b-native, smollm2-135m-native"
+
+
+def test_a_setup_filter_that_matches_nothing_is_a_usage_error(example: list[str]):
+    result = stats(*example, "--setup", "nope")
+    assert result.exit_code == 2
+    assert result.stdout == ""  # no empty report for a step summary to swallow
+    assert result.stderr == (
+        f"kag: error: --setup nope matches no setup in {example[3]} (setups: {EXAMPLE_SETUPS})\n"
+    )
+
+
+def test_one_unmatched_setup_filter_among_good_ones_still_fails_every_gate(example: list[str]):
+    # A typo next to a correct glob must not let --fail-under pass on the others alone.
+    result = stats(*example, "--setup", "qwen*", "--setup", "nope", "--setup", "x?", "--fail-under", "10")
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert result.stderr == (
+        f"kag: error: --setup nope, --setup x? match no setup in {example[3]} (setups: {EXAMPLE_SETUPS})\n"
+    )
+    gate = stats(
+        *example, "--setup", "qwen35-9b-kag", "--setup", "nope", "--fail-if-worse-than", "qwen35-9b-kag"
+    )
+    assert gate.exit_code == 2 and gate.stdout == ""
+    assert gate.stderr.startswith("kag: error: --setup nope matches no setup in ")
+    assert stats(*example, "--setup", "qwen*", "--fail-under", "10").exit_code == 0  # the good glob alone
+
+
+def test_a_dataset_filter_that_matches_nothing_names_the_datasets_file(example: list[str]):
+    result = stats(*example, "--dataset", "nope", "--dataset", "pub*", "--format", "json")
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert result.stderr == (
+        f"kag: error: --dataset nope matches no dataset in {example[1]} (datasets: mcq-form, pubmedqa)\n"
+    )
+
+
+def test_an_html_report_is_not_written_for_an_unmatched_filter(example: list[str], tmp_path: Path):
+    out = tmp_path / "report.html"
+    result = stats(*example, "--setup", "nope", "--format", "html", "--output", str(out))
+    assert result.exit_code == 2
+    assert "--setup nope matches no setup" in result.stderr
+    assert not out.exists()
+
+
+@pytest.fixture
+def split_tree(tmp_path: Path) -> Path:
+    """Setup `a` only in mcq-form, `b` only in pubmedqa, `free` only on the free-form question."""
+    root = tmp_path / "results"
+    write_result(result_path(root, "mcq-form", "0", "", "a"), OkResult("b", OkStats()))
+    write_result(result_path(root, "pubmedqa", "12377809", "", "b"), OkResult("A", OkStats()))
+    write_result(result_path(root, "mcq-form", "3", "", "free"), OkResult("anything", OkStats()))
+    return root
+
+
+def test_setup_filter_is_checked_within_the_dataset_filter(split_tree: Path, repo: Path):
+    datasets = str(repo / "examples/dataset/datasets.json")
+    result = stats("-d", datasets, "-r", str(split_tree), "--setup", "b", "--dataset", "mcq*")
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert result.stderr == (
+        f"kag: error: --setup b matches no setup in {split_tree} with --dataset mcq* (setups: a, free)\n"
+    )
+    both = stats(
+        "-d", datasets, "-r", str(split_tree), "--setup", "b", "--dataset", "pub*", "--format", "json"
+    )
+    assert both.exit_code == 0 and both.stderr == ""
+    assert [s["setup"] for s in json.loads(both.stdout)["setups"]] == ["b"]
+
+
+def test_a_setup_in_the_tree_without_graded_files_is_not_a_typo(split_tree: Path, repo: Path):
+    # `free` only answered a free-form question: the filter is right, there is just nothing to grade.
+    datasets = str(repo / "examples/dataset/datasets.json")
+    result = stats("-d", datasets, "-r", str(split_tree), "--setup", "free")
+    assert result.exit_code == 0
+    assert result.stderr == ""
+    assert "No scorable results were found." in result.stdout
+    gated = stats("-d", datasets, "-r", str(split_tree), "--setup", "free", "--fail-under", "10")
+    assert gated.exit_code == 1  # the existing rule: nothing graded fails the gate
+    assert gated.stderr == "kag: error: --fail-under 10: no setup was graded\n"
+
+
+def test_a_long_list_of_setups_is_cut(tmp_path: Path, repo: Path):
+    root = tmp_path / "results"
+    for i in range(23):
+        write_result(result_path(root, "mcq-form", "0", "", f"s{i:02d}"), OkResult("b", OkStats()))
+    result = stats("-d", str(repo / "examples/dataset/datasets.json"), "-r", str(root), "--setup", "nope")
+    assert result.exit_code == 2
+    shown = ", ".join(f"s{i:02d}" for i in range(20))
+    assert (
+        result.stderr
+        == f"kag: error: --setup nope matches no setup in {root} (setups: {shown}, … (3 more))\n"
+    )

@@ -79,6 +79,48 @@ def test_text_report_side_by_side() -> None:
     assert "q99" in err and "q99" not in out
 
 
+NO_RELATIONS_NOTE = "Predicted relations: none (no valid triplet was predicted)"
+
+
+def test_empty_prediction_file_gets_a_note_instead_of_an_empty_table(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    code, out, err = run(GOLD, empty)
+    assert code == 0
+    assert err == f"kag: warning: {empty}: no prediction entry; all 7 gold entries count as missing\n"
+    assert out.endswith(f"\n\n{NO_RELATIONS_NOTE}\n\n")  # where the table was, blank lines kept
+    lines = out.splitlines()
+    assert not any(line.startswith("relation") for line in lines)  # no header-only table
+    # the scores are untouched: 7 missing predictions, only q5 (empty gold) scores 1.0
+    assert next(line for line in lines if line.startswith("composite")).split()[-1] == f"{1 / 7:.4f}"
+    run_ = as_json(GOLD, empty)["runs"][0]
+    assert run_["composite"] == round(1 / 7, 4) and run_["relation_distribution"] == {}
+    assert run_["counts"]["missing_predictions"] == 7 and run_["counts"]["predicted_items"] == 0
+    axes = {"schema": None, "entity_f1": 0.0, "relation_acc": None, "weight": None, "grounding": None}
+    assert run_["axes"] == axes
+
+
+def test_predictions_without_a_valid_triplet_get_the_note_without_the_warning(tmp_path: Path) -> None:
+    invalid = tmp_path / "invalid.jsonl"
+    invalid.write_text(json.dumps({"id": "q1", "triplets": [{**TRIPLET, "weight": 2}]}) + "\n")
+    code, out, err = run(GOLD, invalid)
+    assert code == 0
+    assert out.endswith(f"\n\n{NO_RELATIONS_NOTE}\n\n")
+    assert "no prediction entry" not in err
+
+
+def test_relations_table_stays_when_one_file_has_relations(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    code, out, err = run(GOLD, empty, FINETUNED)
+    assert code == 0
+    assert NO_RELATIONS_NOTE not in out
+    header = next(line for line in out.splitlines() if line.startswith("relation"))
+    assert "empty.jsonl" in header and FINETUNED.name in header
+    created_by = next(line for line in out.splitlines() if line.startswith("created_by "))
+    assert created_by.split()[2] == "0"  # the empty file's column: zero, not missing
+
+
 def test_details_file(tmp_path: Path) -> None:
     details = tmp_path / "details.jsonl"
     code, out, err = run(GOLD, FINETUNED, BASE, "--details", details, "--format", "json")

@@ -301,6 +301,7 @@ def register(stats_app: typer.Typer) -> None:
         fmt = _format(ctx, output_format, TableFormat)
         loaded = _load(ctx, datasets, results, prefix, None, dataset, (*(kag_setups or ()), native))
         answers = loaded.answers
+        lib.check_retrieves(answers.profiles, kag_setups or ())
         plans = lib.plan_impacts(answers.profiles, kag_setups or None, native)
         if not plans:
             raise UsageError(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterable
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -15,7 +16,7 @@ from kag.commands.stats import pick_option
 from kag.errors import UsageError
 
 if TYPE_CHECKING:
-    from kag.grading.search import SearchFormat
+    from kag.grading.search import SearchFormat, SearchOptions
 
 
 class Format(StrEnum):
@@ -59,6 +60,37 @@ def _run_fzf(lines: list[str]) -> None:
             proc.stdin.close()
         except BrokenPipeError:  # the user left fzf before reading everything
             pass
+
+
+def _warn_unmatched_filters(root: str, options: SearchOptions, searched: Iterable[str]) -> None:
+    """A warning for each ``--dataset`` / ``--setup`` glob that matches nothing in the tree,
+    naming what is there; the exit code stays find's own (1 when nothing matched).
+
+    Datasets are the top-level folders (one listing). ``searched`` are the setups of the
+    searched files; only when a glob matches none of them is the tree listed again, so a
+    filter that works costs nothing.
+    """
+    from kag.commands.stats import unmatched_globs, unmatched_message
+    from kag.console import warn
+    from kag.grading.search import SearchOptions, list_search_files
+    from kag.results import scandir_entries
+
+    if options.datasets:
+        top = sorted(e.name for e in scandir_entries(root) if e.is_dir(follow_symlinks=False))
+        missing = unmatched_globs(options.datasets, top)
+        if missing:
+            warn(unmatched_message("--dataset", missing, "dataset", f"in {root}", top))
+        if len(missing) == len(options.datasets):
+            return  # no dataset selected: every --setup would be reported, saying nothing new
+    if options.setups and unmatched_globs(options.setups, searched):
+        every = SearchOptions("", prefix=options.prefix, datasets=options.datasets)
+        in_tree = sorted({f.setup for f in list_search_files(root, every)})
+        missing = unmatched_globs(options.setups, in_tree)
+        if missing:
+            where = f"in {root}" + (
+                " with " + ", ".join(f"--dataset {g}" for g in options.datasets) if options.datasets else ""
+            )
+            warn(unmatched_message("--setup", missing, "setup", where, in_tree))
 
 
 def register(stats_app: typer.Typer) -> None:
@@ -173,6 +205,7 @@ def register(stats_app: typer.Typer) -> None:
         if interactive and collected:
             sys.stdout.flush()
             _run_fzf(collected)
+        _warn_unmatched_filters(root, options, result.per_setup)
         if fmt is SearchFormat.TEXT:
             if result.matches:
                 info(

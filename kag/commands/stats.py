@@ -9,6 +9,8 @@ None / empty when not given).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -136,15 +138,20 @@ def stats(
         check_threshold(fail_under)
     root = results if results is not None else Path(".")
     loaded = load_datasets(datasets)
+    dataset_globs = tuple(dataset or ())
+    # A filter that selects nothing is a typo far more often than an intent: exit 2
+    # before any report, so that neither a CI gate nor a step summary passes on it.
+    _check_globs("--dataset", dataset_globs, "dataset", f"in {datasets}", sorted(loaded.datasets))
     analysed = fmt_name == "html" or fail_if_worse_than is not None
     graded = grade_tree(
         loaded,
         root,
         prefix or "",
         setups=tuple(setup or ()),
-        dataset_globs=tuple(dataset or ()),
+        dataset_globs=dataset_globs,
         keep_records=analysed,
     )
+    _check_setup_globs(tuple(setup or ()), {s for s, _ in graded.tallies}, root, prefix or "", dataset_globs)
     summary = summarize(graded)
     comparisons = None
     if analysed:
@@ -165,6 +172,56 @@ def stats(
         from kag.grading.compare import gate_regressions
 
         gate_regressions(comparisons)
+
+
+MAX_NAMES_SHOWN = 20
+
+
+def unmatched_globs(globs: Sequence[str], names: Iterable[str]) -> list[str]:
+    """The globs (``fnmatchcase``, as the filters use them) that match none of ``names``, in order."""
+    names = list(names)
+    return [g for g in globs if not any(fnmatchcase(name, g) for name in names)]
+
+
+def unmatched_message(option: str, globs: Sequence[str], kind: str, where: str, names: Sequence[str]) -> str:
+    """``--setup a, --setup b match no setup in DIR (setups: x, y)``: at most
+    ``MAX_NAMES_SHOWN`` names, then how many more."""
+    flags = ", ".join(f"{option} {g}" for g in globs)
+    verb = "matches" if len(globs) == 1 else "match"
+    shown = ", ".join(names[:MAX_NAMES_SHOWN]) or "none"
+    if len(names) > MAX_NAMES_SHOWN:
+        shown += f", … ({len(names) - MAX_NAMES_SHOWN} more)"
+    return f"{flags} {verb} no {kind} {where} ({kind}s: {shown})"
+
+
+def _check_globs(option: str, globs: Sequence[str], kind: str, where: str, names: Sequence[str]) -> None:
+    missing = unmatched_globs(globs, names)
+    if missing:
+        raise UsageError(unmatched_message(option, missing, kind, where, names))
+
+
+def _check_setup_globs(
+    globs: tuple[str, ...], graded: set[str], root: Path, prefix: str, dataset_globs: tuple[str, ...]
+) -> None:
+    """UsageError naming each ``--setup`` glob that matches no setup of the tree (within the
+    ``--dataset`` folders), with the setups that are there. Only when a glob matches no
+    graded setup is the tree listed again (names only, no file is read), so a filter that
+    works costs nothing."""
+    if not unmatched_globs(globs, graded):
+        return
+    from kag.results import list_results
+
+    in_tree = sorted(
+        {
+            f.setup
+            for f in list_results(root, prefix).files
+            if not dataset_globs or any(fnmatchcase(f.dataset, g) for g in dataset_globs)
+        }
+    )
+    where = f"in {root}" + (
+        " with " + ", ".join(f"--dataset {g}" for g in dataset_globs) if dataset_globs else ""
+    )
+    _check_globs("--setup", globs, "setup", where, in_tree)
 
 
 def _analyse(

@@ -120,6 +120,10 @@ def _render_text(report: TripletReport) -> None:
         (None, "metric", report_rows(report)),
         ("Predicted relations", "relation", relation_rows(report)),
     ):
+        if not rows:  # no valid triplet in any file: a table of headers only says nothing
+            console.print(f"{heading}: none (no valid triplet was predicted)", markup=False)
+            console.print()
+            continue
         table = Table(title=heading, title_justify="left", show_edge=False, pad_edge=False)
         table.add_column(label)
         for name in names:

@@ -629,6 +629,28 @@ def native_candidates(profiles: dict[str, SetupProfile], setup: str) -> list[str
     )
 
 
+def check_retrieves(profiles: dict[str, SetupProfile], setups: Sequence[str]) -> None:
+    """Raise UsageError (exit 2) naming the setups of ``setups`` that do not retrieve.
+
+    A setup retrieves when its profile says so (retrieval stats in any of its files, or
+    ``config.augmented_generation`` in the one whose config was read); for one that does
+    not there is no subgraph to bucket and nothing retrieval could have helped or hurt.
+    The message lists the setups that do retrieve. Names without a profile are left to
+    the caller (an unknown setup is its own error).
+    """
+    from kag.errors import UsageError
+
+    plain = [s for s in setups if s in profiles and not profiles[s].augmented]
+    if not plain:
+        return
+    retrieving = sorted(s for s, p in profiles.items() if p.augmented)
+    verb = "does" if len(plain) == 1 else "do"
+    raise UsageError(
+        f"{', '.join(plain)} {verb} not retrieve (no retrieval stats, no config.augmented_generation): "
+        f"no retrieval impact to measure; setups that retrieve: {', '.join(retrieving) or 'none'}"
+    )
+
+
 def gate_regressions(run: ComparisonRun) -> None:
     """Raise GateFailed (exit 1) naming each setup significantly worse than the baseline.
 

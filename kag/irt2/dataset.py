@@ -18,6 +18,7 @@ import numpy as np
 import orjson
 
 from kag.errors import InputError
+from kag.irt2.files import os_error
 from kag.irt2.model import Mode, Side, Split, Task
 
 CONFIG = "config.yaml"
@@ -141,8 +142,10 @@ def read_config(folder: Path) -> DatasetConfig:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise InputError(f"{path}: no such file (is {folder} an IRT2 dataset folder?)") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot read: {exc}") from None
+    except OSError as exc:
+        raise os_error(path, exc, expected="the dataset's YAML configuration file") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text (byte offset {exc.start})") from None
     try:
         data: Any = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -165,10 +168,8 @@ def read_id_rows(path: Path, separator: str, width: int) -> np.ndarray:
     """Read an id file as an ``(n, width)`` int64 array, one row per non-comment line."""
     try:
         data = path.read_bytes()
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
     except OSError as exc:
-        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        raise os_error(path, exc) from None
     fast = _id_rows_fast(data, separator, width)
     return fast if fast is not None else _id_rows_slow(data, path, separator, width)
 

@@ -14,16 +14,26 @@ GZIP_MAGIC = b"\x1f\x8b"
 BLOCK_BYTES = 1 << 20  # small blocks stay in cache; 1 MiB measured fastest
 
 
+def os_error(path: Path, exc: OSError, action: str = "read", expected: str = "a file") -> InputError:
+    """One clean line for an OSError on ``path``: the path once and the reason once.
+
+    ``str(exc)`` would repeat both (``[Errno 21] Is a directory: 'x'``), so only
+    ``strerror`` is kept. A file missing for reading is ``no such file``; a directory
+    where a file belongs is ``is a directory, expected <expected>``.
+    """
+    if isinstance(exc, FileNotFoundError) and action == "read":
+        return InputError(f"{path}: no such file")
+    if isinstance(exc, IsADirectoryError):
+        return InputError(f"{path}: is a directory, expected {expected}")
+    return InputError(f"{path}: cannot {action}: {exc.strerror or type(exc).__name__}")
+
+
 def open_binary(path: Path) -> BinaryIO:
     """Open ``path`` for reading bytes; gzip is recognised by its magic bytes, not the suffix."""
     try:
         raw = path.open("rb")
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise InputError(f"{path}: is a directory, expected a file") from None
     except OSError as exc:
-        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        raise os_error(path, exc) from None
     if raw.peek(2)[:2] == GZIP_MAGIC:
         return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
     return raw

@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 
-from kag.errors import InputError
+from kag.irt2.files import os_error
 from kag.irt2.model import Evaluation, SideSummary, TieMode
 
 ROW_ORDER = (
@@ -215,13 +215,13 @@ def write_per_query(path: Path, evaluation: Evaluation) -> None:
             with path.open("wb") as out:
                 out.writelines(iter_per_query_lines(evaluation))
         except OSError as exc:
-            raise InputError(f"{path}: cannot write: {exc.strerror or exc}") from None
+            raise os_error(path, exc, "write") from None
         return
     directory = path.parent
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
     except OSError as exc:
-        raise InputError(f"{path}: cannot write: {exc.strerror or exc}") from None
+        raise os_error(path, exc, "write") from None
     try:
         with os.fdopen(fd, "wb") as out:
             out.writelines(iter_per_query_lines(evaluation))
@@ -229,4 +229,4 @@ def write_per_query(path: Path, evaluation: Evaluation) -> None:
         os.replace(tmp, path)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
-        raise InputError(f"{path}: cannot write: {exc.strerror or exc}") from None
+        raise os_error(path, exc, "write") from None

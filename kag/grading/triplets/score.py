@@ -418,6 +418,8 @@ def _grade(
 
     validated_files: list[list[tuple[Prediction, Validated]]] = []
     for path, predictions in files:
+        if not predictions and gold:
+            log.warning("%s: no prediction entry; all %d gold entries count as missing", path, len(gold))
         extra = [entry_id for entry_id in predictions if entry_id not in gold_ids]
         if extra:
             shown = ", ".join(repr(e) for e in extra[:3]) + (", ..." if len(extra) > 3 else "")
