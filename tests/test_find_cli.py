@@ -478,8 +478,8 @@ def test_reader_going_away_stops_the_pool_quietly(tmp_path: Path) -> None:
     first = proc.stdout.readline()
     proc.stdout.close()  # what `head -1` does after its line
     try:
-        err = proc.stderr.read().decode()
-        proc.wait(timeout=60)
+        _, raw_err = proc.communicate(timeout=60)  # a hang fails the test instead of stalling it
+        err = raw_err.decode()
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -487,3 +487,48 @@ def test_reader_going_away_stops_the_pool_quietly(tmp_path: Path) -> None:
     assert proc.returncode == 0
     assert "Traceback" not in err and "Exception ignored" not in err
     assert _processes(session=proc.pid) == []
+
+
+def test_a_worker_that_dies_is_an_error_not_a_hang(tmp_path: Path) -> None:
+    """A worker killed from outside (the OOM killer, say) must end the search with one
+    error line and exit 2: never a hang, never a silently short count. Enough folders for
+    both workers to be busy, and whichever is killed (busy or idle) must be noticed."""
+    for q in range(300):
+        ok(tmp_path / "d" / str(q) / "s.json", "a" * 5000 + "b")
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "kag",
+            "stats",
+            "find",
+            "(a+)+$",
+            "-r",
+            str(tmp_path),
+            "--timeout",
+            "60",
+            "--jobs",
+            "2",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 60
+    while len(_children(proc.pid)) < 2 and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.1)  # both workers are then stuck in the pattern (60 s of CPU each)
+    workers = _children(proc.pid)
+    assert len(workers) >= 2, "the workers did not start"
+    os.kill(workers[0], signal.SIGKILL)
+    try:
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 2
+    assert err.strip().splitlines()[-1] == (
+        "kag: error: a search worker process died unexpectedly (out of memory?); nothing was reported"
+    )
+    assert out == "" and "Traceback" not in err
+    assert _processes(session=proc.pid) == []  # the other worker was stopped too

@@ -296,16 +296,16 @@ def test_pool_started_after_the_first_files_gives_the_same_result(
         ok(tmp_path / f"ds{q % 3}" / f"top{q}.json", "know")  # file units between folder units
     one = search(tmp_path, SearchOptions("know"), jobs=1)
     started: list[int] = []
-    real_pool = search_module.multiprocessing.Pool
+    real_workers = search_module._in_workers
 
-    def pool(workers: int, **kwargs: Any) -> Any:
+    def in_workers(chunks: Any, job: Any, workers: int) -> Any:
         started.append(workers)
-        return real_pool(workers, **kwargs)
+        return real_workers(chunks, job, workers)
 
     monkeypatch.setattr(search_module, "POOL_MIN_FILES", 40)
     monkeypatch.setattr(search_module, "HEAD_CHUNK_WEIGHT", 16)
     monkeypatch.setattr(search_module, "CHUNK_WEIGHT", 24)
-    monkeypatch.setattr(search_module.multiprocessing, "Pool", pool)
+    monkeypatch.setattr(search_module, "_in_workers", in_workers)
     monkeypatch.setattr(search_module, "default_jobs", lambda: 2)
     seamed = search(tmp_path, SearchOptions("know"), jobs=None)
     assert started == [2]

@@ -32,14 +32,14 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum, StrEnum
-from itertools import chain
+from multiprocessing.connection import Connection
 from typing import Any
 
 import orjson
 import regex
 import simdjson
 
-from kag.errors import UsageError
+from kag.errors import KagError, UsageError
 from kag.grading.mcq import rust_trim
 from kag.results import (
     ErrorResult,
@@ -524,20 +524,21 @@ class _Searcher:
         return totals, found
 
 
-_worker: _Searcher | None = None
-
-
-def _init_worker(job: _Job) -> None:
-    # Ctrl-C reaches the whole process group: the parent alone handles it and terminates
-    # the pool, so workers must not die printing their own tracebacks.
+def _worker_main(conn: Connection, job: _Job) -> None:
+    """A worker process: search each chunk of units it is sent, send back the result; stop
+    on None or when the parent's end of the pipe is gone."""
+    # Ctrl-C reaches the whole process group: the parent alone handles it and stops the
+    # workers, so they must not die printing their own tracebacks.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    global _worker
-    _worker = _Searcher(job)
-
-
-def _search_chunk(units: list[_Unit]) -> _ChunkResult:
-    assert _worker is not None
-    return _worker(units)
+    searcher = _Searcher(job)
+    while True:
+        try:
+            units = conn.recv()
+        except EOFError:
+            return
+        if units is None:
+            return
+        conn.send(searcher(units))
 
 
 def _outcome(entry: _Entry, raw: tuple[str, tuple[_RawHit, ...], bool, str | None]) -> FileOutcome:
@@ -581,12 +582,10 @@ def _chunks(units: Iterator[_Unit], limit: int) -> Iterator[list[_Unit]]:
 def _iter_chunks(units: Iterator[_Unit], job: _Job, jobs: int | None) -> Iterator[_ChunkResult]:
     """The result of each chunk of units, in walk order.
 
-    With ``jobs`` None the first chunks are searched here, and a pool starts only once
-    ``POOL_MIN_FILES`` files have been walked with more to come: a small tree never pays
-    for starting processes. With a pool, the listing of the top of the tree runs in the
-    pool's task-feeding thread, so chunks go to the workers as soon as they are listed,
-    and ``imap`` hands the results back in submission order: the order never depends on
-    the number of workers.
+    With ``jobs`` None the first chunks are searched here, and worker processes start
+    only once ``POOL_MIN_FILES`` files have been walked with more to come: a small tree
+    never pays for starting processes. The order of the results never depends on the
+    number of workers.
     """
     workers = default_jobs() if jobs is None else max(1, jobs)
     if workers == 1:
@@ -602,14 +601,84 @@ def _iter_chunks(units: Iterator[_Unit], job: _Job, jobs: int | None) -> Iterato
                 break
         else:
             return
-    chunks = _chunks(units, CHUNK_WEIGHT)
-    first = next(chunks, None)
-    if first is None:
-        return
-    # Pool.__exit__ terminates the workers: on success, on an error in the consumer, on
-    # Ctrl-C (KeyboardInterrupt raised in this thread while it waits) and on close().
-    with multiprocessing.Pool(workers, initializer=_init_worker, initargs=(job,)) as pool:
-        yield from pool.imap(_search_chunk, chain([first], chunks))
+    yield from _in_workers(_chunks(units, CHUNK_WEIGHT), job, workers)
+
+
+def _worker_died() -> KagError:
+    return KagError("a search worker process died unexpectedly (out of memory?); nothing was reported")
+
+
+def _in_workers(chunks: Iterator[list[_Unit]], job: _Job, workers: int) -> Iterator[_ChunkResult]:
+    """Search the chunks in ``workers`` processes; the results in chunk order.
+
+    Each worker has a pipe of its own, written only by the parent (chunks) and by that
+    worker (results), and works on one chunk at a time; the parent hands the next chunk
+    to whichever worker is free (``multiprocessing.connection.wait``) and yields the
+    results in order, holding at most ``2 x workers`` chunks ahead. The walk of the top
+    of the tree runs here, between hand-outs.
+
+    Not ``multiprocessing.Pool``: stopping a Pool early (the reader of ``find | head -1``
+    went away, Ctrl-C) goes through ``Pool.terminate``, which deadlocks when a worker is
+    killed while it sends a large result: the lock of the shared result queue stays held
+    and the pool's task thread waits for it forever (7 hangs in 150 runs of ``find |
+    head -1``). Here nothing is shared and there is no thread: when the consumer stops,
+    for whatever reason, the workers are terminated and reaped, and that is all.
+    """
+    import multiprocessing.connection
+
+    context = multiprocessing.get_context()
+    processes: list[multiprocessing.process.BaseProcess] = []
+    idle: list[Connection] = []
+    try:
+        for _ in range(workers):
+            mine, theirs = context.Pipe()
+            process = context.Process(target=_worker_main, args=(theirs, job), daemon=True)
+            process.start()
+            theirs.close()
+            processes.append(process)
+            idle.append(mine)
+        sentinels = [process.sentinel for process in processes]
+        busy: dict[Connection, int] = {}  # pipe -> the chunk its worker is searching
+        ready: dict[int, _ChunkResult] = {}
+        sent = given = 0
+        more = True
+        while more or given < sent:
+            while more and idle and sent - given < 2 * workers:
+                chunk = next(chunks, None)
+                if chunk is None:
+                    more = False
+                    break
+                conn = idle.pop()
+                try:
+                    conn.send(chunk)
+                except OSError:  # its worker is gone
+                    raise _worker_died() from None
+                busy[conn] = sent
+                sent += 1
+            if given in ready:
+                yield ready.pop(given)
+                given += 1
+                continue
+            # A worker exits only when told to: any sentinel here is a death (an idle
+            # worker's too, which no pipe would show until the next hand-out).
+            for event in multiprocessing.connection.wait([*busy, *sentinels]):
+                if not isinstance(event, Connection):
+                    raise _worker_died()
+                try:
+                    ready[busy.pop(event)] = event.recv()
+                except EOFError:
+                    raise _worker_died() from None
+                idle.append(event)
+        for conn in idle:
+            conn.send(None)
+    finally:
+        for process in processes:
+            if process.exitcode is None and process.is_alive():
+                process.terminate()
+        for process in processes:
+            process.join()
+        for conn in idle:
+            conn.close()
 
 
 class _Tally:
@@ -707,14 +776,18 @@ def search(
     job = _Job(os.fspath(root), options, matcher)
     units = iter_units(job.root, options.prefix, keep_top=_Globs(options.datasets))
     tally = _Tally(keep_hits)
-    for totals, found in _iter_chunks(units, job, jobs):
-        tally.count(totals)
-        for entry, raw in found:
-            outcome = _outcome(entry, raw)
-            _report(outcome, options.timeout)
-            tally.add(outcome)
-            if on_outcome is not None:
-                on_outcome(outcome)
+    chunks = _iter_chunks(units, job, jobs)
+    try:  # closed at once on any exit, so that the workers stop with the consumer
+        for totals, found in chunks:
+            tally.count(totals)
+            for entry, raw in found:
+                outcome = _outcome(entry, raw)
+                _report(outcome, options.timeout)
+                tally.add(outcome)
+                if on_outcome is not None:
+                    on_outcome(outcome)
+    finally:
+        chunks.close()
     if tally.error_files:
         log.warning(
             "%d error result file(s) counted and skipped (no response to search; "
