@@ -22,8 +22,14 @@ a body that is not JSON), ``reset`` (closes the connection with a TCP reset), ``
 (200 with ``{}``), ``garbage`` (a reply that is not HTTP), ``chunked`` (a chunked body),
 ``gzip`` (a gzip-encoded body), ``eofbody`` (no length, the body ends with the
 connection), ``closeafter`` (a normal keep-alive reply, then the server closes the idle
-connection), ``echo401`` (401 whose message quotes the ``Authorization`` key back, as
-some servers do).
+connection), ``dropnext`` (a normal keep-alive reply; the next request on that connection
+is read, logged with the behaviour ``dropped``, and the connection closed cleanly without
+a reply: a server whose idle timeout fires as the request arrives), ``noreply`` (the
+connection is closed cleanly without a reply), ``echo401`` (401 whose message quotes the
+``Authorization`` key back, as some servers do).
+
+TLS: ``FakeServer(tls=(certfile, keyfile))`` serves HTTPS; ``make_certificate`` writes a
+self-signed certificate for 127.0.0.1 (with the ``openssl`` command).
 
 Use in-process (``with FakeServer(...) as server: server.url``; the loop runs in a thread)
 or as a process: ``python tests/fakeserver.py --latency 0.1`` prints the port on its first
@@ -39,12 +45,15 @@ import hashlib
 import json
 import math
 import socket
+import ssl
 import struct
+import subprocess
 import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 REASONS = {
@@ -88,12 +97,14 @@ class _State:
     log: list[LoggedRequest] = field(default_factory=list)
     keep_bodies: bool = True
     closed: int = 0  # connections the server has closed (or seen closed)
+    closed_ports: set[int] = field(default_factory=set)  # their client ports (`connection`)
 
 
 class _Handler:
     def __init__(self, state: _State) -> None:
         self.state = state
         self.tasks: set[asyncio.Task[Any]] = set()
+        self.drop_next: set[asyncio.StreamWriter] = set()  # connections marked by `dropnext`
 
     def behaviour_for(self, model: str | None, text: str) -> str:
         for marker, sequence in self.state.faults.items():
@@ -108,6 +119,7 @@ class _Handler:
         task = asyncio.current_task()
         assert task is not None
         self.tasks.add(task)
+        peer = writer.get_extra_info("peername")
         try:
             while True:
                 try:
@@ -132,12 +144,15 @@ class _Handler:
             pass
         finally:
             self.tasks.discard(task)
+            self.drop_next.discard(writer)
             try:
                 writer.close()
                 await asyncio.wait_for(writer.wait_closed(), 5)
             except (Exception, asyncio.CancelledError):
                 pass
             self.state.closed += 1  # counted once the socket is really closed
+            if peer:
+                self.state.closed_ports.add(peer[1])
 
     @staticmethod
     async def send(
@@ -197,7 +212,7 @@ class _Handler:
             raw = request.get("input", [])
             texts = [raw] if isinstance(raw, str) else list(raw)
             text = "\n".join(texts)
-        behaviour = self.behaviour_for(model, text)
+        behaviour = "dropped" if writer in self.drop_next else self.behaviour_for(model, text)
         peer = writer.get_extra_info("peername")
         state.log.append(
             LoggedRequest(
@@ -236,6 +251,8 @@ class _Handler:
             return True
         if name == "hang":
             await asyncio.sleep(3600)
+            return False
+        if name in ("noreply", "dropped"):  # the request was read whole: the close is a FIN
             return False
         if name == "slow":
             await asyncio.sleep(float(argument or 1))
@@ -288,6 +305,10 @@ class _Handler:
         if name == "closeafter":  # a keep-alive reply, then the server drops the idle connection
             await self.send(writer, 200, payload)
             return False
+        if name == "dropnext":
+            await self.send(writer, 200, payload)
+            self.drop_next.add(writer)
+            return True
         if name == "truncate":
             await self.send(writer, 200, payload[: len(payload) // 2], length=len(payload))
             writer.close()
@@ -332,6 +353,20 @@ class _Handler:
         return {"model": model, "embeddings": vectors}
 
 
+def make_certificate(folder: Path) -> tuple[Path, Path]:
+    """A self-signed certificate (it is its own CA) for 127.0.0.1 and its key, written in
+    ``folder`` by ``openssl``; returns (certfile, keyfile)."""
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+        + ["-days", "2", "-subj", "/CN=127.0.0.1"]
+        + ["-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+        check=True,
+        capture_output=True,
+    )
+    return cert, key
+
+
 class FakeServer:
     """The fake server on 127.0.0.1, its event loop in a background thread."""
 
@@ -344,11 +379,16 @@ class FakeServer:
         faults: Mapping[str, Sequence[str]] | None = None,
         port: int = 0,
         keep_bodies: bool = True,
+        tls: tuple[Path, Path] | None = None,
     ) -> None:
         self.state = _State(
             latency, reply, default, {k: list(v) for k, v in (faults or {}).items()}, keep_bodies=keep_bodies
         )
         self._port = port
+        self._tls: ssl.SSLContext | None = None
+        if tls is not None:
+            self._tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            self._tls.load_cert_chain(*tls)
         self._handler = _Handler(self.state)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -357,7 +397,7 @@ class FakeServer:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self._tls else 'http'}://127.0.0.1:{self.port}"
 
     @property
     def requests(self) -> list[LoggedRequest]:
@@ -380,6 +420,7 @@ class FakeServer:
             asyncio.run_coroutine_threadsafe(drop(), loop).result(10)
         self.state.log.clear()
         self.state.counters.clear()
+        self.state.closed_ports.clear()
 
     def set_faults(self, faults: Mapping[str, Sequence[str]], default: str | None = None) -> None:
         self.state.faults = {k: list(v) for k, v in faults.items()}
@@ -387,7 +428,9 @@ class FakeServer:
             self.state.default = default
 
     async def _start(self) -> None:
-        self._server = await asyncio.start_server(self._handler.serve, "127.0.0.1", self._port, backlog=512)
+        self._server = await asyncio.start_server(
+            self._handler.serve, "127.0.0.1", self._port, backlog=512, ssl=self._tls
+        )
         self.port = self._server.sockets[0].getsockname()[1]
 
     def start(self) -> FakeServer:

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from kag.cli import app
 from kag.results import ErrorResult, OkResult, read_result
-from tests.fakeserver import FakeServer
+from tests.fakeserver import FakeServer, make_certificate
 
 REPO = Path(__file__).resolve().parent.parent
 SECRET = "sk-planted-7c1d2e9f-secret"
@@ -440,6 +440,58 @@ def test_generation_errors(tmp_path: Path, server: FakeServer) -> None:
     assert result.exit_code == 1 and result.stdout == ""
     assert result.stderr.startswith("kag: error: Failed to generate a response from the model: HTTP 404")
     assert server.chat_requests()[-1].prompt == "FAILS"
+
+
+def test_generation_config_errors_name_the_config_file_once(tmp_path: Path, server: FakeServer) -> None:
+    """An unknown --provider, and a retriever whose provider section is missing: one line,
+    exit 2, the configuration file named once, nothing sent."""
+    root = make_project(tmp_path)
+    config = root / "config.toml"
+    result = invoke(["generation", "-c", str(config), "-p", "ghost", "-m", "m", "-t", "0", "hi"])
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr == (
+        f"kag: error: {config}: kag generation: provider 'ghost' is missing from the configuration"
+        " (providers: oa, ol)\n"
+    )
+    with config.open("a") as handle:
+        handle.write('\n[databases.g]\ntype = "Ladybug"\npath = "graph.lbdb"\n')
+        handle.write('\n[retrievers.r]\ntype = "Embedder"\nprovider = "ghost"\n')
+    result = gen(root, "-r", "r", "-d", "g", "hi")
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr == (
+        f"kag: error: {config}: kag generation: retrievers.r: provider 'ghost' is not defined"
+        " (providers: oa, ol)\n"
+    )
+    assert server.requests == []
+
+
+def test_generation_over_https_verifies_the_certificate(tmp_path: Path) -> None:
+    """`kag generation` against an HTTPS server (a real process, so that the trust store is
+    read afresh): its self-signed certificate trusted through SSL_CERT_FILE, the answer;
+    not trusted, a one-line certificate error after the retries, exit 1."""
+    cert, key = make_certificate(tmp_path)
+    root = make_project(tmp_path / "project")
+    with FakeServer(reply="b", tls=(cert, key)) as tls:
+        env = dict(os.environ, PYTHONPATH=str(REPO), FAKE_URL=tls.url, FAKE_KEY=SECRET)
+        env.pop("SSL_CERT_DIR", None)
+        command = [sys.executable, "-m", "kag", "generation", "-c", str(root / "config.toml")]
+        command += ["-p", "oa", "-m", "m1", "-t", "0", "--retries", "1", "--backoff", "0", "hello"]
+        trusted = subprocess.run(
+            command, env=dict(env, SSL_CERT_FILE=str(cert)), capture_output=True, text=True, check=False
+        )
+        assert (trusted.returncode, trusted.stdout, trusted.stderr) == (0, "b\n", "")
+        assert [r.prompt for r in tls.chat_requests()] == ["hello"]
+        assert tls.chat_requests()[0].authorization == f"Bearer {SECRET}"
+        untrusted = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    assert untrusted.returncode == 1 and untrusted.stdout == ""
+    assert untrusted.stderr.startswith(
+        f"kag: error: Failed to generate a response from the model: cannot connect to {tls.url}/v1/chat/completions: "
+    )
+    assert "CERTIFICATE_VERIFY_FAILED" in untrusted.stderr and untrusted.stderr.endswith(
+        "(after 2 attempt(s))\n"
+    )
+    assert untrusted.stderr.count("\n") == 1 and SECRET not in untrusted.stderr
+    assert len(tls.chat_requests()) == 1  # nothing reached the server without the certificate
 
 
 # ---------------------------------------------------------------- crash safety in a real process

@@ -6,7 +6,10 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,7 +26,7 @@ from kag.generation.retry import (
     retry_delay,
 )
 from kag.results import Usage
-from tests.fakeserver import FakeServer, fake_embedding
+from tests.fakeserver import FakeServer, fake_embedding, make_certificate
 
 REQUEST = ChatRequest("tiny", "Which key? MARK", 0.0, 32)
 
@@ -115,7 +118,7 @@ def test_open_provider_picks_the_client(server: FakeServer) -> None:
 @pytest.mark.parametrize("make", [openai, ollama])
 def test_connections_are_kept_alive_and_bounded(server: FakeServer, make: Any) -> None:
     """Sequential calls share one connection; 20 concurrent calls with 4 slots use at most
-    4 connections (the plain-HTTP transport's pool)."""
+    4 connections (the session's pool)."""
     client = make(server)  # 4 connection slots
 
     async def go() -> list[str]:
@@ -150,59 +153,92 @@ def test_body_framings_and_a_dropped_idle_connection(server: FakeServer, make: A
     async def go() -> list[str]:
         try:
             first = await client.chat(ChatRequest("m", "FRAME", 0.0))
-            while behaviour in ("eofbody", "closeafter") and server.state.closed < 1:
+            while behaviour in ("eofbody", "closeafter") and (
+                server.requests[-1].connection not in server.state.closed_ports
+            ):
                 await asyncio.sleep(0.005)  # let the server finish closing
             second = await client.chat(ChatRequest("m", "plain", 0.0))
             return [first.text, second.text]
         finally:
             await client.aclose()
 
-    server.state.closed = 0
     assert run(go()) == ["B", "B"]
     assert [r.behaviour for r in server.requests] == [behaviour, "ok"]
 
 
-@pytest.mark.parametrize("idle_check", [0.0, 60.0])
-def test_a_connection_the_server_closed_is_not_reused(
-    server: FakeServer, monkeypatch: pytest.MonkeyPatch, idle_check: float
-) -> None:
+def test_a_connection_the_server_closed_is_not_reused(server: FakeServer) -> None:
     """The server closes each connection right after its reply (no `Connection: close`):
-    the pool sees it before reuse (the stream's end, or the socket check), so every call
-    succeeds at once on a new connection."""
-    from kag.generation import transport as transport_module
-    from kag.generation.transport import StreamTransport
-
-    monkeypatch.setattr(transport_module, "IDLE_CHECK", idle_check)
-
+    the pool sees the close before reuse, so every call succeeds at its first attempt
+    (no retries allowed) on a new connection."""
     server.set_faults({}, default="closeafter")
     client = openai(server)
-    assert isinstance(client._client._transport, StreamTransport)
 
-    async def go() -> list[str]:
+    async def go() -> list[tuple[str, int]]:
         out = []
         try:
             for i in range(4):
-                out.append((await client.chat(ChatRequest("m", f"q{i}", 0.0))).text)
-                while server.state.closed < i + 1:  # the server has really closed it
-                    await asyncio.sleep(0.005)
+                response, attempts = await call_with_retries(
+                    lambda i=i: client.chat(ChatRequest("m", f"q{i}", 0.0)), RetryPolicy(retries=0)
+                )
+                out.append((response.text, attempts))
+                while server.requests[-1].connection not in server.state.closed_ports:
+                    await asyncio.sleep(0.005)  # until the server has really closed it
             return out
         finally:
             await client.aclose()
 
-    server.state.closed = 0
-    assert run(go()) == ["B"] * 4
+    assert run(go()) == [("B", 1)] * 4
     assert len({r.connection for r in server.requests}) == 4 and len(server.requests) == 4
 
 
-def test_a_dead_connection_missed_by_the_check_is_a_transient_failure(
-    server: FakeServer, monkeypatch: pytest.MonkeyPatch
+def test_a_reused_connection_dropped_as_the_request_arrives_is_retried_once_transparently(
+    server: FakeServer,
 ) -> None:
-    """If the check misses it (forced here), the request meets a reset or an empty reply:
-    a transient error (retried by the policy, attempt counted) or a transparent fresh
-    connection, never a wrong answer or a hang."""
-    from kag.generation import transport as transport_module
+    """The server reads the second request on a kept-alive connection and closes it without
+    a reply (its idle timeout crossing the request). The client sends it again on a new
+    connection by itself: one attempt for the retry policy (which may not retry here), and
+    the server saw the request twice, on two connections."""
+    server.set_faults({"FIRST": ["dropnext"]})
+    client = openai(server)
 
-    monkeypatch.setattr(transport_module._Connection, "usable", lambda self: True)
+    async def go() -> tuple[str, int]:
+        try:
+            await client.chat(ChatRequest("m", "FIRST", 0.0))
+            response, attempts = await call_with_retries(
+                lambda: client.chat(ChatRequest("m", "second", 0.0)), RetryPolicy(retries=0)
+            )
+            return response.text, attempts
+        finally:
+            await client.aclose()
+
+    assert run(go()) == ("B", 1)
+    first, dropped, resent = server.requests
+    assert (first.behaviour, dropped.behaviour, resent.behaviour) == ("dropnext", "dropped", "ok")
+    assert dropped.prompt == resent.prompt == "second"
+    assert first.connection == dropped.connection != resent.connection
+
+
+def test_a_new_connection_closed_without_a_reply_is_not_resent(server: FakeServer) -> None:
+    """The same clean close on a connection that was not reused is a transient failure for
+    the retry policy: the client does not resend it on its own."""
+    server.set_faults({"MARK": ["noreply"]})
+    with pytest.raises(ProviderError) as info:
+        run(_call(openai(server), "chat", REQUEST))
+    assert info.value.transient
+    assert str(info.value).startswith(f"connection to {server.url}/v1/chat/completions failed: ")
+    assert [r.behaviour for r in server.requests] == ["noreply"]
+
+
+def test_a_close_the_event_loop_has_not_read_yet_is_resent_transparently(server: FakeServer) -> None:
+    """The server closes each connection after its reply, and the client's event loop is
+    kept busy until the close has happened, so the pool still holds the dead connection
+    when the next request takes it. aiohttp then finds the connection closed when it comes
+    to write the request, or the request meets a clean end of stream (the server's FIN is
+    read before its reset): either way the request is resent once on a new connection,
+    with no attempt of the retry policy (which may not retry here), and the server, whose
+    socket was closed, sees each request once."""
+    import time
+
     server.set_faults({}, default="closeafter")
     client = openai(server)
 
@@ -211,25 +247,56 @@ def test_a_dead_connection_missed_by_the_check_is_a_transient_failure(
             out = []
             for i in range(4):
                 response, attempts = await call_with_retries(
-                    lambda i=i: client.chat(ChatRequest("m", f"q{i}", 0.0)),
-                    RetryPolicy(retries=1, backoff=0.0),
+                    lambda i=i: client.chat(ChatRequest("m", f"q{i}", 0.0)), RetryPolicy(retries=0)
                 )
                 out.append((response.text, attempts))
+                deadline = time.monotonic() + 10
+                while server.requests[-1].connection not in server.state.closed_ports:
+                    assert time.monotonic() < deadline, "the server did not close the connection"
+                    time.sleep(0.005)  # noqa: ASYNC251 - blocks the loop on purpose: the FIN stays unread
             return out
         finally:
             await client.aclose()
 
-    results = run(go())
-    assert [text for text, _ in results] == ["B"] * 4
-    assert all(attempts in (1, 2) for _, attempts in results)
-    assert 4 <= len(server.requests) <= 7
+    assert run(go()) == [("B", 1)] * 4
+    assert [r.prompt for r in server.requests] == ["q0", "q1", "q2", "q3"]
+    assert len({r.connection for r in server.requests}) == 4
 
 
-def test_https_urls_keep_httpx_default_transport() -> None:
-    from kag.generation.transport import StreamTransport, make_transport
+def test_https_goes_through_the_same_client_and_checks_certificates(
+    server: FakeServer, tmp_path: Path
+) -> None:
+    """An HTTPS server whose self-signed certificate is not trusted: the TLS handshake fails
+    the certificate check, a transient connect error naming the URL; nothing is sent."""
+    cert, key = make_certificate(tmp_path)
+    with FakeServer(tls=(cert, key)) as tls:
+        assert tls.url.startswith("https://")
+        with pytest.raises(ProviderError) as info:
+            run(_call(openai(tls), "chat", REQUEST))
+        assert info.value.transient
+        assert str(info.value).startswith(f"cannot connect to {tls.url}/v1/chat/completions: ")
+        assert "CERTIFICATE_VERIFY_FAILED" in str(info.value)
+        assert tls.requests == []
 
-    assert isinstance(make_transport("http://127.0.0.1:8080/v1", 4), StreamTransport)
-    assert make_transport("https://api.openai.com/v1", 4) is None
+
+def test_aiohttp_is_imported_only_when_a_request_is_sent(server: FakeServer) -> None:
+    """The CLI, the runner and an opened provider do not import aiohttp (`kag --help` stays
+    fast); the first request does."""
+    code = (
+        "import sys, asyncio, kag.cli, kag.commands.benchmark, kag.generation.runner\n"
+        "from kag.generation.config import OllamaProvider\n"
+        "from kag.generation.providers import ChatRequest, open_provider\n"
+        f"client = open_provider(OllamaProvider('l', {server.url!r}), 5.0, 1)\n"
+        "print('aiohttp' in sys.modules)\n"
+        "async def go():\n"
+        "    try:\n"
+        "        return (await client.chat(ChatRequest('m', 'hi', 0.0))).text\n"
+        "    finally:\n"
+        "        await client.aclose()\n"
+        "print(asyncio.run(go()), 'aiohttp' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split("\n") == ["False", "B True", ""]
 
 
 # ---------------------------------------------------------------- failures, classified

@@ -357,11 +357,14 @@ def check_generation(
     augmented: AugmentedGeneration | None,
 ) -> None:
     """Check a (provider, temperature, retrieval) triple against the configuration."""
+    # `kag generation` checks against the configuration file itself (path is config.path):
+    # its messages name that file once.
+    same_file = path == config.path
     if provider not in config.providers:
         known = ", ".join(sorted(config.providers)) or "none"
+        listed = "providers" if same_file else f"providers in {config.path}"
         raise ConfigError(
-            f"{path}: {where}: provider {provider!r} is missing from the configuration"
-            f" (providers in {config.path}: {known})"
+            f"{path}: {where}: provider {provider!r} is missing from the configuration ({listed}: {known})"
         )
     if isinstance(config.providers[provider], FastEmbedProvider):
         raise ConfigError(
@@ -395,7 +398,10 @@ def check_generation(
             config.raw_providers,
         )
     except ConfigError as exc:
-        raise ConfigError(f"{path}: {where}: {exc}") from None
+        detail = str(exc)
+        if same_file:
+            detail = detail.removeprefix(f"{config.path}: ")
+        raise ConfigError(f"{path}: {where}: {detail}") from None
 
 
 def _number(path: Path, where: str, table: Mapping[str, Any], key: str, required: bool) -> float | None:

@@ -9,13 +9,15 @@
 
 The prompt goes as one user message, as the Rust tool sent it. Each method makes one
 attempt and raises ``ProviderError`` (transient or not); retries live in ``retry``.
-httpx is imported when a provider is opened, not with this module.
+aiohttp is imported when a provider sends its first request, not with this module.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import threading
+import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -26,7 +28,7 @@ from kag.generation.retry import ProviderError, parse_retry_after
 from kag.results import Usage
 
 if TYPE_CHECKING:
-    import httpx
+    import aiohttp
 
 MAX_ERROR_BODY = 300
 
@@ -55,10 +57,10 @@ class Provider(Protocol):
     async def aclose(self) -> None: ...
 
 
-def _error_detail(response: httpx.Response) -> str:
+def _error_detail(content: bytes) -> str:
     """The server's own error message when it sent one in JSON, else the body's start."""
     try:
-        data = orjson.loads(response.content)
+        data = orjson.loads(content)
     except orjson.JSONDecodeError:
         data = None
     if isinstance(data, dict):
@@ -67,35 +69,93 @@ def _error_detail(response: httpx.Response) -> str:
             return error["message"][:MAX_ERROR_BODY]
         if isinstance(error, str):
             return error[:MAX_ERROR_BODY]
-    text = response.content[:MAX_ERROR_BODY].decode("utf-8", "replace").strip()
+    text = content[:MAX_ERROR_BODY].decode("utf-8", "replace").strip()
     return text or "(empty body)"
+
+
+def _one_line(detail: object) -> str:
+    """An exception's text on one line (aiohttp's parser errors span several, with a caret
+    under the offending byte); an OSError without errno is its message alone, not
+    "[Errno None] ..."."""
+    if isinstance(detail, OSError) and detail.errno is None and detail.strerror:
+        detail = detail.strerror
+    return " ".join(str(detail).split()).removesuffix(" ^")
 
 
 def _is_transient_status(status: int) -> bool:
     return status in (408, 425, 429) or status >= 500
 
 
-def _import_httpx() -> Any:
-    import importlib.util
-    import sys
+@dataclass(frozen=True)
+class _Reply:
+    status: int
+    reason: str
+    retry_after: str | None
+    content: bytes
 
-    # httpcore asks `import sniffio` on every request to learn the async library; anyio
-    # >= 4.5 no longer installs sniffio, and a failed import walks sys.path each time
-    # (~1 ms per request, the largest client cost measured). Caching the absence makes
-    # the ImportError instant; an installed sniffio is left alone.
-    if "sniffio" not in sys.modules and importlib.util.find_spec("sniffio") is None:
-        sys.modules["sniffio"] = None  # type: ignore[assignment]
-    import httpx
 
-    return httpx
+# Whether the current task's last request went out on a pooled (reused) connection: set by
+# the connector below in the task that sends the request, read by ``_exchange`` after a failure.
+_reused: contextvars.ContextVar[bool] = contextvars.ContextVar("kag_connection_reused", default=False)
+_connector_class: type[aiohttp.TCPConnector] | None = None
+
+
+def _make_connector(limit: int) -> aiohttp.TCPConnector:
+    """An ``aiohttp.TCPConnector`` (at most ``limit`` connections) that records in
+    ``_reused`` whether each connection it hands out was one it had handed out before."""
+    global _connector_class
+    if _connector_class is None:
+        import aiohttp
+
+        class ReuseAwareConnector(aiohttp.TCPConnector):
+            def __init__(self, **kwargs: Any) -> None:
+                super().__init__(**kwargs)
+                self._seen: weakref.WeakSet[Any] = weakref.WeakSet()
+
+            async def connect(self, req: Any, traces: Any, timeout: Any) -> Any:
+                connection = await super().connect(req, traces, timeout)
+                protocol = connection.protocol
+                _reused.set(protocol in self._seen)
+                self._seen.add(protocol)
+                return connection
+
+        _connector_class = ReuseAwareConnector
+    return _connector_class(limit=limit, limit_per_host=0)
+
+
+def _stale(exc: BaseException) -> bool:
+    """Whether a failed exchange on a reused connection may be sent again at once: the
+    connection ended cleanly before any byte of the reply
+    (``ServerDisconnectedError`` whose message is aiohttp's text; after a partial status line
+    or headers it is that partial message), or aiohttp found it closed when it came to
+    write the request (``ClientConnectionResetError``, raised as such or as the cause of
+    "Can not write request body"): a request that did not go out whole cannot have been
+    acted on."""
+    import aiohttp
+
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return isinstance(exc.message, str)
+    reset = aiohttp.ClientConnectionResetError
+    return isinstance(exc, reset) or isinstance(exc.__cause__, reset)
 
 
 class HttpProvider:
-    """One ``httpx.AsyncClient`` shared by every task of the run, with a total deadline per
-    request (``timeout`` seconds from sending to the last byte of the reply) and at most
-    ``connections`` connections. ``http://`` servers go through the lean ``StreamTransport``
-    (see ``transport``: httpx's default one cost ~15x more CPU per request);
-    ``https://`` ones through httpx's default transport."""
+    """One ``aiohttp.ClientSession`` shared by every task of the run (opened on the first
+    request, inside the running event loop), with at most ``connections`` keep-alive
+    connections, a total deadline per request (``timeout`` seconds from sending the request
+    to the last byte of the reply), no proxies from the environment, no redirects followed.
+
+    A pooled connection that the server closed while it was idle is normally seen closed
+    before reuse (the event loop reads the server's FIN and aiohttp drops it from the pool).
+    When the close crosses the request instead (the server's idle timeout fires as the
+    request arrives), the connection ends cleanly without a byte of reply. aiohttp resends
+    requests after a dropped connection for idempotent methods only, and every call here is
+    a POST, so ``_exchange`` resends it itself, once, when a reused connection turns out
+    to have been closed before the request went out or before any byte of reply came back
+    (see ``_stale``). Anything else (the same on a new connection, a reset after the
+    request went out, a truncated reply) is a transient ProviderError: the retry policy
+    decides, and the attempt counts.
+    """
 
     def __init__(
         self,
@@ -105,58 +165,93 @@ class HttpProvider:
         connections: int,
         headers: dict[str, str] | None = None,
     ) -> None:
-        httpx = _import_httpx()
-        from kag.generation.transport import make_transport
-
         self.name = name
         self.base_url = base_url
         self.timeout = timeout
-        self._httpx = httpx
-        self._client = httpx.AsyncClient(
-            base_url=base_url,
-            timeout=httpx.Timeout(timeout),
-            limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections),
-            transport=make_transport(base_url, connections),
-            headers={"content-type": "application/json", **(headers or {})},
-            follow_redirects=False,
+        self.connections = max(1, connections)
+        self._headers = {"content-type": "application/json", **(headers or {})}
+        self._session: aiohttp.ClientSession | None = None  # opened in the running event loop
+
+    def _open(self) -> aiohttp.ClientSession:
+        import aiohttp
+
+        self._session = aiohttp.ClientSession(
+            connector=_make_connector(self.connections),
+            headers=self._headers,
+            # The deadline is post_json's asyncio.timeout (one timer per request, covering
+            # the body too); aiohttp's own timers would only duplicate it.
+            timeout=aiohttp.ClientTimeout(total=None, connect=None, sock_read=None, sock_connect=None),
             trust_env=False,
         )
+        return self._session
+
+    async def _exchange(self, session: aiohttp.ClientSession, url: str, body: bytes) -> _Reply:
+        import aiohttp
+
+        for last in (False, True):
+            _reused.set(False)
+            try:
+                async with session.post(url, data=body, allow_redirects=False) as response:
+                    content = await response.read()
+                    return _Reply(
+                        response.status, response.reason or "", response.headers.get("retry-after"), content
+                    )
+            except aiohttp.ClientConnectionError as exc:
+                if last or not (_reused.get() and _stale(exc)):
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
 
     async def post_json(self, path: str, payload: dict[str, Any]) -> Any:
         """POST ``payload``; the parsed JSON reply, or ProviderError."""
-        httpx = self._httpx
         url = f"{self.base_url}{path}"
+        body = orjson.dumps(payload)
+        session = self._session or self._open()
+        import aiohttp
+
         try:
             async with asyncio.timeout(self.timeout):
-                response = await self._client.post(path.lstrip("/"), content=orjson.dumps(payload))
-        except (TimeoutError, httpx.TimeoutException):
+                reply = await self._exchange(session, url, body)
+        except TimeoutError:
             raise ProviderError(
                 f"no complete reply from {url} within {self.timeout:g} s", transient=True
             ) from None
-        except httpx.ConnectError as exc:
+        except aiohttp.ClientConnectorError as exc:
+            cause = (
+                exc.certificate_error
+                if isinstance(exc, aiohttp.ClientConnectorCertificateError)
+                else exc.os_error
+            )
             raise ProviderError(
-                f"cannot connect to {url}: {exc or type(exc).__name__}", transient=True
+                f"cannot connect to {url}: {_one_line(cause) or type(exc).__name__}", transient=True
             ) from None
-        except httpx.TransportError as exc:
+        except aiohttp.ClientResponseError as exc:
+            # raise_for_status is off: this is a reply that is not HTTP.
             raise ProviderError(
-                f"connection to {url} failed: {exc or type(exc).__name__}", transient=True
+                f"connection to {url} failed: malformed HTTP response: {_one_line(exc.message)}",
+                transient=True,
             ) from None
-        if response.status_code >= 400:
+        except (aiohttp.ClientError, OSError) as exc:
             raise ProviderError(
-                f"HTTP {response.status_code} {response.reason_phrase} from {url}: {_error_detail(response)}",
-                transient=_is_transient_status(response.status_code),
-                retry_after=parse_retry_after(response.headers.get("retry-after")),
+                f"connection to {url} failed: {_one_line(exc) or type(exc).__name__}", transient=True
+            ) from None
+        if reply.status >= 400:
+            raise ProviderError(
+                f"HTTP {reply.status} {reply.reason} from {url}: {_error_detail(reply.content)}",
+                transient=_is_transient_status(reply.status),
+                retry_after=parse_retry_after(reply.retry_after),
             )
         try:
-            return orjson.loads(response.content)
+            return orjson.loads(reply.content)
         except orjson.JSONDecodeError:
-            start = response.content[:80].decode("utf-8", "replace")
+            start = reply.content[:80].decode("utf-8", "replace")
             raise ProviderError(
                 f"the reply from {url} is not valid JSON: {start!r}", transient=True
             ) from None
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
 
 
 def _bad_reply(url: str, what: str) -> ProviderError:
