@@ -16,7 +16,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -95,18 +95,44 @@ async def call_with_retries(
     """Await ``call()`` until it succeeds; returns (value, attempts).
 
     Raises the last ProviderError (its ``attempts`` set) when it is not transient or the
-    retries are exhausted. ``on_retry(attempt, delay, error)`` runs before each wait.
+    retries are exhausted; any other exception at once. ``on_retry(attempt, delay,
+    error)`` runs before each wait. The loop is tenacity's; the waits are
+    :func:`retry_delay`'s (Retry-After first).
     """
-    attempt = 1
-    while True:
-        try:
-            return await call(), attempt
-        except ProviderError as exc:
-            if not exc.transient or attempt > policy.retries:
-                exc.attempts = attempt
-                raise
-            delay = retry_delay(policy, attempt, exc.retry_after, draw())
-            if on_retry is not None:
-                on_retry(attempt, delay, exc)
-            await sleep(delay)
-            attempt += 1
+    import tenacity
+
+    def wait(state: tenacity.RetryCallState) -> float:
+        error = _error(state)
+        return retry_delay(policy, state.attempt_number, error.retry_after, draw())
+
+    def before_sleep(state: tenacity.RetryCallState) -> None:
+        if on_retry is not None and state.next_action is not None:
+            on_retry(state.attempt_number, state.next_action.sleep, _error(state))
+
+    attempts = 0
+
+    async def attempt() -> T:
+        nonlocal attempts
+        attempts += 1
+        return await call()
+
+    retrying = tenacity.AsyncRetrying(
+        stop=tenacity.stop_after_attempt(policy.retries + 1),
+        wait=wait,
+        retry=tenacity.retry_if_exception(lambda e: isinstance(e, ProviderError) and e.transient),
+        before_sleep=before_sleep,
+        sleep=sleep,
+        reraise=True,
+    )
+    try:
+        return await retrying(attempt), attempts
+    except ProviderError as exc:
+        exc.attempts = attempts
+        raise
+
+
+def _error(state: Any) -> ProviderError:
+    assert state.outcome is not None
+    error = state.outcome.exception()
+    assert isinstance(error, ProviderError)  # only those are retried
+    return error
