@@ -423,24 +423,15 @@ def _children(pid: int) -> list[int]:
     return _processes(parent=pid)
 
 
-def test_ctrl_c_stops_the_pool_with_exit_130(tmp_path: Path) -> None:
-    for q in range(40):
-        ok(tmp_path / "d" / str(q) / "s.json", "a" * 5000 + "b")
+def _stuck_search(root: Path, folders: int) -> tuple[subprocess.Popen[str], list[int]]:
+    """`kag stats find (a+)+$` with two workers over ``folders`` files that each take the
+    pattern 60 s of CPU: once both workers are up, they are stuck in the pattern. Returns
+    the process (its own session) and the workers' pids."""
+    for q in range(folders):
+        ok(root / "d" / str(q) / "s.json", "a" * 5000 + "b")
+    command = ["find", "(a+)+$", "-r", str(root), "--timeout", "60", "--jobs", "2"]
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "kag",
-            "stats",
-            "find",
-            "(a+)+$",
-            "-r",
-            str(tmp_path),
-            "--timeout",
-            "60",
-            "--jobs",
-            "2",
-        ],
+        [sys.executable, "-m", "kag", "stats", *command],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -448,8 +439,14 @@ def test_ctrl_c_stops_the_pool_with_exit_130(tmp_path: Path) -> None:
     )
     deadline = time.monotonic() + 60
     while len(_children(proc.pid)) < 2 and time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.1)  # wait for the pool: its workers are then stuck in the pattern (60 s of CPU each)
-    assert len(_children(proc.pid)) >= 2, "the process pool did not start"
+        time.sleep(0.1)
+    workers = _children(proc.pid)
+    assert len(workers) >= 2, "the workers did not start"
+    return proc, workers
+
+
+def test_ctrl_c_stops_the_pool_with_exit_130(tmp_path: Path) -> None:
+    proc, _ = _stuck_search(tmp_path, 40)
     started = time.monotonic()
     os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C does: the whole foreground group
     try:
@@ -493,33 +490,7 @@ def test_a_worker_that_dies_is_an_error_not_a_hang(tmp_path: Path) -> None:
     """A worker killed from outside (the OOM killer, say) must end the search with one
     error line and exit 2: never a hang, never a silently short count. Enough folders for
     both workers to be busy, and whichever is killed (busy or idle) must be noticed."""
-    for q in range(300):
-        ok(tmp_path / "d" / str(q) / "s.json", "a" * 5000 + "b")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "kag",
-            "stats",
-            "find",
-            "(a+)+$",
-            "-r",
-            str(tmp_path),
-            "--timeout",
-            "60",
-            "--jobs",
-            "2",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    deadline = time.monotonic() + 60
-    while len(_children(proc.pid)) < 2 and time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.1)  # both workers are then stuck in the pattern (60 s of CPU each)
-    workers = _children(proc.pid)
-    assert len(workers) >= 2, "the workers did not start"
+    proc, workers = _stuck_search(tmp_path, 300)
     os.kill(workers[0], signal.SIGKILL)
     try:
         out, err = proc.communicate(timeout=30)
