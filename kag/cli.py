@@ -113,15 +113,23 @@ def main() -> None:
         code = _exit_code(exc.code)
     except BrokenPipeError:  # the reader went away while an option printed (`--version | true`)
         code = 0
-    except OSError as exc:  # writing the output failed (a full disk): a message, not a traceback
+    except OSError as exc:  # e.g. writing the output failed (a full disk): a message, not a traceback
         error(_describe(exc))
         code, failed = int(ExitCode.USAGE), True
     _leave(code, failed)
 
 
-def _describe(exc: OSError) -> str:
-    where = f"{exc.filename}: " if exc.filename else "cannot write the output: "
-    return f"{where}{exc.strerror or exc}"
+def _describe(exc: OSError, output: bool = False) -> str:
+    """One line for an OSError no command turned into a message: the file it names, else
+    "cannot write the output" for a full disk (or when ``output`` says it was the output),
+    else the system's words."""
+    import errno
+
+    if exc.filename:
+        return f"{exc.filename}: {exc.strerror or exc}"
+    if output or exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        return f"cannot write the output: {exc.strerror or exc}"
+    return str(exc.strerror or exc)
 
 
 def _exit_code(code: object) -> int:
@@ -152,7 +160,7 @@ def _leave(code: int, failed: bool = False) -> NoReturn:
         pass
     except (OSError, ValueError) as exc:  # a full disk; or stdout closed
         if isinstance(exc, OSError) and not failed:
-            error(_describe(exc))
+            error(_describe(exc, output=True))
         code = code or int(ExitCode.USAGE)
     try:
         sys.stderr.flush()

@@ -136,3 +136,18 @@ def test_a_full_disk_is_one_error_line_and_exit_2(args: list[str], unbuffered: s
     assert done.returncode == 2
     assert errors == ["kag: error: cannot write the output: No space left on device"]
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("exc", "output", "expected"),
+    [
+        (OSError(28, "No space left on device"), False, "cannot write the output: No space left on device"),
+        (OSError(5, "Input/output error"), True, "cannot write the output: Input/output error"),
+        (OSError(11, "Resource temporarily unavailable"), False, "Resource temporarily unavailable"),
+        (OSError(13, "Permission denied", "/x/y.json"), False, "/x/y.json: Permission denied"),
+    ],
+)
+def test_an_unhandled_os_error_is_described_in_one_line(exc: OSError, output: bool, expected: str) -> None:
+    from kag.cli import _describe
+
+    assert _describe(exc, output) == expected

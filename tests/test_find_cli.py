@@ -499,7 +499,36 @@ def test_a_worker_that_dies_is_an_error_not_a_hang(tmp_path: Path) -> None:
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 2
     assert err.strip().splitlines()[-1] == (
-        "kag: error: a search worker process died unexpectedly (out of memory?); nothing was reported"
+        "kag: error: a search worker process died unexpectedly (out of memory?); the search stopped and its output is incomplete"
     )
     assert out == "" and "Traceback" not in err
     assert _processes(session=proc.pid) == []  # the other worker was stopped too
+
+
+def test_workers_stop_when_the_parent_is_killed(tmp_path: Path) -> None:
+    """SIGKILL of kag (a supervisor, the OOM killer) runs no clean-up in it: its workers
+    must notice that their parent is gone (the pipe's end closes) and stop by themselves
+    once their chunk is done, instead of living on as orphans."""
+    for q in range(600):  # 0.005 s of pattern per file: chunks of well under a second
+        ok(tmp_path / "d" / f"{q:03}" / "s.json", "a" * 5000 + "b")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kag", "stats", "find", "(a+)+$", "-r", str(tmp_path), "--timeout", "0.005"]
+        + ["--jobs", "2"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while len(_children(proc.pid)) < 2 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        assert len(_children(proc.pid)) >= 2, "the workers did not start"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        while _processes(session=proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _processes(session=proc.pid) == []
+    finally:
+        for pid in _processes(session=proc.pid):
+            os.kill(pid, signal.SIGKILL)

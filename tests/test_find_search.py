@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import kag.grading.search as search_module
-from kag.errors import InputError, UsageError
+from kag.errors import InputError, KagError, UsageError
 from kag.grading.mcq import RUST_WHITESPACE as WHITE_SPACE
 from kag.grading.mcq import rust_trim as trim
 from kag.grading.search import (
@@ -533,3 +533,24 @@ def test_streamed_walk_equals_the_deep_walk(
     assert list(iter_walk(str(root) + "/", prefix, depth)) == list(
         iter_result_files_deep(str(root) + "/", prefix)
     )
+
+
+def test_an_error_in_a_worker_is_reported_by_the_parent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An unexpected exception while a worker searches (injected here before the workers
+    are forked) stops the search with the worker's message, as it would without workers,
+    instead of a dead-worker guess."""
+    for q in range(20):
+        ok(tmp_path / "d" / str(q) / "s.json", "know")
+    real = search_module._search_path
+
+    def failing(path: str, matcher: Any) -> Any:
+        if path.endswith(f"{os.sep}7{os.sep}s.json"):
+            raise PermissionError(13, "Permission denied")
+        return real(path, matcher)
+
+    monkeypatch.setattr(search_module, "_search_path", failing)
+    with pytest.raises(KagError) as info:
+        search(tmp_path, SearchOptions("know"), jobs=2)
+    assert str(info.value) == "a search worker failed: PermissionError: [Errno 13] Permission denied"

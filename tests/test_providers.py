@@ -191,31 +191,48 @@ def test_a_connection_the_server_closed_is_not_reused(server: FakeServer) -> Non
     assert len({r.connection for r in server.requests}) == 4 and len(server.requests) == 4
 
 
-def test_a_reused_connection_dropped_as_the_request_arrives_is_retried_once_transparently(
+def test_a_reused_connection_closed_after_the_request_is_an_attempt_not_a_silent_resend(
     server: FakeServer,
 ) -> None:
     """The server reads the second request on a kept-alive connection and closes it without
-    a reply (its idle timeout crossing the request). The client sends it again on a new
-    connection by itself: one attempt for the retry policy (which may not retry here), and
-    the server saw the request twice, on two connections."""
-    server.set_faults({"FIRST": ["dropnext"]})
+    a reply. It may have acted on the request (a crash after generating, a proxy), so the
+    client must not send it again on its own: with no retries allowed the call fails
+    (transient, naming the URL) and the server saw the request once; with one retry the
+    policy sends it again, and the two attempts are counted."""
+    server.set_faults({"FIRST": ["dropnext"], "AGAIN": ["dropnext"]})
     client = openai(server)
 
-    async def go() -> tuple[str, int]:
+    async def go(first: str, retries: int) -> tuple[str, int]:
         try:
-            await client.chat(ChatRequest("m", "FIRST", 0.0))
+            await client.chat(ChatRequest("m", first, 0.0))
             response, attempts = await call_with_retries(
-                lambda: client.chat(ChatRequest("m", "second", 0.0)), RetryPolicy(retries=0)
+                lambda: client.chat(ChatRequest("m", "second", 0.0)),
+                RetryPolicy(retries=retries),
+                sleep=_no_wait,
             )
             return response.text, attempts
         finally:
             await client.aclose()
 
-    assert run(go()) == ("B", 1)
-    first, dropped, resent = server.requests
+    with pytest.raises(ProviderError) as info:
+        run(go("FIRST", 0))
+    assert info.value.transient and info.value.attempts == 1
+    assert str(info.value).startswith(f"connection to {server.url}/v1/chat/completions failed: ")
+    assert [(r.behaviour, r.prompt) for r in server.requests] == [
+        ("dropnext", "FIRST"),
+        ("dropped", "second"),
+    ]
+
+    client = openai(server)
+    assert run(go("AGAIN", 1)) == ("B", 2)
+    first, dropped, resent = server.requests[2:]
     assert (first.behaviour, dropped.behaviour, resent.behaviour) == ("dropnext", "dropped", "ok")
     assert dropped.prompt == resent.prompt == "second"
     assert first.connection == dropped.connection != resent.connection
+
+
+async def _no_wait(seconds: float) -> None:
+    return None
 
 
 def test_a_new_connection_closed_without_a_reply_is_not_resent(server: FakeServer) -> None:
@@ -229,14 +246,15 @@ def test_a_new_connection_closed_without_a_reply_is_not_resent(server: FakeServe
     assert [r.behaviour for r in server.requests] == ["noreply"]
 
 
-def test_a_close_the_event_loop_has_not_read_yet_is_resent_transparently(server: FakeServer) -> None:
+def test_a_close_the_event_loop_has_not_read_yet_costs_at_most_one_attempt(server: FakeServer) -> None:
     """The server closes each connection after its reply, and the client's event loop is
     kept busy until the close has happened, so the pool still holds the dead connection
-    when the next request takes it. aiohttp then finds the connection closed when it comes
-    to write the request, or the request meets a clean end of stream (the server's FIN is
-    read before its reset): either way the request is resent once on a new connection,
-    with no attempt of the retry policy (which may not retry here), and the server, whose
-    socket was closed, sees each request once."""
+    when the next request takes it. Either aiohttp finds the connection closed when it
+    comes to write the request (resent at once, on a new connection, no attempt counted),
+    or the request goes out and meets a clean end of stream (the server's FIN is read
+    before its reset), which the client cannot tell from a server that acted on it: one
+    attempt for the retry policy. Every call succeeds with one retry allowed, and the
+    server, whose socket was closed, sees each request exactly once."""
     import time
 
     server.set_faults({}, default="closeafter")
@@ -247,7 +265,9 @@ def test_a_close_the_event_loop_has_not_read_yet_is_resent_transparently(server:
             out = []
             for i in range(4):
                 response, attempts = await call_with_retries(
-                    lambda i=i: client.chat(ChatRequest("m", f"q{i}", 0.0)), RetryPolicy(retries=0)
+                    lambda i=i: client.chat(ChatRequest("m", f"q{i}", 0.0)),
+                    RetryPolicy(retries=1),
+                    sleep=_no_wait,
                 )
                 out.append((response.text, attempts))
                 deadline = time.monotonic() + 10
@@ -258,7 +278,9 @@ def test_a_close_the_event_loop_has_not_read_yet_is_resent_transparently(server:
         finally:
             await client.aclose()
 
-    assert run(go()) == [("B", 1)] * 4
+    results = run(go())
+    assert [text for text, _ in results] == ["B"] * 4
+    assert all(attempts in (1, 2) for _, attempts in results)
     assert [r.prompt for r in server.requests] == ["q0", "q1", "q2", "q3"]
     assert len({r.connection for r in server.requests}) == 4
 

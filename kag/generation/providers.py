@@ -120,23 +120,29 @@ def _make_connector(limit: int) -> aiohttp.TCPConnector:
                 return connection
 
         _connector_class = ReuseAwareConnector
-    return _connector_class(limit=limit, limit_per_host=0)
+    return _connector_class(limit=limit, limit_per_host=0, keepalive_timeout=KEEPALIVE_SECONDS)
 
 
-def _stale(exc: BaseException) -> bool:
-    """Whether a failed exchange on a reused connection may be sent again at once: the
-    connection ended cleanly before any byte of the reply
-    (``ServerDisconnectedError`` whose message is aiohttp's text; after a partial status line
-    or headers it is that partial message), or aiohttp found it closed when it came to
-    write the request (``ClientConnectionResetError``, raised as such or as the cause of
-    "Can not write request body"): a request that did not go out whole cannot have been
-    acted on."""
+def _not_sent(exc: BaseException) -> bool:
+    """Whether a failed exchange provably did not deliver the request: aiohttp found the
+    connection closed when it came to write it (``ClientConnectionResetError``, raised as
+    such or as the cause of "Can not write request body"). A request that did not go out
+    whole cannot have been acted on, so it may be sent again at once.
+
+    A clean close after the request went out (``ServerDisconnectedError``) is not such a
+    case: the server may have read the request, generated, and closed without a reply (a
+    crash, a proxy, a graceful shutdown). That one is an attempt for the retry policy,
+    counted and logged, never a silent second send.
+    """
     import aiohttp
 
-    if isinstance(exc, aiohttp.ServerDisconnectedError):
-        return isinstance(exc.message, str)
     reset = aiohttp.ClientConnectionResetError
     return isinstance(exc, reset) or isinstance(exc.__cause__, reset)
+
+
+# aiohttp drops a connection idle for this long itself, before the usual idle timeouts of
+# model servers (uvicorn, under llama.cpp's Python server and vLLM: 5 s) can cross a request.
+KEEPALIVE_SECONDS = 4.0
 
 
 class HttpProvider:
@@ -146,14 +152,13 @@ class HttpProvider:
     to the last byte of the reply), no proxies from the environment, no redirects followed.
 
     A pooled connection that the server closed while it was idle is normally seen closed
-    before reuse (the event loop reads the server's FIN and aiohttp drops it from the pool).
-    When the close crosses the request instead (the server's idle timeout fires as the
-    request arrives), the connection ends cleanly without a byte of reply. aiohttp resends
-    requests after a dropped connection for idempotent methods only, and every call here is
-    a POST, so ``_exchange`` resends it itself, once, when a reused connection turns out
-    to have been closed before the request went out or before any byte of reply came back
-    (see ``_stale``). Anything else (the same on a new connection, a reset after the
-    request went out, a truncated reply) is a transient ProviderError: the retry policy
+    before reuse (the event loop reads the server's FIN and aiohttp drops it from the
+    pool), and aiohttp itself drops connections idle for ``KEEPALIVE_SECONDS``, before the
+    usual server idle timeouts. aiohttp resends requests after a dropped connection for
+    idempotent methods only, and every call here is a POST: ``_exchange`` resends it once,
+    on a new connection, only when the reused connection was found closed before the
+    request went out (see ``_not_sent``). Anything else (a clean close after the request
+    went out, a reset, a truncated reply) is a transient ProviderError: the retry policy
     decides, and the attempt counts.
     """
 
@@ -197,7 +202,7 @@ class HttpProvider:
                         response.status, response.reason or "", response.headers.get("retry-after"), content
                     )
             except aiohttp.ClientConnectionError as exc:
-                if last or not (_reused.get() and _stale(exc)):
+                if last or not (_reused.get() and _not_sent(exc)):
                     raise
         raise AssertionError("unreachable")  # pragma: no cover
 

@@ -32,6 +32,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum, StrEnum
+from itertools import chain
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -239,8 +240,9 @@ def iter_units(
     folder name, and about ``""`` for the files directly in ``root``.
 
     Same order: the deep walk sorts full paths; a file sorts among its siblings by its
-    name and a folder's files by ``<name>/``. A name holds no ``/``, so comparing ``name``
-    with ``folder/…`` is decided within ``folder/``, at every level. Folders and files are
+    name and a folder's files by ``<name>`` and the separator (``/``; ``\\`` on Windows,
+    which sorts otherwise against digits and capitals). A name holds no separator, so
+    comparing ``name`` with ``folder/…`` is decided within ``folder/``, at every level. Folders and files are
     told apart without following symbolic links, as the deep walk does. Raises
     InputError when ``root`` is not a folder.
     """
@@ -253,7 +255,7 @@ def _units(folder: str, prefix: str, depth: int, keep: Callable[[str], bool] | N
     for entry in scandir_entries(folder):
         if entry.is_dir(follow_symlinks=False):
             if keep is None or keep(entry.name):
-                units.append((entry.name + "/", entry.path, True))
+                units.append((entry.name + os.sep, entry.path, True))
         elif (
             (keep is None or keep(""))
             and entry.is_file(follow_symlinks=False)
@@ -524,9 +526,12 @@ class _Searcher:
         return totals, found
 
 
-def _worker_main(conn: Connection, job: _Job) -> None:
-    """A worker process: search each chunk of units it is sent, send back the result; stop
-    on None or when the parent's end of the pipe is gone."""
+def _worker_main(conn: Connection, job: _Job, inherited: list[Connection]) -> None:
+    """A worker process: search each chunk of units it is sent and send back ``(True,
+    result)``, or ``(False, message)`` when the search raised; stop on None, or when the
+    parent is gone (its end of the pipe closed)."""
+    for end in inherited:  # the parent's ends, copied by fork: held here, no EOF would come
+        end.close()
     # Ctrl-C reaches the whole process group: the parent alone handles it and stops the
     # workers, so they must not die printing their own tracebacks.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -534,11 +539,18 @@ def _worker_main(conn: Connection, job: _Job) -> None:
     while True:
         try:
             units = conn.recv()
-        except EOFError:
+        except (EOFError, OSError):
             return
         if units is None:
             return
-        conn.send(searcher(units))
+        try:
+            reply: tuple[bool, Any] = (True, searcher(units))
+        except Exception as exc:  # noqa: BLE001 - the parent reports it and stops the search
+            reply = (False, str(exc) if isinstance(exc, KagError) else f"{type(exc).__name__}: {exc}")
+        try:
+            conn.send(reply)
+        except OSError:
+            return
 
 
 def _outcome(entry: _Entry, raw: tuple[str, tuple[_RawHit, ...], bool, str | None]) -> FileOutcome:
@@ -605,7 +617,9 @@ def _iter_chunks(units: Iterator[_Unit], job: _Job, jobs: int | None) -> Iterato
 
 
 def _worker_died() -> KagError:
-    return KagError("a search worker process died unexpectedly (out of memory?); nothing was reported")
+    return KagError(
+        "a search worker process died unexpectedly (out of memory?); the search stopped and its output is incomplete"
+    )
 
 
 def _in_workers(chunks: Iterator[list[_Unit]], job: _Job, workers: int) -> Iterator[_ChunkResult]:
@@ -626,13 +640,19 @@ def _in_workers(chunks: Iterator[list[_Unit]], job: _Job, workers: int) -> Itera
     """
     import multiprocessing.connection
 
+    first = next(chunks, None)
+    if first is None:  # nothing left after the chunks searched here: no process to start
+        return
+    chunks = chain([first], chunks)
     context = multiprocessing.get_context()
+    forked = context.get_start_method() == "fork"
     processes: list[multiprocessing.process.BaseProcess] = []
     idle: list[Connection] = []
     try:
         for _ in range(workers):
             mine, theirs = context.Pipe()
-            process = context.Process(target=_worker_main, args=(theirs, job), daemon=True)
+            inherited = [*idle, mine] if forked else []
+            process = context.Process(target=_worker_main, args=(theirs, job, inherited), daemon=True)
             process.start()
             theirs.close()
             processes.append(process)
@@ -662,12 +682,15 @@ def _in_workers(chunks: Iterator[list[_Unit]], job: _Job, workers: int) -> Itera
             # A worker exits only when told to: any sentinel here is a death (an idle
             # worker's too, which no pipe would show until the next hand-out).
             for event in multiprocessing.connection.wait([*busy, *sentinels]):
-                if not isinstance(event, Connection):
+                if event not in busy:  # a sentinel (an int); pipes are PipeConnection on Windows
                     raise _worker_died()
                 try:
-                    ready[busy.pop(event)] = event.recv()
+                    done, value = event.recv()  # type: ignore[union-attr]
                 except EOFError:
                     raise _worker_died() from None
+                if not done:
+                    raise KagError(f"a search worker failed: {value}")
+                ready[busy.pop(event)] = value
                 idle.append(event)
         for conn in idle:
             conn.send(None)
