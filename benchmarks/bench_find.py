@@ -37,7 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from make_tree import compile_kag, ensure_tree  # noqa: E402
+from make_tree import compile_kag, ensure_tree
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_TREE = REPO / ".bench" / "tree-100k"
@@ -78,7 +78,9 @@ def main() -> None:
     if args.prepare_only:
         return
     results = tree / "results"
-    version = subprocess.run([rg, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+    version = subprocess.run(
+        [rg, "--version"], capture_output=True, text=True, check=True
+    ).stdout.splitlines()[0]
     print(
         f"tree: {results} ({sum(1 for _ in results.glob('*/*/*.json'))} result files); anchor: {version}; "
         f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}"

@@ -121,7 +121,7 @@ def minilm_rate(names: list[str]) -> float | None:
         began = time.perf_counter()
         embedder.embed(names)
         return len(names) / (time.perf_counter() - began)
-    except Exception as exc:  # the bundled model is optional for this measurement
+    except Exception as exc:  # noqa: BLE001 - the bundled model is optional for this measurement
         print(f"  (MiniLM throughput not measured: {exc})")
         return None
 

@@ -23,9 +23,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-import orjson  # noqa: E402
+import orjson
 
-from kag.results import (  # noqa: E402
+from kag.results import (
     AugmentedGeneration,
     DatabaseStats,
     ErrorResult,
@@ -38,11 +38,42 @@ from kag.results import (  # noqa: E402
 )
 
 DATASETS = ["medqa", "medmcqa", "pubmedqa", "bioasq", "mmlu"]
-WORDS = (
-    "patient acute chronic therapy serum lipase amylase biomarker pancreatitis protein gene "
-    "receptor inhibitor dose clinical trial cohort risk mortality infection vitamin deficiency "
-    "syndrome cell tissue blood pressure kidney liver heart lung brain tumor cancer"
-).split()
+WORDS = [
+    "patient",
+    "acute",
+    "chronic",
+    "therapy",
+    "serum",
+    "lipase",
+    "amylase",
+    "biomarker",
+    "pancreatitis",
+    "protein",
+    "gene",
+    "receptor",
+    "inhibitor",
+    "dose",
+    "clinical",
+    "trial",
+    "cohort",
+    "risk",
+    "mortality",
+    "infection",
+    "vitamin",
+    "deficiency",
+    "syndrome",
+    "cell",
+    "tissue",
+    "blood",
+    "pressure",
+    "kidney",
+    "liver",
+    "heart",
+    "lung",
+    "brain",
+    "tumor",
+    "cancer",
+]
 SENTENCES = [
     "I don't know.",
     "The answer is B because the serum lipase is more specific.",
@@ -87,7 +118,9 @@ def make_tree(out: Path, setups: int, questions: int, seed: int = 0) -> Path:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 roll = rng.random()
                 if roll < 0.02:
-                    result = ErrorResult(f"Failed during the generation phase: timed out after {rng.randint(60, 300)}s")
+                    result = ErrorResult(
+                        f"Failed during the generation phase: timed out after {rng.randint(60, 300)}s"
+                    )
                 else:
                     answer = rng.choice(keys) if roll < 0.9 else rng.choice(SENTENCES)
                     retrieval = None
@@ -102,7 +135,9 @@ def make_tree(out: Path, setups: int, questions: int, seed: int = 0) -> Path:
                             result=text,
                             document=entry["input"],  # type: ignore[index]
                             vector=vec,
-                            database=DatabaseStats("neo4j", lines, lines + 10, lines // 3, Timing(0, rng.randint(10**7, 10**9))),
+                            database=DatabaseStats(
+                                "neo4j", lines, lines + 10, lines // 3, Timing(0, rng.randint(10**7, 10**9))
+                            ),
                             time=Timing(1, rng.randint(0, 10**9 - 1)),
                         )
                         prompt += "\n\nGraph Context:\n" + text

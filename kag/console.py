@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import os
 import sys
-
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:

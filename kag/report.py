@@ -98,8 +98,10 @@ def _cols(cells: list[str] | tuple[str, ...], widths: tuple[int, ...]) -> str:
 def render_text(summary: Summary) -> str:
     """The Rust tool's aligned table (names padded to the longest setup name, min 5)."""
     lines = [
-        f"Datasets: {summary.datasets} | Scorable questions: {summary.scorable_questions} "
-        f"| Skipped files: {summary.skipped_files}",
+        (
+            f"Datasets: {summary.datasets} | Scorable questions: {summary.scorable_questions} "
+            f"| Skipped files: {summary.skipped_files}"
+        ),
         "",
     ]
     if not summary.setups:
@@ -141,9 +143,11 @@ def _ci_cell(m: Metrics) -> str:
 def render_markdown(summary: Summary) -> str:
     """A GitHub-flavoured table: one row per setup, ``└ dataset`` rows, RAG columns when any."""
     lines = [
-        f"**Datasets:** {summary.datasets} · **Scorable questions:** {summary.scorable_questions} "
-        f"· **Skipped files:** {summary.skipped_files} · **Unreadable files:** {summary.unreadable_files} "
-        f"· **Ignored files:** {summary.ignored_files}",
+        (
+            f"**Datasets:** {summary.datasets} · **Scorable questions:** {summary.scorable_questions} "
+            f"· **Skipped files:** {summary.skipped_files} · **Unreadable files:** {summary.unreadable_files} "
+            f"· **Ignored files:** {summary.ignored_files}"
+        ),
         "",
     ]
     if not summary.setups:

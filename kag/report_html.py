@@ -212,12 +212,18 @@ def _test_label(test: McNemar | None) -> str:
 
 def comparison_legend(run: ComparisonRun) -> list[str]:
     return [
-        f"Baseline: {run.baseline} | paired questions only | alpha {run.alpha:g} after Holm over "
-        f"{sum(1 for c in run.comparisons if c.test)} comparison(s)",
-        "Columns +/-: + = setup right, baseline not; - = baseline right, setup not; "
-        "DIFF = ACC% - BASE% on the paired questions",
-        f"TEST: McNemar, exact binomial when + and - sum to < {run.exact_below}, "
-        "else chi-square with continuity correction",
+        (
+            f"Baseline: {run.baseline} | paired questions only | alpha {run.alpha:g} after Holm over "
+            f"{sum(1 for c in run.comparisons if c.test)} comparison(s)"
+        ),
+        (
+            "Columns +/-: + = setup right, baseline not; - = baseline right, setup not; "
+            "DIFF = ACC% - BASE% on the paired questions"
+        ),
+        (
+            f"TEST: McNemar, exact binomial when + and - sum to < {run.exact_below}, "
+            "else chi-square with continuity correction"
+        ),
         f"95% CI: paired bootstrap percentile interval, {run.resamples} resamples, seed {run.seed}",
     ]
 
@@ -265,9 +271,11 @@ def flip_header(report: FlipReport) -> list[str]:
     return [
         f"A = {report.a}",
         f"B = {report.b}",
-        f"Paired questions: {report.paired} | both right: {report.both_correct} "
-        f"| both not: {report.both_wrong} | A right, B not: {len(report.a_only)} "
-        f"| B right, A not: {len(report.b_only)}",
+        (
+            f"Paired questions: {report.paired} | both right: {report.both_correct} "
+            f"| both not: {report.both_wrong} | A right, B not: {len(report.a_only)} "
+            f"| B right, A not: {len(report.b_only)}"
+        ),
     ]
 
 
@@ -363,8 +371,10 @@ def impact_header(impact: RetrievalImpact) -> list[str]:
 
 
 IMPACT_LEGEND = (
-    "Buckets by retrieved vertices (the database's count): empty = 0 vertices; "
-    "no retrieval stats = error files and files without retrieval stats",
+    (
+        "Buckets by retrieved vertices (the database's count): empty = 0 vertices; "
+        "no retrieval stats = error files and files without retrieval stats"
+    ),
     "HELPED = KAG right, native not; HURT = native right, KAG not; SAME = both right or both not",
 )
 

@@ -16,7 +16,7 @@ import struct
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
 MAGIC = b"\x60\x60\xb0\x17"
 HELLO, GOODBYE, RESET, RUN, BEGIN, COMMIT, ROLLBACK, DISCARD, PULL = (
@@ -203,7 +203,7 @@ class FakeBolt:
     log: list[tuple[str, list[Any]]] = field(default_factory=list)
     connections: int = 0
 
-    def __enter__(self) -> FakeBolt:
+    def __enter__(self) -> Self:
         self._sock = socket.socket()
         self._sock.bind(("127.0.0.1", 0))
         self._sock.listen()

@@ -54,7 +54,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 REASONS = {
     200: "OK",
@@ -148,7 +148,7 @@ class _Handler:
             try:
                 writer.close()
                 await asyncio.wait_for(writer.wait_closed(), 5)
-            except (Exception, asyncio.CancelledError):
+            except (Exception, asyncio.CancelledError):  # noqa: S110, BLE001
                 pass
             self.state.closed += 1  # counted once the socket is really closed
             if peer:
@@ -442,7 +442,7 @@ class FakeServer:
             self._loop = loop
             try:
                 loop.run_until_complete(self._start())
-            except BaseException as exc:  # pragma: no cover - port in use
+            except BaseException as exc:  # noqa: BLE001 - pragma: no cover - port in use
                 errors.append(exc)
                 ready.set()
                 return
@@ -475,7 +475,7 @@ class FakeServer:
             self._thread.join(10)
         self._loop = None
 
-    def __enter__(self) -> FakeServer:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

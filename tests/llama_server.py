@@ -107,7 +107,7 @@ def start_llama_server(
     if embedding:
         command += ["--embedding", "true"]
     command += list(extra_args)
-    log = tempfile.NamedTemporaryFile(prefix="llama-server-", suffix=".log", delete=False)
+    log = tempfile.NamedTemporaryFile(prefix="llama-server-", suffix=".log", delete=False)  # noqa: SIM115
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     process = subprocess.Popen(
         command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env

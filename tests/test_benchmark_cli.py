@@ -312,7 +312,7 @@ def test_bad_input_exits_2_before_any_request(
     assert result.exit_code == 2
     assert result.stdout == ""
     assert result.stderr.startswith("kag: error: ") and "Traceback" not in result.stderr
-    assert re.search(expected, result.stderr, re.S), result.stderr
+    assert re.search(expected, result.stderr, re.DOTALL), result.stderr
     assert server.requests == []
     assert not (root / "out").exists()
 

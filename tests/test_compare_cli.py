@@ -28,10 +28,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from kag.cli import KagGroup
 from kag.commands import compare as compare_command
-from kag.commands import stats as stats_command
-from kag.console import set_verbosity
 from kag.results import (
     AugmentedGeneration,
     DatabaseStats,
@@ -551,8 +548,10 @@ def test_impact_on_a_setup_that_does_not_retrieve_says_so(tree: list[str]) -> No
     assert result.exit_code == 2  # bad usage, like an unknown setup: there is no retrieval to measure
     assert result.stdout == ""
     assert _errors(result.stderr) == [
-        "kag: error: native does not retrieve (no retrieval stats, no config.augmented_generation): "
-        "no retrieval impact to measure; setups that retrieve: kag"
+        (
+            "kag: error: native does not retrieve (no retrieval stats, no config.augmented_generation): "
+            "no retrieval impact to measure; setups that retrieve: kag"
+        )
     ]
     assert result.stderr.endswith("setups that retrieve: kag\n")  # the error is the last line
     mixed = run("impact", "kag", "native", "other", *tree, "--format", "json")

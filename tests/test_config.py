@@ -308,8 +308,10 @@ def test_setup_fields(tmp_path: Path, cfg_path: Path) -> None:
     [
         (
             "[s]\nprovider = 'ghost'\nmodel = 'm'\ntemperature = 0\n",
-            r"\[s\]: provider 'ghost' is missing from the configuration"
-            r" \(providers in .*config.toml: embedder, local, remote\)",
+            (
+                r"\[s\]: provider 'ghost' is missing from the configuration"
+                r" \(providers in .*config.toml: embedder, local, remote\)"
+            ),
         ),
         (
             "[s]\nprovider = 'embedder'\nmodel = 'm'\ntemperature = 0\n",
@@ -331,8 +333,10 @@ def test_setup_fields(tmp_path: Path, cfg_path: Path) -> None:
         (f"[S-1]\n{BASE}", r"\[S-1\]: invalid name 'S-1'"),
         (
             f"[s]\n{BASE}system_prompt = '''{{% raw %}}{{{{QUESTION}}}}{{% endraw %}}'''\n",
-            r"\[s\] system_prompt: undefined template variable 'QUESTION'"
-            r" \(a prompt template may use INPUT, CHOICE and RETRIEVAL\)",
+            (
+                r"\[s\] system_prompt: undefined template variable 'QUESTION'"
+                r" \(a prompt template may use INPUT, CHOICE and RETRIEVAL\)"
+            ),
         ),
         (
             f"[s]\n{BASE}system_prompt = '''{{% raw %}}a\n{{{{ INPUT }}{{% endraw %}}'''\n",

@@ -368,7 +368,7 @@ def test_interactive_with_no_match_never_starts_fzf(tree: Path, tmp_path: Path) 
 
 
 @pytest.mark.skipif(
-    subprocess.run(["sh", "-c", "command -v fzf"], capture_output=True).returncode != 0,
+    subprocess.run(["sh", "-c", "command -v fzf"], capture_output=True, check=False).returncode != 0,
     reason="fzf not installed",
 )
 def test_interactive_with_the_real_fzf(tree: Path) -> None:
@@ -389,6 +389,7 @@ def test_interactive_with_the_real_fzf(tree: Path) -> None:
             "--interactive",
         ],
         capture_output=True,
+        check=False,
         text=True,
         env=env,
         timeout=60,

@@ -118,7 +118,7 @@ def test_filters_from_the_command_line(example: list[str]):
     pubmed = json.loads(stats(*example, "--dataset", "pub*", "--format", "json").stdout)
     assert (pubmed["datasets"], pubmed["scorable_questions"], pubmed["skipped_files"]) == (1, 2, 0)
     assert all(list(s["per_dataset"]) == ["pubmedqa"] for s in pubmed["setups"])
-    assert [s["setup"] for s in pubmed["setups"]][0] == "smollm2-135m-native"  # 2/2 on pubmedqa
+    assert next(s["setup"] for s in pubmed["setups"]) == "smollm2-135m-native"  # 2/2 on pubmedqa
 
 
 def test_fail_under_prints_the_report_then_exits_1_naming_the_setups(example: list[str]):

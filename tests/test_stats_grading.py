@@ -579,7 +579,7 @@ def test_tree_totals_match_a_direct_count(tmp_path_factory, files):
     if not files:
         (base / "r").mkdir()
     run = grade_tree(datasets, base / "r")
-    for setup in {"s1", "s2", "s3"}:
+    for setup in ("s1", "s2", "s3"):
         m = run.tallies.get((setup, "d"), Metrics())
         mine = [o for (s, _), o in expected.items() if s == setup]
         assert (m.correct, m.incorrect, m.errors) == (
@@ -775,7 +775,7 @@ def test_every_truncation_of_a_real_file_is_unreadable(med_kag: Path):
 
     data = _real_kag_file(med_kag)
     pattern = mcq.compile_abstention(mcq.DEFAULT_ABSTENTION)
-    for cut in [*range(0, 200), *range(200, len(data), 97), len(data) - 2]:
+    for cut in [*range(200), *range(200, len(data), 97), len(data) - 2]:
         with pytest.raises(UnreadableResult, match="not valid JSON"):
             mcq.grade_bytes(data[:cut], KEY, dataset="d", question="q", setup="s", abstention=pattern)
 

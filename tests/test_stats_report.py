@@ -71,12 +71,18 @@ def test_text_layout_is_the_rust_tools():
     assert lines == [
         "Datasets: 2 | Scorable questions: 10 | Skipped files: 0",
         "",
-        "SETUP                ACC%    PREC%    COVER%     OK  WRONG   ERR  TOT    GEN(s)     CTX_LEN"
-        "    RET(s)  VERTICE  RELATION  PROPERTY",
-        "qwen35-9b-kag       80.00    88.89     90.00      8      1     1   10     1.732    1200.000"
-        "     0.214    12.44     18.56     41.22",
-        "  └ mcq-form        80.00    88.89     90.00      8      1     1   10     1.732    1200.000"
-        "     0.214    12.44     18.56     41.22",
+        (
+            "SETUP                ACC%    PREC%    COVER%     OK  WRONG   ERR  TOT    GEN(s)     CTX_LEN"
+            "    RET(s)  VERTICE  RELATION  PROPERTY"
+        ),
+        (
+            "qwen35-9b-kag       80.00    88.89     90.00      8      1     1   10     1.732    1200.000"
+            "     0.214    12.44     18.56     41.22"
+        ),
+        (
+            "  └ mcq-form        80.00    88.89     90.00      8      1     1   10     1.732    1200.000"
+            "     0.214    12.44     18.56     41.22"
+        ),
         "qwen35-9b-native    60.00    66.67     90.00      6      3     1   10     0.918     500.000",
         "  └ mcq-form        60.00    66.67     90.00      6      3     1   10     0.918     500.000",
         "broken               0.00        -      0.00      0      0     2    2         -           -",

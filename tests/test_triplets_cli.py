@@ -112,7 +112,7 @@ def test_predictions_without_a_valid_triplet_get_the_note_without_the_warning(tm
 def test_relations_table_stays_when_one_file_has_relations(tmp_path: Path) -> None:
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
-    code, out, err = run(GOLD, empty, FINETUNED)
+    code, out, _err = run(GOLD, empty, FINETUNED)
     assert code == 0
     assert NO_RELATIONS_NOTE not in out
     header = next(line for line in out.splitlines() if line.startswith("relation"))

@@ -6,7 +6,7 @@ import sys
 import time
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Self
 
 import typer
 
@@ -111,7 +111,7 @@ class RichReporter:
         self.done = 0
         self.started = time.monotonic()
 
-    def __enter__(self) -> RichReporter:
+    def __enter__(self) -> Self:
         self.progress.start()
         return self
 
@@ -197,7 +197,10 @@ def _read_prompt(prompt: str) -> str:
 def register(app: typer.Typer) -> None:
     @app.command("generation")
     def generation(
-        prompt: Annotated[str, typer.Argument(metavar="PROMPT", help="The input (fills {{INPUT}}); '-' reads standard input.")],
+        prompt: Annotated[
+            str,
+            typer.Argument(metavar="PROMPT", help="The input (fills {{INPUT}}); '-' reads standard input."),
+        ],
         provider: Annotated[str, typer.Option("--provider", "-p", help="Provider component name.")],
         model: Annotated[str, typer.Option("--model", "-m", help="Model name at the provider.")],
         temperature: Annotated[float, typer.Option("--temperature", "-t", help="Sampling temperature.")],

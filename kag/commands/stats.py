@@ -67,7 +67,11 @@ def stats(
     output: Annotated[
         Path | None,
         typer.Option(
-            "--output", "-o", help="Write the report to FILE instead of stdout.", metavar="FILE", show_default=False
+            "--output",
+            "-o",
+            help="Write the report to FILE instead of stdout.",
+            metavar="FILE",
+            show_default=False,
         ),
     ] = None,
     setup: Annotated[
@@ -155,7 +159,9 @@ def stats(
     summary = summarize(graded)
     comparisons = None
     if analysed:
-        text, comparisons = _analyse(graded, loaded, datasets, root, prefix or "", fmt_name, fail_if_worse_than)
+        text, comparisons = _analyse(
+            graded, loaded, datasets, root, prefix or "", fmt_name, fail_if_worse_than
+        )
     if fmt_name != "html":
         text = render(summary, Format(fmt_name))
     from kag.commands.compare import emit_report

@@ -26,11 +26,16 @@ def register(app: typer.Typer) -> None:
     @app.command("triplets")
     def triplets(
         gold: Annotated[
-            Path, typer.Argument(metavar="GOLD", help="Gold entries (JSON array or JSON Lines).", show_default=False)
+            Path,
+            typer.Argument(
+                metavar="GOLD", help="Gold entries (JSON array or JSON Lines).", show_default=False
+            ),
         ],
         predictions: Annotated[
             list[Path],
-            typer.Argument(metavar="PRED", help="One or more prediction files, graded side by side.", show_default=False),
+            typer.Argument(
+                metavar="PRED", help="One or more prediction files, graded side by side.", show_default=False
+            ),
         ],
         output_format: Annotated[OutputFormat, typer.Option("--format", help="Report format on stdout.")] = (
             OutputFormat.TEXT

@@ -378,7 +378,7 @@ class FastEmbedClient:
             return await asyncio.to_thread(self._embed_sync, model or self.model, texts)
         except ProviderError:
             raise
-        except Exception as exc:  # EmbeddingError and onnxruntime failures alike
+        except Exception as exc:  # noqa: BLE001 - EmbeddingError and onnxruntime failures alike
             raise ProviderError(f"FastEmbed provider {self.name!r}: {exc}", transient=False) from None
 
     async def aclose(self) -> None:

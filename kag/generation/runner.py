@@ -196,7 +196,7 @@ class Generator:
         for retriever in self._retrievers.values():
             try:
                 await retriever.aclose()
-            except Exception as exc:  # closing must not hide the run's outcome
+            except Exception as exc:  # noqa: BLE001 - closing must not hide the run's outcome
                 log.debug("closing a retriever failed: %s", exc)
         for provider in self._providers.values():
             await provider.aclose()
@@ -221,7 +221,7 @@ class Generator:
                 retrieval = await self.retriever(aug.retriever, aug.database).retrieve(text)
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001
                 if isinstance(exc, KagError | ProviderError):
                     message = str(exc)
                 else:  # a driver's or a bug's exception: its type says what happened

@@ -66,7 +66,7 @@ class PromptTemplate:
             raise PromptRenderError(f"{self.origin}: {exc.message}") from None
         except jinja2.TemplateError as exc:
             raise PromptRenderError(f"{self.origin}: {exc}") from None
-        except Exception as exc:  # a filter raising on a value (e.g. int('x'))
+        except Exception as exc:  # noqa: BLE001 - a filter raising on a value (e.g. int('x'))
             raise PromptRenderError(f"{self.origin}: {type(exc).__name__}: {exc}") from None
 
 

@@ -233,7 +233,7 @@ class RelRow:
 
 def _open_csv(path: str) -> Iterator[tuple[int, list[str]]]:
     try:
-        handle = open(path, newline="", encoding="utf-8-sig")
+        handle = open(path, newline="", encoding="utf-8-sig")  # noqa: SIM115
     except FileNotFoundError:
         raise InputError(f"{path}: file not found") from None
     except IsADirectoryError:

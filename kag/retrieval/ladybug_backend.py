@@ -341,7 +341,7 @@ class LadybugGraph:
             if handle is not None:
                 try:
                     handle.close()
-                except Exception as exc:  # closing must not hide the run's outcome
+                except Exception as exc:  # noqa: BLE001 - closing must not hide the run's outcome
                     log.debug("closing %s failed: %s", self.settings.path, exc)
 
     def close(self) -> None:

@@ -178,7 +178,7 @@ class Neo4jGraph:
             )
         except RetrievalError:
             raise
-        except Exception as exc:  # the driver's errors have no common base worth naming
+        except Exception as exc:  # noqa: BLE001 - the driver's errors have no common base worth naming
             raise RetrievalError(
                 f"Neo4j at {self.settings.uri} (database {self.settings.database!r}, index {index!r}): {_describe(exc)}"
             ) from None
