@@ -340,7 +340,8 @@ def test_every_compare_format_renders(tree: list[str], fmt: str) -> None:
         (["--alpha", "0"], "--alpha 0: must be between 0 and 1"),
         (["--alpha", "1.5"], "--alpha 1.5"),
         (["--setup", "native"], "only one setup (native)"),
-        (["--dataset", "zzz"], "no graded result file"),
+        (["--dataset", "zzz"], "--dataset zzz matches no dataset in "),
+        (["--setup", "kag", "--setup", "typo*"], "--setup typo* matches no setup in "),
     ],
 )
 def test_compare_usage_errors(tree: list[str], args: list[str], message: str) -> None:
@@ -451,7 +452,7 @@ def test_flips_max_chars_cuts_text_output(tree: list[str]) -> None:
     [
         (["kag", "kag"], "A and B are the same setup (kag)"),
         (["kag", "nope"], "setup 'nope': no such setup; setups in"),
-        (["kag", "native", "--dataset", "zzz"], "no graded answers after the filters"),
+        (["kag", "native", "--dataset", "zzz"], "--dataset zzz matches no dataset in "),
     ],
 )
 def test_flips_errors(tree: list[str], args: list[str], message: str) -> None:

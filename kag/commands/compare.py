@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from kag.commands.stats import pick_option
+from kag.commands.stats import check_globs, check_setup_globs, pick_option
 from kag.errors import UsageError
 
 if TYPE_CHECKING:
@@ -98,16 +98,19 @@ def _load(
         raise UsageError("missing option '--datasets' / '-d': the datasets file with the answers")
     root = str(pick_option(ctx, "--results", results, Path(".")))
     pfx = pick_option(ctx, "--prefix", prefix, "")
-    setups = tuple(pick_option(ctx, "--setup", setup, ()))
-    if setups:
-        setups += tuple(glob.escape(n) for n in named if n)
+    asked = tuple(pick_option(ctx, "--setup", setup, ()))
+    setups = asked + tuple(glob.escape(n) for n in named if n) if asked else ()
     globs = tuple(pick_option(ctx, "--dataset", dataset, ()))
-    loaded = load_answers(load_datasets(datasets_path), root, pfx, setups, globs)
+    answer_key = load_datasets(datasets_path)
+    # As in `kag stats`: a filter that selects nothing is a typo, not a smaller comparison.
+    check_globs("--dataset", globs, "dataset", f"in {datasets_path}", sorted(answer_key.datasets))
+    loaded = load_answers(answer_key, root, pfx, setups, globs)
     for name in named:
         if name and name not in loaded.setups:
             in_tree = sorted({f.setup for f in list_results(root, pfx).files})
             why = "no graded answers after the filters" if name in in_tree else "no such setup"
             raise UsageError(f"setup {name!r}: {why}; setups in {root}: {', '.join(in_tree) or 'none'}")
+    check_setup_globs(asked, set(loaded.setups), Path(root), pfx, globs)
     if not loaded.answers:
         raise UsageError(
             f"{root}: no graded result file (prefix {pfx!r}, setups {list(setups) or 'all'}, "

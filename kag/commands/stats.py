@@ -145,7 +145,7 @@ def stats(
     dataset_globs = tuple(dataset or ())
     # A filter that selects nothing is a typo far more often than an intent: exit 2
     # before any report, so that neither a CI gate nor a step summary passes on it.
-    _check_globs("--dataset", dataset_globs, "dataset", f"in {datasets}", sorted(loaded.datasets))
+    check_globs("--dataset", dataset_globs, "dataset", f"in {datasets}", sorted(loaded.datasets))
     analysed = fmt_name == "html" or fail_if_worse_than is not None
     graded = grade_tree(
         loaded,
@@ -155,7 +155,7 @@ def stats(
         dataset_globs=dataset_globs,
         keep_records=analysed,
     )
-    _check_setup_globs(tuple(setup or ()), {s for s, _ in graded.tallies}, root, prefix or "", dataset_globs)
+    check_setup_globs(tuple(setup or ()), {s for s, _ in graded.tallies}, root, prefix or "", dataset_globs)
     summary = summarize(graded)
     comparisons = None
     if analysed:
@@ -200,13 +200,13 @@ def unmatched_message(option: str, globs: Sequence[str], kind: str, where: str, 
     return f"{flags} {verb} no {kind} {where} ({kind}s: {shown})"
 
 
-def _check_globs(option: str, globs: Sequence[str], kind: str, where: str, names: Sequence[str]) -> None:
+def check_globs(option: str, globs: Sequence[str], kind: str, where: str, names: Sequence[str]) -> None:
     missing = unmatched_globs(globs, names)
     if missing:
         raise UsageError(unmatched_message(option, missing, kind, where, names))
 
 
-def _check_setup_globs(
+def check_setup_globs(
     globs: tuple[str, ...], graded: set[str], root: Path, prefix: str, dataset_globs: tuple[str, ...]
 ) -> None:
     """UsageError naming each ``--setup`` glob that matches no setup of the tree (within the
@@ -227,7 +227,7 @@ def _check_setup_globs(
     where = f"in {root}" + (
         " with " + ", ".join(f"--dataset {g}" for g in dataset_globs) if dataset_globs else ""
     )
-    _check_globs("--setup", globs, "setup", where, in_tree)
+    check_globs("--setup", globs, "setup", where, in_tree)
 
 
 def _analyse(
