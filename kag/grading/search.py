@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum, StrEnum
 from itertools import chain
-from multiprocessing.connection import Connection
+from multiprocessing.connection import Connection, wait
 from typing import Any
 
 import orjson
@@ -528,8 +528,8 @@ class _Searcher:
 
 def _worker_main(conn: Connection, job: _Job, inherited: list[Connection]) -> None:
     """A worker process: search each chunk of units it is sent and send back ``(True,
-    result)``, or ``(False, message)`` when the search raised; stop on None, or when the
-    parent is gone (its end of the pipe closed)."""
+    result)``, or ``(False, message)`` when the search raised; stop when the parent's end
+    of the pipe closes (the search is over, or the parent is gone)."""
     for end in inherited:  # the parent's ends, copied by fork: held here, no EOF would come
         end.close()
     # Ctrl-C reaches the whole process group: the parent alone handles it and stops the
@@ -540,8 +540,6 @@ def _worker_main(conn: Connection, job: _Job, inherited: list[Connection]) -> No
         try:
             units = conn.recv()
         except (EOFError, OSError):
-            return
-        if units is None:
             return
         try:
             reply: tuple[bool, Any] = (True, searcher(units))
@@ -638,8 +636,6 @@ def _in_workers(chunks: Iterator[list[_Unit]], job: _Job, workers: int) -> Itera
     head -1``). Here nothing is shared and there is no thread: when the consumer stops,
     for whatever reason, the workers are terminated and reaped, and that is all.
     """
-    import multiprocessing.connection
-
     first = next(chunks, None)
     if first is None:  # nothing left after the chunks searched here: no process to start
         return
@@ -647,16 +643,18 @@ def _in_workers(chunks: Iterator[list[_Unit]], job: _Job, workers: int) -> Itera
     context = multiprocessing.get_context()
     forked = context.get_start_method() == "fork"
     processes: list[multiprocessing.process.BaseProcess] = []
-    idle: list[Connection] = []
+    ends: list[Connection] = []  # the parent's end of each worker's pipe
+    finished = False
     try:
         for _ in range(workers):
             mine, theirs = context.Pipe()
-            inherited = [*idle, mine] if forked else []
+            ends.append(mine)
+            inherited = list(ends) if forked else []
             process = context.Process(target=_worker_main, args=(theirs, job, inherited), daemon=True)
             process.start()
             theirs.close()
             processes.append(process)
-            idle.append(mine)
+        idle = list(ends)
         sentinels = [process.sentinel for process in processes]
         busy: dict[Connection, int] = {}  # pipe -> the chunk its worker is searching
         ready: dict[int, _ChunkResult] = {}
@@ -681,7 +679,7 @@ def _in_workers(chunks: Iterator[list[_Unit]], job: _Job, workers: int) -> Itera
                 continue
             # A worker exits only when told to: any sentinel here is a death (an idle
             # worker's too, which no pipe would show until the next hand-out).
-            for event in multiprocessing.connection.wait([*busy, *sentinels]):
+            for event in wait([*busy, *sentinels]):
                 if event not in busy:  # a sentinel (an int); pipes are PipeConnection on Windows
                     raise _worker_died()
                 try:
@@ -692,16 +690,16 @@ def _in_workers(chunks: Iterator[list[_Unit]], job: _Job, workers: int) -> Itera
                     raise KagError(f"a search worker failed: {value}")
                 ready[busy.pop(event)] = value
                 idle.append(event)
-        for conn in idle:
-            conn.send(None)
+        finished = True
     finally:
-        for process in processes:
-            if process.exitcode is None and process.is_alive():
-                process.terminate()
+        for end in ends:  # every worker waiting for a chunk then sees the end of its pipe
+            end.close()
+        if not finished:  # stopped early: a worker may be deep in a chunk
+            for process in processes:
+                if process.is_alive():
+                    process.terminate()
         for process in processes:
             process.join()
-        for conn in idle:
-            conn.close()
 
 
 class _Tally:
