@@ -70,7 +70,7 @@ def _warn_unmatched_filters(root: str, options: SearchOptions, searched: Iterabl
     searched files; only when a glob matches none of them is the tree listed again, so a
     filter that works costs nothing.
     """
-    from kag.commands.stats import unmatched_globs, unmatched_message
+    from kag.commands.stats import tree_place, unmatched_globs, unmatched_message
     from kag.console import warn
     from kag.grading.search import SearchOptions, list_search_files
     from kag.results import scandir_entries
@@ -87,10 +87,7 @@ def _warn_unmatched_filters(root: str, options: SearchOptions, searched: Iterabl
         in_tree = sorted({f.setup for f in list_search_files(root, every)})
         missing = unmatched_globs(options.setups, in_tree)
         if missing:
-            where = f"in {root}" + (
-                " with " + ", ".join(f"--dataset {g}" for g in options.datasets) if options.datasets else ""
-            )
-            warn(unmatched_message("--setup", missing, "setup", where, in_tree))
+            warn(unmatched_message("--setup", missing, "setup", tree_place(root, options.datasets), in_tree))
 
 
 def register(stats_app: typer.Typer) -> None:

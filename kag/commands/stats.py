@@ -224,10 +224,14 @@ def check_setup_globs(
             if not dataset_globs or any(fnmatchcase(f.dataset, g) for g in dataset_globs)
         }
     )
-    where = f"in {root}" + (
-        " with " + ", ".join(f"--dataset {g}" for g in dataset_globs) if dataset_globs else ""
-    )
-    check_globs("--setup", globs, "setup", where, in_tree)
+    check_globs("--setup", globs, "setup", tree_place(root, dataset_globs), in_tree)
+
+
+def tree_place(root: Path | str, dataset_globs: Sequence[str]) -> str:
+    """``in ROOT``, and ``with --dataset G, …`` when the datasets were filtered: where the
+    setups named by an unmatched-filter message were looked for."""
+    with_datasets = ", ".join(f"--dataset {g}" for g in dataset_globs)
+    return f"in {root}" + (f" with {with_datasets}" if with_datasets else "")
 
 
 def _analyse(
