@@ -215,14 +215,11 @@ def check_setup_globs(
     works costs nothing."""
     if not unmatched_globs(globs, graded):
         return
+    from kag.grading.mcq import matches_any
     from kag.results import list_results
 
     in_tree = sorted(
-        {
-            f.setup
-            for f in list_results(root, prefix).files
-            if not dataset_globs or any(fnmatchcase(f.dataset, g) for g in dataset_globs)
-        }
+        {f.setup for f in list_results(root, prefix).files if matches_any(f.dataset, dataset_globs)}
     )
     check_globs("--setup", globs, "setup", tree_place(root, dataset_globs), in_tree)
 

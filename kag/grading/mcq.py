@@ -708,7 +708,7 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
                         (logging.INFO, f"{entry.path}: ignored (not a '{prefix}…json' result file)")
                     )
                 continue
-            if globs and not any(fnmatchcase(setup, g) for g in globs):
+            if not matches_any(setup, globs):
                 continue
             if task.kind is _Kind.NOT_GRADED:
                 out.ignored += 1
@@ -855,7 +855,9 @@ def _chain(
     yield from rest
 
 
-def _matches(name: str, globs: Sequence[str]) -> bool:
+def matches_any(name: str, globs: Sequence[str]) -> bool:
+    """The filters' rule (``--setup``, ``--dataset``): ``name`` matches one of the shell
+    globs (``fnmatchcase``, case-sensitive), or there are none."""
     return not globs or any(fnmatchcase(name, g) for g in globs)
 
 
@@ -900,7 +902,7 @@ def grade_tree(
     check_results_root(root)
     compile_abstention(abstention)
     setup_globs, ds_globs = tuple(setups), tuple(dataset_globs)
-    selected = [name for name in datasets.datasets if _matches(name, ds_globs)]
+    selected = [name for name in datasets.datasets if matches_any(name, ds_globs)]
     scorable = sum(1 for name in selected for q in datasets.datasets[name].values() if q.scorable)
     config = _Config(prefix, setup_globs, abstention, keep_records, log.getEffectiveLevel())
     parent = _ChunkResult()
@@ -954,7 +956,7 @@ def _iter_questions(
                 if info:
                     parent.logs.append((logging.INFO, f"{d.path}: ignored (not a dataset folder)"))
             continue
-        if not _matches(d.name, ds_globs):
+        if not matches_any(d.name, ds_globs):
             continue
         questions = datasets.datasets.get(d.name, {})
         try:

@@ -22,7 +22,6 @@ Nothing here prints: warnings go to ``logging.getLogger(__name__)`` (rendered as
 
 from __future__ import annotations
 
-import fnmatch
 import logging
 import math
 import multiprocessing
@@ -41,7 +40,7 @@ import regex
 import simdjson
 
 from kag.errors import KagError, UsageError
-from kag.grading.mcq import rust_trim
+from kag.grading.mcq import matches_any, rust_trim
 from kag.results import (
     ErrorResult,
     ResultFile,
@@ -219,7 +218,7 @@ class _Globs:
             return True
         hit = self.seen.get(value)
         if hit is None:
-            hit = self.seen[value] = any(fnmatch.fnmatchcase(value, g) for g in self.globs)
+            hit = self.seen[value] = matches_any(value, self.globs)
         return hit
 
 
