@@ -366,6 +366,7 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
+@_collector_paused()
 def grade_triplets(
     gold_path: Path,
     prediction_paths: Sequence[Path],
@@ -377,37 +378,14 @@ def grade_triplets(
     allow_download: bool = False,
     embedder: Embedder | None = None,
 ) -> TripletReport:
-    """Grade each prediction file against the gold file (see the module docstring).
+    """Grade each prediction file against the gold file (see the module docstring), with
+    the cyclic garbage collector paused.
 
     Gold ids with no prediction are graded as empty predictions (``missing``); prediction
     ids not in gold are left out with a warning. In ``embedding`` mode every distinct
     normalized string of the run is embedded once, in one batched pass, before grading.
     Raises `kag.errors.InputError` for unreadable files, duplicate ids and invalid gold.
     """
-    with _collector_paused():
-        return _grade(
-            gold_path,
-            prediction_paths,
-            mode=mode,
-            gate=gate,
-            relations=relations,
-            embedding_model=embedding_model,
-            allow_download=allow_download,
-            embedder=embedder,
-        )
-
-
-def _grade(
-    gold_path: Path,
-    prediction_paths: Sequence[Path],
-    *,
-    mode: MatchMode = MatchMode.EXACT,
-    gate: float | None = None,
-    relations: Sequence[str] = DEFAULT_RELATIONS,
-    embedding_model: str | None = None,
-    allow_download: bool = False,
-    embedder: Embedder | None = None,
-) -> TripletReport:
     if gate is not None and not 0.0 <= gate <= 1.0:
         raise ValueError(f"gate {gate} is outside [0, 1]")
     gold = load_gold(gold_path)
