@@ -1,0 +1,85 @@
+"""evidence: whole-word matching under title normalization, and hand-computed summaries."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from kag.grading.evidence import (
+    EvidenceRecord,
+    EvidenceSummary,
+    evidence_found,
+    evidence_record,
+    summarize_evidence,
+)
+
+REAL = "results/pubmedqa/10135926/wekgr-qwen35-9b-ollama-neo4j-embedding-triplet-formal.json"
+
+
+def test_real_kag_retrieval_text(med_kag: Path) -> None:
+    text = orjson.loads((med_kag / REAL).read_bytes())["ok"]["stats"]["retrieval"]["result"]
+    names = [
+        "intubation",  # ("Intubation")
+        "ANESTHESIA,  ENDOTRACHEAL",  # case and whitespace runs do not matter
+        "Airway_Management",  # "_" is a space
+        "Tracheal Extubation.",  # punctuation at the ends is stripped
+        "Helicopter",  # the question's other concept: not retrieved
+        "Extubat",  # only part of a word
+        "Intubation Inc.",  # a title's legal suffix goes: "intubation"
+        "...",  # normalizes to "": never found
+    ]
+    assert evidence_found(names, text) == (True, True, True, True, False, False, True, False)
+
+
+@pytest.mark.parametrize(
+    ("names", "text", "expected"),
+    [
+        (["Vitamin C"], '(1)-[name]->("vitamin c")', (True,)),
+        (["Vitamin C"], '(1)-[name]->("vitamin cd")', (False,)),
+        (["Vitamin C", "Scurvy"], "Scurvy is caused by a lack of VITAMIN C.", (True, True)),
+        (["Café"], "CAFÉ au lait", (True,)),  # NFKC + casefold on both sides
+        (["ﬁbrin"], "fibrin clot", (True,)),  # the ligature folds to "fi"
+        ([], "anything", ()),
+        (["x"], "", (False,)),
+    ],
+)
+def test_evidence_found(names: list[str], text: str, expected: tuple[bool, ...]) -> None:
+    assert evidence_found(names, text) == expected
+
+
+def test_record_needs_names_and_a_retrieval() -> None:
+    assert evidence_record([], "text", True) is None
+    assert evidence_record(["x"], None, True) is None  # an error file or a setup that did not retrieve
+    assert evidence_record(["x", "y"], "x z", False) == EvidenceRecord((True, False), False)
+
+
+def test_hand_computed_summary() -> None:
+    records = [
+        EvidenceRecord((True, True), True),  # share 1, hit, correct
+        EvidenceRecord((True, False, False, False), False),  # share 1/4, hit, wrong
+        EvidenceRecord((False,), True),  # share 0, missed, correct
+        EvidenceRecord((False, False), False),  # share 0, missed, wrong
+        EvidenceRecord((False, True), True),  # share 1/2, hit, correct
+    ]
+    # recall = (1 + 1/4 + 0 + 0 + 1/2) / 5 = 1.75 / 5 = 0.35; hits 3 of 5, 2 of them correct;
+    # misses 2, 1 correct
+    assert summarize_evidence(records) == EvidenceSummary(
+        questions=5, recall=0.35, hit_rate=0.6, accuracy_when_hit=2 / 3, accuracy_when_missed=0.5
+    )
+
+
+def test_undefined_buckets_are_none() -> None:
+    assert summarize_evidence([]) is None
+    all_hit = summarize_evidence([EvidenceRecord((True,), False)])
+    assert all_hit == EvidenceSummary(1, 1.0, 1.0, 0.0, None)
+    all_missed = summarize_evidence([EvidenceRecord((False, False), True)])
+    assert all_missed == EvidenceSummary(1, 0.0, 0.0, None, 1.0)
+
+
+def test_recall_is_order_independent() -> None:
+    records = [EvidenceRecord((True,) + (False,) * k, k % 2 == 0) for k in range(1, 300)]
+    forward = summarize_evidence(records)
+    backward = summarize_evidence(reversed(records))
+    assert forward == backward
