@@ -1,0 +1,155 @@
+"""extract: letter extraction on table-driven replies, regex extraction, and --extract parsing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import orjson
+import pytest
+import regex
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kag.errors import KagError, UsageError
+from kag.grading.extract import (
+    ExtractKind,
+    ExtractSpec,
+    RegexTimeout,
+    extract_letter,
+    extract_regex,
+    parse_extract_spec,
+    strip_think,
+)
+from kag.grading.mcq import is_correct
+
+CASES = json.loads((Path(__file__).parent / "data" / "extract" / "letter_cases.json").read_text("utf-8"))[
+    "cases"
+]
+
+
+@pytest.mark.parametrize(("response", "keys", "expected", "why"), CASES, ids=[case[3] for case in CASES])
+def test_letter_table(response: str, keys: list[str], expected: str | None, why: str) -> None:
+    assert extract_letter(response, keys) == expected
+
+
+def test_real_replies_extract_to_their_strict_grade(med_kag: Path) -> None:
+    """On the real tree every reply is a bare key: extraction must agree with the strict grade."""
+    datasets = orjson.loads((med_kag / "datasets" / "mirage.json").read_bytes())
+    seen = 0
+    for path in sorted((med_kag / "results").glob("*/*/*.json")):
+        dataset, question = path.parent.parent.name, path.parent.name
+        data = orjson.loads(path.read_bytes())
+        if "ok" not in data:
+            continue
+        output = datasets[dataset][question]["output"]
+        response = data["ok"]["result"]
+        extracted = extract_letter(response, output["options"])
+        assert extracted == response.strip()
+        assert is_correct(extracted, output["answer"]) == is_correct(response, output["answer"])
+        seen += 1
+    assert seen == 199
+
+
+def test_strip_think() -> None:
+    assert strip_think("<think>a</think>B<think>c</think>").split() == ["B"]
+    assert strip_think("<think>unfinished").strip() == ""
+    assert strip_think("reasoning</think>C").strip() == "C"
+    assert strip_think("no tags") == "no tags"
+
+
+def test_keys_as_spelled_in_the_dataset() -> None:
+    assert extract_letter("answer: B", ["a", "b"]) == "b"
+    assert extract_letter("The answer is Yes.", ["Yes", "No"]) == "Yes"
+    assert extract_letter("B", []) is None
+    assert extract_letter("B", ["", " "]) is None
+
+
+def test_longer_key_is_not_read_as_a_shorter_one() -> None:
+    assert extract_letter("The answer is AB.", ["A", "AB"]) == "AB"
+    assert extract_letter("The answer is A.", ["A", "AB"]) == "A"
+
+
+key_strategy = st.sampled_from(["A", "B", "C", "D", "yes", "no", "maybe"])
+decoration = st.sampled_from(
+    ["{}", "({})", "**{}**", "{}.", " {} ", "[{}]", "Answer: {}", "The answer is {}."]
+)
+
+
+@given(key_strategy, decoration, st.booleans())
+def test_decorated_key_is_extracted(key: str, template: str, upper: bool) -> None:
+    keys = ["A", "B", "C", "D", "yes", "no", "maybe"]
+    written = key.upper() if upper else key.lower()
+    assert extract_letter(template.format(written), keys) == key
+
+
+@given(st.text(max_size=80))
+def test_result_is_a_key_or_none(response: str) -> None:
+    keys = ["A", "B", "C", "D"]
+    extracted = extract_letter(response, keys)
+    assert extracted is None or extracted in keys
+    if extracted is not None:
+        assert extract_letter(extracted, keys) == extracted
+
+
+# ---------------------------------------------------------------- regex
+
+
+@pytest.mark.parametrize(
+    ("pattern", "response", "expected"),
+    [
+        (r"ANSWER:\s*(\w)", "Reasoning.\nANSWER: C\nANSWER: D", "C"),  # first match
+        (r"[A-D](?=\)$)", "Pick B)", "B"),  # no group: the whole match
+        (r"(?i)answer is (\w+)", "The Answer is Maybe.", "Maybe"),
+        (r"(x)|(y)", "y", None),  # group 1 did not take part in the first match
+        (r"ANSWER: (\w)", "no marker", None),
+        (r"(\p{Lu})\)", "é) É)", "É"),  # regex syntax: Unicode properties
+    ],
+)
+def test_regex(pattern: str, response: str, expected: str | None) -> None:
+    assert extract_regex(response, regex.compile(pattern)) == expected
+
+
+def test_regex_timeout_is_a_user_error() -> None:
+    # (?:a|aa)+$ against 60 a's and a b backtracks through ~fib(60) paths: it never ends.
+    with pytest.raises(
+        RegexTimeout, match=r"--extract regex:\(\?:a\|aa\)\+\$: the search took more than 0.05 s"
+    ):
+        extract_regex("a" * 60 + "b", regex.compile(r"(?:a|aa)+$"), timeout=0.05)
+    assert issubclass(RegexTimeout, KagError)
+
+
+# ---------------------------------------------------------------- --extract values
+
+
+def test_parse_letter() -> None:
+    spec = parse_extract_spec("letter")
+    assert spec == ExtractSpec(ExtractKind.LETTER)
+    assert spec.text == "letter"
+    assert spec.extract("<think>A?</think>The answer is (c).", ["A", "B", "C"]) == "C"
+
+
+def test_parse_regex() -> None:
+    spec = parse_extract_spec(r"regex:Final: (\w+)")
+    assert spec.kind is ExtractKind.REGEX
+    assert spec.text == r"regex:Final: (\w+)"
+    # reasoning is removed before the search, as for letter
+    assert spec.extract("<think>Final: A</think> Final: B", ["A", "B"]) == "B"
+    assert parse_extract_spec("regex:a:b").extract("xa:by", []) == "a:b"  # only the first colon splits
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("", r"--extract: expected 'letter' or 'regex:PATTERN' \(got ''\)"),
+        ("Letter", r"--extract: expected 'letter' or 'regex:PATTERN' \(got 'Letter'\)"),
+        ("regex", r"--extract: expected 'letter' or 'regex:PATTERN' \(got 'regex'\)"),
+        ("re:(a)", r"--extract: expected 'letter' or 'regex:PATTERN'"),
+        ("regex:", r"--extract regex:PATTERN: the pattern is empty"),
+        ("regex:(a", r"--extract regex:\(a: invalid pattern: missing \) at position 2"),
+        ("regex:[z-a]", r"--extract regex:\[z-a\]: invalid pattern: bad character range"),
+    ],
+)
+def test_parse_errors_name_the_option(value: str, message: str) -> None:
+    with pytest.raises(UsageError, match=message):
+        parse_extract_spec(value)
