@@ -6,6 +6,8 @@ from pathlib import Path
 
 import orjson
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from kag.grading.evidence import (
     EvidenceRecord,
@@ -14,6 +16,7 @@ from kag.grading.evidence import (
     evidence_record,
     summarize_evidence,
 )
+from kag.grading.triplets.normalize import contains_words, normalize_prompt, normalize_title
 
 REAL = "results/pubmedqa/10135926/wekgr-qwen35-9b-ollama-neo4j-embedding-triplet-formal.json"
 
@@ -83,3 +86,16 @@ def test_recall_is_order_independent() -> None:
     forward = summarize_evidence(records)
     backward = summarize_evidence(reversed(records))
     assert forward == backward
+
+
+piece = st.sampled_from(
+    ["Vitamin", " C", "_", "(", ")", '"', "-", "\n", " ", "x", "Ａ", "ß", "ﬁ", "Inc.", ",", "É"]
+)
+snippet = st.lists(piece, max_size=12).map("".join)
+
+
+@given(st.lists(snippet, max_size=4), snippet)
+def test_found_equals_the_plain_normalized_search(names: list[str], text: str) -> None:
+    """The fast text normalization finds exactly what the triplet grader's own functions find."""
+    expected = tuple(contains_words(normalize_prompt(text), normalize_title(name)) for name in names)
+    assert evidence_found(names, text) == expected

@@ -26,13 +26,27 @@ from dataclasses import dataclass
 from kag.grading.triplets.normalize import contains_words, normalize_prompt, normalize_title
 
 
+def _normalize_text_body(text: str) -> str:
+    """`normalize_prompt` of ``text`` except that punctuation at its two ends may stay.
+
+    Stripping the ends scans the whole of a long text for a trailing punctuation run
+    (~1.4 ms on a 16 kB KAG context, 13 times the rest). It cannot change what
+    `contains_words` finds: a normalized name starts and ends with a character that is
+    neither punctuation nor space, so it never lies in a stripped end, and the stripped
+    characters are not alphanumeric, so they bound a word as the string's end does.
+    The ``x`` sentinels make both ends alphanumeric, which lets `normalize_prompt` skip
+    the strip; they are cut off again afterwards.
+    """
+    return normalize_prompt(f"x {text} x")[2:-2]
+
+
 def evidence_found(names: Sequence[str], retrieval_text: str) -> tuple[bool, ...]:
     """For each evidence name, in order, whether it occurs as whole words in the retrieval text.
 
     The text is normalized once, whatever the number of names; each name costs one
     substring search in it.
     """
-    text = normalize_prompt(retrieval_text)
+    text = _normalize_text_body(retrieval_text)
     return tuple(contains_words(text, normalize_title(name)) for name in names)
 
 
