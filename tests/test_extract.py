@@ -110,6 +110,12 @@ def test_regex(pattern: str, response: str, expected: str | None) -> None:
     assert extract_regex(response, regex.compile(pattern)) == expected
 
 
+def test_regex_source_is_compiled() -> None:
+    assert extract_regex("Final: B", r"Final: (\w)") == "B"
+    with pytest.raises(UsageError, match=r"--extract regex:\(: invalid pattern"):
+        extract_regex("x", "(")
+
+
 def test_regex_timeout_is_a_user_error() -> None:
     # (?:a|aa)+$ against 60 a's and a b backtracks through ~fib(60) paths: it never ends.
     with pytest.raises(

@@ -242,16 +242,30 @@ def extract_letter(response: str, option_keys: Collection[str]) -> str | None:
     return _single(found, patterns)
 
 
+@lru_cache(maxsize=64)
+def compile_pattern(source: str) -> regex.Pattern[str]:
+    """Compile a ``regex:`` pattern; UsageError naming ``--extract`` when it is empty or invalid."""
+    if not source:
+        raise UsageError("--extract regex:PATTERN: the pattern is empty")
+    try:
+        return regex.compile(source)
+    except regex.error as exc:
+        raise UsageError(f"--extract regex:{source}: invalid pattern: {exc}") from None
+
+
 def extract_regex(
-    response: str, pattern: regex.Pattern[str], *, timeout: float = REGEX_TIMEOUT_S
+    response: str, pattern: str | regex.Pattern[str], *, timeout: float = REGEX_TIMEOUT_S
 ) -> str | None:
     """The first capture group of the first match of ``pattern`` in ``response`` (group 0 without groups).
 
+    ``pattern`` is a compiled pattern or its source (compiled once, see `compile_pattern`).
     None when nothing matches, or when the first group did not take part in the first
     match (``(a)|b`` on ``"b"``). The text is returned as matched, untrimmed: the grading
     rule trims it. Raises :class:`RegexTimeout` when the search takes longer than
     ``timeout`` seconds.
     """
+    if isinstance(pattern, str):
+        pattern = compile_pattern(pattern)
     try:
         match = pattern.search(response, timeout=timeout)
     except TimeoutError:
@@ -309,10 +323,4 @@ def parse_extract_spec(text: str) -> ExtractSpec:
     kind, colon, source = text.partition(":")
     if kind != ExtractKind.REGEX or not colon:
         raise UsageError(f"--extract: expected 'letter' or 'regex:PATTERN' (got {text!r})")
-    if not source:
-        raise UsageError("--extract regex:PATTERN: the pattern is empty")
-    try:
-        pattern = regex.compile(source)
-    except regex.error as exc:
-        raise UsageError(f"--extract regex:{source}: invalid pattern: {exc}") from None
-    return ExtractSpec(ExtractKind.REGEX, pattern)
+    return ExtractSpec(ExtractKind.REGEX, compile_pattern(source))
