@@ -32,11 +32,13 @@ In tiers 2 and 3 a key followed by another key through "or", "and", ",", "/" or 
 
 The English article: when ``A`` is an option key, ``a``/``A`` followed by a space and a
 word is read as the article, not a key, when it is lower-case (``a patient``) or
-upper-case at the start of a sentence (``A patient with …``), unless that word is one
-that never follows the article ("or", "and", "is", "because", …: ``A or B``, ``A is right``). In tier 2 an upper-case
-``A`` after a marker is a key (``The answer is A because …``); mid-sentence upper-case
-``A`` is a key in tier 4 (``I choose A since …``). So a reply that starts with the article
-is still read by its clearer marker, and an article never makes a reply ambiguous.
+upper-case at the start of a sentence (``A patient with …``), unless that word never
+follows the article ("or", "and", "is", "because", …: ``A or B``, ``A is right``).
+After a marker (tier 2) upper-case ``A`` is always a key (``The answer is A because …``)
+and lower-case ``a`` before a word is the article (``the answer is a matter of …``);
+mid-sentence upper-case ``A`` is a key in tier 4 (``I choose A since …``). So a reply
+that starts with the article is still read by its clearer marker, and an article never
+makes a reply ambiguous.
 
 Keys compare under the grading rule (ASCII case-insensitive only, so ``É`` is not ``é``)
 and may be words (``yes``/``no``/``maybe``); a key is found only as a whole word (not
@@ -53,7 +55,8 @@ ambiguity rule and the article rule are kag's.
 
 ``regex:PATTERN`` (:func:`extract_regex`): the first capture group of the first match, or
 the whole match when the pattern has no group; Python ``regex`` syntax; each search is
-limited to :data:`REGEX_TIMEOUT_S` seconds.
+limited to :data:`REGEX_TIMEOUT_S` seconds. :meth:`ExtractSpec.extract` removes the
+reasoning blocks (tier 0) before either kind.
 """
 
 from __future__ import annotations
