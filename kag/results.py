@@ -335,6 +335,10 @@ class NoSpace(InputError):
 
     The temporary file was removed: nothing partial is left behind."""
 
+    def __init__(self, path: str | Path, strerror: str) -> None:
+        super().__init__(f"{path}: {strerror}")
+        self.strerror = strerror
+
 
 class LinkInTree(InputError):
     """A symbolic link (or a non-folder) sits where a folder of the result tree belongs."""
@@ -453,7 +457,7 @@ def write_atomic(
             with contextlib.suppress(OSError):
                 os.unlink(tmp, dir_fd=dir_fd)
             if isinstance(exc, OSError) and exc.errno in NO_SPACE_ERRNOS:
-                raise NoSpace(f"{path}: {exc.strerror}") from None
+                raise NoSpace(path, exc.strerror or "no space left") from None
             raise
     finally:
         os.close(dir_fd)
