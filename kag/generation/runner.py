@@ -436,7 +436,9 @@ def _check_folders(output: Path, folders: list[tuple[str, str]]) -> None:
     seen: set[str] = set()
     for dataset, question in folders:
         for path in (
-            (output / dataset,) if dataset in seen else (output / dataset, output / dataset / question)
+            (output / dataset / question,)
+            if dataset in seen
+            else (output / dataset, output / dataset / question)
         ):
             try:
                 mode = path.lstat().st_mode
