@@ -684,20 +684,14 @@ def render_html(
 
 
 def write_report(path: str, text: str) -> None:
-    """Write a report file atomically (``<path>.tmp`` then rename); InputError naming the path."""
-    import contextlib
-    import os
-
+    """Write a report file atomically through :func:`kag.results.write_atomic` (an exclusive
+    temporary, no link followed, rename); InputError naming the path."""
     from kag.errors import InputError
+    from kag.results import NoSpace, write_atomic
 
-    tmp = f"{path}.tmp"
     try:
-        with open(tmp, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+        write_atomic(path, (text.encode("utf-8"),))
+    except (OSError, NoSpace) as exc:
         raise InputError(f"{path}: cannot write the report: {exc.strerror}") from None
 
 
