@@ -34,6 +34,9 @@ if TYPE_CHECKING:
     import aiohttp
 
 MAX_ERROR_BODY = 300
+# What is redacted of an error body before it is cut to MAX_ERROR_BODY: far longer than any
+# key can reach from inside the kept part, short enough that a 1 GB error page costs nothing.
+REDACTED_WINDOW = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -74,10 +77,10 @@ def _error_detail(content: bytes, redact: Redact) -> str:
     if isinstance(data, dict):
         error = data.get("error")
         if isinstance(error, dict) and isinstance(error.get("message"), str):
-            return redact(error["message"])[:MAX_ERROR_BODY]
+            return redact(error["message"][:REDACTED_WINDOW])[:MAX_ERROR_BODY]
         if isinstance(error, str):
-            return redact(error)[:MAX_ERROR_BODY]
-    text = redact(content.decode("utf-8", "replace"))[:MAX_ERROR_BODY].strip()
+            return redact(error[:REDACTED_WINDOW])[:MAX_ERROR_BODY]
+    text = redact(content[:REDACTED_WINDOW].decode("utf-8", "replace"))[:MAX_ERROR_BODY].strip()
     return text or "(empty body)"
 
 
@@ -291,7 +294,7 @@ class HttpProvider:
                     f"the reply from {url} is not valid JSON text: it escapes a lone surrogate ({exc})",
                     transient=False,
                 ) from None
-            start = self._redact(reply.content.decode("utf-8", "replace"))[:80]
+            start = self._redact(reply.content[:REDACTED_WINDOW].decode("utf-8", "replace"))[:80]
             raise ProviderError(
                 f"the reply from {url} is not valid JSON: {start!r}", transient=True
             ) from None
