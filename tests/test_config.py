@@ -569,9 +569,12 @@ def test_file_and_env_still_work_in_the_sandbox(tmp_path: Path, monkeypatch: pyt
 
 
 def test_url_credentials_are_secrets_and_cannot_go_with_a_key(tmp_path: Path) -> None:
-    path = write(tmp_path / "c.toml", '[providers.l]\ntype = "Ollama"\nurl = "http://bob:pw-123@h:1"\n')
+    text = '[providers.l]\ntype = "Ollama"\nurl = "http://bob:pw-123@h:1"\n'
+    path = write(
+        tmp_path / "c.toml", text + '[databases.g]\ntype = "Neo4j"\nuri = "bolt://neo:db-pw-9@db:7687"\n'
+    )
     cfg = load_config(path)
-    assert {"bob:pw-123", "pw-123"} <= cfg.secrets
+    assert {"bob:pw-123", "pw-123", "neo:db-pw-9", "db-pw-9"} <= cfg.secrets
     write(path, '[providers.o]\ntype = "OpenAI"\nurl = "http://bob:pw-123@h:1/v1"\nkey = "sk-zz"\n')
     with pytest.raises(ConfigError, match=f"^{path}: providers.o: 'url' carries credentials") as info:
         load_config(path)

@@ -296,6 +296,9 @@ def _collect_secrets(value: Any, into: set[str]) -> None:
     elif isinstance(value, list):
         for inner in value:
             _collect_secrets(inner, into)
+    elif isinstance(value, str) and "@" in value:
+        # Credentials written in any URL (a provider's url, a database's uri) are secrets.
+        into |= url_credentials(value)
 
 
 def _url(path: Path, where: str, table: Mapping[str, Any], default: str) -> str:
@@ -367,9 +370,6 @@ def load_config(path: str | Path) -> Config:
     secrets: set[str] = set()
     for section in (raw_providers, databases, retrievers):
         _collect_secrets(section, secrets)
-    for provider in providers.values():
-        if isinstance(provider, OllamaProvider | OpenAIProvider):
-            secrets |= url_credentials(provider.url)
     return Config(path, providers, databases, retrievers, raw_providers, frozenset(secrets))
 
 
