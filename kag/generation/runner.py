@@ -39,6 +39,7 @@ from kag.generation.config import Benchmark, Config, Setup, retrieval_factory
 from kag.generation.fingerprint import task_fingerprint
 from kag.generation.providers import ChatRequest, Provider, open_provider
 from kag.generation.retry import ProviderError, RetryPolicy, call_with_retries
+from kag.generation.secrets import Redactor
 from kag.generation.templates import PromptRenderError, format_choices, prompt_variables
 from kag.results import (
     TMP_OVERHEAD,
@@ -62,33 +63,6 @@ log = logging.getLogger(__name__)
 RETRIEVAL_FAILED = "Failed during the knowledge retrieval phase (KAG) on database"
 GENERATION_FAILED = "Failed to generate a response from the model"
 RENDER_FAILED = "Failed to render the prompt template"
-MIN_SECRET_LENGTH = 3
-
-
-# ---------------------------------------------------------------- secrets
-
-
-@dataclass(frozen=True)
-class Redactor:
-    """Replaces every configured secret (keys, passwords) with ``***`` in a message.
-
-    Secrets shorter than 3 characters are left alone: redacting them would mangle every
-    message while protecting nothing.
-    """
-
-    secrets: tuple[str, ...] = ()
-
-    @classmethod
-    def for_config(cls, config: Config) -> Redactor:
-        kept = sorted((s for s in config.secrets if len(s) >= MIN_SECRET_LENGTH), key=len, reverse=True)
-        return cls(tuple(kept))
-
-    def __call__(self, text: str) -> str:
-        for secret in self.secrets:
-            text = text.replace(secret, "***")
-        return text
-
-
 # ---------------------------------------------------------------- options and events
 
 
@@ -162,7 +136,7 @@ class Generator:
     def provider(self, name: str) -> Provider:
         if name not in self._providers:
             self._providers[name] = open_provider(
-                self.config.providers[name], self.options.timeout, max(1, self.options.parallel)
+                self.config.providers[name], self.options.timeout, max(1, self.options.parallel), self.redact
             )
         return self._providers[name]
 
