@@ -359,6 +359,7 @@ def test_an_unreachable_server_stops_the_run_and_the_rest_stays_resumable(
     root = make_project(tmp_path, n=30)
     url = dead_url()
     monkeypatch.setenv("FAKE_URL", url.replace("http://", "http://alice:hunter2pass@"))
+    monkeypatch.setenv("FAKE_KEY", "")  # URL credentials and a key together are a config error
     result = invoke(args(root, "--setup", "s2", "--retries", "0"))
     assert result.exit_code == 2
     line = one_error_line(result.stderr)
@@ -367,6 +368,7 @@ def test_an_unreachable_server_stops_the_run_and_the_rest_stays_resumable(
     assert "hunter2pass" not in line and "alice" not in line
     assert len(out_files(root)) == 20  # the 20 failures; the other 10 have no file
     monkeypatch.setenv("FAKE_URL", server.url)
+    monkeypatch.setenv("FAKE_KEY", SECRET)
     again = invoke(args(root, "--setup", "s2", "--continue"))
     assert again.exit_code == 0, again.stderr
     assert "10 task(s) run: 10 ok" in again.stderr
