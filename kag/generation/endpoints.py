@@ -230,8 +230,8 @@ class EndpointPool:
         described = ", ".join(f"{e.shown} ({e.last_error})" if e.last_error else e.shown for e in candidates)
         owner = f" of {self.label}" if self.label else ""
         return (
-            f"no endpoint{owner} answered within {self.cooldown.max_wait:g} s: "
-            f"every one is set aside after connection failures: {described}"
+            f"no endpoint{owner} came back within {self.cooldown.max_wait:g} s; "
+            f"all are set aside after connection failures: {described}"
         )
 
     async def _wait_for_lease(self, exclude: frozenset[int]) -> Lease:
