@@ -5,6 +5,7 @@ drives them; the pool's state machine also with an injected clock."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -221,7 +222,7 @@ def test_least_in_flight_with_ties_taken_in_turn() -> None:
     async def go() -> list[int]:
         pool = EndpointPool(["http://a", "http://b", "http://c"])
         picks: list[int] = []
-        async with contextlib_stack() as stack:
+        async with contextlib.AsyncExitStack() as stack:
             for _ in range(6):  # all tied at 0, then at 1: a b c a b c
                 picks.append((await stack.enter_async_context(pool.acquire())).index)
             assert [s.in_flight for s in pool.stats()] == [2, 2, 2]
@@ -239,7 +240,7 @@ def test_a_busy_endpoint_is_passed_over_until_it_is_the_least_loaded() -> None:
     async def go() -> list[int]:
         pool = EndpointPool(["http://a", "http://b"])
         picks = []
-        async with contextlib_stack() as stack:
+        async with contextlib.AsyncExitStack() as stack:
             held = [await stack.enter_async_context(pool.acquire()) for _ in range(3)]  # a b a
             picks += [lease.index for lease in held]
             async with pool.acquire() as lease:  # b has 1, a has 2
@@ -387,12 +388,6 @@ def test_a_waiting_request_takes_an_endpoint_whose_trial_succeeded() -> None:
 async def _index_of_next(pool: EndpointPool, exclude: frozenset[int]) -> int:
     async with pool.acquire(exclude) as lease:
         return lease.index
-
-
-def contextlib_stack() -> Any:
-    import contextlib
-
-    return contextlib.AsyncExitStack()
 
 
 # ---------------------------------------------------------------- real servers
