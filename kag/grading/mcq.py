@@ -75,6 +75,15 @@ NANOS_PER_SEC = 1_000_000_000
 CHUNK_QUESTIONS = 100
 AUTO_PARALLEL_MIN_QUESTIONS = 500
 
+#: Largest result file read (bytes). A bigger one is unreadable, told from its size alone:
+#: reading and parsing a 1 GB file costs 2-4 GB of memory, and no answer is that long.
+MAX_RESULT_BYTES = 64 * 1024 * 1024
+
+
+def too_large_message(size: int) -> str:
+    """Why a file of ``size`` bytes is not read (the same words in ``stats`` and ``find``)."""
+    return f"{size:,} bytes, over the {MAX_RESULT_BYTES // (1024 * 1024)} MiB size cap for a result file"
+
 
 # ---------------------------------------------------------------- the grading rule
 
@@ -644,18 +653,26 @@ _OPEN_FLAGS = (
 def read_result_bytes(path: str) -> bytes:
     """The bytes of a regular file, without following a symbolic link.
 
-    Raises OSError (ELOOP for a symlink) or InputError when the entry is not a regular file.
+    Raises OSError (ELOOP for a symlink) or InputError when the entry is not a regular file
+    or is larger than ``MAX_RESULT_BYTES`` (told by ``fstat``, before anything is read; a
+    file growing past it while it is read is cut off there and refused the same way).
     """
     fd = os.open(path, _OPEN_FLAGS)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise InputError("not a regular file")
+        if st.st_size > MAX_RESULT_BYTES:
+            raise InputError(too_large_message(st.st_size))
         data = os.read(fd, st.st_size + 1)
         if len(data) > st.st_size:  # grew since fstat (a non-atomic writer): read to the end
             parts = [data]
+            size = len(data)
             while chunk := os.read(fd, 1 << 16):
                 parts.append(chunk)
+                size += len(chunk)
+                if size > MAX_RESULT_BYTES:
+                    raise InputError(too_large_message(os.fstat(fd).st_size))
             data = b"".join(parts)
         return data
     finally:

@@ -40,7 +40,7 @@ import regex
 import simdjson
 
 from kag.errors import KagError, UsageError
-from kag.grading.mcq import matches_any, rust_trim
+from kag.grading.mcq import MAX_RESULT_BYTES, matches_any, rust_trim, too_large_message
 from kag.results import (
     ErrorResult,
     ResultFile,
@@ -380,15 +380,28 @@ def _match_text(text: str, m: _Matcher) -> tuple[list[_RawHit], bool]:
 _READ_SIZE = 1 << 16  # below malloc's mmap threshold: no mmap/munmap per file
 
 
+class _TooLarge(Exception):
+    """A result file past ``MAX_RESULT_BYTES``; the message says how large."""
+
+
 def _read(path: str) -> bytes:
     # os.read halves the cost of a small file against open().read() (no buffered object).
+    # Only a file that fills the first read is sized (fstat): one past the cap is refused
+    # before the rest of it is read.
     fd = os.open(path, os.O_RDONLY)
     try:
         data = os.read(fd, _READ_SIZE)
         if len(data) == _READ_SIZE:
+            size = os.fstat(fd).st_size
+            if size > MAX_RESULT_BYTES:
+                raise _TooLarge(too_large_message(size))
             parts = [data]
+            read = len(data)
             while part := os.read(fd, _READ_SIZE):
                 parts.append(part)
+                read += len(part)
+                if read > MAX_RESULT_BYTES:  # grew while read
+                    raise _TooLarge(too_large_message(os.fstat(fd).st_size))
             data = b"".join(parts)
     finally:
         os.close(fd)
@@ -473,6 +486,8 @@ def _search_path(path: str, m: _Matcher) -> _Raw:
         data = _read(path)
     except OSError as exc:
         return (FileStatus.UNREADABLE.value, (), False, exc.strerror or str(exc))
+    except _TooLarge as exc:
+        return (FileStatus.UNREADABLE.value, (), False, str(exc))
     try:
         response = parse_response(data)
     except UnreadableResult as exc:
