@@ -46,7 +46,9 @@ def _peak_rss_mb(args: list[str]) -> tuple[subprocess.CompletedProcess[str], flo
         "resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024]))"
     )
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
-    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env)
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args], check=False, capture_output=True, text=True, env=env
+    )
     assert done.returncode == 0, done.stderr
     rc, out, err, peak = json.loads(done.stdout)
     return subprocess.CompletedProcess(args, rc, out, err), peak
@@ -68,7 +70,9 @@ def test_stats_refuses_a_file_past_the_cap_from_its_size_alone(huge_tree: Path, 
 
 
 def test_find_refuses_a_file_past_the_cap_from_its_size_alone(huge_tree: Path) -> None:
-    result, peak = _peak_rss_mb(["stats", "find", "b", "-r", str(huge_tree), "--format", "json", "--jobs", "1"])
+    result, peak = _peak_rss_mb(
+        ["stats", "find", "b", "-r", str(huge_tree), "--format", "json", "--jobs", "1"]
+    )
     assert result.returncode == 0, result.stderr
     huge = huge_tree / "mcq-form" / "0" / "b.json"
     assert result.stderr == (
