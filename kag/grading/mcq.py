@@ -51,6 +51,7 @@ from kag.results import (
     check_results_root,
     setup_from_name,
 )
+from kag.textsafe import escape_controls, is_utf8
 
 log = logging.getLogger(__name__)
 
@@ -679,17 +680,6 @@ def read_result_bytes(path: str) -> bytes:
         os.close(fd)
 
 
-def _is_utf8(name: str) -> bool:
-    # Undecodable file names come back from the OS with surrogate escapes.
-    if name.isascii():
-        return True
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def _sorted_entries(path: str) -> list[os.DirEntry[str]]:
     with os.scandir(path) as it:
         return sorted(it, key=lambda e: e.name)
@@ -718,7 +708,7 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
                     out.logs.append((logging.DEBUG, f"{entry.path}: in-progress write (.tmp), not graded"))
                 continue
             setup = setup_from_name(name, prefix)
-            if setup is None or not entry.is_file(follow_symlinks=False) or not _is_utf8(name):
+            if setup is None or not entry.is_file(follow_symlinks=False) or not is_utf8(name):
                 out.ignored += 1
                 if info:
                     out.logs.append(
@@ -947,7 +937,7 @@ def grade_tree(
         log.log(level, "%s", message)
     unreadable.sort(key=lambda u: u.path)
     for bad in unreadable:
-        log.warning("%s: unreadable result file: %s", bad.path, bad.reason)
+        log.warning("%s: unreadable result file: %s", escape_controls(bad.path), bad.reason)
     if keep_records:
         records.sort(key=lambda r: (r.dataset, r.question, r.setup))
     return GradeRun(
