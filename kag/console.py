@@ -79,4 +79,4 @@ def warn(message: str) -> None:
 
 def info(message: str) -> None:
     if _state["verbosity"] >= 0:
-        print(message, file=sys.stderr)
+        print(escape_message(message), file=sys.stderr)

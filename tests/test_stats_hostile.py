@@ -98,3 +98,167 @@ def test_a_file_at_the_cap_is_still_read(tmp_path: Path, repo: Path) -> None:
     found = runner.invoke(app, ["stats", "find", "^b$", "-r", str(root), "-l", "--jobs", "1"])
     assert (found.exit_code, found.stdout) == (0, f"{path}\n")
     assert "warning" not in found.stderr
+
+
+# ---------------------------------------------------------------- paths that are not UTF-8
+
+
+@pytest.fixture
+def undecodable_tree(tmp_path: Path) -> Path:
+    root = tmp_path / "results"
+    ok(root / "mcq-form" / "0" / "a.json", "b")
+    bad_folder = os.fsdecode(os.fsencode(root) + b"/bad\xffset")
+    ok(Path(bad_folder) / "0" / "a.json", "b")
+    ok(Path(bad_folder) / "1" / "a.json", "b")
+    ok(Path(os.fsdecode(os.fsencode(root) + b"/mcq-form/0/b\xfe.json")), "b")
+    return root
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_find_json_skips_paths_that_are_not_utf8_with_one_warning_each(
+    undecodable_tree: Path, jobs: str
+) -> None:
+    result = runner.invoke(
+        app, ["stats", "find", "b", "-r", str(undecodable_tree), "--format", "json", "--jobs", jobs]
+    )
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    good = str(undecodable_tree / "mcq-form" / "0" / "a.json")
+    assert (doc["matches"], doc["total"], doc["paths"]) == (1, 1, [good])
+    assert result.stderr.splitlines() == [
+        f"kag: warning: {undecodable_tree}/bad\\xffset: skipped: its name is not valid UTF-8",
+        f"kag: warning: {undecodable_tree}/mcq-form/0/b\\xfe.json: skipped: its name is not valid UTF-8",
+    ]
+
+
+def test_find_jsonl_and_text_skip_paths_that_are_not_utf8(undecodable_tree: Path) -> None:
+    jsonl = runner.invoke(app, ["stats", "find", "b", "-r", str(undecodable_tree), "--format", "jsonl"])
+    assert jsonl.exit_code == 0, jsonl.stderr
+    assert [json.loads(line)["path"] for line in jsonl.stdout.splitlines()] == [
+        str(undecodable_tree / "mcq-form" / "0" / "a.json")
+    ]
+    text = runner.invoke(app, ["stats", "find", "b", "-r", str(undecodable_tree)])
+    assert (text.exit_code, text.stdout) == (0, "mcq-form/0/a.json:0: [b]\n")
+    assert "\\xff" in text.stderr and "1 occurrence(s) out of 1 result file(s)" in text.stderr
+
+
+# ---------------------------------------------------------------- control characters
+
+EVIL_SETUP = "ev\x1b]0;pwned\x07il"  # sets the terminal's title
+EVIL_DATASET = "d\x1b[2Jx"  # clears the screen
+EVIL_QUESTION = "q\x9b1"  # a C1 control
+EVIL_RESPONSE = "b\x1b[31m red"
+
+
+@pytest.fixture
+def evil(tmp_path: Path) -> tuple[Path, Path]:
+    mcq = {"type": "MCQ", "options": {"a": "x", "b": "y"}, "answer": "b"}
+    datasets = tmp_path / "datasets.json"
+    datasets.write_text(json.dumps({EVIL_DATASET: {EVIL_QUESTION: {"input": "?", "output": mcq}}}))
+    root = tmp_path / "results"
+    ok(result_path(root, EVIL_DATASET, EVIL_QUESTION, "", EVIL_SETUP), EVIL_RESPONSE)
+    ok(result_path(root, EVIL_DATASET, EVIL_QUESTION, "", "plain"), "b")
+    (root / EVIL_DATASET / EVIL_QUESTION / "bro\x1bken.json").write_bytes(b"{")
+    return datasets, root
+
+
+def _no_controls(text: str) -> None:
+    assert not any(c in text for c in "\x1b\x07\x9b"), repr(text)
+
+
+def test_stats_text_and_markdown_escape_names_and_json_keeps_them(evil: tuple[Path, Path]) -> None:
+    datasets, root = evil
+    base = ["stats", "-d", str(datasets), "-r", str(root)]
+    text = runner.invoke(app, base)
+    assert text.exit_code == 0, text.stderr
+    _no_controls(text.stdout + text.stderr)
+    lines = text.stdout.splitlines()
+    escaped = "ev\\x1b]0;pwned\\x07il"
+    # plain (right) ranks first; names are padded to the escaped setup's width
+    assert lines[3].startswith("plain" + " " * (len(escaped) - 5) + "  ")
+    assert lines[5].startswith(f"{escaped}  ")
+    assert lines[6].startswith("  └ d\\x1b[2Jx" + " " * (len(escaped) - 4 - 11) + "  ")
+    assert text.stderr.startswith(f"kag: warning: {root}/d\\x1b[2Jx/q\\x9b1/bro\\x1bken.json: unreadable")
+    markdown = runner.invoke(app, [*base, "--format", "markdown"])
+    _no_controls(markdown.stdout)
+    assert "| **ev\\\\x1b]0;pwned\\\\x07il** |" in markdown.stdout
+    doc = json.loads(runner.invoke(app, [*base, "--format", "json"]).stdout)
+    assert {s["setup"] for s in doc["setups"]} == {EVIL_SETUP, "plain"}
+    assert list(doc["setups"][0]["per_dataset"]) == [EVIL_DATASET]
+
+
+def test_find_text_escapes_and_machine_outputs_keep_exact_paths(evil: tuple[Path, Path]) -> None:
+    _, root = evil
+    hit = root / EVIL_DATASET / EVIL_QUESTION / f"{EVIL_SETUP}.json"
+    text = runner.invoke(app, ["stats", "find", "red", "-r", str(root), "-C", "6"])
+    assert text.exit_code == 0
+    assert text.stdout == "d\\x1b[2Jx/q\\x9b1/ev\\x1b]0;pwned\\x07il.json:7: …\\x1b[31m [red]\n"
+    _no_controls(text.stdout + text.stderr)
+    counts = runner.invoke(app, ["stats", "find", "red", "-r", str(root), "-c"])
+    assert counts.stdout.splitlines() == ["bro\\x1bken:0", "ev\\x1b]0;pwned\\x07il:1", "plain:0"]
+    listed = runner.invoke(app, ["stats", "find", "red", "-r", str(root), "-l"])
+    assert listed.stdout == f"{hit}\n"
+    jsonl = runner.invoke(app, ["stats", "find", "red", "-r", str(root), "--format", "jsonl"])
+    record = json.loads(jsonl.stdout)
+    assert (record["path"], record["setup"], record["context"]) == (str(hit), EVIL_SETUP, EVIL_RESPONSE)
+
+
+def test_find_null_separates_exact_paths_for_xargs(evil: tuple[Path, Path]) -> None:
+    _, root = evil
+    newline = root / "d" / "0" / "new\nline.json"
+    ok(newline, "b")
+    done = subprocess.run(
+        [sys.executable, "-m", "kag", "stats", "find", "^b", "-r", str(root), "-0"],
+        check=False,
+        capture_output=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+    )
+    assert done.returncode == 0, done.stderr
+    paths = done.stdout.split(b"\0")
+    assert paths[-1] == b""
+    expected = [
+        newline,
+        root / EVIL_DATASET / EVIL_QUESTION / f"{EVIL_SETUP}.json",
+        root / EVIL_DATASET / EVIL_QUESTION / "plain.json",
+    ]
+    assert [os.fsdecode(p) for p in paths[:-1]] == sorted(str(p) for p in expected)
+    cat = subprocess.run(["xargs", "-0", "cat"], input=done.stdout, check=True, capture_output=True)
+    assert cat.stdout.count(b'"ok"') == 3
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--format", "json"], "--null prints paths"),
+        (["-c"], "--null prints paths"),
+    ],
+)
+def test_find_null_with_other_outputs_is_a_usage_error(
+    evil: tuple[Path, Path], args: list[str], message: str
+) -> None:
+    _, root = evil
+    result = runner.invoke(app, ["stats", "find", "b", "-r", str(root), "-0", *args])
+    assert result.exit_code == 2 and message in result.stderr
+
+
+def test_flips_compare_and_impact_text_escape_names_and_responses(evil: tuple[Path, Path]) -> None:
+    datasets, root = evil
+    base = ["-d", str(datasets), "-r", str(root)]
+    flips = runner.invoke(app, ["stats", "flips", "plain", EVIL_SETUP, *base])
+    assert flips.exit_code == 0, flips.stderr
+    _no_controls(flips.stdout + flips.stderr)
+    assert "B = ev\\x1b]0;pwned\\x07il" in flips.stdout.splitlines()
+    assert "d\\x1b[2Jx  q\\x9b1    b     OK  b           WRONG  b\\x1b[31m red" in flips.stdout.splitlines()
+    assert "only ev\\x1b]0;pwned\\x07il" in flips.stderr
+    markdown = runner.invoke(app, ["stats", "flips", "plain", EVIL_SETUP, *base, "--format", "markdown"])
+    _no_controls(markdown.stdout)
+    assert "| b\\\\x1b[31m red |" in markdown.stdout
+    as_json = runner.invoke(app, ["stats", "flips", "plain", EVIL_SETUP, *base, "--format", "json"])
+    doc = json.loads(as_json.stdout)
+    flip = doc["a_only"][0]
+    assert (doc["b"], flip["dataset"], flip["question"]) == (EVIL_SETUP, EVIL_DATASET, EVIL_QUESTION)
+    assert EVIL_RESPONSE in json.dumps(flip["b"], ensure_ascii=False)
+    compare = runner.invoke(app, ["stats", "compare", *base, "--baseline", "plain"])
+    assert compare.exit_code == 0, compare.stderr
+    _no_controls(compare.stdout + compare.stderr)
+    assert "ev\\x1b]0;pwned\\x07il" in compare.stdout
