@@ -241,7 +241,7 @@ def test_find_null_with_other_outputs_is_a_usage_error(
     assert result.exit_code == 2 and message in result.stderr
 
 
-def test_flips_compare_and_impact_text_escape_names_and_responses(evil: tuple[Path, Path]) -> None:
+def test_flips_and_compare_text_escape_names_and_responses(evil: tuple[Path, Path]) -> None:
     datasets, root = evil
     base = ["-d", str(datasets), "-r", str(root)]
     flips = runner.invoke(app, ["stats", "flips", "plain", EVIL_SETUP, *base])
@@ -262,3 +262,16 @@ def test_flips_compare_and_impact_text_escape_names_and_responses(evil: tuple[Pa
     assert compare.exit_code == 0, compare.stderr
     _no_controls(compare.stdout + compare.stderr)
     assert "ev\\x1b]0;pwned\\x07il" in compare.stdout
+
+
+def test_triplets_text_escapes_relations_from_model_output(tmp_path: Path, repo: Path) -> None:
+    gold = repo / "examples" / "triplets" / "gold.jsonl"
+    first = json.loads(gold.read_text().splitlines()[0])
+    evil = dict(first["triplets"][0], relation="created\x1b]0;pwned\x07by")
+    predictions = tmp_path / "pred\x1b[2J.jsonl"
+    predictions.write_text(json.dumps({"id": first["id"], "triplets": [evil]}) + "\n")
+    result = runner.invoke(app, ["triplets", str(gold), str(predictions)])
+    assert result.exit_code == 0, result.stderr
+    _no_controls(result.stdout)
+    assert "created\\x1b]0;pwned\\x07by" in result.stdout
+    assert "pred\\x1b[2J.jsonl" in result.stdout
