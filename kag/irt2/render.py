@@ -13,6 +13,7 @@ from kag.errors import InputError
 from kag.irt2.files import os_error
 from kag.irt2.model import Evaluation, SideSummary, TieMode
 from kag.results import NoSpace, write_atomic
+from kag.textsafe import escape_message
 
 ROW_ORDER = (
     ("all", "micro"),
@@ -148,7 +149,8 @@ def render_text(evaluation: Evaluation) -> str:
                 " (see --ties optimistic/pessimistic)"
             ),
         ]
-    return "\n".join(lines) + "\n"
+    # The file names are the user's: no control character of theirs reaches the terminal.
+    return escape_message("\n".join(lines)) + "\n"
 
 
 RENDERERS: dict[OutputFormat, Callable[[Evaluation], str]] = {
