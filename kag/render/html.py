@@ -1,22 +1,21 @@
-"""Reports of the comparison commands: one self-contained HTML page, and the text, markdown
-and JSON renderings of the same tables.
+"""The HTML report of `kag stats --format html` and `kag stats compare --format html`: one
+self-contained page from ``templates/page.html.j2`` (jinja2, autoescaped).
 
-Each table is built once as a :class:`Table` (headers, string cells, alignment) and then
-rendered as aligned text, a GitHub markdown table or an HTML table, so the three formats
-always show the same numbers. The HTML page (:func:`render_html`) has inline CSS and
-charts drawn here as inline SVG: no script, no font, no stylesheet and no image is
-fetched, so it opens offline and can be attached to a CI run as is.
-
-Library module: returns strings and JSON-ready dicts, never prints.
+Its tables (:class:`~kag.render.table.Table`) are those the text and markdown reports show
+(:mod:`kag.render.compare`), so every format shows the same numbers. The charts are drawn
+here as inline SVG, their user-given text escaped by ``templates/svg.html.j2``: no script,
+no font, no stylesheet and no image is fetched, so the page opens offline and can be
+attached to a CI run as is. Returns strings, never prints.
 """
 
 from __future__ import annotations
 
-import html
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any
+
+from markupsafe import Markup
 
 from kag.grading.compare import (
     DEFAULT_ALPHA,
@@ -25,115 +24,25 @@ from kag.grading.compare import (
     Analysis,
     AnswerSet,
     ComparisonRun,
-    Flip,
     FlipReport,
-    ImpactRow,
-    McNemar,
     RetrievalImpact,
     analyse,
 )
 from kag.grading.mcq import Metrics, SetupSummary
-
-Align = Literal["l", "r"]
+from kag.render.compare import (
+    IMPACT_LEGEND,
+    comparison_legend,
+    comparison_table,
+    flip_header,
+    flip_tables,
+    impact_header,
+    impact_table,
+)
+from kag.render.table import Table, interval_pct, pct, signed_pp, table_html
+from kag.render.templating import environment, render_template
 
 #: Okabe-Ito palette (distinguishable with the common colour-vision deficiencies).
 PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442")
-
-
-# ---------------------------------------------------------------- number formatting
-
-
-def pct(value: float | None, digits: int = 2) -> str:
-    """A fraction as a percentage without the sign (0.5 -> "50.00"); None -> "-"."""
-    return "-" if value is None else f"{100 * value:.{digits}f}"
-
-
-def signed_pp(value: float | None, digits: int = 2) -> str:
-    """A difference of fractions in percentage points with its sign (-0.2 -> "-20.00")."""
-    return "-" if value is None else f"{100 * value:+.{digits}f}"
-
-
-def interval_pct(ci: tuple[float, float] | None, digits: int = 1, signed: bool = False) -> str:
-    if ci is None:
-        return "-"
-    fmt = f"{{:+.{digits}f}}" if signed else f"{{:.{digits}f}}"
-    return f"[{fmt.format(100 * ci[0])}, {fmt.format(100 * ci[1])}]"
-
-
-def pvalue(p: float | None) -> str:
-    """4 decimals, or 2 significant digits in scientific notation below 0.0001."""
-    if p is None:
-        return "-"
-    if p == 0:
-        return "0"
-    return f"{p:.4f}" if p >= 1e-4 else f"{p:.1e}"
-
-
-def one_line(text: str, max_chars: int) -> str:
-    """Whitespace runs collapsed to one space; cut to ``max_chars`` with an ellipsis (0 = no cut)."""
-    flat = " ".join(text.split())
-    if max_chars > 0 and len(flat) > max_chars:
-        return flat[: max(1, max_chars - 1)] + "…"
-    return flat
-
-
-# ---------------------------------------------------------------- tables
-
-
-@dataclass(frozen=True)
-class Table:
-    """A table of strings; ``sub`` marks indented sub-rows (per-dataset rows of a setup)."""
-
-    headers: tuple[str, ...]
-    rows: tuple[tuple[str, ...], ...]
-    align: tuple[Align, ...]
-    sub: tuple[bool, ...] = ()
-
-    def is_sub(self, index: int) -> bool:
-        return bool(self.sub) and self.sub[index]
-
-
-def table_text(table: Table) -> str:
-    """Aligned columns separated by two spaces; text left-aligned, numbers right-aligned."""
-    widths = [len(h) for h in table.headers]
-    for row in table.rows:
-        for i, cell in enumerate(row):
-            widths[i] = max(widths[i], len(cell))
-
-    def line(cells: Sequence[str]) -> str:
-        parts = [
-            c.ljust(w) if a == "l" else c.rjust(w) for c, w, a in zip(cells, widths, table.align, strict=True)
-        ]
-        return "  ".join(parts).rstrip()
-
-    return "\n".join([line(table.headers), *(line(r) for r in table.rows)])
-
-
-def _md_cell(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
-
-
-def table_markdown(table: Table) -> str:
-    """A GitHub-flavoured markdown table (pipes escaped, newlines flattened)."""
-    head = "| " + " | ".join(_md_cell(h) for h in table.headers) + " |"
-    rule = "|" + "|".join("---:" if a == "r" else "---" for a in table.align) + "|"
-    body = ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in table.rows]
-    return "\n".join([head, rule, *body])
-
-
-def table_html(table: Table, css_class: str = "") -> str:
-    cls = f' class="{css_class}"' if css_class else ""
-    head = "".join(
-        f'<th class="{a}">{html.escape(h)}</th>' for h, a in zip(table.headers, table.align, strict=True)
-    )
-    body = []
-    for i, row in enumerate(table.rows):
-        tr = ' class="sub"' if table.is_sub(i) else ""
-        cells = "".join(
-            f'<td class="{a}">{html.escape(c)}</td>' for c, a in zip(row, table.align, strict=True)
-        )
-        body.append(f"<tr{tr}>{cells}</tr>")
-    return f"<table{cls}><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
 # ---------------------------------------------------------------- the ranked summary
@@ -165,263 +74,20 @@ def summary_table(summaries: Sequence[SetupSummary]) -> Table:
     return Table(headers, tuple(rows), ("r", "l", "r", "r", "r", "r", "r", "r", "r", "r"), tuple(sub))
 
 
-# ---------------------------------------------------------------- comparisons
-
-
-def comparison_table(run: ComparisonRun) -> Table:
-    headers = (
-        "SETUP",
-        "N",
-        "ACC%",
-        "BASE%",
-        "DIFF pp",
-        "95% CI (pp)",
-        "+",
-        "-",
-        "TEST",
-        "p",
-        "p (Holm)",
-        "VERDICT",
-    )
-    rows = []
-    for c in run.comparisons:
-        rows.append(
-            (
-                c.setup,
-                str(c.n),
-                pct(c.setup_accuracy),
-                pct(c.baseline_accuracy),
-                signed_pp(c.diff),
-                interval_pct((c.ci.low, c.ci.high) if c.ci else None, signed=True),
-                str(c.setup_only),
-                str(c.baseline_only),
-                _test_label(c.test),
-                pvalue(c.test.p_value if c.test else None),
-                pvalue(c.p_holm),
-                c.verdict,
-            )
-        )
-    return Table(headers, tuple(rows), ("l", "r", "r", "r", "r", "r", "r", "r", "l", "r", "r", "l"))
-
-
-def _test_label(test: McNemar | None) -> str:
-    if test is None:
-        return "-"
-    return "exact" if test.method == "exact" else f"chi2={test.statistic:.2f}"
-
-
-def comparison_legend(run: ComparisonRun) -> list[str]:
-    return [
-        (
-            f"Baseline: {run.baseline} | paired questions only | alpha {run.alpha:g} after Holm over "
-            f"{sum(1 for c in run.comparisons if c.test)} comparison(s)"
-        ),
-        (
-            "Columns +/-: + = setup right, baseline not; - = baseline right, setup not; "
-            "DIFF = ACC% - BASE% on the paired questions"
-        ),
-        (
-            f"TEST: McNemar, exact binomial when + and - sum to < {run.exact_below}, "
-            "else chi-square with continuity correction"
-        ),
-        f"95% CI: paired bootstrap percentile interval, {run.resamples} resamples, seed {run.seed}",
-    ]
-
-
-def comparisons_text(run: ComparisonRun) -> str:
-    return "\n".join([table_text(comparison_table(run)), "", *comparison_legend(run)]) + "\n"
-
-
-def comparisons_markdown(run: ComparisonRun) -> str:
-    legend = "\n".join(f"- {line}" for line in comparison_legend(run))
-    return (
-        f"### Comparisons against `{run.baseline}`\n\n{table_markdown(comparison_table(run))}\n\n{legend}\n"
-    )
-
-
-# ---------------------------------------------------------------- flips
-
-
-def _flip_rows(items: Sequence[Flip], max_chars: int) -> tuple[tuple[str, ...], ...]:
-    return tuple(
-        (
-            f.dataset,
-            f.question,
-            f.gold or "-",
-            f.a.outcome.name,
-            one_line(f.a.response, max_chars),
-            f.b.outcome.name,
-            one_line(f.b.response, max_chars),
-        )
-        for f in items
-    )
-
-
-def flip_tables(report: FlipReport, max_chars: int = 120) -> tuple[Table, Table]:
-    """(A right and B not, B right and A not), one row per question with both responses."""
-    headers = ("DATASET", "QUESTION", "GOLD", "A", "A RESPONSE", "B", "B RESPONSE")
-    align: tuple[Align, ...] = ("l", "l", "l", "l", "l", "l", "l")
-    return (
-        Table(headers, _flip_rows(report.a_only, max_chars), align),
-        Table(headers, _flip_rows(report.b_only, max_chars), align),
-    )
-
-
-def flip_header(report: FlipReport) -> list[str]:
-    return [
-        f"A = {report.a}",
-        f"B = {report.b}",
-        (
-            f"Paired questions: {report.paired} | both right: {report.both_correct} "
-            f"| both not: {report.both_wrong} | A right, B not: {len(report.a_only)} "
-            f"| B right, A not: {len(report.b_only)}"
-        ),
-    ]
-
-
-def flips_text(report: FlipReport, max_chars: int = 120) -> str:
-    first, second = flip_tables(report, max_chars)
-    parts = [*flip_header(report), ""]
-    for title, table in (
-        (f"A right, B not ({len(report.a_only)}):", first),
-        (f"B right, A not ({len(report.b_only)}):", second),
-    ):
-        parts.append(title)
-        parts.append(table_text(table) if table.rows else "(none)")
-        parts.append("")
-    return "\n".join(parts)
-
-
-def flips_markdown(report: FlipReport, max_chars: int = 300) -> str:
-    first, second = flip_tables(report, max_chars)
-    parts = [
-        f"### Flips: `{report.a}` (A) vs `{report.b}` (B)",
-        "",
-        *(f"- {line}" for line in flip_header(report)),
-        "",
-    ]
-    for title, table in (("A right, B not", first), ("B right, A not", second)):
-        parts.append(f"#### {title} ({len(table.rows)})")
-        parts.append("")
-        parts.append(table_markdown(table) if table.rows else "_none_")
-        parts.append("")
-    return "\n".join(parts)
-
-
-# ---------------------------------------------------------------- retrieval impact
-
-
-def impact_table(rows: Sequence[ImpactRow], paired: bool, label: str) -> Table:
-    if paired:
-        headers: tuple[str, ...] = (
-            label,
-            "N",
-            "ACC%",
-            "95% CI",
-            "NATIVE%",
-            "DIFF pp",
-            "HELPED",
-            "HURT",
-            "SAME",
-        )
-        body: tuple[tuple[str, ...], ...] = tuple(
-            (
-                r.label,
-                str(r.n),
-                pct(r.accuracy),
-                interval_pct(r.accuracy_ci95),
-                pct(r.native_accuracy),
-                signed_pp(
-                    None
-                    if r.accuracy is None or r.native_accuracy is None
-                    else r.accuracy - r.native_accuracy
-                ),
-                str(r.helped),
-                str(r.hurt),
-                str(r.same),
-            )
-            for r in rows
-        )
-        return Table(headers, body, ("l", "r", "r", "r", "r", "r", "r", "r", "r"))
-    headers = (label, "N", "ACC%", "95% CI")
-    body = tuple((r.label, str(r.n), pct(r.accuracy), interval_pct(r.accuracy_ci95)) for r in rows)
-    return Table(headers, body, ("l", "r", "r", "r"))
-
-
-def impact_header(impact: RetrievalImpact) -> list[str]:
-    o = impact.overall
-    lines = [f"KAG setup: {impact.setup}"]
-    if impact.native is None:
-        lines.append(f"No setup without retrieval to compare with | {o.n} answer(s) | ACC {pct(o.accuracy)}%")
-        return lines
-    lines.append(f"Native (same model, no retrieval): {impact.native}")
-    unpaired = (
-        f" ({impact.unpaired} KAG answer(s) without a native answer left out)" if impact.unpaired else ""
-    )
-    lines.append(
-        f"Paired questions: {o.n}{unpaired} | KAG {pct(o.accuracy)}% vs native {pct(o.native_accuracy)}% | "
-        f"helped {o.helped} | hurt {o.hurt} | no change {o.same}"
-        + (f" | McNemar p = {pvalue(impact.test.p_value)}" if impact.test else "")
-    )
-    if impact.hurt_responses:
-        top = ", ".join(f"{one_line(r, 30)!r} x{n}" for r, n in impact.hurt_responses[:5])
-        more = len(impact.hurt_responses) - 5
-        lines.append(f"KAG answers on the hurt questions: {top}" + (f" (+{more} other)" if more > 0 else ""))
-    return lines
-
-
-IMPACT_LEGEND = (
-    (
-        "Buckets by retrieved vertices (the database's count): empty = 0 vertices; "
-        "no retrieval stats = error files and files without retrieval stats"
-    ),
-    "HELPED = KAG right, native not; HURT = native right, KAG not; SAME = both right or both not",
-)
-
-
-def impact_text(impacts: Sequence[RetrievalImpact]) -> str:
-    parts: list[str] = []
-    for impact in impacts:
-        paired = impact.native is not None
-        parts.extend(impact_header(impact))
-        parts.append("")
-        parts.append(table_text(impact_table(impact.buckets, paired, "VERTICES")))
-        parts.append("")
-        parts.append(table_text(impact_table(impact.per_dataset, paired, "DATASET")))
-        parts.append("")
-    parts.extend(IMPACT_LEGEND)
-    return "\n".join(parts) + "\n"
-
-
-def impact_markdown(impacts: Sequence[RetrievalImpact]) -> str:
-    parts: list[str] = []
-    for impact in impacts:
-        paired = impact.native is not None
-        parts.append(f"### Retrieval impact: `{impact.setup}`")
-        parts.append("")
-        parts.extend(f"- {line}" for line in impact_header(impact)[1:])
-        parts.append("")
-        parts.append(table_markdown(impact_table(impact.buckets, paired, "VERTICES")))
-        parts.append("")
-        parts.append(table_markdown(impact_table(impact.per_dataset, paired, "DATASET")))
-        parts.append("")
-    parts.extend(f"_{line}_  " for line in IMPACT_LEGEND)
-    return "\n".join(parts) + "\n"
-
-
 # ---------------------------------------------------------------- SVG charts
 
 
 def _svg_text(x: float, y: float, text: str, anchor: str = "start", cls: str = "") -> str:
-    c = f' class="{cls}"' if cls else ""
-    return f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}"{c}>{html.escape(text)}</text>'
+    return str(_svg().text(f"{x:.1f}", f"{y:.1f}", text, anchor, cls))
 
 
 def _svg_open(width: float, height: float, label: str) -> str:
-    return (
-        f'<svg class="chart" role="img" aria-label="{html.escape(label)}" '
-        f'width="{width}" height="{height}" viewBox="0 0 {width} {height}">'
-    )
+    return str(_svg().open(width, height, label))
+
+
+def _svg() -> Any:
+    """The macros of ``svg.html.j2`` (they escape the text they are given)."""
+    return environment().get_template("svg.html.j2").module
 
 
 def _whisker(lo: float, hi: float, mid: float, cy: float, colour: str, filled: bool = True) -> str:
@@ -441,7 +107,7 @@ def _gridline(x: float, height: float, cls: str = "grid") -> str:
     return f'<line x1="{x:.1f}" y1="22" x2="{x:.1f}" y2="{height - 8}" class="{cls}"/>'
 
 
-def accuracy_chart(summaries: Sequence[SetupSummary]) -> str:
+def accuracy_chart(summaries: Sequence[SetupSummary]) -> Markup:
     """Accuracy with Wilson 95% whiskers: one group for all datasets, then (when there are
     several datasets) one group per dataset; one row per setup, colour = setup."""
     colours = {s.setup: PALETTE[i % len(PALETTE)] for i, s in enumerate(summaries)}
@@ -479,15 +145,15 @@ def accuracy_chart(summaries: Sequence[SetupSummary]) -> str:
             out.append(_svg_text(left + plot_w + 10, cy + 4, value, "start", "value"))
             y += row_h
     out.append("</svg>")
-    return "".join(out)
+    return Markup("".join(out))
 
 
-def forest_chart(run: ComparisonRun) -> str:
+def forest_chart(run: ComparisonRun) -> Markup:
     """Each setup's accuracy difference to the baseline with its bootstrap CI, around zero;
     filled markers are significant after Holm; "n.s." = no significant difference."""
     rows = [(c, c.ci, c.diff) for c in run.comparisons if c.ci is not None and c.diff is not None]
     if not rows:
-        return ""
+        return Markup("")
     extent = max(max(abs(ci.low), abs(ci.high), abs(diff)) for _, ci, diff in rows)
     extent = max(0.1, math.ceil(extent * 10) / 10)
     left, plot_w, right, row_h = 330, 480, 170, 22
@@ -513,14 +179,14 @@ def forest_chart(run: ComparisonRun) -> str:
         )
         y += row_h
     out.append("</svg>")
-    return "".join(out)
+    return Markup("".join(out))
 
 
-def impact_chart(impact: RetrievalImpact) -> str:
+def impact_chart(impact: RetrievalImpact) -> Markup:
     """Per size bucket: questions retrieval helped (right, green) and hurt (left, orange)."""
     rows = [r for r in impact.buckets if r.helped is not None and r.hurt is not None]
     if not rows:
-        return ""
+        return Markup("")
     peak = max(1, max(max(r.helped or 0, r.hurt or 0) for r in rows))
     left, half, right, row_h = 200, 240, 20, 22
     bar = half - 36  # room for the count beyond the longest bar
@@ -545,33 +211,10 @@ def impact_chart(impact: RetrievalImpact) -> str:
         out.append(_svg_text(mid + help_w + 4, cy + 4, str(r.helped), "start", "value"))
         y += row_h
     out.append("</svg>")
-    return "".join(out)
+    return Markup("".join(out))
 
 
 # ---------------------------------------------------------------- the page
-
-_CSS = """
-:root { color-scheme: light; }
-body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif;
-       margin: 24px auto; max-width: 1180px; padding: 0 16px; color: #1b1b1b; background: #fff; }
-h1 { font-size: 22px; margin: 0 0 4px; }
-h2 { font-size: 18px; margin: 28px 0 8px; border-bottom: 1px solid #ddd; }
-h3 { font-size: 15px; margin: 18px 0 6px; }
-.meta { color: #555; font-size: 12.5px; margin: 0; }
-table { border-collapse: collapse; margin: 6px 0 10px; font-variant-numeric: tabular-nums; }
-th, td { padding: 3px 9px; border-bottom: 1px solid #e6e6e6; vertical-align: top; }
-th { background: #f4f4f4; font-weight: 600; white-space: nowrap; }
-td.r, th.r { text-align: right; white-space: nowrap; } td.l, th.l { text-align: left; }
-tr.sub td { color: #555; font-size: 13px; }
-table.flips td { max-width: 420px; overflow-wrap: anywhere; font-size: 12.5px; }
-.legend { color: #555; font-size: 12.5px; margin: 2px 0; }
-svg.chart { display: block; margin: 8px 0 14px; font-size: 12px; }
-svg .grid { stroke: #e2e2e2; stroke-width: 1; } svg .zero { stroke: #888; stroke-width: 1.2; }
-svg .axis { fill: #666; font-size: 11px; } svg .group { font-weight: 600; fill: #222; }
-svg .label { fill: #222; } svg .value { fill: #444; font-size: 11.5px; }
-details { margin: 4px 0 10px; } summary { cursor: pointer; font-weight: 600; }
-.worse { color: #b34700; font-weight: 600; } .better { color: #00734f; font-weight: 600; }
-"""
 
 
 @dataclass(frozen=True)
@@ -590,25 +233,21 @@ class PageMeta:
 OPEN_FLIPS = 20
 
 
-def _flip_section(report: FlipReport, max_flips: int, max_chars: int) -> str:
-    parts = [f"<h3>{html.escape(report.a)} vs {html.escape(report.b)}</h3>"]
-    parts.extend(f'<p class="legend">{html.escape(line)}</p>' for line in flip_header(report))
+def _flip_section(report: FlipReport, max_flips: int, max_chars: int) -> dict[str, object]:
     first, second = flip_tables(report, max_chars)
+    parts = []
     for title, table in (("A right, B not", first), ("B right, A not", second)):
         shown = Table(table.headers, table.rows[:max_flips], table.align)
-        more = len(table.rows) - len(shown.rows)
-        opened = " open" if len(table.rows) <= OPEN_FLIPS else ""
         parts.append(
-            f"<details{opened}><summary>{html.escape(title)}: {len(table.rows)} question(s)</summary>"
+            {
+                "title": title,
+                "count": len(table.rows),
+                "opened": len(table.rows) <= OPEN_FLIPS,
+                "table": table_html(shown, "flips") if shown.rows else None,
+                "more": len(table.rows) - len(shown.rows),
+            }
         )
-        parts.append(table_html(shown, "flips") if shown.rows else '<p class="legend">none</p>')
-        if more:
-            command = html.escape(f"kag stats flips {report.a} {report.b}")
-            parts.append(
-                f'<p class="legend">{more} more not shown; <code>{command}</code> lists them all.</p>'
-            )
-        parts.append("</details>")
-    return "".join(parts)
+    return {"a": report.a, "b": report.b, "header": flip_header(report), "parts": parts}
 
 
 def render_html(
@@ -626,7 +265,6 @@ def render_html(
     direction, responses cut to ``max_chars``). Sections without data are left out.
     Inline CSS and SVG only: nothing is loaded from anywhere.
     """
-    e = html.escape
     facts = [
         f"{k}: {v}"
         for k, v in (("datasets", meta.datasets), ("results", meta.results), ("prefix", meta.prefix))
@@ -634,52 +272,41 @@ def render_html(
     ]
     if meta.version:
         facts.append(f"kag {meta.version}")
-    body = [f"<h1>{e(meta.title)}</h1>"]
-    if facts:
-        body.append(f'<p class="meta">{e(" | ".join(facts))}</p>')
-    body.extend(f'<p class="meta">{e(n)}</p>' for n in meta.notes)
-    body.append("<h2>Ranking</h2>")
-    if summaries:
-        body.append(table_html(summary_table(summaries), "ranking"))
-        body.append(
-            '<p class="legend">ACC% = OK / TOT, 95% CI = Wilson score interval; PREC% = OK / (OK + WRONG); '
-            "COVER% = (OK + WRONG) / TOT</p>"
-        )
-        body.append("<h2>Accuracy with 95% CI</h2>")
-        body.append(accuracy_chart(summaries))
-    else:
-        body.append('<p class="legend">No graded result file.</p>')
+    compared = None
     if comparisons is not None and comparisons.comparisons:
-        body.append(f"<h2>Comparisons against {e(comparisons.baseline)}</h2>")
-        table = comparison_table(comparisons)
-        body.append(table_html(table, "comparisons"))
-        body.extend(f'<p class="legend">{e(line)}</p>' for line in comparison_legend(comparisons))
-        body.append(forest_chart(comparisons))
-        regress = comparisons.regressions
-        if regress:
-            names = ", ".join(c.setup for c in regress)
-            body.append(
-                f'<p class="worse">Significantly worse than {e(comparisons.baseline)}: {e(names)}</p>'
-            )
-    if impacts:
-        body.append("<h2>Retrieval impact</h2>")
-        for impact in impacts:
-            paired = impact.native is not None
-            body.append(f"<h3>{e(impact.setup)}</h3>")
-            body.extend(f'<p class="legend">{e(line)}</p>' for line in impact_header(impact)[1:])
-            body.append(impact_chart(impact))
-            body.append(table_html(impact_table(impact.buckets, paired, "VERTICES"), "impact"))
-            body.append(table_html(impact_table(impact.per_dataset, paired, "DATASET"), "impact"))
-        body.extend(f'<p class="legend">{e(line)}</p>' for line in IMPACT_LEGEND)
-    if flip_reports:
-        body.append("<h2>Per-question flips</h2>")
-        body.extend(_flip_section(r, max_flips, max_chars) for r in flip_reports)
-    return (
-        "<!DOCTYPE html>\n"
-        '<html lang="en"><head><meta charset="utf-8">'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{e(meta.title)}</title><style>{_CSS}</style></head>"
-        f"<body>{''.join(body)}</body></html>\n"
+        compared = {
+            "baseline": comparisons.baseline,
+            "table": table_html(comparison_table(comparisons), "comparisons"),
+            "legend": comparison_legend(comparisons),
+            "chart": forest_chart(comparisons),
+            "regressions": ", ".join(c.setup for c in comparisons.regressions),
+        }
+    impact_sections = [
+        {
+            "setup": impact.setup,
+            "header": impact_header(impact)[1:],
+            "chart": impact_chart(impact),
+            "buckets": table_html(
+                impact_table(impact.buckets, impact.native is not None, "VERTICES"), "impact"
+            ),
+            "per_dataset": table_html(
+                impact_table(impact.per_dataset, impact.native is not None, "DATASET"), "impact"
+            ),
+        }
+        for impact in impacts
+    ]
+    return str(
+        render_template(
+            "page.html.j2",
+            meta=meta,
+            facts=" | ".join(facts),
+            ranking=table_html(summary_table(summaries), "ranking") if summaries else None,
+            accuracy_chart=accuracy_chart(summaries) if summaries else None,
+            comparisons=compared,
+            impacts=impact_sections,
+            impact_legend=IMPACT_LEGEND,
+            flips=[_flip_section(r, max_flips, max_chars) for r in flip_reports],
+        )
     )
 
 

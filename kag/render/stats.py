@@ -1,7 +1,7 @@
 """Render a stats :class:`~kag.grading.mcq.Summary` as text, markdown or JSON.
 
-One renderer per output format, chosen through :class:`Format` (``RENDERERS`` maps every
-member; a test checks the mapping is exhaustive). Every renderer returns the complete
+One renderer per output format, chosen through :class:`~kag.render.formats.TableFormat`
+(``RENDERERS`` maps every member; a test checks the mapping is exhaustive). Every renderer returns the complete
 document as a string ending in a newline and never emits terminal escape codes.
 
 - text: the Rust tool's table, column for column (``src/subcommand/stats/mod.rs``):
@@ -16,12 +16,12 @@ document as a string ending in a newline and never emits terminal escape codes.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from enum import StrEnum
 from typing import Any
 
 import orjson
 
 from kag.grading.mcq import Metrics, Summary
+from kag.render.formats import TableFormat
 
 LEGEND = (
     "ACC% = correct / scored, PREC% = correct / committed, COVER% = committed / scored\n"
@@ -29,14 +29,6 @@ LEGEND = (
     "CTX_LEN = average context length"
 )
 EMPTY = "No scorable results were found."
-
-
-class Format(StrEnum):
-    """Output formats of ``kag stats``."""
-
-    TEXT = "text"
-    JSON = "json"
-    MARKDOWN = "markdown"
 
 
 # ---------------------------------------------------------------- cell formatting (Rust's helpers)
@@ -240,12 +232,12 @@ def render_json(summary: Summary) -> str:
     return orjson.dumps(summary_to_json(summary), option=orjson.OPT_INDENT_2).decode() + "\n"
 
 
-RENDERERS: Mapping[Format, Callable[[Summary], str]] = {
-    Format.TEXT: render_text,
-    Format.JSON: render_json,
-    Format.MARKDOWN: render_markdown,
+RENDERERS: Mapping[TableFormat, Callable[[Summary], str]] = {
+    TableFormat.TEXT: render_text,
+    TableFormat.JSON: render_json,
+    TableFormat.MARKDOWN: render_markdown,
 }
 
 
-def render(summary: Summary, fmt: Format) -> str:
+def render(summary: Summary, fmt: TableFormat) -> str:
     return RENDERERS[fmt](summary)
