@@ -22,6 +22,7 @@ import orjson
 
 from kag.grading.mcq import Metrics, Summary
 from kag.render.formats import TableFormat
+from kag.render.table import Align, Table, table_markdown
 
 LEGEND = (
     "ACC% = correct / scored, PREC% = correct / committed, COVER% = committed / scored\n"
@@ -123,10 +124,6 @@ def render_text(summary: Summary) -> str:
 # ---------------------------------------------------------------- markdown
 
 
-def _md_escape(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
-
-
 def _ci_cell(m: Metrics) -> str:
     ci = m.accuracy_ci95
     return "-" if ci is None else f"{ci[0] * 100:.2f}–{ci[1] * 100:.2f}"
@@ -149,17 +146,18 @@ def render_markdown(summary: Summary) -> str:
     headers = ["Setup", "ACC%", "ACC 95% CI", *_MAIN_HEADERS[1:]]
     if rag:
         headers += list(_RAG_HEADERS)
-    lines.append("| " + " | ".join(headers) + " |")
-    lines.append("|" + "|".join([":---"] + ["---:"] * (len(headers) - 1)) + "|")
+    body: list[tuple[str, ...]] = []
     for s in summary.setups:
-        rows = [(f"**{_md_escape(s.setup)}**", s.overall)]
-        rows += [(f"└ {_md_escape(name)}", m) for name, m in s.per_dataset.items()]
+        rows = [(f"**{s.setup}**", s.overall)]
+        rows += [(f"└ {name}", m) for name, m in s.per_dataset.items()]
         for label, m in rows:
             main = _main_cells(m)
             cells = [label, main[0], _ci_cell(m), *main[1:]]
             if rag:
                 cells += _rag_cells(m) or ["", "", "", ""]
-            lines.append("| " + " | ".join(cells) + " |")
+            body.append(tuple(cells))
+    align: tuple[Align, ...] = ("l", *(("r",) * (len(headers) - 1)))
+    lines.append(table_markdown(Table(tuple(headers), tuple(body), align), explicit_left=True))
     lines.append("")
     lines.append(
         "ACC% = correct / scored (95% CI: Wilson score interval), PREC% = correct / committed, "

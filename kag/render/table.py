@@ -90,10 +90,12 @@ def _md_cell(text: str) -> str:
     return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
 
 
-def table_markdown(table: Table) -> str:
-    """A GitHub-flavoured markdown table (pipes escaped, newlines flattened)."""
+def table_markdown(table: Table, explicit_left: bool = False) -> str:
+    """A GitHub-flavoured markdown table (pipes escaped, newlines flattened); with
+    ``explicit_left`` the left-aligned columns say so (``:---``, the stats report's rule)."""
     head = "| " + " | ".join(_md_cell(h) for h in table.headers) + " |"
-    rule = "|" + "|".join("---:" if a == "r" else "---" for a in table.align) + "|"
+    left = ":---" if explicit_left else "---"
+    rule = "|" + "|".join("---:" if a == "r" else left for a in table.align) + "|"
     body = ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in table.rows]
     return "\n".join([head, rule, *body])
 
