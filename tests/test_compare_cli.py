@@ -28,7 +28,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from kag.commands import compare as compare_command
+from kag.render.formats import ReportFormat
 from kag.results import (
     AugmentedGeneration,
     DatabaseStats,
@@ -324,7 +324,7 @@ def test_compare_html_to_a_file(tree: list[str], tmp_path: Path) -> None:
     assert not (tmp_path / "report.html.tmp").exists()
 
 
-@pytest.mark.parametrize("fmt", [f.value for f in compare_command.Format])
+@pytest.mark.parametrize("fmt", [f.value for f in ReportFormat])
 def test_every_compare_format_renders(tree: list[str], fmt: str) -> None:
     result = run("compare", *tree, "--baseline", "native", "--format", fmt, "--resamples", "100")
     assert result.exit_code == 0, result.stderr

@@ -18,20 +18,15 @@ from kag.errors import InputError, KagError, UsageError
 from kag.grading.mcq import RUST_WHITESPACE as WHITE_SPACE
 from kag.grading.mcq import rust_trim as trim
 from kag.grading.search import (
-    RENDERERS,
-    SearchFormat,
     SearchOptions,
     compile_pattern,
-    flatten,
-    format_hit,
-    hit_to_json,
     iter_walk,
     list_search_files,
     literal_of,
     parse_response,
-    result_to_json,
     search,
 )
+from kag.render.find import flatten, format_hit, hit_to_json, result_to_json
 from kag.results import (
     ErrorResult,
     OkResult,
@@ -493,13 +488,6 @@ def test_literal_search_matches_an_oracle(
     inverted = search(root, SearchOptions(word, invert=True))
     assert r.matches + inverted.matches == len(texts)
     assert set(r.paths).isdisjoint(inverted.paths)
-
-
-def test_every_format_has_a_renderer_and_a_cli_choice() -> None:
-    from kag.commands.find import Format
-
-    assert set(RENDERERS) == set(SearchFormat)
-    assert [f.value for f in Format] == [f.value for f in SearchFormat]
 
 
 names = st.sampled_from(

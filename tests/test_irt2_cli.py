@@ -476,12 +476,6 @@ def test_missing_required_option_exits_2() -> None:
     assert "--tail" in result.stderr
 
 
-def test_every_output_format_has_a_renderer() -> None:
-    from kag.irt2.render import RENDERERS, OutputFormat
-
-    assert set(RENDERERS) == set(OutputFormat)
-
-
 def test_per_query_to_a_named_pipe_is_written_in_place(tmp_path: Path) -> None:
     import os
     import threading

@@ -12,7 +12,8 @@ import pytest
 
 from kag.datasets import load_datasets
 from kag.grading.compare import AnswerSet, analyse, load_answers
-from kag.report_html import PageMeta, Table, pvalue, render_html, table_markdown, table_text
+from kag.render.html import PageMeta, render_html
+from kag.render.table import Table, pvalue, table_markdown, table_text
 from kag.results import ErrorResult, OkResult, result_path, write_result
 from tests.test_compare_cli import PREFIX, build_tree
 
@@ -96,7 +97,7 @@ def test_names_and_responses_are_escaped(tmp_path: Path) -> None:
 
 
 def test_flip_lists_are_capped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("kag.report_html.OPEN_FLIPS", 10)
+    monkeypatch.setattr("kag.render.html.OPEN_FLIPS", 10)
     out = _page(_load(tmp_path, ("native", "kag")), "native", max_flips=4)
     assert "11 more not shown" in out  # 15 flips native-only, 4 shown
     assert "<code>kag stats flips kag native</code>" in out

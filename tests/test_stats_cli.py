@@ -258,10 +258,10 @@ def test_find_still_runs_under_stats_without_datasets(small_tree: Path):
 def test_help_does_not_import_the_grading_code():
     code = (
         "import sys, kag.cli; "
-        "print(sorted(m for m in ('kag.grading.mcq', 'kag.report', 'orjson') if m in sys.modules))"
+        "print(sorted(m for m in ('kag.grading.mcq', 'kag.render.stats', 'orjson') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert "kag.grading.mcq" not in out and "kag.report" not in out
+    assert "kag.grading.mcq" not in out and "kag.render.stats" not in out
 
 
 # ---------------------------------------------------------------- filters that match nothing

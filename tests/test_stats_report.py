@@ -1,4 +1,4 @@
-"""kag.report: one renderer per format, the Rust tool's text layout and JSON document."""
+"""kag.render.stats: one renderer per format, the Rust tool's text layout and JSON document."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import json
 import pytest
 
 from kag.grading.mcq import Metrics, SetupSummary, Summary
-from kag.report import RENDERERS, Format, render, render_json, render_markdown, render_text
+from kag.render.formats import TableFormat as Format
+from kag.render.stats import RENDERERS, render, render_json, render_markdown, render_text
 
 KAG = Metrics(
     correct=8,

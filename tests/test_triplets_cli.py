@@ -287,9 +287,3 @@ def test_unwritable_details_file_exits_2(tmp_path: Path) -> None:
     code, out, err = run(GOLD, FINETUNED, "--details", target)
     assert code == 2 and out == ""
     assert err.startswith(f"kag: error: {target}: cannot write the details file")
-
-
-def test_every_output_format_has_a_renderer() -> None:
-    from kag.commands.triplets import RENDERERS, OutputFormat
-
-    assert set(RENDERERS) == set(OutputFormat)

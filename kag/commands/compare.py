@@ -1,6 +1,7 @@
 """`kag stats compare`, `kag stats flips`, `kag stats impact`: wiring only.
 
-The statistics are in :mod:`kag.grading.compare`, the renderers in :mod:`kag.report_html`.
+The statistics are in :mod:`kag.grading.compare`, the renderers in :mod:`kag.render.compare`
+and :mod:`kag.render.html`.
 The options shared with `kag stats` (``-d``, ``-r``, ``--prefix``, ``--setup``,
 ``--dataset``, ``--format``) are accepted before or after the sub-command name; after
 wins.
@@ -18,22 +19,10 @@ import typer
 
 from kag.commands.stats import check_globs, check_setup_globs, pick_option
 from kag.errors import UsageError
+from kag.render.formats import ReportFormat, TableFormat
 
 if TYPE_CHECKING:
     from kag.grading.compare import AnswerSet
-
-
-class Format(StrEnum):
-    text = "text"
-    json = "json"
-    markdown = "markdown"
-    html = "html"
-
-
-class TableFormat(StrEnum):
-    text = "text"
-    json = "json"
-    markdown = "markdown"
 
 
 DatasetsOpt = Annotated[
@@ -122,7 +111,7 @@ def _load(
 def emit_report(text: str, output: Path | None) -> None:
     """The report on stdout (ending in a newline), or written atomically to ``output``."""
     from kag.console import info
-    from kag.report_html import write_report
+    from kag.render.html import write_report
 
     if text and not text.endswith("\n"):
         text += "\n"
@@ -132,12 +121,6 @@ def emit_report(text: str, output: Path | None) -> None:
     else:
         write_report(str(output), text)
         info(f"Wrote {output}")
-
-
-def _json(document: object) -> str:
-    import orjson
-
-    return orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() + "\n"
 
 
 def register(stats_app: typer.Typer) -> None:
@@ -170,7 +153,7 @@ def register(stats_app: typer.Typer) -> None:
             int, typer.Option(min=0, help="html: flips listed per direction and pair.")
         ] = 50,
         output_format: Annotated[
-            Format | None, typer.Option("--format", help="text, json, markdown or html [default: text]")
+            ReportFormat | None, typer.Option("--format", help="text, json, markdown or html [default: text]")
         ] = None,
         output: OutputOpt = None,
     ) -> None:
@@ -180,11 +163,12 @@ def register(stats_app: typer.Typer) -> None:
         2 bad usage or input, 130 interrupted.
         """
         from kag import __version__
-        from kag import report_html as rep
         from kag.console import info, warn
         from kag.grading import compare as lib
+        from kag.render import html as rep
+        from kag.render.compare import COMPARISON_RENDERERS
 
-        fmt = _format(ctx, output_format, Format)
+        fmt = _format(ctx, output_format, ReportFormat)
         if not 0 < alpha < 1:
             raise UsageError(f"--alpha {alpha:g}: must be between 0 and 1")
         if baseline and fail_if_worse_than and baseline != fail_if_worse_than:
@@ -194,7 +178,7 @@ def register(stats_app: typer.Typer) -> None:
         answers = loaded.answers
         if len(answers.setups) < 2:
             raise UsageError(f"only one setup ({answers.setups[0]}) has graded answers: nothing to compare")
-        if fmt is Format.html:
+        if fmt is ReportFormat.HTML:
             meta = rep.PageMeta(
                 datasets=loaded.datasets,
                 results=loaded.results,
@@ -219,12 +203,7 @@ def register(stats_app: typer.Typer) -> None:
             run = lib.compare_setups(
                 answers.answers, base or lib.best_setup(answers.answers), None, alpha, resamples, seed
             )
-            renderers = {
-                Format.text: rep.comparisons_text,
-                Format.markdown: rep.comparisons_markdown,
-                Format.json: lambda r: _json(lib.comparison_run_to_json(r)),
-            }
-            text = renderers[fmt](run)
+            text = COMPARISON_RENDERERS[TableFormat(fmt)](run)
         emit_report(text, output)
         significant = sum(1 for c in run.comparisons if c.significant)
         info(
@@ -254,21 +233,16 @@ def register(stats_app: typer.Typer) -> None:
         """The questions A gets right and B does not, and the reverse, with both responses."""
         import glob
 
-        from kag import report_html as rep
         from kag.console import info
         from kag.grading import compare as lib
+        from kag.render.compare import FLIP_RENDERERS
 
         fmt = _format(ctx, output_format, TableFormat)
         if a == b:
             raise UsageError(f"A and B are the same setup ({a})")
         loaded = _load(ctx, datasets, results, prefix, [glob.escape(a), glob.escape(b)], dataset, (a, b))
         report = lib.flips(loaded.answers.answers, a, b)
-        renderers = {
-            TableFormat.text: lambda r: rep.flips_text(r, max_chars),
-            TableFormat.markdown: lambda r: rep.flips_markdown(r, max_chars),
-            TableFormat.json: lambda r: _json(lib.flip_report_to_json(r)),
-        }
-        emit_report(renderers[fmt](report), output)
+        emit_report(FLIP_RENDERERS[fmt](report, max_chars), output)
         info(
             f"{len(report.a_only)} question(s) only {a} got right, {len(report.b_only)} only {b}, "
             f"out of {report.paired} paired."
@@ -297,9 +271,9 @@ def register(stats_app: typer.Typer) -> None:
         output: OutputOpt = None,
     ) -> None:
         """Accuracy of KAG setups by retrieved-subgraph size; the questions retrieval helped or hurt."""
-        from kag import report_html as rep
         from kag.console import warn
         from kag.grading import compare as lib
+        from kag.render.compare import IMPACT_RENDERERS
 
         fmt = _format(ctx, output_format, TableFormat)
         loaded = _load(ctx, datasets, results, prefix, None, dataset, (*(kag_setups or ()), native))
@@ -315,9 +289,4 @@ def register(stats_app: typer.Typer) -> None:
             if plan.note:
                 warn(plan.note)
         impacts = [lib.retrieval_impact(answers.answers, p.setup, p.native) for p in plans]
-        renderers = {
-            TableFormat.text: rep.impact_text,
-            TableFormat.markdown: rep.impact_markdown,
-            TableFormat.json: lambda i: _json({"impacts": [lib.impact_to_json(x) for x in i]}),
-        }
-        emit_report(renderers[fmt](impacts), output)
+        emit_report(IMPACT_RENDERERS[fmt](impacts), output)

@@ -6,7 +6,6 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterable
-from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -14,26 +13,16 @@ import typer
 
 from kag.commands.stats import pick_option
 from kag.errors import UsageError
+from kag.render.formats import FindFormat
 
 if TYPE_CHECKING:
-    from kag.grading.search import SearchFormat, SearchOptions
+    from kag.grading.search import SearchOptions
 
 
-class Format(StrEnum):
-    """The choices of ``--format``; the library's ``SearchFormat`` has the same values (it
-    is not imported here so that ``kag --help`` does not load the regex engine)."""
-
-    text = "text"
-    json = "json"
-    jsonl = "jsonl"
-
-
-def _format(value: Any) -> SearchFormat:
-    from kag.grading.search import SearchFormat
-
+def _format(value: Any) -> FindFormat:
     value = str(getattr(value, "value", value)).lower()  # `kag stats --format` is free text
     try:
-        return SearchFormat(value)
+        return FindFormat(value)
     except ValueError:
         raise UsageError(f"--format {value} is not available for find (text, json or jsonl)") from None
 
@@ -106,7 +95,7 @@ def register(stats_app: typer.Typer) -> None:
         prefix: Annotated[
             str | None, typer.Option("--prefix", help="File name prefix of result files [default: none]")
         ] = None,
-        format: Annotated[Format | None, typer.Option("--format", help="[default: text]")] = None,
+        format: Annotated[FindFormat | None, typer.Option("--format", help="[default: text]")] = None,
         setup: Annotated[
             list[str] | None,
             typer.Option("--setup", metavar="GLOB", help="Only setups matching GLOB (repeatable)."),
@@ -160,18 +149,11 @@ def register(stats_app: typer.Typer) -> None:
         Exit 0 when a file matched, 1 when none did, 2 on bad usage or an invalid pattern.
         """
         from kag.console import info, stdout_console
-        from kag.grading.search import (
-            FileOutcome,
-            SearchFormat,
-            SearchOptions,
-            View,
-            final_lines,
-            search,
-            stream_lines,
-        )
+        from kag.grading.search import FileOutcome, SearchOptions, search
+        from kag.render.find import View, final_lines, stream_lines
 
         fmt = _format(pick_option(ctx, "--format", format, "text"))
-        if null and (fmt is not SearchFormat.TEXT or count or interactive):
+        if null and (fmt is not FindFormat.TEXT or count or interactive):
             raise UsageError(
                 "--null prints paths: it works with --format text only, without --count or --interactive"
             )
@@ -192,7 +174,7 @@ def register(stats_app: typer.Typer) -> None:
             raise UsageError(f"--jobs must be 1 or more (got {jobs})")
         if count and files_only:
             raise UsageError("--count and --files-with-matches do not go together")
-        if interactive and (fmt is not SearchFormat.TEXT or count):
+        if interactive and (fmt is not FindFormat.TEXT or count):
             raise UsageError("--interactive works with --format text only, without --count")
         if interactive:
             _fzf()  # a missing fzf is an error before, not after, the search
@@ -212,14 +194,14 @@ def register(stats_app: typer.Typer) -> None:
                 else:
                     sys.stdout.write(line + end)
 
-        result = search(root, options, jobs, on_outcome=stream, keep_hits=fmt is SearchFormat.JSON)
+        result = search(root, options, jobs, on_outcome=stream, keep_hits=fmt is FindFormat.JSON)
         for line in final_lines(result, view):
             sys.stdout.write(line + "\n")
         if interactive and collected:
             sys.stdout.flush()
             _run_fzf(collected)
         _warn_unmatched_filters(root, options, result.per_setup)
-        if fmt is SearchFormat.TEXT:
+        if fmt is FindFormat.TEXT:
             if result.matches:
                 info(
                     f"{result.matches} occurrence(s) out of {result.total} result file(s) "

@@ -68,7 +68,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         from kag.irt2.evaluate import Request, evaluate, parse_ks, parse_max_rank
         from kag.irt2.model import Mode, Split, Task, TieMode
-        from kag.irt2.render import OutputFormat, render, write_per_query
+        from kag.render.formats import Irt2Format
+        from kag.render.irt2 import render, write_per_query
 
         request = Request(
             dataset=dataset,
@@ -81,7 +82,7 @@ def register(app: typer.Typer) -> None:
             ks=parse_ks(ks),
             ties=_choice(TieMode, ties, "--ties", "first, optimistic, pessimistic, realistic"),
         )
-        fmt = _choice(OutputFormat, output, "--format", "text, json")
+        fmt = _choice(Irt2Format, output, "--format", "text, json")
         evaluation = evaluate(request)
         if per_query is not None:
             write_per_query(per_query, evaluation)

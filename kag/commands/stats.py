@@ -18,8 +18,9 @@ import typer
 
 from kag.console import set_verbosity, verbosity
 from kag.errors import GateFailed, UsageError
+from kag.render.formats import ReportFormat, TableFormat
 
-FORMATS = ("text", "json", "markdown", "html")
+FORMATS = tuple(f.value for f in ReportFormat)
 
 stats_app = typer.Typer(
     help="Grade a result tree against the datasets file: accuracy, precision, coverage per setup.",
@@ -136,7 +137,7 @@ def stats(
     # Imported here so that `kag --help` stays fast.
     from kag.datasets import load_datasets
     from kag.grading.mcq import check_threshold, failing_setups, grade_tree, summarize
-    from kag.report import Format, render
+    from kag.render.stats import render
 
     if fail_under is not None:
         check_threshold(fail_under)
@@ -163,7 +164,7 @@ def stats(
             graded, loaded, datasets, root, prefix or "", fmt_name, fail_if_worse_than
         )
     if fmt_name != "html":
-        text = render(summary, Format(fmt_name))
+        text = render(summary, TableFormat(fmt_name))
     from kag.commands.compare import emit_report
 
     emit_report(text, output)
@@ -244,7 +245,7 @@ def _analyse(
     from kag import __version__
     from kag.console import warn
     from kag.grading.compare import answer_set_from_run, compare_setups
-    from kag.report_html import PageMeta, render_html_report
+    from kag.render.html import PageMeta, render_html_report
 
     answers = answer_set_from_run(graded, loaded, root, prefix)  # type: ignore[arg-type]
     if fail_if_worse_than is not None and fail_if_worse_than not in answers.setups:

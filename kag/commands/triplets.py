@@ -2,24 +2,14 @@
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable
-from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
-from kag.console import info, stdout_console, warn
+from kag.console import info, warn
 from kag.grading.triplets.model import MatchMode
-
-if TYPE_CHECKING:
-    from kag.grading.triplets.model import TripletReport
-
-
-class OutputFormat(str, Enum):
-    TEXT = "text"
-    JSON = "json"
+from kag.render.formats import TripletsFormat
 
 
 def register(app: typer.Typer) -> None:
@@ -37,9 +27,9 @@ def register(app: typer.Typer) -> None:
                 metavar="PRED", help="One or more prediction files, graded side by side.", show_default=False
             ),
         ],
-        output_format: Annotated[OutputFormat, typer.Option("--format", help="Report format on stdout.")] = (
-            OutputFormat.TEXT
-        ),
+        output_format: Annotated[
+            TripletsFormat, typer.Option("--format", help="Report format on stdout.")
+        ] = (TripletsFormat.TEXT),
         details: Annotated[
             Path | None, typer.Option("--details", help="Write one JSON line per entry and file here.")
         ] = None,
@@ -78,6 +68,7 @@ def register(app: typer.Typer) -> None:
         from kag.grading.triplets.model import DEFAULT_RELATIONS
         from kag.grading.triplets.report import write_details
         from kag.grading.triplets.score import grade_triplets
+        from kag.render.triplets import RENDERERS
 
         if match is MatchMode.EXACT and fuzzy_gate is not None:
             warn("--fuzzy-gate has no effect with --match exact")
@@ -97,54 +88,3 @@ def register(app: typer.Typer) -> None:
             lines = write_details(details, report)
             info(f"kag: wrote {lines} detail lines to {details}")
         RENDERERS[output_format](report)
-
-
-def _render_json(report: TripletReport) -> None:
-    from kag.grading.triplets.report import report_json_bytes
-
-    sys.stdout.write(report_json_bytes(report).decode())
-
-
-def _render_text(report: TripletReport) -> None:
-    """The report as two tables on stdout, one column per prediction file."""
-    from rich.table import Table
-
-    from kag.grading.triplets.report import relation_rows, report_rows
-    from kag.textsafe import escape_controls, escape_message
-
-    gate = "" if report.gate is None else f", gate {report.gate:.2f}"
-    mode = f"match: {report.match_mode.value}, similarity: {report.similarity_backend}{gate}"
-    header = escape_message(f"gold: {report.gold}\n{mode}")
-    # Relations come from model output, names from the command line: neither may drive the terminal.
-    names = [escape_controls(run.predictions) for run in report.runs]
-    short = [Path(name).name for name in names]
-    if len(set(short)) == len(short):
-        names = short
-    console = stdout_console()
-    console.print(header, markup=False)
-    console.print()
-    for heading, label, rows in (
-        (None, "metric", report_rows(report)),
-        ("Predicted relations", "relation", relation_rows(report)),
-    ):
-        if not rows:  # no valid triplet in any file: a table of headers only says nothing
-            console.print(f"{heading}: none (no valid triplet was predicted)", markup=False)
-            console.print()
-            continue
-        table = Table(title=heading, title_justify="left", show_edge=False, pad_edge=False)
-        table.add_column(label)
-        for name in names:
-            table.add_column(name, justify="right")
-        for row_label, cells in rows:
-            if cells:
-                table.add_row(escape_controls(row_label), *cells)
-            else:
-                table.add_section()
-        console.print(table)
-        console.print()
-
-
-RENDERERS: dict[OutputFormat, Callable[[TripletReport], None]] = {
-    OutputFormat.TEXT: _render_text,
-    OutputFormat.JSON: _render_json,
-}

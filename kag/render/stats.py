@@ -1,7 +1,7 @@
 """Render a stats :class:`~kag.grading.mcq.Summary` as text, markdown or JSON.
 
-One renderer per output format, chosen through :class:`Format` (``RENDERERS`` maps every
-member; a test checks the mapping is exhaustive). Every renderer returns the complete
+One renderer per output format, chosen through :class:`~kag.render.formats.TableFormat`
+(``RENDERERS`` maps every member; a test checks the mapping is exhaustive). Every renderer returns the complete
 document as a string ending in a newline and never emits terminal escape codes.
 
 - text: the Rust tool's table, column for column (``src/subcommand/stats/mod.rs``):
@@ -16,12 +16,13 @@ document as a string ending in a newline and never emits terminal escape codes.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from enum import StrEnum
 from typing import Any
 
 import orjson
 
 from kag.grading.mcq import Metrics, Summary
+from kag.render.formats import TableFormat
+from kag.render.table import Align, Table, table_markdown
 from kag.textsafe import escape_controls
 
 LEGEND = (
@@ -30,14 +31,6 @@ LEGEND = (
     "CTX_LEN = average context length"
 )
 EMPTY = "No scorable results were found."
-
-
-class Format(StrEnum):
-    """Output formats of ``kag stats``."""
-
-    TEXT = "text"
-    JSON = "json"
-    MARKDOWN = "markdown"
 
 
 # ---------------------------------------------------------------- cell formatting (Rust's helpers)
@@ -133,11 +126,6 @@ def render_text(summary: Summary) -> str:
 # ---------------------------------------------------------------- markdown
 
 
-def _md_escape(text: str) -> str:
-    text = escape_controls(text.replace("\n", " "))
-    return text.replace("\\", "\\\\").replace("|", "\\|")
-
-
 def _ci_cell(m: Metrics) -> str:
     ci = m.accuracy_ci95
     return "-" if ci is None else f"{ci[0] * 100:.2f}–{ci[1] * 100:.2f}"
@@ -160,17 +148,18 @@ def render_markdown(summary: Summary) -> str:
     headers = ["Setup", "ACC%", "ACC 95% CI", *_MAIN_HEADERS[1:]]
     if rag:
         headers += list(_RAG_HEADERS)
-    lines.append("| " + " | ".join(headers) + " |")
-    lines.append("|" + "|".join([":---"] + ["---:"] * (len(headers) - 1)) + "|")
+    body: list[tuple[str, ...]] = []
     for s in summary.setups:
-        rows = [(f"**{_md_escape(s.setup)}**", s.overall)]
-        rows += [(f"└ {_md_escape(name)}", m) for name, m in s.per_dataset.items()]
+        rows = [(f"**{s.setup}**", s.overall)]
+        rows += [(f"└ {name}", m) for name, m in s.per_dataset.items()]
         for label, m in rows:
             main = _main_cells(m)
             cells = [label, main[0], _ci_cell(m), *main[1:]]
             if rag:
                 cells += _rag_cells(m) or ["", "", "", ""]
-            lines.append("| " + " | ".join(cells) + " |")
+            body.append(tuple(cells))
+    align: tuple[Align, ...] = ("l", *(("r",) * (len(headers) - 1)))
+    lines.append(table_markdown(Table(tuple(headers), tuple(body), align), explicit_left=True))
     lines.append("")
     lines.append(
         "ACC% = correct / scored (95% CI: Wilson score interval), PREC% = correct / committed, "
@@ -243,12 +232,12 @@ def render_json(summary: Summary) -> str:
     return orjson.dumps(summary_to_json(summary), option=orjson.OPT_INDENT_2).decode() + "\n"
 
 
-RENDERERS: Mapping[Format, Callable[[Summary], str]] = {
-    Format.TEXT: render_text,
-    Format.JSON: render_json,
-    Format.MARKDOWN: render_markdown,
+RENDERERS: Mapping[TableFormat, Callable[[Summary], str]] = {
+    TableFormat.TEXT: render_text,
+    TableFormat.JSON: render_json,
+    TableFormat.MARKDOWN: render_markdown,
 }
 
 
-def render(summary: Summary, fmt: Format) -> str:
+def render(summary: Summary, fmt: TableFormat) -> str:
     return RENDERERS[fmt](summary)

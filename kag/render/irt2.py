@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +11,8 @@ import orjson
 from kag.errors import InputError
 from kag.irt2.files import os_error
 from kag.irt2.model import Evaluation, SideSummary, TieMode
+from kag.render.formats import Irt2Format
+from kag.render.table import Align, Table, table_text
 from kag.results import NoSpace, write_atomic
 from kag.textsafe import escape_message
 
@@ -23,11 +24,6 @@ ROW_ORDER = (
     ("tail", "micro"),
     ("tail", "macro"),
 )
-
-
-class OutputFormat(StrEnum):
-    TEXT = "text"
-    JSON = "json"
 
 
 def metrics_dict(evaluation: Evaluation) -> dict[str, dict[str, dict[str, float]]]:
@@ -78,14 +74,10 @@ def render_json(evaluation: Evaluation) -> str:
     return text + "\n"
 
 
-def _table(header: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-
-    def line(cells: list[str]) -> str:
-        parts = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))]
-        return "  ".join(parts).rstrip()
-
-    return [line(header), *(line(row) for row in rows)]
+def _table(header: list[str], rows: list[list[str]], right: set[int]) -> str:
+    side: dict[bool, Align] = {True: "r", False: "l"}
+    align = tuple(side[i in right] for i in range(len(header)))
+    return table_text(Table(tuple(header), tuple(tuple(row) for row in rows), align))
 
 
 def render_text(evaluation: Evaluation) -> str:
@@ -96,7 +88,7 @@ def render_text(evaluation: Evaluation) -> str:
     for side, average in ROW_ORDER:
         scores = getattr(evaluation.metrics[side], average)
         rows.append([f"{side}.{average}", f"{scores.mrr:.4f}", *(f"{v:.4f}" for _, v in scores.hits)])
-    lines = _table(header, rows, right=set(range(1, len(header))))
+    lines = [_table(header, rows, right=set(range(1, len(header))))]
     max_rank = "none" if evaluation.max_rank is None else str(evaluation.max_rank)
     lines += [
         "",
@@ -139,7 +131,7 @@ def render_text(evaluation: Evaluation) -> str:
         ]
         for s in evaluation.sides
     ]
-    lines += _table(side_header, side_rows, right=set(range(1, 8)))
+    lines.append(_table(side_header, side_rows, right=set(range(1, 8))))
     tie_dependent = sum(s.tie_dependent for s in evaluation.sides)
     if tie_dependent and evaluation.ties is TieMode.FIRST:
         lines += [
@@ -153,13 +145,13 @@ def render_text(evaluation: Evaluation) -> str:
     return escape_message("\n".join(lines)) + "\n"
 
 
-RENDERERS: dict[OutputFormat, Callable[[Evaluation], str]] = {
-    OutputFormat.TEXT: render_text,
-    OutputFormat.JSON: render_json,
+RENDERERS: dict[Irt2Format, Callable[[Evaluation], str]] = {
+    Irt2Format.TEXT: render_text,
+    Irt2Format.JSON: render_json,
 }
 
 
-def render(evaluation: Evaluation, output: OutputFormat) -> str:
+def render(evaluation: Evaluation, output: Irt2Format) -> str:
     return RENDERERS[output](evaluation)
 
 

@@ -1,0 +1,52 @@
+"""The output formats, one enum per command family.
+
+Cheap to import (no renderer is loaded), so the commands can declare their ``--format``
+options with these types and ``kag --help`` stays fast. Each renderer module maps every
+member of its family's enum to one renderer (``RENDERERS``); a test checks that every
+mapping is exhaustive.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class ReportFormat(StrEnum):
+    """``kag stats`` and ``kag stats compare``: text, JSON and markdown of the numbers, or the
+    HTML page (:mod:`kag.render.html`)."""
+
+    TEXT = "text"
+    JSON = "json"
+    MARKDOWN = "markdown"
+    HTML = "html"
+
+
+class TableFormat(StrEnum):
+    """``kag stats flips`` and ``kag stats impact``, and every :class:`ReportFormat` but the
+    page: what a summary, a comparison, a flip list or an impact renders as on its own."""
+
+    TEXT = "text"
+    JSON = "json"
+    MARKDOWN = "markdown"
+
+
+class FindFormat(StrEnum):
+    """The output formats of ``kag stats find``; each has one renderer in ``kag.render.find.RENDERERS``."""
+
+    TEXT = "text"
+    JSON = "json"
+    JSONL = "jsonl"
+
+
+class TripletsFormat(StrEnum):
+    """``kag triplets``."""
+
+    TEXT = "text"
+    JSON = "json"
+
+
+class Irt2Format(StrEnum):
+    """``kag irt2``."""
+
+    TEXT = "text"
+    JSON = "json"

@@ -1,0 +1,351 @@
+"""The HTML report of `kag stats --format html` and `kag stats compare --format html`: one
+self-contained page from ``templates/page.html.j2`` (jinja2, autoescaped).
+
+Its tables (:class:`~kag.render.table.Table`) are those the text and markdown reports show
+(:mod:`kag.render.compare`), so every format shows the same numbers. The charts are drawn
+here as inline SVG, their user-given text escaped by ``templates/svg.html.j2``: no script,
+no font, no stylesheet and no image is fetched, so the page opens offline and can be
+attached to a CI run as is. Returns strings, never prints.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from markupsafe import Markup
+
+from kag.grading.compare import (
+    DEFAULT_ALPHA,
+    DEFAULT_RESAMPLES,
+    DEFAULT_SEED,
+    Analysis,
+    AnswerSet,
+    ComparisonRun,
+    FlipReport,
+    RetrievalImpact,
+    analyse,
+)
+from kag.grading.mcq import Metrics, SetupSummary
+from kag.render.compare import (
+    IMPACT_LEGEND,
+    comparison_legend,
+    comparison_table,
+    flip_header,
+    flip_tables,
+    impact_header,
+    impact_table,
+)
+from kag.render.table import Table, interval_pct, pct, signed_pp, table_html
+from kag.render.templating import environment, render_template
+
+#: Okabe-Ito palette (distinguishable with the common colour-vision deficiencies).
+PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442")
+
+
+# ---------------------------------------------------------------- the ranked summary
+
+
+def summary_table(summaries: Sequence[SetupSummary]) -> Table:
+    """The ranking of `kag stats` (``Summary.setups``, already ranked) with Wilson intervals."""
+    headers = ("#", "SETUP", "ACC%", "95% CI", "PREC%", "COVER%", "OK", "WRONG", "ERR", "TOT")
+    rows: list[tuple[str, ...]] = []
+    sub: list[bool] = []
+    for rank, s in enumerate(summaries, 1):
+        blocks = [(s.setup, s.overall, False), *((f"└ {d}", m, True) for d, m in s.per_dataset.items())]
+        for label, b, is_sub in blocks:
+            rows.append(
+                (
+                    "" if is_sub else str(rank),
+                    label,
+                    pct(b.accuracy),
+                    interval_pct(b.accuracy_ci95),
+                    pct(b.precision),
+                    pct(b.coverage),
+                    str(b.correct),
+                    str(b.incorrect),
+                    str(b.errors),
+                    str(b.total),
+                )
+            )
+            sub.append(is_sub)
+    return Table(headers, tuple(rows), ("r", "l", "r", "r", "r", "r", "r", "r", "r", "r"), tuple(sub))
+
+
+# ---------------------------------------------------------------- SVG charts
+
+
+def _svg_text(x: float, y: float, text: str, anchor: str = "start", cls: str = "") -> str:
+    return str(_svg().text(f"{x:.1f}", f"{y:.1f}", text, anchor, cls))
+
+
+def _svg_open(width: float, height: float, label: str) -> str:
+    return str(_svg().open(width, height, label))
+
+
+def _svg() -> Any:
+    """The macros of ``svg.html.j2`` (they escape the text they are given)."""
+    return environment().get_template("svg.html.j2").module
+
+
+def _whisker(lo: float, hi: float, mid: float, cy: float, colour: str, filled: bool = True) -> str:
+    """An interval [lo, hi] with end caps and a point at ``mid`` (hollow when not ``filled``)."""
+    stroke = f'stroke="{colour}" stroke-width="2"'
+    caps = "".join(
+        f'<line x1="{e:.1f}" y1="{cy - 5:.1f}" x2="{e:.1f}" y2="{cy + 5:.1f}" {stroke}/>' for e in (lo, hi)
+    )
+    fill = colour if filled else "#ffffff"
+    return (
+        f'<line x1="{lo:.1f}" y1="{cy:.1f}" x2="{hi:.1f}" y2="{cy:.1f}" {stroke}/>{caps}'
+        f'<circle cx="{mid:.1f}" cy="{cy:.1f}" r="4.5" fill="{fill}" {stroke}/>'
+    )
+
+
+def _gridline(x: float, height: float, cls: str = "grid") -> str:
+    return f'<line x1="{x:.1f}" y1="22" x2="{x:.1f}" y2="{height - 8}" class="{cls}"/>'
+
+
+def accuracy_chart(summaries: Sequence[SetupSummary]) -> Markup:
+    """Accuracy with Wilson 95% whiskers: one group for all datasets, then (when there are
+    several datasets) one group per dataset; one row per setup, colour = setup."""
+    colours = {s.setup: PALETTE[i % len(PALETTE)] for i, s in enumerate(summaries)}
+    groups: list[tuple[str, list[tuple[str, Metrics]]]] = [
+        ("all datasets", [(s.setup, s.overall) for s in summaries])
+    ]
+    datasets = sorted({d for s in summaries for d in s.per_dataset})
+    if len(datasets) > 1:
+        for d in datasets:
+            groups.append((d, [(s.setup, s.per_dataset[d]) for s in summaries if d in s.per_dataset]))
+    left, plot_w, right, row_h, head_h = 330, 480, 150, 20, 24
+    width = left + plot_w + right
+    height = 30 + sum(head_h + row_h * len(rows) for _, rows in groups) + 10
+
+    def x(v: float) -> float:
+        return left + plot_w * v
+
+    out = [_svg_open(width, height, "Accuracy with 95% CI per setup and dataset")]
+    for tick in (0, 0.25, 0.5, 0.75, 1.0):
+        out.append(_gridline(x(tick), height))
+        out.append(_svg_text(x(tick), 16, f"{int(tick * 100)}%", "middle", "axis"))
+    y = 30.0
+    for name, rows in groups:
+        out.append(_svg_text(8, y + 16, name, "start", "group"))
+        y += head_h
+        for setup, block in rows:
+            cy = y + row_h / 2
+            out.append(_svg_text(left - 10, cy + 4, setup, "end", "label"))
+            ci, acc = block.accuracy_ci95, block.accuracy
+            if ci is not None and acc is not None:
+                out.append(_whisker(x(ci[0]), x(ci[1]), x(acc), cy, colours[setup]))
+                value = f"{pct(acc, 1)}% {interval_pct(ci)}"
+            else:
+                value = "no graded file"
+            out.append(_svg_text(left + plot_w + 10, cy + 4, value, "start", "value"))
+            y += row_h
+    out.append("</svg>")
+    return Markup("".join(out))
+
+
+def forest_chart(run: ComparisonRun) -> Markup:
+    """Each setup's accuracy difference to the baseline with its bootstrap CI, around zero;
+    filled markers are significant after Holm; "n.s." = no significant difference."""
+    rows = [(c, c.ci, c.diff) for c in run.comparisons if c.ci is not None and c.diff is not None]
+    if not rows:
+        return Markup("")
+    extent = max(max(abs(ci.low), abs(ci.high), abs(diff)) for _, ci, diff in rows)
+    extent = max(0.1, math.ceil(extent * 10) / 10)
+    left, plot_w, right, row_h = 330, 480, 170, 22
+    width = left + plot_w + right
+    height = 30 + row_h * len(rows) + 10
+
+    def x(v: float) -> float:
+        return left + plot_w * (v + extent) / (2 * extent)
+
+    out = [_svg_open(width, height, f"Accuracy difference to {run.baseline}")]
+    for tick in (-extent, -extent / 2, 0.0, extent / 2, extent):
+        out.append(_gridline(x(tick), height, "zero" if tick == 0 else "grid"))
+        out.append(_svg_text(x(tick), 16, f"{100 * tick:+.0f} pp" if tick else "0", "middle", "axis"))
+    y = 30.0
+    for c, ci, diff in rows:
+        cy = y + row_h / 2
+        colour = {"worse": "#D55E00", "better": "#009E73"}.get(c.verdict, "#555555")
+        out.append(_svg_text(left - 10, cy + 4, c.setup, "end", "label"))
+        out.append(_whisker(x(ci.low), x(ci.high), x(diff), cy, colour, filled=c.significant))
+        verdict = {"no significant difference": "n.s."}.get(c.verdict, c.verdict)
+        out.append(
+            _svg_text(left + plot_w + 10, cy + 4, f"{signed_pp(diff, 1)} pp ({verdict})", "start", "value")
+        )
+        y += row_h
+    out.append("</svg>")
+    return Markup("".join(out))
+
+
+def impact_chart(impact: RetrievalImpact) -> Markup:
+    """Per size bucket: questions retrieval helped (right, green) and hurt (left, orange)."""
+    rows = [r for r in impact.buckets if r.helped is not None and r.hurt is not None]
+    if not rows:
+        return Markup("")
+    peak = max(1, max(max(r.helped or 0, r.hurt or 0) for r in rows))
+    left, half, right, row_h = 200, 240, 20, 22
+    bar = half - 36  # room for the count beyond the longest bar
+    width = left + 2 * half + right
+    height = 34 + row_h * len(rows) + 10
+    mid = left + half
+    out = [_svg_open(width, height, "Questions helped and hurt by retrieval per size bucket")]
+    out.append(_svg_text(mid - 6, 16, "◀ hurt (native right, KAG not)", "end", "axis"))
+    out.append(_svg_text(mid + 6, 16, "helped (KAG right, native not) ▶", "start", "axis"))
+    out.append(f'<line x1="{mid}" y1="22" x2="{mid}" y2="{height - 8}" class="zero"/>')
+    y = 30.0
+    for r in rows:
+        cy = y + row_h / 2
+        out.append(_svg_text(left - 10, cy + 4, f"{r.label} (n={r.n})", "end", "label"))
+        hurt_w = bar * (r.hurt or 0) / peak
+        help_w = bar * (r.helped or 0) / peak
+        out.append(
+            f'<rect x="{mid - hurt_w:.1f}" y="{cy - 7:.1f}" width="{hurt_w:.1f}" height="14" fill="#D55E00"/>'
+        )
+        out.append(f'<rect x="{mid:.1f}" y="{cy - 7:.1f}" width="{help_w:.1f}" height="14" fill="#009E73"/>')
+        out.append(_svg_text(mid - hurt_w - 4, cy + 4, str(r.hurt), "end", "value"))
+        out.append(_svg_text(mid + help_w + 4, cy + 4, str(r.helped), "start", "value"))
+        y += row_h
+    out.append("</svg>")
+    return Markup("".join(out))
+
+
+# ---------------------------------------------------------------- the page
+
+
+@dataclass(frozen=True)
+class PageMeta:
+    """What the page header states about the run (no timestamps: same input, same page)."""
+
+    title: str = "kag stats report"
+    datasets: str | None = None
+    results: str | None = None
+    prefix: str | None = None
+    version: str | None = None
+    notes: tuple[str, ...] = ()
+
+
+#: Flip lists up to this long are shown unfolded; longer ones start folded (click to open).
+OPEN_FLIPS = 20
+
+
+def _flip_section(report: FlipReport, max_flips: int, max_chars: int) -> dict[str, object]:
+    first, second = flip_tables(report, max_chars)
+    parts = []
+    for title, table in (("A right, B not", first), ("B right, A not", second)):
+        shown = Table(table.headers, table.rows[:max_flips], table.align)
+        parts.append(
+            {
+                "title": title,
+                "count": len(table.rows),
+                "opened": len(table.rows) <= OPEN_FLIPS,
+                "table": table_html(shown, "flips") if shown.rows else None,
+                "more": len(table.rows) - len(shown.rows),
+            }
+        )
+    return {"a": report.a, "b": report.b, "header": flip_header(report), "parts": parts}
+
+
+def render_html(
+    summaries: Sequence[SetupSummary],
+    comparisons: ComparisonRun | None = None,
+    flip_reports: Sequence[FlipReport] = (),
+    impacts: Sequence[RetrievalImpact] = (),
+    meta: PageMeta = PageMeta(),
+    max_flips: int = 50,
+    max_chars: int = 300,
+) -> str:
+    """One self-contained HTML page: ranked table, accuracy chart with Wilson CI whiskers per
+    setup and dataset, comparisons against the baseline (table and difference chart), the
+    retrieval impact of each KAG setup, and the flip lists (``max_flips`` rows per
+    direction, responses cut to ``max_chars``). Sections without data are left out.
+    Inline CSS and SVG only: nothing is loaded from anywhere.
+    """
+    facts = [
+        f"{k}: {v}"
+        for k, v in (("datasets", meta.datasets), ("results", meta.results), ("prefix", meta.prefix))
+        if v
+    ]
+    if meta.version:
+        facts.append(f"kag {meta.version}")
+    compared = None
+    if comparisons is not None and comparisons.comparisons:
+        compared = {
+            "baseline": comparisons.baseline,
+            "table": table_html(comparison_table(comparisons), "comparisons"),
+            "legend": comparison_legend(comparisons),
+            "chart": forest_chart(comparisons),
+            "regressions": ", ".join(c.setup for c in comparisons.regressions),
+        }
+    impact_sections = [
+        {
+            "setup": impact.setup,
+            "header": impact_header(impact)[1:],
+            "chart": impact_chart(impact),
+            "buckets": table_html(
+                impact_table(impact.buckets, impact.native is not None, "VERTICES"), "impact"
+            ),
+            "per_dataset": table_html(
+                impact_table(impact.per_dataset, impact.native is not None, "DATASET"), "impact"
+            ),
+        }
+        for impact in impacts
+    ]
+    return str(
+        render_template(
+            "page.html.j2",
+            meta=meta,
+            facts=" | ".join(facts),
+            ranking=table_html(summary_table(summaries), "ranking") if summaries else None,
+            accuracy_chart=accuracy_chart(summaries) if summaries else None,
+            comparisons=compared,
+            impacts=impact_sections,
+            impact_legend=IMPACT_LEGEND,
+            flips=[_flip_section(r, max_flips, max_chars) for r in flip_reports],
+        )
+    )
+
+
+def write_report(path: str, text: str) -> None:
+    """Write a report file atomically through :func:`kag.results.write_atomic` (an exclusive
+    temporary, no link followed, rename); InputError naming the path."""
+    from kag.errors import InputError
+    from kag.results import NoSpace, write_atomic
+
+    try:
+        write_atomic(path, (text.encode("utf-8"),))
+    except (OSError, NoSpace) as exc:
+        raise InputError(f"{path}: cannot write the report: {exc.strerror}") from None
+
+
+def render_html_report(
+    answer_set: AnswerSet,
+    meta: PageMeta = PageMeta(),
+    *,
+    baseline: str | None = None,
+    alpha: float = DEFAULT_ALPHA,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    native: str | None = None,
+    max_flips: int = 50,
+) -> tuple[str, Analysis]:
+    """The whole page for a graded tree: :func:`kag.grading.compare.analyse` (baseline
+    default: the best-ranked setup), then :func:`render_html`.
+
+    Returns the page and the analysis: its ``notes`` are for the user (warn them), its
+    ``comparisons`` can feed :func:`kag.grading.compare.gate_regressions`.
+    """
+    analysis = analyse(answer_set, baseline, alpha, n_resamples, seed, native)
+    page = render_html(
+        answer_set.summary.setups,
+        analysis.comparisons,
+        analysis.flips,
+        analysis.impacts,
+        meta,
+        max_flips=max_flips,
+    )
+    return page, analysis
