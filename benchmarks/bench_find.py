@@ -22,7 +22,7 @@ machine); best-vs-best wall and CPU-time (user + system, children included) rati
 printed too, for both anchors.
 
 The tree comes from ``benchmarks/make_tree.py`` (10 setups x 10,000 questions, its KAG
-files carrying a rendered subgraph like the real ones, about 2.5 GB) under ``.bench/tree-100k``; it is generated once and reused. Another process may
+files carrying a rendered subgraph like the real ones, about 3.3 GB) under ``.bench/tree-100k``; it is generated once and reused. Another process may
 generate the same tree at the same time: a ``.bench/tree-100k.lock`` directory (atomic
 mkdir, holding the owner's pid) serialises generation, and ``.complete`` inside the tree
 marks it finished.

@@ -8,8 +8,8 @@ half are KAG setups with a rendered subgraph and a 768-d query embedding, as the
 writes them. The subgraph is shaped like the real med-kag KAG files' ``retrieval.result``
 (relationship lines, some with a property map, and node property lines with quoted names
 and identifiers; a long-tailed line count with a median near the real 340 lines, about
-16 KB) and is repeated in the prompt, so a KAG file is about 50 KB (the real median is
-59 KB). About 2% of files are `error` files; responses are mostly an option key, some are
+16 KB) and is repeated in the prompt, so a KAG file is about 53 KB (median; the real
+median is 59 KB). The default tree (10 x 10,000) takes about 3.3 GB on disk. About 2% of files are `error` files; responses are mostly an option key, some are
 sentences or "I don't know." (for `find`).
 """
 
