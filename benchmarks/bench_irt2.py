@@ -34,7 +34,10 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
-KAG = REPO / ".venv" / "bin" / "kag"
+# The console script next to the interpreter running this (a worktree without its own
+# .venv uses the shared one, importing kag from PYTHONPATH); `python -m kag` without one.
+_SCRIPT = Path(sys.executable).parent / "kag"
+KAG = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "kag"]
 TARGET_RATIO = 5.0
 VERTICES = 20_000
 RELATIONS = 50
@@ -234,7 +237,7 @@ def main() -> None:
         "--head-task", str(head), "--tail-task", str(tail), "--max-rank", "100", "--out", str(report),
     ]  # fmt: skip
     kag_cmd = [
-        str(KAG), "irt2", "--dataset", str(root), "--task", "kgc", "--split", "test",
+        *KAG, "irt2", "--dataset", str(root), "--task", "kgc", "--split", "test",
         "--head", str(head), "--tail", str(tail), "--max-rank", "100", "--format", "json",
     ]  # fmt: skip
     size_mb = (head.stat().st_size + tail.stat().st_size) / 1e6

@@ -17,7 +17,7 @@ The two peaks should be about equal: nothing is kept per file.
 Start-up: best wall time of ``kag --help`` over 5 runs (target: well under a second).
 
 The tree is made by ``benchmarks/make_tree.py`` (10 setups x 10,000 questions, seed 0)
-when it does not exist yet; it is about 1.9 GB.
+when it does not exist yet; it is about 3.3 GB.
 """
 
 from __future__ import annotations

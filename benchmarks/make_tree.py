@@ -4,14 +4,19 @@
 
 Writes ``OUT_DIR/datasets.json`` and ``OUT_DIR/results/<dataset>/<question>/<setup>.json``
 (no prefix). Half the setups are native (about 1 KB files, like the real med-kag tree),
-half are KAG setups with a rendered subgraph (2–12 KB) and a 768-d query embedding (about
-15 KB more), as the Rust tool writes them. About 2% of files are `error` files; responses
-are mostly an option key, some are sentences or "I don't know." (for `find`).
+half are KAG setups with a rendered subgraph and a 768-d query embedding, as the Rust tool
+writes them. The subgraph is shaped like the real med-kag KAG files' ``retrieval.result``
+(relationship lines, some with a property map, and node property lines with quoted names
+and identifiers; a long-tailed line count with a median near the real 340 lines, about
+16 KB) and is repeated in the prompt, so a KAG file is about 53 KB (median; the real
+median is 59 KB). The default tree (10 x 10,000) takes about 3.3 GB on disk. About 2% of files are `error` files; responses are mostly an option key, some are
+sentences or "I don't know." (for `find`).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import random
 import shutil
@@ -87,6 +92,50 @@ def words(rng: random.Random, n: int) -> str:
     return " ".join(rng.choice(WORDS) for _ in range(n))
 
 
+# Bumped whenever the generated files change, so a tree made by an older version is rebuilt.
+TREE_VERSION = "2"
+RELATIONS = ["MAPPED_TO", "NARROWER_THAN", "HAS_DESCRIPTOR", "REFERENCE_OF", "HAS_PHARMACOLOGICAL_ACTION"]
+REL_PROPERTIES = [
+    ("HAS_CONCEPT", "{ isPreferred: false }"),
+    ("HAS_CONCEPT", "{ isPreferred: true }"),
+    ("SYNONYM_OF", '{ relationshipLabel: "has_permuted_term" }'),
+    ("SYNONYM_OF", '{ relationshipLabel: "permuted_term_of" }'),
+]
+NODE_PROPERTIES = [
+    "sourceIdentifier",
+    "sourceAssertedDescriptorIdentifier",
+    "sourceAssertedConceptIdentifier",
+]
+
+
+def subgraph(rng: random.Random) -> str:
+    """A subgraph rendered as formal triplets, the way the real med-kag KAG files carry it:
+    ``(id)-[:TYPE]->(id)``, ``(id)-[:TYPE { key: value }]->(id)`` and node properties
+    ``(id)-[name]->("Acute Pancreatitis")``, ``(id)-[ui]->("C0021925")``. Line count:
+    log-normal, median 340, clipped to 50..3000 (the real ones: median 343, 54..5174)."""
+    count = int(min(3000, max(50, rng.lognormvariate(math.log(340), 0.7))))
+    hub = rng.randint(10**6, 10**8)
+    out: list[str] = []
+    while len(out) < count:
+        node = rng.randint(10**6, 2 * 10**8)
+        roll = rng.random()
+        if roll < 0.45:
+            out.append(f"({hub})-[:{rng.choice(RELATIONS)}]->({node})")
+            out.append(f'({node})-[ui]->("C{rng.randint(0, 9_999_999):07d}")')
+        elif roll < 0.8:
+            kind, props = rng.choice(REL_PROPERTIES)
+            out.append(f"({hub})-[:{kind} {props}]->({node})")
+            out.append(f'({node})-[name]->("{words(rng, rng.randint(1, 3)).title()}")')
+        elif roll < 0.95:
+            out.append(f"({node})-[:{rng.choice(RELATIONS)}]->({hub})")
+            out.append(f'({node})-[{rng.choice(NODE_PROPERTIES)}]->("D{rng.randint(0, 999_999):06d}")')
+            out.append(f'({node})-[source]->("MSH")')
+        else:
+            hub = node  # the next neighbourhood
+            out.append(f'({hub})-[name]->("{words(rng, 2).title()}")')
+    return "\n".join(out[:count])
+
+
 def make_tree(out: Path, setups: int, questions: int, seed: int = 0) -> Path:
     rng = random.Random(seed)
     results = out / "results"
@@ -126,11 +175,8 @@ def make_tree(out: Path, setups: int, questions: int, seed: int = 0) -> Path:
                     retrieval = None
                     prompt = "Answer the question:\n\n" + entry["input"] + "\n\nChoices:\n" + words(rng, 40)  # type: ignore[index]
                     if kag:
-                        lines = rng.randint(40, 250)
-                        text = "\n".join(
-                            f"({rng.randint(1, 10**8)})-[:{rng.choice(['MAPPED_TO', 'IS_A', 'TREATS'])}]->({rng.randint(1, 10**8)})"
-                            for _ in range(lines)
-                        )
+                        text = subgraph(rng)
+                        lines = text.count("\n") + 1
                         retrieval = Retrieval(
                             result=text,
                             document=entry["input"],  # type: ignore[index]
@@ -196,6 +242,11 @@ def ensure_tree(tree: Path, setups: int = 10, questions: int = 10_000) -> Path:
     complete = tree / ".complete"
     lock = tree.with_name(tree.name + ".lock")
     tree.parent.mkdir(parents=True, exist_ok=True)
+    stamp = f"version {TREE_VERSION}: {setups} setups x {questions} questions\n"
+    if complete.exists() and complete.read_text() != stamp:
+        print(f"bench: {tree} was made by another generator version; rebuilding it", file=sys.stderr)
+        complete.unlink()
+        shutil.rmtree(tree / "results", ignore_errors=True)
     announced = False
     while not complete.exists():
         try:
@@ -221,7 +272,7 @@ def ensure_tree(tree: Path, setups: int = 10, questions: int = 10_000) -> Path:
             print(f"bench: generating {tree} ({setups} setups x {questions} questions)...", file=sys.stderr)
             started = time.perf_counter()
             make_tree(tree, setups, questions)
-            complete.write_text(f"{setups} setups x {questions} questions\n")
+            complete.write_text(stamp)
             print(f"bench: generated in {time.perf_counter() - started:.0f} s", file=sys.stderr)
         finally:
             shutil.rmtree(lock, ignore_errors=True)
