@@ -140,7 +140,7 @@ class RichReporter:
 def render_plan(plan: Plan, resume: bool) -> str:
     """The --dry-run table (stdout): tasks per setup and dataset, and what is done."""
     header = ("setup", "dataset", "tasks", "ok", "error", "stale", "unreadable", "missing", "to run")
-    rows = [header]
+    rows: list[tuple[str, ...]] = [header]
     for r in plan.rows:
         rows.append(
             (

@@ -9,7 +9,6 @@ wins.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -17,33 +16,25 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from kag.commands.stats import check_globs, check_setup_globs, pick_option
+from kag.commands._common import (
+    DatasetOpt,
+    DatasetsOpt,
+    OutputOpt,
+    PrefixOpt,
+    ReportFormatOpt,
+    ResultsOpt,
+    SetupOpt,
+    TableFormatOpt,
+    check_globs,
+    check_setup_globs,
+    emit_report,
+    pick_option,
+)
 from kag.errors import UsageError
 from kag.render.formats import ReportFormat, TableFormat
 
 if TYPE_CHECKING:
     from kag.grading.compare import AnswerSet
-
-
-DatasetsOpt = Annotated[
-    Path | None, typer.Option("--datasets", "-d", metavar="FILE", help="Datasets file with the answers.")
-]
-ResultsOpt = Annotated[
-    Path | None, typer.Option("--results", "-r", metavar="DIR", help="Result tree [default: .]")
-]
-PrefixOpt = Annotated[
-    str | None, typer.Option("--prefix", metavar="STR", help="File name prefix of result files.")
-]
-SetupOpt = Annotated[
-    list[str] | None, typer.Option("--setup", metavar="GLOB", help="Only setups matching GLOB (repeatable).")
-]
-DatasetOpt = Annotated[
-    list[str] | None,
-    typer.Option("--dataset", metavar="GLOB", help="Only datasets matching GLOB (repeatable)."),
-]
-OutputOpt = Annotated[
-    Path | None, typer.Option("--output", "-o", metavar="FILE", help="Write the report to FILE, not stdout.")
-]
 
 
 def _format(ctx: typer.Context, value: Any, allowed: type[StrEnum]) -> Any:
@@ -53,7 +44,7 @@ def _format(ctx: typer.Context, value: Any, allowed: type[StrEnum]) -> Any:
     try:
         return allowed(raw)
     except ValueError:
-        names = ", ".join(m.value for m in allowed)  # type: ignore[attr-defined]
+        names = ", ".join(m.value for m in allowed)
         raise UsageError(f"--format {raw}: not available here ({names})") from None
 
 
@@ -108,21 +99,6 @@ def _load(
     return _Loaded(loaded, str(datasets_path), root, pfx)
 
 
-def emit_report(text: str, output: Path | None) -> None:
-    """The report on stdout (ending in a newline), or written atomically to ``output``."""
-    from kag.console import info
-    from kag.render.html import write_report
-
-    if text and not text.endswith("\n"):
-        text += "\n"
-    if output is None:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    else:
-        write_report(str(output), text)
-        info(f"Wrote {output}")
-
-
 def register(stats_app: typer.Typer) -> None:
     @stats_app.command("compare")
     def compare(
@@ -152,9 +128,7 @@ def register(stats_app: typer.Typer) -> None:
         max_flips: Annotated[
             int, typer.Option(min=0, help="html: flips listed per direction and pair.")
         ] = 50,
-        output_format: Annotated[
-            ReportFormat | None, typer.Option("--format", help="text, json, markdown or html [default: text]")
-        ] = None,
+        output_format: ReportFormatOpt = None,
         output: OutputOpt = None,
     ) -> None:
         """Each setup against a baseline on the questions both answered: McNemar, bootstrap CI, Holm.
@@ -225,9 +199,7 @@ def register(stats_app: typer.Typer) -> None:
         max_chars: Annotated[
             int, typer.Option(min=0, help="Cut responses to N characters, 0 = whole (JSON: never cut).")
         ] = 120,
-        output_format: Annotated[
-            TableFormat | None, typer.Option("--format", help="text, json or markdown [default: text]")
-        ] = None,
+        output_format: TableFormatOpt = None,
         output: OutputOpt = None,
     ) -> None:
         """The questions A gets right and B does not, and the reverse, with both responses."""
@@ -265,9 +237,7 @@ def register(stats_app: typer.Typer) -> None:
                 metavar="SETUP", help="Setup without retrieval to compare with [default: same model]."
             ),
         ] = None,
-        output_format: Annotated[
-            TableFormat | None, typer.Option("--format", help="text, json or markdown [default: text]")
-        ] = None,
+        output_format: TableFormatOpt = None,
         output: OutputOpt = None,
     ) -> None:
         """Accuracy of KAG setups by retrieved-subgraph size; the questions retrieval helped or hurt."""
