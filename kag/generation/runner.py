@@ -566,10 +566,13 @@ def plan_benchmark(config: Config, benchmark: Benchmark, datasets: Datasets, opt
                     inner = folder / EPOCHS_FOLDER / str(epoch)
                     if inner.is_dir():
                         leftovers.extend(find_dead_temporaries(inner, names))
+            fingerprints: dict[str, str] = {}  # per setup: every epoch is the same task
             for setup, epoch in ((s, e) for s in mine for e in range(1, options.epochs + 1)):
-                aug = setup.augmented_generation
-                retriever_table = config.retrievers.get(aug.retriever) if aug else None
-                fingerprint = task_fingerprint(setup, question, retriever_table)
+                if setup.name not in fingerprints:
+                    aug = setup.augmented_generation
+                    retriever_table = config.retrievers.get(aug.retriever) if aug else None
+                    fingerprints[setup.name] = task_fingerprint(setup, question, retriever_table)
+                fingerprint = fingerprints[setup.name]
                 path = epoch_result_path(
                     options.output, dataset, question.id, options.prefix, setup.name, epoch
                 )
