@@ -1,4 +1,4 @@
-"""Throughput of one provider spread over several model servers by ``EndpointPool``.
+"""Throughput of `kag benchmark` with one provider spread over several model servers.
 
     python benchmarks/bench_endpoints.py [--tasks 800] [--parallel 32] [--servers 4]
                                          [--limit 8] [--latency 0.1]
@@ -9,7 +9,13 @@ servers (aiohttp.web, each working on at most ``limit`` requests at a time, the 
 queueing, every reply after ``latency`` s) run in their own process; the client is the
 provider's pattern: one aiohttp session with keep-alive, one ``asyncio.timeout`` per
 request, each task one ``call_with_retries`` around ``EndpointPool.run``. The URL list
-holds one dead URL (nothing listens there) besides the live ones. Reported: wall time,
+holds one dead URL (nothing listens there) besides the live ones.
+
+The headline run is the real ``kag benchmark`` code path in this process: a configuration
+whose provider ``url`` lists the five URLs, ``plan_benchmark`` (fingerprints, file checks)
+then ``run_benchmark`` (prompt rendering, the OpenAI client with its ``EndpointPool``, the
+retry policy, result files written atomically with fsync); planning is outside the timed
+part, as in ``bench_throughput.py``. Then the pool alone (no files) for comparison. Reported: wall time,
 its ratio to the ideal (target <= 1.3) and to a floor (the same client with each slot
 pinned to one live server and no pool: what this machine allows), the attempts the tasks needed (target: one each,
 the dead URL costs no task), and requests and failures per endpoint. A second run without
@@ -20,9 +26,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -152,6 +160,49 @@ def run_once(urls: list[str], tasks: int, parallel: int, pinned: bool = False) -
     return asyncio.run(_drive(urls, tasks, parallel, 60.0, pinned))
 
 
+class _Attempts:
+    """A runner reporter that adds up the attempts of the finished tasks."""
+
+    def __init__(self) -> None:
+        self.attempts = 0
+
+    def task_done(self, outcome: Any) -> None:
+        self.attempts += outcome.attempts
+
+    def retrying(self, notice: Any) -> None:
+        pass
+
+
+def run_kag(urls: list[str], tasks: int, parallel: int, root: Path) -> tuple[float, int, int, Any]:
+    """``kag benchmark`` over ``tasks`` questions: (wall, ok tasks, attempts, endpoint stats)."""
+    from kag.datasets import load_datasets
+    from kag.generation.config import load_benchmark, load_config
+    from kag.generation.runner import PlanOptions, RunOptions, plan_benchmark, run_benchmark
+
+    listed = ", ".join(f'"{url}"' for url in urls)
+    (root / "config.toml").write_text(f'[providers.fake]\ntype = "OpenAI"\nkey = ""\nurl = [{listed}]\n')
+    (root / "prompt.md").write_text("Question: {{INPUT}}\nAnswer.\n")
+    (root / "bench.toml").write_text(
+        "[s]\nprovider = 'fake'\nmodel = 'm'\ntemperature = 0.0\n"
+        "system_prompt = '''{{ file('prompt.md') }}'''\n"
+    )
+    questions = {
+        str(i): {"input": f"question {i}", "output": {"type": "MCQ", "options": {"a": "y"}, "answer": "a"}}
+        for i in range(tasks)
+    }
+    (root / "datasets.json").write_bytes(orjson.dumps({"bench": questions}))
+    config = load_config(root / "config.toml")
+    bench = load_benchmark(root / "bench.toml", config)
+    data = load_datasets(root / "datasets.json")
+    plan = plan_benchmark(config, bench, data, PlanOptions(output=root / "out"))
+    reporter = _Attempts()
+    options = RunOptions(parallel=parallel, timeout=60.0)
+    started = time.perf_counter()
+    summary = run_benchmark(plan, config, options, reporter, handle_sigint=False)
+    wall = time.perf_counter() - started
+    return wall, summary.ok, reporter.attempts, summary.endpoints.get("fake", ())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", type=int, default=800)
@@ -176,9 +227,24 @@ def main() -> None:
             f"floor (each slot pinned to one live server, no pool): wall {floor:.2f} s = "
             f"{floor / ideal:.2f} x ideal"
         )
-        failed = False
         with_dead = live[:2] + [dead_url()] + live[2:]
-        for title, urls in (("with one dead URL", with_dead), ("live URLs only", live)):
+        with tempfile.TemporaryDirectory(prefix="kag-bench-endpoints-") as folder:
+            wall, ok, attempts, stats = run_kag(with_dead, args.tasks, args.parallel, Path(folder))
+        ratio = wall / ideal
+        verdict = "ok" if ratio <= TARGET_RATIO and ok == attempts == args.tasks else "BELOW TARGET"
+        load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+        print(
+            f"kag benchmark, one dead URL in the list: wall {wall:.2f} s = {ratio:.2f} x ideal "
+            f"(target <= {TARGET_RATIO}), ({wall / floor:.2f} x floor), {ok} ok, attempts {attempts} "
+            f"for {args.tasks} tasks: {verdict}   [load average {load}, cpus {os.cpu_count()}]"
+        )
+        for s in stats:
+            print(f"    {s.url:<32} requests {s.requests:>4}  failures {s.failures:>3}")
+        failed = verdict != "ok"
+        for title, urls in (
+            ("pool alone, with one dead URL", with_dead),
+            ("pool alone, live URLs only", live),
+        ):
             wall, attempts, stats = run_once(urls, args.tasks, args.parallel)
             ratio = wall / ideal
             verdict = "ok" if ratio <= TARGET_RATIO and attempts == args.tasks else "BELOW TARGET"

@@ -586,6 +586,28 @@ def result_path(root: str | Path, dataset: str, question: str, prefix: str, setu
     return Path(root) / dataset / question / f"{prefix}{setup}{RESULT_SUFFIX}"
 
 
+# The folder of a question's repeated samples. Its name ends in ".tmp" so that every reader
+# of the tree that grades one answer per file (kag stats, the Rust tool's stats) passes over
+# it as it passes over writes in progress: a tree with N epochs grades as the 1-epoch run.
+EPOCHS_FOLDER = "epochs" + TMP_SUFFIX
+
+
+def epoch_result_path(
+    root: str | Path, dataset: str, question: str, prefix: str, setup: str, epoch: int
+) -> Path:
+    """Where epoch ``epoch`` (1-based) of a task is stored.
+
+    Epoch 1 is the usual file, ``<root>/<dataset>/<question>/<prefix><setup>.json``; epoch
+    n >= 2 is ``<root>/<dataset>/<question>/epochs.tmp/<n>/<prefix><setup>.json`` (n in
+    decimal, no leading zeros). Raises ValueError for an epoch below 1.
+    """
+    if epoch < 1:
+        raise ValueError(f"epochs count from 1 (got {epoch})")
+    if epoch == 1:
+        return result_path(root, dataset, question, prefix, setup)
+    return Path(root) / dataset / question / EPOCHS_FOLDER / str(epoch) / f"{prefix}{setup}{RESULT_SUFFIX}"
+
+
 def setup_from_name(name: str, prefix: str) -> str | None:
     """The setup a file name belongs to, or None when the name is not ``<prefix>…json``."""
     if not name.startswith(prefix) or not name.endswith(RESULT_SUFFIX):

@@ -245,7 +245,20 @@ def test_openai_default_url(tmp_path: Path) -> None:
         ),
         (
             "[providers.x]\ntype = 'Ollama'\nurl = 5\n",
-            r"providers\.x: 'url' must be a string \(got integer\)",
+            r"providers\.x: 'url' must be a string or an array of strings \(got integer\)",
+        ),
+        ("[providers.x]\ntype = 'Ollama'\nurl = []\n", r"providers\.x: 'url' must not be an empty array"),
+        (
+            "[providers.x]\ntype = 'Ollama'\nurl = ['http://a', 7]\n",
+            r"providers\.x: 'url\[1\]' must be a string \(got integer\)",
+        ),
+        (
+            "[providers.x]\ntype = 'Ollama'\nurl = ['http://a', 'b:1']\n",
+            r"providers\.x: 'url\[1\]' must start with http:// or https:// \(got 'b:1'\)",
+        ),
+        (
+            "[providers.x]\ntype = 'Ollama'\nurl = ['http://a:1/', 'http://a:1']\n",
+            r"providers\.x: 'url\[1\]' repeats 'url\[0\]' \('http://a:1'\)",
         ),
         ("[providers.Big]\ntype = 'Ollama'\n", r"providers\.Big: invalid name 'Big'"),
         ("providers = 3\n", r"\[providers\] must be a table of tables"),
@@ -583,4 +596,21 @@ def test_url_credentials_are_secrets_and_cannot_go_with_a_key(tmp_path: Path) ->
     assert load_config(path).providers["o"].url == "http://bob:pw-123@h:1/v1"  # credentials alone are fine
     write(path, '[providers.o]\ntype = "OpenAI"\nurl = "ftp://bob:pw-123@h"\nkey = ""\n')
     with pytest.raises(ConfigError, match="got 'ftp://\\*\\*\\*@h'"):
+        load_config(path)
+
+
+def test_url_may_list_several_servers(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "c.toml",
+        '[providers.v]\ntype = "OpenAI"\nkey = ""\nurl = ["http://a:1/v1/", "http://u:pw-77@b:2/v1"]\n'
+        '[providers.l]\ntype = "Ollama"\nurl = "http://c:3"\n',
+    )
+    cfg = load_config(path)
+    vllm, ollama = cfg.providers["v"], cfg.providers["l"]
+    assert isinstance(vllm, OpenAIProvider) and isinstance(ollama, OllamaProvider)
+    assert vllm.urls == ("http://a:1/v1", "http://u:pw-77@b:2/v1") and vllm.url == "http://a:1/v1"
+    assert ollama.urls == ("http://c:3",)
+    assert {"u:pw-77", "pw-77"} <= cfg.secrets  # credentials in any entry are secrets
+    write(path, '[providers.o]\ntype = "OpenAI"\nkey = "sk-1"\nurl = ["http://a:1", "http://u:pw@b:2"]\n')
+    with pytest.raises(ConfigError, match=f"^{path}: providers.o: 'url' carries credentials"):
         load_config(path)

@@ -562,3 +562,76 @@ def test_bodies_that_are_not_json_are_still_retried(server: FakeServer) -> None:
 
     response, attempts = run(go())
     assert response.text == "B" and attempts == 2
+
+
+# ---------------------------------------------------------------- several URLs
+
+
+def _dead_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_a_bad_reply_names_the_endpoint_that_sent_it(server: FakeServer) -> None:
+    dead = f"http://127.0.0.1:{_dead_port()}/v1"
+    client = OpenAIClient(OpenAIProvider("o", "", dead, urls=(dead, f"{server.url}/v1")), 5.0, 4)
+    server.set_faults({}, default="empty")
+    with pytest.raises(ProviderError) as info:
+        run(_call(client, "chat", REQUEST))
+    assert (
+        str(info.value)
+        == f"unexpected reply from {server.url}/v1/chat/completions: no 'choices[0].message.content' text"
+    )
+    assert [(s.requests, s.failures) for s in client.endpoint_stats()] == [(1, 1), (1, 0)]
+
+
+def test_every_url_unreachable_is_one_failure_naming_a_url_without_its_credentials() -> None:
+    urls = (f"http://bob:pw-4242@127.0.0.1:{_dead_port()}/v1", f"http://127.0.0.1:{_dead_port()}/v1")
+    client = OpenAIClient(OpenAIProvider("o", "", urls[0], urls=urls), 5.0, 4)
+    with pytest.raises(ProviderError) as info:
+        run(_call(client, "chat", REQUEST))
+    assert info.value.transient and str(info.value).startswith("cannot connect to http://127.0.0.1:")
+    stats = client.endpoint_stats()
+    assert [(s.requests, s.failures, s.set_aside) for s in stats] == [(1, 1, True), (1, 1, True)]
+    assert stats[0].url.startswith("http://***@127.0.0.1:") and "pw-4242" not in repr(stats)
+
+
+def test_a_slow_reply_counts_as_an_attempt_and_sets_nothing_aside(server: FakeServer) -> None:
+    other = f"http://127.0.0.1:{_dead_port()}/v1"
+    client = OpenAIClient(
+        OpenAIProvider("o", "", f"{server.url}/v1", urls=(f"{server.url}/v1", other)), 0.3, 4
+    )
+    server.set_faults({}, default="slow:2")
+    with pytest.raises(ProviderError) as info:
+        run(_call(client, "chat", REQUEST))
+    assert str(info.value) == f"no complete reply from {server.url}/v1/chat/completions within 0.3 s"
+    first = client.endpoint_stats()[0]
+    assert (first.requests, first.failures, first.set_aside) == (1, 0, False)
+    assert client.endpoint_stats()[1].requests == 0  # not resent elsewhere: the attempt counts
+
+
+def test_no_connection_within_the_deadline_sets_the_endpoint_aside(server: FakeServer) -> None:
+    # A listener whose accept queue is full: the kernel drops further SYNs, the connect hangs.
+    with socket.socket() as full:
+        full.bind(("127.0.0.1", 0))
+        full.listen(0)
+        port = full.getsockname()[1]
+        fillers: list[socket.socket] = []
+        for _ in range(8):  # connect until the queue is full (a connect times out)
+            try:
+                fillers.append(socket.create_connection(("127.0.0.1", port), timeout=0.3))
+            except TimeoutError:
+                break
+        else:
+            pytest.skip("this kernel accepted every connection: no way to make a connect hang")
+        try:
+            stuck = f"http://127.0.0.1:{port}/v1"
+            client = OpenAIClient(OpenAIProvider("o", "", stuck, urls=(stuck, f"{server.url}/v1")), 0.5, 4)
+            response = run(_call(client, "chat", REQUEST))
+        finally:
+            for sock in fillers:
+                sock.close()
+    assert response.text == "B"
+    stats = client.endpoint_stats()
+    assert [(s.requests, s.failures) for s in stats] == [(1, 1), (1, 0)] and stats[0].set_aside

@@ -187,6 +187,19 @@ def summary_line(summary: Summary) -> str:
     return f"kag: benchmark: {text}."
 
 
+def endpoint_lines(summary: Summary) -> list[str]:
+    """One stderr line per endpoint of each provider that has several URLs (redacted)."""
+    lines = []
+    for provider, endpoints in sorted(summary.endpoints.items()):
+        for e in endpoints:
+            aside = "; set aside now" if e.set_aside else ""
+            lines.append(
+                f"kag: provider {provider!r}: {e.url}: {e.requests} request(s),"
+                f" {e.failures} connection failure(s){aside}"
+            )
+    return lines
+
+
 def _read_prompt(prompt: str) -> str:
     if prompt != "-":
         return prompt
@@ -284,6 +297,18 @@ def register(app: typer.Typer) -> None:
             int | None, typer.Option("--limit", min=1, help="First N questions per dataset.")
         ] = None,
         dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; send nothing.")] = False,
+        epochs: Annotated[
+            int,
+            typer.Option("--epochs", min=1, help="Ask each question N times per setup (repeated samples)."),
+        ] = 1,
+        shard: Annotated[
+            str | None,
+            typer.Option(
+                "--shard",
+                metavar="K/N",
+                help="Run only the K-th of N disjoint slices of the tasks (1 <= K <= N).",
+            ),
+        ] = None,
         retries: Annotated[int, typer.Option("--retries", min=0, help="Retries of transient failures.")] = 3,
         timeout: Annotated[float, typer.Option("--timeout", min=0.001, help="Seconds per request.")] = 300.0,
         backoff: Annotated[float, typer.Option("--backoff", min=0.0, help="First retry delay (s).")] = 1.0,
@@ -303,8 +328,10 @@ def register(app: typer.Typer) -> None:
         from kag.datasets import load_datasets
         from kag.generation.config import load_benchmark, load_config
         from kag.generation.runner import PlanOptions, check_output, plan_benchmark
+        from kag.generation.shard import parse_shard
         from kag.results import lock_tree
 
+        slice_ = parse_shard(shard) if shard is not None else None
         resume = resume or retry_errors or rerun_stale
         cfg = load_config(config)
         bench = load_benchmark(benchmark_file, cfg)
@@ -320,13 +347,17 @@ def register(app: typer.Typer) -> None:
             skip=tuple(s.strip() for s in skip.split(",") if s.strip()),
             limit=limit,
             inspect=dry_run,
+            shard=slice_,
+            epochs=epochs,
         )
         plan = plan_benchmark(cfg, bench, data, plan_options)
         if dry_run:
             sys.stdout.write(render_plan(plan, resume) + "\n")
             return
         check_output(output)
-        lock = lock_tree(output)
+        # One writer per shard: two runs of the same shard refuse each other, different
+        # shards share the tree (each writes only its own files).
+        lock = lock_tree(output, part=f"shard-{slice_.index}-of-{slice_.count}" if slice_ else None)
         try:
             _run(plan, cfg, parallel, timeout, retries, backoff, max_connection_failures, fail_on_error)
         finally:
@@ -370,6 +401,8 @@ def _run(
         reporter = PlainReporter(len(plan.tasks))
         summary = run_benchmark(plan, cfg, options, reporter)
     info(summary_line(summary))
+    for line in endpoint_lines(summary):
+        info(line)
     if summary.disk_full:
         raise InputError(
             f"disk full: {summary.not_run} task(s) not run; free space and run again with --continue"

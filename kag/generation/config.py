@@ -63,6 +63,12 @@ class OllamaProvider:
     name: str
     url: str = OLLAMA_DEFAULT_URL
     type: str = "Ollama"
+    # Every endpoint, ``url`` first; a one-URL provider has ``(url,)``.
+    urls: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.urls:
+            object.__setattr__(self, "urls", (self.url,))
 
 
 @dataclass(frozen=True)
@@ -74,6 +80,12 @@ class OpenAIProvider:
     key: str = field(repr=False)
     url: str = OPENAI_DEFAULT_URL
     type: str = "OpenAI"
+    # Every endpoint, ``url`` first; a one-URL provider has ``(url,)``.
+    urls: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.urls:
+            object.__setattr__(self, "urls", (self.url,))
 
 
 @dataclass(frozen=True)
@@ -301,14 +313,37 @@ def _collect_secrets(value: Any, into: set[str]) -> None:
         into |= url_credentials(value)
 
 
-def _url(path: Path, where: str, table: Mapping[str, Any], default: str) -> str:
-    url = _string(path, where, table, "url", default)
-    assert url is not None
+def _one_url(path: Path, where: str, key: str, url: str) -> str:
     if not re.match(r"https?://[^/\s]", url):
         raise ConfigError(
-            f"{path}: {where}: 'url' must start with http:// or https:// (got {display_url(url)!r})"
+            f"{path}: {where}: '{key}' must start with http:// or https:// (got {display_url(url)!r})"
         )
     return url.rstrip("/")
+
+
+def _urls(path: Path, where: str, table: Mapping[str, Any], default: str) -> tuple[str, ...]:
+    """The provider's ``url``: one string, or an array of them (several servers of the
+    same model, requests spread over them); each checked as a single one."""
+    value = table.get("url", default)
+    if isinstance(value, str):
+        return (_one_url(path, where, "url", value),)
+    if not isinstance(value, list):
+        raise ConfigError(
+            f"{path}: {where}: 'url' must be a string or an array of strings (got {_type_name(value)})"
+        )
+    if not value:
+        raise ConfigError(f"{path}: {where}: 'url' must not be an empty array")
+    urls: list[str] = []
+    for i, item in enumerate(value):
+        if not isinstance(item, str):
+            raise ConfigError(f"{path}: {where}: 'url[{i}]' must be a string (got {_type_name(item)})")
+        url = _one_url(path, where, f"url[{i}]", item)
+        if url in urls:
+            raise ConfigError(
+                f"{path}: {where}: 'url[{i}]' repeats 'url[{urls.index(url)}]' ({display_url(url)!r})"
+            )
+        urls.append(url)
+    return tuple(urls)
 
 
 def _provider(path: Path, name: str, table: Any) -> ProviderConfig:
@@ -323,20 +358,21 @@ def _provider(path: Path, name: str, table: Any) -> ProviderConfig:
         )
     if kind == "Ollama":
         _warn_unknown(path, where, table, ("type", "url"))
-        return OllamaProvider(name, _url(path, where, table, OLLAMA_DEFAULT_URL))
+        urls = _urls(path, where, table, OLLAMA_DEFAULT_URL)
+        return OllamaProvider(name, urls[0], urls=urls)
     if kind == "OpenAI":
         _warn_unknown(path, where, table, ("type", "url", "key"))
         key = _string(path, where, table, "key", required=True, secret=True)
         assert key is not None
-        url = _url(path, where, table, OPENAI_DEFAULT_URL)
-        if key and url_credentials(url):
+        urls = _urls(path, where, table, OPENAI_DEFAULT_URL)
+        if key and any(url_credentials(url) for url in urls):
             # The HTTP client cannot send both (one Authorization header): refuse it here,
             # not as an internal error in every task.
             raise ConfigError(
                 f"{path}: {where}: 'url' carries credentials (user:password@) and 'key' is set too;"
                 " keep one of them"
             )
-        return OpenAIProvider(name, key, url)
+        return OpenAIProvider(name, key, urls[0], urls=urls)
     if kind == "FastEmbed":
         _warn_unknown(path, where, table, ("type", "model"))
         return FastEmbedProvider(name, _string(path, where, table, "model"))

@@ -19,13 +19,14 @@ import contextvars
 import json
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
 from kag.generation.config import FastEmbedProvider, OllamaProvider, OpenAIProvider, ProviderConfig
+from kag.generation.endpoints import EndpointFailure, EndpointPool, EndpointStats
 from kag.generation.retry import ProviderError, parse_retry_after
 from kag.generation.secrets import Redactor, display_url, url_credentials
 from kag.results import Usage
@@ -121,6 +122,9 @@ class _Reply:
 # Whether the current task's last request went out on a pooled (reused) connection: set by
 # the connector below in the task that sends the request, read by ``_exchange`` after a failure.
 _reused: contextvars.ContextVar[bool] = contextvars.ContextVar("kag_connection_reused", default=False)
+# Whether the current task's request got a connection at all: a deadline that passes before
+# it did is an unreachable endpoint, one that passes after is a slow reply.
+_connected: contextvars.ContextVar[bool] = contextvars.ContextVar("kag_connected", default=False)
 _connector_class: type[aiohttp.TCPConnector] | None = None
 
 
@@ -140,6 +144,7 @@ def _make_connector(limit: int) -> aiohttp.TCPConnector:
                 connection = await super().connect(req, traces, timeout)
                 protocol = connection.protocol
                 _reused.set(protocol in self._seen)
+                _connected.set(True)
                 self._seen.add(protocol)
                 return connection
 
@@ -175,6 +180,16 @@ class HttpProvider:
     connections, a total deadline per request (``timeout`` seconds from sending the request
     to the last byte of the reply), no proxies from the environment, no redirects followed.
 
+    ``base_urls`` (one URL or several servers of the same model) go into an
+    ``EndpointPool``: each request goes to the endpoint with the fewest requests in flight.
+    An endpoint that cannot be reached (refused, DNS, TLS, no connection within the
+    deadline) is set aside for a while and the request goes to another one at once, within
+    the same attempt of the retry policy. A connection lost after the request went out is
+    an ``EndpointFailure`` that counts as an attempt (the server may have acted on it). A
+    deadline that passes after the connection was made is a slow reply, not a dead server:
+    a plain transient ProviderError, which counts as an attempt and sets nothing aside, so
+    one prompt too long for the deadline cannot set every healthy endpoint aside in turn.
+
     A pooled connection that the server closed while it was idle is normally seen closed
     before reuse (the event loop reads the server's FIN and aiohttp drops it from the
     pool), and aiohttp itself drops connections idle for ``KEEPALIVE_SECONDS``, before the
@@ -189,25 +204,32 @@ class HttpProvider:
     def __init__(
         self,
         name: str,
-        base_url: str,
+        base_urls: str | Sequence[str],
         timeout: float,
         connections: int,
         headers: dict[str, str] | None = None,
         redact: Redact | None = None,
         secrets: frozenset[str] = frozenset(),
     ) -> None:
+        urls = (base_urls,) if isinstance(base_urls, str) else tuple(base_urls)
         self.name = name
-        self.base_url = base_url
+        self.base_url = urls[0]
         # Messages name the URL without its credentials; everything else a message quotes
         # (a server's echo, an aiohttp error) goes through the run's redactor and this
         # provider's own secrets, before any truncation.
-        self.shown_url = display_url(base_url)
-        own = Redactor.of(secrets | url_credentials(base_url))
+        self.shown_url = display_url(urls[0])
+        self._shown = {url: display_url(url) for url in urls}
+        own = Redactor.of(secrets.union(*(url_credentials(url) for url in urls)))
         self._redact: Redact = own if redact is None else (lambda text: own(redact(text)))
+        self.pool = EndpointPool(urls, label=f"provider {name!r}")
         self.timeout = timeout
         self.connections = max(1, connections)
         self._headers = {"content-type": "application/json", **(headers or {})}
         self._session: aiohttp.ClientSession | None = None  # opened in the running event loop
+
+    def endpoint_stats(self) -> tuple[EndpointStats, ...]:
+        """Requests and failures per endpoint (URLs redacted), in configuration order."""
+        return self.pool.stats()
 
     def _open(self) -> aiohttp.ClientSession:
         import aiohttp
@@ -238,25 +260,30 @@ class HttpProvider:
                     raise
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def post_json(self, path: str, payload: dict[str, Any]) -> Any:
-        """POST ``payload``; the parsed JSON reply, or ProviderError (its message redacted)."""
+    async def post_json(self, path: str, payload: dict[str, Any]) -> tuple[Any, str]:
+        """POST ``payload`` to an endpoint of the pool; the parsed JSON reply and the URL it
+        came from (credentials hidden, for messages about the reply), or ProviderError (its
+        message redacted)."""
+        body = orjson.dumps(payload)
         try:
-            return await self._post_json(path, payload)
+            return await self.pool.run(lambda base: self._post_once(base, path, body))
         except ProviderError as exc:
             exc.message = self._redact(exc.message)
             raise
 
-    async def _post_json(self, path: str, payload: dict[str, Any]) -> Any:
-        target = f"{self.base_url}{path}"
-        url = f"{self.shown_url}{path}"
-        body = orjson.dumps(payload)
+    async def _post_once(self, base: str, path: str, body: bytes) -> tuple[Any, str]:
+        target = f"{base}{path}"
+        url = f"{self._shown.get(base) or display_url(base)}{path}"
         session = self._session or self._open()
         import aiohttp
 
+        _connected.set(False)
         try:
             async with asyncio.timeout(self.timeout):
                 reply = await self._exchange(session, target, body)
         except TimeoutError:
+            if not _connected.get():
+                raise EndpointFailure(f"cannot connect to {url} within {self.timeout:g} s") from None
             raise ProviderError(
                 f"no complete reply from {url} within {self.timeout:g} s", transient=True
             ) from None
@@ -266,8 +293,8 @@ class HttpProvider:
                 if isinstance(exc, aiohttp.ClientConnectorCertificateError)
                 else exc.os_error
             )
-            raise ProviderError(
-                f"cannot connect to {url}: {_one_line(cause) or type(exc).__name__}", transient=True
+            raise EndpointFailure(
+                f"cannot connect to {url}: {_one_line(cause) or type(exc).__name__}"
             ) from None
         except aiohttp.ClientResponseError as exc:
             # raise_for_status is off: this is a reply that is not HTTP.
@@ -276,8 +303,8 @@ class HttpProvider:
                 transient=True,
             ) from None
         except (aiohttp.ClientError, OSError) as exc:
-            raise ProviderError(
-                f"connection to {url} failed: {_one_line(exc) or type(exc).__name__}", transient=True
+            raise EndpointFailure(
+                f"connection to {url} failed: {_one_line(exc) or type(exc).__name__}", resend=_not_sent(exc)
             ) from None
         if reply.status >= 400:
             raise ProviderError(
@@ -286,7 +313,7 @@ class HttpProvider:
                 retry_after=parse_retry_after(reply.retry_after),
             )
         try:
-            return orjson.loads(reply.content)
+            return orjson.loads(reply.content), url
         except orjson.JSONDecodeError as exc:
             if _lone_surrogate(reply.content):
                 # A complete reply the server would send again as it is: retrying cannot help.
@@ -330,7 +357,7 @@ class OllamaClient(HttpProvider):
     def __init__(
         self, config: OllamaProvider, timeout: float, connections: int, redact: Redact | None = None
     ) -> None:
-        super().__init__(config.name, config.url, timeout, connections, redact=redact)
+        super().__init__(config.name, config.urls, timeout, connections, redact=redact)
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
         options: dict[str, Any] = {"temperature": request.temperature}
@@ -342,8 +369,7 @@ class OllamaClient(HttpProvider):
             "stream": False,
             "options": options,
         }
-        data = await self.post_json("/api/chat", payload)
-        url = f"{self.shown_url}/api/chat"
+        data, url = await self.post_json("/api/chat", payload)
         message = data.get("message") if isinstance(data, dict) else None
         content = message.get("content") if isinstance(message, dict) else None
         if not isinstance(content, str):
@@ -352,8 +378,7 @@ class OllamaClient(HttpProvider):
         return ChatResponse(content, usage if usage != Usage() else None)
 
     async def embed(self, model: str, texts: list[str]) -> list[list[float]]:
-        data = await self.post_json("/api/embed", {"model": model, "input": texts})
-        url = f"{self.shown_url}/api/embed"
+        data, url = await self.post_json("/api/embed", {"model": model, "input": texts})
         return _vectors(url, data.get("embeddings") if isinstance(data, dict) else None, len(texts))
 
 
@@ -363,7 +388,7 @@ class OpenAIClient(HttpProvider):
     ) -> None:
         headers = {"authorization": f"Bearer {config.key}"} if config.key else {}
         secrets = frozenset({config.key}) if config.key else frozenset()
-        super().__init__(config.name, config.url, timeout, connections, headers, redact, secrets)
+        super().__init__(config.name, config.urls, timeout, connections, headers, redact, secrets)
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
         payload: dict[str, Any] = {
@@ -373,8 +398,7 @@ class OpenAIClient(HttpProvider):
         }
         if request.tokens is not None:
             payload["max_tokens"] = request.tokens
-        data = await self.post_json("/chat/completions", payload)
-        url = f"{self.shown_url}/chat/completions"
+        data, url = await self.post_json("/chat/completions", payload)
         choices = data.get("choices") if isinstance(data, dict) else None
         first = choices[0] if isinstance(choices, list) and choices else None
         message = first.get("message") if isinstance(first, dict) else None
@@ -390,8 +414,7 @@ class OpenAIClient(HttpProvider):
         return ChatResponse(content, usage)
 
     async def embed(self, model: str, texts: list[str]) -> list[list[float]]:
-        data = await self.post_json("/embeddings", {"model": model, "input": texts})
-        url = f"{self.shown_url}/embeddings"
+        data, url = await self.post_json("/embeddings", {"model": model, "input": texts})
         items = data.get("data") if isinstance(data, dict) else None
         if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
             raise _bad_reply(url, "no 'data' array")

@@ -36,12 +36,15 @@ from kag import __version__
 from kag.datasets import Datasets, Question, name_problem
 from kag.errors import ConfigError, InputError, KagError, UsageError
 from kag.generation.config import Benchmark, Config, Setup, retrieval_factory
+from kag.generation.endpoints import EndpointStats
 from kag.generation.fingerprint import task_fingerprint
 from kag.generation.providers import ChatRequest, Provider, open_provider
 from kag.generation.retry import ProviderError, RetryPolicy, call_with_retries
 from kag.generation.secrets import Redactor
+from kag.generation.shard import Shard
 from kag.generation.templates import PromptRenderError, format_choices, prompt_variables
 from kag.results import (
+    EPOCHS_FOLDER,
     TMP_OVERHEAD,
     ErrorResult,
     LinkInTree,
@@ -52,9 +55,9 @@ from kag.results import (
     Retrieval,
     Timing,
     UnreadableResult,
+    epoch_result_path,
     find_dead_temporaries,
     read_result_nofollow,
-    result_path,
     write_result,
 )
 
@@ -139,6 +142,15 @@ class Generator:
                 self.config.providers[name], self.options.timeout, max(1, self.options.parallel), self.redact
             )
         return self._providers[name]
+
+    def endpoint_stats(self) -> dict[str, tuple[EndpointStats, ...]]:
+        """Requests and failures per endpoint of every provider used with more than one URL."""
+        stats: dict[str, tuple[EndpointStats, ...]] = {}
+        for name, provider in self._providers.items():
+            counts = getattr(provider, "endpoint_stats", None)
+            if counts is not None and len(endpoints := counts()) > 1:
+                stats[name] = endpoints
+        return stats
 
     def _on_retry(self, attempt: int, delay: float, error: ProviderError) -> None:
         self.reporter.retrying(RetryNotice(_current_label.get(), attempt, delay, self.redact(str(error))))
@@ -276,6 +288,8 @@ class PlanOptions:
     skip: tuple[str, ...] = ()  # --skip
     limit: int | None = None
     inspect: bool = False  # read existing files even without --continue (--dry-run)
+    shard: Shard | None = None  # --shard K/N: only the tasks of this slice
+    epochs: int = 1  # --epochs N: each (question, setup) asked N times
 
 
 @dataclass(frozen=True)
@@ -285,10 +299,12 @@ class Task:
     path: Path
     fingerprint: str
     state: FileState
+    epoch: int = 1
 
     @property
     def label(self) -> str:
-        return f"{self.question.dataset}/{self.question.id} [{self.setup.name}]"
+        epoch = f" epoch {self.epoch}" if self.epoch > 1 else ""
+        return f"{self.question.dataset}/{self.question.id} [{self.setup.name}]{epoch}"
 
 
 @dataclass
@@ -374,9 +390,10 @@ def _limits(output: Path) -> tuple[int, int]:
         return 255, 4096
 
 
-def _check_lengths(output: Path, folders: list[tuple[str, str]], files: set[str]) -> None:
+def _check_lengths(output: Path, folders: list[tuple[str, str]], files: set[str], epochs: int = 1) -> None:
     """UsageError listing every dataset, question and result file name (prefix + setup)
-    that the results folder's file system cannot hold, before any request."""
+    that the results folder's file system cannot hold, before any request (with
+    ``epochs`` > 1, the paths of the deepest epoch files)."""
     name_max, path_max = _limits(output)
     base = len(os.fsencode(output.absolute()))
     problems: list[str] = []
@@ -384,6 +401,8 @@ def _check_lengths(output: Path, folders: list[tuple[str, str]], files: set[str]
         if len(os.fsencode(dataset)) > name_max:
             problems.append(f"dataset {dataset[:40]!r}… is {len(os.fsencode(dataset))} bytes")
     longest_file = max((len(os.fsencode(f)) for f in files), default=0) + TMP_OVERHEAD
+    if epochs > 1:
+        longest_file += len(os.fsencode(f"{EPOCHS_FOLDER}/{epochs}/"))
     for name in sorted(files):
         if len(os.fsencode(name)) + TMP_OVERHEAD > name_max:
             problems.append(
@@ -403,17 +422,21 @@ def _check_lengths(output: Path, folders: list[tuple[str, str]], files: set[str]
         )
 
 
-def _check_folders(output: Path, folders: list[tuple[str, str]]) -> None:
-    """LinkInTree listing every symbolic link (or file) where a dataset or question folder
-    of the tree belongs: kag would otherwise write outside the tree."""
+def _check_folders(output: Path, folders: list[tuple[str, str]], epochs: int = 1) -> None:
+    """LinkInTree listing every symbolic link (or file) where a dataset, question or epoch
+    folder of the tree belongs: kag would otherwise read or write outside the tree."""
     bad: list[str] = []
     seen: set[str] = set()
     for dataset, question in folders:
-        for path in (
-            (output / dataset / question,)
+        paths = (
+            [output / dataset / question]
             if dataset in seen
-            else (output / dataset, output / dataset / question)
-        ):
+            else [output / dataset, output / dataset / question]
+        )
+        if epochs > 1:
+            more = output / dataset / question / EPOCHS_FOLDER
+            paths += [more, *(more / str(n) for n in range(2, epochs + 1))]
+        for path in paths:
             try:
                 mode = path.lstat().st_mode
             except FileNotFoundError:
@@ -474,7 +497,12 @@ def _check_prompts(benchmark: Benchmark, setups: list[Setup], questions: list[Qu
 
 
 def plan_benchmark(config: Config, benchmark: Benchmark, datasets: Datasets, options: PlanOptions) -> Plan:
-    """Every selected (question, setup) pair, what its result file holds, and which run.
+    """Every selected (question, setup, epoch) task, what its result file holds, and which run.
+
+    With ``epochs`` N, each (question, setup) pair is N tasks, one file each (see
+    ``kag.results.epoch_result_path``); every rule below applies to each file alone. With
+    ``shard``, only the tasks of that slice are planned and counted (a pair's epochs share
+    its slice), and only their leftover temporaries are removed.
 
     Without ``resume`` every pair runs (existing files are overwritten, as the Rust tool
     did). With it: missing, empty and unreadable files run; ``error`` files run only with
@@ -504,8 +532,13 @@ def plan_benchmark(config: Config, benchmark: Benchmark, datasets: Datasets, opt
         if any(s.runs_on(dataset) for s in setups)
         for qid in (list(questions)[: options.limit] if options.limit is not None else list(questions))
     ]
-    _check_lengths(options.output, folders, {f"{options.prefix}{s.name}.json" for s in setups})
-    _check_folders(options.output, folders)
+    if options.epochs < 1:
+        raise UsageError(f"--epochs: must be at least 1 (got {options.epochs})")
+    _check_lengths(
+        options.output, folders, {f"{options.prefix}{s.name}.json" for s in setups}, options.epochs
+    )
+    _check_folders(options.output, folders, options.epochs)
+    shard = options.shard
     tasks: list[Task] = []
     rows: dict[tuple[str, str], PlanRow] = {}
     leftovers: list[Path] = []
@@ -521,18 +554,28 @@ def plan_benchmark(config: Config, benchmark: Benchmark, datasets: Datasets, opt
         if active:
             questions_seen.extend(selected)
         for question in selected:
-            if active and (options.output / dataset / question.id).is_dir():
-                leftovers.extend(
-                    find_dead_temporaries(
-                        options.output / dataset / question.id,
-                        [f"{options.prefix}{s.name}.json" for s in active],
-                    )
+            # A shard owns the files of its own tasks only, temporaries included: it never
+            # removes what another shard (on another machine, where a pid means nothing)
+            # is writing.
+            mine = [s for s in active if shard is None or shard.contains(dataset, question.id, s.name)]
+            folder = options.output / dataset / question.id
+            if mine and folder.is_dir():
+                names = [f"{options.prefix}{s.name}.json" for s in mine]
+                leftovers.extend(find_dead_temporaries(folder, names))
+                for epoch in range(2, options.epochs + 1):
+                    inner = folder / EPOCHS_FOLDER / str(epoch)
+                    if inner.is_dir():
+                        leftovers.extend(find_dead_temporaries(inner, names))
+            fingerprints: dict[str, str] = {}  # per setup: every epoch is the same task
+            for setup, epoch in ((s, e) for s in mine for e in range(1, options.epochs + 1)):
+                if setup.name not in fingerprints:
+                    aug = setup.augmented_generation
+                    retriever_table = config.retrievers.get(aug.retriever) if aug else None
+                    fingerprints[setup.name] = task_fingerprint(setup, question, retriever_table)
+                fingerprint = fingerprints[setup.name]
+                path = epoch_result_path(
+                    options.output, dataset, question.id, options.prefix, setup.name, epoch
                 )
-            for setup in active:
-                aug = setup.augmented_generation
-                retriever_table = config.retrievers.get(aug.retriever) if aug else None
-                fingerprint = task_fingerprint(setup, question, retriever_table)
-                path = result_path(options.output, dataset, question.id, options.prefix, setup.name)
                 if inspect:
                     state = _inspect(path, fingerprint)
                 else:
@@ -558,7 +601,7 @@ def plan_benchmark(config: Config, benchmark: Benchmark, datasets: Datasets, opt
                 )
                 if run:
                     row.to_run += 1
-                    tasks.append(Task(setup, question, path, fingerprint, state))
+                    tasks.append(Task(setup, question, path, fingerprint, state, epoch))
                 else:
                     skipped += 1
                     if state is FileState.STALE:
@@ -613,6 +656,8 @@ class Summary:
     fatal: str | None = None  # a result file could not be written: the run stopped
     disk_full: bool = False  # the file system refused a result: the run stopped
     unreachable: str | None = None  # the URL no task could reach: the run stopped
+    # Requests and failures per endpoint of each provider with more than one URL.
+    endpoints: dict[str, tuple[EndpointStats, ...]] = field(default_factory=dict)
 
     @property
     def done(self) -> int:
@@ -625,9 +670,11 @@ class Summary:
 
 
 def _unreachable(result: Result) -> bool:
-    # The providers word every failure to connect (refused, DNS, TLS) "cannot connect to".
+    # The providers word every failure to connect (refused, DNS, TLS, no connection in
+    # time) "cannot connect to"; a provider with several URLs fails so only once each of
+    # them did, or says "no endpoint ... came back" when all stayed set aside.
     return isinstance(result, ErrorResult) and result.error.startswith(
-        f"{GENERATION_FAILED}: cannot connect to "
+        (f"{GENERATION_FAILED}: cannot connect to ", f"{GENERATION_FAILED}: no endpoint ")
     )
 
 
@@ -748,7 +795,12 @@ async def run_plan(
             failures_in_row[0] += 1
             if limit and failures_in_row[0] >= limit and summary.unreachable is None:
                 provider = generator.config.providers.get(task.setup.provider)
-                summary.unreachable = redact_url(str(getattr(provider, "url", task.setup.provider)))
+                urls = [redact_url(str(u)) for u in getattr(provider, "urls", ())] or [task.setup.provider]
+                summary.unreachable = (
+                    urls[0]
+                    if len(urls) == 1
+                    else f"every URL of provider {task.setup.provider!r} ({', '.join(urls)})"
+                )
                 halt()
         else:  # the server answered (even with an error)
             failures_in_row[0] = 0
@@ -816,7 +868,9 @@ def run_benchmark(
             except (NotImplementedError, RuntimeError, ValueError):  # not the main thread
                 installed = False
         try:
-            return await run_plan(plan, generator, reporter, stop)
+            summary = await run_plan(plan, generator, reporter, stop)
+            summary.endpoints = generator.endpoint_stats()
+            return summary
         finally:
             if installed:
                 loop.remove_signal_handler(signal.SIGINT)

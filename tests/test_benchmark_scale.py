@@ -1,0 +1,311 @@
+"""`kag benchmark` at scale, from the command line against loopback servers: a provider
+with several URLs (a dead one, one killed mid-run), `--shard K/N` (the union of the shards
+is the unsharded run, no request sent twice, one lock per shard) and `--epochs N`."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from typer.testing import CliRunner
+
+from kag.cli import app
+from kag.results import EPOCHS_FOLDER, OkResult, epoch_result_path, read_result, result_to_json
+from tests.fakeserver import FakeServer
+
+REPO = Path(__file__).resolve().parent.parent
+PROMPT = "Question: {{INPUT}}\nChoices:\n{{ CHOICE }}\nAnswer with the key.\n"
+BENCH = """
+[s1]
+provider = "oa"
+model = "m1"
+temperature = 0.0
+system_prompt = '''{{ file('prompt.md') }}'''
+
+[s2]
+provider = "oa"
+model = "m2"
+temperature = 0.0
+system_prompt = '''{{ file('prompt.md') }}'''
+"""
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[FakeServer]:
+    with FakeServer(reply="a") as fake:
+        yield fake
+
+
+@pytest.fixture(autouse=True)
+def _reset(server: FakeServer) -> None:
+    server.reset()
+    server.set_faults({}, default="ok")
+    server.state.latency = 0.0
+
+
+def dead_url() -> str:
+    """A loopback URL where nothing listens (connections are refused)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+
+
+def make_project(root: Path, urls: list[str], n: int = 6, setups: str = BENCH) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    listed = ", ".join(f'"{u}"' for u in urls)
+    (root / "config.toml").write_text(f'[providers.oa]\ntype = "OpenAI"\nkey = ""\nurl = [{listed}]\n')
+    (root / "bench.toml").write_text(setups)
+    (root / "prompt.md").write_text(PROMPT)
+    questions = {
+        str(i): {
+            "input": f"question number {i}",
+            "output": {"type": "MCQ", "options": {"a": "y", "b": "n"}, "answer": "a"},
+        }
+        for i in range(n)
+    }
+    (root / "datasets.json").write_bytes(orjson.dumps({"mcq": questions}))
+    return root
+
+
+def bench_args(root: Path, out: str = "out", *extra: str) -> list[str]:
+    return [
+        "benchmark",
+        *("-c", str(root / "config.toml"), "-b", str(root / "bench.toml"), "-d", str(root / "datasets.json")),
+        *("-o", str(root / out), "--backoff", "0"),
+        *extra,
+    ]
+
+
+def invoke(argv: list[str]) -> Any:
+    return CliRunner().invoke(app, argv)
+
+
+def tree(out: Path) -> dict[str, Any]:
+    """Every file below ``out`` (relative path -> its JSON without the timing fields)."""
+    found: dict[str, Any] = {}
+    for path in sorted(out.rglob("*")):
+        if path.is_file():
+            data = result_to_json(read_result(path))
+            if "ok" in data:
+                data["ok"]["stats"].pop("time", None)
+                data["ok"]["stats"].pop("generation_time", None)
+            found[str(path.relative_to(out))] = data
+    return found
+
+
+def sent(server: FakeServer) -> Counter[tuple[str, str]]:
+    return Counter((r.model or "", r.prompt or "") for r in server.chat_requests())
+
+
+# ---------------------------------------------------------------- several URLs
+
+
+def test_a_dead_url_in_the_list_costs_no_task(tmp_path: Path, server: FakeServer) -> None:
+    dead = dead_url()
+    root = make_project(tmp_path, [dead, f"{server.url}/v1"], n=10)
+    # One task whose server cannot be reached would stop the run: the dead URL must not count.
+    result = invoke(bench_args(root, "out", "-p", "4", "--retries", "0", "--max-connection-failures", "1"))
+    assert result.exit_code == 0, result.stderr
+    files = tree(root / "out")
+    assert len(files) == 20 and all("ok" in f and f["ok"]["stats"]["attempts"] == 1 for f in files.values())
+    assert len(server.chat_requests()) == 20  # every task reached the live server once
+    lines = [line for line in result.stderr.splitlines() if line.startswith("kag: provider 'oa': ")]
+    assert len(lines) == 2
+    assert lines[0].startswith(f"kag: provider 'oa': {dead}: ") and " 0 connection failure(s)" not in lines[0]
+    assert lines[1] == f"kag: provider 'oa': {server.url}/v1: 20 request(s), 0 connection failure(s)"
+    assert result.stdout == ""
+
+
+def test_every_task_ends_ok_when_an_endpoint_is_killed_mid_run(tmp_path: Path) -> None:
+    with FakeServer(reply="a", latency=0.05) as first, FakeServer(reply="a", latency=0.05) as second:
+        root = make_project(tmp_path, [f"{first.url}/v1", f"{second.url}/v1"], n=30)
+
+        def kill_first() -> None:
+            deadline = time.monotonic() + 60
+            while len(first.chat_requests()) < 10 and time.monotonic() < deadline:
+                time.sleep(0.005)
+            first.stop()
+
+        killer = threading.Thread(target=kill_first)
+        killer.start()
+        result = invoke(bench_args(root, "out", "-p", "6", "--max-connection-failures", "1"))
+        killer.join()
+        assert result.exit_code == 0, result.stderr
+        files = tree(root / "out")
+        assert len(files) == 60 and all("ok" in f for f in files.values())
+        served_first = len(first.chat_requests())
+        assert 10 <= served_first < 60  # it was killed with work left, which the other one did
+        assert len(second.chat_requests()) >= 60 - served_first
+        assert f"kag: provider 'oa': {second.url}/v1: " in result.stderr
+
+
+def test_the_run_stops_only_when_every_url_is_unreachable(tmp_path: Path) -> None:
+    urls = [dead_url(), dead_url()]
+    root = make_project(tmp_path, urls, n=5)
+    result = invoke(bench_args(root, "out", "--retries", "0", "--max-connection-failures", "2"))
+    assert result.exit_code == 2
+    assert result.stderr.splitlines()[-1].startswith(
+        f"kag: error: every URL of provider 'oa' ({urls[0]}, {urls[1]}): unreachable for 2 task(s) in a row;"
+    )
+
+
+# ---------------------------------------------------------------- shards
+
+
+def test_three_shards_one_after_another_make_the_unsharded_tree(tmp_path: Path, server: FakeServer) -> None:
+    root = make_project(tmp_path, [f"{server.url}/v1"], n=12)
+    full = invoke(bench_args(root, "full", "-p", "4"))
+    assert full.exit_code == 0, full.stderr
+    expected = sent(server)
+    assert sum(expected.values()) == 24
+    server.reset()
+    planned = 0
+    for k in (1, 2, 3):
+        dry = invoke(bench_args(root, "out", "--shard", f"{k}/3", "--dry-run"))
+        assert dry.exit_code == 0, dry.stderr
+        shown = int(dry.stdout.splitlines()[-1].split()[0])  # "<n> task(s) to run; ..."
+        assert 0 < shown < 24
+        planned += shown
+        result = invoke(bench_args(root, "out", "-p", "4", "--shard", f"{k}/3"))
+        assert result.exit_code == 0, result.stderr
+        assert f"kag: benchmark: {shown} task(s) run: {shown} ok" in result.stderr
+    assert planned == 24
+    assert sent(server) == expected  # the same requests, none twice
+    assert tree(root / "out") == tree(root / "full")
+
+
+def spawn(root: Path, *extra: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "kag", *bench_args(root, "out", *extra)],
+        cwd=root,
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_a_shard_runs_beside_another_and_refuses_its_twin(tmp_path: Path, server: FakeServer) -> None:
+    root = make_project(tmp_path, [f"{server.url}/v1"], n=8)
+    server.state.latency = 0.4
+    first = spawn(root, "--shard", "1/2")
+    lock = root / "out" / ".kag-benchmark-lock-shard-1-of-2.tmp"
+    deadline = time.monotonic() + 60
+    while not (lock.exists() and lock.read_text().strip()) and time.monotonic() < deadline:
+        assert first.poll() is None, first.communicate()
+        time.sleep(0.02)
+    twin = invoke(bench_args(root, "out", "--shard", "1/2"))
+    other = invoke(bench_args(root, "out", "--shard", "2/2", "-p", "8"))
+    assert first.poll() is None  # both ran while the first shard was still running
+    _, err = first.communicate(timeout=120)
+    assert first.returncode == 0, err
+    assert twin.exit_code == 2 and twin.stdout == ""
+    assert twin.stderr.startswith(f"kag: error: {root / 'out'}: another kag benchmark (pid {first.pid}) ")
+    assert other.exit_code == 0, other.stderr
+    files = tree(root / "out")
+    assert len(files) == 16 and all("ok" in f for f in files.values())
+    assert sum(sent(server).values()) == 16
+
+
+def test_shard_must_be_k_of_n(tmp_path: Path) -> None:
+    root = make_project(tmp_path, ["http://127.0.0.1:9/v1"])
+    result = invoke(bench_args(root, "out", "--shard", "4/3"))
+    assert result.exit_code == 2
+    assert (
+        result.stderr.strip() == "kag: error: --shard: K must be between 1 and N, counting from 1 (got '4/3')"
+    )
+
+
+# ---------------------------------------------------------------- epochs
+
+
+ONE = """
+[s1]
+provider = "oa"
+model = "m1"
+temperature = 0.7
+system_prompt = '''{{ file('prompt.md') }}'''
+"""
+
+
+def test_epochs_store_repeats_beside_an_unchanged_first_epoch(tmp_path: Path, server: FakeServer) -> None:
+    root = make_project(tmp_path, [f"{server.url}/v1"], n=4, setups=ONE)
+    plain = invoke(bench_args(root, "plain"))
+    assert plain.exit_code == 0, plain.stderr
+    server.reset()
+    result = invoke(bench_args(root, "out", "--epochs", "3", "-p", "3"))
+    assert result.exit_code == 0, result.stderr
+    assert "kag: benchmark: 12 task(s) run: 12 ok" in result.stderr
+    per_question = Counter(r.prompt for r in server.chat_requests())
+    assert len(per_question) == 4 and set(per_question.values()) == {3}
+    files = tree(root / "out")
+    expected = {f"mcq/{q}/s1.json" for q in "0123"} | {
+        f"mcq/{q}/{EPOCHS_FOLDER}/{e}/s1.json" for q in "0123" for e in (2, 3)
+    }
+    assert set(files) == expected
+    assert epoch_result_path(root / "out", "mcq", "0", "", "s1", 3) == root / "out/mcq/0/epochs.tmp/3/s1.json"
+    # Epoch 1 is the file a run without --epochs writes; the other epochs are the same task.
+    plain_files = tree(root / "plain")
+    for q in "0123":
+        assert files[f"mcq/{q}/s1.json"] == plain_files[f"mcq/{q}/s1.json"]
+        assert files[f"mcq/{q}/epochs.tmp/2/s1.json"] == plain_files[f"mcq/{q}/s1.json"]
+
+
+def test_stats_sees_a_many_epoch_tree_as_its_first_epoch(tmp_path: Path, server: FakeServer) -> None:
+    root = make_project(tmp_path, [f"{server.url}/v1"], n=4, setups=ONE)
+    server.set_faults({"number 1": ["ok", "ok", "400"]})  # epoch 3 of question 1 is an error
+    result = invoke(bench_args(root, "out", "--epochs", "3", "--retries", "0"))
+    assert result.exit_code == 0, result.stderr
+    shutil.copytree(root / "out", root / "first")
+    for folder in (root / "first").rglob(EPOCHS_FOLDER):
+        shutil.rmtree(folder)
+    outputs = []
+    for tree_root in ("out", "first"):
+        for fmt in ("json", "markdown", "text"):
+            stats = invoke(
+                ["stats", "-d", str(root / "datasets.json"), "-r", str(root / tree_root), "--format", fmt]
+            )
+            assert stats.exit_code == 0, stats.stderr
+            outputs.append(stats.stdout)
+    assert outputs[:3] == outputs[3:]
+    assert orjson.loads(outputs[0])["ignored_files"] == 0
+
+
+def test_continue_runs_exactly_the_missing_epochs(tmp_path: Path, server: FakeServer) -> None:
+    root = make_project(tmp_path, [f"{server.url}/v1"], n=3, setups=ONE)
+    assert invoke(bench_args(root, "out", "--epochs", "3")).exit_code == 0
+    out = root / "out"
+    (out / "mcq/1/epochs.tmp/2/s1.json").unlink()
+    (out / "mcq/2/epochs.tmp/3/s1.json").unlink()
+    # A write cut short by a crash in an epoch folder (its writer's pid is gone).
+    leftover = out / "mcq/0/epochs.tmp/3/s1.json.4194303.0123abcd.tmp"
+    leftover.write_bytes(b'{"ok": ')
+    server.reset()
+    dry = invoke(bench_args(root, "out", "--epochs", "3", "--continue", "--dry-run"))
+    assert dry.stdout.splitlines()[-2].startswith("2 task(s) to run;")
+    result = invoke(bench_args(root, "out", "--epochs", "3", "--continue"))
+    assert result.exit_code == 0, result.stderr
+    assert "kag: removed 1 leftover .tmp file(s)" in result.stderr
+    asked = sorted((r.prompt or "").split("\n")[0] for r in server.chat_requests())
+    assert asked == ["Question: question number 1", "Question: question number 2"]
+    assert not leftover.exists()
+    assert all(isinstance(read_result(p), OkResult) for p in out.rglob("*.json"))
+    assert len(list(out.rglob("*.json"))) == 9
+    # --retry-errors covers the later epochs too.
+    server.reset()
+    (out / "mcq/0/epochs.tmp/2/s1.json").write_bytes(b'{"error": "Failed to generate a response"}')
+    result = invoke(bench_args(root, "out", "--epochs", "3", "--retry-errors"))
+    assert result.exit_code == 0, result.stderr
+    assert len(server.chat_requests()) == 1
+    assert isinstance(read_result(out / "mcq/0/epochs.tmp/2/s1.json"), OkResult)
