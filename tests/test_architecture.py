@@ -131,7 +131,9 @@ def test_commands_import_no_other_command() -> None:
 def test_retrieval_never_imports_generation() -> None:
     """Generation builds retrievers; retrieval receives what it needs (an embedding function)."""
     bad = [
-        i for i in all_imports() if within(i.importer, "kag.retrieval") and within(i.imported, "kag.generation")
+        i
+        for i in all_imports()
+        if within(i.importer, "kag.retrieval") and within(i.imported, "kag.generation")
     ]
     assert not bad, "retrieval imports generation:\n" + show(bad)
 
@@ -158,3 +160,18 @@ def test_no_import_cycle_at_module_level() -> None:
         tuple(graphlib.TopologicalSorter(graph).static_order())
     except graphlib.CycleError as exc:
         pytest.fail("import cycle: " + " -> ".join(exc.args[1]))
+
+
+def test_library_never_imports_the_cli_edge_or_the_renderers() -> None:
+    """Imports run downwards: the library knows neither the commands nor how it is shown."""
+    edge = ("kag.cli", "kag.commands", "kag.__main__")
+    bad = [
+        i
+        for i in all_imports()
+        if not any(within(i.importer, e) for e in edge)
+        and (
+            any(within(i.imported, e) for e in edge)
+            or (within(i.imported, "kag.render") and not within(i.importer, "kag.render"))
+        )
+    ]
+    assert not bad, "a library module imports the CLI edge or kag.render:\n" + show(bad)
