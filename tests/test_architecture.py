@@ -175,3 +175,22 @@ def test_library_never_imports_the_cli_edge_or_the_renderers() -> None:
         )
     ]
     assert not bad, "a library module imports the CLI edge or kag.render:\n" + show(bad)
+
+
+SHARED_FLAGS = {"--datasets", "--results", "--prefix", "--setup", "--dataset", "--format", "--output"}
+STATS_FAMILY = ("kag.commands.stats", "kag.commands.find", "kag.commands.compare")
+
+
+def test_stats_family_declares_shared_options_only_in_common() -> None:
+    """`kag stats` and its sub-commands take --results, --prefix, --format ... from
+    kag.commands._common, so that a flag is spelled (and typed) in one place."""
+    modules = kag_modules()
+    declared = []
+    for name in STATS_FAMILY:
+        for node in ast.walk(ast.parse(modules[name].read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and ast.unparse(node.func) in ("typer.Option", "Option"):
+                flags = {a.value for a in node.args if isinstance(a, ast.Constant)}
+                declared += [
+                    f"{name} (line {node.lineno}) declares {f}" for f in sorted(flags & SHARED_FLAGS)
+                ]
+    assert not declared, "\n".join(declared)
