@@ -101,6 +101,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Load nodes and relationships from CSV files (Neo4j admin-import style) into the
         Ladybug database of the configuration, with an embedding per node."""
+        from kag.render.graph import render_import_report
         from kag.retrieval.importer import import_from_config
 
         bar, hook = _progress_hook()
@@ -122,13 +123,6 @@ def register(app: typer.Typer) -> None:
         finally:
             if bar is not None:
                 bar.stop()  # type: ignore[attr-defined]
-        typer.echo(f"database       {report.path}")
-        typer.echo(f"nodes          {report.nodes} ({report.embedded} embedded)")
-        typer.echo(f"relationships  {report.relationships} ({report.relationship_types} type(s))")
-        typer.echo(f"embeddings     {report.model}, {report.dimension} dimensions, property '{index}'")
-        typer.echo(
-            f"time           read {report.read_seconds:.2f} s, embed {report.embed_seconds:.2f} s,"
-            f" write {report.write_seconds:.2f} s"
-        )
+        sys.stdout.write(render_import_report(report, index))
 
     app.add_typer(graph_app)
