@@ -18,6 +18,7 @@ import orjson
 from kag.errors import InputError
 from kag.grading.triplets.model import GoldEntry, Prediction
 from kag.grading.triplets.normalize import normalize_prompt
+from kag.grading.triplets.scan import TooDeep, scan_container
 from kag.grading.triplets.validate import validate_items
 
 log = logging.getLogger(__name__)
@@ -40,7 +41,10 @@ def _loads(data: bytes | str) -> Any:
     except orjson.JSONDecodeError:
         # orjson rejects NaN/Infinity and integers past 64 bits; Python's json does not, and
         # such a weight is then rejected by validation rather than failing the whole file.
-        return json.loads(data)
+        try:
+            return json.loads(data)
+        except RecursionError:  # orjson stops at 1,024 levels, Python's json before that
+            raise ValueError("nested too deeply") from None
 
 
 class UnreadableLine(str):
@@ -139,7 +143,8 @@ def parse_model_output(text: str) -> list[Any] | None:
     (chat templates that put ``<think>`` in the prompt) drops everything before it. Code
     fence markers go next. Then the first JSON value starting at a ``[`` or ``{`` that is
     an array, or an object with a ``triplets`` array, is taken; other objects are skipped
-    whole.
+    whole. Brackets nested more than `scan.MAX_DEPTH` deep end the search: when no usable
+    value came before them the text is unparseable. Time is linear in the text's length.
     """
     text = _THINK.sub(" ", text)
     closes = list(_THINK_CLOSE.finditer(text))
@@ -149,15 +154,25 @@ def parse_model_output(text: str) -> list[Any] | None:
     if opened is not None:
         text = text[: opened.start()]
     text = _FENCE.sub(" ", text)
+    known: dict[int, int] = {}
     position = 0
     while True:
         match = _START.search(text, position)
         if match is None:
             return None
         start = match.start()
+        end = known.get(start)
+        if end is None:
+            try:
+                end = scan_container(text, start, known)
+            except TooDeep:
+                return None
+        if end < 0:
+            position = start + 1
+            continue
         try:
             value, end = _DECODER.raw_decode(text, start)
-        except ValueError:
+        except (ValueError, RecursionError):  # not expected: the scan checked the same grammar
             position = start + 1
             continue
         if isinstance(value, list):

@@ -1,0 +1,99 @@
+"""The first JSON value that starts at a given ``[`` or ``{`` of raw model text, in linear time.
+
+`json.JSONDecoder.raw_decode` tried at every bracket re-reads the rest of the text each
+time it fails (1.8 MB of ``[1,1,1,…`` took 76 s) and recurses once per nesting level
+(1,000 nested ``[`` raised `RecursionError`). `scan_container` checks the same grammar
+as Python's ``json`` module (``NaN``, ``Infinity`` and ``-Infinity`` included, control
+characters in strings rejected) without recursion, and records the outcome of every
+container it passes (outside strings) in ``known``: a container that closed is valid
+JSON on its own, and one still open where the scan failed fails at the same place when
+tried on its own. So no bracket outside a string is scanned twice, and ``raw_decode``
+only runs on a span known to be valid and at most `MAX_DEPTH` deep.
+"""
+
+from __future__ import annotations
+
+import re
+
+MAX_DEPTH = 100  # nesting levels; a triplet list needs three
+
+_WS = r"[ \t\n\r]*"
+_STRING = r'"(?:[^"\\\x00-\x1f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*+"'
+_NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?"
+_SCALAR = rf"(?:{_STRING}|{_NUMBER}|true|false|null|NaN|Infinity|-Infinity)"
+
+_WHITESPACE = re.compile(_WS)
+_SCALAR_VALUE = re.compile(_SCALAR)
+_KEY = re.compile(rf"{_STRING}{_WS}:{_WS}")
+# Runs of scalar elements are matched in one regex call, so a long flat array costs one
+# call instead of one Python step per element.
+_ARRAY_RUN = re.compile(rf"(?:{_SCALAR}{_WS},{_WS})*+")
+_OBJECT_RUN = re.compile(rf"(?:{_SCALAR}{_WS},{_WS}{_STRING}{_WS}:{_WS})*+")
+_CLOSER = {"[": "]", "{": "}"}
+
+
+class TooDeep(Exception):
+    """A container nested more than `MAX_DEPTH` levels deep was met."""
+
+
+def scan_container(text: str, start: int, known: dict[int, int]) -> int:
+    """The end (exclusive) of the JSON array or object at ``text[start]``, or -1 if it is invalid.
+
+    ``known`` maps the start of every container the scan met outside strings to its end,
+    or to -1 when it was still open where the scan failed; the start itself included.
+    Raises `TooDeep` past `MAX_DEPTH` nesting levels.
+    """
+    size = len(text)
+    stack: list[int] = []
+    i = start
+    want_value = True
+    while True:
+        if want_value:
+            if stack:
+                run = _ARRAY_RUN if text[stack[-1]] == "[" else _OBJECT_RUN
+                i = run.match(text, i).end()  # type: ignore[union-attr]  # `*+` always matches
+            char = text[i] if i < size else ""
+            if char in _CLOSER:
+                stack.append(i)
+                if len(stack) > MAX_DEPTH:
+                    raise TooDeep
+                i = _WHITESPACE.match(text, i + 1).end()  # type: ignore[union-attr]
+                if text.startswith(_CLOSER[char], i):  # empty
+                    i += 1
+                    known[stack.pop()] = i
+                    if not stack:
+                        return i
+                    want_value = False
+                elif char == "{":
+                    key = _KEY.match(text, i)
+                    if key is None:
+                        break
+                    i = key.end()
+                continue
+            scalar = _SCALAR_VALUE.match(text, i)
+            if scalar is None:
+                break
+            i = scalar.end()
+            want_value = False
+        else:
+            i = _WHITESPACE.match(text, i).end()  # type: ignore[union-attr]
+            char = text[i] if i < size else ""
+            top = stack[-1]
+            if char == ",":
+                i = _WHITESPACE.match(text, i + 1).end()  # type: ignore[union-attr]
+                if text[top] == "{":
+                    key = _KEY.match(text, i)
+                    if key is None:
+                        break
+                    i = key.end()
+                want_value = True
+            elif char == _CLOSER[text[top]]:
+                i += 1
+                known[stack.pop()] = i
+                if not stack:
+                    return i
+            else:
+                break
+    for opened in stack:
+        known[opened] = -1
+    return -1
