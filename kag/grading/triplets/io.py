@@ -18,12 +18,13 @@ import orjson
 from kag.errors import InputError
 from kag.grading.triplets.model import GoldEntry, Prediction
 from kag.grading.triplets.normalize import normalize_prompt
-from kag.grading.triplets.scan import TooDeep, scan_container
+from kag.grading.triplets.scan import TooDeep, check_flat, scan_container
 from kag.grading.triplets.validate import validate_items
 
 log = logging.getLogger(__name__)
 
-_THINK = re.compile(r"<(think|thinking|reasoning)>.*?</\1>", re.IGNORECASE | re.DOTALL)
+_THINK_NAMED = re.compile(r"<(think|thinking|reasoning)>", re.IGNORECASE)
+_THINK_END = {name: re.compile(rf"</{name}>", re.IGNORECASE) for name in ("think", "thinking", "reasoning")}
 _THINK_CLOSE = re.compile(r"</(?:think|thinking|reasoning)>", re.IGNORECASE)
 _THINK_OPEN = re.compile(r"<(?:think|thinking|reasoning)>", re.IGNORECASE)
 _FENCE = re.compile(r"```[A-Za-z0-9_+-]*")
@@ -135,6 +136,35 @@ def load_gold(path: Path) -> list[GoldEntry]:
     return entries
 
 
+def _drop_reasoning(text: str) -> str:
+    """Each ``<name>…</name>`` block (nearest closing tag of the same name) replaced by a space.
+
+    What ``re.sub(r"<(think|thinking|reasoning)>.*?</\\1>", " ", text, flags=I|S)`` gives, in
+    linear time: that pattern re-reads the rest of the text for every opening tag that is
+    never closed. Once a name has no closing tag past some opening one, later openings of
+    that name cannot close either and are passed over.
+    """
+    pieces: list[str] = []
+    kept = position = 0
+    unclosed: set[str] = set()
+    while True:
+        opened = _THINK_NAMED.search(text, position)
+        if opened is None:
+            break
+        name = opened.group(1).lower()
+        closed = None if name in unclosed else _THINK_END[name].search(text, opened.end())
+        if closed is None:
+            unclosed.add(name)
+            position = opened.start() + 1
+            continue
+        pieces += (text[kept : opened.start()], " ")
+        kept = position = closed.end()
+    if not pieces:
+        return text
+    pieces.append(text[kept:])
+    return "".join(pieces)
+
+
 def parse_model_output(text: str) -> list[Any] | None:
     """The triplet list in raw model text, or ``None`` when there is none.
 
@@ -146,7 +176,7 @@ def parse_model_output(text: str) -> list[Any] | None:
     whole. Brackets nested more than `scan.MAX_DEPTH` deep end the search: when no usable
     value came before them the text is unparseable. Time is linear in the text's length.
     """
-    text = _THINK.sub(" ", text)
+    text = _drop_reasoning(text)
     closes = list(_THINK_CLOSE.finditer(text))
     if closes:
         text = text[closes[-1].end() :]
@@ -162,6 +192,8 @@ def parse_model_output(text: str) -> list[Any] | None:
             return None
         start = match.start()
         end = known.get(start)
+        if end is None:
+            end = check_flat(text, start)
         if end is None:
             try:
                 end = scan_container(text, start, known)
