@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 import re
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,11 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from kag.cli import app
+from kag.grading.triplets import assign, score
 from kag.grading.triplets.io import parse_model_output
+from kag.grading.triplets.model import DEFAULT_RELATIONS, GoldEntry, MatchMode, Prediction
+from kag.grading.triplets.similarity import make_similarity
+from kag.grading.triplets.validate import to_triplet
 
 runner = CliRunner()
 
@@ -146,3 +151,55 @@ def test_reasoning_blocks_are_dropped_as_the_lazy_regex_drops_them(text: str) ->
 
     pattern = re.compile(r"<(think|thinking|reasoning)>.*?</\1>", re.IGNORECASE | re.DOTALL)
     assert _drop_reasoning(text) == pattern.sub(" ", text)
+
+
+def _triplet(source: str, target: str, relation: str, weight: float = 0.5) -> dict[str, Any]:
+    return {
+        "source": {"title": source, "type": "T"},
+        "target": {"title": target, "type": "T"},
+        "relation": relation,
+        "weight": weight,
+    }
+
+
+def _random_triplets(rng: random.Random, count: int, names: int) -> list[dict[str, Any]]:
+    words = [f"e{k}" for k in range(names)] + [f"e{k} x" for k in range(names // 2)]
+    return [
+        _triplet(rng.choice(words), rng.choice(words), rng.choice(["uses", "is a", "part of"]), rng.random())
+        for _ in range(count)
+    ]
+
+
+@pytest.mark.parametrize("mode", [MatchMode.EXACT, MatchMode.FUZZY])
+@pytest.mark.parametrize("shape", [(240, 7), (6, 250), (260, 230), (1, 300), (300, 1), (230, 230)])
+@pytest.mark.parametrize("numpy_solver", [False, True])
+def test_the_array_path_for_large_entries_gives_the_pairs_of_the_list_path(
+    monkeypatch: pytest.MonkeyPatch, mode: MatchMode, shape: tuple[int, int], numpy_solver: bool
+) -> None:
+    rng = random.Random(hash(shape) + numpy_solver)
+    n_pred, n_gold = shape
+    names = 4 if n_pred * n_gold > 1000 else 40  # few names: ties and dense positives
+    gold_items = _random_triplets(rng, n_gold, names)
+    gold = GoldEntry.build("1", "gold", "", tuple(to_triplet(item) for item in gold_items))
+    prediction = Prediction("1", "ok", tuple(_random_triplets(rng, n_pred, names)))
+    sim = make_similarity(mode)
+    relations = frozenset(DEFAULT_RELATIONS)
+    if numpy_solver:
+        monkeypatch.setattr(assign, "PYTHON_MAX_COLS", 0)
+    monkeypatch.setattr(score, "PYTHON_MAX_COLS", 10**9)
+    by_lists = score.score_entry(gold, prediction, sim, relations)
+    monkeypatch.setattr(score, "PYTHON_MAX_COLS", 0)
+    by_array = score.score_entry(gold, prediction, sim, relations)
+    assert by_array == by_lists
+    assert by_lists.pairs  # the case is not vacuous
+
+
+def test_an_entry_past_the_pair_cap_is_exit_2_naming_file_and_entry(tmp_path: Path) -> None:
+    gold = [{"id": "big", "triplets": [_triplet(f"g{k}", "t", "uses") for k in range(10_000)]}]
+    predictions = [{"id": "big", "triplets": [_triplet(f"p{k}", "t", "uses") for k in range(10_001)]}]
+    result = grade(tmp_path, gold, predictions)
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr == (
+        f"kag: error: {tmp_path / 'pred.jsonl'}: entry 'big': 10,001 valid predicted × 10,000 gold triplets"
+        " = 100,010,000 pairs, more than the 100,000,000 one entry may be aligned on\n"
+    )
