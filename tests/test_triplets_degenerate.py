@@ -203,3 +203,13 @@ def test_an_entry_past_the_pair_cap_is_exit_2_naming_file_and_entry(tmp_path: Pa
         f"kag: error: {tmp_path / 'pred.jsonl'}: entry 'big': 10,001 valid predicted × 10,000 gold triplets"
         " = 100,010,000 pairs, more than the 100,000,000 one entry may be aligned on\n"
     )
+
+
+def test_the_pair_cap_is_documented_in_help_and_readme() -> None:
+    from kag.grading.triplets.model import MAX_ENTRY_PAIRS
+
+    cap = f"at most {MAX_ENTRY_PAIRS:,} pairs"
+    result = runner.invoke(app, ["triplets", "--help"], env={"COLUMNS": "200"})
+    assert cap in " ".join(result.stdout.split())
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    assert cap in " ".join(readme.split())
