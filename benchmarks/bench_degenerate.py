@@ -39,6 +39,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from kag.errors import KagError
+
 MB = 1 << 20
 
 
@@ -140,7 +142,7 @@ def _child(name: str) -> None:
     start = time.perf_counter()
     try:
         outcome = str(run())
-    except Exception as exc:  # a refusal (or a crash) is a figure too
+    except (KagError, ValueError, RecursionError, MemoryError) as exc:  # a refusal is a figure too
         outcome = f"{type(exc).__name__}: {str(exc)[:80]}"
     seconds = time.perf_counter() - start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
@@ -148,8 +150,12 @@ def _child(name: str) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("cases", nargs="*", metavar="CASE", help=f"cases to run (default: all): {', '.join(CASES)}")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "cases", nargs="*", metavar="CASE", help=f"cases to run (default: all): {', '.join(CASES)}"
+    )
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds before a case is killed")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
