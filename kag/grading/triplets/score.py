@@ -8,7 +8,8 @@ Per entry (all strings normalized, see `normalize`; ``sim`` from `similarity`):
   triplets and ``m`` is the size of a maximum one-to-one pairing between them using pairs
   with ``sim > 0`` (equal, or at or above the gate). N/A when both sets are empty.
 - alignment: ``align(p, g) = 0.45·sim(src) + 0.45·sim(tgt) + 0.10·sim(rel)``; an assignment
-  maximizing ``Σ align`` over valid predicted × gold triplets (`assign.assign_max`);
+  maximizing ``Σ align`` over valid predicted × gold triplets (`assign.assign_max`; past
+  ``PYTHON_MAX_COLS`` triplets on a side, one float64 array built in place, same pairs);
   assigned pairs with ``align ≥ 0.50`` are *accepted* (1e-9 tolerance for float noise).
 - ``relation_acc`` = accepted pairs with equal relations / accepted pairs; N/A if none.
 - ``weight`` = mean over accepted pairs of ``1 if d ≤ 0.10 else max(0, 1 − (d − 0.10)/0.40)``,
@@ -27,6 +28,9 @@ positive ``align`` (nothing can be accepted); a single row or column (the solver
 start takes the first maximum, as does ``list.index(max(...))``); positive entries forming a
 partial permutation (every optimal assignment holds exactly those pairs plus zero-valued
 ones, by an exchange argument: swapping a positive pair in gains its value).
+
+An entry past `MAX_ENTRY_PAIRS` (predicted × gold triplets, or entities outside exact mode)
+is refused by `grade_triplets` with `InputError` before any entry is graded.
 """
 
 from __future__ import annotations
