@@ -18,7 +18,7 @@ import orjson
 from kag.errors import InputError
 from kag.grading.triplets.model import GoldEntry, Prediction
 from kag.grading.triplets.normalize import normalize_prompt
-from kag.grading.triplets.scan import TooDeep, check_flat, scan_container
+from kag.grading.triplets.scan import TooDeep, next_bracket, scan_container
 from kag.grading.triplets.validate import validate_items
 
 log = logging.getLogger(__name__)
@@ -28,7 +28,6 @@ _THINK_END = {name: re.compile(rf"</{name}>", re.IGNORECASE) for name in ("think
 _THINK_CLOSE = re.compile(r"</(?:think|thinking|reasoning)>", re.IGNORECASE)
 _THINK_OPEN = re.compile(r"<(?:think|thinking|reasoning)>", re.IGNORECASE)
 _FENCE = re.compile(r"```[A-Za-z0-9_+-]*")
-_START = re.compile(r"[\[{]")
 _DECODER = json.JSONDecoder()
 
 
@@ -187,13 +186,11 @@ def parse_model_output(text: str) -> list[Any] | None:
     known: dict[int, int] = {}
     position = 0
     while True:
-        match = _START.search(text, position)
-        if match is None:
+        found = next_bracket(text, position)
+        if found is None:
             return None
-        start = match.start()
-        end = known.get(start)
-        if end is None:
-            end = check_flat(text, start)
+        start, end = found
+        end = known.get(start, end)
         if end is None:
             try:
                 end = scan_container(text, start, known)

@@ -31,34 +31,40 @@ _ARRAY_RUN = re.compile(rf"(?:{_SCALAR}{_WS},{_WS})*+")
 _OBJECT_RUN = re.compile(rf"(?:{_SCALAR}{_WS},{_WS}{_STRING}{_WS}:{_WS})*+")
 _CLOSER = {"[": "]", "{": "}"}
 _PAIR = rf"{_STRING}{_WS}:{_WS}{_SCALAR}"
-# A container's first stretch of scalars in one call: enough to decide most starts in prose.
-_FLAT = {
-    "[": re.compile(rf"\[{_WS}(?P<run>(?:{_SCALAR}{_WS},{_WS})*+)(?P<tail>{_SCALAR}{_WS})?"),
-    "{": re.compile(rf"\{{{_WS}(?P<run>(?:{_PAIR}{_WS},{_WS})*+)(?P<tail>{_PAIR}{_WS})?"),
-}
+# A container's first stretch of scalars, found with the bracket in one search: enough to
+# decide most brackets in prose without a Python step per bracket.
+_FLAT = re.compile(
+    rf"\[{_WS}(?P<array_run>(?:{_SCALAR}{_WS},{_WS})*+)(?P<array_tail>{_SCALAR}{_WS})?"
+    rf"|\{{{_WS}(?P<object_run>(?:{_PAIR}{_WS},{_WS})*+)(?P<object_tail>{_PAIR}{_WS})?"
+)
 
 
 class TooDeep(Exception):
     """A container nested more than `MAX_DEPTH` levels deep was met."""
 
 
-def check_flat(text: str, start: int) -> int | None:
-    """`scan_container` for a container that holds no other (most brackets in prose): its end,
-    -1 if invalid, or ``None`` when a nested container may follow and the full scan must decide.
-    """
-    opener = text[start]
-    flat = _FLAT[opener].match(text, start)
-    assert flat is not None  # the pattern starts with the bracket at `start`
+def next_bracket(text: str, position: int) -> tuple[int, int | None] | None:
+    """The next ``[`` or ``{`` at or after ``position``, with what its first stretch says:
+    ``(start, end)`` for a valid container holding no other, ``(start, -1)`` for an invalid
+    one, ``(start, None)`` when a nested container may follow and `scan_container` must
+    decide; ``None`` when no bracket is left."""
+    flat = _FLAT.search(text, position)
+    if flat is None:
+        return None
+    start = flat.start()
     i = flat.end()
     char = text[i : i + 1]
-    closer = _CLOSER[opener]
-    if flat.group("tail") is not None:
-        return i + 1 if char == closer else -1
+    if text[start] == "[":
+        run, tail, closer, nested = flat.group("array_run"), flat.group("array_tail"), "]", "[{"
+    else:
+        run, tail, closer, nested = flat.group("object_run"), flat.group("object_tail"), "}", '"'
+    if tail is not None:
+        return start, i + 1 if char == closer else -1
     if char == closer:
-        return -1 if flat.group("run") else i + 1
-    if char and char in ("[{" if opener == "[" else '"'):
-        return None
-    return -1
+        return start, -1 if run else i + 1
+    if char and char in nested:
+        return start, None
+    return start, -1
 
 
 def scan_container(text: str, start: int, known: dict[int, int]) -> int:
