@@ -42,7 +42,9 @@ def grade(tmp_path: Path, gold: list[dict[str, Any]], predictions: list[dict[str
     return runner.invoke(app, ["triplets", str(gold_path), str(pred_path), "--format", "json"])
 
 
-@pytest.mark.parametrize("output", ["[" * 1000, "[" * 1000 + "]" * 1000, "ok: " + "[1," * 1000])
+@pytest.mark.parametrize(
+    "output", ["[" * 1000, "[" * 1000 + "]" * 1000, "[" * 150 + "]" * 150, "ok: " + "[1," * 1000]
+)
 def test_deeply_nested_output_is_an_unparseable_prediction(tmp_path: Path, output: str) -> None:
     result = grade(tmp_path, [{"id": 1, "triplets": [TRIPLET]}], [{"id": 1, "output": output}])
     assert result.exit_code == 0, result.stderr

@@ -22,17 +22,27 @@ _STRING = r'"(?:[^"\\\x00-\x1f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*+"'
 _NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?"
 _SCALAR = rf"(?:{_STRING}|{_NUMBER}|true|false|null|NaN|Infinity|-Infinity)"
 
+_PAIR = rf"{_STRING}{_WS}:{_WS}{_SCALAR}"
+# A container holding scalars only (a triplet's {"title": …, "type": …}): one regex call,
+# and not recorded in `known` (a later start there is decided by `next_bracket` alone).
+_FLAT_CONTAINER = (
+    rf"\[{_WS}(?:{_SCALAR}(?:{_WS},{_WS}{_SCALAR})*+{_WS})?\]"
+    rf"|\{{{_WS}(?:{_PAIR}(?:{_WS},{_WS}{_PAIR})*+{_WS})?\}}"
+)
+_VALUE = rf"(?:{_SCALAR}|{_FLAT_CONTAINER})"
+
 _WHITESPACE = re.compile(_WS)
 _SCALAR_VALUE = re.compile(_SCALAR)
+_FLAT_VALUE = re.compile(_FLAT_CONTAINER)
 _KEY = re.compile(rf"{_STRING}{_WS}:{_WS}")
-# Runs of scalar elements are matched in one regex call, so a long flat array costs one
-# call instead of one Python step per element.
-_ARRAY_RUN = re.compile(rf"(?:{_SCALAR}{_WS},{_WS})*+")
-_OBJECT_RUN = re.compile(rf"(?:{_SCALAR}{_WS},{_WS}{_STRING}{_WS}:{_WS})*+")
+# Runs of scalar or flat elements are matched in one regex call, so a long flat array
+# costs one call instead of one Python step per element.
+_ARRAY_RUN = re.compile(rf"(?:{_VALUE}{_WS},{_WS})*+")
+_OBJECT_RUN = re.compile(rf"(?:{_VALUE}{_WS},{_WS}{_STRING}{_WS}:{_WS})*+")
 _CLOSER = {"[": "]", "{": "}"}
-_PAIR = rf"{_STRING}{_WS}:{_WS}{_SCALAR}"
 # A container's first stretch of scalars, found with the bracket in one search: enough to
 # decide most brackets in prose without a Python step per bracket.
+_BRACKET = re.compile(r"[\[{]")
 _FLAT = re.compile(
     rf"\[{_WS}(?P<array_run>(?:{_SCALAR}{_WS},{_WS})*+)(?P<array_tail>{_SCALAR}{_WS})?"
     rf"|\{{{_WS}(?P<object_run>(?:{_PAIR}{_WS},{_WS})*+)(?P<object_tail>{_PAIR}{_WS})?"
@@ -43,15 +53,30 @@ class TooDeep(Exception):
     """A container nested more than `MAX_DEPTH` levels deep was met."""
 
 
+def too_deep(value: object) -> bool:
+    """Whether a decoded JSON value nests containers more than `MAX_DEPTH` levels deep (the
+    value itself is level 1): what `scan_container` raises `TooDeep` for."""
+    level: list[tuple[object, int]] = [(value, 1)]
+    while level:
+        item, depth = level.pop()
+        if depth > MAX_DEPTH:
+            return True
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        level += [(child, depth + 1) for child in children if isinstance(child, list | dict)]
+    return False
+
+
 def next_bracket(text: str, position: int) -> tuple[int, int | None] | None:
     """The next ``[`` or ``{`` at or after ``position``, with what its first stretch says:
     ``(start, end)`` for a valid container holding no other, ``(start, -1)`` for an invalid
     one, ``(start, None)`` when a nested container may follow and `scan_container` must
     decide; ``None`` when no bracket is left."""
-    flat = _FLAT.search(text, position)
-    if flat is None:
+    bracket = _BRACKET.search(text, position)  # a plain search skips prose far faster
+    if bracket is None:
         return None
-    start = flat.start()
+    start = bracket.start()
+    flat = _FLAT.match(text, start)
+    assert flat is not None  # both alternatives start with the bracket found
     i = flat.end()
     char = text[i : i + 1]
     if text[start] == "[":
@@ -85,6 +110,13 @@ def scan_container(text: str, start: int, known: dict[int, int]) -> int:
                 i = run.match(text, i).end()  # type: ignore[union-attr]  # `*+` always matches
             char = text[i] if i < size else ""
             if char in _CLOSER:
+                flat = _FLAT_VALUE.match(text, i) if stack else None
+                if flat is not None:
+                    if len(stack) >= MAX_DEPTH:
+                        raise TooDeep
+                    i = flat.end()
+                    want_value = False
+                    continue
                 stack.append(i)
                 if len(stack) > MAX_DEPTH:
                     raise TooDeep
