@@ -7,8 +7,10 @@ as Python's ``json`` module (``NaN``, ``Infinity`` and ``-Infinity`` included, c
 characters in strings rejected) without recursion, and records the outcome of every
 container it passes (outside strings) in ``known``: a container that closed is valid
 JSON on its own, and one still open where the scan failed fails at the same place when
-tried on its own. So no bracket outside a string is scanned twice, and ``raw_decode``
-only runs on a span known to be valid and at most `MAX_DEPTH` deep.
+tried on its own. So no bracket outside a string is scanned twice. The caller
+(`kag.grading.triplets.io.parse_model_output`) lets ``raw_decode`` try only a few
+brackets of a text unchecked (the usual output is one valid array), and otherwise only
+spans known to be valid and at most `MAX_DEPTH` deep.
 """
 
 from __future__ import annotations
