@@ -29,7 +29,7 @@ _THINK_CLOSE = re.compile(r"</(?:think|thinking|reasoning)>", re.IGNORECASE)
 _THINK_OPEN = re.compile(r"<(?:think|thinking|reasoning)>", re.IGNORECASE)
 _FENCE = re.compile(r"```[A-Za-z0-9_+-]*")
 _DECODER = json.JSONDecoder()
-_DECODE_FIRST = 4  # brackets per text tried by the C decoder before the linear scan
+_DECODE_FIRST = 1  # brackets per text tried by the C decoder before the linear scan
 
 
 class DuplicateId(InputError):
@@ -196,7 +196,7 @@ def parse_model_output(text: str) -> list[Any] | None:
         value: Any = None
         if end is None and decode_first:
             # The usual output is one valid array: the C decoder takes it 5x faster than the
-            # scan. A failure costs it the rest of the text, so only a few are allowed.
+            # scan. A failure may cost it the rest of the text, so only the first bracket is tried.
             decode_first -= 1
             try:
                 value, end = _DECODER.raw_decode(text, start)

@@ -8,8 +8,8 @@ characters in strings rejected) without recursion, and records the outcome of ev
 container it passes (outside strings) in ``known``: a container that closed is valid
 JSON on its own, and one still open where the scan failed fails at the same place when
 tried on its own. So no bracket outside a string is scanned twice. The caller
-(`kag.grading.triplets.io.parse_model_output`) lets ``raw_decode`` try only a few
-brackets of a text unchecked (the usual output is one valid array), and otherwise only
+(`kag.grading.triplets.io.parse_model_output`) lets ``raw_decode`` try only the first
+bracket of a text unchecked (the usual output is one valid array), and otherwise only
 spans known to be valid and at most `MAX_DEPTH` deep.
 """
 
