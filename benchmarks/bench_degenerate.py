@@ -138,6 +138,12 @@ CASES: dict[str, Callable[[], Callable[[], object]]] = {
 
 
 def _child(name: str) -> None:
+    with tempfile.TemporaryDirectory(prefix="bench-degenerate-") as scratch:
+        tempfile.tempdir = scratch  # the cases' inputs go here and are removed with it
+        _measure(name)
+
+
+def _measure(name: str) -> None:
     run = CASES[name]()
     start = time.perf_counter()
     try:
