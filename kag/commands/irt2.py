@@ -18,6 +18,7 @@ HELP = """Score IRT2 head and tail prediction files: hits@k and MRR, micro and m
 Numbers equal the reference evaluator (PyPI irt2, `irt2 evaluate-kgc` /
 `evaluate-ranking`). Prediction files are CSV rows `ent,rid,cand,score,...` (or JSON
 Lines, optionally gzip); --head answers the head-side queries, --tail the tail side.
+A prediction line longer than 64 MiB is exit 2.
 """
 
 

@@ -152,6 +152,8 @@ def read_config(folder: Path) -> DatasetConfig:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}" if mark is not None else ""
         raise InputError(f"{path}{where}: invalid YAML: {getattr(exc, 'problem', exc)}") from None
+    except RecursionError:  # PyYAML builds nested collections recursively
+        raise InputError(f"{path}: invalid YAML: nested too deeply") from None
     create = data.get("create") if isinstance(data, dict) else None
     if not isinstance(create, dict):
         raise InputError(f"{path}: missing mapping 'create'")
