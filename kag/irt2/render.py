@@ -11,8 +11,8 @@ from typing import Any
 
 import orjson
 
-from kag.irt2.files import os_error
-from kag.irt2.model import Evaluation, SideSummary, TieMode
+from kag.grading.irt2.io.files import os_error
+from kag.grading.irt2.model import Evaluation, SideSummary, TieMode
 
 ROW_ORDER = (
     ("all", "micro"),
