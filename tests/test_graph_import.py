@@ -14,7 +14,9 @@ from typer.testing import CliRunner
 
 from kag.cli import app
 from kag.errors import InputError, UsageError
-from kag.retrieval.importer import import_graph, load_graph, read_nodes, read_relationships, table_names
+from kag.retrieval.graph_csv import load_graph, read_nodes, read_relationships
+from kag.retrieval.importer import import_graph
+from kag.retrieval.ladybug_writer import table_names
 from tests.graph_helpers import TokenEmbedder, einstein_files, write_csv
 
 ladybug = pytest.importorskip("ladybug")
