@@ -7,6 +7,8 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+from kag.textsafe import escape_message
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -37,7 +39,8 @@ def stderr_console() -> Console:
 
 class _Formatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        return f"kag: {record.levelname.lower()}: {record.getMessage()}"
+        # Messages name files and setups: no control character of theirs reaches the terminal.
+        return f"kag: {record.levelname.lower()}: {escape_message(record.getMessage())}"
 
 
 def set_verbosity(verbosity: int) -> None:
@@ -66,14 +69,14 @@ def verbosity() -> int:
 
 def error(message: str) -> None:
     """One-line error on stderr (no markup, no traceback)."""
-    print(f"kag: error: {message}", file=sys.stderr)
+    print(f"kag: error: {escape_message(message)}", file=sys.stderr)
 
 
 def warn(message: str) -> None:
     if _state["verbosity"] >= 0:
-        print(f"kag: warning: {message}", file=sys.stderr)
+        print(f"kag: warning: {escape_message(message)}", file=sys.stderr)
 
 
 def info(message: str) -> None:
     if _state["verbosity"] >= 0:
-        print(message, file=sys.stderr)
+        print(escape_message(message), file=sys.stderr)

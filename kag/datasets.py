@@ -10,6 +10,9 @@ import orjson
 from kag.errors import InputError
 
 MAX_PROBLEMS = 20
+# A-Z -> a-z only: the grading rule compares option keys ignoring ASCII case (Rust's
+# eq_ignore_ascii_case, see kag.grading.mcq.ascii_fold), so "É" and "é" stay distinct.
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,15 @@ def _parse_question(dataset: str, qid: str, entry: object, problems: list[str]) 
     if not all(isinstance(v, str) for v in options.values()):
         problems.append(f"{where}: every value of 'output.options' must be a string")
         return None
+    folded: dict[str, str] = {}
+    for key in options:
+        first = folded.setdefault(key.translate(_ASCII_LOWER), key)
+        if first != key:
+            problems.append(
+                f"{where}: option keys {first!r} and {key!r} differ only by case"
+                " (answers are matched ignoring ASCII case, so they cannot both be options)"
+            )
+            return None
     answer = output.get("answer")
     if answer is not None and (not isinstance(answer, str) or answer not in options):
         problems.append(f"{where}: 'output.answer' {answer!r} is not one of the option keys {list(options)}")

@@ -22,6 +22,7 @@ from typing import Any
 import orjson
 
 from kag.grading.mcq import Metrics, Summary
+from kag.textsafe import escape_controls
 
 LEGEND = (
     "ACC% = correct / scored, PREC% = correct / committed, COVER% = committed / scored\n"
@@ -96,7 +97,8 @@ def _cols(cells: list[str] | tuple[str, ...], widths: tuple[int, ...]) -> str:
 
 
 def render_text(summary: Summary) -> str:
-    """The Rust tool's aligned table (names padded to the longest setup name, min 5)."""
+    """The Rust tool's aligned table (names padded to the longest setup name, min 5).
+    Control characters in names are escaped (``\\x1b``) and padded as escaped."""
     lines = [
         (
             f"Datasets: {summary.datasets} | Scorable questions: {summary.scorable_questions} "
@@ -107,7 +109,7 @@ def render_text(summary: Summary) -> str:
     if not summary.setups:
         lines.append(EMPTY)
         return "\n".join(lines) + "\n"
-    width = max(5, *(len(s.setup) for s in summary.setups))
+    width = max(5, *(len(escape_controls(s.setup)) for s in summary.setups))
     sub_width = max(0, width - 4)
     rag = summary.any_retrieval
     header = f"{'SETUP':<{width}}" + _cols(_MAIN_HEADERS, _MAIN_WIDTHS)
@@ -115,8 +117,8 @@ def render_text(summary: Summary) -> str:
         header += _cols(_RAG_HEADERS, _RAG_WIDTHS)
     lines.append(header)
     for s in summary.setups:
-        rows = [(f"{s.setup:<{width}}", s.overall)]
-        rows += [(f"  └ {name:<{sub_width}}", m) for name, m in s.per_dataset.items()]
+        rows = [(f"{escape_controls(s.setup):<{width}}", s.overall)]
+        rows += [(f"  └ {escape_controls(name):<{sub_width}}", m) for name, m in s.per_dataset.items()]
         for label, m in rows:
             line = label + _cols(_main_cells(m), _MAIN_WIDTHS)
             rag_cells = _rag_cells(m) if rag else None
@@ -132,7 +134,8 @@ def render_text(summary: Summary) -> str:
 
 
 def _md_escape(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    text = escape_controls(text.replace("\n", " "))
+    return text.replace("\\", "\\\\").replace("|", "\\|")
 
 
 def _ci_cell(m: Metrics) -> str:

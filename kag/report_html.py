@@ -12,11 +12,12 @@ Library module: returns strings and JSON-ready dicts, never prints.
 
 from __future__ import annotations
 
+import functools
 import html
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, ParamSpec
 
 from kag.grading.compare import (
     DEFAULT_ALPHA,
@@ -33,10 +34,13 @@ from kag.grading.compare import (
     analyse,
 )
 from kag.grading.mcq import Metrics, SetupSummary
+from kag.textsafe import escape_controls, escape_message
 
 Align = Literal["l", "r"]
 
 #: Okabe-Ito palette (distinguishable with the common colour-vision deficiencies).
+P = ParamSpec("P")
+
 PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442")
 
 
@@ -80,6 +84,17 @@ def one_line(text: str, max_chars: int) -> str:
 # ---------------------------------------------------------------- tables
 
 
+def _terminal_safe(render: Callable[P, str]) -> Callable[P, str]:
+    """A text or markdown document whose header and legend lines name setups: their
+    control characters are escaped (the document's own line breaks stay)."""
+
+    @functools.wraps(render)
+    def safe(*args: P.args, **kwargs: P.kwargs) -> str:
+        return escape_message(render(*args, **kwargs))
+
+    return safe
+
+
 @dataclass(frozen=True)
 class Table:
     """A table of strings; ``sub`` marks indented sub-rows (per-dataset rows of a setup)."""
@@ -94,9 +109,11 @@ class Table:
 
 
 def table_text(table: Table) -> str:
-    """Aligned columns separated by two spaces; text left-aligned, numbers right-aligned."""
+    """Aligned columns separated by two spaces; text left-aligned, numbers right-aligned.
+    Control characters of names and responses are escaped (``\\x1b``), then aligned."""
+    rows = [[escape_controls(cell) for cell in row] for row in table.rows]
     widths = [len(h) for h in table.headers]
-    for row in table.rows:
+    for row in rows:
         for i, cell in enumerate(row):
             widths[i] = max(widths[i], len(cell))
 
@@ -106,11 +123,12 @@ def table_text(table: Table) -> str:
         ]
         return "  ".join(parts).rstrip()
 
-    return "\n".join([line(table.headers), *(line(r) for r in table.rows)])
+    return "\n".join([line(table.headers), *(line(r) for r in rows)])
 
 
 def _md_cell(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    text = escape_controls(text.replace("\n", " "))
+    return text.replace("\\", "\\\\").replace("|", "\\|")
 
 
 def table_markdown(table: Table) -> str:
@@ -228,10 +246,12 @@ def comparison_legend(run: ComparisonRun) -> list[str]:
     ]
 
 
+@_terminal_safe
 def comparisons_text(run: ComparisonRun) -> str:
     return "\n".join([table_text(comparison_table(run)), "", *comparison_legend(run)]) + "\n"
 
 
+@_terminal_safe
 def comparisons_markdown(run: ComparisonRun) -> str:
     legend = "\n".join(f"- {line}" for line in comparison_legend(run))
     return (
@@ -279,6 +299,7 @@ def flip_header(report: FlipReport) -> list[str]:
     ]
 
 
+@_terminal_safe
 def flips_text(report: FlipReport, max_chars: int = 120) -> str:
     first, second = flip_tables(report, max_chars)
     parts = [*flip_header(report), ""]
@@ -292,6 +313,7 @@ def flips_text(report: FlipReport, max_chars: int = 120) -> str:
     return "\n".join(parts)
 
 
+@_terminal_safe
 def flips_markdown(report: FlipReport, max_chars: int = 300) -> str:
     first, second = flip_tables(report, max_chars)
     parts = [
@@ -379,6 +401,7 @@ IMPACT_LEGEND = (
 )
 
 
+@_terminal_safe
 def impact_text(impacts: Sequence[RetrievalImpact]) -> str:
     parts: list[str] = []
     for impact in impacts:
@@ -393,6 +416,7 @@ def impact_text(impacts: Sequence[RetrievalImpact]) -> str:
     return "\n".join(parts) + "\n"
 
 
+@_terminal_safe
 def impact_markdown(impacts: Sequence[RetrievalImpact]) -> str:
     parts: list[str] = []
     for impact in impacts:
@@ -684,20 +708,14 @@ def render_html(
 
 
 def write_report(path: str, text: str) -> None:
-    """Write a report file atomically (``<path>.tmp`` then rename); InputError naming the path."""
-    import contextlib
-    import os
-
+    """Write a report file atomically through :func:`kag.results.write_atomic` (an exclusive
+    temporary, no link followed, rename); InputError naming the path."""
     from kag.errors import InputError
+    from kag.results import NoSpace, write_atomic
 
-    tmp = f"{path}.tmp"
     try:
-        with open(tmp, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+        write_atomic(path, (text.encode("utf-8"),))
+    except (OSError, NoSpace) as exc:
         raise InputError(f"{path}: cannot write the report: {exc.strerror}") from None
 
 

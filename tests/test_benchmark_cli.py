@@ -524,8 +524,9 @@ def wait_for_files(root: Path, count: int, process: subprocess.Popen[str], limit
 def check_tree_and_resume(root: Path, server: FakeServer, n: int) -> None:
     out = root / "out"
     every = [p for p in out.rglob("*") if p.is_file()]
-    # A kill may leave a `.json.tmp` (a write cut short): never a result, removed next run.
-    assert all(p.name.endswith((".json", ".json.tmp")) for p in every)
+    # A kill may leave a temporary (a write cut short) and the lock file: both end in
+    # `.tmp`, are never a result, and are gone after the next run.
+    assert all(p.name.endswith((".json", ".tmp")) for p in every)
     done = {str(p.relative_to(out)) for p in every if p.name.endswith(".json")}
     for name in done:
         read_result(out / name)  # every result file parses: nothing partial

@@ -514,3 +514,61 @@ def test_fingerprint_ignores_name_answer_and_dataset_filter() -> None:
     assert (
         task_fingerprint(_setup(), Question("other", "7", "Q?", MCQ({"a": "x", "b": "y"}, "b"))) == reference
     )
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "{{ INPUT.__class__ }}",
+        "{{ INPUT['__class__'] }}",
+        "{{ INPUT|attr('__class__') }}",
+        "{% if CHOICE is defined %}{{ CHOICE._x }}{% endif %}",  # reached for some questions only
+    ],
+)
+def test_templates_reaching_for_internals_fail_when_compiled(source: str) -> None:
+    with pytest.raises(ConfigError, match=r"^t: the template reaches for Python internals at line 1 \('_"):
+        compile_template(source, "t")
+
+
+def test_the_sandbox_refuses_internals_built_at_render_time() -> None:
+    template = compile_template("{{ INPUT|attr('_' ~ '_class__') }}", "t")
+    with pytest.raises(PromptRenderError, match="^t: "):
+        template.render({"INPUT": "x"})
+
+
+def test_deeply_nested_templates_and_toml_are_config_errors(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="^t: the template is nested too deeply"):
+        compile_template("{% if INPUT %}" * 300 + "{% endif %}" * 300, "t")
+    with pytest.raises(ConfigError, match="^t: the template is nested too deeply"):
+        compile_template("{{ " + "(" * 5000 + "INPUT" + ")" * 5000 + " }}", "t")
+    path = write(tmp_path / "deep.toml", "a = " + "[" * 100_000)
+    with pytest.raises(ConfigError, match=f"^{path}: not valid TOML: arrays or tables nested too deeply"):
+        load_config(path)
+
+
+def test_file_and_env_still_work_in_the_sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KAG_SANDBOX_VAR", "v1")
+    write(tmp_path / "part.txt", "from a file")
+    path = write(
+        tmp_path / "c.toml", "x = '{{ file('part.txt') }}'\ny = '{{ env('KAG_SANDBOX_VAR') | upper }}'\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    assert render_file(path) == "x = 'from a file'\ny = 'V1'\n"
+
+
+def test_url_credentials_are_secrets_and_cannot_go_with_a_key(tmp_path: Path) -> None:
+    text = '[providers.l]\ntype = "Ollama"\nurl = "http://bob:pw-123@h:1"\n'
+    path = write(
+        tmp_path / "c.toml", text + '[databases.g]\ntype = "Neo4j"\nuri = "bolt://neo:db-pw-9@db:7687"\n'
+    )
+    cfg = load_config(path)
+    assert {"bob:pw-123", "pw-123", "neo:db-pw-9", "db-pw-9"} <= cfg.secrets
+    write(path, '[providers.o]\ntype = "OpenAI"\nurl = "http://bob:pw-123@h:1/v1"\nkey = "sk-zz"\n')
+    with pytest.raises(ConfigError, match=f"^{path}: providers.o: 'url' carries credentials") as info:
+        load_config(path)
+    assert "pw-123" not in str(info.value) and "sk-zz" not in str(info.value)
+    write(path, '[providers.o]\ntype = "OpenAI"\nurl = "http://bob:pw-123@h:1/v1"\nkey = ""\n')
+    assert load_config(path).providers["o"].url == "http://bob:pw-123@h:1/v1"  # credentials alone are fine
+    write(path, '[providers.o]\ntype = "OpenAI"\nurl = "ftp://bob:pw-123@h"\nkey = ""\n')
+    with pytest.raises(ConfigError, match="got 'ftp://\\*\\*\\*@h'"):
+        load_config(path)

@@ -84,6 +84,10 @@ def test_name_problem(name: str, problem: str | None):
             {"input": "q", "output": {"type": "MCQ", "options": {"a": "x"}, "answer": "A"}},
             "ds/1: 'output.answer' 'A' is not one of the option keys ['a']",  # keys are exact
         ),
+        (
+            {"input": "q", "output": {"type": "MCQ", "options": {"A": "x", "b": "y", "a": "z"}}},
+            "ds/1: option keys 'A' and 'a' differ only by case",
+        ),
     ],
 )
 def test_bad_entries_are_named(tmp_path: Path, entry: object, message: str):
@@ -127,3 +131,23 @@ def test_parse_datasets_keeps_order_and_options(tmp_path: Path):
     assert list(ds.datasets["z"]) == ["2", "1"]
     assert list(ds.get("z", "1").mcq.options) == ["c", "a"]
     assert ds.scorable_questions == 0
+
+
+def test_option_keys_differing_by_ascii_case_are_all_reported_within_the_cap(tmp_path: Path):
+    # Only ASCII letters fold, as in grading: "É"/"é" may both be options.
+    doc = {
+        "ds": {
+            "1": {"input": "q", "output": {"type": "MCQ", "options": {"É": "x", "é": "y"}}},
+            **{
+                str(i): {"input": "q", "output": {"type": "MCQ", "options": {"B": "x", "b": "y"}}}
+                for i in range(2, 30)
+            },
+        }
+    }
+    with pytest.raises(InputError) as info:
+        load_datasets(write(tmp_path, doc))
+    lines = str(info.value).splitlines()
+    assert lines[0].endswith("28 problem(s) in the datasets file:")
+    assert lines[1].startswith("  ds/2: option keys 'B' and 'b' differ only by case (")
+    assert "ds/1:" not in str(info.value)
+    assert len(lines) == 1 + MAX_PROBLEMS + 1 and lines[-1] == "  ... and 8 more"

@@ -528,3 +528,37 @@ def test_fastembed_provider_embeds_in_process_and_cannot_chat() -> None:
     with pytest.raises(ProviderError) as info:
         run(client.chat(REQUEST))
     assert not info.value.transient and "cannot generate text" in str(info.value)
+
+
+@pytest.mark.parametrize("make", [openai, ollama])
+def test_a_lone_surrogate_in_the_reply_is_permanent_and_sent_once(make: Any) -> None:
+    with FakeServer(reply="\ud800 half a pair") as fake:
+        client = make(fake)
+
+        async def go() -> Any:
+            try:
+                return await call_with_retries(
+                    lambda: client.chat(REQUEST), RetryPolicy(retries=3, backoff=0)
+                )
+            finally:
+                await client.aclose()
+
+        with pytest.raises(ProviderError) as info:
+            run(go())
+        assert len(fake.chat_requests()) == 1
+    assert info.value.transient is False and info.value.attempts == 1
+    assert "lone surrogate" in str(info.value)
+
+
+def test_bodies_that_are_not_json_are_still_retried(server: FakeServer) -> None:
+    server.set_faults({"MARK": ["badjson", "ok"]})
+    client = openai(server)
+
+    async def go() -> Any:
+        try:
+            return await call_with_retries(lambda: client.chat(REQUEST), RetryPolicy(retries=3, backoff=0))
+        finally:
+            await client.aclose()
+
+    response, attempts = run(go())
+    assert response.text == "B" and attempts == 2

@@ -173,6 +173,8 @@ def render_plan(plan: Plan, resume: bool) -> str:
 
 def summary_line(summary: Summary) -> str:
     parts = [f"{summary.done} task(s) run: {summary.ok} ok, {summary.errors} error(s)"]
+    if summary.kept:
+        parts[0] += f", {summary.kept} failed and kept the previous answer"
     if summary.skipped:
         parts.append(f"{summary.skipped} skipped (kept from earlier runs)")
     if summary.stale_kept:
@@ -285,6 +287,14 @@ def register(app: typer.Typer) -> None:
         retries: Annotated[int, typer.Option("--retries", min=0, help="Retries of transient failures.")] = 3,
         timeout: Annotated[float, typer.Option("--timeout", min=0.001, help="Seconds per request.")] = 300.0,
         backoff: Annotated[float, typer.Option("--backoff", min=0.0, help="First retry delay (s).")] = 1.0,
+        max_connection_failures: Annotated[
+            int,
+            typer.Option(
+                "--max-connection-failures",
+                min=0,
+                help="Stop after this many tasks in a row could not reach their server (0: never).",
+            ),
+        ] = 20,
         fail_on_error: Annotated[
             bool, typer.Option("--fail-on-error", help="Exit 1 when any task ended in error.")
         ] = False,
@@ -292,15 +302,8 @@ def register(app: typer.Typer) -> None:
         """Run every setup of the benchmark file over the datasets; one result file per task."""
         from kag.datasets import load_datasets
         from kag.generation.config import load_benchmark, load_config
-        from kag.generation.retry import RetryPolicy
-        from kag.generation.runner import (
-            PlanOptions,
-            RunOptions,
-            check_output,
-            plan_benchmark,
-            remove_leftovers,
-            run_benchmark,
-        )
+        from kag.generation.runner import PlanOptions, check_output, plan_benchmark
+        from kag.results import lock_tree
 
         resume = resume or retry_errors or rerun_stale
         cfg = load_config(config)
@@ -323,32 +326,66 @@ def register(app: typer.Typer) -> None:
             sys.stdout.write(render_plan(plan, resume) + "\n")
             return
         check_output(output)
-        removed = remove_leftovers(plan)
-        if removed:
-            info(f"kag: removed {removed} leftover .tmp file(s) of interrupted writes")
-        if plan.stale_kept:
-            warn(
-                f"{plan.stale_kept} result file(s) are stale (their setup, prompt template or question "
-                "changed); --rerun-stale re-runs them"
-            )
-        info(
-            f"kag: benchmark: {len(plan.tasks)} task(s) to run ({plan.skipped} kept)"
-            f" with --parallel {parallel}"
+        lock = lock_tree(output)
+        try:
+            _run(plan, cfg, parallel, timeout, retries, backoff, max_connection_failures, fail_on_error)
+        finally:
+            lock.release()
+
+
+def _run(
+    plan: Plan,
+    cfg: Any,
+    parallel: int,
+    timeout: float,
+    retries: int,
+    backoff: float,
+    max_connection_failures: int,
+    fail_on_error: bool,
+) -> None:
+    """The run itself, with the tree's lock held: clean-up, tasks, summary, exit code."""
+    from kag.generation.retry import RetryPolicy
+    from kag.generation.runner import RunOptions, remove_leftovers, run_benchmark
+
+    removed = remove_leftovers(plan)
+    if removed:
+        info(f"kag: removed {removed} leftover .tmp file(s) of interrupted writes")
+    if plan.stale_kept:
+        warn(
+            f"{plan.stale_kept} result file(s) are stale (their setup, prompt template or question "
+            "changed); --rerun-stale re-runs them"
         )
-        options = RunOptions(
-            parallel=parallel, timeout=timeout, retry=RetryPolicy(retries=retries, backoff=backoff)
-        )
-        reporter: Any
-        if sys.stderr.isatty() and plan.tasks and verbosity() >= 0:
-            with RichReporter(len(plan.tasks)) as reporter:
-                summary = run_benchmark(plan, cfg, options, reporter)
-        else:
-            reporter = PlainReporter(len(plan.tasks))
+    info(f"kag: benchmark: {len(plan.tasks)} task(s) to run ({plan.skipped} kept) with --parallel {parallel}")
+    options = RunOptions(
+        parallel=parallel,
+        timeout=timeout,
+        retry=RetryPolicy(retries=retries, backoff=backoff),
+        max_connection_failures=max_connection_failures,
+    )
+    reporter: Any
+    if sys.stderr.isatty() and plan.tasks and verbosity() >= 0:
+        with RichReporter(len(plan.tasks)) as reporter:
             summary = run_benchmark(plan, cfg, options, reporter)
-        info(summary_line(summary))
-        if summary.fatal is not None:
-            raise InputError(summary.fatal)
-        if summary.interrupted:
-            raise typer.Exit(int(ExitCode.INTERRUPTED))
-        if fail_on_error and summary.errors:
-            raise GateFailed(f"{summary.errors} task(s) ended in error (--fail-on-error)")
+    else:
+        reporter = PlainReporter(len(plan.tasks))
+        summary = run_benchmark(plan, cfg, options, reporter)
+    info(summary_line(summary))
+    if summary.disk_full:
+        raise InputError(
+            f"disk full: {summary.not_run} task(s) not run; free space and run again with --continue"
+        )
+    if summary.fatal is not None:
+        raise InputError(summary.fatal)
+    if summary.interrupted:
+        raise typer.Exit(int(ExitCode.INTERRUPTED))
+    if summary.unreachable is not None:
+        raise InputError(
+            f"{summary.unreachable}: unreachable for {max_connection_failures} task(s) in a row;"
+            f" {summary.not_run} task(s) not run: start the server and run again with --continue"
+        )
+    if summary.no_answer:
+        raise InputError(
+            f"no task got an answer ({summary.errors + summary.kept} failed); see the warnings above"
+        )
+    if fail_on_error and summary.errors + summary.kept:
+        raise GateFailed(f"{summary.errors + summary.kept} task(s) ended in error (--fail-on-error)")

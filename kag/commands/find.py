@@ -127,6 +127,14 @@ def register(stats_app: typer.Typer) -> None:
         files_only: Annotated[
             bool, typer.Option("--files-with-matches", "-l", help="Print only the paths of matching files.")
         ] = False,
+        null: Annotated[
+            bool,
+            typer.Option(
+                "--null",
+                "-0",
+                help="Print only the paths of matching files, each ended by a NUL byte (for xargs -0).",
+            ),
+        ] = False,
         context: Annotated[
             int, typer.Option("--context", "-C", metavar="N", help="Characters shown around a match.")
         ] = 40,
@@ -163,6 +171,11 @@ def register(stats_app: typer.Typer) -> None:
         )
 
         fmt = _format(pick_option(ctx, "--format", format, "text"))
+        if null and (fmt is not SearchFormat.TEXT or count or interactive):
+            raise UsageError(
+                "--null prints paths: it works with --format text only, without --count or --interactive"
+            )
+        files_only = files_only or null
         options = SearchOptions(
             pattern=pattern,
             prefix=pick_option(ctx, "--prefix", prefix, ""),
@@ -186,7 +199,10 @@ def register(stats_app: typer.Typer) -> None:
         console = stdout_console()
         color = console.is_terminal and not console.no_color and console.color_system is not None
         root = str(pick_option(ctx, "--results", results, Path(".")))
-        view = View(fmt, root, color=color and not interactive, files_only=files_only, counts=count)
+        view = View(
+            fmt, root, color=color and not interactive, files_only=files_only, counts=count, null=null
+        )
+        end = "\0" if null else "\n"
         collected: list[str] = []  # for fzf: "<path>\t<line>"
 
         def stream(outcome: FileOutcome) -> None:
@@ -194,7 +210,7 @@ def register(stats_app: typer.Typer) -> None:
                 if interactive:
                     collected.append(f"{outcome.file.path}\t{line}")
                 else:
-                    sys.stdout.write(line + "\n")
+                    sys.stdout.write(line + end)
 
         result = search(root, options, jobs, on_outcome=stream, keep_hits=fmt is SearchFormat.JSON)
         for line in final_lines(result, view):

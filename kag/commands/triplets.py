@@ -110,11 +110,13 @@ def _render_text(report: TripletReport) -> None:
     from rich.table import Table
 
     from kag.grading.triplets.report import relation_rows, report_rows
+    from kag.textsafe import escape_controls, escape_message
 
     gate = "" if report.gate is None else f", gate {report.gate:.2f}"
     mode = f"match: {report.match_mode.value}, similarity: {report.similarity_backend}{gate}"
-    header = f"gold: {report.gold}\n{mode}"
-    names = [run.predictions for run in report.runs]
+    header = escape_message(f"gold: {report.gold}\n{mode}")
+    # Relations come from model output, names from the command line: neither may drive the terminal.
+    names = [escape_controls(run.predictions) for run in report.runs]
     short = [Path(name).name for name in names]
     if len(set(short)) == len(short):
         names = short
@@ -135,7 +137,7 @@ def _render_text(report: TripletReport) -> None:
             table.add_column(name, justify="right")
         for row_label, cells in rows:
             if cells:
-                table.add_row(row_label, *cells)
+                table.add_row(escape_controls(row_label), *cells)
             else:
                 table.add_section()
         console.print(table)

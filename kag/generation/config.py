@@ -6,6 +6,8 @@ Both files are rendered first as Jinja2 templates with two helpers, then parsed 
   directory (as the Rust tool does), then next to the file being rendered;
 - ``env(name)``: the environment variable, or "" when it is unset.
 
+The rendering runs in Jinja2's immutable sandbox, as prompt templates do: a template that
+reaches for Python internals is a configuration error, and nothing it writes can run code.
 Undefined variables are errors (a prompt written inline with ``{{INPUT}}`` would otherwise
 silently render empty: wrap it in ``{% raw %}...{% endraw %}`` or load it with ``file()``).
 
@@ -26,10 +28,19 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from kag.datasets import name_problem
 from kag.errors import ConfigError
-from kag.generation.templates import DEFAULT_TEMPLATE, PromptTemplate, compile_template
+from kag.generation.secrets import display_url, url_credentials
+from kag.generation.templates import (
+    DEFAULT_TEMPLATE,
+    TOO_DEEP,
+    PromptTemplate,
+    check_no_internals,
+    compile_template,
+    internals_message,
+)
 from kag.results import AugmentedGeneration, ModelConfig
 
 log = logging.getLogger(__name__)
@@ -166,16 +177,25 @@ def render_file(path: str | Path, what: str = "configuration file") -> str:
     def env_helper(name: str) -> str:
         return os.environ.get(str(name), "")
 
-    environment = jinja2.Environment(
+    environment = ImmutableSandboxedEnvironment(
         undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True
     )
     environment.globals.update(file=file_helper, env=env_helper)
     try:
+        check_no_internals(environment.parse(raw), str(path))
         template = environment.from_string(raw)
     except jinja2.TemplateSyntaxError as exc:
         raise ConfigError(f"{path}: line {exc.lineno}: template syntax error: {exc.message}") from None
+    except (RecursionError, SyntaxError, MemoryError):
+        # See compile_template: Jinja recurses per nesting level, Python's compiler gives up
+        # on the generated code past ~100 nested blocks.
+        raise ConfigError(f"{path}: {TOO_DEEP}") from None
     try:
         return template.render()
+    except RecursionError:
+        raise ConfigError(f"{path}: {TOO_DEEP}") from None
+    except jinja2.exceptions.SecurityError as exc:
+        raise ConfigError(f"{path}: {internals_message(exc)}") from None
     except _FileNotReadable as exc:
         raise ConfigError(f"{path}: {exc}") from None
     except jinja2.UndefinedError as exc:
@@ -203,6 +223,10 @@ def _toml_loads(text: str) -> dict[str, Any]:
 def parse_toml(text: str, path: Path, rendered: bool) -> dict[str, Any]:
     try:
         return _toml_loads(text)
+    except RecursionError:  # tomli raises one past its nesting limit, as Python's stack would
+        raise ConfigError(
+            f"{path}: not valid TOML: arrays or tables nested too deeply to be parsed"
+        ) from None
     except ValueError as exc:  # TOMLDecodeError is a ValueError in tomllib and tomli
         note = " (line numbers count in the file after template rendering)" if rendered else ""
         raise ConfigError(f"{path}: not valid TOML: {exc}{note}") from None
@@ -272,13 +296,18 @@ def _collect_secrets(value: Any, into: set[str]) -> None:
     elif isinstance(value, list):
         for inner in value:
             _collect_secrets(inner, into)
+    elif isinstance(value, str) and "@" in value:
+        # Credentials written in any URL (a provider's url, a database's uri) are secrets.
+        into |= url_credentials(value)
 
 
 def _url(path: Path, where: str, table: Mapping[str, Any], default: str) -> str:
     url = _string(path, where, table, "url", default)
     assert url is not None
     if not re.match(r"https?://[^/\s]", url):
-        raise ConfigError(f"{path}: {where}: 'url' must start with http:// or https:// (got {url!r})")
+        raise ConfigError(
+            f"{path}: {where}: 'url' must start with http:// or https:// (got {display_url(url)!r})"
+        )
     return url.rstrip("/")
 
 
@@ -299,7 +328,15 @@ def _provider(path: Path, name: str, table: Any) -> ProviderConfig:
         _warn_unknown(path, where, table, ("type", "url", "key"))
         key = _string(path, where, table, "key", required=True, secret=True)
         assert key is not None
-        return OpenAIProvider(name, key, _url(path, where, table, OPENAI_DEFAULT_URL))
+        url = _url(path, where, table, OPENAI_DEFAULT_URL)
+        if key and url_credentials(url):
+            # The HTTP client cannot send both (one Authorization header): refuse it here,
+            # not as an internal error in every task.
+            raise ConfigError(
+                f"{path}: {where}: 'url' carries credentials (user:password@) and 'key' is set too;"
+                " keep one of them"
+            )
+        return OpenAIProvider(name, key, url)
     if kind == "FastEmbed":
         _warn_unknown(path, where, table, ("type", "model"))
         return FastEmbedProvider(name, _string(path, where, table, "model"))

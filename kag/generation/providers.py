@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import json
 import threading
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -25,12 +27,16 @@ import orjson
 
 from kag.generation.config import FastEmbedProvider, OllamaProvider, OpenAIProvider, ProviderConfig
 from kag.generation.retry import ProviderError, parse_retry_after
+from kag.generation.secrets import Redactor, display_url, url_credentials
 from kag.results import Usage
 
 if TYPE_CHECKING:
     import aiohttp
 
 MAX_ERROR_BODY = 300
+# What is redacted of an error body before it is cut to MAX_ERROR_BODY: far longer than any
+# key can reach from inside the kept part, short enough that a 1 GB error page costs nothing.
+REDACTED_WINDOW = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -57,8 +63,13 @@ class Provider(Protocol):
     async def aclose(self) -> None: ...
 
 
-def _error_detail(content: bytes) -> str:
-    """The server's own error message when it sent one in JSON, else the body's start."""
+Redact = Callable[[str], str]
+
+
+def _error_detail(content: bytes, redact: Redact) -> str:
+    """The server's own error message when it sent one in JSON, else the body's start;
+    redacted before it is cut to ``MAX_ERROR_BODY`` characters (a key straddling the cut
+    would otherwise keep its first part)."""
     try:
         data = orjson.loads(content)
     except orjson.JSONDecodeError:
@@ -66,11 +77,24 @@ def _error_detail(content: bytes) -> str:
     if isinstance(data, dict):
         error = data.get("error")
         if isinstance(error, dict) and isinstance(error.get("message"), str):
-            return error["message"][:MAX_ERROR_BODY]
+            return redact(error["message"][:REDACTED_WINDOW])[:MAX_ERROR_BODY]
         if isinstance(error, str):
-            return error[:MAX_ERROR_BODY]
-    text = content[:MAX_ERROR_BODY].decode("utf-8", "replace").strip()
+            return redact(error[:REDACTED_WINDOW])[:MAX_ERROR_BODY]
+    text = redact(content[:REDACTED_WINDOW].decode("utf-8", "replace"))[:MAX_ERROR_BODY].strip()
     return text or "(empty body)"
+
+
+def _lone_surrogate(content: bytes) -> bool:
+    """Whether ``content`` is JSON that orjson refused only for a ``\\ud800``-style escape
+    of a lone surrogate: valid JSON syntax (Python's parser takes it) but not Unicode text,
+    so no retry can make it readable."""
+    if b"\\u" not in content:
+        return False
+    try:
+        json.loads(content)
+    except (ValueError, RecursionError):
+        return False
+    return True
 
 
 def _one_line(detail: object) -> str:
@@ -169,9 +193,17 @@ class HttpProvider:
         timeout: float,
         connections: int,
         headers: dict[str, str] | None = None,
+        redact: Redact | None = None,
+        secrets: frozenset[str] = frozenset(),
     ) -> None:
         self.name = name
         self.base_url = base_url
+        # Messages name the URL without its credentials; everything else a message quotes
+        # (a server's echo, an aiohttp error) goes through the run's redactor and this
+        # provider's own secrets, before any truncation.
+        self.shown_url = display_url(base_url)
+        own = Redactor.of(secrets | url_credentials(base_url))
+        self._redact: Redact = own if redact is None else (lambda text: own(redact(text)))
         self.timeout = timeout
         self.connections = max(1, connections)
         self._headers = {"content-type": "application/json", **(headers or {})}
@@ -207,15 +239,23 @@ class HttpProvider:
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def post_json(self, path: str, payload: dict[str, Any]) -> Any:
-        """POST ``payload``; the parsed JSON reply, or ProviderError."""
-        url = f"{self.base_url}{path}"
+        """POST ``payload``; the parsed JSON reply, or ProviderError (its message redacted)."""
+        try:
+            return await self._post_json(path, payload)
+        except ProviderError as exc:
+            exc.message = self._redact(exc.message)
+            raise
+
+    async def _post_json(self, path: str, payload: dict[str, Any]) -> Any:
+        target = f"{self.base_url}{path}"
+        url = f"{self.shown_url}{path}"
         body = orjson.dumps(payload)
         session = self._session or self._open()
         import aiohttp
 
         try:
             async with asyncio.timeout(self.timeout):
-                reply = await self._exchange(session, url, body)
+                reply = await self._exchange(session, target, body)
         except TimeoutError:
             raise ProviderError(
                 f"no complete reply from {url} within {self.timeout:g} s", transient=True
@@ -241,14 +281,20 @@ class HttpProvider:
             ) from None
         if reply.status >= 400:
             raise ProviderError(
-                f"HTTP {reply.status} {reply.reason} from {url}: {_error_detail(reply.content)}",
+                f"HTTP {reply.status} {reply.reason} from {url}: {_error_detail(reply.content, self._redact)}",
                 transient=_is_transient_status(reply.status),
                 retry_after=parse_retry_after(reply.retry_after),
             )
         try:
             return orjson.loads(reply.content)
-        except orjson.JSONDecodeError:
-            start = reply.content[:80].decode("utf-8", "replace")
+        except orjson.JSONDecodeError as exc:
+            if _lone_surrogate(reply.content):
+                # A complete reply the server would send again as it is: retrying cannot help.
+                raise ProviderError(
+                    f"the reply from {url} is not valid JSON text: it escapes a lone surrogate ({exc})",
+                    transient=False,
+                ) from None
+            start = self._redact(reply.content[:REDACTED_WINDOW].decode("utf-8", "replace"))[:80]
             raise ProviderError(
                 f"the reply from {url} is not valid JSON: {start!r}", transient=True
             ) from None
@@ -281,8 +327,10 @@ def _vectors(url: str, vectors: Any, count: int) -> list[list[float]]:
 
 
 class OllamaClient(HttpProvider):
-    def __init__(self, config: OllamaProvider, timeout: float, connections: int) -> None:
-        super().__init__(config.name, config.url, timeout, connections)
+    def __init__(
+        self, config: OllamaProvider, timeout: float, connections: int, redact: Redact | None = None
+    ) -> None:
+        super().__init__(config.name, config.url, timeout, connections, redact=redact)
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
         options: dict[str, Any] = {"temperature": request.temperature}
@@ -295,7 +343,7 @@ class OllamaClient(HttpProvider):
             "options": options,
         }
         data = await self.post_json("/api/chat", payload)
-        url = f"{self.base_url}/api/chat"
+        url = f"{self.shown_url}/api/chat"
         message = data.get("message") if isinstance(data, dict) else None
         content = message.get("content") if isinstance(message, dict) else None
         if not isinstance(content, str):
@@ -305,14 +353,17 @@ class OllamaClient(HttpProvider):
 
     async def embed(self, model: str, texts: list[str]) -> list[list[float]]:
         data = await self.post_json("/api/embed", {"model": model, "input": texts})
-        url = f"{self.base_url}/api/embed"
+        url = f"{self.shown_url}/api/embed"
         return _vectors(url, data.get("embeddings") if isinstance(data, dict) else None, len(texts))
 
 
 class OpenAIClient(HttpProvider):
-    def __init__(self, config: OpenAIProvider, timeout: float, connections: int) -> None:
+    def __init__(
+        self, config: OpenAIProvider, timeout: float, connections: int, redact: Redact | None = None
+    ) -> None:
         headers = {"authorization": f"Bearer {config.key}"} if config.key else {}
-        super().__init__(config.name, config.url, timeout, connections, headers)
+        secrets = frozenset({config.key}) if config.key else frozenset()
+        super().__init__(config.name, config.url, timeout, connections, headers, redact, secrets)
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
         payload: dict[str, Any] = {
@@ -323,7 +374,7 @@ class OpenAIClient(HttpProvider):
         if request.tokens is not None:
             payload["max_tokens"] = request.tokens
         data = await self.post_json("/chat/completions", payload)
-        url = f"{self.base_url}/chat/completions"
+        url = f"{self.shown_url}/chat/completions"
         choices = data.get("choices") if isinstance(data, dict) else None
         first = choices[0] if isinstance(choices, list) and choices else None
         message = first.get("message") if isinstance(first, dict) else None
@@ -340,7 +391,7 @@ class OpenAIClient(HttpProvider):
 
     async def embed(self, model: str, texts: list[str]) -> list[list[float]]:
         data = await self.post_json("/embeddings", {"model": model, "input": texts})
-        url = f"{self.base_url}/embeddings"
+        url = f"{self.shown_url}/embeddings"
         items = data.get("data") if isinstance(data, dict) else None
         if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
             raise _bad_reply(url, "no 'data' array")
@@ -385,10 +436,14 @@ class FastEmbedClient:
         self._embedders.clear()
 
 
-def open_provider(config: ProviderConfig, timeout: float, connections: int) -> Provider:
-    """A client for ``config``; ``connections`` bounds its HTTP connection pool."""
+def open_provider(
+    config: ProviderConfig, timeout: float, connections: int, redact: Redact | None = None
+) -> Provider:
+    """A client for ``config``; ``connections`` bounds its HTTP connection pool; ``redact``
+    (the run's redactor) cleans every error message before it is cut, on top of the
+    provider's own key and URL credentials."""
     if isinstance(config, OllamaProvider):
-        return OllamaClient(config, timeout, connections)
+        return OllamaClient(config, timeout, connections, redact)
     if isinstance(config, OpenAIProvider):
-        return OpenAIClient(config, timeout, connections)
+        return OpenAIClient(config, timeout, connections, redact)
     return FastEmbedClient(config)

@@ -3,8 +3,9 @@
 
 Transient (retried): connect and read timeouts, dropped or reset connections, truncated
 bodies, bodies that are not JSON, HTTP 408, 425, 429 and 5xx. Anything else (HTTP 400,
-401, 404..., a JSON reply without the expected fields) fails at once: retrying cannot fix
-a wrong model name or key.
+401, 404..., a JSON reply without the expected fields, a complete reply that escapes a lone
+surrogate and so is not Unicode text) fails at once: retrying cannot fix a wrong model
+name or key, nor a model that writes half a surrogate pair.
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ import contextvars
 import logging
 import os
 import signal
+import stat
 import time
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -29,6 +30,7 @@ from enum import Enum
 from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
+from urllib.parse import urlsplit, urlunsplit
 
 from kag import __version__
 from kag.datasets import Datasets, Question, name_problem
@@ -37,17 +39,21 @@ from kag.generation.config import Benchmark, Config, Setup
 from kag.generation.fingerprint import task_fingerprint
 from kag.generation.providers import ChatRequest, Provider, open_provider
 from kag.generation.retry import ProviderError, RetryPolicy, call_with_retries
+from kag.generation.secrets import Redactor
 from kag.generation.templates import PromptRenderError, format_choices, prompt_variables
 from kag.results import (
-    TMP_SUFFIX,
+    TMP_OVERHEAD,
     ErrorResult,
+    LinkInTree,
+    NoSpace,
     OkResult,
     OkStats,
     Result,
     Retrieval,
     Timing,
     UnreadableResult,
-    read_result,
+    find_dead_temporaries,
+    read_result_nofollow,
     result_path,
     write_result,
 )
@@ -58,34 +64,10 @@ log = logging.getLogger(__name__)
 RETRIEVAL_FAILED = "Failed during the knowledge retrieval phase (KAG) on database"
 GENERATION_FAILED = "Failed to generate a response from the model"
 RENDER_FAILED = "Failed to render the prompt template"
-MIN_SECRET_LENGTH = 3
-
-
-# ---------------------------------------------------------------- secrets
-
-
-@dataclass(frozen=True)
-class Redactor:
-    """Replaces every configured secret (keys, passwords) with ``***`` in a message.
-
-    Secrets shorter than 3 characters are left alone: redacting them would mangle every
-    message while protecting nothing.
-    """
-
-    secrets: tuple[str, ...] = ()
-
-    @classmethod
-    def for_config(cls, config: Config) -> Redactor:
-        kept = sorted((s for s in config.secrets if len(s) >= MIN_SECRET_LENGTH), key=len, reverse=True)
-        return cls(tuple(kept))
-
-    def __call__(self, text: str) -> str:
-        for secret in self.secrets:
-            text = text.replace(secret, "***")
-        return text
-
-
 # ---------------------------------------------------------------- options and events
+
+
+DEFAULT_MAX_CONNECTION_FAILURES = 20
 
 
 @dataclass(frozen=True)
@@ -93,6 +75,8 @@ class RunOptions:
     parallel: int = 1
     timeout: float = 300.0
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    # Tasks in a row whose server could not be reached before the run stops (0: never).
+    max_connection_failures: int = DEFAULT_MAX_CONNECTION_FAILURES
 
 
 @dataclass(frozen=True)
@@ -111,6 +95,7 @@ class TaskOutcome:
     attempts: int
     seconds: float
     error: str | None = None
+    kept: bool = False  # an error that left the previous ok result in place
 
 
 class Reporter(Protocol):
@@ -152,7 +137,7 @@ class Generator:
     def provider(self, name: str) -> Provider:
         if name not in self._providers:
             self._providers[name] = open_provider(
-                self.config.providers[name], self.options.timeout, max(1, self.options.parallel)
+                self.config.providers[name], self.options.timeout, max(1, self.options.parallel), self.redact
             )
         return self._providers[name]
 
@@ -327,6 +312,7 @@ class Plan:
     skipped: int  # pairs with a result kept as it is (ok, or error without --retry-errors)
     stale_kept: int  # stale results kept (no --rerun-stale)
     leftovers: tuple[Path, ...]  # `.tmp` files of interrupted writes, to remove
+    root: Path | None = None  # the result tree: no link below it is followed when writing
 
     @property
     def stale(self) -> int:
@@ -334,15 +320,17 @@ class Plan:
 
 
 def _inspect(path: Path, fingerprint: str) -> FileState:
+    # lstat and a no-follow read: a link planted at a result file is not a result (it is
+    # run again, and the write replaces the link).
     try:
-        if path.stat().st_size == 0:
+        if path.lstat().st_size == 0:
             return FileState.MISSING
     except FileNotFoundError:
         return FileState.MISSING
     except OSError:
         return FileState.UNREADABLE
     try:
-        result = read_result(path)
+        result = read_result_nofollow(path)
     except UnreadableResult:
         return FileState.UNREADABLE
     if isinstance(result, ErrorResult):
@@ -362,6 +350,84 @@ def _check_names(kind: str, names: tuple[str, ...], known: Mapping[str, Any] | l
         if name not in known:
             listed = ", ".join(sorted(known)) or "none"
             raise UsageError(f"{flag}: unknown {kind} {name!r} (known: {listed})")
+
+
+MAX_LISTED = 10
+
+
+def _listing(items: list[str]) -> str:
+    shown = "; ".join(items[:MAX_LISTED])
+    more = len(items) - MAX_LISTED
+    return shown + (f"; and {more} more" if more > 0 else "")
+
+
+def _limits(output: Path) -> tuple[int, int]:
+    """NAME_MAX and PATH_MAX of the file system that holds (or will hold) ``output``."""
+    folder = output.absolute()
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    try:
+        return os.pathconf(folder, "PC_NAME_MAX"), os.pathconf(folder, "PC_PATH_MAX")
+    except (OSError, ValueError):
+        return 255, 4096
+
+
+def _check_lengths(output: Path, folders: list[tuple[str, str]], files: set[str]) -> None:
+    """UsageError listing every dataset, question and result file name (prefix + setup)
+    that the results folder's file system cannot hold, before any request."""
+    name_max, path_max = _limits(output)
+    base = len(os.fsencode(output.absolute()))
+    problems: list[str] = []
+    for dataset in sorted({d for d, _ in folders}):
+        if len(os.fsencode(dataset)) > name_max:
+            problems.append(f"dataset {dataset[:40]!r}… is {len(os.fsencode(dataset))} bytes")
+    longest_file = max((len(os.fsencode(f)) for f in files), default=0) + TMP_OVERHEAD
+    for name in sorted(files):
+        if len(os.fsencode(name)) + TMP_OVERHEAD > name_max:
+            problems.append(
+                f"result file name {name[:40]!r}… (prefix + setup) is {len(os.fsencode(name))} bytes"
+            )
+    for dataset, question in folders:
+        size = len(os.fsencode(question))
+        if size > name_max:
+            problems.append(f"question {dataset}/{question[:40]!r}… is {size} bytes")
+        elif base + len(os.fsencode(dataset)) + size + longest_file + 3 > path_max:
+            problems.append(f"the path of question {dataset}/{question[:40]!r}… is too long")
+    if problems:
+        raise UsageError(
+            f"{output}: names this file system cannot hold (at most {name_max} bytes per name,"
+            f" {TMP_OVERHEAD} of them kept for the temporary file's suffix; {path_max} per path):"
+            f" {_listing(problems)}"
+        )
+
+
+def _check_folders(output: Path, folders: list[tuple[str, str]]) -> None:
+    """LinkInTree listing every symbolic link (or file) where a dataset or question folder
+    of the tree belongs: kag would otherwise write outside the tree."""
+    bad: list[str] = []
+    seen: set[str] = set()
+    for dataset, question in folders:
+        for path in (
+            (output / dataset / question,)
+            if dataset in seen
+            else (output / dataset, output / dataset / question)
+        ):
+            try:
+                mode = path.lstat().st_mode
+            except FileNotFoundError:
+                continue
+            except NotADirectoryError:
+                continue  # its parent is already listed
+            if not stat.S_ISDIR(mode):
+                kind = "a symbolic link" if stat.S_ISLNK(mode) else "not a folder"
+                bad.append(f"{path} ({kind})")
+        seen.add(dataset)
+    if bad:
+        unique = list(dict.fromkeys(bad))
+        raise LinkInTree(
+            f"{output}: where a folder of the result tree belongs: {_listing(unique)};"
+            " remove or rename it (kag never writes through a link)"
+        )
 
 
 def check_prefix(prefix: str) -> None:
@@ -429,6 +495,15 @@ def plan_benchmark(config: Config, benchmark: Benchmark, datasets: Datasets, opt
                     "%s: [%s]: dataset %r is not in %s", benchmark.path, setup.name, name, datasets.path
                 )
     inspect = options.resume or options.inspect
+    folders = [
+        (dataset, qid)
+        for dataset, questions in datasets.datasets.items()
+        if not options.datasets or dataset in options.datasets
+        if any(s.runs_on(dataset) for s in setups)
+        for qid in (list(questions)[: options.limit] if options.limit is not None else list(questions))
+    ]
+    _check_lengths(options.output, folders, {f"{options.prefix}{s.name}.json" for s in setups})
+    _check_folders(options.output, folders)
     tasks: list[Task] = []
     rows: dict[tuple[str, str], PlanRow] = {}
     leftovers: list[Path] = []
@@ -444,14 +519,18 @@ def plan_benchmark(config: Config, benchmark: Benchmark, datasets: Datasets, opt
         if active:
             questions_seen.extend(selected)
         for question in selected:
+            if active and (options.output / dataset / question.id).is_dir():
+                leftovers.extend(
+                    find_dead_temporaries(
+                        options.output / dataset / question.id,
+                        [f"{options.prefix}{s.name}.json" for s in active],
+                    )
+                )
             for setup in active:
                 aug = setup.augmented_generation
                 retriever_table = config.retrievers.get(aug.retriever) if aug else None
                 fingerprint = task_fingerprint(setup, question, retriever_table)
                 path = result_path(options.output, dataset, question.id, options.prefix, setup.name)
-                tmp = path.with_name(path.name + TMP_SUFFIX)
-                if os.path.lexists(tmp):
-                    leftovers.append(tmp)
                 if inspect:
                     state = _inspect(path, fingerprint)
                 else:
@@ -484,7 +563,9 @@ def plan_benchmark(config: Config, benchmark: Benchmark, datasets: Datasets, opt
                         stale_kept += 1
     _check_prompts(benchmark, setups, questions_seen)
     ordered_rows = sorted(rows.values(), key=lambda r: (list(benchmark.setups).index(r.setup), r.dataset))
-    return Plan(tuple(tasks), tuple(ordered_rows), total, skipped, stale_kept, tuple(leftovers))
+    return Plan(
+        tuple(tasks), tuple(ordered_rows), total, skipped, stale_kept, tuple(leftovers), options.output
+    )
 
 
 def remove_leftovers(plan: Plan) -> int:
@@ -523,14 +604,51 @@ class Summary:
     errors: int = 0
     skipped: int = 0  # kept results
     stale_kept: int = 0
+    kept: int = 0  # failed again, the previous ok result kept (not in ``errors``)
     not_run: int = 0  # never started or cancelled (interrupted)
     interrupted: bool = False
     seconds: float = 0.0
     fatal: str | None = None  # a result file could not be written: the run stopped
+    disk_full: bool = False  # the file system refused a result: the run stopped
+    unreachable: str | None = None  # the URL no task could reach: the run stopped
 
     @property
     def done(self) -> int:
-        return self.ok + self.errors
+        return self.ok + self.errors + self.kept
+
+    @property
+    def no_answer(self) -> bool:
+        """Tasks ran and not one got an answer."""
+        return self.done > 0 and self.ok == 0
+
+
+def _unreachable(result: Result) -> bool:
+    # The providers word every failure to connect (refused, DNS, TLS) "cannot connect to".
+    return isinstance(result, ErrorResult) and result.error.startswith(
+        f"{GENERATION_FAILED}: cannot connect to "
+    )
+
+
+def redact_url(url: str) -> str:
+    """``url`` with its user and password (if any) replaced by ``***``."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    host = parts.netloc.rsplit("@", 1)[1]
+    return urlunsplit(parts._replace(netloc=f"***@{host}"))
+
+
+def store_result(root: Path | None, path: Path, result: Result) -> bool:
+    """Write ``result`` at ``path`` unless it is an error and the file holds an ok result
+    (a good answer is never replaced by a failure); returns whether it was written."""
+    if isinstance(result, ErrorResult):
+        try:
+            if isinstance(read_result_nofollow(path), OkResult):
+                return False
+        except UnreadableResult:
+            pass
+    write_result(path, result, root=root)
+    return True
 
 
 WRITER_THREADS = 8  # parallel fsyncs: measured ~5x the single-thread rate on a virtual disk
@@ -568,7 +686,9 @@ async def run_plan(
         max_workers=min(WRITER_THREADS, parallel + 1), thread_name_prefix="kag-write"
     )
     write_slots = asyncio.Semaphore(2 * parallel + WRITER_THREADS)
-    writes: set[asyncio.Future[None]] = set()
+    writes: set[asyncio.Future[bool]] = set()
+    limit = generator.options.max_connection_failures
+    failures_in_row = [0]
 
     def halt() -> None:
         stopping.set()
@@ -578,25 +698,35 @@ async def run_plan(
                 w.cancel()
 
     def written(
-        task: Task, result: Result, attempts: int, began: float, future: asyncio.Future[None]
+        task: Task, result: Result, attempts: int, began: float, future: asyncio.Future[bool]
     ) -> None:
         writes.discard(future)
         write_slots.release()
         error = None if future.cancelled() else future.exception()
+        if isinstance(error, NoSpace):
+            summary.disk_full = True
+            halt()
+            return
         if error is not None or future.cancelled():
             if summary.fatal is None:
-                reason = getattr(error, "strerror", None) or error or "cancelled"
-                summary.fatal = f"{task.path}: cannot write the result file: {reason}"
+                if isinstance(error, KagError):
+                    summary.fatal = str(error)
+                else:
+                    reason = getattr(error, "strerror", None) or error or "cancelled"
+                    summary.fatal = f"{task.path}: cannot write the result file: {reason}"
             halt()
             return
         ok = isinstance(result, OkResult)
+        kept = not future.result()
         if ok:
             summary.ok += 1
+        elif kept:
+            summary.kept += 1
         else:
             summary.errors += 1
         message = result.error if isinstance(result, ErrorResult) else None
         reporter.task_done(
-            TaskOutcome(task.label, task.path, ok, attempts, time.perf_counter() - began, message)
+            TaskOutcome(task.label, task.path, ok, attempts, time.perf_counter() - began, message, kept)
         )
 
     async def run_task(task: Task) -> None:
@@ -612,8 +742,16 @@ async def run_plan(
             log.debug("task %s raised", task.label, exc_info=True)
             result = ErrorResult(generator.redact(f"internal error: {type(exc).__name__}: {exc}"))
             attempts = 0
+        if _unreachable(result):
+            failures_in_row[0] += 1
+            if limit and failures_in_row[0] >= limit and summary.unreachable is None:
+                provider = generator.config.providers.get(task.setup.provider)
+                summary.unreachable = redact_url(str(getattr(provider, "url", task.setup.provider)))
+                halt()
+        else:  # the server answered (even with an error)
+            failures_in_row[0] = 0
         await write_slots.acquire()
-        future = loop.run_in_executor(executor, write_result, task.path, result)
+        future = loop.run_in_executor(executor, store_result, plan.root, task.path, result)
         writes.add(future)
         future.add_done_callback(partial(written, task, result, attempts, began))
 

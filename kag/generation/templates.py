@@ -10,7 +10,11 @@ A prompt template sees at most three variables:
   text, so templates write ``{{ RETRIEVAL | default('<empty>') }}``.
 
 Any other name is a configuration error found when the template is compiled, before any
-request is sent. As in Jinja2 (and minijinja), one trailing newline of the template is
+request is sent. Templates run in Jinja2's immutable sandbox: a template that reaches for
+Python internals (an attribute or key starting with ``_``, as in
+``cycler.__init__.__globals__``) is a configuration error, found in the source when it is
+compiled and refused by the sandbox if it gets there another way; one nested past the
+parser's limits is a configuration error too, never a RecursionError. As in Jinja2 (and minijinja), one trailing newline of the template is
 dropped, so a prompt file that ends with a newline renders without it.
 """
 
@@ -22,6 +26,8 @@ from typing import Any
 
 import jinja2
 import jinja2.meta
+import jinja2.nodes
+from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from kag.errors import ConfigError
 
@@ -36,7 +42,7 @@ DEFAULT_TEMPLATE = (
     "{% if RETRIEVAL is defined %}\n\nContext:\n{{ RETRIEVAL }}{% endif %}"
 )
 
-_ENV = jinja2.Environment(
+_ENV = ImmutableSandboxedEnvironment(
     undefined=jinja2.StrictUndefined,
     autoescape=False,
     keep_trailing_newline=False,
@@ -64,6 +70,10 @@ class PromptTemplate:
             return self.compiled.render(variables)
         except jinja2.UndefinedError as exc:
             raise PromptRenderError(f"{self.origin}: {exc.message}") from None
+        except jinja2.exceptions.SecurityError as exc:
+            raise PromptRenderError(f"{self.origin}: {internals_message(exc)}") from None
+        except RecursionError:
+            raise PromptRenderError(f"{self.origin}: {TOO_DEEP}") from None
         except jinja2.TemplateError as exc:
             raise PromptRenderError(f"{self.origin}: {exc}") from None
         except Exception as exc:  # noqa: BLE001 - a filter raising on a value (e.g. int('x'))
@@ -78,9 +88,15 @@ def compile_template(source: str, origin: str) -> PromptTemplate:
     """
     try:
         ast = _ENV.parse(source)
+        check_no_internals(ast, origin)
+        used = frozenset(jinja2.meta.find_undeclared_variables(ast))
+        compiled = _ENV.from_string(source)
     except jinja2.TemplateSyntaxError as exc:
         raise ConfigError(f"{origin}: template syntax error at line {exc.lineno}: {exc.message}") from None
-    used = frozenset(jinja2.meta.find_undeclared_variables(ast))
+    except (RecursionError, SyntaxError, MemoryError):
+        # Jinja's parser and code generator recurse per nesting level, and Python's compiler
+        # refuses the generated code past ~100 nested blocks (IndentationError).
+        raise ConfigError(f"{origin}: {TOO_DEEP}") from None
     unknown = sorted(used - VARIABLES)
     if unknown:
         names = ", ".join(repr(name) for name in unknown)
@@ -88,7 +104,45 @@ def compile_template(source: str, origin: str) -> PromptTemplate:
             f"{origin}: undefined template variable {names}"
             " (a prompt template may use INPUT, CHOICE and RETRIEVAL)"
         )
-    return PromptTemplate(source, origin, used, _ENV.from_string(source))
+    return PromptTemplate(source, origin, used, compiled)
+
+
+TOO_DEEP = "the template is nested too deeply to be parsed"
+
+
+def internals_message(exc: Exception) -> str:
+    """The words for a template the sandbox stopped (jinja2's SecurityError)."""
+    return f"the template reaches for Python internals, which templates may not use ({exc})"
+
+
+def check_no_internals(ast: jinja2.nodes.Template, origin: str) -> None:
+    """Raise ConfigError when the template names an attribute or key starting with ``_``
+    (``x.__init__``, ``x['_y']``, ``x|attr('__init__')``).
+
+    The sandbox refuses these when they are evaluated; finding them in the source makes a
+    template that would only reach them for some questions fail before any request.
+    """
+    found: dict[str, int] = {}
+    stack: list[jinja2.nodes.Node] = [ast]
+    while stack:  # iterative: the tree may be as deep as the parser allowed
+        node = stack.pop()
+        name: object = None
+        if isinstance(node, jinja2.nodes.Getattr):
+            name = node.attr
+        elif isinstance(node, jinja2.nodes.Getitem) and isinstance(node.arg, jinja2.nodes.Const):
+            name = node.arg.value
+        elif isinstance(node, jinja2.nodes.Filter) and node.name == "attr" and node.args:
+            first = node.args[0]
+            name = first.value if isinstance(first, jinja2.nodes.Const) else None
+        if isinstance(name, str) and name.startswith("_"):
+            found[name] = min(found.get(name, node.lineno), node.lineno)
+        stack.extend(node.iter_child_nodes())
+    if found:
+        names = sorted(found, key=lambda n: (found[n], n))
+        raise ConfigError(
+            f"{origin}: the template reaches for Python internals at line {found[names[0]]}"
+            f" ({', '.join(repr(n) for n in names)}), which templates may not use"
+        )
 
 
 def format_choices(options: Mapping[str, str]) -> str:

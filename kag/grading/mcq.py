@@ -51,6 +51,7 @@ from kag.results import (
     check_results_root,
     setup_from_name,
 )
+from kag.textsafe import escape_controls, is_utf8
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +75,15 @@ NANOS_PER_SEC = 1_000_000_000
 # in-process).
 CHUNK_QUESTIONS = 100
 AUTO_PARALLEL_MIN_QUESTIONS = 500
+
+#: Largest result file read (bytes). A bigger one is unreadable, told from its size alone:
+#: reading and parsing a 1 GB file costs 2-4 GB of memory, and no answer is that long.
+MAX_RESULT_BYTES = 64 * 1024 * 1024
+
+
+def too_large_message(size: int) -> str:
+    """Why a file of ``size`` bytes is not read (the same words in ``stats`` and ``find``)."""
+    return f"{size:,} bytes, over the {MAX_RESULT_BYTES // (1024 * 1024)} MiB size cap for a result file"
 
 
 # ---------------------------------------------------------------- the grading rule
@@ -644,33 +654,30 @@ _OPEN_FLAGS = (
 def read_result_bytes(path: str) -> bytes:
     """The bytes of a regular file, without following a symbolic link.
 
-    Raises OSError (ELOOP for a symlink) or InputError when the entry is not a regular file.
+    Raises OSError (ELOOP for a symlink) or InputError when the entry is not a regular file
+    or is larger than ``MAX_RESULT_BYTES`` (told by ``fstat``, before anything is read; a
+    file growing past it while it is read is cut off there and refused the same way).
     """
     fd = os.open(path, _OPEN_FLAGS)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise InputError("not a regular file")
+        if st.st_size > MAX_RESULT_BYTES:
+            raise InputError(too_large_message(st.st_size))
         data = os.read(fd, st.st_size + 1)
         if len(data) > st.st_size:  # grew since fstat (a non-atomic writer): read to the end
             parts = [data]
+            size = len(data)
             while chunk := os.read(fd, 1 << 16):
                 parts.append(chunk)
+                size += len(chunk)
+                if size > MAX_RESULT_BYTES:
+                    raise InputError(too_large_message(os.fstat(fd).st_size))
             data = b"".join(parts)
         return data
     finally:
         os.close(fd)
-
-
-def _is_utf8(name: str) -> bool:
-    # Undecodable file names come back from the OS with surrogate escapes.
-    if name.isascii():
-        return True
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _sorted_entries(path: str) -> list[os.DirEntry[str]]:
@@ -701,7 +708,7 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
                     out.logs.append((logging.DEBUG, f"{entry.path}: in-progress write (.tmp), not graded"))
                 continue
             setup = setup_from_name(name, prefix)
-            if setup is None or not entry.is_file(follow_symlinks=False) or not _is_utf8(name):
+            if setup is None or not entry.is_file(follow_symlinks=False) or not is_utf8(name):
                 out.ignored += 1
                 if info:
                     out.logs.append(
@@ -930,7 +937,7 @@ def grade_tree(
         log.log(level, "%s", message)
     unreadable.sort(key=lambda u: u.path)
     for bad in unreadable:
-        log.warning("%s: unreadable result file: %s", bad.path, bad.reason)
+        log.warning("%s: unreadable result file: %s", escape_controls(bad.path), bad.reason)
     if keep_records:
         records.sort(key=lambda r: (r.dataset, r.question, r.setup))
     return GradeRun(

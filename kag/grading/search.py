@@ -40,7 +40,7 @@ import regex
 import simdjson
 
 from kag.errors import KagError, UsageError
-from kag.grading.mcq import matches_any, rust_trim
+from kag.grading.mcq import MAX_RESULT_BYTES, matches_any, rust_trim, too_large_message
 from kag.results import (
     ErrorResult,
     ResultFile,
@@ -52,6 +52,7 @@ from kag.results import (
     scandir_entries,
     setup_from_name,
 )
+from kag.textsafe import escape_controls, is_utf8
 
 log = logging.getLogger(__name__)
 
@@ -125,6 +126,8 @@ class FileStatus(Enum):
     ERROR_RESULT = "error_result"  # an `error` file: no response to search
     UNREADABLE = "unreadable"  # not a result file (bad JSON, wrong shape, I/O error)
     TIMED_OUT = "timed_out"  # the budget ran out before any hit
+    # its path is not valid UTF-8: neither searched nor counted (no JSON string can hold it)
+    BAD_NAME = "bad_name"
 
 
 @dataclass(frozen=True)
@@ -268,6 +271,21 @@ def _units(folder: str, prefix: str, depth: int, keep: Callable[[str], bool] | N
             yield (path, is_dir)
 
 
+def undecodable_part(root: str, path: str) -> str | None:
+    """The path of the first folder or file of ``path``, from ``root`` down, whose name is
+    not valid UTF-8 (``root`` itself when it is not), or None when all of ``path`` is."""
+    if is_utf8(path):
+        return None
+    if not is_utf8(root):
+        return root
+    head = root.rstrip(os.sep) or os.sep
+    for name in relative_path(root, path).split("/"):
+        head = os.path.join(head, name)
+        if not is_utf8(name):
+            return head
+    return path  # not reached: some name holds the undecodable byte
+
+
 def _expand(unit: _Unit, prefix: str) -> list[str]:
     # A folder removed since it was listed has no files: the deep walk would not see it either.
     path, is_dir = unit
@@ -380,15 +398,28 @@ def _match_text(text: str, m: _Matcher) -> tuple[list[_RawHit], bool]:
 _READ_SIZE = 1 << 16  # below malloc's mmap threshold: no mmap/munmap per file
 
 
+class _TooLarge(Exception):
+    """A result file past ``MAX_RESULT_BYTES``; the message says how large."""
+
+
 def _read(path: str) -> bytes:
     # os.read halves the cost of a small file against open().read() (no buffered object).
+    # Only a file that fills the first read is sized (fstat): one past the cap is refused
+    # before the rest of it is read.
     fd = os.open(path, os.O_RDONLY)
     try:
         data = os.read(fd, _READ_SIZE)
         if len(data) == _READ_SIZE:
+            size = os.fstat(fd).st_size
+            if size > MAX_RESULT_BYTES:
+                raise _TooLarge(too_large_message(size))
             parts = [data]
+            read = len(data)
             while part := os.read(fd, _READ_SIZE):
                 parts.append(part)
+                read += len(part)
+                if read > MAX_RESULT_BYTES:  # grew while read
+                    raise _TooLarge(too_large_message(os.fstat(fd).st_size))
             data = b"".join(parts)
     finally:
         os.close(fd)
@@ -473,6 +504,8 @@ def _search_path(path: str, m: _Matcher) -> _Raw:
         data = _read(path)
     except OSError as exc:
         return (FileStatus.UNREADABLE.value, (), False, exc.strerror or str(exc))
+    except _TooLarge as exc:
+        return (FileStatus.UNREADABLE.value, (), False, str(exc))
     try:
         response = parse_response(data)
     except UnreadableResult as exc:
@@ -517,6 +550,10 @@ class _Searcher:
             for path in _expand(unit, prefix):
                 entry = self.entries(path)
                 if entry is None:
+                    continue
+                bad = undecodable_part(self.job.root, path)
+                if bad is not None:
+                    found.append((entry, (FileStatus.BAD_NAME.value, (), False, bad)))
                     continue
                 totals[entry[3]] = totals.get(entry[3], 0) + 1
                 raw = _search_path(path, matcher)
@@ -743,7 +780,7 @@ class _Tally:
 
 
 def _report(outcome: FileOutcome, timeout: float) -> None:
-    path = outcome.file.path
+    path = escape_controls(outcome.file.path)
     if outcome.status is FileStatus.UNREADABLE:
         log.warning("%s: unreadable result file, skipped: %s", path, outcome.message)
     elif outcome.status is FileStatus.ERROR_RESULT:
@@ -778,6 +815,9 @@ def search(
     counted. Unreadable and timed-out files are warned about one by one; ``error`` files
     are listed at info level (``-v``) and summed up in one warning at the end.
 
+    A file whose path is not valid UTF-8 is skipped, with one warning per such folder or
+    file, and not counted: no output could name it exactly (JSON holds UTF-8 only).
+
     ``keep_hits=False`` leaves ``SearchResult.hits`` empty: a caller that streams the hits
     through ``on_outcome`` need not hold millions of them (``-C0 .`` on a large tree).
 
@@ -797,11 +837,20 @@ def search(
     units = iter_units(job.root, options.prefix, keep_top=_Globs(options.datasets))
     tally = _Tally(keep_hits)
     chunks = _iter_chunks(units, job, jobs)
+    warned_bad: str | None = None
     try:  # closed at once on any exit, so that the workers stop with the consumer
         for totals, found in chunks:
             tally.count(totals)
             for entry, raw in found:
                 outcome = _outcome(entry, raw)
+                if outcome.status is FileStatus.BAD_NAME:
+                    # Paths come sorted: the files below one bad folder follow each other.
+                    if outcome.message != warned_bad:
+                        warned_bad = outcome.message
+                        log.warning(
+                            "%s: skipped: its name is not valid UTF-8", escape_controls(outcome.message or "")
+                        )
+                    continue
                 _report(outcome, options.timeout)
                 tally.add(outcome)
                 if on_outcome is not None:
@@ -819,27 +868,21 @@ def search(
 
 # ---------------------------------------------------------------- rendering (strings only)
 
-_ESCAPES = {"\r\n": "⏎", "\n": "⏎", "\r": "⏎", "\t": " "}
-_CONTROL = regex.compile(r"\r\n|[\x00-\x1f\x7f-\x9f]")
+_LINE_BREAK = regex.compile(r"\r\n|[\r\n]")
 _COLOR = {"path": "\x1b[35m", "offset": "\x1b[32m", "match": "\x1b[1;31m", "reset": "\x1b[0m"}
 
 
 def flatten(text: str) -> str:
     """One printable line: newlines become ``⏎``, tabs spaces, and other control
-    characters (a model may emit ESC) ``\\xNN`` so no response can drive the terminal."""
-    return _CONTROL.sub(_escape, text)
-
-
-def _escape(found: regex.Match[str]) -> str:
-    char = found.group()
-    escaped = _ESCAPES.get(char)
-    return escaped if escaped is not None else f"\\x{ord(char):02x}"
+    characters (a model may emit ESC) ``\\xNN`` (:func:`kag.textsafe.escape_controls`) so
+    no response can drive the terminal."""
+    return escape_controls(_LINE_BREAK.sub("⏎", text).replace("\t", " "))
 
 
 def format_hit(hit: Hit, root: str, color: bool = False) -> str:
     """``<dataset>/<question>/<file>:<offset>: …before[match]after…`` (``…`` marks cut
     context); with ``color`` the path, offset and match get grep's colours."""
-    rel = relative_path(root, hit.file.path)
+    rel = escape_controls(relative_path(root, hit.file.path))
     # An inverted hit shows the head of the response, with no brackets.
     body = "" if hit.match is None else f"[{flatten(hit.match)}]"
     if color and body:
@@ -901,20 +944,21 @@ class View:
     color: bool = False
     files_only: bool = False
     counts: bool = False
+    null: bool = False  # -0: the paths of -l, each ended by NUL instead of a newline
 
 
 def _text_stream(outcome: FileOutcome, view: View) -> list[str]:
     if view.counts:
         return []
-    if view.files_only:
-        return [flatten(outcome.file.path)]
+    if view.files_only:  # for xargs: the exact path (shown escaped, it would name no file)
+        return [outcome.file.path]
     return [format_hit(hit, view.root, view.color) for hit in outcome.hits]
 
 
 def _text_finish(result: SearchResult, view: View) -> list[str]:
     if not view.counts:
         return []
-    return [f"{flatten(setup)}:{count.matched}" for setup, count in result.per_setup.items()]
+    return [f"{escape_controls(setup)}:{count.matched}" for setup, count in result.per_setup.items()]
 
 
 def _jsonl_stream(outcome: FileOutcome, view: View) -> list[str]:

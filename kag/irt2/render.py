@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Callable, Iterator
 from enum import StrEnum
 from pathlib import Path
@@ -11,8 +9,11 @@ from typing import Any
 
 import orjson
 
+from kag.errors import InputError
 from kag.grading.irt2.io.files import os_error
 from kag.grading.irt2.model import Evaluation, SideSummary, TieMode
+from kag.results import NoSpace, write_atomic
+from kag.textsafe import escape_message
 
 ROW_ORDER = (
     ("all", "micro"),
@@ -148,7 +149,8 @@ def render_text(evaluation: Evaluation) -> str:
                 " (see --ties optimistic/pessimistic)"
             ),
         ]
-    return "\n".join(lines) + "\n"
+    # The file names are the user's: no control character of theirs reaches the terminal.
+    return escape_message("\n".join(lines)) + "\n"
 
 
 RENDERERS: dict[OutputFormat, Callable[[Evaluation], str]] = {
@@ -198,12 +200,6 @@ def iter_per_query_lines(evaluation: Evaluation) -> Iterator[bytes]:
             )
 
 
-def _umask() -> int:
-    current = os.umask(0)
-    os.umask(current)
-    return current
-
-
 def write_per_query(path: Path, evaluation: Evaluation) -> None:
     """Write the per-target JSON lines to ``path``.
 
@@ -217,16 +213,9 @@ def write_per_query(path: Path, evaluation: Evaluation) -> None:
         except OSError as exc:
             raise os_error(path, exc, "write") from None
         return
-    directory = path.parent
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
+        write_atomic(path, iter_per_query_lines(evaluation))
+    except NoSpace as exc:
+        raise InputError(f"{path}: cannot write: {exc.strerror}") from None
     except OSError as exc:
-        raise os_error(path, exc, "write") from None
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.writelines(iter_per_query_lines(evaluation))
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
         raise os_error(path, exc, "write") from None

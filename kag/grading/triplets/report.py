@@ -15,6 +15,7 @@ import orjson
 
 from kag.errors import InputError
 from kag.grading.triplets.model import AXES, HALLUCINATION_CLASSES, EntryScore, RunSummary, TripletReport
+from kag.results import NoSpace, write_atomic
 
 COUNT_KEYS: tuple[str, ...] = (
     "predicted_items",
@@ -170,13 +171,18 @@ def iter_details(report: TripletReport) -> Iterator[dict[str, Any]]:
 
 
 def write_details(path: Path, report: TripletReport) -> int:
-    """Write the details as JSON Lines; returns the number of lines."""
+    """Write the details as JSON Lines, atomically (:func:`kag.results.write_atomic`: an
+    exclusive temporary, no link followed, rename); returns the number of lines."""
     count = 0
+
+    def lines() -> Iterator[bytes]:
+        nonlocal count
+        for record in iter_details(report):
+            count += 1
+            yield orjson.dumps(record) + b"\n"
+
     try:
-        with path.open("wb") as handle:
-            for record in iter_details(report):
-                handle.write(orjson.dumps(record) + b"\n")
-                count += 1
-    except OSError as exc:
+        write_atomic(path, lines())
+    except (OSError, NoSpace) as exc:
         raise InputError(f"{path}: cannot write the details file ({exc.strerror or exc})") from None
     return count

@@ -1,0 +1,113 @@
+"""Secrets kept out of every message: each configured secret (provider keys, database
+passwords, credentials written in a URL), in every form a message can carry it.
+
+A server that echoes a key back may quote it in a JSON string (escaped), in a URL
+(percent-encoded, ``+`` for spaces), upper-cased, or normalised with ``-`` and ``_``
+swapped; each of these becomes ``***``. Redaction must run on the whole text, before any
+truncation: a message cut in the middle of a key no longer contains the key, and the
+first part of it would survive.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING
+from urllib.parse import quote, quote_plus, unquote, urlsplit
+
+if TYPE_CHECKING:
+    from kag.generation.config import Config
+
+# Shorter secrets are left alone: redacting them would mangle every message while
+# protecting nothing.
+MIN_SECRET_LENGTH = 3
+MASK = "***"
+
+
+def secret_forms(secret: str) -> frozenset[str]:
+    """The spellings of ``secret`` a message can hold: raw, upper-cased, JSON-escaped (ASCII
+    and not, ``/`` escaped or not, and escaped twice for JSON quoted inside a JSON string),
+    and URL-encoded (``quote`` with and without ``/`` kept, ``quote_plus``). Case and
+    ``-``/``_`` are matched loosely by :class:`Redactor`, not listed here."""
+    forms: set[str] = set()
+    for base in (secret, secret.upper()):
+        once = json.dumps(base)[1:-1]
+        forms |= {
+            base,
+            once,
+            json.dumps(base, ensure_ascii=False)[1:-1],
+            once.replace("/", "\\/"),
+            json.dumps(once)[1:-1],
+            quote(base, safe=""),
+            quote(base),
+            quote_plus(base),
+        }
+    return frozenset(forms)
+
+
+def _loose(form: str) -> str:
+    # '-' and '_' stand for each other: some servers normalise one into the other.
+    return "".join("[-_]" if char in "-_" else re.escape(char) for char in form)
+
+
+@dataclass(frozen=True)
+class Redactor:
+    """Replaces every form of every secret (see :func:`secret_forms`) with ``***``, ignoring
+    case, longest match first."""
+
+    secrets: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, secrets: Iterable[str]) -> Redactor:
+        """A redactor for ``secrets``; those shorter than ``MIN_SECRET_LENGTH`` are dropped."""
+        return cls(
+            tuple(sorted({s for s in secrets if len(s) >= MIN_SECRET_LENGTH}, key=lambda s: (-len(s), s)))
+        )
+
+    @classmethod
+    def for_config(cls, config: Config) -> Redactor:
+        """A redactor for a loaded configuration (its ``secrets``)."""
+        return cls.of(config.secrets)
+
+    @cached_property
+    def _pattern(self) -> re.Pattern[str] | None:
+        forms = sorted({form for s in self.secrets for form in secret_forms(s)}, key=len, reverse=True)
+        if not forms:
+            return None
+        return re.compile("|".join(_loose(form) for form in forms), re.IGNORECASE)
+
+    def __call__(self, text: str) -> str:
+        pattern = self._pattern
+        return text if pattern is None else pattern.sub(MASK, text)
+
+
+def url_credentials(url: str) -> frozenset[str]:
+    """The secrets written in ``url``'s user-info (``http://user:pass@host``): the whole
+    user-info, the password and, when there is no password, the user name (a token), each
+    as written and percent-decoded. Empty for a URL without user-info."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return frozenset()
+    userinfo, at, _ = parts.netloc.rpartition("@")
+    if not at:
+        return frozenset()
+    _, colon, password = userinfo.partition(":")
+    found = {userinfo, password} if colon else {userinfo}
+    found |= {unquote(value) for value in found}
+    return frozenset(value for value in found if value)
+
+
+def display_url(url: str) -> str:
+    """``url`` with its user-info, if any, replaced by ``***`` (``http://***@host/v1``)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url
+    _, at, hostport = parts.netloc.rpartition("@")
+    if not at:
+        return url
+    return parts._replace(netloc=f"{MASK}@{hostport}").geturl()
