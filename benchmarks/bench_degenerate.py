@@ -102,7 +102,7 @@ def case_assign_10k() -> Callable[[], object]:
 
 
 def case_irt2_line() -> Callable[[], object]:
-    from kag.irt2.files import iter_line_blocks
+    from kag.grading.irt2.io.files import iter_line_blocks
 
     path = Path(tempfile.mkdtemp(prefix="bench-degenerate-")) / "head.csv"
     path.write_bytes(b"100,0" + b",2,0.5" * (48 * MB // 6) + b"\n")

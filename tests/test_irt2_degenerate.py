@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from kag.cli import app
 from kag.errors import InputError
-from kag.irt2.files import MAX_LINE_BYTES, iter_line_blocks
+from kag.grading.irt2.io.files import MAX_LINE_BYTES, iter_line_blocks
 
 DATA = Path(__file__).parent / "data" / "irt2"
 DATASET = DATA / "dataset"

@@ -67,8 +67,8 @@ def register(app: typer.Typer) -> None:
         ] = None,
         output: Annotated[str, typer.Option("--format", metavar="text|json", help="text or json.")] = "text",
     ) -> None:
-        from kag.irt2.evaluate import Request, evaluate, parse_ks, parse_max_rank
-        from kag.irt2.model import Mode, Split, Task, TieMode
+        from kag.grading.irt2.model import Mode, Split, Task, TieMode
+        from kag.grading.irt2.score import Request, evaluate, parse_ks, parse_max_rank
         from kag.render.formats import Irt2Format
         from kag.render.irt2 import render, write_per_query
 

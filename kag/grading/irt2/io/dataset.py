@@ -18,8 +18,8 @@ import numpy as np
 import orjson
 
 from kag.errors import InputError
-from kag.irt2.files import os_error
-from kag.irt2.model import Mode, Side, Split, Task
+from kag.grading.irt2.io.files import os_error
+from kag.grading.irt2.model import Mode, Side, Split, Task
 
 CONFIG = "config.yaml"
 TRIPLES = "closed.train-triples.txt"
