@@ -225,7 +225,7 @@ def bench_solver() -> dict[int, float]:
 
 
 def bench_crossover(sizes: tuple[int, ...] = (100, 200, 300)) -> None:
-    """Where the numpy implementation overtakes the pure-Python one (``_PYTHON_MAX_COLS``)."""
+    """Where the numpy implementation overtakes the pure-Python one (``PYTHON_MAX_COLS``)."""
     from kag.grading.triplets import assign
 
     rng = np.random.default_rng(4)

@@ -11,7 +11,7 @@ import typer
 from typer.core import TyperGroup
 
 from kag import __version__
-from kag.console import error, set_verbosity
+from kag.console import drop_stdout, error, set_verbosity
 from kag.errors import ExitCode, KagError
 
 
@@ -57,6 +57,7 @@ class KagGroup(TyperGroup):
             raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
         except BrokenPipeError:
             # The reader went away (`kag stats | head`): not an error of ours.
+            drop_stdout()
             raise typer.Exit(0) from None
 
 
@@ -125,6 +126,7 @@ def main() -> None:
     except SystemExit as exc:
         code = _exit_code(exc.code)
     except BrokenPipeError:  # the reader went away while an option printed (`--version | true`)
+        drop_stdout()
         code = 0
     except OSError as exc:  # e.g. writing the output failed (a full disk): a message, not a traceback
         error(_describe(exc))

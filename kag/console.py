@@ -21,14 +21,38 @@ def _width() -> int | None:
 
 
 def stdout_console() -> Console:
-    """Console for results; no escape codes unless stdout is a terminal."""
+    """Console for results; no escape codes unless stdout is a terminal.
+
+    When the reader goes away (``kag triplets | head -1``) its ``print`` raises
+    ``BrokenPipeError``, which the CLI edge turns into exit 0.
+    """
     from rich.console import Console
+
+    class _ResultConsole(Console):
+        def on_broken_pipe(self) -> None:
+            # rich's own handler exits with 1, the gate-failed code: a reader leaving is no failure.
+            self.quiet = True
+            raise BrokenPipeError
 
     width = _width()
     if width is None and not sys.stdout.isatty():
         # Piped reports must not wrap at rich's 80-column default.
         width = 250
-    return Console(file=sys.stdout, width=width, soft_wrap=False, highlight=False)
+    return _ResultConsole(file=sys.stdout, width=width, soft_wrap=False, highlight=False)
+
+
+def drop_stdout() -> None:
+    """Point stdout at the null device once its reader has gone, so that the output still
+    buffered is discarded when kag flushes on exit instead of failing again."""
+    try:
+        fd = sys.stdout.fileno()
+    except (OSError, ValueError):  # not a real file (a test runner's capture)
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
 
 
 def stderr_console() -> Console:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 import shutil
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import orjson
@@ -14,7 +13,6 @@ import pytest
 
 from kag.datasets import MCQ, Question
 from kag.errors import ConfigError
-from kag.generation import config as config_module
 from kag.generation.config import (
     FastEmbedProvider,
     OllamaProvider,
@@ -34,6 +32,7 @@ from kag.generation.templates import (
     format_choices,
     prompt_variables,
 )
+from kag.retrieval import factory as retrieval_factory
 
 PROVIDERS = """
 [providers.local]
@@ -392,15 +391,6 @@ def test_temperature_at_the_threshold_does_not_warn(
     assert not caplog.records
 
 
-def test_kag_setup_without_retrieval_installed_is_a_config_error(
-    tmp_path: Path, cfg_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(config_module, "retrieval_factory", lambda: None)
-    path = bench(tmp_path, f"[kag]\n{BASE}augmented_generation = {{retriever = 'r', database = 'd'}}\n")
-    with pytest.raises(ConfigError, match=rf"^{path}: \[kag\]: retrieval not available"):
-        load_benchmark(path, load_config(cfg_path))
-
-
 def test_kag_setup_is_validated_by_the_retrieval_factory(
     tmp_path: Path, cfg_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -411,9 +401,7 @@ def test_kag_setup_is_validated_by_the_retrieval_factory(
         if args[1] == "bad":
             raise ConfigError(f"{args[0]}: retrievers.bad: missing 'model'")
 
-    monkeypatch.setattr(
-        config_module, "retrieval_factory", lambda: SimpleNamespace(validate_retrieval=validate_retrieval)
-    )
+    monkeypatch.setattr(retrieval_factory, "validate_retrieval", validate_retrieval)
     write(
         cfg_path,
         PROVIDERS + "[databases.d]\ntype = 'Ladybug'\npath = 'g.lbug'\n[retrievers.r]\ntype = 'Embedder'\n"

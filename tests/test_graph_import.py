@@ -14,7 +14,10 @@ from typer.testing import CliRunner
 
 from kag.cli import app
 from kag.errors import InputError, UsageError
-from kag.retrieval.importer import import_graph, load_graph, read_nodes, read_relationships, table_names
+from kag.retrieval.graph_csv import load_graph, read_nodes, read_relationships
+from kag.retrieval.importer import import_graph
+from kag.retrieval.ladybug_writer import table_names
+from tests.fakeserver import FakeServer
 from tests.graph_helpers import TokenEmbedder, einstein_files, write_csv
 
 ladybug = pytest.importorskip("ladybug")
@@ -404,6 +407,30 @@ def test_command_errors_are_one_line_with_exit_2(project: Path, extra: list[str]
     assert result.stderr.startswith("kag: error: ") and message in result.stderr
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
     assert not (project / "kg.lbug").exists()
+
+
+def test_command_embeds_through_a_configured_provider(project: Path) -> None:
+    """The configuration's Ollama provider embeds the nodes (one request per batch, with the
+    runner's retries); a provider that keeps failing is one line naming it, exit 2."""
+    with FakeServer(faults={"Einstein": ["503", "ok"]}) as server:
+        with (project / "config.toml").open("a") as handle:
+            handle.write(f'\n[providers.srv]\ntype = "Ollama"\nurl = "{server.url}"\n')
+        result = run(project, "--database", "kg", "--provider", "srv", "--model", "emb")
+        assert result.exit_code == 0, result.stderr
+        assert result.stdout.splitlines()[3] == (
+            "embeddings     Ollama:emb, 8 dimensions, property 'embedding'"
+        )
+        embeds = [r for r in server.requests if r.path == "/api/embed"]
+        assert [r.behaviour for r in embeds] == ["503", "ok"]  # retried once, then one batch
+        assert embeds[-1].model == "emb" and len(embeds[-1].texts or []) == 6
+    with FakeServer(default="404") as server:
+        (project / "config.toml").write_text(
+            CONFIG + f'\n[providers.srv]\ntype = "Ollama"\nurl = "{server.url}"\n'
+        )
+        result = run(project, "--database", "kg", "--provider", "srv", "--model", "emb", "--replace")
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.startswith("kag: error: embedding provider 'srv' (model 'emb'): ")
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
 
 
 def test_command_bad_csv_and_missing_files(project: Path) -> None:

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kag.errors import InputError
-from kag.irt2.dataset import GroundTruth, load_truth, read_config, read_id_rows
-from kag.irt2.model import Mode, Side, Split, Task
+from kag.grading.irt2.io.dataset import GroundTruth, load_truth, read_config, read_id_rows
+from kag.grading.irt2.model import Mode, Side, Split, Task
 
 DATASET = Path(__file__).parent / "data" / "irt2" / "dataset"
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kag.irt2.metrics import exact_mean, hits_at_k, macro, micro, query_means, reciprocal_rank
+from kag.grading.irt2.metrics import exact_mean, hits_at_k, macro, micro, query_means, reciprocal_rank
 
 
 def test_reciprocal_rank_hand_values() -> None:

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kag.errors import InputError
-from kag.irt2.predictions import RowBlock, iter_prediction_blocks
+from kag.grading.irt2.io.predictions import RowBlock, iter_prediction_blocks
 
 Row = tuple[int, int, list[tuple[int, float]]]
 
@@ -219,7 +219,7 @@ def test_block_arrays_are_typed(tmp_path: Path) -> None:
 
 
 def test_fast_and_line_by_line_paths_agree() -> None:
-    from kag.irt2 import predictions
+    from kag.grading.irt2.io import predictions
 
     block = b"1,2,30,0.5,31,1e-3,30,-2\n3,4,5,7,-6,0.1000000000000000055511151231257827\n-9223372036854775808,0,1,1E+2\n"
     fast = predictions._csv_fast(block, 10)
@@ -231,7 +231,7 @@ def test_fast_and_line_by_line_paths_agree() -> None:
 
 
 def test_fast_path_declines_what_it_cannot_judge() -> None:
-    from kag.irt2 import predictions
+    from kag.grading.irt2.io import predictions
 
     for block in (
         b"1,2,3.0,0.5\n",

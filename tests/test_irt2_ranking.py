@@ -17,11 +17,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kag.errors import InputError
-from kag.irt2 import ranking
-from kag.irt2.dataset import GroundTruth
-from kag.irt2.model import Side, TieMode
-from kag.irt2.predictions import iter_prediction_blocks
-from kag.irt2.ranking import count_side, ragged_arange, rank_targets
+from kag.grading.irt2 import ranking
+from kag.grading.irt2.io.dataset import GroundTruth
+from kag.grading.irt2.io.predictions import iter_prediction_blocks
+from kag.grading.irt2.model import Side, TieMode
+from kag.grading.irt2.ranking import count_side, ragged_arange, rank_targets
 
 Pairs = list[tuple[int, float]]
 

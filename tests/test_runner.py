@@ -16,8 +16,6 @@ import pytest
 
 from kag.datasets import Datasets, load_datasets
 from kag.errors import ConfigError, UsageError
-from kag.generation import config as config_module
-from kag.generation import runner as runner_module
 from kag.generation.config import Benchmark, Config, load_benchmark, load_config
 from kag.generation.retry import RetryPolicy
 from kag.generation.runner import (
@@ -46,6 +44,7 @@ from kag.results import (
     result_path,
     write_result,
 )
+from kag.retrieval import factory as retrieval_factory
 from tests.fakeserver import FakeServer, fake_embedding
 
 SECRET = "sk-planted-secret-9876"
@@ -429,8 +428,8 @@ def stub_factory(monkeypatch: pytest.MonkeyPatch) -> list[str]:
             log.append(f"open {retriever} {database}")
             return StubRetriever(retriever, database, embed, log)
 
-    monkeypatch.setattr(config_module, "retrieval_factory", lambda: Factory)
-    monkeypatch.setattr(runner_module, "retrieval_factory", lambda: Factory)
+    monkeypatch.setattr(retrieval_factory, "validate_retrieval", Factory.validate_retrieval)
+    monkeypatch.setattr(retrieval_factory, "open_retriever", Factory.open_retriever)
     return log
 
 

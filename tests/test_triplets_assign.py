@@ -101,7 +101,7 @@ def test_python_and_numpy_paths_return_the_same_assignment() -> None:
 
 
 def test_large_matrix_takes_the_numpy_path_and_is_optimal(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(assign, "_PYTHON_MAX_COLS", 4)
+    monkeypatch.setattr(assign, "PYTHON_MAX_COLS", 4)
     matrix = np.random.default_rng(9).random((12, 15))
     rows, cols = linear_sum_assignment(matrix, maximize=True)
     assert matrix[rows, cols].sum() == pytest.approx(matrix[scipy_lsa(matrix, maximize=True)].sum())

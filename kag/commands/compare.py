@@ -99,6 +99,11 @@ def _load(
     return _Loaded(loaded, str(datasets_path), root, pfx)
 
 
+# Each resample holds three counts per comparison: 1,000,000 take 24 MB a comparison, while
+# an unbounded count (1e9: 24 GB) would exhaust memory before any output.
+MAX_RESAMPLES = 1_000_000
+
+
 def register(stats_app: typer.Typer) -> None:
     @stats_app.command("compare")
     def compare(
@@ -120,7 +125,9 @@ def register(stats_app: typer.Typer) -> None:
         ] = None,
         alpha: Annotated[float, typer.Option(help="Family-wise significance level (Holm).")] = 0.05,
         seed: Annotated[int, typer.Option(min=0, help="Bootstrap seed (reported in the output).")] = 0,
-        resamples: Annotated[int, typer.Option(min=1, help="Bootstrap resamples.")] = 10_000,
+        resamples: Annotated[
+            int, typer.Option(min=1, max=MAX_RESAMPLES, help="Bootstrap resamples (at most 1,000,000).")
+        ] = 10_000,
         native: Annotated[
             str | None,
             typer.Option(metavar="SETUP", help="html: the setup without retrieval for every KAG setup."),

@@ -101,8 +101,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Load nodes and relationships from CSV files (Neo4j admin-import style) into the
         Ladybug database of the configuration, with an embedding per node."""
+        from kag.generation.graph_import import import_from_config
         from kag.render.graph import render_import_report
-        from kag.retrieval.importer import import_from_config
 
         bar, hook = _progress_hook()
         if bar is not None:

@@ -18,6 +18,7 @@ HELP = """Score IRT2 head and tail prediction files: hits@k and MRR, micro and m
 Numbers equal the reference evaluator (PyPI irt2, `irt2 evaluate-kgc` /
 `evaluate-ranking`). Prediction files are CSV rows `ent,rid,cand,score,...` (or JSON
 Lines, optionally gzip); --head answers the head-side queries, --tail the tail side.
+A prediction line longer than 64 MiB is exit 2.
 """
 
 
@@ -66,8 +67,8 @@ def register(app: typer.Typer) -> None:
         ] = None,
         output: Annotated[str, typer.Option("--format", metavar="text|json", help="text or json.")] = "text",
     ) -> None:
-        from kag.irt2.evaluate import Request, evaluate, parse_ks, parse_max_rank
-        from kag.irt2.model import Mode, Split, Task, TieMode
+        from kag.grading.irt2.model import Mode, Split, Task, TieMode
+        from kag.grading.irt2.score import Request, evaluate, parse_ks, parse_max_rank
         from kag.render.formats import Irt2Format
         from kag.render.irt2 import render, write_per_query
 

@@ -63,7 +63,12 @@ def register(app: typer.Typer) -> None:
         ] = False,
     ) -> None:
         """Grade predicted knowledge-graph triplets against gold triplets (schema, entities,
-        relations, weights, grounding; micro P/R/F1; hallucinations)."""
+        relations, weights, grounding; micro P/R/F1; hallucinations).
+
+        One entry may be aligned on at most 100,000,000 pairs (valid predicted x gold
+        triplets; in fuzzy and embedding mode also predicted x gold entities): a larger
+        entry is exit 2.
+        """
         from kag.grading.triplets.io import load_relations
         from kag.grading.triplets.model import DEFAULT_RELATIONS
         from kag.grading.triplets.report import write_details

@@ -412,15 +412,6 @@ def load_config(path: str | Path) -> Config:
 # ---------------------------------------------------------------- setups
 
 
-def retrieval_factory() -> Any:
-    """``kag.retrieval.factory`` or None while graph retrieval is not installed."""
-    try:
-        from kag.retrieval import factory
-    except ImportError:
-        return None
-    return factory
-
-
 def check_generation(
     path: Path,
     where: str,
@@ -455,14 +446,11 @@ def check_generation(
         )
     if augmented is None:
         return
-    factory = retrieval_factory()
-    if factory is None:
-        raise ConfigError(
-            f"{path}: {where}: retrieval not available in this installation"
-            " (kag.retrieval.factory is missing)"
-        )
+    # Imported only for a setup that retrieves: the graph backends pull in numpy and asyncio.
+    from kag.retrieval.factory import validate_retrieval
+
     try:
-        factory.validate_retrieval(
+        validate_retrieval(
             str(config.path),
             augmented.retriever,
             augmented.database,

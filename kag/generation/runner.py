@@ -23,7 +23,7 @@ import os
 import signal
 import stat
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import Enum
@@ -35,7 +35,7 @@ from urllib.parse import urlsplit, urlunsplit
 from kag import __version__
 from kag.datasets import Datasets, Question, name_problem
 from kag.errors import ConfigError, InputError, KagError, UsageError
-from kag.generation.config import Benchmark, Config, Setup, retrieval_factory
+from kag.generation.config import Benchmark, Config, Setup
 from kag.generation.endpoints import EndpointStats
 from kag.generation.fingerprint import task_fingerprint
 from kag.generation.providers import ChatRequest, Provider, open_provider
@@ -60,6 +60,7 @@ from kag.results import (
     read_result_nofollow,
     write_result,
 )
+from kag.retrieval.base import EmbedFn, Retriever
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +133,7 @@ class Generator:
         self.reporter = reporter or NullReporter()
         self.redact = Redactor.for_config(config)
         self._providers: dict[str, Provider] = {}
-        self._retrievers: dict[tuple[str, str], Any] = {}
+        self._retrievers: dict[tuple[str, str], Retriever] = {}
 
     # -- components
 
@@ -155,7 +156,7 @@ class Generator:
     def _on_retry(self, attempt: int, delay: float, error: ProviderError) -> None:
         self.reporter.retrying(RetryNotice(_current_label.get(), attempt, delay, self.redact(str(error))))
 
-    def embed_function(self, provider_name: str) -> Callable[[str, list[str]], Any]:
+    def embed_function(self, provider_name: str) -> EmbedFn:
         """``embed(model, texts)`` for a retriever, through ``provider_name``, with retries."""
 
         async def embed(model: str, texts: list[str]) -> list[list[float]]:
@@ -171,16 +172,13 @@ class Generator:
 
         return embed
 
-    def retriever(self, retriever: str, database: str) -> Any:
+    def retriever(self, retriever: str, database: str) -> Retriever:
         key = (retriever, database)
         if key not in self._retrievers:
-            factory = retrieval_factory()
-            if factory is None:
-                raise ConfigError(
-                    "retrieval not available in this installation (kag.retrieval.factory is missing)"
-                )
+            from kag.retrieval.factory import open_retriever
+
             provider_name = self.config.retrievers.get(retriever, {}).get("provider", "")
-            self._retrievers[key] = factory.open_retriever(
+            self._retrievers[key] = open_retriever(
                 retriever,
                 database,
                 self.config.retrievers,

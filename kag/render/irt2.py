@@ -9,8 +9,8 @@ from typing import Any
 import orjson
 
 from kag.errors import InputError
-from kag.irt2.files import os_error
-from kag.irt2.model import Evaluation, SideSummary, TieMode
+from kag.grading.irt2.io.files import os_error
+from kag.grading.irt2.model import Evaluation, SideSummary, TieMode
 from kag.render.formats import Irt2Format
 from kag.render.table import Align, Table, table_text
 from kag.results import NoSpace, write_atomic

@@ -2,19 +2,21 @@
 
 The runner (``kag.generation``) owns the configuration file and the providers; retrieval
 (``kag.retrieval``) owns the ``[databases]`` and ``[retrievers]`` tables, the backends
-and the translations. They meet here:
+and the translations. Imports run one way: generation imports retrieval, never the
+reverse; retrieval receives what it needs from generation as values (an `EmbedFn`, the
+raw tables). They meet in `kag.retrieval.factory`:
 
 - at configuration load, the runner calls ``validate_retrieval(...)`` once per KAG setup
   so that every configuration problem is reported before any request is sent;
 - per run, the runner calls ``open_retriever(...)`` once per (retriever, database) pair
-  (one database driver for the whole run) and ``await retriever.retrieve(text)`` per task;
-  ``await retriever.aclose()`` at the end.
+  (one database driver for the whole run), which returns a `Retriever`, and
+  ``await retriever.retrieve(text)`` per task; ``await retriever.aclose()`` at the end.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 from kag.errors import KagError
 from kag.results import Retrieval
@@ -39,26 +41,3 @@ class Retriever(Protocol):
         ...
 
     async def aclose(self) -> None: ...
-
-
-class RetrievalFactory(Protocol):
-    def validate_retrieval(
-        self,
-        config_path: str,
-        retriever: str,
-        database: str,
-        retrievers: Mapping[str, Any],
-        databases: Mapping[str, Any],
-        providers: Mapping[str, Any],
-    ) -> None:
-        """Raise ConfigError naming the file, the component and the problem."""
-        ...
-
-    def open_retriever(
-        self,
-        retriever: str,
-        database: str,
-        retrievers: Mapping[str, Any],
-        databases: Mapping[str, Any],
-        embed: EmbedFn,
-    ) -> Retriever: ...

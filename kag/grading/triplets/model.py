@@ -16,6 +16,9 @@ AXIS_WEIGHTS: dict[str, float] = {
 }
 ALIGN_WEIGHTS: tuple[float, float, float] = (0.45, 0.45, 0.10)  # source, target, relation
 ACCEPT_THRESHOLD = 0.50
+# Pairs one entry may be aligned on (valid predicted × gold triplets; in fuzzy and embedding
+# mode also predicted × gold entities). At this size the alignment matrix alone takes 800 MB.
+MAX_ENTRY_PAIRS = 100_000_000
 
 DEFAULT_RELATIONS: tuple[str, ...] = (
     "based_on",

@@ -8,7 +8,8 @@ Per entry (all strings normalized, see `normalize`; ``sim`` from `similarity`):
   triplets and ``m`` is the size of a maximum one-to-one pairing between them using pairs
   with ``sim > 0`` (equal, or at or above the gate). N/A when both sets are empty.
 - alignment: ``align(p, g) = 0.45·sim(src) + 0.45·sim(tgt) + 0.10·sim(rel)``; an assignment
-  maximizing ``Σ align`` over valid predicted × gold triplets (`assign.assign_max`);
+  maximizing ``Σ align`` over valid predicted × gold triplets (`assign.assign_max`; past
+  ``PYTHON_MAX_COLS`` triplets on a side, one float64 array built in place, same pairs);
   assigned pairs with ``align ≥ 0.50`` are *accepted* (1e-9 tolerance for float noise).
 - ``relation_acc`` = accepted pairs with equal relations / accepted pairs; N/A if none.
 - ``weight`` = mean over accepted pairs of ``1 if d ≤ 0.10 else max(0, 1 − (d − 0.10)/0.40)``,
@@ -27,6 +28,9 @@ positive ``align`` (nothing can be accepted); a single row or column (the solver
 start takes the first maximum, as does ``list.index(max(...))``); positive entries forming a
 partial permutation (every optimal assignment holds exactly those pairs plus zero-valued
 ones, by an exchange argument: swapping a positive pair in gains its value).
+
+An entry past `MAX_ENTRY_PAIRS` (predicted × gold triplets, or entities outside exact mode)
+is refused by `grade_triplets` with `InputError` before any entry is graded.
 """
 
 from __future__ import annotations
@@ -37,12 +41,14 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from kag.embedding import Embedder
-from kag.grading.triplets.assign import assign_max, linear_sum_assignment
+from kag.errors import InputError
+from kag.grading.triplets.assign import PYTHON_MAX_COLS, assign_max, linear_sum_assignment, solve_wide_max
 from kag.grading.triplets.io import load_gold, load_predictions
 from kag.grading.triplets.model import (
     ACCEPT_THRESHOLD,
@@ -51,6 +57,7 @@ from kag.grading.triplets.model import (
     AXIS_WEIGHTS,
     DEFAULT_RELATIONS,
     HALLUCINATION_CLASSES,
+    MAX_ENTRY_PAIRS,
     PRF,
     EntryScore,
     GoldEntry,
@@ -141,6 +148,157 @@ def max_matching(edges: npt.NDArray[np.float64]) -> int:
     return int(positive[rows, cols].sum())
 
 
+Found = list[tuple[int, int, float, tuple[float, float, float] | None]]
+
+
+def _assign_small(
+    preds: list[Triplet],
+    gold: GoldEntry,
+    sim: Similarity,
+    entity_sim: npt.NDArray[np.float64] | None,
+    pred_at: dict[str, int],
+    prel_at: dict[str, int],
+) -> Found:
+    """``(pred, gold, align, (sim source, target, relation) or None in exact mode)`` of the
+    assigned pairs with positive ``align``, on list-of-lists matrices (no numpy per step)."""
+    w_src, w_tgt, w_rel = ALIGN_WEIGHTS
+    if entity_sim is None:
+        # sim ∈ {0, 1}: the same products and sums as the matrix form, in the same order.
+        gold_keys = [(g.norm_source, g.norm_target, g.norm_relation) for g in gold.triplets]
+        align = [
+            [
+                w_src * (p.norm_source == gs)
+                + w_tgt * (p.norm_target == gt)
+                + w_rel * (p.norm_relation == gr)
+                for gs, gt, gr in gold_keys
+            ]
+            for p in preds
+        ]
+        return [(i, j, align[i][j], None) for i, j in assign_pairs(align)]
+    relation_sim = sim.matrix(list(prel_at), gold.relations)
+    ps = np.array([pred_at[t.norm_source] for t in preds])[:, None]
+    pt = np.array([pred_at[t.norm_target] for t in preds])[:, None]
+    pr = np.array([prel_at[t.norm_relation] for t in preds])[:, None]
+    src = entity_sim[ps, gold.source_at]
+    tgt = entity_sim[pt, gold.target_at]
+    rel = relation_sim[pr, gold.relation_at]
+    align = (w_src * src + w_tgt * tgt + w_rel * rel).tolist()
+    src_sim, tgt_sim, rel_sim = src.tolist(), tgt.tolist(), rel.tolist()
+    return [
+        (i, j, align[i][j], (src_sim[i][j], tgt_sim[i][j], rel_sim[i][j])) for i, j in assign_pairs(align)
+    ]
+
+
+def _assign_large(
+    preds: list[Triplet],
+    gold: GoldEntry,
+    sim: Similarity,
+    entity_sim: npt.NDArray[np.float64] | None,
+    pred_at: dict[str, int],
+    prel_at: dict[str, int],
+) -> Found:
+    """`_assign_small` for entries past ``PYTHON_MAX_COLS`` triplets on a side, with the same
+    pairs and values, on one float64 array built in place.
+
+    The array is built gold × predicted when there are more predictions, so that the
+    solver gets the wide matrix it would otherwise copy, and is negated in place by it: the
+    peak is about one array (8 bytes a pair) instead of several list copies of the matrix
+    (100 million float objects each at 10,000 × 10,000).
+    """
+    golds = gold.triplets
+    tall = len(preds) > len(golds)
+    w_src, w_tgt, w_rel = ALIGN_WEIGHTS
+
+    def grid(values: npt.NDArray[np.float64], pred_index: Sequence[int], gold_index: Sequence[int]) -> Any:
+        p_idx, g_idx = np.asarray(pred_index), np.asarray(gold_index)
+        return values[p_idx[None, :], g_idx[:, None]] if tall else values[p_idx[:, None], g_idx[None, :]]
+
+    relation_sim = None
+    if entity_sim is None:
+        # Equal or not on each of source, target, relation: one of 8 values, each computed as
+        # the list form computes it.
+        ids: dict[str, int] = {}
+        code = None
+        for bit, field in enumerate(("norm_source", "norm_target", "norm_relation")):
+            pk = np.fromiter(
+                (ids.setdefault(getattr(t, field), len(ids)) for t in preds), np.int64, len(preds)
+            )
+            gk = np.fromiter(
+                (ids.setdefault(getattr(t, field), len(ids)) for t in golds), np.int64, len(golds)
+            )
+            equal = (np.equal.outer(gk, pk) if tall else np.equal.outer(pk, gk)).view(np.uint8)
+            if code is None:
+                code = equal
+            else:
+                np.left_shift(equal, bit, out=equal)
+                code |= equal
+            del equal
+        table = np.array([w_src * bool(c & 1) + w_tgt * bool(c & 2) + w_rel * bool(c & 4) for c in range(8)])
+        align = table[code]
+        del code
+    else:
+        relation_sim = sim.matrix(list(prel_at), gold.relations)
+        ps = [pred_at[t.norm_source] for t in preds]
+        pt = [pred_at[t.norm_target] for t in preds]
+        pr = [prel_at[t.norm_relation] for t in preds]
+        align = grid(entity_sim, ps, gold.source_at)
+        align *= w_src
+        part = grid(entity_sim, pt, gold.target_at)
+        part *= w_tgt
+        align += part
+        part = grid(relation_sim, pr, gold.relation_at)
+        part *= w_rel
+        align += part
+        del part
+
+    def sims(i: int, j: int) -> tuple[float, float, float] | None:
+        if entity_sim is None or relation_sim is None:
+            return None
+        return (
+            float(entity_sim[ps[i], gold.source_at[j]]),
+            float(entity_sim[pt[i], gold.target_at[j]]),
+            float(relation_sim[pr[i], gold.relation_at[j]]),
+        )
+
+    def pair(row: int, col: int) -> tuple[int, int]:
+        return (col, row) if tall else (row, col)
+
+    positive = align > 0.0
+    if not positive.any():
+        return []
+    if align.shape[0] == 1:  # one triplet on one side: the first maximum, as the solver takes it
+        i, j = pair(0, int(np.argmax(align[0])))
+        return [(i, j, float(align[0, np.argmax(align[0])]), sims(i, j))]
+    if positive.sum(axis=1).max() <= 1 and positive.sum(axis=0).max() <= 1:
+        rows, cols = np.nonzero(positive)
+        del positive
+        found = [(*pair(int(r), int(c)), float(align[r, c])) for r, c in zip(rows, cols, strict=True)]
+        return [(i, j, value, sims(i, j)) for i, j, value in sorted(found)]
+    del positive
+    col4row = solve_wide_max(align)  # negates `align` in place
+    found = [(*pair(r, c), float(-align[r, c])) for r, c in enumerate(col4row)]
+    return [(i, j, value, sims(i, j)) for i, j, value in sorted(found) if value > 0.0]
+
+
+def entry_too_large(gold: GoldEntry, valid: Sequence[tuple[int, Triplet]], mode: MatchMode) -> str | None:
+    """Why one entry is past `MAX_ENTRY_PAIRS`, or ``None`` when it is not."""
+    pairs = len(valid) * len(gold.triplets)
+    if pairs > MAX_ENTRY_PAIRS:
+        return (
+            f"{len(valid):,} valid predicted × {len(gold.triplets):,} gold triplets = {pairs:,} pairs, "
+            f"more than the {MAX_ENTRY_PAIRS:,} one entry may be aligned on"
+        )
+    if mode is not MatchMode.EXACT:
+        entities = len({name for _, t in valid for name in (t.norm_source, t.norm_target)})
+        pairs = entities * len(gold.entities)
+        if pairs > MAX_ENTRY_PAIRS:
+            return (
+                f"{entities:,} predicted × {len(gold.entities):,} gold entities = {pairs:,} pairs, "
+                f"more than the {MAX_ENTRY_PAIRS:,} one entry may be compared on"
+            )
+    return None
+
+
 def score_entry(
     gold: GoldEntry,
     prediction: Prediction,
@@ -193,32 +351,11 @@ def score_entry(
     matched: set[int] = set()
     if valid and golds:
         preds = [t for _, t in valid]
-        w_src, w_tgt, w_rel = ALIGN_WEIGHTS
-        if entity_sim is None:
-            # sim ∈ {0, 1}: the same products and sums as the matrix form, in the same order.
-            gold_keys = [(g.norm_source, g.norm_target, g.norm_relation) for g in golds]
-            align = [
-                [
-                    w_src * (p.norm_source == gs)
-                    + w_tgt * (p.norm_target == gt)
-                    + w_rel * (p.norm_relation == gr)
-                    for gs, gt, gr in gold_keys
-                ]
-                for p in preds
-            ]
-            src_sim = tgt_sim = rel_sim = None
+        if max(len(preds), len(golds)) > PYTHON_MAX_COLS:
+            found = _assign_large(preds, gold, sim, entity_sim, pred_at, prel_at)
         else:
-            relation_sim = sim.matrix(list(prel_at), gold.relations)
-            ps = np.array([pred_at[t.norm_source] for t in preds])[:, None]
-            pt = np.array([pred_at[t.norm_target] for t in preds])[:, None]
-            pr = np.array([prel_at[t.norm_relation] for t in preds])[:, None]
-            src = entity_sim[ps, gold.source_at]
-            tgt = entity_sim[pt, gold.target_at]
-            rel = relation_sim[pr, gold.relation_at]
-            align = (w_src * src + w_tgt * tgt + w_rel * rel).tolist()
-            src_sim, tgt_sim, rel_sim = src.tolist(), tgt.tolist(), rel.tolist()
-        for i, j in assign_pairs(align):
-            value = align[i][j]
+            found = _assign_small(preds, gold, sim, entity_sim, pred_at, prel_at)
+        for i, j, value, sims in found:
             p, g = preds[i], golds[j]
             accepted = value >= ACCEPT_THRESHOLD - _TOLERANCE
             same_source = p.norm_source == g.norm_source
@@ -230,10 +367,8 @@ def score_entry(
                 relation_hits += same_relation
                 weight_total += weight_agreement(p.weight, g.weight)
                 matched.add(index)
-            if src_sim is None or tgt_sim is None or rel_sim is None:
+            if sims is None:
                 sims = (float(same_source), float(same_target), float(same_relation))
-            else:
-                sims = (src_sim[i][j], tgt_sim[i][j], rel_sim[i][j])
             exact = accepted and same_source and same_target and same_relation
             pairs.append(Pair(index, j, value, *sims, accepted, exact))
 
@@ -407,7 +542,11 @@ def grade_triplets(
         rows = []
         for entry in gold:
             prediction = predictions.get(entry.id) or Prediction(entry.id, "missing", ())
-            rows.append((prediction, validate_items(prediction.items)))
+            checked = validate_items(prediction.items)
+            problem = entry_too_large(entry, checked[0], sim.mode)
+            if problem is not None:
+                raise InputError(f"{path}: entry {entry.id!r}: {problem}")
+            rows.append((prediction, checked))
         validated_files.append(rows)
 
     if sim.mode is MatchMode.EMBEDDING:

@@ -8,9 +8,10 @@ from pathlib import Path
 import numpy as np
 
 from kag.errors import UsageError
-from kag.irt2.dataset import GroundTruth, load_truth
-from kag.irt2.metrics import exact_mean, hits_at_k, query_means, reciprocal_rank
-from kag.irt2.model import (
+from kag.grading.irt2.io.dataset import GroundTruth, load_truth
+from kag.grading.irt2.io.predictions import iter_prediction_blocks
+from kag.grading.irt2.metrics import exact_mean, hits_at_k, query_means, reciprocal_rank
+from kag.grading.irt2.model import (
     Averaged,
     Evaluation,
     Mode,
@@ -22,8 +23,7 @@ from kag.irt2.model import (
     Task,
     TieMode,
 )
-from kag.irt2.predictions import iter_prediction_blocks
-from kag.irt2.ranking import PairCounts, count_side, rank_targets
+from kag.grading.irt2.ranking import PairCounts, count_side, rank_targets
 
 DEFAULT_KS = (1, 10)
 DEFAULT_MAX_RANK = 100  # as the reference CLI
@@ -74,7 +74,7 @@ def evaluate(request: Request) -> Evaluation:
     """Load the ground truth, rank every gold target of both sides, and aggregate.
 
     The head file answers the head-side queries and the tail file the tail-side ones
-    (see ``kag.irt2.dataset.SOURCES``). Raises InputError for malformed input.
+    (see ``kag.grading.irt2.io.dataset.SOURCES``). Raises InputError for malformed input.
     """
     if request.max_rank is not None and request.max_rank < 1:
         raise UsageError(f"--max-rank must be a positive integer or 'none', got {request.max_rank}")

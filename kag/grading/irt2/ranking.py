@@ -19,9 +19,9 @@ from pathlib import Path
 import numpy as np
 
 from kag.errors import InputError
-from kag.irt2.dataset import GroundTruth
-from kag.irt2.model import TargetRanks, TieMode
-from kag.irt2.predictions import RowBlock
+from kag.grading.irt2.io.dataset import GroundTruth
+from kag.grading.irt2.io.predictions import RowBlock
+from kag.grading.irt2.model import TargetRanks, TieMode
 
 # Gold occurrences are compared with their rows in batches of about this many elements.
 EXPANSION_LIMIT = 1 << 22

@@ -26,7 +26,7 @@ import numpy as np
 import orjson
 
 from kag.errors import InputError
-from kag.irt2.files import BLOCK_BYTES, iter_line_blocks
+from kag.grading.irt2.io.files import BLOCK_BYTES, iter_line_blocks
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 _FAST_BYTES = b"0123456789.,-+eE \t\r\n"

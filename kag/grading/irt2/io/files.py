@@ -12,6 +12,9 @@ from kag.errors import InputError
 
 GZIP_MAGIC = b"\x1f\x8b"
 BLOCK_BYTES = 1 << 20  # small blocks stay in cache; 1 MiB measured fastest
+# A prediction row holds a query and its scored candidates: even every vertex of the largest
+# IRT2 graph with its score is a few MiB. Longer lines are refused rather than held in memory.
+MAX_LINE_BYTES = 64 << 20
 
 
 def os_error(path: Path, exc: OSError, action: str = "read", expected: str = "a file") -> InputError:
@@ -39,14 +42,20 @@ def open_binary(path: Path) -> BinaryIO:
     return raw
 
 
-def iter_line_blocks(path: Path, block_bytes: int = BLOCK_BYTES) -> Iterator[tuple[int, bytes]]:
+def iter_line_blocks(
+    path: Path, block_bytes: int = BLOCK_BYTES, max_line_bytes: int = MAX_LINE_BYTES
+) -> Iterator[tuple[int, bytes]]:
     """Yield ``(first_line_number, block)``; every block holds whole lines.
 
     Line numbers start at 1. Each block ends with ``\\n`` except possibly the last one
-    (a file without a final newline). An empty file yields nothing.
+    (a file without a final newline). An empty file yields nothing. A line longer than
+    ``max_line_bytes`` (newline not counted; ``block_bytes`` must not be larger) raises
+    `InputError` naming it, before it is read whole. A long line is gathered piece by
+    piece and joined once: time stays linear.
     """
     line = 1
-    rest = b""
+    pending: list[bytes] = []  # the start of a line that no block read so far has ended
+    pending_bytes = 0
     with open_binary(path) as fd:
         while True:
             try:
@@ -55,13 +64,22 @@ def iter_line_blocks(path: Path, block_bytes: int = BLOCK_BYTES) -> Iterator[tup
                 raise InputError(f"{path}: cannot decompress: {exc}") from None
             if not data:
                 break
-            data = rest + data if rest else data
-            cut = data.rfind(b"\n") + 1
-            if cut == 0:
-                rest = data
+            end = data.find(b"\n")
+            if pending_bytes + (len(data) if end < 0 else end) > max_line_bytes:
+                raise InputError(f"{path}:{line}: line {line} is longer than {_size(max_line_bytes)}")
+            if end < 0:
+                pending.append(data)
+                pending_bytes += len(data)
                 continue
-            block, rest = data[:cut], data[cut:]
+            cut = data.rfind(b"\n") + 1
+            block = b"".join((*pending, data[:cut])) if pending else data[:cut]
+            pending = [data[cut:]] if cut < len(data) else []
+            pending_bytes = len(data) - cut
             yield line, block
             line += block.count(b"\n")
-    if rest:
-        yield line, rest
+    if pending:
+        yield line, b"".join(pending)
+
+
+def _size(count: int) -> str:
+    return f"{count >> 20} MiB" if count >= 1 << 20 and count % (1 << 20) == 0 else f"{count:,} bytes"

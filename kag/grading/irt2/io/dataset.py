@@ -18,8 +18,8 @@ import numpy as np
 import orjson
 
 from kag.errors import InputError
-from kag.irt2.files import os_error
-from kag.irt2.model import Mode, Side, Split, Task
+from kag.grading.irt2.io.files import os_error
+from kag.grading.irt2.model import Mode, Side, Split, Task
 
 CONFIG = "config.yaml"
 TRIPLES = "closed.train-triples.txt"
@@ -152,6 +152,8 @@ def read_config(folder: Path) -> DatasetConfig:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}" if mark is not None else ""
         raise InputError(f"{path}{where}: invalid YAML: {getattr(exc, 'problem', exc)}") from None
+    except RecursionError:  # PyYAML builds nested collections recursively
+        raise InputError(f"{path}: invalid YAML: nested too deeply") from None
     create = data.get("create") if isinstance(data, dict) else None
     if not isinstance(create, dict):
         raise InputError(f"{path}: missing mapping 'create'")
