@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from kag.cli import app
-from kag.grading.judge import CACHE_FOLDER
+from kag.grading.judge import CACHE_FOLDER, DEFAULT_PROMPT
 from tests.fakeserver import FakeServer
 from tests.judge_helpers import REPLIES, make_tree, marker
 
@@ -93,9 +93,7 @@ def test_open_answers_hand_computed_then_the_cache_sends_nothing(project: Path, 
                "agreement_with_exact_match": 0.5},
     }  # fmt: skip
     report = orjson.loads(first.stdout)
-    default_sha = hashlib.sha256(
-        __import__("kag.grading.judge").grading.judge.DEFAULT_PROMPT.encode()
-    ).hexdigest()
+    default_sha = hashlib.sha256(DEFAULT_PROMPT.encode()).hexdigest()
     assert report["judge"] == {"provider": "oa", "model": "judge-m", "prompt_sha256": default_sha}
     sent = server.chat_requests()
     assert len(sent) == 5 and {r.model for r in sent} == {"judge-m"}
@@ -246,3 +244,19 @@ def test_ollama_judge(project: Path, server: FakeServer) -> None:
     assert result.exit_code == 0, result.stderr
     assert {r.path for r in server.chat_requests()} == {"/api/chat"}
     assert rows(result.stdout)["s1"]["judged"] == 3
+
+
+def test_the_cache_changes_no_other_report_of_the_tree(project: Path) -> None:
+    runner = CliRunner()
+    reports = (
+        ["stats", "-d", "datasets.json", "-r", "results", "--format", "json", "-v"],
+        ["stats", "-d", "datasets.json", "-r", "results"],
+        ["stats", "find", "-r", "results", "--format", "json", "."],
+    )
+    before = [runner.invoke(app, argv) for argv in reports]
+    assert judge("--mcq").exit_code == 0 and (project / "results" / CACHE_FOLDER).is_dir()
+    after = [runner.invoke(app, argv) for argv in reports]
+    for old, new in zip(before, after, strict=True):
+        assert (new.exit_code, new.stdout) == (old.exit_code, old.stdout)
+    assert after[0].stderr == before[0].stderr  # no new ignored-file line either
+    assert "s1" in after[0].stdout and "paris" in after[2].stdout
