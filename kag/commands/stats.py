@@ -291,8 +291,9 @@ def _pct(value: float | None) -> str:
 
 
 def register(app: typer.Typer, find: object) -> None:
-    from kag.commands import compare
+    from kag.commands import compare, judge
 
     find.register(stats_app)  # type: ignore[attr-defined]
     compare.register(stats_app)
+    judge.register(stats_app)
     app.add_typer(stats_app, name="stats")
