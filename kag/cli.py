@@ -97,11 +97,12 @@ def root(
 
 
 def _register() -> None:
-    from kag.commands import benchmark, compare, find, graph, irt2, stats, triplets
+    from kag.commands import benchmark, compare, find, graph, irt2, judge, stats, triplets
 
     stats_app = stats.register(app)
     find.register(stats_app)
     compare.register(stats_app)
+    judge.register(stats_app)
     benchmark.register(app)
     graph.register(app)
     triplets.register(app)

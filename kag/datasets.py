@@ -24,14 +24,23 @@ class MCQ:
 
 
 @dataclass(frozen=True)
+class OpenAnswer:
+    """A free-form question's expected output: the accepted answers (at least one), in file order."""
+
+    answers: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Question:
     dataset: str
     id: str
     input: str
-    mcq: MCQ | None  # None = free-form (benchmarked, never graded)
+    mcq: MCQ | None  # None = not multiple-choice (an open question, or free-form and never graded)
+    open: OpenAnswer | None = None  # set for `"type": "Open"` entries (graded against `answers`)
 
     @property
     def scorable(self) -> bool:
+        """Whether the strict MCQ grade applies (an MCQ with an answer key); open questions are not."""
         return self.mcq is not None and self.mcq.answer is not None
 
 
@@ -79,8 +88,11 @@ def _parse_question(dataset: str, qid: str, entry: object, problems: list[str]) 
     if not isinstance(output, dict):
         problems.append(f"{where}: 'output' must be an object")
         return None
-    if output.get("type") != "MCQ":
-        problems.append(f"{where}: 'output.type' must be \"MCQ\" (got {output.get('type')!r})")
+    kind = output.get("type")
+    if kind == "Open":
+        return _parse_open(where, dataset, qid, text, output, problems)
+    if kind != "MCQ":
+        problems.append(f'{where}: \'output.type\' must be "MCQ" or "Open" (got {kind!r})')
         return None
     options = output.get("options")
     if not isinstance(options, dict) or not options:
@@ -103,6 +115,19 @@ def _parse_question(dataset: str, qid: str, entry: object, problems: list[str]) 
         problems.append(f"{where}: 'output.answer' {answer!r} is not one of the option keys {list(options)}")
         return None
     return Question(dataset, qid, text, MCQ(dict(options), answer))
+
+
+def _parse_open(
+    where: str, dataset: str, qid: str, text: str, output: dict[str, object], problems: list[str]
+) -> Question | None:
+    answers = output.get("answers")
+    if not isinstance(answers, list) or not answers:
+        problems.append(f"{where}: 'output.answers' must be a non-empty array of strings")
+        return None
+    if not all(isinstance(a, str) for a in answers):
+        problems.append(f"{where}: every item of 'output.answers' must be a string")
+        return None
+    return Question(dataset, qid, text, None, OpenAnswer(tuple(answers)))
 
 
 def parse_datasets(data: bytes, path: Path) -> Datasets:

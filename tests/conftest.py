@@ -21,12 +21,24 @@ SHARED = REPO.parent / "shared"
 MED_KAG = SHARED / "data" / "med-kag"
 
 
+def med_kag_root() -> Path | None:
+    """The real Med-KAG data (MIRAGE datasets file and a Rust-tool result tree): the folder
+    named by ``KAG_TEST_DATA``, else ``../shared/data/med-kag`` beside the checkout; None
+    when neither holds it (a user's clone)."""
+    named = os.environ.get("KAG_TEST_DATA")
+    for folder in ([Path(named)] if named else []) + [MED_KAG]:
+        if (folder / "datasets" / "mirage.json").is_file():
+            return folder
+    return None
+
+
 @pytest.fixture
 def med_kag() -> Path:
     """The real MIRAGE datasets file and Rust-tool result tree (skips in a user's clone)."""
-    if not (MED_KAG / "datasets" / "mirage.json").is_file():
-        pytest.skip("../shared/data/med-kag is not present")
-    return MED_KAG
+    root = med_kag_root()
+    if root is None:
+        pytest.skip("the Med-KAG data is not present (set KAG_TEST_DATA to its folder)")
+    return root
 
 
 @pytest.fixture

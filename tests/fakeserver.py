@@ -7,8 +7,9 @@ Endpoints: ``POST /v1/chat/completions``, ``POST /v1/embeddings`` (OpenAI, base 
 fault counters). HTTP/1.1 with keep-alive, on raw asyncio streams (fast enough that the
 client, not the server, is what a throughput benchmark measures).
 
-Replies: the chat text is ``reply`` (default ``"A"``), with token usage; embeddings are
-deterministic 8-d unit vectors derived from the text's SHA-256.
+Replies: the chat text is ``reply`` (default ``"A"``), with token usage, or, when the prompt
+contains a marker of ``state.replies`` (marker -> text; the first such marker wins), that
+marker's text; embeddings are deterministic 8-d unit vectors derived from the text's SHA-256.
 
 Faults are scripted per prompt: ``faults`` maps a marker (a substring of the prompt, or of
 an embedded text) to a sequence of behaviours; the n-th request whose prompt contains the
@@ -93,6 +94,8 @@ class _State:
     reply: str = "A"
     default: str = "ok"
     faults: dict[str, list[str]] = field(default_factory=dict)
+    # marker -> chat reply: a prompt containing the marker gets that text instead of `reply`
+    replies: dict[str, str] = field(default_factory=dict)
     counters: dict[tuple[str, str, str], int] = field(default_factory=dict)
     log: list[LoggedRequest] = field(default_factory=list)
     keep_bodies: bool = True
@@ -319,7 +322,9 @@ class _Handler:
     def success(
         self, kind: str, request: dict[str, Any], model: Any, prompt: str | None, texts: list[str] | None
     ) -> dict[str, Any]:
-        reply = self.state.reply
+        reply = next((text for marker, text in self.state.replies.items() if marker in (prompt or "")), None)
+        if reply is None:
+            reply = self.state.reply
         prompt_tokens = len((prompt or "").split())
         if kind == "openai-chat":
             return {

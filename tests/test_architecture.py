@@ -192,7 +192,7 @@ def test_library_never_imports_the_cli_edge_or_the_renderers() -> None:
 
 
 SHARED_FLAGS = {"--datasets", "--results", "--prefix", "--setup", "--dataset", "--format", "--output"}
-STATS_FAMILY = ("kag.commands.stats", "kag.commands.find", "kag.commands.compare")
+STATS_FAMILY = ("kag.commands.stats", "kag.commands.find", "kag.commands.compare", "kag.commands.judge")
 
 
 def test_stats_family_declares_shared_options_only_in_common() -> None:

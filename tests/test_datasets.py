@@ -63,7 +63,26 @@ def test_name_problem(name: str, problem: str | None):
         ({}, "ds/1: 'input' must be a string"),
         ({"input": 3}, "ds/1: 'input' must be a string"),
         ({"input": "q", "output": "b"}, "ds/1: 'output' must be an object"),
-        ({"input": "q", "output": {"type": "Open"}}, "ds/1: 'output.type' must be \"MCQ\" (got 'Open')"),
+        (
+            {"input": "q", "output": {"type": "Free"}},
+            "ds/1: 'output.type' must be \"MCQ\" or \"Open\" (got 'Free')",
+        ),
+        (
+            {"input": "q", "output": {"type": "Open"}},
+            "ds/1: 'output.answers' must be a non-empty array of strings",
+        ),
+        (
+            {"input": "q", "output": {"type": "Open", "answers": []}},
+            "ds/1: 'output.answers' must be a non-empty array of strings",
+        ),
+        (
+            {"input": "q", "output": {"type": "Open", "answers": "Paris"}},
+            "ds/1: 'output.answers' must be a non-empty array of strings",
+        ),
+        (
+            {"input": "q", "output": {"type": "Open", "answers": ["Paris", 3]}},
+            "ds/1: every item of 'output.answers' must be a string",
+        ),
         (
             {"input": "q", "output": {"type": "MCQ", "options": {}}},
             "ds/1: 'output.options' must be a non-empty object",
@@ -151,3 +170,24 @@ def test_option_keys_differing_by_ascii_case_are_all_reported_within_the_cap(tmp
     assert lines[1].startswith("  ds/2: option keys 'B' and 'b' differ only by case (")
     assert "ds/1:" not in str(info.value)
     assert len(lines) == 1 + MAX_PROBLEMS + 1 and lines[-1] == "  ... and 8 more"
+
+
+def test_open_answers_are_parsed_and_leave_mcq_counts_alone(tmp_path: Path):
+    doc = {
+        "geo": {
+            "1": {
+                "input": "Capital of France?",
+                "output": {"type": "Open", "answers": ["Paris", "City of Paris"]},
+            },
+            "2": {"input": "2+2?", "output": {"type": "MCQ", "options": {"a": "4", "b": "5"}, "answer": "a"}},
+            "3": {"input": "Say hi"},
+        }
+    }
+    loaded = load_datasets(write(tmp_path, doc))
+    first = loaded.get("geo", "1")
+    assert first is not None and first.mcq is None
+    assert first.open is not None and first.open.answers == ("Paris", "City of Paris")
+    assert not first.scorable  # the strict MCQ grade does not apply to it
+    second = loaded.get("geo", "2")
+    assert second is not None and second.open is None and second.scorable
+    assert loaded.scorable_questions == 1

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.golden.cases import CASES, GOLDEN, Case, golden_dir, run
+from tests.golden.cases import CASES, GOLDEN, MED_KAG_DATASETS, Case, golden_dir, run
 
 
 def describe(name: str, expected: bytes, actual: bytes) -> str:
@@ -30,8 +30,9 @@ def describe(name: str, expected: bytes, actual: bytes) -> str:
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_golden(case: Case, tmp_path: Path, request: pytest.FixtureRequest) -> None:
-    if case.med_kag:
-        request.getfixturevalue("med_kag")  # skips without ../shared/data/med-kag
+    if case.med_kag and not MED_KAG_DATASETS.is_file():
+        # The cases name the data by its path beside the checkout, as the goldens show it.
+        pytest.skip("../shared/data/med-kag is not present")
     stored = golden_dir(case)
     assert stored.is_dir(), f"no golden for {case.name}: run python tests/golden/record.py {case.name}"
     expected = {

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Sequence
+from enum import StrEnum
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Annotated, Any
@@ -40,7 +41,7 @@ def _dataset(help: str) -> Any:
     return typer.Option("--dataset", metavar="GLOB", help=help, show_default=False)
 
 
-def _format(help: str, metavar: str | None = None) -> Any:
+def _format_option(help: str, metavar: str | None = None) -> Any:
     return typer.Option("--format", metavar=metavar, help=help, show_default=False)
 
 
@@ -58,7 +59,7 @@ StatsPrefixOpt = Annotated[
 ]
 StatsFormatOpt = Annotated[
     str | None,
-    _format(
+    _format_option(
         "text, json, markdown or html (a self-contained page; with --output)  [default: text]",
         metavar="FORMAT",
     ),
@@ -74,15 +75,19 @@ PrefixOpt = Annotated[str | None, _prefix("File name prefix of result files.")]
 SetupOpt = Annotated[list[str] | None, _setup("Only setups matching GLOB (repeatable).")]
 DatasetOpt = Annotated[list[str] | None, _dataset("Only datasets matching GLOB (repeatable).")]
 OutputOpt = Annotated[Path | None, _output("Write the report to FILE, not stdout.")]
-ReportFormatOpt = Annotated[ReportFormat | None, _format("text, json, markdown or html [default: text]")]
-TableFormatOpt = Annotated[TableFormat | None, _format("text, json or markdown [default: text]")]
+ReportFormatOpt = Annotated[
+    ReportFormat | None, _format_option("text, json, markdown or html [default: text]")
+]
+TableFormatOpt = Annotated[TableFormat | None, _format_option("text, json or markdown [default: text]")]
+
+JudgeFormatOpt = Annotated[str | None, _format_option("text or json.", metavar="FORMAT")]
 
 # `kag stats find`, which reads no datasets file.
 FindResultsOpt = Annotated[Path | None, _results("Root of the result tree [default: .]", metavar=None)]
 FindPrefixOpt = Annotated[
     str | None, _prefix("File name prefix of result files [default: none]", metavar=None)
 ]
-FindFormatOpt = Annotated[FindFormat | None, _format("[default: text]")]
+FindFormatOpt = Annotated[FindFormat | None, _format_option("[default: text]")]
 
 
 def option_before(ctx: typer.Context, flag: str) -> Any:
@@ -110,6 +115,19 @@ def pick_option(ctx: typer.Context, flag: str, after: Any, default: Any) -> Any:
         return after
     before = option_before(ctx, flag)
     return default if before is None else before
+
+
+def pick_format(ctx: typer.Context, value: Any, allowed: type[StrEnum]) -> Any:
+    """The ``--format`` after the sub-command, else the one before it, else text, as a member of
+    ``allowed``; UsageError naming the formats of ``allowed`` when it is not one of them."""
+    raw = str(
+        getattr(value, "value", value) if value is not None else pick_option(ctx, "--format", None, "text")
+    ).lower()
+    try:
+        return allowed(raw)
+    except ValueError:
+        names = ", ".join(m.value for m in allowed)
+        raise UsageError(f"--format {raw}: not available here ({names})") from None
 
 
 MAX_NAMES_SHOWN = 20

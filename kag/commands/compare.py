@@ -10,9 +10,8 @@ wins.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -28,6 +27,7 @@ from kag.commands._common import (
     check_globs,
     check_setup_globs,
     emit_report,
+    pick_format,
     pick_option,
 )
 from kag.errors import UsageError
@@ -35,17 +35,6 @@ from kag.render.formats import ReportFormat, TableFormat
 
 if TYPE_CHECKING:
     from kag.grading.compare import AnswerSet
-
-
-def _format(ctx: typer.Context, value: Any, allowed: type[StrEnum]) -> Any:
-    raw = str(
-        getattr(value, "value", value) if value is not None else pick_option(ctx, "--format", None, "text")
-    ).lower()
-    try:
-        return allowed(raw)
-    except ValueError:
-        names = ", ".join(m.value for m in allowed)
-        raise UsageError(f"--format {raw}: not available here ({names})") from None
 
 
 @dataclass(frozen=True)
@@ -149,7 +138,7 @@ def register(stats_app: typer.Typer) -> None:
         from kag.render import html as rep
         from kag.render.compare import COMPARISON_RENDERERS
 
-        fmt = _format(ctx, output_format, ReportFormat)
+        fmt = pick_format(ctx, output_format, ReportFormat)
         if not 0 < alpha < 1:
             raise UsageError(f"--alpha {alpha:g}: must be between 0 and 1")
         if baseline and fail_if_worse_than and baseline != fail_if_worse_than:
@@ -216,7 +205,7 @@ def register(stats_app: typer.Typer) -> None:
         from kag.grading import compare as lib
         from kag.render.compare import FLIP_RENDERERS
 
-        fmt = _format(ctx, output_format, TableFormat)
+        fmt = pick_format(ctx, output_format, TableFormat)
         if a == b:
             raise UsageError(f"A and B are the same setup ({a})")
         loaded = _load(ctx, datasets, results, prefix, [glob.escape(a), glob.escape(b)], dataset, (a, b))
@@ -252,7 +241,7 @@ def register(stats_app: typer.Typer) -> None:
         from kag.grading import compare as lib
         from kag.render.compare import IMPACT_RENDERERS
 
-        fmt = _format(ctx, output_format, TableFormat)
+        fmt = pick_format(ctx, output_format, TableFormat)
         loaded = _load(ctx, datasets, results, prefix, None, dataset, (*(kag_setups or ()), native))
         answers = loaded.answers
         lib.check_retrieves(answers.profiles, kag_setups or ())

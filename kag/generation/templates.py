@@ -32,6 +32,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from kag.errors import ConfigError
 
 VARIABLES = frozenset({"INPUT", "CHOICE", "RETRIEVAL"})
+_VARIABLE_ORDER = ("INPUT", "CHOICE", "RETRIEVAL")  # as the messages have always listed them
 
 # Used by benchmark setups without a `system_prompt`: the question verbatim (never
 # interpreted as a template: a question may contain braces), then the options, then the
@@ -80,11 +81,15 @@ class PromptTemplate:
             raise PromptRenderError(f"{self.origin}: {type(exc).__name__}: {exc}") from None
 
 
-def compile_template(source: str, origin: str) -> PromptTemplate:
+def compile_template(
+    source: str, origin: str, allowed: frozenset[str] = VARIABLES, role: str = "a prompt template"
+) -> PromptTemplate:
     """Compile ``source``; raises ConfigError for a syntax error or an unknown variable.
 
     ``origin`` names the template in messages, e.g. ``benchmark.toml: [setup] system_prompt``.
-    Line numbers in messages count from the template's first line.
+    Line numbers in messages count from the template's first line. ``allowed`` are the
+    variables the template may use (a benchmark prompt's by default) and ``role`` names the
+    kind of template in the message about any other.
     """
     try:
         ast = _ENV.parse(source)
@@ -97,13 +102,12 @@ def compile_template(source: str, origin: str) -> PromptTemplate:
         # Jinja's parser and code generator recurse per nesting level, and Python's compiler
         # refuses the generated code past ~100 nested blocks (IndentationError).
         raise ConfigError(f"{origin}: {TOO_DEEP}") from None
-    unknown = sorted(used - VARIABLES)
+    unknown = sorted(used - allowed)
     if unknown:
         names = ", ".join(repr(name) for name in unknown)
-        raise ConfigError(
-            f"{origin}: undefined template variable {names}"
-            " (a prompt template may use INPUT, CHOICE and RETRIEVAL)"
-        )
+        ordered = list(_VARIABLE_ORDER) if allowed == VARIABLES else sorted(allowed)
+        may_use = ", ".join(ordered[:-1]) + f" and {ordered[-1]}" if len(ordered) > 1 else "".join(ordered)
+        raise ConfigError(f"{origin}: undefined template variable {names} ({role} may use {may_use})")
     return PromptTemplate(source, origin, used, compiled)
 
 

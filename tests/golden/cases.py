@@ -272,7 +272,7 @@ case("graph-import-unknown-node", "graph", "import", "-c", "config.toml", *GRAPH
      "relationships.csv", cwd="examples/graph", env=(("KAG_GRAPH_DB", "{out}/medgraph.lbug"),))  # fmt: skip
 
 # --- help of every command (option names, defaults and wording are output too) ----------
-for command in ((), ("stats",), ("stats", "find"), ("stats", "compare"), ("stats", "flips"), ("stats", "impact"),
+for command in ((), ("stats",), ("stats", "find"), ("stats", "compare"), ("stats", "flips"), ("stats", "impact"), ("stats", "judge"),
                 ("triplets",), ("irt2",), ("benchmark",), ("generation",), ("graph",), ("graph", "import")):  # fmt: skip
     case("help-" + ("-".join(command) or "kag"), *command, "--help")
 case("version", "--version")

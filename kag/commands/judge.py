@@ -1,0 +1,129 @@
+"""`kag stats judge`: wiring only; the work is in :mod:`kag.grading.judge`, the report in
+:mod:`kag.render.judge`. ``-d``, ``-r``, ``--prefix``, ``--setup`` and ``--format`` are
+accepted before or after the sub-command name; after wins."""
+
+from __future__ import annotations
+
+import sys
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from kag.commands._common import (
+    DatasetsOpt,
+    JudgeFormatOpt,
+    PrefixOpt,
+    ResultsOpt,
+    SetupOpt,
+    check_globs,
+    pick_format,
+    pick_option,
+    tree_place,
+)
+from kag.console import info, verbosity, warn
+from kag.errors import InputError, UsageError
+
+
+class JudgeFormat(StrEnum):
+    text = "text"
+    json = "json"
+
+
+def register(stats_app: typer.Typer) -> None:
+    @stats_app.command("judge")
+    def judge(
+        ctx: typer.Context,
+        provider: Annotated[
+            str, typer.Option("--provider", "-p", metavar="NAME", help="Provider of the judging model.")
+        ],
+        model: Annotated[str, typer.Option("--model", "-m", metavar="MODEL", help="The judging model.")],
+        config: Annotated[
+            Path, typer.Option("--config", "-c", metavar="FILE", help="Configuration file.")
+        ] = Path("config.toml"),
+        datasets: DatasetsOpt = None,
+        results: ResultsOpt = None,
+        prefix: PrefixOpt = None,
+        setup: SetupOpt = None,
+        prompt: Annotated[
+            Path | None,
+            typer.Option(
+                "--prompt",
+                metavar="FILE",
+                help="Judge prompt template (uses {{QUESTION}}, {{REFERENCE}}, {{RESPONSE}}).",
+            ),
+        ] = None,
+        mcq: Annotated[
+            bool, typer.Option("--mcq", help="Judge MCQ answers too, not only open ones.")
+        ] = False,
+        format: JudgeFormatOpt = None,
+        parallel: Annotated[int, typer.Option("--parallel", "-j", min=1, help="Requests in flight.")] = 1,
+        retries: Annotated[int, typer.Option("--retries", min=0, help="Retries of transient failures.")] = 3,
+        timeout: Annotated[float, typer.Option("--timeout", min=0.001, help="Seconds per request.")] = 300.0,
+        backoff: Annotated[float, typer.Option("--backoff", min=0.0, help="First retry delay (s).")] = 1.0,
+    ) -> None:
+        """Ask a model whether each graded answer matches the reference; verdicts per setup.
+
+        Verdicts are cached in <results>/.kag-judge/, so a second run asks nothing again.
+        """
+        from kag.datasets import load_datasets
+        from kag.generation.config import load_config
+        from kag.generation.retry import RetryPolicy
+        from kag.grading.judge import (
+            Judge,
+            JudgeOptions,
+            VerdictCache,
+            collect_items,
+            load_judge_prompt,
+            run_judge,
+            summarize_verdicts,
+        )
+        from kag.render.judge import render_judge_json, render_judge_text
+        from kag.render.progress import PlainReporter, RichReporter
+
+        fmt = pick_format(ctx, format, JudgeFormat)
+        datasets_path = pick_option(ctx, "--datasets", datasets, None)
+        if datasets_path is None:
+            raise UsageError("missing option '--datasets' / '-d': the datasets file with the answers")
+        root = Path(pick_option(ctx, "--results", results, Path(".")))
+        pfx = pick_option(ctx, "--prefix", prefix, "")
+        globs = tuple(pick_option(ctx, "--setup", setup, ()))
+        cfg = load_config(config)
+        template = load_judge_prompt(prompt)
+        answer_key = load_datasets(datasets_path)
+        collected = collect_items(answer_key, root, pfx, globs, with_mcq=mcq)
+        check_globs("--setup", globs, "setup", tree_place(root, ()), list(collected.setups_in_tree))
+        for message in collected.unreadable:
+            warn(f"{message}: not judged")
+        if not collected.items:
+            kinds = "open or MCQ answer" if mcq else "open answer (--mcq judges MCQ answers too)"
+            raise UsageError(f"{root}: no {kinds} to judge (prefix {pfx!r}, setups {list(globs) or 'all'})")
+        who = Judge(provider, model)
+        options = JudgeOptions(
+            parallel=parallel, timeout=timeout, retry=RetryPolicy(retries=retries, backoff=backoff)
+        )
+        cache = VerdictCache(root, who)
+        reporter: Any
+        total = len(collected.items)
+        if sys.stderr.isatty() and verbosity() >= 0:
+            with RichReporter(total) as reporter:
+                run = run_judge(cfg, who, template, collected.items, cache, options, reporter)
+        else:
+            reporter = PlainReporter(total)
+            run = run_judge(cfg, who, template, collected.items, cache, options, reporter)
+        info(
+            f"kag: judge: {total} answer(s): {run.cached} verdict(s) from the cache, "
+            f"{run.requests} request(s) sent, {run.failures} failed; {run.seconds:.1f}s"
+        )
+        if run.requests and run.failures == run.requests:
+            raise InputError(
+                f"no judge request got an answer ({run.failures} failed); see the warnings above"
+            )
+        summaries = summarize_verdicts(run.judged)
+        if fmt is JudgeFormat.json:
+            text = render_judge_json(who, template.sha256, summaries)
+        else:
+            text = render_judge_text(summaries)
+        sys.stdout.write(text)
+        sys.stdout.flush()

@@ -1,0 +1,548 @@
+"""A model as judge: ask a model whether each graded answer matches the reference.
+
+Per-answer records first (:class:`JudgeItem`, collected from the result tree by
+:func:`collect_items`), verdicts next (:func:`run_judge`, with a cache so that a verdict is
+asked for once), aggregation last (:func:`summarize_verdicts`).
+
+What is judged: every ``ok`` result file of an open question (``"type": "Open"``) and, with
+``with_mcq``, of an MCQ with an answer key. Error files are not answers and are not judged.
+
+The cache lives in the result tree: ``<results>/.kag-judge/<judge>/<2 hex>.tmp/<key>.verdict``.
+Readers of the tree see ``.kag-judge`` as a dataset folder that no datasets file names and
+``<judge>`` as one of its question folders; the third level, where they look for result
+files, holds only ``.tmp`` folders, which every reader passes over as writes in progress
+(neither graded nor counted as ignored), so no report of the tree changes. The key is
+the SHA-256 of the judge (provider, model), the prompt template's SHA-256, the question,
+the reference and the response: a change to any of them asks again. Files are written with
+:func:`kag.results.write_atomic` below the tree's root, folders created and opened without
+following a link; reading opens every folder with ``O_NOFOLLOW`` as well.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import hashlib
+import os
+import re
+import stat
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from fnmatch import fnmatchcase
+from pathlib import Path
+
+import orjson
+
+from kag.datasets import Datasets, Question
+from kag.errors import InputError
+from kag.generation.config import Config, check_generation
+from kag.generation.providers import ChatRequest, open_provider
+from kag.generation.retry import ProviderError, RetryPolicy, call_with_retries
+from kag.generation.runner import NullReporter, Reporter, RetryNotice, TaskOutcome
+from kag.generation.secrets import Redactor
+from kag.generation.templates import PromptTemplate, compile_template, format_choices
+from kag.grading.extract import strip_think
+from kag.grading.mcq import is_correct  # the strict MCQ grade (the one import of it here)
+from kag.grading.open_answers import exact_match
+from kag.results import (
+    TMP_SUFFIX,
+    ErrorResult,
+    LinkInTree,
+    UnreadableResult,
+    list_results,
+    read_result_nofollow,
+    write_atomic,
+)
+
+JUDGE_VARIABLES = frozenset({"QUESTION", "REFERENCE", "RESPONSE"})
+
+DEFAULT_PROMPT = """\
+You are grading an answer to a question against the reference answer.
+
+Question:
+{{ QUESTION }}
+
+Reference answer (any line below counts as correct):
+{{ REFERENCE }}
+
+Response to grade:
+{{ RESPONSE }}
+
+Does the response give the same answer as the reference? Ignore wording, case and \
+explanations; judge only the answer. Reply with exactly one word: CORRECT or INCORRECT.
+"""
+
+CACHE_FOLDER = ".kag-judge"
+CACHE_SUFFIX = ".verdict"
+# The judge's reply is kept beside its verdict for a reader who wants to know why; a
+# reasoning model's essay is cut to this many characters.
+MAX_STORED_REPLY = 4000
+CACHE_VERSION = 1
+
+# Whole words only: "INCORRECT" must not be read as "CORRECT". Case-sensitive, as the
+# prompt asks for the upper-case word; "correct" inside an explanation is not a verdict.
+_VERDICT = re.compile(r"(?<![A-Za-z0-9_])(INCORRECT|CORRECT)(?![A-Za-z0-9_])")
+_UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+class Verdict(StrEnum):
+    CORRECT = "CORRECT"
+    INCORRECT = "INCORRECT"
+    UNUSABLE = "UNUSABLE"  # the reply named neither word
+
+
+class Kind(StrEnum):
+    OPEN = "open"
+    MCQ = "mcq"
+
+
+@dataclass(frozen=True)
+class Judge:
+    """The judging model: a provider of the configuration and a model name at it."""
+
+    provider: str
+    model: str
+
+
+@dataclass(frozen=True)
+class JudgePrompt:
+    """The compiled prompt template and the SHA-256 (hex) of its source text."""
+
+    template: PromptTemplate
+    sha256: str
+
+
+@dataclass(frozen=True)
+class JudgeItem:
+    """One answer to judge. ``exact`` is the strict grade (SQuAD exact match for an open
+    answer, the Rust tool's rule for an MCQ), against which agreement is measured."""
+
+    dataset: str
+    question: str
+    setup: str
+    kind: Kind
+    question_text: str
+    reference: str
+    response: str
+    exact: bool
+    path: str = ""
+
+
+@dataclass(frozen=True)
+class Collected:
+    """What :func:`collect_items` found: the items, the unreadable files passed over, and
+    every setup of the tree (before the ``--setup`` filter, for messages)."""
+
+    items: tuple[JudgeItem, ...]
+    unreadable: tuple[str, ...]
+    setups_in_tree: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class JudgedItem:
+    item: JudgeItem
+    verdict: Verdict
+    cached: bool
+    failure: str | None = None  # the request failed (redacted message): not cached, UNUSABLE
+
+
+@dataclass(frozen=True)
+class JudgeSummary:
+    """Verdicts of one setup; see :func:`summarize_verdicts` for the formulas."""
+
+    setup: str
+    judged: int
+    correct: int
+    incorrect: int
+    unusable: int
+    accuracy: float | None
+    agreement_with_exact_match: float | None
+
+
+# ---------------------------------------------------------------- prompt and verdict
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def compile_judge_prompt(source: str, origin: str) -> JudgePrompt:
+    """Compile a judge prompt (Jinja, in the same sandbox as benchmark prompts) that may use
+    QUESTION, REFERENCE and RESPONSE; ConfigError naming ``origin`` for anything else."""
+    template = compile_template(source, origin, JUDGE_VARIABLES, "a judge prompt")
+    return JudgePrompt(template, sha256_text(source))
+
+
+def load_judge_prompt(path: str | Path | None) -> JudgePrompt:
+    """The prompt template in ``path`` (UTF-8), or the built-in :data:`DEFAULT_PROMPT` when None."""
+    if path is None:
+        return compile_judge_prompt(DEFAULT_PROMPT, "the built-in judge prompt")
+    try:
+        source = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{path}: judge prompt file not found") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: the judge prompt is not UTF-8 text ({exc.reason})") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read the judge prompt: {exc.strerror}") from None
+    return compile_judge_prompt(source, str(path))
+
+
+def render_judge_prompt(prompt: JudgePrompt, item: JudgeItem) -> str:
+    """The text sent to the judge for ``item`` (PromptRenderError naming the template)."""
+    return prompt.template.render(
+        {"QUESTION": item.question_text, "REFERENCE": item.reference, "RESPONSE": item.response}
+    )
+
+
+def parse_verdict(reply: str) -> Verdict:
+    """The first whole word ``CORRECT`` or ``INCORRECT`` of ``reply`` once its
+    ``<think>…</think>`` reasoning is removed; UNUSABLE when there is none.
+
+    Case-sensitive ("Correct" is not a verdict); a word is delimited by anything but an
+    ASCII letter, digit or underscore, so "**CORRECT**" and "CORRECT." count, "INCORRECT"
+    is never read as "CORRECT" and "CORRECTLY" is neither. "NOT CORRECT" reads CORRECT:
+    the first word wins, as the prompt asks for one word.
+    """
+    match = _VERDICT.search(strip_think(reply))
+    return Verdict.UNUSABLE if match is None else Verdict(match.group(1))
+
+
+# ---------------------------------------------------------------- what is judged
+
+
+def _mcq_item(question: Question, setup: str, response: str, path: str) -> JudgeItem:
+    assert question.mcq is not None and question.mcq.answer is not None
+    options, answer = question.mcq.options, question.mcq.answer
+    return JudgeItem(
+        question.dataset,
+        question.id,
+        setup,
+        Kind.MCQ,
+        f"{question.input}\n\n{format_choices(options)}",
+        f"{answer}: {options[answer]}",
+        response,
+        is_correct(response, answer),
+        path,
+    )
+
+
+def _open_item(question: Question, setup: str, response: str, path: str) -> JudgeItem:
+    assert question.open is not None
+    answers = question.open.answers
+    return JudgeItem(
+        question.dataset,
+        question.id,
+        setup,
+        Kind.OPEN,
+        question.input,
+        "\n".join(answers),
+        response,
+        exact_match(response, answers) == 1.0,
+        path,
+    )
+
+
+def collect_items(
+    datasets: Datasets, root: str | Path, prefix: str = "", setups: Sequence[str] = (), with_mcq: bool = False
+) -> Collected:
+    """The answers to judge in ``<root>/<dataset>/<question>/<prefix><setup>.json``, sorted by
+    path: ``ok`` files of open questions and, with ``with_mcq``, of MCQs with an answer key,
+    of the setups matching a glob of ``setups`` (all when empty). Files of questions not in
+    the datasets file, error files and free-form questions are passed over; unreadable
+    files are listed in ``unreadable``. No link is followed."""
+    listing = list_results(root, prefix)
+    items: list[JudgeItem] = []
+    unreadable: list[str] = []
+    in_tree: set[str] = set()
+    for file in listing.files:
+        question = datasets.get(file.dataset, file.question)
+        if question is None:
+            continue
+        in_tree.add(file.setup)
+        if setups and not any(fnmatchcase(file.setup, g) for g in setups):
+            continue
+        wanted = question.open is not None or (with_mcq and question.scorable)
+        if not wanted:
+            continue
+        try:
+            result = read_result_nofollow(file.path)
+        except UnreadableResult as exc:
+            unreadable.append(str(exc))
+            continue
+        if isinstance(result, ErrorResult):
+            continue
+        make = _open_item if question.open is not None else _mcq_item
+        items.append(make(question, file.setup, result.result, file.path))
+    return Collected(tuple(items), tuple(unreadable), tuple(sorted(in_tree)))
+
+
+# ---------------------------------------------------------------- the cache
+
+
+def judge_folder(judge: Judge) -> str:
+    """``<provider>-<model>`` made a safe folder name (characters other than letters,
+    digits, ``.``, ``_`` and ``-`` become ``_``; at most 80 of them), then ``-`` and 12 hex
+    of the SHA-256 of the exact pair, so that two judges whose names read alike never share
+    a folder."""
+    readable = _UNSAFE_NAME.sub("_", f"{judge.provider}-{judge.model}")[:80]
+    digest = hashlib.sha256(orjson.dumps([judge.provider, judge.model])).hexdigest()[:12]
+    return f"{readable}-{digest}"
+
+
+def verdict_key(judge: Judge, prompt_sha256: str, item: JudgeItem) -> str:
+    """The cache key of a verdict: SHA-256 (hex) of the judge, the prompt's SHA-256, the
+    question text, the reference and the response (the prompt's three variables)."""
+    payload = [
+        CACHE_VERSION,
+        judge.provider,
+        judge.model,
+        prompt_sha256,
+        item.question_text,
+        item.reference,
+        item.response,
+    ]
+    return hashlib.sha256(orjson.dumps(payload)).hexdigest()
+
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+@dataclass(frozen=True)
+class VerdictCache:
+    """The verdicts of one judge in the result tree at ``root``."""
+
+    root: Path
+    judge: Judge
+
+    def relative(self, key: str) -> tuple[str, ...]:
+        return (CACHE_FOLDER, judge_folder(self.judge), f"{key[:2]}{TMP_SUFFIX}", f"{key}{CACHE_SUFFIX}")
+
+    def path(self, key: str) -> Path:
+        return self.root.joinpath(*self.relative(key))
+
+    def check(self) -> None:
+        """LinkInTree when a symbolic link (or a file) sits where a folder of the cache
+        belongs: found before any request is sent."""
+        shown = self.root
+        for part in self.relative("00")[:2]:
+            shown = shown / part
+            try:
+                info = os.lstat(shown)
+            except FileNotFoundError:
+                return
+            if not stat.S_ISDIR(info.st_mode):
+                raise LinkInTree(f"{shown}: a symbolic link or a file where the judge's cache folder belongs")
+
+    def read(self, key: str) -> Verdict | None:
+        """The cached verdict, or None when there is none (or it is unreadable: asked again).
+        Every folder and the file are opened without following a link (LinkInTree)."""
+        parts = self.relative(key)
+        try:
+            fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError:
+            return None
+        shown = self.root
+        try:
+            for part in parts[:-1]:
+                shown = shown / part
+                try:
+                    inner = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                except FileNotFoundError:
+                    return None
+                except OSError as exc:
+                    if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                        raise LinkInTree(
+                            f"{shown}: a symbolic link or a file where a folder belongs"
+                        ) from None
+                    raise
+                os.close(fd)
+                fd = inner
+            try:
+                file_fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            except OSError:
+                return None  # missing, or a planted link: asked again and replaced
+            with os.fdopen(file_fd, "rb") as handle:
+                data = handle.read(MAX_STORED_REPLY * 8 + 4096)
+        finally:
+            os.close(fd)
+        try:
+            raw = orjson.loads(data)
+            return Verdict(raw["verdict"])
+        except (orjson.JSONDecodeError, TypeError, KeyError, ValueError):
+            return None
+
+    def write(self, key: str, verdict: Verdict, reply: str) -> None:
+        """Store a verdict and the (redacted) reply it was read from, atomically."""
+        body = {"verdict": verdict.value, "reply": reply[:MAX_STORED_REPLY]}
+        write_atomic(self.path(key), (orjson.dumps(body),), root=self.root, mode=0o644)
+
+
+# ---------------------------------------------------------------- asking the judge
+
+
+@dataclass(frozen=True)
+class JudgeOptions:
+    parallel: int = 1
+    timeout: float = 300.0
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    temperature: float = 0.0
+
+
+@dataclass(frozen=True)
+class JudgeRun:
+    """Every item's verdict (in the items' order) and how many were asked for."""
+
+    judged: tuple[JudgedItem, ...]
+    requests: int
+    seconds: float
+
+    @property
+    def cached(self) -> int:
+        return sum(1 for j in self.judged if j.cached)
+
+    @property
+    def failures(self) -> int:
+        return sum(1 for j in self.judged if j.failure is not None)
+
+
+def check_judge(config: Config, judge: Judge) -> None:
+    """ConfigError unless ``judge.provider`` is a configured provider that generates text."""
+    check_generation(config.path, "--provider", config, judge.provider, 0.0, None)
+
+
+def run_judge(
+    config: Config,
+    judge: Judge,
+    prompt: JudgePrompt,
+    items: Sequence[JudgeItem],
+    cache: VerdictCache,
+    options: JudgeOptions = JudgeOptions(),
+    reporter: Reporter | None = None,
+) -> JudgeRun:
+    """A verdict for every item: from the cache when there is one, else from the judge
+    (``options.parallel`` requests in flight, retried as ``kag benchmark`` retries), each
+    new verdict written to the cache as it comes. A request that fails after its retries
+    makes an UNUSABLE verdict that is not cached (a later run asks again). Every prompt is
+    rendered before the first request, so a template error sends nothing. The reporter gets
+    one event per request (cache hits are not reported)."""
+    check_judge(config, judge)
+    cache.check()
+    reporter = reporter or NullReporter()
+    prompts = [render_judge_prompt(prompt, item) for item in items]
+    keys = [verdict_key(judge, prompt.sha256, item) for item in items]
+    verdicts: list[JudgedItem | None] = [None] * len(items)
+    todo: list[int] = []
+    for index, key in enumerate(keys):
+        cached = cache.read(key)
+        if cached is None:
+            todo.append(index)
+        else:
+            verdicts[index] = JudgedItem(items[index], cached, cached=True)
+    started = time.perf_counter()
+    redact = Redactor.for_config(config)
+    if todo:
+        asyncio.run(
+            _ask_all(config, judge, items, prompts, keys, todo, verdicts, cache, options, reporter, redact)
+        )
+    done = tuple(v for v in verdicts if v is not None)
+    assert len(done) == len(items)
+    return JudgeRun(done, len(todo), time.perf_counter() - started)
+
+
+async def _ask_all(
+    config: Config,
+    judge: Judge,
+    items: Sequence[JudgeItem],
+    prompts: Sequence[str],
+    keys: Sequence[str],
+    todo: Sequence[int],
+    verdicts: list[JudgedItem | None],
+    cache: VerdictCache,
+    options: JudgeOptions,
+    reporter: Reporter,
+    redact: Callable[[str], str],
+) -> None:
+    parallel = max(1, options.parallel)
+    provider = open_provider(config.providers[judge.provider], options.timeout, parallel, redact)
+    pending = iter(todo)
+
+    async def ask(index: int) -> None:
+        item = items[index]
+        label = f"{item.dataset}/{item.question}/{item.setup}"
+        began = time.perf_counter()
+        request = ChatRequest(judge.model, prompts[index], options.temperature)
+
+        def on_retry(attempt: int, delay: float, error: ProviderError) -> None:
+            reporter.retrying(RetryNotice(label, attempt, delay, redact(str(error))))
+
+        try:
+            response, attempts = await call_with_retries(
+                lambda: provider.chat(request), options.retry, on_retry
+            )
+        except ProviderError as exc:
+            message = redact(str(exc))
+            verdicts[index] = JudgedItem(item, Verdict.UNUSABLE, cached=False, failure=message)
+            seconds = time.perf_counter() - began
+            reporter.task_done(TaskOutcome(label, Path(item.path), False, exc.attempts, seconds, message))
+            return
+        reply = redact(response.text)
+        verdict = parse_verdict(reply)
+        # Off the event loop: the write ends in an fsync.
+        await asyncio.to_thread(cache.write, keys[index], verdict, reply)
+        verdicts[index] = JudgedItem(item, verdict, cached=False)
+        seconds = time.perf_counter() - began
+        reporter.task_done(TaskOutcome(label, Path(item.path), True, attempts, seconds))
+
+    async def worker() -> None:
+        for index in pending:
+            await ask(index)
+
+    try:
+        await asyncio.gather(*(worker() for _ in range(min(parallel, len(todo)))))
+    finally:
+        await provider.aclose()
+
+
+# ---------------------------------------------------------------- aggregation
+
+
+def summarize_verdicts(judged: Iterable[JudgedItem]) -> tuple[JudgeSummary, ...]:
+    """Per setup (sorted by name): ``judged`` answers, of which ``correct``, ``incorrect``
+    and ``unusable`` verdicts (they sum to ``judged``).
+
+    accuracy = correct / judged (an unusable verdict counts against; None when judged = 0).
+    agreement_with_exact_match = the share of usable verdicts (correct + incorrect) that
+    equal the strict grade (CORRECT where the exact match holds, INCORRECT where it does
+    not); None when no verdict is usable.
+    """
+    counts: dict[str, list[int]] = {}
+    for j in judged:
+        c = counts.setdefault(j.item.setup, [0, 0, 0, 0])  # correct, incorrect, unusable, agree
+        if j.verdict is Verdict.CORRECT:
+            c[0] += 1
+        elif j.verdict is Verdict.INCORRECT:
+            c[1] += 1
+        else:
+            c[2] += 1
+        if j.verdict is not Verdict.UNUSABLE and (j.verdict is Verdict.CORRECT) == j.item.exact:
+            c[3] += 1
+    out = []
+    for setup in sorted(counts):
+        correct, incorrect, unusable, agree = counts[setup]
+        total = correct + incorrect + unusable
+        usable = correct + incorrect
+        out.append(
+            JudgeSummary(
+                setup,
+                total,
+                correct,
+                incorrect,
+                unusable,
+                correct / total if total else None,
+                agree / usable if usable else None,
+            )
+        )
+    return tuple(out)

@@ -1,0 +1,262 @@
+"""`kag stats judge` against the loopback fake server: hand-computed verdict counts, the
+cache (a second run sends nothing), secrets kept out of the cache and the output, links
+refused, and the README example."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+from typer.testing import CliRunner
+
+from kag.cli import app
+from kag.grading.judge import CACHE_FOLDER, DEFAULT_PROMPT
+from tests.fakeserver import FakeServer
+from tests.judge_helpers import REPLIES, make_tree, marker
+
+REPO = Path(__file__).resolve().parent.parent
+SECRET = "sk-judge-4f1a9c-planted-secret"
+
+CONFIG = """
+[providers.oa]
+type = "OpenAI"
+url = "{{ env('FAKE_URL') }}/v1"
+key = "{{ env('FAKE_KEY') }}"
+
+[providers.ol]
+type = "Ollama"
+url = "{{ env('FAKE_URL') }}"
+"""
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[FakeServer]:
+    with FakeServer(reply="Maybe, hard to say.") as fake:
+        yield fake
+
+
+@pytest.fixture(autouse=True)
+def _reset(server: FakeServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    server.reset()
+    server.set_faults({}, default="ok")
+    server.state.replies = dict(REPLIES)
+    monkeypatch.setenv("FAKE_URL", server.url)
+    monkeypatch.setenv("FAKE_KEY", SECRET)
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    make_tree(tmp_path / "results")
+    (tmp_path / "config.toml").write_text(CONFIG)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+BASE = [
+    "stats",
+    "judge",
+    "-c",
+    "config.toml",
+    "-p",
+    "oa",
+    "-m",
+    "judge-m",
+    "-d",
+    "datasets.json",
+    "-r",
+    "results",
+]
+
+
+def judge(*extra: str) -> object:
+    return CliRunner().invoke(app, [*BASE, *extra])
+
+
+def rows(stdout: str) -> dict[str, dict[str, object]]:
+    report = orjson.loads(stdout)
+    return {row["setup"]: {k: v for k, v in row.items() if k != "setup"} for row in report["setups"]}
+
+
+def test_open_answers_hand_computed_then_the_cache_sends_nothing(project: Path, server: FakeServer) -> None:
+    first = judge("--format", "json")
+    assert first.exit_code == 0, first.stderr
+    # s1: paris CORRECT (EM 1), five INCORRECT (EM 0), the blue whale. unusable.
+    # s2: Lyon INCORRECT (EM 0), four INCORRECT (EM 1: disagrees); its geo/3 is an error file.
+    assert rows(first.stdout) == {
+        "s1": {"judged": 3, "correct": 1, "incorrect": 1, "unusable": 1, "accuracy": 1 / 3,
+               "agreement_with_exact_match": 1.0},
+        "s2": {"judged": 2, "correct": 0, "incorrect": 2, "unusable": 0, "accuracy": 0.0,
+               "agreement_with_exact_match": 0.5},
+    }  # fmt: skip
+    report = orjson.loads(first.stdout)
+    default_sha = hashlib.sha256(DEFAULT_PROMPT.encode()).hexdigest()
+    assert report["judge"] == {"provider": "oa", "model": "judge-m", "prompt_sha256": default_sha}
+    sent = server.chat_requests()
+    assert len(sent) == 5 and {r.model for r in sent} == {"judge-m"}
+    assert all(r.body is not None and r.body["temperature"] == 0.0 for r in sent)
+    assert "5 request(s) sent" in first.stderr and "kag: progress:" not in first.stdout
+
+    server.reset()
+    second = judge("--format", "json")
+    assert second.exit_code == 0, second.stderr
+    assert server.chat_requests() == []  # every verdict came from the cache
+    assert second.stdout == first.stdout
+    assert "5 verdict(s) from the cache, 0 request(s) sent" in second.stderr
+
+    # --mcq adds the two MCQ answers: only they are asked for.
+    server.reset()
+    with_mcq = judge("--format", "json", "--mcq", "-j", "3")
+    assert with_mcq.exit_code == 0, with_mcq.stderr
+    assert sorted(
+        r.prompt.split("Response to grade:\n")[1].split("\n")[0] for r in server.chat_requests()
+    ) == [
+        "The answer is a",
+        "a",
+    ]
+    # s1 adds mc/1 "a" CORRECT (strict: correct); s2 adds "The answer is a" CORRECT (strict: wrong).
+    assert rows(with_mcq.stdout) == {
+        "s1": {"judged": 4, "correct": 2, "incorrect": 1, "unusable": 1, "accuracy": 0.5,
+               "agreement_with_exact_match": 1.0},
+        "s2": {"judged": 3, "correct": 1, "incorrect": 2, "unusable": 0, "accuracy": 1 / 3,
+               "agreement_with_exact_match": 1 / 3},
+    }  # fmt: skip
+    # Nothing was written where a reader of the tree looks for results.
+    outside_cache = {
+        p for p in (project / "results").rglob("*") if p.is_file() and CACHE_FOLDER not in p.parts
+    }
+    assert len(outside_cache) == 9 and all(p.suffix == ".json" for p in outside_cache)
+
+
+def test_text_table_and_options_before_the_sub_command(project: Path) -> None:
+    result = CliRunner().invoke(
+        app,
+        ["stats", "-d", "datasets.json", "-r", "results", "--setup", "s1", "judge", "-c", "config.toml",
+         "-p", "oa", "-m", "judge-m"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout == (
+        "SETUP  JUDGED  CORRECT  INCORRECT  UNUSABLE   ACC%  AGREE%\n"
+        "s1          3        1          1         1  33.33  100.00\n"
+    )
+
+
+def test_readme_example_is_this_output(project: Path) -> None:
+    result = judge("--mcq")
+    assert result.exit_code == 0, result.stderr
+    readme = (REPO / "README.md").read_text()
+    assert result.stdout in readme
+
+
+def test_a_custom_prompt_is_sandboxed_and_keys_the_cache(project: Path, server: FakeServer) -> None:
+    (project / "judge.md").write_text("Q={{ QUESTION }} | R={{ RESPONSE }} | ref={{ REFERENCE }}\n")
+    server.state.replies = {"R=paris |": "CORRECT", "R=Lyon |": "CORRECT"}
+    result = judge("--prompt", "judge.md", "--format", "json")
+    assert result.exit_code == 0, result.stderr
+    prompts = sorted(r.prompt for r in server.chat_requests())
+    assert "Q=Capital of France? | R=paris | ref=Paris\nCity of Paris" in prompts and len(prompts) == 5
+    report = orjson.loads(result.stdout)
+    assert report["judge"]["prompt_sha256"] == hashlib.sha256((project / "judge.md").read_bytes()).hexdigest()
+    assert rows(result.stdout)["s2"]["correct"] == 1 and rows(result.stdout)["s2"]["unusable"] == 1
+    # Another prompt is another key: the built-in prompt asks again.
+    server.reset()
+    assert judge().exit_code == 0 and len(server.chat_requests()) == 5
+
+    (project / "bad.md").write_text("{{ INPUT }}")
+    bad = judge("--prompt", "bad.md")
+    assert bad.exit_code == 2 and bad.stdout == ""
+    assert bad.stderr.startswith("kag: error: bad.md: undefined template variable 'INPUT'")
+    (project / "evil.md").write_text("{{ RESPONSE.__class__ }}")
+    evil = judge("--prompt", "evil.md")
+    assert evil.exit_code == 2 and "Python internals" in evil.stderr
+
+
+def test_the_key_never_reaches_the_cache_or_the_output(project: Path, server: FakeServer) -> None:
+    server.state.replies = {marker("paris"): f"CORRECT (key {SECRET})", marker("Lyon"): f"INCORRECT {SECRET}"}
+    server.set_faults({marker("five"): ["echo401"]})  # a server quoting the rejected key back
+    result = judge("--format", "json", "--retries", "0")
+    assert result.exit_code == 0, result.stderr
+    sent = server.chat_requests()
+    assert sent and all(r.authorization == f"Bearer {SECRET}" for r in sent)  # the key was used
+    assert rows(result.stdout)["s1"]["correct"] == 1 and rows(result.stdout)["s1"]["unusable"] == 2
+    assert "Incorrect API key provided: ***" in result.stderr and "1 failed" in result.stderr
+    assert SECRET not in result.stdout + result.stderr
+    cached = [p for p in (project / "results" / CACHE_FOLDER).rglob("*") if p.is_file()]
+    assert len(cached) == 4  # the failed request is not cached
+    for path in cached:
+        assert SECRET not in path.read_text() and SECRET not in str(path)
+    assert any("(key ***)" in p.read_text() for p in cached)
+    # The failure is asked again; the rest comes from the cache.
+    server.reset()
+    server.set_faults({})
+    again = judge("--format", "json")
+    assert again.exit_code == 0 and [r.prompt.count("five") for r in server.chat_requests()] == [1]
+
+
+def test_a_link_at_the_cache_folder_is_refused_before_any_request(
+    project: Path, server: FakeServer, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    os.symlink(outside, project / "results" / CACHE_FOLDER)
+    result = judge()
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.startswith("kag: error: results/.kag-judge: a symbolic link or a file")
+    assert server.chat_requests() == [] and list(outside.iterdir()) == []
+
+
+def test_usage_errors(project: Path, server: FakeServer) -> None:
+    missing = judge("--setup", "nope*")
+    assert (
+        missing.exit_code == 2
+        and "--setup nope* matches no setup in results (setups: s1, s2)" in missing.stderr
+    )
+    unknown = CliRunner().invoke(app, ["stats", "judge", "-c", "config.toml", "-p", "zz", "-m", "m",
+                                       "-d", "datasets.json", "-r", "results"])  # fmt: skip
+    assert unknown.exit_code == 2 and "provider 'zz' is missing from the configuration" in unknown.stderr
+    fmt = judge("--format", "markdown")
+    assert fmt.exit_code == 2 and "--format markdown: not available here (text, json)" in fmt.stderr
+    no_data = CliRunner().invoke(app, ["stats", "judge", "-c", "config.toml", "-p", "oa", "-m", "m"])
+    assert no_data.exit_code == 2 and "missing option '--datasets'" in no_data.stderr
+    only_mcq = judge("--prefix", "x-")
+    assert (
+        only_mcq.exit_code == 2
+        and "no open answer (--mcq judges MCQ answers too) to judge" in only_mcq.stderr
+    )
+    assert server.chat_requests() == []
+    for result in (missing, unknown, fmt, no_data, only_mcq):
+        assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+
+
+def test_every_request_failing_is_an_error(project: Path, server: FakeServer) -> None:
+    server.set_faults({}, default="404")
+    result = judge("--retries", "0")
+    assert result.exit_code == 2 and result.stdout == ""
+    assert "kag: error: no judge request got an answer (5 failed)" in result.stderr
+    assert not (project / "results" / CACHE_FOLDER).exists()
+
+
+def test_ollama_judge(project: Path, server: FakeServer) -> None:
+    result = CliRunner().invoke(app, [*BASE[:4], "-p", "ol", *BASE[6:], "--format", "json"])
+    assert result.exit_code == 0, result.stderr
+    assert {r.path for r in server.chat_requests()} == {"/api/chat"}
+    assert rows(result.stdout)["s1"]["judged"] == 3
+
+
+def test_the_cache_changes_no_other_report_of_the_tree(project: Path) -> None:
+    runner = CliRunner()
+    reports = (
+        ["stats", "-d", "datasets.json", "-r", "results", "--format", "json", "-v"],
+        ["stats", "-d", "datasets.json", "-r", "results"],
+        ["stats", "find", "-r", "results", "--format", "json", "."],
+    )
+    before = [runner.invoke(app, argv) for argv in reports]
+    assert judge("--mcq").exit_code == 0 and (project / "results" / CACHE_FOLDER).is_dir()
+    after = [runner.invoke(app, argv) for argv in reports]
+    for old, new in zip(before, after, strict=True):
+        assert (new.exit_code, new.stdout) == (old.exit_code, old.stdout)
+    assert after[0].stderr == before[0].stderr  # no new ignored-file line either
+    assert "s1" in after[0].stdout and "paris" in after[2].stdout
