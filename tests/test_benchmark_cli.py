@@ -234,7 +234,7 @@ def test_stale_results_are_reported_and_rerun_on_request(tmp_path: Path, server:
 
 
 def test_plain_progress_lines(capsys: pytest.CaptureFixture[str]) -> None:
-    from kag.generation.runner import TaskOutcome
+    from kag.generation.generator import TaskOutcome
     from kag.render.progress import PlainReporter
 
     reporter = PlainReporter(total=4, interval=0.0)
@@ -249,7 +249,7 @@ def test_plain_progress_lines(capsys: pytest.CaptureFixture[str]) -> None:
 def test_rich_progress_bar(monkeypatch: pytest.MonkeyPatch) -> None:
     import io
 
-    from kag.generation.runner import TaskOutcome
+    from kag.generation.generator import TaskOutcome
     from kag.render.progress import RichReporter
 
     buffer = io.StringIO()

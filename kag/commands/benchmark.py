@@ -14,7 +14,8 @@ from kag.errors import ExitCode, GateFailed, InputError, KagError, UsageError
 from kag.render.progress import PlainReporter, RichReporter
 
 if TYPE_CHECKING:
-    from kag.generation.runner import Plan, Summary
+    from kag.generation.plan import Plan
+    from kag.generation.runner import Summary
 
 
 class GenerationFailed(KagError):
@@ -132,8 +133,8 @@ def register(app: typer.Typer) -> None:
         import orjson
 
         from kag.generation.config import generation_setup, load_config
+        from kag.generation.generator import RunOptions, generate_once
         from kag.generation.retry import RetryPolicy
-        from kag.generation.runner import RunOptions, generate_once
         from kag.results import ErrorResult, result_to_json
 
         if (retriever is None) != (database is None):
@@ -218,7 +219,7 @@ def register(app: typer.Typer) -> None:
         """Run every setup of the benchmark file over the datasets; one result file per task."""
         from kag.datasets import load_datasets
         from kag.generation.config import load_benchmark, load_config
-        from kag.generation.runner import PlanOptions, check_output, plan_benchmark
+        from kag.generation.plan import PlanOptions, check_output, plan_benchmark
         from kag.generation.shard import parse_shard
         from kag.results import lock_tree
 
@@ -266,8 +267,10 @@ def _run(
     fail_on_error: bool,
 ) -> None:
     """The run itself, with the tree's lock held: clean-up, tasks, summary, exit code."""
+    from kag.generation.generator import RunOptions
+    from kag.generation.plan import remove_leftovers
     from kag.generation.retry import RetryPolicy
-    from kag.generation.runner import RunOptions, remove_leftovers, run_benchmark
+    from kag.generation.runner import run_benchmark
 
     removed = remove_leftovers(plan)
     if removed:

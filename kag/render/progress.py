@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Self
 from kag.console import info, stderr_console, verbosity, warn
 
 if TYPE_CHECKING:
-    from kag.generation.runner import RetryNotice, TaskOutcome
+    from kag.generation.generator import RetryNotice, TaskOutcome
 
 
 PROGRESS_INTERVAL = 10.0  # seconds between plain progress lines when stderr is not a terminal
