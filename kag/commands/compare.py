@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from kag.commands.stats import check_globs, check_setup_globs, pick_option
-from kag.errors import UsageError
+from kag.errors import GateFailed, UsageError
 from kag.render.formats import ReportFormat, TableFormat
 
 if TYPE_CHECKING:
@@ -211,7 +211,11 @@ def register(stats_app: typer.Typer) -> None:
             f"at alpha {alpha:g} (Holm)."
         )
         if fail_if_worse_than:
-            lib.gate_regressions(run)
+            from kag.grading.gates import regression_verdict
+
+            verdict = regression_verdict(run)
+            if verdict is not None:
+                raise GateFailed(verdict)
 
     @stats_app.command("flips")
     def flips(

@@ -136,7 +136,9 @@ def stats(
 
     # Imported here so that `kag --help` stays fast.
     from kag.datasets import load_datasets
-    from kag.grading.mcq import check_threshold, failing_setups, grade_tree, summarize
+    from kag.grading.gates import check_threshold, fail_under_verdict, regression_verdict
+    from kag.grading.mcq.summary import summarize
+    from kag.grading.mcq.walk import grade_tree
     from kag.render.stats import render
 
     if fail_under is not None:
@@ -168,17 +170,11 @@ def stats(
     from kag.commands.compare import emit_report
 
     emit_report(text, output)
-    if fail_under is not None:
-        failing = failing_setups(summary, fail_under)
-        if failing:
-            names = ", ".join(f"{s.setup} ({_pct(s.overall.accuracy)})" for s in failing)
-            raise GateFailed(f"--fail-under {fail_under:g}: ACC% below {fail_under:g} for {names}")
-        if not summary.setups:
-            raise GateFailed(f"--fail-under {fail_under:g}: no setup was graded")
-    if comparisons is not None:
-        from kag.grading.compare import gate_regressions
-
-        gate_regressions(comparisons)
+    verdict = fail_under_verdict(summary, fail_under) if fail_under is not None else None
+    if verdict is None and comparisons is not None:
+        verdict = regression_verdict(comparisons)
+    if verdict is not None:
+        raise GateFailed(verdict)
 
 
 MAX_NAMES_SHOWN = 20
@@ -216,8 +212,7 @@ def check_setup_globs(
     works costs nothing."""
     if not unmatched_globs(globs, graded):
         return
-    from kag.grading.mcq import matches_any
-    from kag.results import list_results
+    from kag.results.tree import list_results, matches_any
 
     in_tree = sorted(
         {f.setup for f in list_results(root, prefix).files if matches_any(f.dataset, dataset_globs)}
@@ -284,10 +279,6 @@ def pick_option(ctx: typer.Context, flag: str, after: Any, default: Any) -> Any:
         return after
     before = option_before(ctx, flag)
     return default if before is None else before
-
-
-def _pct(value: float | None) -> str:
-    return "no scored file" if value is None else f"{value * 100:.2f}%"
 
 
 def register(app: typer.Typer, find: object) -> None:

@@ -6,8 +6,9 @@ Layout: ``<results>/<dataset>/<question>/<prefix><setup>.json``.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from pathlib import Path
 
 from kag.errors import InputError
@@ -183,3 +184,9 @@ def iter_walk(root: str, prefix: str = "", depth: int = 1) -> Iterator[str]:
     """``iter_result_files_deep(root, prefix)``, unit by unit (:func:`iter_units`)."""
     for unit in iter_units(root, prefix, depth):
         yield from expand_unit(unit, prefix)
+
+
+def matches_any(name: str, globs: Sequence[str]) -> bool:
+    """The filters' rule (``--setup``, ``--dataset``): ``name`` matches one of the shell
+    globs (``fnmatchcase``, case-sensitive), or there are none."""
+    return not globs or any(fnmatchcase(name, g) for g in globs)
