@@ -12,13 +12,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from kag.console import set_verbosity, verbosity
 from kag.errors import GateFailed, UsageError
 from kag.render.formats import ReportFormat, TableFormat
+
+if TYPE_CHECKING:
+    from kag.grading.compare.setups import ComparisonRun
 
 FORMATS = tuple(f.value for f in ReportFormat)
 
@@ -235,7 +238,7 @@ def _analyse(
     prefix: str,
     fmt_name: str,
     fail_if_worse_than: str | None,
-) -> tuple[str, object | None]:
+) -> tuple[str, ComparisonRun | None]:
     """The HTML page (when asked) and the comparisons the --fail-if-worse-than gate reads."""
     from kag import __version__
     from kag.console import warn

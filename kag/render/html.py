@@ -337,7 +337,7 @@ def render_html_report(
     default: the best-ranked setup), then :func:`render_html`.
 
     Returns the page and the analysis: its ``notes`` are for the user (warn them), its
-    ``comparisons`` can feed :func:`kag.grading.compare.gate_regressions`.
+    ``comparisons`` can feed :func:`kag.grading.gates.regression_verdict`.
     """
     analysis = analyse(answer_set, baseline, alpha, n_resamples, seed, native)
     page = render_html(
