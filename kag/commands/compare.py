@@ -22,7 +22,7 @@ from kag.errors import GateFailed, UsageError
 from kag.render.formats import ReportFormat, TableFormat
 
 if TYPE_CHECKING:
-    from kag.grading.compare import AnswerSet
+    from kag.grading.compare.records import AnswerSet
 
 
 DatasetsOpt = Annotated[
@@ -79,7 +79,7 @@ def _load(
     import glob
 
     from kag.datasets import load_datasets
-    from kag.grading.compare import load_answers
+    from kag.grading.compare.records import load_answers
     from kag.results import list_results
 
     datasets_path = pick_option(ctx, "--datasets", datasets, None)

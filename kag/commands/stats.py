@@ -242,7 +242,8 @@ def _analyse(
     """The HTML page (when asked) and the comparisons the --fail-if-worse-than gate reads."""
     from kag import __version__
     from kag.console import warn
-    from kag.grading.compare import answer_set_from_run, compare_setups
+    from kag.grading.compare.records import answer_set_from_run
+    from kag.grading.compare.setups import compare_setups
     from kag.render.html import PageMeta, render_html_report
 
     answers = answer_set_from_run(graded, loaded, root, prefix)  # type: ignore[arg-type]

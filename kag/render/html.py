@@ -28,7 +28,8 @@ from kag.grading.compare import (
     RetrievalImpact,
     analyse,
 )
-from kag.grading.mcq import Metrics, SetupSummary
+from kag.grading.mcq.metrics import Metrics
+from kag.grading.mcq.summary import SetupSummary
 from kag.render.compare import (
     IMPACT_LEGEND,
     comparison_legend,
