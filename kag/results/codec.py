@@ -302,10 +302,12 @@ def _raw_retrieval(value: Any) -> RetrievalSample | None:
     return RetrievalSample(time_ns, v, r, p)
 
 
-def grading_fields(raw: Any) -> GradingFields:
+def grading_fields(raw: Any, details: bool = True) -> GradingFields:
     """The grading fields of ``result_from_json(raw)``, without building the model.
 
-    Raises UnreadableResult with the messages of :func:`result_from_json`.
+    ``details=False`` leaves ``config`` and ``usage`` None: a caller that keeps only sums
+    (`kag stats`) need not build them for every file. Raises UnreadableResult with the
+    messages of :func:`result_from_json`.
     """
     if not isinstance(raw, dict) or len(raw) != 1:
         raise UnreadableResult(_SHAPE)
@@ -330,12 +332,12 @@ def grading_fields(raw: Any) -> GradingFields:
         _raw_timing_ns(stats.get("time")),
         utf8_length(prompt) if isinstance(prompt, str) else None,
         _raw_retrieval(stats.get("retrieval")),
-        _config(stats.get("config")),
-        _usage(stats.get("usage")),
+        _config(stats.get("config")) if details else None,
+        _usage(stats.get("usage")) if details else None,
     )
 
 
-def parse_grading_fields(data: bytes) -> GradingFields:
+def parse_grading_fields(data: bytes, details: bool = True) -> GradingFields:
     """:func:`grading_fields` of the bytes of a result file; raises UnreadableResult like
     :func:`parse_result`. Every byte is parsed (orjson): a file that is not valid JSON is
     unreadable, wherever the defect is."""
@@ -343,7 +345,7 @@ def parse_grading_fields(data: bytes) -> GradingFields:
         raw = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         raise UnreadableResult(f"not valid JSON ({exc})") from None
-    return grading_fields(raw)
+    return grading_fields(raw, details)
 
 
 # ---------------------------------------------------------------- the fast reader for search

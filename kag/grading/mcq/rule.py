@@ -242,9 +242,11 @@ def grade_bytes(
     question: str,
     setup: str,
     abstention: re.Pattern[str],
+    details: bool = True,
 ) -> GradedFile:
-    """Grade the bytes of a result file; raises UnreadableResult like
+    """Grade the bytes of a result file (``details``: see
+    :func:`kag.results.codec.grading_fields`); raises UnreadableResult like
     :func:`kag.results.codec.parse_result`. Every byte is parsed (orjson): a file that is
     not valid JSON is unreadable, wherever the defect is.
     """
-    return _graded(parse_grading_fields(data), key, dataset, question, setup, abstention)
+    return _graded(parse_grading_fields(data, details), key, dataset, question, setup, abstention)

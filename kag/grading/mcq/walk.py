@@ -141,6 +141,7 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
                     question=task.question,
                     setup=setup,
                     abstention=abstention,
+                    details=config.keep_records,  # config and usage only serve kept records
                 )
             except OSError as exc:
                 out.unreadable.append(Unreadable(path, exc.strerror or str(exc)))
