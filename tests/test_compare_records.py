@@ -8,7 +8,6 @@ import orjson
 import pytest
 
 from kag.datasets import load_datasets
-from kag.errors import GateFailed
 from kag.grading.compare import (
     BUCKET_ORDER,
     Answer,
@@ -18,14 +17,14 @@ from kag.grading.compare import (
     best_setup,
     compare_setups,
     flips,
-    gate_regressions,
     native_candidates,
     plan_impacts,
     question_sort_key,
     retrieval_impact,
     size_bucket,
 )
-from kag.grading.mcq import Outcome, grade_tree
+from kag.grading.gates import fail_under_verdict, regression_verdict
+from kag.grading.mcq import Outcome, grade_tree, summarize
 from kag.results import (
     AugmentedGeneration,
     ErrorResult,
@@ -66,7 +65,7 @@ def test_compare_setups_counts_and_holm() -> None:
     assert cx.p_holm == 1.0 and cy.p_holm == 1.0  # min(1, 2 * 1.0)
     assert cx.verdict == cy.verdict == "no significant difference"
     assert run.regressions == ()
-    gate_regressions(run)  # passes: nothing significant
+    assert regression_verdict(run) is None  # passes: nothing significant
 
 
 def test_compare_setups_error_counts_as_not_correct_and_gate_fails() -> None:
@@ -77,10 +76,9 @@ def test_compare_setups_error_counts_as_not_correct_and_gate_fails() -> None:
     assert (c.setup_only, c.baseline_only, c.diff) == (0, 12, -1.0)
     assert c.test is not None and c.test.p_value == 2 / 4096  # exact: 2 * 0.5^12
     assert c.verdict == "worse" and run.regressions == (c,)
-    with pytest.raises(
-        GateFailed, match=r"1 setup\(s\) significantly worse than base at alpha 0.05: bad: -100.00 pp"
-    ):
-        gate_regressions(run)
+    verdict = regression_verdict(run)
+    assert verdict is not None
+    assert verdict.startswith("1 setup(s) significantly worse than base at alpha 0.05: bad: -100.00 pp on 12")
 
 
 def test_compare_setups_without_paired_questions() -> None:
@@ -213,3 +211,34 @@ def test_answers_from_run_reads_error_messages_and_configs(tmp_path: Path) -> No
     assert [s.setup for s in loaded.summary.setups] == ["kag", "bad"]
     with pytest.raises(ValueError, match="keep_records=True"):
         answers_from_run(grade_tree(datasets, tmp_path / "r", "p-"), datasets, tmp_path / "r", "p-")
+
+
+def test_answers_come_from_the_records_without_reading_the_files_again(tmp_path: Path) -> None:
+    """The error text and the config travel with the grading records: once graded, the
+    tree can be gone and the answers and profiles are still whole."""
+    mcq = {"type": "MCQ", "options": {"A": "a", "B": "b"}, "answer": "A"}
+    (tmp_path / "ds.json").write_bytes(orjson.dumps({"d": {"0": {"input": "?", "output": mcq}}}))
+    config = ModelConfig("ollama", "m", 0.0, None, AugmentedGeneration("r", "neo4j"))
+    write_result(result_path(tmp_path / "r", "d", "0", "p-", "kag"), OkResult("b", OkStats(config=config)))
+    write_result(result_path(tmp_path / "r", "d", "0", "p-", "bad"), ErrorResult("retrieval failed"))
+    datasets = load_datasets(tmp_path / "ds.json")
+    run = grade_tree(datasets, tmp_path / "r", "p-", keep_records=True)
+    for path in (tmp_path / "r" / "d" / "0").iterdir():
+        path.unlink()
+    loaded = answer_set_from_run(run, datasets, tmp_path / "r", "p-")
+    by = {a.setup: a for a in loaded.answers}
+    assert by["bad"].response == "retrieval failed"
+    assert by["kag"].config == config
+    assert loaded.profiles["kag"] == SetupProfile("kag", "m", "ollama", True)
+
+
+def test_both_gates_give_their_verdict_from_the_library(tmp_path: Path) -> None:
+    mcq = {"type": "MCQ", "options": {"A": "a", "B": "b"}, "answer": "A"}
+    (tmp_path / "ds.json").write_bytes(orjson.dumps({"d": {"0": {"input": "?", "output": mcq}}}))
+    write_result(result_path(tmp_path / "r", "d", "0", "", "good"), OkResult("A"))
+    write_result(result_path(tmp_path / "r", "d", "0", "", "poor"), OkResult("B"))
+    summary = summarize(grade_tree(load_datasets(tmp_path / "ds.json"), tmp_path / "r"))
+    assert fail_under_verdict(summary, 50) == "--fail-under 50: ACC% below 50 for poor (0.00%)"
+    assert fail_under_verdict(summary, 0) is None
+    empty = summarize(grade_tree(load_datasets(tmp_path / "ds.json"), tmp_path / "r", "none-"))
+    assert fail_under_verdict(empty, 0) == "--fail-under 0: no setup was graded"

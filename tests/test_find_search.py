@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import kag.grading.search as search_module
+import kag.grading.search.match as match_module
+import kag.grading.search.walk as walk_module
 from kag.errors import InputError, KagError, UsageError
 from kag.grading.mcq import RUST_WHITESPACE as WHITE_SPACE
 from kag.grading.mcq import rust_trim as trim
@@ -23,7 +22,6 @@ from kag.grading.search import (
     iter_walk,
     list_search_files,
     literal_of,
-    parse_response,
     search,
 )
 from kag.render.find import flatten, format_hit, hit_to_json, result_to_json
@@ -32,9 +30,7 @@ from kag.results import (
     OkResult,
     OkStats,
     Timing,
-    UnreadableResult,
     iter_result_files_deep,
-    parse_result,
     write_result,
 )
 
@@ -291,17 +287,17 @@ def test_pool_started_after_the_first_files_gives_the_same_result(
         ok(tmp_path / f"ds{q % 3}" / f"top{q}.json", "know")  # file units between folder units
     one = search(tmp_path, SearchOptions("know"), jobs=1)
     started: list[int] = []
-    real_workers = search_module._in_workers
+    real_workers = walk_module.ordered_map
 
-    def in_workers(chunks: Any, job: Any, workers: int) -> Any:
+    def in_workers(work: Any, chunks: Any, workers: int, **messages: str) -> Any:
         started.append(workers)
-        return real_workers(chunks, job, workers)
+        return real_workers(work, chunks, workers, **messages)
 
-    monkeypatch.setattr(search_module, "POOL_MIN_FILES", 40)
-    monkeypatch.setattr(search_module, "HEAD_CHUNK_WEIGHT", 16)
-    monkeypatch.setattr(search_module, "CHUNK_WEIGHT", 24)
-    monkeypatch.setattr(search_module, "_in_workers", in_workers)
-    monkeypatch.setattr(search_module, "default_jobs", lambda: 2)
+    monkeypatch.setattr(walk_module, "POOL_MIN_FILES", 40)
+    monkeypatch.setattr(walk_module, "HEAD_CHUNK_WEIGHT", 16)
+    monkeypatch.setattr(walk_module, "CHUNK_WEIGHT", 24)
+    monkeypatch.setattr(walk_module, "ordered_map", in_workers)
+    monkeypatch.setattr(walk_module, "default_workers", lambda: 2)
     seamed = search(tmp_path, SearchOptions("know"), jobs=None)
     assert started == [2]
     assert seamed == one and one.total == 270 and one.matches > 90
@@ -369,103 +365,6 @@ def test_json_document(tree: Path) -> None:
 # ---------------------------------------------------------------- invariants
 
 
-json_values = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers(-(2**63), 2**64 - 1)
-    | st.floats(allow_nan=False)
-    | st.text(max_size=5),
-    lambda inner: (
-        st.lists(inner, max_size=3)
-        | st.dictionaries(st.sampled_from(["ok", "error", "result", "stats", "x"]), inner, max_size=3)
-    ),
-    max_leaves=8,
-)
-
-
-def _verdict(parse: Callable[[bytes], object], data: bytes) -> object:
-    try:
-        parsed = parse(data)
-    except UnreadableResult as exc:
-        return ("unreadable", str(exc))
-    return parsed.result if isinstance(parsed, OkResult) else parsed
-
-
-@given(json_values)
-@settings(max_examples=150)
-def test_parse_response_agrees_with_parse_result(value: object) -> None:
-    data = orjson.dumps(value)
-    assert _verdict(parse_response, data) == _verdict(parse_result, data)
-
-
-@given(st.binary(max_size=40))
-def test_parse_response_agrees_on_arbitrary_bytes(data: bytes) -> None:
-    assert _verdict(parse_response, data) == _verdict(parse_result, data)
-
-
-@pytest.mark.parametrize(
-    "data",
-    [
-        b'{"ok": {"result": "B", "stats": {"time": "soon", "usage": 3}}}',
-        b'{"error": "boom"}',
-        b'{"ok": {"result": "B"}, "error": "both"}',
-        b'{"error": null}',
-        b'{"ok": {"stats": {}}}',
-        b'{"ok": []}',
-        b"[1]",
-        b'{"ok": {"result": "B"',
-        b"\xff",
-        # Where simdjson (the fast path) and orjson (the rule) differ, orjson decides.
-        b'\xef\xbb\xbf{"ok": {"result": "B"}}',  # a byte order mark: simdjson skips it
-        b'{"ok": {"result": "A", "result": "B"}}',  # a repeated key: simdjson finds the first
-        b'{"ok": {"result": "A"}, "ok": {"result": "B"}}',
-        b'{"ok": {"result": 1, "result": "B"}}',
-        b'{"ok": {"\\u0072esult": "A", "result": "B"}}',  # the same key, escaped
-        b'{"error": "A", "error": 2}',
-        b'{"ok": {"result": "B", "stats": {"n": 123456789012345678901234567890}}}',  # past 64 bits
-        b'{"ok": {"result": "B", "stats": {"n": -9223372036854775809}}}',
-        b'{"ok": {"result": "B", "stats": {"n": 18446744073709551615}}}',
-        b'{"ok": {"result": "B", "stats": {"n": 1e400}}}',
-        b'{"ok": {"result": "B", "stats": {"n": 1e-400}}}',
-        b'{"ok": {"result": "B", "stats": {"s": "\xff"}}}',  # invalid UTF-8 where no one looks
-        b'{"ok": {"result": "B", "stats": {"s": "\\ud800"}}}',  # a lone surrogate
-        b'{"ok": {"result": "\\ud83d\\ude00 \\u0000"}}',
-        b'{"ok": {"result": "B", "stats": {"s": "\x1f"}}}',
-        b'{"ok": {"result": "B"}}\x00',
-        b' {"ok": {"result": "B"}}\n',
-        b'{"ok": {"result": "B", "stats": {"v": [0.1, -2.5e-3, 01]}}}',
-        b'{"ok": {"result": "B", "stats": {"v": [1.]}}}',
-        b'{"ok": {"result": "B", "stats": {"v": [NaN]}}}',
-        b'{"ok": {"result": "B", "stats": [' + b"[" * 1021 + b"]" * 1021 + b"]}}",
-        b'{"ok": {"result": "B", "stats": ' + b'{"a":' * 1021 + b"1" + b"}" * 1021 + b"}}",
-        b'{"ok": {"result": "B", "stats": [' + b"[" * 1030 + b"]" * 1030 + b"]}}",
-    ],
-)
-def test_parse_response_agrees_on_each_shape(data: bytes) -> None:
-    assert _verdict(parse_response, data) == _verdict(parse_result, data)
-
-
-@pytest.mark.parametrize(
-    ("data", "expected"),
-    [
-        (b'{"ok": {"result": "B", "stats": {"v": [0.25, -1e-3], "n": 3}}}', "B"),
-        (b'{"error": "boom"}', ErrorResult("boom")),
-        # Left to orjson: it would read these otherwise, or reject them.
-        (b'\xef\xbb\xbf{"ok": {"result": "B"}}', None),
-        (b'{"ok": {"result": "A", "result": "B"}}', None),
-        (b'{"ok": {"result": "B", "stats": {"n": 123456789012345678901234567890}}}', None),
-        (b'{"ok": {"result": "B"}, "error": "both"}', None),
-        (b'{"ok": {"result": 3}}', None),
-        (b"[1]", None),
-    ],
-)
-def test_the_simdjson_fast_path_reads_the_plain_shapes_only(data: bytes, expected: object) -> None:
-    """The fast path must really serve the common files (else every search pays orjson's
-    price unnoticed), and must step aside where orjson alone knows the answer."""
-    assert search_module._simd_response(data) == expected
-    assert search_module._simd_response(data) == expected  # the parser is reusable
-
-
 responses = st.lists(st.text(alphabet="ab \n", max_size=12), min_size=1, max_size=6)
 
 
@@ -531,14 +430,14 @@ def test_an_error_in_a_worker_is_reported_by_the_parent(
     instead of a dead-worker guess."""
     for q in range(20):
         ok(tmp_path / "d" / str(q) / "s.json", "know")
-    real = search_module._search_path
+    real = match_module.search_path
 
     def failing(path: str, matcher: Any) -> Any:
         if path.endswith(f"{os.sep}7{os.sep}s.json"):
             raise PermissionError(13, "Permission denied")
         return real(path, matcher)
 
-    monkeypatch.setattr(search_module, "_search_path", failing)
+    monkeypatch.setattr(match_module, "search_path", failing)
     with pytest.raises(KagError) as info:
         search(tmp_path, SearchOptions("know"), jobs=2)
     assert str(info.value) == "a search worker failed: PermissionError: [Errno 13] Permission denied"

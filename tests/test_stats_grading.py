@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from kag.datasets import parse_datasets
 from kag.errors import InputError, UsageError
 from kag.grading import mcq
+from kag.grading.gates import failing_setups
 from kag.grading.mcq import (
     GradedFile,
     Metrics,
@@ -42,6 +43,7 @@ from kag.results import (
     result_path,
     write_result,
 )
+from kag.workers import mp_context
 
 # ---------------------------------------------------------------- the grading rule
 
@@ -283,12 +285,12 @@ def test_ranking_descending_accuracy_ties_by_name_none_last():
 
 def test_failing_setups_uses_the_unrounded_accuracy():
     summary = _summary(("a", Metrics(correct=7999, incorrect=2001)), ("b", Metrics(correct=9, incorrect=1)))
-    assert [s.setup for s in mcq.failing_setups(summary, 80)] == ["a"]  # 79.99% prints as 79.99
-    assert mcq.failing_setups(summary, 79.99) == ()
-    assert mcq.failing_setups(summary, 0) == ()
+    assert [s.setup for s in failing_setups(summary, 80)] == ["a"]  # 79.99% prints as 79.99
+    assert failing_setups(summary, 79.99) == ()
+    assert failing_setups(summary, 0) == ()
     for bad in (-1, 100.5, math.nan):
         with pytest.raises(UsageError, match="between 0 and 100"):
-            mcq.failing_setups(summary, bad)
+            failing_setups(summary, bad)
 
 
 # ---------------------------------------------------------------- walking a tree
@@ -590,178 +592,9 @@ def test_tree_totals_match_a_direct_count(tmp_path_factory, files):
         assert m.generation_ns == sum(ns for (s, _), ns in times.items() if s == setup)
 
 
-# ---------------------------------------------------------------- the fast path equals the model
+# ---------------------------------------------------------------- every byte is parsed
 
 KEY = mcq.AnswerKey("b", ("a", "b", "c"))
-FIELDS = [
-    "ok",
-    "error",
-    "result",
-    "stats",
-    "time",
-    "secs",
-    "nanos",
-    "prompt",
-    "retrieval",
-    "embedder",
-    "database",
-    "neo4j",
-    "vertices",
-    "relationships",
-    "properties",
-    "config",
-    "embedding",
-    "vec",
-    "x",
-]
-edge_scalars = st.sampled_from(
-    [None, True, False, -1, 0, 1, 7, 2.5, -0.0, "b", " B\n", "I don't know.", "", "é", "7"]
-)
-scalars = (
-    edge_scalars | st.integers(-3, 10**12) | st.floats(allow_nan=False, allow_infinity=False)
-    | st.sampled_from(["c", "zz"])
-)  # fmt: skip
-json_values = st.recursive(
-    scalars,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(FIELDS), inner, max_size=4),
-    max_leaves=25,
-)
-timings = st.builds(Timing, st.integers(0, 10**6), st.integers(0, 999_999_999))
-valid_results = st.one_of(
-    st.builds(ErrorResult, st.text(max_size=5)),
-    st.builds(
-        OkResult,
-        st.sampled_from(["b", " B\n", "I don't know.", "a", "C", "other"]),
-        st.builds(
-            OkStats,
-            prompt=st.none() | st.text(max_size=8),
-            time=st.none() | timings,
-            retrieval=st.none()
-            | st.builds(
-                Retrieval,
-                result=st.just("ctx"),
-                database=st.none()
-                | st.builds(
-                    DatabaseStats,
-                    st.just("neo4j"),
-                    st.none() | st.integers(0, 99),
-                    st.none() | st.integers(0, 99),
-                    st.none() | st.integers(0, 99),
-                ),
-                time=st.none() | timings,
-            ),
-        ),
-    ),
-)
-
-
-def _paths(value, prefix=()):
-    yield prefix
-    if isinstance(value, dict):
-        for k, v in value.items():
-            yield from _paths(v, (*prefix, k))
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            yield from _paths(v, (*prefix, i))
-
-
-def _replace(value, path, new):
-    if not path:
-        return new
-    copy = dict(value) if isinstance(value, dict) else list(value)
-    copy[path[0]] = _replace(value[path[0]], path[1:], new)
-    return copy
-
-
-def _assert_fast_path_agrees(raw) -> None:
-    from kag.results import UnreadableResult, result_from_json
-
-    pattern = mcq.compile_abstention(mcq.DEFAULT_ABSTENTION)
-    args = {"dataset": "d", "question": "q", "setup": "s"}
-    try:
-        model = result_from_json(raw)
-    except UnreadableResult as exc:
-        with pytest.raises(UnreadableResult) as fast:
-            mcq.grade_raw(raw, KEY, abstention=pattern, **args)
-        assert str(fast.value) == str(exc)
-        return
-    expected = grade_result(model, KEY.answer, KEY.options, abstention=pattern, **args)
-    assert mcq.grade_raw(raw, KEY, abstention=pattern, **args) == expected
-
-
-@settings(max_examples=150, deadline=None)
-@given(json_values)
-def test_grade_raw_equals_the_model_on_any_json(raw):
-    _assert_fast_path_agrees(raw)
-    _assert_fast_path_agrees({"ok": raw})
-    _assert_fast_path_agrees({"ok": {"result": "b", "stats": raw}})
-
-
-@settings(max_examples=300, deadline=None)
-@given(valid_results, st.data())
-def test_grade_raw_equals_the_model_on_mutated_result_files(result, data):
-    from kag.results import result_to_json
-
-    raw = result_to_json(result)
-    _assert_fast_path_agrees(raw)
-    for _ in range(data.draw(st.integers(1, 3))):
-        path = data.draw(st.sampled_from(list(_paths(raw))))
-        raw = _replace(raw, path, data.draw(edge_scalars | json_values))
-        _assert_fast_path_agrees(raw)
-
-
-def _full(time=None, db=None, ret_time=None) -> dict:
-    return {"ok": {"result": "b", "stats": {
-        "prompt": "p", "time": time or {"secs": 1, "nanos": 2},
-        "retrieval": {"result": "r", "stats": {"embedder": {
-            "database": {"neo4j": db or {"vertices": 1, "relationships": 2, "properties": 3}},
-            "time": ret_time or {"secs": 0, "nanos": 5}}}}}}}  # fmt: skip
-
-
-@pytest.mark.parametrize(
-    "raw",
-    [
-        _full(),
-        _full(time={"secs": True, "nanos": 1}),
-        _full(time={"secs": 1, "nanos": -1}),
-        _full(time={"secs": 1.0, "nanos": 1}),
-        _full(db={"vertices": 1, "relationships": 2, "properties": -3}),
-        _full(db={"vertices": False, "relationships": 2, "properties": 3}),
-        _full(db={"vertices": 1, "relationships": 2.0, "properties": 3}),
-        _full(ret_time={"secs": -1, "nanos": 0}),
-        {
-            "ok": {
-                "result": "b",
-                "stats": {
-                    "retrieval": {"stats": {"embedder": {"database": {}, "time": {"secs": 0, "nanos": 1}}}}
-                },
-            }
-        },
-        {"ok": {"result": "b", "stats": {"retrieval": {"stats": {}}}}},
-        {"ok": {"result": "b", "stats": {"prompt": ["p"], "time": [1, 2]}}},
-        {"ok": {"result": "b", "stats": None}},
-        {"ok": {"result": "b"}},
-        {"error": ""},
-        {"error": None},
-    ],
-)
-def test_grade_raw_equals_the_model_on_edge_cases(raw):
-    _assert_fast_path_agrees(raw)
-
-
-def test_grade_bytes_reports_invalid_json_like_parse_result():
-    from kag.results import UnreadableResult, parse_result
-
-    pattern = mcq.compile_abstention(mcq.DEFAULT_ABSTENTION)
-    for data in (b"", b"{", b'{"ok": 1,}', b"\xff"):
-        with pytest.raises(UnreadableResult) as model:
-            parse_result(data)
-        with pytest.raises(UnreadableResult) as fast:
-            mcq.grade_bytes(data, KEY, dataset="d", question="q", setup="s", abstention=pattern)
-        assert str(fast.value) == str(model.value)
-
-
-# ---------------------------------------------------------------- every byte is parsed
 
 
 def _real_kag_file(med_kag: Path) -> bytes:
@@ -806,11 +639,11 @@ def test_pool_while_another_thread_runs_uses_a_clean_start_method(tmp_path: Path
     thread.start()
     try:
         alive.wait(5)
-        assert mcq._mp_context().get_start_method() != "fork"
+        assert mp_context().get_start_method() != "fork"
         parallel = grade_tree(datasets, tree, "run-", workers=2)
     finally:
         release.set()
         thread.join()
     if threading.active_count() == 1:  # single-threaded again: the cheap fork start is used
-        assert mcq._mp_context().get_start_method() == "fork"
+        assert mp_context().get_start_method() == "fork"
     assert parallel == grade_tree(datasets, tree, "run-", workers=1)

@@ -13,8 +13,8 @@ import pytest
 from typer.testing import CliRunner
 
 from kag.cli import app
-from kag.grading.mcq import MAX_RESULT_BYTES
 from kag.results import OkResult, OkStats, Timing, result_path, write_result
+from kag.results.io import MAX_RESULT_BYTES
 
 runner = CliRunner()
 GIB = 1 << 30

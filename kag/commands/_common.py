@@ -166,8 +166,8 @@ def check_setup_globs(
     works costs nothing."""
     if not unmatched_globs(globs, graded):
         return
-    from kag.grading.mcq import matches_any
     from kag.results import list_results
+    from kag.results.tree import matches_any
 
     in_tree = sorted(
         {f.setup for f in list_results(root, prefix).files if matches_any(f.dataset, dataset_globs)}

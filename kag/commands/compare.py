@@ -30,11 +30,11 @@ from kag.commands._common import (
     pick_format,
     pick_option,
 )
-from kag.errors import UsageError
+from kag.errors import GateFailed, UsageError
 from kag.render.formats import ReportFormat, TableFormat
 
 if TYPE_CHECKING:
-    from kag.grading.compare import AnswerSet
+    from kag.grading.compare.records import AnswerSet
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ def _load(
     import glob
 
     from kag.datasets import load_datasets
-    from kag.grading.compare import load_answers
+    from kag.grading.compare.records import load_answers
     from kag.results import list_results
 
     datasets_path = pick_option(ctx, "--datasets", datasets, None)
@@ -181,7 +181,11 @@ def register(stats_app: typer.Typer) -> None:
             f"at alpha {alpha:g} (Holm)."
         )
         if fail_if_worse_than:
-            lib.gate_regressions(run)
+            from kag.grading.gates import regression_verdict
+
+            verdict = regression_verdict(run)
+            if verdict is not None:
+                raise GateFailed(verdict)
 
     @stats_app.command("flips")
     def flips(

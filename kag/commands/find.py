@@ -26,7 +26,7 @@ from kag.errors import UsageError
 from kag.render.formats import FindFormat
 
 if TYPE_CHECKING:
-    from kag.grading.search import SearchOptions
+    from kag.grading.search.options import SearchOptions
 
 
 def _format(value: Any) -> FindFormat:
@@ -70,7 +70,8 @@ def _warn_unmatched_filters(root: str, options: SearchOptions, searched: Iterabl
     filter that works costs nothing.
     """
     from kag.console import warn
-    from kag.grading.search import SearchOptions, list_search_files
+    from kag.grading.search.options import SearchOptions
+    from kag.grading.search.walk import list_search_files
     from kag.results import scandir_entries
 
     if options.datasets:
@@ -148,7 +149,8 @@ def register(stats_app: typer.Typer) -> None:
         Exit 0 when a file matched, 1 when none did, 2 on bad usage or an invalid pattern.
         """
         from kag.console import info, stdout_console
-        from kag.grading.search import FileOutcome, SearchOptions, search
+        from kag.grading.search.options import FileOutcome, SearchOptions
+        from kag.grading.search.run import search
         from kag.render.find import View, final_lines, stream_lines
 
         fmt = _format(pick_option(ctx, "--format", format, "text"))

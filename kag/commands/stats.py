@@ -32,8 +32,8 @@ from kag.render.formats import ReportFormat, TableFormat
 
 if TYPE_CHECKING:
     from kag.datasets import Datasets
-    from kag.grading.compare import ComparisonRun
-    from kag.grading.mcq import GradeRun
+    from kag.grading.compare.setups import ComparisonRun
+    from kag.grading.mcq.metrics import GradeRun
 
 FORMATS = tuple(f.value for f in ReportFormat)
 
@@ -99,7 +99,9 @@ def stats(
 
     # Imported here so that `kag --help` stays fast.
     from kag.datasets import load_datasets
-    from kag.grading.mcq import check_threshold, failing_setups, grade_tree, summarize
+    from kag.grading.gates import check_threshold, fail_under_verdict, regression_verdict
+    from kag.grading.mcq.summary import summarize
+    from kag.grading.mcq.walk import grade_tree
     from kag.render.stats import render
 
     if fail_under is not None:
@@ -129,17 +131,11 @@ def stats(
     if fmt_name != "html":
         text = render(summary, TableFormat(fmt_name))
     emit_report(text, output)
-    if fail_under is not None:
-        failing = failing_setups(summary, fail_under)
-        if failing:
-            names = ", ".join(f"{s.setup} ({_pct(s.overall.accuracy)})" for s in failing)
-            raise GateFailed(f"--fail-under {fail_under:g}: ACC% below {fail_under:g} for {names}")
-        if not summary.setups:
-            raise GateFailed(f"--fail-under {fail_under:g}: no setup was graded")
-    if comparisons is not None:
-        from kag.grading.compare import gate_regressions
-
-        gate_regressions(comparisons)
+    verdict = fail_under_verdict(summary, fail_under) if fail_under is not None else None
+    if verdict is None and comparisons is not None:
+        verdict = regression_verdict(comparisons)
+    if verdict is not None:
+        raise GateFailed(verdict)
 
 
 def _analyse(
@@ -154,7 +150,8 @@ def _analyse(
     """The HTML page (when asked) and the comparisons the --fail-if-worse-than gate reads."""
     from kag import __version__
     from kag.console import warn
-    from kag.grading.compare import answer_set_from_run, compare_setups
+    from kag.grading.compare.records import answer_set_from_run
+    from kag.grading.compare.setups import compare_setups
     from kag.render.html import PageMeta, render_html_report
 
     answers = answer_set_from_run(graded, loaded, root, prefix)
@@ -168,10 +165,6 @@ def _analyse(
     for note in analysis.notes:
         warn(note)
     return page, analysis.comparisons if fail_if_worse_than is not None else None
-
-
-def _pct(value: float | None) -> str:
-    return "no scored file" if value is None else f"{value * 100:.2f}%"
 
 
 def register(app: typer.Typer) -> typer.Typer:

@@ -42,7 +42,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from kag.grading.mcq import ascii_fold, rust_trim
+from kag.grading.mcq.rule import ascii_fold, rust_trim
 
 
 @dataclass(frozen=True, slots=True)

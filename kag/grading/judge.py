@@ -44,7 +44,7 @@ from kag.generation.retry import ProviderError, RetryPolicy, call_with_retries
 from kag.generation.secrets import Redactor
 from kag.generation.templates import PromptTemplate, compile_template, format_choices
 from kag.grading.extract import strip_think
-from kag.grading.mcq import is_correct  # the strict MCQ grade (the one import of it here)
+from kag.grading.mcq.rule import is_correct  # the strict MCQ grade (the one import of it here)
 from kag.grading.open_answers import exact_match
 from kag.results import (
     TMP_SUFFIX,

@@ -15,8 +15,9 @@ from typing import Any
 import orjson
 import regex
 
-from kag.grading.search import FileOutcome, FileStatus, Hit, SearchResult, relative_path
+from kag.grading.search.options import FileOutcome, FileStatus, Hit, SearchResult
 from kag.render.formats import FindFormat
+from kag.results.tree import relative_path
 from kag.textsafe import escape_controls
 
 _LINE_BREAK = regex.compile(r"\r\n|[\r\n]")

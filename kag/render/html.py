@@ -28,7 +28,8 @@ from kag.grading.compare import (
     RetrievalImpact,
     analyse,
 )
-from kag.grading.mcq import Metrics, SetupSummary
+from kag.grading.mcq.metrics import Metrics
+from kag.grading.mcq.summary import SetupSummary
 from kag.render.compare import (
     IMPACT_LEGEND,
     comparison_legend,
@@ -337,7 +338,7 @@ def render_html_report(
     default: the best-ranked setup), then :func:`render_html`.
 
     Returns the page and the analysis: its ``notes`` are for the user (warn them), its
-    ``comparisons`` can feed :func:`kag.grading.compare.gate_regressions`.
+    ``comparisons`` can feed :func:`kag.grading.gates.regression_verdict`.
     """
     analysis = analyse(answer_set, baseline, alpha, n_resamples, seed, native)
     page = render_html(

@@ -20,7 +20,8 @@ from typing import Any
 
 import orjson
 
-from kag.grading.mcq import Metrics, Summary
+from kag.grading.mcq.metrics import Metrics
+from kag.grading.mcq.summary import Summary
 from kag.render.formats import TableFormat
 from kag.render.table import Align, Table, table_markdown
 from kag.textsafe import escape_controls

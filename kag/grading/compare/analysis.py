@@ -1,0 +1,112 @@
+"""Everything for one report: the comparisons, the flips and the retrieval impacts a
+page shows, chosen from the graded answers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from kag.grading.compare.flips import FlipReport, RetrievalImpact, flips, retrieval_impact
+from kag.grading.compare.paired import DEFAULT_ALPHA, DEFAULT_RESAMPLES, DEFAULT_SEED
+from kag.grading.compare.records import Answer, AnswerSet, SetupProfile, native_candidates
+from kag.grading.compare.setups import ComparisonRun, compare_setups
+
+# ---------------------------------------------------------------- everything for one report
+
+
+def best_setup(answers: Iterable[Answer]) -> str:
+    """The setup with the highest accuracy (OK / graded files), ties by name; the default baseline."""
+    counts: dict[str, list[int]] = {}
+    for a in answers:
+        c = counts.setdefault(a.setup, [0, 0])
+        c[0] += a.correct
+        c[1] += 1
+    if not counts:
+        raise ValueError("no graded answers")
+    return min(counts, key=lambda s: (-counts[s][0] / counts[s][1], s))
+
+
+@dataclass(frozen=True)
+class ImpactPlan:
+    """Which KAG setup is compared with which native one, and why (``note`` for the user)."""
+
+    setup: str
+    native: str | None
+    note: str | None = None
+
+
+def plan_impacts(
+    profiles: dict[str, SetupProfile], setups: Sequence[str] | None = None, native: str | None = None
+) -> list[ImpactPlan]:
+    """Pair each KAG setup (default: every setup that retrieves) with its native setup.
+
+    With ``native`` given it is used for all. Otherwise the native setup is the one setup
+    without retrieval that has the same ``config.model`` and ``config.provider``; among
+    several the first by name is used (and ``note`` says which others matched); with none,
+    the impact is computed without one (``note`` says so).
+    """
+    chosen = list(setups) if setups is not None else sorted(s for s, p in profiles.items() if p.augmented)
+    plans = []
+    for setup in chosen:
+        if native is not None:
+            if native != setup:  # a setup is not its own native baseline
+                plans.append(ImpactPlan(setup, native))
+            continue
+        candidates = native_candidates(profiles, setup)
+        if not candidates:
+            p = profiles.get(setup)
+            model = f"{p.provider}/{p.model}" if p and p.model else "an unknown model"
+            plans.append(
+                ImpactPlan(
+                    setup,
+                    None,
+                    f"{setup}: no setup without retrieval uses {model}; "
+                    "helped/hurt not computed (give one with --native)",
+                )
+            )
+        elif len(candidates) > 1:
+            plans.append(
+                ImpactPlan(
+                    setup,
+                    candidates[0],
+                    f"{setup}: several setups without retrieval use the same "
+                    f"model ({', '.join(candidates)}); using {candidates[0]} (choose with --native)",
+                )
+            )
+        else:
+            plans.append(ImpactPlan(setup, candidates[0]))
+    return plans
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """Everything the HTML page shows beyond the ranking."""
+
+    comparisons: ComparisonRun | None
+    flips: tuple[FlipReport, ...]
+    impacts: tuple[RetrievalImpact, ...]
+    notes: tuple[str, ...]
+
+
+def analyse(
+    answer_set: AnswerSet,
+    baseline: str | None = None,
+    alpha: float = DEFAULT_ALPHA,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    native: str | None = None,
+) -> Analysis:
+    """Comparisons of every setup against ``baseline`` (default: :func:`best_setup`), the
+    flips of each against the baseline, and the retrieval impact of each KAG setup.
+    With a single setup there is nothing to compare: ``comparisons`` is None.
+    """
+    answers = answer_set.answers
+    names = sorted({a.setup for a in answers})
+    if not names:
+        return Analysis(None, (), (), ())
+    base = baseline if baseline is not None else best_setup(answers)
+    run = compare_setups(answers, base, None, alpha, n_resamples, seed) if len(names) > 1 else None
+    flip_reports = tuple(flips(answers, s, base) for s in names if s != base)
+    plans = plan_impacts(answer_set.profiles, native=native)
+    impacts = tuple(retrieval_impact(answers, p.setup, p.native) for p in plans)
+    return Analysis(run, flip_reports, impacts, tuple(p.note for p in plans if p.note))

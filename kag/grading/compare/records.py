@@ -1,0 +1,217 @@
+"""The records the comparisons work on: one :class:`Answer` per graded file (from a
+``grade_tree(..., keep_records=True)`` run), and each setup's profile (model, provider,
+whether it retrieves)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kag.errors import UsageError
+from kag.grading.mcq.rule import Outcome
+from kag.results.model import RESULT_SUFFIX, ModelConfig
+
+if TYPE_CHECKING:
+    from kag.datasets import Datasets
+    from kag.grading.mcq.metrics import GradeRun
+    from kag.grading.mcq.summary import Summary
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One graded result file, with what the comparisons need from it.
+
+    ``response`` is ``ok.result`` verbatim for OK/WRONG and the error message for ERR.
+    ``vertices`` is the retrieved vertex count when the file has retrieval stats (the
+    retriever's time and the database counts, as `kag stats` requires), else None.
+    ``config`` is ``ok.stats.config`` (None for ERR, or when absent).
+    """
+
+    dataset: str
+    question: str
+    setup: str
+    outcome: Outcome
+    response: str
+    gold: str | None = None
+    path: str | None = None
+    vertices: int | None = None
+    config: ModelConfig | None = None
+
+    @property
+    def correct(self) -> bool:
+        return self.outcome is Outcome.OK
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.dataset, self.question)
+
+
+def index_answers(answers: Iterable[Answer]) -> dict[str, dict[tuple[str, str], Answer]]:
+    """setup -> (dataset, question) -> Answer. A later duplicate replaces an earlier one."""
+    by_setup: dict[str, dict[tuple[str, str], Answer]] = {}
+    for answer in answers:
+        by_setup.setdefault(answer.setup, {})[answer.key] = answer
+    return by_setup
+
+
+def question_sort_key(key: tuple[str, str]) -> tuple[str, int, int, str]:
+    """Datasets by name, then numeric question ids by value (2 before 10), then the others
+    by name; the id itself breaks ties ("012" vs "12")."""
+    dataset, question = key
+    if question.isascii() and question.isdigit():
+        return (dataset, 0, int(question), question)
+    return (dataset, 1, 0, question)
+
+
+def paired_keys(a: dict[tuple[str, str], Answer], b: dict[tuple[str, str], Answer]) -> list[tuple[str, str]]:
+    """The (dataset, question) keys both setups have a graded file for, in question order."""
+    return sorted(a.keys() & b.keys(), key=question_sort_key)
+
+
+@dataclass(frozen=True)
+class SetupProfile:
+    """What a setup is: its model and provider (``config`` of one of its ``ok`` files) and
+    whether it retrieves (``config.augmented_generation`` set, or retrieval stats in any file)."""
+
+    setup: str
+    model: str | None
+    provider: str | None
+    augmented: bool
+
+
+def setup_profiles(
+    answers: Iterable[Answer], configs: dict[str, ModelConfig | None]
+) -> dict[str, SetupProfile]:
+    """One profile per setup of ``answers``; ``configs`` maps a setup to the config of one of
+    its ok files (see :func:`setup_configs`), missing or None when it has none."""
+    retrieves: dict[str, bool] = {}
+    for a in answers:
+        retrieves[a.setup] = retrieves.get(a.setup, False) or a.vertices is not None
+    profiles = {}
+    for setup, has_stats in retrieves.items():
+        config = configs.get(setup)
+        profiles[setup] = SetupProfile(
+            setup,
+            (config.model or None) if config else None,
+            (config.provider or None) if config else None,
+            has_stats or (config is not None and config.augmented_generation is not None),
+        )
+    return profiles
+
+
+def setup_configs(answers: Iterable[Answer]) -> dict[str, ModelConfig | None]:
+    """``ok.stats.config`` of the first ok answer (in answer order) of each setup that has one.
+
+    A setup's configuration is the same in all its files (one benchmark setup). The config
+    comes with each answer (kept by the grading record): no file is read again. A setup
+    with no ok answer holding a config maps to None.
+    """
+    configs: dict[str, ModelConfig | None] = {}
+    for a in answers:
+        if configs.get(a.setup) is None and a.outcome is not Outcome.ERR:
+            configs[a.setup] = a.config
+        else:
+            configs.setdefault(a.setup, None)
+    return configs
+
+
+def native_candidates(profiles: dict[str, SetupProfile], setup: str) -> list[str]:
+    """Setups without retrieval that share ``setup``'s model and provider, by name."""
+    me = profiles[setup]
+    if me.model is None:
+        return []
+    return sorted(
+        p.setup
+        for p in profiles.values()
+        if p.setup != setup and not p.augmented and p.model == me.model and p.provider == me.provider
+    )
+
+
+def check_retrieves(profiles: dict[str, SetupProfile], setups: Sequence[str]) -> None:
+    """Raise UsageError (exit 2) naming the setups of ``setups`` that do not retrieve.
+
+    A setup retrieves when its profile says so (retrieval stats in any of its files, or
+    ``config.augmented_generation`` in the one whose config was read); for one that does
+    not there is no subgraph to bucket and nothing retrieval could have helped or hurt.
+    The message lists the setups that do retrieve. Names without a profile are left to
+    the caller (an unknown setup is its own error).
+    """
+    plain = [s for s in setups if s in profiles and not profiles[s].augmented]
+    if not plain:
+        return
+    retrieving = sorted(s for s, p in profiles.items() if p.augmented)
+    verb = "does" if len(plain) == 1 else "do"
+    raise UsageError(
+        f"{', '.join(plain)} {verb} not retrieve (no retrieval stats, no config.augmented_generation): "
+        f"no retrieval impact to measure; setups that retrieve: {', '.join(retrieving) or 'none'}"
+    )
+
+
+# ---------------------------------------------------------------- from the grading run to answers
+
+
+@dataclass(frozen=True)
+class AnswerSet:
+    """The graded answers of a result tree, the `kag stats` summary of the same run, and
+    each setup's profile (model, provider, whether it retrieves)."""
+
+    answers: tuple[Answer, ...]
+    summary: Summary
+    profiles: dict[str, SetupProfile]
+
+    @property
+    def setups(self) -> list[str]:
+        return sorted({a.setup for a in self.answers})
+
+
+def answers_from_run(run: GradeRun, datasets: Datasets, root: str | Path, prefix: str = "") -> list[Answer]:
+    """One :class:`Answer` per record of a ``grade_tree(..., keep_records=True)`` run.
+
+    The gold key comes from ``datasets``, the path from the tree layout; the error text of
+    each ERR file and the config of each ok file come with the records (no file is read
+    again). Raises ValueError when the run kept no records.
+    """
+    if run.records is None:
+        raise ValueError("the grading run kept no per-file records (grade_tree(..., keep_records=True))")
+    answers = []
+    top = os.fspath(root)
+    for r in run.records:
+        question = datasets.get(r.dataset, r.question)
+        gold = question.mcq.answer if question is not None and question.mcq is not None else None
+        # kag.results.tree.result_path's layout, joined as strings: pathlib costs ~0.1 ms a file.
+        path = os.path.join(top, r.dataset, r.question, f"{prefix}{r.setup}{RESULT_SUFFIX}")
+        response = r.response if r.response is not None else (r.error if r.error is not None else "(error)")
+        vertices = r.retrieval.vertices if r.retrieval is not None else None
+        answers.append(
+            Answer(r.dataset, r.question, r.setup, r.outcome, response, gold, path, vertices, r.config)
+        )
+    return answers
+
+
+def load_answers(
+    datasets: Datasets,
+    root: str | Path,
+    prefix: str = "",
+    setups: Sequence[str] = (),
+    dataset_globs: Sequence[str] = (),
+    workers: int | None = None,
+) -> AnswerSet:
+    """Grade the tree like `kag stats` (same rules, filters, warnings and summary) and
+    return its answers with the profile of each setup (:func:`setup_configs`)."""
+    from kag.grading.mcq.walk import grade_tree
+
+    run = grade_tree(
+        datasets, root, prefix, setups=setups, dataset_globs=dataset_globs, keep_records=True, workers=workers
+    )
+    return answer_set_from_run(run, datasets, root, prefix)
+
+
+def answer_set_from_run(run: GradeRun, datasets: Datasets, root: str | Path, prefix: str = "") -> AnswerSet:
+    """:class:`AnswerSet` of a ``grade_tree(..., keep_records=True)`` run (see :func:`answers_from_run`)."""
+    from kag.grading.mcq.summary import summarize
+
+    answers = answers_from_run(run, datasets, root, prefix)
+    return AnswerSet(tuple(answers), summarize(run), setup_profiles(answers, setup_configs(answers)))

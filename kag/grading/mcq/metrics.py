@@ -1,0 +1,270 @@
+"""The metrics of `kag stats` (one function each) and the accumulators that sum the
+per-file records into them. Every sum is an integer (times in nanoseconds), so merging is
+exact and does not depend on the order of the records.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from fractions import Fraction
+
+from kag.grading.mcq.rule import GradedFile, Outcome
+from kag.results.codec import NANOS_PER_SEC
+
+#: z for a two-sided 95% interval (the 0.975 quantile of the standard normal).
+Z95 = 1.959963984540054
+
+# ---------------------------------------------------------------- metrics (one per function)
+
+
+def accuracy(correct: int, total: int) -> float | None:
+    """ACC = OK / TOT, the share of scored files answered correctly; None when TOT = 0."""
+    return correct / total if total > 0 else None
+
+
+def precision(correct: int, parsed: int) -> float | None:
+    """PREC = OK / (OK + WRONG), correctness of committed answers; None when nothing committed."""
+    return correct / parsed if parsed > 0 else None
+
+
+def coverage(parsed: int, total: int) -> float | None:
+    """COVER = (OK + WRONG) / TOT, the share of scored files that are not errors; None when TOT = 0."""
+    return parsed / total if total > 0 else None
+
+
+def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, float] | None:
+    """Wilson score interval for a binomial proportion ``successes / n``.
+
+    With p = k/n: centre = (p + z²/2n) / (1 + z²/n), half = z/(1 + z²/n) · √(p(1-p)/n + z²/4n²);
+    the interval is [centre - half, centre + half], clamped to [0, 1] (exactly 0 when k = 0
+    and exactly 1 when k = n). None when n = 0.
+    """
+    if n <= 0:
+        return None
+    p = successes / n
+    z2 = z * z
+    denom = 1 + z2 / n
+    centre = (p + z2 / (2 * n)) / denom
+    half = z / denom * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
+    low = 0.0 if successes == 0 else max(0.0, centre - half)
+    high = 1.0 if successes == n else min(1.0, centre + half)
+    return (low, high)
+
+
+def duration_secs(total_ns: int) -> float:
+    """Rust's ``Duration::as_secs_f64``: ``secs as f64 + nanos as f64 / 1e9``."""
+    secs, nanos = divmod(total_ns, NANOS_PER_SEC)
+    return float(secs) + float(nanos) / 1e9
+
+
+def mean_duration_secs(total_ns: int, samples: int) -> float | None:
+    """Mean of durations, in seconds, exactly as the Rust tool computes it.
+
+    Rust: ``total.div_f64(n as f64).as_secs_f64()``; ``div_f64`` divides the f64 seconds
+    and rounds the quotient to the nearest nanosecond (ties to even, Rust >= 1.63).
+    None when there are no samples.
+    """
+    if samples <= 0:
+        return None
+    quotient = duration_secs(total_ns) / float(samples)
+    return duration_secs(round(Fraction(quotient) * NANOS_PER_SEC))
+
+
+def mean(total: int, samples: int) -> float | None:
+    """total / samples as a float; None when there are no samples."""
+    return total / samples if samples > 0 else None
+
+
+# ---------------------------------------------------------------- aggregation
+
+
+@dataclass(slots=True)
+class Tally:
+    """Accumulator of per-file records for one group (setup, or setup × dataset).
+
+    Times are integer nanoseconds so that merging is exact and order-independent.
+    """
+
+    correct: int = 0
+    incorrect: int = 0
+    errors: int = 0
+    abstentions: int = 0
+    non_option_answers: int = 0
+    generation_ns: int = 0
+    generation_samples: int = 0
+    context_bytes: int = 0
+    context_samples: int = 0
+    retrieval_ns: int = 0
+    vertices: int = 0
+    relationships: int = 0
+    properties: int = 0
+    retrieval_samples: int = 0
+
+    def add(self, graded: GradedFile) -> None:
+        outcome = graded.outcome
+        if outcome is Outcome.OK:
+            self.correct += 1
+        elif outcome is Outcome.WRONG:
+            self.incorrect += 1
+            self.abstentions += graded.abstained
+            self.non_option_answers += graded.non_option
+        else:
+            self.errors += 1
+        if graded.generation_ns is not None:
+            self.generation_ns += graded.generation_ns
+            self.generation_samples += 1
+        if graded.context_length is not None:
+            self.context_bytes += graded.context_length
+            self.context_samples += 1
+        r = graded.retrieval
+        if r is not None:
+            self.retrieval_ns += r.time_ns
+            self.vertices += r.vertices
+            self.relationships += r.relationships
+            self.properties += r.properties
+            self.retrieval_samples += 1
+
+    def merge(self, other: Tally | Metrics) -> None:
+        """Add another group's sums (a Tally or frozen Metrics: same fields)."""
+        for f in _TALLY_FIELDS:
+            setattr(self, f, getattr(self, f) + getattr(other, f))
+
+    def freeze(self) -> Metrics:
+        return Metrics(*(getattr(self, f) for f in _TALLY_FIELDS))
+
+
+@dataclass(frozen=True, slots=True)
+class RetrievalMetrics:
+    """Retrieval sums over the files that have retrieval stats (``samples`` >= 1)."""
+
+    time_ns: int
+    vertices: int
+    relationships: int
+    properties: int
+    samples: int
+
+    @property
+    def time_secs(self) -> float:
+        return duration_secs(self.time_ns)
+
+    @property
+    def avg_time_secs(self) -> float:
+        return mean_duration_secs(self.time_ns, self.samples)  # type: ignore[return-value]
+
+    @property
+    def avg_vertices(self) -> float:
+        return self.vertices / self.samples
+
+    @property
+    def avg_relationships(self) -> float:
+        return self.relationships / self.samples
+
+    @property
+    def avg_properties(self) -> float:
+        return self.properties / self.samples
+
+
+@dataclass(frozen=True, slots=True)
+class Metrics:
+    """The numbers of one report block (a setup overall, or one dataset of a setup)."""
+
+    correct: int = 0
+    incorrect: int = 0
+    errors: int = 0
+    abstentions: int = 0
+    non_option_answers: int = 0
+    generation_ns: int = 0
+    generation_samples: int = 0
+    context_bytes: int = 0
+    context_samples: int = 0
+    retrieval_ns: int = 0
+    vertices: int = 0
+    relationships: int = 0
+    properties: int = 0
+    retrieval_samples: int = 0
+
+    @property
+    def total(self) -> int:
+        """TOT = OK + WRONG + ERR."""
+        return self.correct + self.incorrect + self.errors
+
+    @property
+    def parsed(self) -> int:
+        """OK + WRONG: files whose model committed to an answer."""
+        return self.correct + self.incorrect
+
+    @property
+    def accuracy(self) -> float | None:
+        return accuracy(self.correct, self.total)
+
+    @property
+    def precision(self) -> float | None:
+        return precision(self.correct, self.parsed)
+
+    @property
+    def coverage(self) -> float | None:
+        return coverage(self.parsed, self.total)
+
+    @property
+    def accuracy_ci95(self) -> tuple[float, float] | None:
+        return wilson_interval(self.correct, self.total)
+
+    @property
+    def avg_generation_secs(self) -> float | None:
+        """GEN(s): mean ``ok.stats.time`` over the ok files that have one."""
+        return mean_duration_secs(self.generation_ns, self.generation_samples)
+
+    @property
+    def total_generation_secs(self) -> float:
+        return duration_secs(self.generation_ns)
+
+    @property
+    def avg_context_length(self) -> float | None:
+        """CTX_LEN: mean UTF-8 byte length of ``ok.stats.prompt`` over the ok files that have one."""
+        return mean(self.context_bytes, self.context_samples)
+
+    @property
+    def retrieval(self) -> RetrievalMetrics | None:
+        """RET(s)/VERTICE/RELATION/PROPERTY sums; None when no file had retrieval stats."""
+        if self.retrieval_samples == 0:
+            return None
+        return RetrievalMetrics(
+            self.retrieval_ns, self.vertices, self.relationships, self.properties, self.retrieval_samples
+        )
+
+
+_TALLY_FIELDS = tuple(f.name for f in fields(Tally))
+assert _TALLY_FIELDS == tuple(f.name for f in fields(Metrics))
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """A result file that could not be graded, and why."""
+
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class GradeRun:
+    """Everything a walk of a result tree produced.
+
+    ``tallies`` maps (setup, dataset) to the metrics of that group. ``datasets`` and
+    ``scorable_questions`` count the (filtered) datasets file. ``records`` holds one
+    :class:`GradedFile` per graded file, sorted by (dataset, question, setup), only when
+    ``grade_tree(..., keep_records=True)``.
+    """
+
+    tallies: Mapping[tuple[str, str], Metrics]
+    datasets: int
+    scorable_questions: int
+    skipped_files: int
+    ignored_files: int
+    unreadable: tuple[Unreadable, ...]
+    records: tuple[GradedFile, ...] | None = None
+
+    @property
+    def unreadable_files(self) -> int:
+        return len(self.unreadable)

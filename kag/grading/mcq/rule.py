@@ -1,0 +1,252 @@
+"""The grading rule of one MCQ result file, and the per-file record it gives.
+
+The rule is the Rust tool's: an ``ok`` file is correct when its ``result``, trimmed of
+Unicode White_Space (Rust's ``str::trim``), equals the answer key ignoring ASCII case
+only (Rust's ``eq_ignore_ascii_case``); an ``error`` file is an error.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from functools import lru_cache
+from typing import Any
+
+from kag.errors import UsageError
+from kag.results.codec import (
+    NANOS_PER_SEC,
+    GradingFields,
+    RetrievalSample,
+    grading_fields,
+    parse_grading_fields,
+    utf8_length,
+)
+from kag.results.model import ErrorResult, ModelConfig, Result, Timing, Usage
+
+# Unicode White_Space, the set Rust's `str::trim` strips. Python's `str.strip()` also strips
+# U+001C..U+001F (information separators), which Rust keeps: "\x1fb" is not "b" in Rust.
+RUST_WHITESPACE = (
+    "\t\n\x0b\x0c\r \x85\xa0\u1680"
+    "\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
+    "\u2028\u2029\u202f\u205f\u3000"
+)
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+#: Default pattern for abstentions (a WRONG answer that declines to answer).
+DEFAULT_ABSTENTION = r"(?i)^\s*i\s+don'?t\s+know\.?\s*$"
+
+# ---------------------------------------------------------------- the grading rule
+
+
+def rust_trim(text: str) -> str:
+    """``text`` without leading/trailing Unicode White_Space, like Rust's ``str::trim``."""
+    return text.strip(RUST_WHITESPACE)
+
+
+def ascii_fold(text: str) -> str:
+    """``text`` with A-Z lowered and every other character kept (Rust's ``to_ascii_lowercase``)."""
+    # On a pure-ASCII string str.lower() only touches A-Z, and it is much faster than translate.
+    return text.lower() if text.isascii() else text.translate(_ASCII_LOWER)
+
+
+def eq_ignore_ascii_case(a: str, b: str) -> bool:
+    """Rust's ``eq_ignore_ascii_case``: equal when only A-Z/a-z may differ in case.
+
+    Non-ASCII letters must match exactly: "É" != "é", and the Kelvin sign "K" (U+212A)
+    is not "k" (``str.lower``/``casefold`` would say otherwise).
+    """
+    return ascii_fold(a) == ascii_fold(b)
+
+
+def is_correct(response: str, answer: str) -> bool:
+    """The Rust tool's rule: ``response.trim().eq_ignore_ascii_case(answer)``."""
+    return eq_ignore_ascii_case(rust_trim(response), answer)
+
+
+class Outcome(StrEnum):
+    """The grade of one scored result file."""
+
+    OK = "ok"  # an `ok` file whose answer matches the key
+    WRONG = "wrong"  # an `ok` file whose answer does not match
+    ERR = "err"  # an `error` file
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerKey:
+    """The answer key of one MCQ and its option keys, folded once for the comparisons."""
+
+    answer: str
+    options: tuple[str, ...]
+    folded_answer: str = field(init=False)
+    folded_options: frozenset[str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "folded_answer", ascii_fold(self.answer))
+        object.__setattr__(self, "folded_options", frozenset(ascii_fold(k) for k in self.options))
+
+
+@dataclass(frozen=True, slots=True)
+class GradedFile:
+    """The per-file record: what a result file contributes to the metrics.
+
+    ``response`` is ``ok.result`` verbatim (None for ERR). ``abstained`` and
+    ``non_option`` are only ever set on WRONG records and exclude each other.
+    ``generation_ns`` is ``ok.stats.time``, ``context_length`` the UTF-8 byte length of
+    ``ok.stats.prompt``; absent or mistyped values are None. ``error`` is the text of an
+    ERR file; ``config`` and ``usage`` are ``ok.stats.config`` and ``ok.stats.usage``, kept
+    so that later stages (comparisons, costs) never read the file again.
+    """
+
+    dataset: str
+    question: str
+    setup: str
+    outcome: Outcome
+    response: str | None
+    abstained: bool = False
+    non_option: bool = False
+    generation_ns: int | None = None
+    context_length: int | None = None
+    retrieval: RetrievalSample | None = None
+    error: str | None = None
+    config: ModelConfig | None = None
+    usage: Usage | None = None
+
+
+def timing_ns(timing: Timing | None) -> int | None:
+    """A ``{secs, nanos}`` duration in nanoseconds; None when absent or negative."""
+    if timing is None or timing.secs < 0 or timing.nanos < 0:
+        return None
+    return timing.secs * NANOS_PER_SEC + timing.nanos
+
+
+@lru_cache(maxsize=16)
+def compile_abstention(pattern: str) -> re.Pattern[str]:
+    """Compile an abstention pattern; raises UsageError naming the pattern when invalid."""
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise UsageError(f"invalid abstention pattern {pattern!r}: {exc}") from None
+
+
+def _grade_response(response: str, key: AnswerKey, abstention: re.Pattern[str]) -> tuple[Outcome, bool, bool]:
+    """(outcome, abstained, non_option) of an ``ok`` response: the one place the rule lives."""
+    folded = ascii_fold(rust_trim(response))
+    if folded == key.folded_answer:
+        return Outcome.OK, False, False
+    if abstention.search(response) is not None:
+        return Outcome.WRONG, True, False
+    return Outcome.WRONG, False, folded not in key.folded_options
+
+
+def grade_result(
+    result: Result,
+    answer: str,
+    options: Sequence[str],
+    *,
+    dataset: str,
+    question: str,
+    setup: str,
+    abstention: re.Pattern[str] | None = None,
+) -> GradedFile:
+    """Grade one parsed result file against the answer key.
+
+    ``error`` -> ERR. ``ok`` -> OK when ``is_correct(result, answer)``, else WRONG; a WRONG
+    answer matching ``abstention`` (default :data:`DEFAULT_ABSTENTION`, searched in the
+    verbatim response) is an abstention, any other WRONG answer that is no option key
+    (same trim + ASCII-case rule) is a non-option answer.
+    A retrieval sample needs the retriever's time and all three database counts (>= 0).
+    """
+    if isinstance(result, ErrorResult):
+        return GradedFile(dataset, question, setup, Outcome.ERR, None, error=result.error)
+    pattern = abstention if abstention is not None else compile_abstention(DEFAULT_ABSTENTION)
+    outcome, abstained, non_option = _grade_response(
+        result.result, AnswerKey(answer, tuple(options)), pattern
+    )
+    stats = result.stats
+    sample = None
+    retrieval = stats.retrieval
+    if retrieval is not None and retrieval.database is not None:
+        db = retrieval.database
+        time_ns = timing_ns(retrieval.time)
+        counts = (db.vertices, db.relationships, db.properties)
+        if time_ns is not None and all(c is not None and c >= 0 for c in counts):
+            sample = RetrievalSample(time_ns, db.vertices, db.relationships, db.properties)  # type: ignore[arg-type]
+    return GradedFile(
+        dataset,
+        question,
+        setup,
+        outcome,
+        result.result,
+        abstained,
+        non_option,
+        timing_ns(stats.time),
+        utf8_length(stats.prompt) if stats.prompt is not None else None,
+        sample,
+        config=stats.config,
+        usage=stats.usage,
+    )
+
+
+def _graded(
+    fields: GradingFields,
+    key: AnswerKey,
+    dataset: str,
+    question: str,
+    setup: str,
+    abstention: re.Pattern[str],
+) -> GradedFile:
+    response = fields.response
+    if response is None:
+        return GradedFile(dataset, question, setup, Outcome.ERR, None, error=fields.error)
+    outcome, abstained, non_option = _grade_response(response, key, abstention)
+    return GradedFile(
+        dataset,
+        question,
+        setup,
+        outcome,
+        response,
+        abstained,
+        non_option,
+        fields.generation_ns,
+        fields.context_length,
+        fields.retrieval,
+        config=fields.config,
+        usage=fields.usage,
+    )
+
+
+def grade_raw(
+    raw: Any,
+    key: AnswerKey,
+    *,
+    dataset: str,
+    question: str,
+    setup: str,
+    abstention: re.Pattern[str],
+) -> GradedFile:
+    """:func:`grade_result` of ``result_from_json(raw)``, without building the model
+    (:func:`kag.results.codec.grading_fields` reads the fields).
+
+    Raises UnreadableResult (same messages as :func:`kag.results.codec.result_from_json`).
+    """
+    return _graded(grading_fields(raw), key, dataset, question, setup, abstention)
+
+
+def grade_bytes(
+    data: bytes,
+    key: AnswerKey,
+    *,
+    dataset: str,
+    question: str,
+    setup: str,
+    abstention: re.Pattern[str],
+    details: bool = True,
+) -> GradedFile:
+    """Grade the bytes of a result file (``details``: see
+    :func:`kag.results.codec.grading_fields`); raises UnreadableResult like
+    :func:`kag.results.codec.parse_result`. Every byte is parsed (orjson): a file that is
+    not valid JSON is unreadable, wherever the defect is.
+    """
+    return _graded(parse_grading_fields(data, details), key, dataset, question, setup, abstention)

@@ -1,0 +1,64 @@
+"""The report of `kag stats`: one block per setup, ranked by accuracy."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from kag.grading.mcq.metrics import GradeRun, Metrics, Tally
+
+# ---------------------------------------------------------------- summary and ranking
+
+
+@dataclass(frozen=True)
+class SetupSummary:
+    """One setup: its overall metrics and one block per dataset (sorted by name)."""
+
+    setup: str
+    overall: Metrics
+    per_dataset: Mapping[str, Metrics]
+
+
+@dataclass(frozen=True)
+class Summary:
+    """The report: counters and the setups ranked by descending accuracy."""
+
+    datasets: int
+    scorable_questions: int
+    skipped_files: int
+    unreadable_files: int
+    ignored_files: int
+    setups: tuple[SetupSummary, ...]
+
+    @property
+    def any_retrieval(self) -> bool:
+        return any(s.overall.retrieval is not None for s in self.setups)
+
+
+def rank_key(setup: SetupSummary) -> tuple[float, str]:
+    """Sort key: descending ACC, setups without an accuracy last, ties by name (code point order)."""
+    acc = setup.overall.accuracy
+    return (-acc if acc is not None else math.inf, setup.setup)
+
+
+def summarize(run: GradeRun) -> Summary:
+    """Per-setup blocks (overall = sum of the dataset blocks), ranked by :func:`rank_key`."""
+    grouped: dict[str, dict[str, Metrics]] = {}
+    for (setup, dataset), metrics in run.tallies.items():
+        grouped.setdefault(setup, {})[dataset] = metrics
+    setups = []
+    for setup, per_dataset in grouped.items():
+        overall = Tally()
+        for metrics in per_dataset.values():
+            overall.merge(metrics)
+        setups.append(SetupSummary(setup, overall.freeze(), {k: per_dataset[k] for k in sorted(per_dataset)}))
+    setups.sort(key=rank_key)
+    return Summary(
+        datasets=run.datasets,
+        scorable_questions=run.scorable_questions,
+        skipped_files=run.skipped_files,
+        unreadable_files=run.unreadable_files,
+        ignored_files=run.ignored_files,
+        setups=tuple(setups),
+    )

@@ -1,0 +1,329 @@
+"""Grade MCQ result files against the datasets file, then aggregate them per setup.
+
+Two stages, as in ir_measures: every result file first becomes a small per-file record
+(:class:`GradedFile`, built by :func:`grade_result` from the result model, or by
+:func:`grade_raw` straight from the parsed JSON); records are then folded into
+:class:`Tally` accumulators keyed by (setup, dataset), and :func:`summarize` turns those
+into ranked :class:`SetupSummary` blocks of :class:`Metrics`.
+
+:func:`grade_tree` walks ``<root>/<dataset>/<question>/<prefix><setup>.json`` (the Rust
+tool's layout) and streams: it keeps the tallies and the counters, and keeps the per-file
+records only when asked (``keep_records=True``, for features that pair files across
+setups). Memory therefore does not grow with the number of files unless records are
+kept (then a few hundred bytes per file, the response text included).
+
+The grading rule is the Rust tool's: an ``ok`` file is correct when its ``result``,
+trimmed of Unicode White_Space (Rust's ``str::trim``), equals the answer key ignoring
+ASCII case only (Rust's ``eq_ignore_ascii_case``); an ``error`` file is an error.
+
+Parallelism: large trees are graded by a pool of worker processes over chunks of
+question folders. Every sum is an integer (times in nanoseconds), so the result does not
+depend on the number of workers or on the order in which chunks finish.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from enum import IntEnum
+from functools import partial
+from itertools import chain
+from pathlib import Path
+
+from kag.datasets import Datasets
+from kag.grading.mcq.metrics import GradeRun, Tally, Unreadable
+from kag.grading.mcq.rule import DEFAULT_ABSTENTION, AnswerKey, GradedFile, compile_abstention, grade_bytes
+from kag.results.io import read_result_bytes
+from kag.results.model import TMP_SUFFIX
+from kag.results.tree import check_results_root, matches_any, setup_from_name, sorted_entries
+from kag.textsafe import escape_controls, is_utf8
+from kag.workers import default_workers, ordered_map
+
+log = logging.getLogger(__name__)
+
+# Chunking of question folders handed to worker processes, and the size from which the
+# automatic mode starts a pool (a pool costs ~0.1-1 s to start; small trees grade faster
+# in-process).
+CHUNK_QUESTIONS = 100
+AUTO_PARALLEL_MIN_QUESTIONS = 500
+
+# ---------------------------------------------------------------- walking the tree
+
+
+class _Kind(IntEnum):
+    SCORABLE = 0  # MCQ with an answer
+    NO_ANSWER = 1  # MCQ without an answer: files count as skipped
+    NOT_GRADED = 2  # free-form, or not in the datasets file: files are ignored
+
+
+@dataclass(frozen=True, slots=True)
+class _QuestionTask:
+    path: str
+    dataset: str
+    question: str
+    kind: _Kind
+    key: AnswerKey | None
+
+
+@dataclass(frozen=True)
+class _Config:
+    prefix: str
+    setup_globs: tuple[str, ...]
+    abstention: str
+    keep_records: bool
+    log_level: int
+
+
+@dataclass
+class _ChunkResult:
+    tallies: dict[tuple[str, str], Tally] = field(default_factory=dict)
+    skipped: int = 0
+    ignored: int = 0
+    unreadable: list[Unreadable] = field(default_factory=list)
+    records: list[GradedFile] = field(default_factory=list)
+    logs: list[tuple[int, str]] = field(default_factory=list)
+
+
+def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResult:
+    """Grade the result files of a chunk of question folders (runs in a worker process)."""
+    out = _ChunkResult()
+    info = config.log_level <= logging.INFO
+    debug = config.log_level <= logging.DEBUG
+    prefix, globs = config.prefix, config.setup_globs
+    abstention = compile_abstention(config.abstention)
+    tallies = out.tallies
+    for task in tasks:
+        try:
+            entries = sorted_entries(task.path)
+        except OSError as exc:
+            out.logs.append(
+                (logging.WARNING, f"{task.path}: cannot list the question folder: {exc.strerror}")
+            )
+            continue
+        for entry in entries:
+            name = entry.name
+            if name.endswith(TMP_SUFFIX):
+                if debug:
+                    out.logs.append((logging.DEBUG, f"{entry.path}: in-progress write (.tmp), not graded"))
+                continue
+            setup = setup_from_name(name, prefix)
+            if setup is None or not entry.is_file(follow_symlinks=False) or not is_utf8(name):
+                out.ignored += 1
+                if info:
+                    out.logs.append(
+                        (logging.INFO, f"{entry.path}: ignored (not a '{prefix}…json' result file)")
+                    )
+                continue
+            if not matches_any(setup, globs):
+                continue
+            if task.kind is _Kind.NOT_GRADED:
+                out.ignored += 1
+                if info:
+                    out.logs.append(
+                        (
+                            logging.INFO,
+                            f"{entry.path}: ignored (question is free-form or not in the datasets file)",
+                        )
+                    )
+                continue
+            if task.kind is _Kind.NO_ANSWER:
+                out.skipped += 1
+                if debug:
+                    out.logs.append((logging.DEBUG, f"{entry.path}: skipped (MCQ without an answer)"))
+                continue
+            path = entry.path
+            try:
+                graded = grade_bytes(
+                    read_result_bytes(path),
+                    task.key,  # type: ignore[arg-type]
+                    dataset=task.dataset,
+                    question=task.question,
+                    setup=setup,
+                    abstention=abstention,
+                    details=config.keep_records,  # config and usage only serve kept records
+                )
+            except OSError as exc:
+                out.unreadable.append(Unreadable(path, exc.strerror or str(exc)))
+                continue
+            except Exception as exc:  # noqa: BLE001 - one bad file must never stop the walk
+                out.unreadable.append(Unreadable(path, str(exc)))
+                continue
+            key = (setup, task.dataset)
+            tally = tallies.get(key)
+            if tally is None:
+                tally = tallies[key] = Tally()
+            tally.add(graded)
+            if config.keep_records:
+                out.records.append(graded)
+            if debug:
+                out.logs.append(
+                    (
+                        logging.DEBUG,
+                        f"[{task.dataset}/{task.question}] setup '{setup}' graded as {graded.outcome.name}",
+                    )
+                )
+    return out
+
+
+def _chunked(tasks: Iterable[_QuestionTask], size: int) -> Iterator[list[_QuestionTask]]:
+    chunk: list[_QuestionTask] = []
+    for task in tasks:
+        chunk.append(task)
+        if len(chunk) >= size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def _graded_chunks(
+    chunks: Iterator[list[_QuestionTask]], config: _Config, workers: int | None
+) -> Iterator[_ChunkResult]:
+    """The result of each chunk, in chunk order. ``workers`` None: a pool of
+    :func:`kag.workers.default_workers` processes once the tree has
+    ``AUTO_PARALLEL_MIN_QUESTIONS`` questions, else this process."""
+    if workers is None:
+        head: list[list[_QuestionTask]] = []
+        for chunk in chunks:
+            head.append(chunk)
+            if len(head) * CHUNK_QUESTIONS >= AUTO_PARALLEL_MIN_QUESTIONS:
+                break
+        big = len(head) * CHUNK_QUESTIONS >= AUTO_PARALLEL_MIN_QUESTIONS
+        workers = default_workers() if big else 1
+        chunks = chain(head, chunks)
+    work = partial(_grade_chunk, config=config)
+    if workers <= 1:
+        yield from map(work, chunks)
+        return
+    graded = ordered_map(
+        work,
+        chunks,
+        workers,
+        died="a grading worker process died unexpectedly (out of memory?); nothing was reported",
+        failed="a grading worker failed",
+    )
+    try:  # closed at once on any exit, so that the workers stop with the consumer
+        yield from graded
+    finally:
+        graded.close()
+
+
+def grade_tree(
+    datasets: Datasets,
+    root: str | Path,
+    prefix: str = "",
+    *,
+    setups: Sequence[str] = (),
+    dataset_globs: Sequence[str] = (),
+    abstention: str = DEFAULT_ABSTENTION,
+    keep_records: bool = False,
+    workers: int | None = None,
+) -> GradeRun:
+    """Grade every ``<root>/<dataset>/<question>/<prefix><setup>.json`` file.
+
+    Per file (the spec's rules, in order):
+
+    1. A name that is not ``<prefix>…json`` with a non-empty setup, a non-regular file
+       (symbolic links are never followed), a folder at the file level, or a file at the
+       dataset/question level is ignored (``ignored_files``, logged at -v). ``*.tmp``
+       files are writes in progress: neither graded nor counted (logged at -vv).
+    2. Files of a free-form question or of a question not in the datasets file are
+       ignored the same way.
+    3. Files of an MCQ without an answer count in ``skipped_files``.
+    4. A file that is not exactly ``{"error": str}`` or ``{"ok": {"result": str, ...}}``
+       is unreadable: a warning names it and it counts in ``unreadable_files``.
+    5. Otherwise :func:`grade_raw` grades it (what :func:`grade_result` gives for the
+       result model of the file, without building the model).
+
+    ``setups`` / ``dataset_globs`` are shell globs (case-sensitive); a file must match one
+    of each given list, files filtered out are not counted anywhere. ``datasets`` and
+    ``scorable_questions`` of the run count the datasets file restricted to
+    ``dataset_globs``.
+
+    ``workers``: None chooses (a process pool for trees of 500 questions or more, else
+    in-process), 1 grades in-process, n > 1 uses n worker processes. The result never
+    depends on it. Raises InputError when ``root`` is not a directory, UsageError for an
+    invalid abstention pattern.
+    """
+    root = str(root)
+    check_results_root(root)
+    compile_abstention(abstention)
+    setup_globs, ds_globs = tuple(setups), tuple(dataset_globs)
+    selected = [name for name in datasets.datasets if matches_any(name, ds_globs)]
+    scorable = sum(1 for name in selected for q in datasets.datasets[name].values() if q.scorable)
+    config = _Config(prefix, setup_globs, abstention, keep_records, log.getEffectiveLevel())
+    parent = _ChunkResult()
+    chunks = _chunked(_iter_questions(datasets, root, ds_globs, parent), CHUNK_QUESTIONS)
+
+    tallies: dict[tuple[str, str], Tally] = {}
+    skipped = ignored = 0
+    unreadable: list[Unreadable] = []
+    records: list[GradedFile] = []
+    for part in _graded_chunks(chunks, config, workers):
+        for level, message in part.logs:
+            log.log(level, "%s", message)
+        for key, tally in part.tallies.items():
+            mine = tallies.get(key)
+            if mine is None:
+                tallies[key] = tally
+            else:
+                mine.merge(tally)
+        skipped += part.skipped
+        ignored += part.ignored
+        unreadable.extend(part.unreadable)
+        if keep_records:
+            records.extend(part.records)
+    for level, message in parent.logs:
+        log.log(level, "%s", message)
+    unreadable.sort(key=lambda u: u.path)
+    for bad in unreadable:
+        log.warning("%s: unreadable result file: %s", escape_controls(bad.path), bad.reason)
+    if keep_records:
+        records.sort(key=lambda r: (r.dataset, r.question, r.setup))
+    return GradeRun(
+        tallies={key: tallies[key].freeze() for key in sorted(tallies)},
+        datasets=len(selected),
+        scorable_questions=scorable,
+        skipped_files=skipped,
+        ignored_files=ignored + parent.ignored,
+        unreadable=tuple(unreadable),
+        records=tuple(records) if keep_records else None,
+    )
+
+
+def _iter_questions(
+    datasets: Datasets, root: str, ds_globs: tuple[str, ...], parent: _ChunkResult
+) -> Iterator[_QuestionTask]:
+    """Question folders to grade, in name order; entries at wrong levels are counted in ``parent``."""
+    info = log.isEnabledFor(logging.INFO)
+    for d in sorted_entries(root):
+        if not d.is_dir(follow_symlinks=False):
+            if not d.name.endswith(TMP_SUFFIX):
+                parent.ignored += 1
+                if info:
+                    parent.logs.append((logging.INFO, f"{d.path}: ignored (not a dataset folder)"))
+            continue
+        if not matches_any(d.name, ds_globs):
+            continue
+        questions = datasets.datasets.get(d.name, {})
+        try:
+            entries = sorted_entries(d.path)
+        except OSError as exc:
+            parent.logs.append((logging.WARNING, f"{d.path}: cannot list the dataset folder: {exc.strerror}"))
+            continue
+        for q in entries:
+            if not q.is_dir(follow_symlinks=False):
+                if not q.name.endswith(TMP_SUFFIX):
+                    parent.ignored += 1
+                    if info:
+                        parent.logs.append((logging.INFO, f"{q.path}: ignored (not a question folder)"))
+                continue
+            question = questions.get(q.name)
+            if question is None or question.mcq is None:
+                yield _QuestionTask(q.path, d.name, q.name, _Kind.NOT_GRADED, None)
+            elif question.mcq.answer is None:
+                yield _QuestionTask(q.path, d.name, q.name, _Kind.NO_ANSWER, None)
+            else:
+                key = AnswerKey(question.mcq.answer, tuple(question.mcq.options))
+                yield _QuestionTask(q.path, d.name, q.name, _Kind.SCORABLE, key)

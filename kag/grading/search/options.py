@@ -1,0 +1,145 @@
+"""What `kag stats find` searches for (:class:`SearchOptions`) and what it gives (one
+:class:`FileOutcome` per file with something to report, a :class:`SearchResult` in all)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from enum import Enum
+
+import regex
+
+from kag.errors import UsageError
+from kag.results.tree import ResultFile
+
+DEFAULT_CONTEXT = 40
+DEFAULT_TIMEOUT = 1.0
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    """What to search for and which files to search.
+
+    - ``pattern``: ``regex`` module syntax; compiled once (:func:`compile_pattern`).
+    - ``invert``: select the files whose trimmed response does NOT match.
+    - ``context``: characters kept on each side of a match (0 = the match alone).
+    - ``max_count``: at most this many hits per file (None = all); ``files_only`` stops at
+      the first hit of each file (``-l``), which is ``max_count=1``.
+    - ``timeout``: CPU seconds of matching allowed per file (> 0).
+    - ``setups`` / ``datasets``: shell globs (``fnmatch``, case-sensitive); a file is
+      searched when its setup matches any of ``setups`` and its dataset any of
+      ``datasets`` (an empty tuple accepts everything).
+    """
+
+    pattern: str
+    prefix: str = ""
+    ignore_case: bool = False
+    invert: bool = False
+    context: int = DEFAULT_CONTEXT
+    max_count: int | None = None
+    files_only: bool = False
+    timeout: float = DEFAULT_TIMEOUT
+    setups: tuple[str, ...] = ()
+    datasets: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.context < 0:
+            raise UsageError(f"--context must be 0 or more (got {self.context})")
+        if self.max_count is not None and self.max_count < 1:
+            raise UsageError(f"--max-count must be 1 or more (got {self.max_count})")
+        if not (self.timeout > 0 and math.isfinite(self.timeout)):
+            raise UsageError(f"--timeout must be more than 0 seconds (got {self.timeout})")
+
+    @property
+    def hits_per_file(self) -> int | None:
+        return 1 if self.files_only else self.max_count
+
+
+def compile_pattern(pattern: str, ignore_case: bool = False) -> regex.Pattern[str]:
+    """Compile with the ``regex`` module; an invalid pattern raises UsageError (exit 2)
+    carrying the compiler's message, e.g. ``missing ) at position 1``."""
+    flags = regex.IGNORECASE if ignore_case else 0
+    try:
+        return regex.compile(pattern, flags)
+    except regex.error as exc:
+        raise UsageError(f"invalid pattern {pattern!r}: {exc}") from None
+    except (OverflowError, ValueError, RecursionError, MemoryError) as exc:
+        raise UsageError(f"invalid pattern {pattern!r}: {exc}") from None
+
+
+class FileStatus(Enum):
+    """What searching one result file gave."""
+
+    MATCHED = "matched"  # selected: a match (or, inverted, no match)
+    ERROR_RESULT = "error_result"  # an `error` file: no response to search
+    UNREADABLE = "unreadable"  # not a result file (bad JSON, wrong shape, I/O error)
+    TIMED_OUT = "timed_out"  # the budget ran out before any hit
+    # its path is not valid UTF-8: neither searched nor counted (no JSON string can hold it)
+    BAD_NAME = "bad_name"
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One match in one file. ``offset`` is the 0-based character index of the match in
+    the trimmed response (``length`` characters long); ``before``/``after`` are up to
+    ``context`` characters around it. An inverted search has one hit per selected file:
+    offset 0, ``match`` None, and the first ``2 x context`` characters as ``after``."""
+
+    file: ResultFile
+    offset: int
+    match: str | None
+    before: str
+    after: str
+    length: int
+
+    @property
+    def context(self) -> str:
+        return self.before + (self.match or "") + self.after
+
+    @property
+    def cut_before(self) -> bool:
+        return self.offset > len(self.before)
+
+    @property
+    def cut_after(self) -> bool:
+        return self.offset + len(self.match or "") + len(self.after) < self.length
+
+
+@dataclass(frozen=True)
+class FileOutcome:
+    """The search of one file. ``timed_out`` may be true on a MATCHED file: the budget ran
+    out after the hits shown were found (later matches in that file are missing)."""
+
+    file: ResultFile
+    status: FileStatus
+    hits: tuple[Hit, ...] = ()
+    timed_out: bool = False
+    message: str | None = None  # why a file is unreadable
+
+
+@dataclass(frozen=True)
+class SetupCount:
+    total: int = 0
+    matched: int = 0
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """Counts and hits of a whole search, everything sorted by path.
+
+    ``total`` counts every searched file (unreadable, error and timed-out ones included);
+    ``paths`` are the selected files (the Rust tool's ``paths``); ``per_setup`` maps each
+    setup seen to its searched and selected file counts.
+    """
+
+    total: int
+    paths: tuple[str, ...]
+    hits: tuple[Hit, ...]
+    unreadable: tuple[str, ...]
+    error_files: int
+    timed_out: tuple[str, ...]
+    per_setup: dict[str, SetupCount] = field(default_factory=dict)
+
+    @property
+    def matches(self) -> int:
+        return len(self.paths)

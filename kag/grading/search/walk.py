@@ -1,0 +1,210 @@
+"""The walk of a search: the tree cut into units (:func:`kag.results.tree.iter_units`),
+units grouped into chunks, and each chunk listed and searched, in this process or in the
+ordered pool of :mod:`kag.workers`. The chunks come back in order, so outcomes, hits and
+warnings always come out sorted by path whatever the number of workers.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Generator, Iterator
+from dataclasses import dataclass
+
+from kag.grading.search import match as _match
+from kag.grading.search.match import Matcher, RawHit
+from kag.grading.search.options import FileOutcome, FileStatus, Hit, SearchOptions
+from kag.results.tree import (
+    ResultFile,
+    Unit,
+    expand_unit,
+    iter_walk,
+    matches_any,
+    relative_path,
+    setup_from_name,
+)
+from kag.textsafe import is_utf8
+from kag.workers import default_workers, ordered_map
+
+# Below this many files a process pool costs more to start than it saves.
+POOL_MIN_FILES = 1000
+
+
+class Globs:
+    """``fnmatchcase`` against any of ``globs`` (none = everything), memoised: a tree has
+    few distinct setups and datasets but many files."""
+
+    def __init__(self, globs: tuple[str, ...]) -> None:
+        self.globs = globs
+        self.seen: dict[str, bool] = {}
+
+    def __call__(self, value: str) -> bool:
+        if not self.globs:
+            return True
+        hit = self.seen.get(value)
+        if hit is None:
+            hit = self.seen[value] = matches_any(value, self.globs)
+        return hit
+
+
+# A unit of the walk: (path, is_folder). A folder unit stands for every result file of
+# its whole subtree, listed by the worker that searches it, so the parent lists only the
+# top of the tree.
+
+
+def undecodable_part(root: str, path: str) -> str | None:
+    """The path of the first folder or file of ``path``, from ``root`` down, whose name is
+    not valid UTF-8 (``root`` itself when it is not), or None when all of ``path`` is."""
+    if is_utf8(path):
+        return None
+    if not is_utf8(root):
+        return root
+    head = root.rstrip(os.sep) or os.sep
+    for name in relative_path(root, path).split("/"):
+        head = os.path.join(head, name)
+        if not is_utf8(name):
+            return head
+    return path  # not reached: some name holds the undecodable byte
+
+
+_Entry = tuple[str, str, str, str]
+
+
+class _Entries:
+    """The dataset, question and setup of each walked path, with the ``--setup`` and
+    ``--dataset`` filters (None = filtered out). Dataset = the first folder below
+    ``root``, question = the folders between it and the file (exactly one in the normal
+    layout); a file too shallow for either gets ``""``. Memoised per folder and name: a
+    tree has many files but few setups."""
+
+    def __init__(self, root: str, options: SearchOptions) -> None:
+        self.root, self.prefix = root, options.prefix
+        self.keep_setup, self.keep_dataset = Globs(options.setups), Globs(options.datasets)
+        # folder path -> (dataset, question, kept); file name -> (setup, kept)
+        self.folders: dict[str, tuple[str, str, bool]] = {}
+        self.names: dict[str, tuple[str, bool]] = {}
+
+    def __call__(self, path: str) -> _Entry | None:
+        head, _, name = path.rpartition(os.sep)
+        where = self.folders.get(head)
+        if where is None:
+            dataset, _, question = relative_path(self.root, path).rpartition("/")[0].partition("/")
+            where = self.folders[head] = (dataset, question, self.keep_dataset(dataset))
+        known = self.names.get(name)
+        if known is None:
+            setup = setup_from_name(name, self.prefix) or ""
+            known = self.names[name] = (setup, self.keep_setup(setup))
+        if where[2] and known[1]:
+            return (path, where[0], where[1], known[0])
+        return None
+
+
+def list_search_files(root: str | os.PathLike[str], options: SearchOptions) -> list[ResultFile]:
+    """The files a search covers, sorted by path (see :class:`_Entries` for the dataset
+    and question of each); raises InputError when ``root`` is not a folder."""
+    entries = _Entries(os.fspath(root), options)
+    found = (entries(path) for path in iter_walk(os.fspath(root), options.prefix))
+    return [ResultFile(*entry) for entry in found if entry is not None]
+
+
+@dataclass(frozen=True)
+class Job:
+    """Everything a worker needs, sent once when the pool starts."""
+
+    root: str
+    options: SearchOptions
+    matcher: Matcher
+
+
+# Found = a walked file with something to report; files searched without a hit are only
+# counted. What a chunk of units gives: files walked per setup, and the found ones.
+_Found = tuple[_Entry, tuple[str, tuple[RawHit, ...], bool, str | None]]
+ChunkResult = tuple[dict[str, int], list[_Found]]
+
+
+class _Searcher:
+    """Walks and searches chunks of units, in one process (this one, or a pool worker)."""
+
+    def __init__(self, job: Job) -> None:
+        self.job = job
+        self.entries = _Entries(job.root, job.options)
+
+    def __call__(self, units: list[Unit]) -> ChunkResult:
+        totals: dict[str, int] = {}
+        found: list[_Found] = []
+        prefix, matcher = self.job.options.prefix, self.job.matcher
+        for unit in units:
+            for path in expand_unit(unit, prefix):
+                entry = self.entries(path)
+                if entry is None:
+                    continue
+                bad = undecodable_part(self.job.root, path)
+                if bad is not None:
+                    found.append((entry, (FileStatus.BAD_NAME.value, (), False, bad)))
+                    continue
+                totals[entry[3]] = totals.get(entry[3], 0) + 1
+                raw = _match.search_path(path, matcher)
+                if raw is not None:
+                    found.append((entry, raw))
+        return totals, found
+
+
+def to_outcome(entry: _Entry, raw: tuple[str, tuple[RawHit, ...], bool, str | None]) -> FileOutcome:
+    status, raw_hits, timed_out, message = raw
+    file = ResultFile(*entry)
+    return FileOutcome(file, FileStatus(status), tuple(Hit(file, *h) for h in raw_hits), timed_out, message)
+
+
+CHUNK_WEIGHT = 1024
+HEAD_CHUNK_WEIGHT = 128
+FOLDER_WEIGHT = 8
+
+
+def _chunks(units: Iterator[Unit], limit: int) -> Iterator[list[Unit]]:
+    chunk: list[Unit] = []
+    weight = 0
+    for unit in units:
+        chunk.append(unit)
+        weight += FOLDER_WEIGHT if unit[1] else 1
+        if weight >= limit:
+            yield chunk
+            chunk, weight = [], 0
+    if chunk:
+        yield chunk
+
+
+def iter_chunks(units: Iterator[Unit], job: Job, jobs: int | None) -> Generator[ChunkResult, None, None]:
+    """The result of each chunk of units, in walk order.
+
+    With ``jobs`` None the first chunks are searched here, and worker processes start
+    only once ``POOL_MIN_FILES`` files have been walked with more to come: a small tree
+    never pays for starting processes. The order of the results never depends on the
+    number of workers.
+    """
+    workers = default_workers() if jobs is None else max(1, jobs)
+    if workers == 1:
+        yield from map(_Searcher(job), _chunks(units, CHUNK_WEIGHT))
+        return
+    if jobs is None:
+        here, walked = _Searcher(job), 0
+        for head in _chunks(units, HEAD_CHUNK_WEIGHT):
+            result = here(head)
+            yield result
+            walked += sum(result[0].values())
+            if walked >= POOL_MIN_FILES:
+                break
+        else:
+            return
+    searched = ordered_map(
+        _Searcher(job),
+        _chunks(units, CHUNK_WEIGHT),
+        workers,
+        died=(
+            "a search worker process died unexpectedly (out of memory?); the search stopped and its output"
+            " is incomplete"
+        ),
+        failed="a search worker failed",
+    )
+    try:  # closed at once on any exit, so that the workers stop with the consumer
+        yield from searched
+    finally:
+        searched.close()

@@ -1,0 +1,214 @@
+"""The result tree: its layout, and the walks over it (none follows a symbolic link).
+
+Layout: ``<results>/<dataset>/<question>/<prefix><setup>.json``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+from pathlib import Path
+
+from kag.errors import InputError
+from kag.results.model import RESULT_SUFFIX, TMP_SUFFIX
+
+
+def result_path(root: str | Path, dataset: str, question: str, prefix: str, setup: str) -> Path:
+    return Path(root) / dataset / question / f"{prefix}{setup}{RESULT_SUFFIX}"
+
+
+# The folder of a question's repeated samples. Its name ends in ".tmp" so that every reader
+# of the tree that grades one answer per file (kag stats, the Rust tool's stats) passes over
+# it as it passes over writes in progress: a tree with N epochs grades as the 1-epoch run.
+EPOCHS_FOLDER = "epochs" + TMP_SUFFIX
+
+
+def epoch_result_path(
+    root: str | Path, dataset: str, question: str, prefix: str, setup: str, epoch: int
+) -> Path:
+    """Where epoch ``epoch`` (1-based) of a task is stored.
+
+    Epoch 1 is the usual file, ``<root>/<dataset>/<question>/<prefix><setup>.json``; epoch
+    n >= 2 is ``<root>/<dataset>/<question>/epochs.tmp/<n>/<prefix><setup>.json`` (n in
+    decimal, no leading zeros). Raises ValueError for an epoch below 1.
+    """
+    if epoch < 1:
+        raise ValueError(f"epochs count from 1 (got {epoch})")
+    if epoch == 1:
+        return result_path(root, dataset, question, prefix, setup)
+    return Path(root) / dataset / question / EPOCHS_FOLDER / str(epoch) / f"{prefix}{setup}{RESULT_SUFFIX}"
+
+
+def setup_from_name(name: str, prefix: str) -> str | None:
+    """The setup a file name belongs to, or None when the name is not ``<prefix>…json``."""
+    if not name.startswith(prefix) or not name.endswith(RESULT_SUFFIX):
+        return None
+    setup = name[len(prefix) : -len(RESULT_SUFFIX)]
+    return setup or None
+
+
+@dataclass(frozen=True)
+class ResultFile:
+    path: str
+    dataset: str
+    question: str
+    setup: str
+
+
+@dataclass
+class TreeListing:
+    """What a walk of the tree found: the result files and the entries it passed over."""
+
+    files: list[ResultFile] = field(default_factory=list)
+    ignored: list[str] = field(default_factory=list)
+
+
+def check_results_root(root: str) -> None:
+    """InputError unless ``root`` is a directory (the root of a result tree)."""
+    if not os.path.exists(root):
+        raise InputError(f"{root}: results directory not found")
+    if not os.path.isdir(root):
+        raise InputError(f"{root}: not a directory (--results takes the root of the result tree)")
+
+
+def scandir_entries(path: str) -> list[os.DirEntry[str]]:
+    """The entries of a folder, or none when it is gone, not a folder or not readable."""
+    try:
+        with os.scandir(path) as it:
+            return list(it)
+    except (NotADirectoryError, FileNotFoundError, PermissionError):
+        return []
+
+
+def list_results(root: str | Path, prefix: str = "") -> TreeListing:
+    """List ``<root>/<dataset>/<question>/<prefix><setup>.json`` files, sorted by path.
+
+    Symbolic links are never followed. ``.tmp`` files, other names, and entries at other
+    depths are returned in ``ignored``.
+    """
+    root = str(root)
+    check_results_root(root)
+    listing = TreeListing()
+    for d in sorted(scandir_entries(root), key=lambda e: e.name):
+        if not d.is_dir(follow_symlinks=False):
+            listing.ignored.append(d.path)
+            continue
+        for q in sorted(scandir_entries(d.path), key=lambda e: e.name):
+            if not q.is_dir(follow_symlinks=False):
+                listing.ignored.append(q.path)
+                continue
+            for f in sorted(scandir_entries(q.path), key=lambda e: e.name):
+                setup = setup_from_name(f.name, prefix)
+                if setup is None or not f.is_file(follow_symlinks=False):
+                    listing.ignored.append(f.path)
+                    continue
+                listing.files.append(ResultFile(f.path, d.name, q.name, setup))
+    return listing
+
+
+def iter_result_files_deep(root: str | Path, prefix: str = "") -> Iterator[str]:
+    """Every ``<prefix>…json`` regular file below ``root`` at any depth, sorted by path.
+
+    Symbolic links are never followed (the ``find`` walk, like the Rust tool's). Raises
+    InputError when ``root`` is not a folder.
+    """
+    root = str(root)
+    check_results_root(root)
+    yield from list_result_files_deep(root, prefix)
+
+
+def list_result_files_deep(folder: str, prefix: str = "") -> list[str]:
+    """:func:`iter_result_files_deep` without the check of ``folder``: a folder that is
+    gone (or unreadable) has no files."""
+    stack = [folder]
+    found: list[str] = []
+    while stack:
+        current = stack.pop()
+        for entry in scandir_entries(current):
+            if entry.is_dir(follow_symlinks=False):
+                stack.append(entry.path)
+            elif entry.is_file(follow_symlinks=False) and setup_from_name(entry.name, prefix) is not None:
+                found.append(entry.path)
+    found.sort()
+    return found
+
+
+def sorted_entries(path: str) -> list[os.DirEntry[str]]:
+    """The entries of a folder sorted by name; OSError when it cannot be listed."""
+    with os.scandir(path) as it:
+        return sorted(it, key=lambda e: e.name)
+
+
+def relative_path(root: str, path: str) -> str:
+    """``path`` below ``root`` with ``/`` separators, as the text output shows it. The walk
+    yields ``os.path.join(root, …)`` paths, so this is a cheap prefix cut."""
+    base = root if root.endswith(os.sep) else root + os.sep
+    rel = path[len(base) :] if path.startswith(base) else os.path.relpath(path, root)
+    return rel.replace(os.sep, "/") if os.sep != "/" else rel
+
+
+# A unit of the walk: (path, is_folder). A folder unit stands for every result file of
+# its whole subtree, listed by the worker that searches it, so the parent lists only the
+# top of the tree.
+Unit = tuple[str, bool]
+
+
+def iter_units(
+    root: str, prefix: str = "", depth: int = 1, keep_top: Callable[[str], bool] | None = None
+) -> Iterator[Unit]:
+    """The tree cut into units, in an order such that the units' deep walks, one after
+    the other, give exactly ``iter_result_files_deep(root, prefix)``: the same paths in
+    the same order. Folders ``depth`` levels below ``root`` (the question folders of the
+    normal layout, with the default 1) are units; result files above them are units of
+    their own. ``keep_top`` (the ``--dataset`` filter) is asked about each top-level
+    folder name, and about ``""`` for the files directly in ``root``.
+
+    Same order: the deep walk sorts full paths; a file sorts among its siblings by its
+    name and a folder's files by ``<name>`` and the separator (``/``; ``\\`` on Windows,
+    which sorts otherwise against digits and capitals). A name holds no separator, so
+    comparing ``name`` with ``folder/…`` is decided within ``folder/``, at every level. Folders and files are
+    told apart without following symbolic links, as the deep walk does. Raises
+    InputError when ``root`` is not a folder.
+    """
+    check_results_root(root)
+    yield from _units(root, prefix, depth, keep_top)
+
+
+def _units(folder: str, prefix: str, depth: int, keep: Callable[[str], bool] | None) -> Iterator[Unit]:
+    units: list[tuple[str, str, bool]] = []
+    for entry in scandir_entries(folder):
+        if entry.is_dir(follow_symlinks=False):
+            if keep is None or keep(entry.name):
+                units.append((entry.name + os.sep, entry.path, True))
+        elif (
+            (keep is None or keep(""))
+            and entry.is_file(follow_symlinks=False)
+            and setup_from_name(entry.name, prefix) is not None
+        ):
+            units.append((entry.name, entry.path, False))
+    for _, path, is_dir in sorted(units):
+        if is_dir and depth > 0:
+            yield from _units(path, prefix, depth - 1, None)
+        else:
+            yield (path, is_dir)
+
+
+def expand_unit(unit: Unit, prefix: str) -> list[str]:
+    """The result files of a unit, sorted by path."""
+    # A folder removed since it was listed has no files: the deep walk would not see it either.
+    path, is_dir = unit
+    return list_result_files_deep(path, prefix) if is_dir else [path]
+
+
+def iter_walk(root: str, prefix: str = "", depth: int = 1) -> Iterator[str]:
+    """``iter_result_files_deep(root, prefix)``, unit by unit (:func:`iter_units`)."""
+    for unit in iter_units(root, prefix, depth):
+        yield from expand_unit(unit, prefix)
+
+
+def matches_any(name: str, globs: Sequence[str]) -> bool:
+    """The filters' rule (``--setup``, ``--dataset``): ``name`` matches one of the shell
+    globs (``fnmatchcase``, case-sensitive), or there are none."""
+    return not globs or any(fnmatchcase(name, g) for g in globs)

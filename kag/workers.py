@@ -1,0 +1,165 @@
+"""One ordered pool of worker processes, used by `kag stats` (grading) and `kag stats find`.
+
+:func:`ordered_map` applies a function to chunks of work in ``workers`` processes and
+yields the results in chunk order, holding at most ``2 x workers`` chunks ahead, so
+memory stays flat however large the tree is.
+
+Each worker has a pipe of its own, written only by the parent (chunks) and by that
+worker (results), and works on one chunk at a time; the parent hands the next chunk to
+whichever worker is free (``multiprocessing.connection.wait``). The parent goes on
+producing chunks (walking the top of the tree) between hand-outs.
+
+Not ``multiprocessing.Pool`` nor ``ProcessPoolExecutor``: stopping a Pool early (the
+reader of ``find | head -1`` went away, Ctrl-C) goes through ``Pool.terminate``, which
+deadlocks when a worker is killed while it sends a large result: the lock of the shared
+result queue stays held and the pool's task thread waits for it forever (7 hangs in 150
+runs of ``find | head -1``). Here nothing is shared and there is no thread: when the
+consumer stops, for whatever reason, the workers are terminated and reaped, and that is
+all. A worker that dies is a KagError; a worker stops by itself when the parent's end of
+its pipe closes (the work is over, or the parent is gone); Ctrl-C reaches the parent
+alone.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import threading
+from collections.abc import Callable, Generator, Iterator
+from itertools import chain
+from multiprocessing.connection import Connection, wait
+from multiprocessing.context import BaseContext
+from multiprocessing.process import BaseProcess
+from typing import Any, TypeVar
+
+from kag.errors import KagError
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def default_workers() -> int:
+    """Worker processes for large trees: the CPUs this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def mp_context() -> BaseContext:
+    """fork, the cheapest start, while this process has a single thread; with other
+    threads alive (a writer, a UI) fork can deadlock: a clean forkserver then."""
+    methods = multiprocessing.get_all_start_methods()
+    if "fork" in methods and threading.active_count() == 1:
+        return multiprocessing.get_context("fork")
+    if "forkserver" in methods:
+        return multiprocessing.get_context("forkserver")
+    return multiprocessing.get_context("spawn")
+
+
+def _worker_main(conn: Connection, work: Callable[[Any], Any], inherited: list[Connection]) -> None:
+    """A worker process: apply ``work`` to each chunk it is sent and send back ``(True,
+    result)``, or ``(False, message)`` when it raised; stop when the parent's end of the
+    pipe closes."""
+    for end in inherited:  # the parent's ends, copied by fork: held here, no EOF would come
+        end.close()
+    # Ctrl-C reaches the whole process group: the parent alone handles it and stops the
+    # workers, so they must not die printing their own tracebacks.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    while True:
+        try:
+            chunk = conn.recv()
+        except (EOFError, OSError):
+            return
+        try:
+            reply: tuple[bool, Any] = (True, work(chunk))
+        except Exception as exc:  # noqa: BLE001 - the parent reports it and stops
+            reply = (False, str(exc) if isinstance(exc, KagError) else f"{type(exc).__name__}: {exc}")
+        try:
+            conn.send(reply)
+        except OSError:
+            return
+
+
+def ordered_map(
+    work: Callable[[T], R],
+    chunks: Iterator[T],
+    workers: int,
+    *,
+    died: str,
+    failed: str,
+) -> Generator[R, None, None]:
+    """``map(work, chunks)`` in ``workers`` processes, the results in chunk order.
+
+    ``work`` must be picklable (it is sent once to each worker, or inherited by fork). A
+    worker that dies raises ``KagError(died)``; an exception raised by ``work`` raises
+    ``KagError(f"{failed}: {message}")``. No process starts when ``chunks`` is empty.
+    Closing the generator early terminates and reaps the workers.
+    """
+    first = next(chunks, None)
+    if first is None:
+        return
+    chunks = chain([first], chunks)
+    context = mp_context()
+    forked = context.get_start_method() == "fork"
+    processes: list[BaseProcess] = []
+    ends: list[Connection] = []  # the parent's end of each worker's pipe
+    finished = False
+    try:
+        for _ in range(workers):
+            mine, theirs = context.Pipe()
+            ends.append(mine)
+            inherited = list(ends) if forked else []
+            process = context.Process(  # type: ignore[attr-defined]
+                target=_worker_main, args=(theirs, work, inherited), daemon=True
+            )
+            process.start()
+            theirs.close()
+            processes.append(process)
+        idle = list(ends)
+        sentinels = [process.sentinel for process in processes]
+        busy: dict[Connection, int] = {}  # pipe -> the chunk its worker is on
+        ready: dict[int, R] = {}
+        sent = given = 0
+        more = True
+        while more or given < sent:
+            while more and idle and sent - given < 2 * workers:
+                chunk = next(chunks, None)
+                if chunk is None:
+                    more = False
+                    break
+                conn = idle.pop()
+                try:
+                    conn.send(chunk)
+                except OSError:  # its worker is gone
+                    raise KagError(died) from None
+                busy[conn] = sent
+                sent += 1
+            if given in ready:
+                yield ready.pop(given)
+                given += 1
+                continue
+            # A worker exits only when told to: any sentinel here is a death (an idle
+            # worker's too, which no pipe would show until the next hand-out).
+            for event in wait([*busy, *sentinels]):
+                if not isinstance(event, Connection) or event not in busy:
+                    raise KagError(died)
+                try:
+                    done, value = event.recv()
+                except EOFError:
+                    raise KagError(died) from None
+                if not done:
+                    raise KagError(f"{failed}: {value}")
+                ready[busy.pop(event)] = value
+                idle.append(event)
+        finished = True
+    finally:
+        for end in ends:  # every worker waiting for a chunk then sees the end of its pipe
+            end.close()
+        if not finished:  # stopped early: a worker may be deep in a chunk
+            for process in processes:
+                if process.is_alive():
+                    process.terminate()
+        for process in processes:
+            process.join()

@@ -1,0 +1,343 @@
+"""kag.results.codec: the fast readers (grading's and search's) give exactly the verdict
+and the fields of the canonical reader, on any input."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kag.grading.mcq.rule import (
+    DEFAULT_ABSTENTION,
+    AnswerKey,
+    compile_abstention,
+    grade_bytes,
+    grade_raw,
+    grade_result,
+)
+from kag.results.codec import parse_response, parse_result, result_from_json, result_to_json, simd_response
+from kag.results.model import (
+    AugmentedGeneration,
+    DatabaseStats,
+    ErrorResult,
+    ModelConfig,
+    OkResult,
+    OkStats,
+    Retrieval,
+    Timing,
+    UnreadableResult,
+    Usage,
+)
+
+# ---------------------------------------------------------------- search: parse_response
+
+any_json = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**64 - 1)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.sampled_from(["ok", "error", "result", "stats", "x"]), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+def _response_verdict(parse: Callable[[bytes], object], data: bytes) -> object:
+    try:
+        parsed = parse(data)
+    except UnreadableResult as exc:
+        return ("unreadable", str(exc))
+    return parsed.result if isinstance(parsed, OkResult) else parsed
+
+
+@given(any_json)
+@settings(max_examples=150)
+def test_parse_response_agrees_with_parse_result(value: object) -> None:
+    data = orjson.dumps(value)
+    assert _response_verdict(parse_response, data) == _response_verdict(parse_result, data)
+
+
+@given(st.binary(max_size=40))
+def test_parse_response_agrees_on_arbitrary_bytes(data: bytes) -> None:
+    assert _response_verdict(parse_response, data) == _response_verdict(parse_result, data)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'{"ok": {"result": "B", "stats": {"time": "soon", "usage": 3}}}',
+        b'{"error": "boom"}',
+        b'{"ok": {"result": "B"}, "error": "both"}',
+        b'{"error": null}',
+        b'{"ok": {"stats": {}}}',
+        b'{"ok": []}',
+        b"[1]",
+        b'{"ok": {"result": "B"',
+        b"\xff",
+        # Where simdjson (the fast path) and orjson (the rule) differ, orjson decides.
+        b'\xef\xbb\xbf{"ok": {"result": "B"}}',  # a byte order mark: simdjson skips it
+        b'{"ok": {"result": "A", "result": "B"}}',  # a repeated key: simdjson finds the first
+        b'{"ok": {"result": "A"}, "ok": {"result": "B"}}',
+        b'{"ok": {"result": 1, "result": "B"}}',
+        b'{"ok": {"\\u0072esult": "A", "result": "B"}}',  # the same key, escaped
+        b'{"error": "A", "error": 2}',
+        b'{"ok": {"result": "B", "stats": {"n": 123456789012345678901234567890}}}',  # past 64 bits
+        b'{"ok": {"result": "B", "stats": {"n": -9223372036854775809}}}',
+        b'{"ok": {"result": "B", "stats": {"n": 18446744073709551615}}}',
+        b'{"ok": {"result": "B", "stats": {"n": 1e400}}}',
+        b'{"ok": {"result": "B", "stats": {"n": 1e-400}}}',
+        b'{"ok": {"result": "B", "stats": {"s": "\xff"}}}',  # invalid UTF-8 where no one looks
+        b'{"ok": {"result": "B", "stats": {"s": "\\ud800"}}}',  # a lone surrogate
+        b'{"ok": {"result": "\\ud83d\\ude00 \\u0000"}}',
+        b'{"ok": {"result": "B", "stats": {"s": "\x1f"}}}',
+        b'{"ok": {"result": "B"}}\x00',
+        b' {"ok": {"result": "B"}}\n',
+        b'{"ok": {"result": "B", "stats": {"v": [0.1, -2.5e-3, 01]}}}',
+        b'{"ok": {"result": "B", "stats": {"v": [1.]}}}',
+        b'{"ok": {"result": "B", "stats": {"v": [NaN]}}}',
+        b'{"ok": {"result": "B", "stats": [' + b"[" * 1021 + b"]" * 1021 + b"]}}",
+        b'{"ok": {"result": "B", "stats": ' + b'{"a":' * 1021 + b"1" + b"}" * 1021 + b"}}",
+        b'{"ok": {"result": "B", "stats": [' + b"[" * 1030 + b"]" * 1030 + b"]}}",
+    ],
+)
+def test_parse_response_agrees_on_each_shape(data: bytes) -> None:
+    assert _response_verdict(parse_response, data) == _response_verdict(parse_result, data)
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        (b'{"ok": {"result": "B", "stats": {"v": [0.25, -1e-3], "n": 3}}}', "B"),
+        (b'{"error": "boom"}', ErrorResult("boom")),
+        # Left to orjson: it would read these otherwise, or reject them.
+        (b'\xef\xbb\xbf{"ok": {"result": "B"}}', None),
+        (b'{"ok": {"result": "A", "result": "B"}}', None),
+        (b'{"ok": {"result": "B", "stats": {"n": 123456789012345678901234567890}}}', None),
+        (b'{"ok": {"result": "B"}, "error": "both"}', None),
+        (b'{"ok": {"result": 3}}', None),
+        (b"[1]", None),
+    ],
+)
+def test_the_simdjson_fast_path_reads_the_plain_shapes_only(data: bytes, expected: object) -> None:
+    """The fast path must really serve the common files (else every search pays orjson's
+    price unnoticed), and must step aside where orjson alone knows the answer."""
+    assert simd_response(data) == expected
+    assert simd_response(data) == expected  # the parser is reusable
+
+
+# ---------------------------------------------------------------- grading: grade_raw
+
+
+KEY = AnswerKey("b", ("a", "b", "c"))
+FIELDS = [
+    "ok",
+    "error",
+    "result",
+    "stats",
+    "time",
+    "secs",
+    "nanos",
+    "prompt",
+    "retrieval",
+    "embedder",
+    "database",
+    "neo4j",
+    "vertices",
+    "relationships",
+    "properties",
+    "config",
+    "embedding",
+    "vec",
+    "usage",
+    "prompt_tokens",
+    "completion_tokens",
+    "provider",
+    "model",
+    "temperature",
+    "tokens",
+    "augmented_generation",
+    "retriever",
+    "x",
+]
+edge_scalars = st.sampled_from(
+    [None, True, False, -1, 0, 1, 7, 2.5, -0.0, "b", " B\n", "I don't know.", "", "é", "7"]
+)
+scalars = (
+    edge_scalars | st.integers(-3, 10**12) | st.floats(allow_nan=False, allow_infinity=False)
+    | st.sampled_from(["c", "zz"])
+)  # fmt: skip
+json_values = st.recursive(
+    scalars,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(FIELDS), inner, max_size=4),
+    max_leaves=25,
+)
+timings = st.builds(Timing, st.integers(0, 10**6), st.integers(0, 999_999_999))
+valid_results = st.one_of(
+    st.builds(ErrorResult, st.text(max_size=5)),
+    st.builds(
+        OkResult,
+        st.sampled_from(["b", " B\n", "I don't know.", "a", "C", "other"]),
+        st.builds(
+            OkStats,
+            prompt=st.none() | st.text(max_size=8),
+            time=st.none() | timings,
+            retrieval=st.none()
+            | st.builds(
+                Retrieval,
+                result=st.just("ctx"),
+                database=st.none()
+                | st.builds(
+                    DatabaseStats,
+                    st.just("neo4j"),
+                    st.none() | st.integers(0, 99),
+                    st.none() | st.integers(0, 99),
+                    st.none() | st.integers(0, 99),
+                ),
+                time=st.none() | timings,
+            ),
+            config=st.none()
+            | st.builds(
+                ModelConfig,
+                st.sampled_from(["openai", ""]),
+                st.sampled_from(["m", "qwen"]),
+                st.sampled_from([0.0, 0.7]),
+                st.none() | st.integers(0, 99),
+                st.none() | st.builds(AugmentedGeneration, st.just("embedder"), st.just("neo4j")),
+            ),
+            usage=st.none()
+            | st.builds(Usage, st.none() | st.integers(0, 99), st.none() | st.integers(0, 99)),
+        ),
+    ),
+)
+
+
+def _paths(value, prefix=()):
+    yield prefix
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _paths(v, (*prefix, k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _paths(v, (*prefix, i))
+
+
+def _replace(value, path, new):
+    if not path:
+        return new
+    copy = dict(value) if isinstance(value, dict) else list(value)
+    copy[path[0]] = _replace(value[path[0]], path[1:], new)
+    return copy
+
+
+def _assert_fast_path_agrees(raw) -> None:
+    pattern = compile_abstention(DEFAULT_ABSTENTION)
+    args = {"dataset": "d", "question": "q", "setup": "s"}
+    try:
+        model = result_from_json(raw)
+    except UnreadableResult as exc:
+        with pytest.raises(UnreadableResult) as fast:
+            grade_raw(raw, KEY, abstention=pattern, **args)
+        assert str(fast.value) == str(exc)
+        return
+    expected = grade_result(model, KEY.answer, KEY.options, abstention=pattern, **args)
+    assert grade_raw(raw, KEY, abstention=pattern, **args) == expected
+
+
+@settings(max_examples=150, deadline=None)
+@given(json_values)
+def test_grade_raw_equals_the_model_on_any_json(raw):
+    _assert_fast_path_agrees(raw)
+    _assert_fast_path_agrees({"ok": raw})
+    _assert_fast_path_agrees({"ok": {"result": "b", "stats": raw}})
+
+
+@settings(max_examples=300, deadline=None)
+@given(valid_results, st.data())
+def test_grade_raw_equals_the_model_on_mutated_result_files(result, data):
+    raw = result_to_json(result)
+    _assert_fast_path_agrees(raw)
+    for _ in range(data.draw(st.integers(1, 3))):
+        path = data.draw(st.sampled_from(list(_paths(raw))))
+        raw = _replace(raw, path, data.draw(edge_scalars | json_values))
+        _assert_fast_path_agrees(raw)
+
+
+def _full(time=None, db=None, ret_time=None) -> dict:
+    return {"ok": {"result": "b", "stats": {
+        "prompt": "p", "time": time or {"secs": 1, "nanos": 2},
+        "retrieval": {"result": "r", "stats": {"embedder": {
+            "database": {"neo4j": db or {"vertices": 1, "relationships": 2, "properties": 3}},
+            "time": ret_time or {"secs": 0, "nanos": 5}}}}}}}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        _full(),
+        _full(time={"secs": True, "nanos": 1}),
+        _full(time={"secs": 1, "nanos": -1}),
+        _full(time={"secs": 1.0, "nanos": 1}),
+        _full(db={"vertices": 1, "relationships": 2, "properties": -3}),
+        _full(db={"vertices": False, "relationships": 2, "properties": 3}),
+        _full(db={"vertices": 1, "relationships": 2.0, "properties": 3}),
+        _full(ret_time={"secs": -1, "nanos": 0}),
+        {
+            "ok": {
+                "result": "b",
+                "stats": {
+                    "retrieval": {"stats": {"embedder": {"database": {}, "time": {"secs": 0, "nanos": 1}}}}
+                },
+            }
+        },
+        {"ok": {"result": "b", "stats": {"retrieval": {"stats": {}}}}},
+        {"ok": {"result": "b", "stats": {"prompt": ["p"], "time": [1, 2]}}},
+        {"ok": {"result": "b", "stats": None}},
+        {"ok": {"result": "b"}},
+        {"error": ""},
+        {"error": None},
+    ],
+)
+def test_grade_raw_equals_the_model_on_edge_cases(raw):
+    _assert_fast_path_agrees(raw)
+
+
+def test_grade_bytes_reports_invalid_json_like_parse_result():
+    pattern = compile_abstention(DEFAULT_ABSTENTION)
+    for data in (b"", b"{", b'{"ok": 1,}', b"\xff"):
+        with pytest.raises(UnreadableResult) as model:
+            parse_result(data)
+        with pytest.raises(UnreadableResult) as fast:
+            grade_bytes(data, KEY, dataset="d", question="q", setup="s", abstention=pattern)
+        assert str(fast.value) == str(model.value)
+
+
+def test_the_records_keep_the_error_text_the_config_and_the_usage() -> None:
+    """What comparisons and cost reports read later comes with the record, not from the file again."""
+    pattern = compile_abstention(DEFAULT_ABSTENTION)
+    args = {"dataset": "d", "question": "q", "setup": "s", "abstention": pattern}
+    err = grade_raw({"error": "rate limited"}, KEY, **args)
+    assert (err.response, err.error) == (None, "rate limited")
+    raw = {
+        "ok": {
+            "result": "b",
+            "stats": {
+                "config": {
+                    "augmented_generation": {"retriever": "embedder", "database": "neo4j"},
+                    "provider": "openai",
+                    "model": "qwen",
+                    "temperature": 0.5,
+                    "tokens": None,
+                },
+                "usage": {"prompt_tokens": 120, "completion_tokens": 3},
+            },
+        }
+    }
+    graded = grade_raw(raw, KEY, **args)
+    assert graded.config == ModelConfig("openai", "qwen", 0.5, None, AugmentedGeneration("embedder", "neo4j"))
+    assert graded.usage == Usage(120, 3) and graded.error is None
