@@ -259,6 +259,14 @@ def test_openai_default_url(tmp_path: Path) -> None:
             "[providers.x]\ntype = 'Ollama'\nurl = ['http://a:1/', 'http://a:1']\n",
             r"providers\.x: 'url\[1\]' repeats 'url\[0\]' \('http://a:1'\)",
         ),
+        (
+            "[providers.x]\ntype = 'OpenAI'\nkey = 'k'\nurl = 'http://h/v1?api-key=hunter2'\n",
+            r"providers\.x: 'url' must not carry a query string or fragment \(got 'http://h/v1\?api-key=\*\*\*'\)",
+        ),
+        (
+            "[providers.x]\ntype = 'Ollama'\nurl = ['http://a', 'http://b/#frag']\n",
+            r"providers\.x: 'url\[1\]' must not carry a query string or fragment",
+        ),
         ("[providers.Big]\ntype = 'Ollama'\n", r"providers\.Big: invalid name 'Big'"),
         ("providers = 3\n", r"\[providers\] must be a table of tables"),
         ("[databases]\nneo = 'x'\n", r"databases\.neo: must be a table"),
