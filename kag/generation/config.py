@@ -318,9 +318,7 @@ def _one_url(path: Path, where: str, key: str, url: str) -> str:
         raise ConfigError(
             f"{path}: {where}: '{key}' must start with http:// or https:// (got {display_url(url)!r})"
         )
-    if "?" in url or "#" in url:
-        # kag appends the API path (/chat/completions, /api/chat) to the URL: a query string
-        # would end up in the middle of it, and a key written there would show in every message.
+    if "?" in url or "#" in url:  # the API path is appended: a query would split it (and leak a key)
         from kag.generation.endpoints import redact_url
 
         raise ConfigError(
