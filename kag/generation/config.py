@@ -319,11 +319,9 @@ def _one_url(path: Path, where: str, key: str, url: str) -> str:
             f"{path}: {where}: '{key}' must start with http:// or https:// (got {display_url(url)!r})"
         )
     if "?" in url or "#" in url:  # the API path is appended: a query would split it (and leak a key)
-        from kag.generation.endpoints import redact_url
-
         raise ConfigError(
             f"{path}: {where}: '{key}' must not carry a query string or fragment"
-            f" (got {redact_url(url)!r}); give an API key as 'key'"
+            f" (got {display_url(url)!r}); give an API key as 'key'"
         )
     return url.rstrip("/")
 

@@ -25,31 +25,16 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
-from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from kag.generation.retry import ProviderError
+from kag.generation.secrets import display_url
 
 T = TypeVar("T")
 
 REDACTED = "***"
 
 
-def redact_url(url: str) -> str:
-    """``url`` with its user info and every query value replaced by ``***``
-    (``https://u:p@h/v1?key=k`` -> ``https://***@h/v1?key=***``); other URLs unchanged."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return REDACTED
-    netloc = parts.netloc
-    if "@" in netloc:
-        netloc = f"{REDACTED}@{netloc.rpartition('@')[2]}"
-    query = parts.query
-    if query:
-        query = (
-            "&".join(f"{name}={REDACTED}" for name, _ in parse_qsl(query, keep_blank_values=True)) or REDACTED
-        )
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+redact_url = display_url  # one rule for every URL kag shows
 
 
 class EndpointFailure(ProviderError):

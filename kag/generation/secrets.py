@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
-from urllib.parse import quote, quote_plus, unquote, urlsplit
+from urllib.parse import parse_qsl, quote, quote_plus, unquote, urlsplit, urlunsplit
 
 if TYPE_CHECKING:
     from kag.generation.config import Config
@@ -102,12 +102,17 @@ def url_credentials(url: str) -> frozenset[str]:
 
 
 def display_url(url: str) -> str:
-    """``url`` with its user-info, if any, replaced by ``***`` (``http://***@host/v1``)."""
+    """``url`` with its user info and every query value replaced by ``***``
+    (``https://u:p@h/v1?key=k`` -> ``https://***@h/v1?key=***``); other URLs unchanged, and
+    ``***`` alone for text that does not parse as a URL."""
     try:
         parts = urlsplit(url)
     except ValueError:
-        return url
-    _, at, hostport = parts.netloc.rpartition("@")
-    if not at:
-        return url
-    return parts._replace(netloc=f"{MASK}@{hostport}").geturl()
+        return MASK
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = f"{MASK}@{netloc.rpartition('@')[2]}"
+    query = parts.query
+    if query:
+        query = "&".join(f"{name}={MASK}" for name, _ in parse_qsl(query, keep_blank_values=True)) or MASK
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
