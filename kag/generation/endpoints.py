@@ -31,7 +31,6 @@ from kag.generation.secrets import display_url
 
 T = TypeVar("T")
 
-REDACTED = "***"
 
 
 redact_url = display_url  # one rule for every URL kag shows
