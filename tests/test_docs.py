@@ -180,3 +180,46 @@ def test_example_prints_what_the_docs_show(block: Block, tmp_path: Path) -> None
 )
 def test_an_ellipsis_line_stands_for_any_run(expected: tuple[str, ...], actual: list[str], ok: bool) -> None:
     assert matches(expected, actual) is ok
+
+
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+INTERNAL = re.compile(r"\b(the spec|specification|the issue|seed README|the seed|the brief)\b", re.IGNORECASE)
+
+
+def broken_links(docs: list[Path]) -> list[str]:
+    """Relative markdown links (anchor dropped) of ``docs`` that point at no file."""
+    broken: list[str] = []
+    for doc in docs:
+        for number, line in enumerate(doc.read_text(encoding="utf-8").splitlines(), 1):
+            for target in LINK.findall(line):
+                if re.match(r"[a-z]+:", target) or target.startswith("#"):
+                    continue
+                if not (doc.parent / target.split("#", 1)[0]).exists():
+                    broken.append(f"{doc.name}:{number}: {target}")
+    return broken
+
+
+def test_every_relative_link_points_at_a_file() -> None:
+    broken = broken_links(DOCS)
+    assert not broken, "links to missing files:\n" + "\n".join(broken)
+
+
+def test_the_link_check_sees_a_missing_page(tmp_path: Path) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "there.md").write_text("# there\n")
+    page = tmp_path / "page.md"
+    page.write_text(
+        "[a](docs/nothere.md#x) [b](https://example.org) [c](#here) [d](docs/there.md#y)\n"
+    )
+    assert broken_links([page]) == ["page.md:1: docs/nothere.md#x"]
+
+
+def test_the_readme_is_short_and_the_pages_speak_to_users() -> None:
+    assert len((REPO / "README.md").read_text(encoding="utf-8").splitlines()) <= 400
+    found = [
+        f"{doc.relative_to(REPO)}:{number}: {line.strip()}"
+        for doc in DOCS
+        for number, line in enumerate(doc.read_text(encoding="utf-8").splitlines(), 1)
+        if INTERNAL.search(line)
+    ]
+    assert not found, "pages that talk about internal documents:\n" + "\n".join(found)
