@@ -43,9 +43,12 @@ demo: $(VENV)/.installed
 test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -q -n 2 -m "not slow" tests
 
+# Type check with the pinned mypy ([tool.mypy] in pyproject.toml); typer and rich are
+# kept at the CLI edge by ruff's banned-api rule (TID251).
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check kag tests benchmarks
 	$(BIN)/ruff format --check kag tests benchmarks
+	$(BIN)/mypy kag
 
 # Real local model server (SmolLM2 on llama.cpp, 127.0.0.1): run by .ci/run after `make test`.
 test-e2e: $(VENV)/.installed-server

@@ -177,7 +177,9 @@ def run_kag(urls: list[str], tasks: int, parallel: int, root: Path) -> tuple[flo
     """``kag benchmark`` over ``tasks`` questions: (wall, ok tasks, attempts, endpoint stats)."""
     from kag.datasets import load_datasets
     from kag.generation.config import load_benchmark, load_config
-    from kag.generation.runner import PlanOptions, RunOptions, plan_benchmark, run_benchmark
+    from kag.generation.generator import RunOptions
+    from kag.generation.plan import PlanOptions, plan_benchmark
+    from kag.generation.runner import run_benchmark
 
     listed = ", ".join(f'"{url}"' for url in urls)
     (root / "config.toml").write_text(f'[providers.fake]\ntype = "OpenAI"\nkey = ""\nurl = [{listed}]\n')

@@ -119,7 +119,9 @@ def run_floor(url: str, tasks: int, parallel: int) -> float:
 def run_once(root: Path, parallel: int) -> tuple[float, int]:
     from kag.datasets import load_datasets
     from kag.generation.config import load_benchmark, load_config
-    from kag.generation.runner import PlanOptions, RunOptions, plan_benchmark, run_benchmark
+    from kag.generation.generator import RunOptions
+    from kag.generation.plan import PlanOptions, plan_benchmark
+    from kag.generation.runner import run_benchmark
 
     output = root / f"out-{parallel}"
     shutil.rmtree(output, ignore_errors=True)

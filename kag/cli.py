@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 from typing import Annotated, Any, NoReturn
 
 import typer
@@ -17,11 +18,21 @@ from kag.errors import ExitCode, KagError
 class KagGroup(TyperGroup):
     """Turns library errors into a one-line message and an exit code; no tracebacks."""
 
-    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
+        # Click's own standalone handling is off: the errors are turned into exit codes below.
+        inner = {"standalone_mode": False, "windows_expand_args": windows_expand_args, **extra}
         if not standalone_mode:
-            return super().main(*args, standalone_mode=False, **kwargs)
+            return super().main(args, prog_name, complete_var, **inner)
         try:
-            code = super().main(*args, standalone_mode=False, **kwargs)
+            code = super().main(args, prog_name, complete_var, **inner)
         except Exception as exc:
             # Usage errors of the argument parser (missing option, bad value): one line, exit 2.
             if not (hasattr(exc, "format_message") and hasattr(exc, "exit_code")):
@@ -86,9 +97,12 @@ def root(
 
 
 def _register() -> None:
-    from kag.commands import benchmark, find, graph, irt2, stats, triplets
+    from kag.commands import benchmark, compare, find, graph, irt2, judge, stats, triplets
 
-    stats.register(app, find)
+    stats_app = stats.register(app)
+    find.register(stats_app)
+    compare.register(stats_app)
+    judge.register(stats_app)
     benchmark.register(app)
     graph.register(app)
     triplets.register(app)

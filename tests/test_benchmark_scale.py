@@ -160,6 +160,18 @@ def test_the_run_stops_only_when_every_url_is_unreachable(tmp_path: Path) -> Non
     )
 
 
+def test_the_unreachable_message_hides_query_values_of_the_urls(tmp_path: Path) -> None:
+    urls = [dead_url() + "?api-key=hunter2", dead_url() + "?api-key=hunter2"]
+    root = make_project(tmp_path, urls, n=5)
+    result = invoke(bench_args(root, "out", "--retries", "0", "--max-connection-failures", "2"))
+    assert result.exit_code == 2
+    shown = [u.replace("hunter2", "***") for u in urls]
+    assert result.stderr.splitlines()[-1].startswith(
+        f"kag: error: every URL of provider 'oa' ({shown[0]}, {shown[1]}): unreachable for 2 task(s) in a row;"
+    )
+    assert "hunter2" not in result.stderr.splitlines()[-1]
+
+
 # ---------------------------------------------------------------- shards
 
 

@@ -380,7 +380,40 @@ def test_command_with_the_bundled_model(project: Path) -> None:
         "embeddings     bundled:all-MiniLM-L6-v2-int8, 384 dimensions, property 'embedding'",
     ]
     assert lines[4].startswith("time           read ")
-    assert result.stderr == ""
+    # Not a terminal: plain progress lines, at least one per stage as it completes.
+    assert result.stderr.splitlines() == [
+        "kag: progress: embedding nodes 6/6 (100%)",
+        "kag: progress: writing nodes 6/6 (100%)",
+        "kag: progress: writing relationships 6/6 (100%)",
+    ]
+    assert CliRunner().invoke(app, ["-q", "graph", "import", "-c", str(project / "config.toml"),
+        "--nodes", str(project / "nodes.csv"), "--database", "kg", "--replace"]).stderr == ""  # fmt: skip
+
+
+def test_command_reports_progress_while_it_embeds_and_writes(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a terminal, a plain line per batch once the interval has passed (0 here)."""
+    import kag.commands.graph
+
+    monkeypatch.setattr(kag.commands.graph, "PROGRESS_INTERVAL", 0.0)
+    names = [(str(i), "Thing", f"thing number {i}", "", "", "") for i in range(1100)]
+    write_csv(
+        project / "many.csv", ["id:ID", ":LABEL", "name", "age:int", "tags:string[]", "founded:long"], names
+    )
+    result = CliRunner().invoke(
+        app,
+        ["graph", "import", "-c", str(project / "config.toml"), "--nodes", str(project / "many.csv"),
+         "--database", "kg"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.splitlines()[1] == "nodes          1100 (1100 embedded)"
+    assert result.stderr.splitlines() == [
+        "kag: progress: embedding nodes 512/1100 (46%)",
+        "kag: progress: embedding nodes 1024/1100 (93%)",
+        "kag: progress: embedding nodes 1100/1100 (100%)",
+        "kag: progress: writing nodes 1100/1100 (100%)",
+    ]
 
 
 @pytest.mark.parametrize(

@@ -49,7 +49,7 @@ LINKING_TAIL: Ranks = {
 }
 
 
-def expected(head: Ranks, tail: Ranks, ks: tuple[int, ...] = (1, 10)) -> dict:  # type: ignore[type-arg]
+def expected(head: Ranks, tail: Ranks, ks: tuple[int, ...] = (1, 10, 100)) -> dict:  # type: ignore[type-arg]
     def metrics(queries: list[list[float]]) -> dict:  # type: ignore[type-arg]
         def per_target(k: int | None):  # type: ignore[no-untyped-def]
             if k is None:
@@ -96,7 +96,7 @@ def test_linking_original_default() -> None:
     assert document["head"]["macro"]["mrr"] == pytest.approx(83 / 252, abs=1e-15)
     assert document["all"]["micro"]["hits_at_1"] == 1 / 13
     assert document["all"]["micro"]["hits_at_10"] == 11 / 13
-    assert document["tail"]["micro"] == {"mrr": 0.5, "hits_at_1": 0.0, "hits_at_10": 1.0}
+    assert document["tail"]["micro"] == {"mrr": 0.5, "hits_at_1": 0.0, "hits_at_10": 1.0, "hits_at_100": 1.0}
 
 
 def test_ground_truth_and_counts_in_json() -> None:
@@ -112,7 +112,7 @@ def test_ground_truth_and_counts_in_json() -> None:
         "tail": {"file": "open.test-head.txt", "queries": 3, "targets": 4},
     }
     assert document["scoring"]["max_rank"] == 100
-    assert document["scoring"]["ks"] == [1, 10]
+    assert document["scoring"]["ks"] == [1, 10, 100]
     assert document["scoring"]["ties"] == "first"
     head = document["scoring"]["head"]
     assert (head["rows"], head["queries_without_row"], head["targets_found"]) == (6, 1, 7)
@@ -204,7 +204,7 @@ def test_validation_split_and_an_empty_file() -> None:
 
 def test_both_files_empty() -> None:
     document = run_json("--head", PRED / "empty.csv", "--tail", PRED / "empty.csv")
-    zero = {"mrr": 0.0, "hits_at_1": 0.0, "hits_at_10": 0.0}
+    zero = {"mrr": 0.0, "hits_at_1": 0.0, "hits_at_10": 0.0, "hits_at_100": 0.0}
     assert metrics_of(document) == {side: {"micro": zero, "macro": zero} for side in ("head", "tail", "all")}
 
 
@@ -213,6 +213,13 @@ def test_gzip_gives_the_same_numbers(tmp_path: Path) -> None:
     packed.write_bytes(gzip.compress((PRED / "linking-head.csv").read_bytes()))
     document = run_json("--head", packed, "--tail", PRED / "linking-tail.csv")
     assert metrics_of(document) == expected(LINKING_HEAD, LINKING_TAIL)
+
+
+def test_default_ks_are_the_papers_hits_at_1_10_100() -> None:
+    document = run_json(*LINKING)
+    for side in ("all", "head", "tail"):
+        for average in ("micro", "macro"):
+            assert list(document[side][average]) == ["mrr", "hits_at_1", "hits_at_10", "hits_at_100"]
 
 
 def test_ks_are_deduplicated_in_order() -> None:
@@ -225,8 +232,10 @@ def test_text_report() -> None:
     result = run("--dataset", DATASET, "--task", "linking", "--split", "test", *LINKING)
     assert result.exit_code == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0].split() == ["mrr", "hits@1", "hits@10"]
-    assert lines[1].split() == ["all.micro", f"{61 / 156:.4f}", f"{1 / 13:.4f}", f"{11 / 13:.4f}"]
+    assert lines[0].split() == ["mrr", "hits@1", "hits@10", "hits@100"]
+    assert lines[1].split() == [
+        "all.micro", f"{61 / 156:.4f}", f"{1 / 13:.4f}", f"{11 / 13:.4f}", f"{11 / 13:.4f}",
+    ]  # fmt: skip
     assert [line.split()[0] for line in lines[1:7]] == [
         "all.micro", "all.macro", "head.micro", "head.macro", "tail.micro", "tail.macro",
     ]  # fmt: skip

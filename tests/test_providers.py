@@ -305,7 +305,8 @@ def test_aiohttp_is_imported_only_when_a_request_is_sent(server: FakeServer) -> 
     """The CLI, the runner and an opened provider do not import aiohttp (`kag --help` stays
     fast); the first request does."""
     code = (
-        "import sys, asyncio, kag.cli, kag.commands.benchmark, kag.generation.runner\n"
+        "import sys, asyncio, kag.cli, kag.commands.benchmark, kag.generation.runner,"
+        " kag.generation.generator, kag.generation.plan\n"
         "from kag.generation.config import OllamaProvider\n"
         "from kag.generation.providers import ChatRequest, open_provider\n"
         f"client = open_provider(OllamaProvider('l', {server.url!r}), 5.0, 1)\n"

@@ -17,22 +17,11 @@ import pytest
 from kag.datasets import Datasets, load_datasets
 from kag.errors import ConfigError, UsageError
 from kag.generation.config import Benchmark, Config, load_benchmark, load_config
+from kag.generation.generator import Generator, RunOptions, TaskOutcome, generate_once
+from kag.generation.plan import FileState, Plan, PlanOptions, plan_benchmark, remove_leftovers
 from kag.generation.retry import RetryPolicy
-from kag.generation.runner import (
-    FileState,
-    Generator,
-    Plan,
-    PlanOptions,
-    Redactor,
-    RunOptions,
-    Summary,
-    TaskOutcome,
-    generate_once,
-    plan_benchmark,
-    remove_leftovers,
-    run_benchmark,
-    run_plan,
-)
+from kag.generation.runner import Summary, run_benchmark, run_plan
+from kag.generation.secrets import Redactor
 from kag.results import (
     DatabaseStats,
     ErrorResult,

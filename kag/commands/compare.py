@@ -9,52 +9,32 @@ wins.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from kag.commands.stats import check_globs, check_setup_globs, pick_option
+from kag.commands._common import (
+    DatasetOpt,
+    DatasetsOpt,
+    OutputOpt,
+    PrefixOpt,
+    ReportFormatOpt,
+    ResultsOpt,
+    SetupOpt,
+    TableFormatOpt,
+    check_globs,
+    check_setup_globs,
+    emit_report,
+    pick_format,
+    pick_option,
+)
 from kag.errors import UsageError
 from kag.render.formats import ReportFormat, TableFormat
 
 if TYPE_CHECKING:
     from kag.grading.compare import AnswerSet
-
-
-DatasetsOpt = Annotated[
-    Path | None, typer.Option("--datasets", "-d", metavar="FILE", help="Datasets file with the answers.")
-]
-ResultsOpt = Annotated[
-    Path | None, typer.Option("--results", "-r", metavar="DIR", help="Result tree [default: .]")
-]
-PrefixOpt = Annotated[
-    str | None, typer.Option("--prefix", metavar="STR", help="File name prefix of result files.")
-]
-SetupOpt = Annotated[
-    list[str] | None, typer.Option("--setup", metavar="GLOB", help="Only setups matching GLOB (repeatable).")
-]
-DatasetOpt = Annotated[
-    list[str] | None,
-    typer.Option("--dataset", metavar="GLOB", help="Only datasets matching GLOB (repeatable)."),
-]
-OutputOpt = Annotated[
-    Path | None, typer.Option("--output", "-o", metavar="FILE", help="Write the report to FILE, not stdout.")
-]
-
-
-def _format(ctx: typer.Context, value: Any, allowed: type[StrEnum]) -> Any:
-    raw = str(
-        getattr(value, "value", value) if value is not None else pick_option(ctx, "--format", None, "text")
-    ).lower()
-    try:
-        return allowed(raw)
-    except ValueError:
-        names = ", ".join(m.value for m in allowed)  # type: ignore[attr-defined]
-        raise UsageError(f"--format {raw}: not available here ({names})") from None
 
 
 @dataclass(frozen=True)
@@ -108,21 +88,6 @@ def _load(
     return _Loaded(loaded, str(datasets_path), root, pfx)
 
 
-def emit_report(text: str, output: Path | None) -> None:
-    """The report on stdout (ending in a newline), or written atomically to ``output``."""
-    from kag.console import info
-    from kag.render.html import write_report
-
-    if text and not text.endswith("\n"):
-        text += "\n"
-    if output is None:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    else:
-        write_report(str(output), text)
-        info(f"Wrote {output}")
-
-
 # Each resample holds three counts per comparison: 1,000,000 take 24 MB a comparison, while
 # an unbounded count (1e9: 24 GB) would exhaust memory before any output.
 MAX_RESAMPLES = 1_000_000
@@ -159,9 +124,7 @@ def register(stats_app: typer.Typer) -> None:
         max_flips: Annotated[
             int, typer.Option(min=0, help="html: flips listed per direction and pair.")
         ] = 50,
-        output_format: Annotated[
-            ReportFormat | None, typer.Option("--format", help="text, json, markdown or html [default: text]")
-        ] = None,
+        output_format: ReportFormatOpt = None,
         output: OutputOpt = None,
     ) -> None:
         """Each setup against a baseline on the questions both answered: McNemar, bootstrap CI, Holm.
@@ -175,7 +138,7 @@ def register(stats_app: typer.Typer) -> None:
         from kag.render import html as rep
         from kag.render.compare import COMPARISON_RENDERERS
 
-        fmt = _format(ctx, output_format, ReportFormat)
+        fmt = pick_format(ctx, output_format, ReportFormat)
         if not 0 < alpha < 1:
             raise UsageError(f"--alpha {alpha:g}: must be between 0 and 1")
         if baseline and fail_if_worse_than and baseline != fail_if_worse_than:
@@ -232,9 +195,7 @@ def register(stats_app: typer.Typer) -> None:
         max_chars: Annotated[
             int, typer.Option(min=0, help="Cut responses to N characters, 0 = whole (JSON: never cut).")
         ] = 120,
-        output_format: Annotated[
-            TableFormat | None, typer.Option("--format", help="text, json or markdown [default: text]")
-        ] = None,
+        output_format: TableFormatOpt = None,
         output: OutputOpt = None,
     ) -> None:
         """The questions A gets right and B does not, and the reverse, with both responses."""
@@ -244,7 +205,7 @@ def register(stats_app: typer.Typer) -> None:
         from kag.grading import compare as lib
         from kag.render.compare import FLIP_RENDERERS
 
-        fmt = _format(ctx, output_format, TableFormat)
+        fmt = pick_format(ctx, output_format, TableFormat)
         if a == b:
             raise UsageError(f"A and B are the same setup ({a})")
         loaded = _load(ctx, datasets, results, prefix, [glob.escape(a), glob.escape(b)], dataset, (a, b))
@@ -272,9 +233,7 @@ def register(stats_app: typer.Typer) -> None:
                 metavar="SETUP", help="Setup without retrieval to compare with [default: same model]."
             ),
         ] = None,
-        output_format: Annotated[
-            TableFormat | None, typer.Option("--format", help="text, json or markdown [default: text]")
-        ] = None,
+        output_format: TableFormatOpt = None,
         output: OutputOpt = None,
     ) -> None:
         """Accuracy of KAG setups by retrieved-subgraph size; the questions retrieval helped or hurt."""
@@ -282,7 +241,7 @@ def register(stats_app: typer.Typer) -> None:
         from kag.grading import compare as lib
         from kag.render.compare import IMPACT_RENDERERS
 
-        fmt = _format(ctx, output_format, TableFormat)
+        fmt = pick_format(ctx, output_format, TableFormat)
         loaded = _load(ctx, datasets, results, prefix, None, dataset, (*(kag_setups or ()), native))
         answers = loaded.answers
         lib.check_retrieves(answers.profiles, kag_setups or ())

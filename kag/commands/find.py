@@ -11,7 +11,17 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from kag.commands.stats import pick_option
+from kag.commands._common import (
+    DatasetOpt,
+    FindFormatOpt,
+    FindPrefixOpt,
+    FindResultsOpt,
+    SetupOpt,
+    pick_option,
+    tree_place,
+    unmatched_globs,
+    unmatched_message,
+)
 from kag.errors import UsageError
 from kag.render.formats import FindFormat
 
@@ -59,7 +69,6 @@ def _warn_unmatched_filters(root: str, options: SearchOptions, searched: Iterabl
     searched files; only when a glob matches none of them is the tree listed again, so a
     filter that works costs nothing.
     """
-    from kag.commands.stats import tree_place, unmatched_globs, unmatched_message
     from kag.console import warn
     from kag.grading.search import SearchOptions, list_search_files
     from kag.results import scandir_entries
@@ -89,21 +98,11 @@ def register(stats_app: typer.Typer) -> None:
                 metavar="REGEX", help="Pattern (regex module syntax) searched in each trimmed ok.result."
             ),
         ],
-        results: Annotated[
-            Path | None, typer.Option("--results", "-r", help="Root of the result tree [default: .]")
-        ] = None,
-        prefix: Annotated[
-            str | None, typer.Option("--prefix", help="File name prefix of result files [default: none]")
-        ] = None,
-        format: Annotated[FindFormat | None, typer.Option("--format", help="[default: text]")] = None,
-        setup: Annotated[
-            list[str] | None,
-            typer.Option("--setup", metavar="GLOB", help="Only setups matching GLOB (repeatable)."),
-        ] = None,
-        dataset: Annotated[
-            list[str] | None,
-            typer.Option("--dataset", metavar="GLOB", help="Only datasets matching GLOB (repeatable)."),
-        ] = None,
+        results: FindResultsOpt = None,
+        prefix: FindPrefixOpt = None,
+        format: FindFormatOpt = None,
+        setup: SetupOpt = None,
+        dataset: DatasetOpt = None,
         ignore_case: Annotated[
             bool, typer.Option("--ignore-case", "-i", help="Case-insensitive matching.")
         ] = False,

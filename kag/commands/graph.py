@@ -3,36 +3,66 @@
 from __future__ import annotations
 
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any, Self
 
 import typer
 
-from kag.console import stderr_console
+from kag.console import info, stderr_console, verbosity
+
+if TYPE_CHECKING:
+    from kag.retrieval.importer import ImportReport
 
 
-def _progress_hook() -> tuple[object | None, object]:
-    """A rich progress bar on stderr when it is a terminal; otherwise no progress."""
-    if not sys.stderr.isatty():
-        return None, None
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+PROGRESS_INTERVAL = 10.0  # seconds between plain progress lines when stderr is not a terminal
+STAGES = {"embeddings": "embedding nodes", "nodes": "writing nodes", "relationships": "writing relationships"}
 
-    progress = Progress(
-        TextColumn("{task.description:>13}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=stderr_console(),
-        transient=True,
-    )
-    tasks: dict[str, object] = {}
 
-    def hook(stage: str, done: int, total: int) -> None:
-        if stage not in tasks:
-            tasks[stage] = progress.add_task(stage, total=total)
-        progress.update(tasks[stage], completed=done)  # type: ignore[arg-type]
+class PlainProgress:
+    """Progress as plain lines on stderr (logs, CI): one line per stage at most every
+    ``interval`` seconds, and one when a stage completes."""
 
-    return progress, hook
+    def __init__(self, interval: float = PROGRESS_INTERVAL) -> None:
+        self.interval = interval
+        self.last = time.monotonic()
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        now = time.monotonic()
+        if done >= total or now - self.last >= self.interval:
+            self.last = now
+            percent = 100 * done // total if total else 100
+            info(f"kag: progress: {STAGES.get(stage, stage)} {done}/{total} ({percent}%)")
+
+
+class RichProgress:
+    """A rich progress bar per stage on stderr (a terminal), removed when the import ends."""
+
+    def __init__(self) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.bar = Progress(
+            TextColumn("{task.description:>21}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=stderr_console(),
+            transient=True,
+        )
+        self.tasks: dict[str, Any] = {}
+
+    def __enter__(self) -> Self:
+        self.bar.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.bar.stop()
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        if stage not in self.tasks:
+            self.tasks[stage] = self.bar.add_task(STAGES.get(stage, stage), total=total)
+        self.bar.update(self.tasks[stage], completed=done)
 
 
 def register(app: typer.Typer) -> None:
@@ -102,12 +132,10 @@ def register(app: typer.Typer) -> None:
         """Load nodes and relationships from CSV files (Neo4j admin-import style) into the
         Ladybug database of the configuration, with an embedding per node."""
         from kag.generation.graph_import import import_from_config
+        from kag.render.graph import render_import_report
 
-        bar, hook = _progress_hook()
-        if bar is not None:
-            bar.start()  # type: ignore[attr-defined]
-        try:
-            report = import_from_config(
+        def run(progress: Callable[[str, int, int], None]) -> ImportReport:
+            return import_from_config(
                 config,
                 database,
                 [str(p) for p in nodes],
@@ -117,18 +145,14 @@ def register(app: typer.Typer) -> None:
                 model=model,
                 index=index,
                 replace=replace,
-                progress=hook,  # type: ignore[arg-type]
+                progress=progress,
             )
-        finally:
-            if bar is not None:
-                bar.stop()  # type: ignore[attr-defined]
-        typer.echo(f"database       {report.path}")
-        typer.echo(f"nodes          {report.nodes} ({report.embedded} embedded)")
-        typer.echo(f"relationships  {report.relationships} ({report.relationship_types} type(s))")
-        typer.echo(f"embeddings     {report.model}, {report.dimension} dimensions, property '{index}'")
-        typer.echo(
-            f"time           read {report.read_seconds:.2f} s, embed {report.embed_seconds:.2f} s,"
-            f" write {report.write_seconds:.2f} s"
-        )
+
+        if sys.stderr.isatty() and verbosity() >= 0:
+            with RichProgress() as bar:
+                report = run(bar)
+        else:
+            report = run(PlainProgress(PROGRESS_INTERVAL))
+        sys.stdout.write(render_import_report(report, index))
 
     app.add_typer(graph_app)

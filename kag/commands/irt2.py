@@ -52,7 +52,7 @@ def register(app: typer.Typer) -> None:
         ] = "100",
         ks: Annotated[
             str, typer.Option("--ks", metavar="K,K,...", help="Comma-separated k for hits@k.")
-        ] = "1,10",
+        ] = "1,10,100",
         ties: Annotated[
             str,
             typer.Option(

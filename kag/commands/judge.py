@@ -11,8 +11,17 @@ from typing import Annotated, Any
 
 import typer
 
-from kag.commands.compare import DatasetsOpt, PrefixOpt, ResultsOpt, SetupOpt, _format
-from kag.commands.stats import check_globs, pick_option, tree_place
+from kag.commands._common import (
+    DatasetsOpt,
+    JudgeFormatOpt,
+    PrefixOpt,
+    ResultsOpt,
+    SetupOpt,
+    check_globs,
+    pick_format,
+    pick_option,
+    tree_place,
+)
 from kag.console import info, verbosity, warn
 from kag.errors import InputError, UsageError
 
@@ -48,9 +57,7 @@ def register(stats_app: typer.Typer) -> None:
         mcq: Annotated[
             bool, typer.Option("--mcq", help="Judge MCQ answers too, not only open ones.")
         ] = False,
-        format: Annotated[
-            str | None, typer.Option("--format", metavar="FORMAT", help="text or json.")
-        ] = None,
+        format: JudgeFormatOpt = None,
         parallel: Annotated[int, typer.Option("--parallel", "-j", min=1, help="Requests in flight.")] = 1,
         retries: Annotated[int, typer.Option("--retries", min=0, help="Retries of transient failures.")] = 3,
         timeout: Annotated[float, typer.Option("--timeout", min=0.001, help="Seconds per request.")] = 300.0,
@@ -60,7 +67,6 @@ def register(stats_app: typer.Typer) -> None:
 
         Verdicts are cached in <results>/.kag-judge/, so a second run asks nothing again.
         """
-        from kag.commands.benchmark import PlainReporter, RichReporter
         from kag.datasets import load_datasets
         from kag.generation.config import load_config
         from kag.generation.retry import RetryPolicy
@@ -74,8 +80,9 @@ def register(stats_app: typer.Typer) -> None:
             summarize_verdicts,
         )
         from kag.render.judge import render_judge_json, render_judge_text
+        from kag.render.progress import PlainReporter, RichReporter
 
-        fmt = _format(ctx, format, JudgeFormat)
+        fmt = pick_format(ctx, format, JudgeFormat)
         datasets_path = pick_option(ctx, "--datasets", datasets, None)
         if datasets_path is None:
             raise UsageError("missing option '--datasets' / '-d': the datasets file with the answers")

@@ -54,7 +54,11 @@ def register(app: typer.Typer) -> None:
             str | None,
             typer.Option(
                 "--embedding-model",
-                help="fastembed model name or local folder for --match embedding (default: bundled MiniLM).",
+                help=(
+                    "fastembed model name or local folder for --match embedding (default: bundled MiniLM); "
+                    "sentence-transformers loads it when fastembed cannot and it is installed. A named "
+                    "model that does not load is exit 2; only the default falls back to fuzzy."
+                ),
                 show_default=False,
             ),
         ] = None,

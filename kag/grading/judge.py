@@ -38,9 +38,9 @@ import orjson
 from kag.datasets import Datasets, Question
 from kag.errors import InputError
 from kag.generation.config import Config, check_generation
+from kag.generation.generator import NullReporter, Reporter, RetryNotice, TaskOutcome
 from kag.generation.providers import ChatRequest, open_provider
 from kag.generation.retry import ProviderError, RetryPolicy, call_with_retries
-from kag.generation.runner import NullReporter, Reporter, RetryNotice, TaskOutcome
 from kag.generation.secrets import Redactor
 from kag.generation.templates import PromptTemplate, compile_template, format_choices
 from kag.grading.extract import strip_think

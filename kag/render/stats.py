@@ -158,7 +158,8 @@ def render_markdown(summary: Summary) -> str:
             if rag:
                 cells += _rag_cells(m) or ["", "", "", ""]
             body.append(tuple(cells))
-    align: tuple[Align, ...] = ("l", *(("r",) * (len(headers) - 1)))
+    right: Align = "r"
+    align: tuple[Align, ...] = ("l", *((right,) * (len(headers) - 1)))
     lines.append(table_markdown(Table(tuple(headers), tuple(body), align), explicit_left=True))
     lines.append("")
     lines.append(

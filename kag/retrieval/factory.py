@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from kag.errors import ConfigError
+from kag.install import missing_extra
 from kag.retrieval.base import EmbedFn
 from kag.retrieval.embedder import EmbedderRetriever, RetrieverSettings
 from kag.retrieval.ladybug_backend import DEFAULT_INDEX, LadybugGraph, LadybugSettings
@@ -209,18 +210,14 @@ def validate_retrieval(
         )
     if isinstance(db, LadybugSettings):
         if importlib.util.find_spec("ladybug") is None:
-            raise ConfigError(
-                f"{config_path}: databases.{database}: the 'ladybug' package is not installed (pip install 'kag[graph]')"
-            )
+            raise ConfigError(f"{config_path}: databases.{database}: {missing_extra('ladybug', 'graph')}")
         if not Path(db.path).exists():
             raise ConfigError(
                 f"{config_path}: databases.{database}: {db.path}: no such database (build it with"
                 f" `kag graph import -c {config_path} --database {database} ...`)"
             )
     elif importlib.util.find_spec("neo4j") is None:
-        raise ConfigError(
-            f"{config_path}: databases.{database}: the 'neo4j' driver is not installed (pip install 'kag[neo4j]')"
-        )
+        raise ConfigError(f"{config_path}: databases.{database}: {missing_extra('neo4j', 'neo4j')}")
 
 
 def open_retriever(

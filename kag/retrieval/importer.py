@@ -33,7 +33,7 @@ from kag.embedding import Embedder
 from kag.errors import UsageError
 from kag.retrieval.graph_csv import load_graph
 from kag.retrieval.ladybug_backend import DEFAULT_INDEX, FORMAT
-from kag.retrieval.ladybug_writer import write_database
+from kag.retrieval.ladybug_writer import import_ladybug, write_database
 from kag.retrieval.node_embeddings import embed_nodes
 
 log = logging.getLogger(__name__)
@@ -82,6 +82,7 @@ def import_graph(
         raise UsageError(f"{target}: already exists (use --replace to rebuild it)")
     if not target.parent.is_dir():
         raise UsageError(f"{target.parent}: no such directory")
+    import_ladybug()  # before minutes of embedding, not after
     began = time.perf_counter()
     data = load_graph(node_files, rel_files, reserved=(index,))
     read_seconds = time.perf_counter() - began

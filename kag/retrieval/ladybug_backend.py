@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from kag.install import missing_extra
 from kag.retrieval.base import RetrievalError
 from kag.retrieval.subgraph import Node, Relationship, Subgraph
 
@@ -150,9 +151,7 @@ class LadybugGraph:
         try:
             import ladybug
         except ImportError:
-            raise RetrievalError(
-                "the 'ladybug' package is not installed (pip install 'kag[graph]')"
-            ) from None
+            raise RetrievalError(missing_extra("ladybug", "graph")) from None
         try:
             self._db = ladybug.Database(str(path), read_only=True)
             self._conn = ladybug.Connection(self._db)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from kag.errors import KagError, UsageError
+from kag.install import missing_extra
 from kag.retrieval.graph_csv import Column, GraphData, RelRow
 from kag.retrieval.ladybug_backend import KEY_COLUMN, LABELS_COLUMN, META_TABLE, NODE_TABLE, quote
 
@@ -48,6 +49,15 @@ def table_names(types: Sequence[str]) -> dict[str, str]:
     return tables
 
 
+def import_ladybug() -> Any:
+    """The ``ladybug`` module; UsageError naming the install command when it is missing."""
+    try:
+        import ladybug
+    except ImportError:
+        raise UsageError(missing_extra("ladybug", "graph")) from None
+    return ladybug
+
+
 def write_database(
     path: str | Path,
     data: GraphData,
@@ -58,10 +68,7 @@ def write_database(
 ) -> None:
     """Write ``data`` into a new Ladybug database at ``path`` (which must not exist).
     Raises GraphWriteError when the engine refuses something."""
-    try:
-        import ladybug
-    except ImportError:
-        raise UsageError("the 'ladybug' package is not installed (pip install 'kag[graph]')") from None
+    ladybug = import_ladybug()
     try:
         db = ladybug.Database(str(path))
         conn = ladybug.Connection(db)

@@ -25,7 +25,7 @@ from kag.grading.irt2.model import (
 )
 from kag.grading.irt2.ranking import PairCounts, count_side, rank_targets
 
-DEFAULT_KS = (1, 10)
+DEFAULT_KS = (1, 10, 100)  # the IRT2 paper reports hits@1, hits@10 and hits@100
 DEFAULT_MAX_RANK = 100  # as the reference CLI
 
 

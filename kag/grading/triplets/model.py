@@ -170,6 +170,10 @@ class EntryScore:
     unmatched: tuple[tuple[int, Unmatched], ...]
     invalid: tuple[tuple[int, str], ...]
     relations: tuple[str, ...]  # relation keys of the valid predicted triplets
+    # For --details: the valid predicted triplets with their item index, and the gold ones
+    # (``Pair.gold`` indexes them); each keeps its original strings beside the normalized.
+    triplets: tuple[tuple[int, Triplet], ...] = ()
+    gold: tuple[Triplet, ...] = ()
 
     @property
     def accepted(self) -> int:

@@ -1,8 +1,8 @@
 """The triplet report as data: the JSON document, the text table's rows, the details lines.
 
-Rendering (rich) happens in the command; this module only shapes values. Figures are
-rounded to 4 decimals in the report and 6 in the details; ``None`` (N/A) becomes JSON
-``null`` and ``n/a`` in text.
+Rendering (rich) happens in the command; this module only shapes values. JSON (the report
+and the details) carries figures at full precision; only the text table rounds, to 4
+decimals. ``None`` (N/A) becomes JSON ``null`` and ``n/a`` in text.
 """
 
 from __future__ import annotations
@@ -14,7 +14,14 @@ from typing import Any
 import orjson
 
 from kag.errors import InputError
-from kag.grading.triplets.model import AXES, HALLUCINATION_CLASSES, EntryScore, RunSummary, TripletReport
+from kag.grading.triplets.model import (
+    AXES,
+    HALLUCINATION_CLASSES,
+    EntryScore,
+    RunSummary,
+    Triplet,
+    TripletReport,
+)
 from kag.results import NoSpace, write_atomic
 
 COUNT_KEYS: tuple[str, ...] = (
@@ -31,29 +38,25 @@ COUNT_KEYS: tuple[str, ...] = (
 TOP_RELATIONS = 20
 
 
-def _round(value: float | None, digits: int = 4) -> float | None:
-    return None if value is None else round(value, digits)
-
-
 def run_to_json(run: RunSummary) -> dict[str, Any]:
     return {
         "predictions": run.predictions,
         "entries": run.entries,
-        "composite": _round(run.composite),
-        "axes": {name: _round(run.axes[name]) for name in AXES},
+        "composite": run.composite,
+        "axes": {name: run.axes[name] for name in AXES},
         "micro": {
             "entity": {
-                "precision": _round(run.entity.precision),
-                "recall": _round(run.entity.recall),
-                "f1": _round(run.entity.f1),
+                "precision": run.entity.precision,
+                "recall": run.entity.recall,
+                "f1": run.entity.f1,
             },
             "triplet": {
-                "precision": _round(run.triplet.precision),
-                "recall": _round(run.triplet.recall),
-                "f1": _round(run.triplet.f1),
+                "precision": run.triplet.precision,
+                "recall": run.triplet.recall,
+                "f1": run.triplet.f1,
             },
         },
-        "hallucination_rate": _round(run.hallucination_rate),
+        "hallucination_rate": run.hallucination_rate,
         "counts": {key: run.counts[key] for key in COUNT_KEYS},
         "relation_distribution": dict(run.relation_distribution),
     }
@@ -127,14 +130,32 @@ def relation_rows(report: TripletReport, top: int = TOP_RELATIONS) -> list[tuple
     return rows
 
 
+def triplet_details(triplet: Triplet) -> dict[str, Any]:
+    """A triplet as graded (normalized titles and relation), its original strings under ``_raw``."""
+    return {
+        "source": {"title": triplet.norm_source, "type": triplet.source_type},
+        "target": {"title": triplet.norm_target, "type": triplet.target_type},
+        "relation": triplet.norm_relation,
+        "weight": triplet.weight,
+        "_raw": {
+            "source": {"title": triplet.source, "type": triplet.source_type},
+            "target": {"title": triplet.target, "type": triplet.target_type},
+            "relation": triplet.relation,
+        },
+    }
+
+
 def entry_details(predictions: str, score: EntryScore) -> dict[str, Any]:
-    """One ``--details`` line: an entry's axes, pairs with their sims, and classifications."""
+    """One ``--details`` line: an entry's axes; its valid predicted triplets (``item``: the
+    index in the prediction list, as ``pairs[].pred``) and its gold triplets (indexed by
+    ``pairs[].gold``), normalized, with the original strings under ``_raw``; pairs with
+    their sims; classifications."""
     return {
         "predictions": predictions,
         "id": score.id,
         "status": score.status,
-        "composite": _round(score.composite, 6),
-        "axes": {name: _round(score.axis(name), 6) for name in AXES},
+        "composite": score.composite,
+        "axes": {name: score.axis(name) for name in AXES},
         "predicted_items": score.predicted_items,
         "valid": score.valid,
         "gold_triplets": score.gold_triplets,
@@ -143,15 +164,19 @@ def entry_details(predictions: str, score: EntryScore) -> dict[str, Any]:
             "predicted": score.pred_entities,
             "gold": score.gold_entities,
         },
+        "triplets": {
+            "predicted": [{"item": index, **triplet_details(triplet)} for index, triplet in score.triplets],
+            "gold": [triplet_details(triplet) for triplet in score.gold],
+        },
         "pairs": [
             {
                 "pred": pair.pred,
                 "gold": pair.gold,
-                "align": _round(pair.align, 6),
+                "align": pair.align,
                 "sim": {
-                    "source": _round(pair.source, 6),
-                    "target": _round(pair.target, 6),
-                    "relation": _round(pair.relation, 6),
+                    "source": pair.source,
+                    "target": pair.target,
+                    "relation": pair.relation,
                 },
                 "accepted": pair.accepted,
                 "exact": pair.exact,

@@ -426,6 +426,8 @@ def score_entry(
         unmatched=tuple(unmatched),
         invalid=tuple(invalid),
         relations=tuple(relation_key(t.norm_relation) for _, t in valid),
+        triplets=tuple(valid),
+        gold=tuple(golds),
     )
 
 

@@ -26,7 +26,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from kag.embedding import Embedder, load_embedder
+from kag.embedding import Embedder, EmbeddingError, load_embedder_chain
 from kag.errors import KagError
 from kag.grading.triplets.model import DEFAULT_GATES, MatchMode
 
@@ -198,10 +198,12 @@ def make_similarity(
 ) -> Similarity:
     """The similarity for a mode; ``gate=None`` takes the mode's default.
 
-    ``embedding`` loads ``embedder`` if given, else `kag.embedding.load_embedder`
-    (``embedding_model``, default the bundled MiniLM). When no model can be loaded it
-    logs a warning and returns the ``fuzzy`` similarity (with the fuzzy default gate
-    unless a gate was given); ``.backend`` then says ``lexical``.
+    ``embedding`` uses ``embedder`` if given, else loads ``embedding_model`` (default the
+    bundled MiniLM) through `kag.embedding.load_embedder_chain`: fastembed, then
+    sentence-transformers when it is installed. A model named explicitly that neither loads
+    raises `EmbeddingError`. Only the default model falls back further, to lexical
+    similarity: a warning is logged and the ``fuzzy`` similarity returned (with the fuzzy
+    default gate unless a gate was given); ``.backend`` then says ``lexical``.
     """
     if mode is MatchMode.EXACT:
         return ExactSimilarity()
@@ -209,8 +211,10 @@ def make_similarity(
         return LexicalSimilarity(DEFAULT_GATES[MatchMode.FUZZY] if gate is None else gate)
     if embedder is None:
         try:
-            embedder = load_embedder(embedding_model, allow_download=allow_download)
-        except KagError as exc:
+            embedder = load_embedder_chain(embedding_model, allow_download=allow_download)
+        except EmbeddingError as exc:
+            if embedding_model is not None:
+                raise  # a model the user named must not be silently replaced
             log.warning("%s; falling back to --match fuzzy (lexical similarity)", exc)
             return LexicalSimilarity(DEFAULT_GATES[MatchMode.FUZZY] if gate is None else gate)
     return EmbeddingSimilarity(embedder, DEFAULT_GATES[MatchMode.EMBEDDING] if gate is None else gate)
