@@ -208,9 +208,7 @@ def test_the_link_check_sees_a_missing_page(tmp_path: Path) -> None:
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "there.md").write_text("# there\n")
     page = tmp_path / "page.md"
-    page.write_text(
-        "[a](docs/nothere.md#x) [b](https://example.org) [c](#here) [d](docs/there.md#y)\n"
-    )
+    page.write_text("[a](docs/nothere.md#x) [b](https://example.org) [c](#here) [d](docs/there.md#y)\n")
     assert broken_links([page]) == ["page.md:1: docs/nothere.md#x"]
 
 
