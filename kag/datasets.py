@@ -1,4 +1,4 @@
-"""The datasets file: dataset name -> question id -> entry (see README, "Datasets file")."""
+"""The datasets file: dataset name -> question id -> entry (see docs/results.md)."""
 
 from __future__ import annotations
 
