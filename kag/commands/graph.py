@@ -54,6 +54,10 @@ def register(app: typer.Typer) -> None:
         rich_markup_mode=None,
     )
 
+    @graph_app.callback(epilog=IMPORT_EXAMPLES)
+    def graph(verbose: Verbose = 0, quiet: Quiet = 0) -> None:
+        """Embedded knowledge graphs (LadybugDB) for KAG setups that run without a Neo4j server."""
+
     @graph_app.command(
         "import",
         cls=KagCommand,
