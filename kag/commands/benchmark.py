@@ -113,9 +113,10 @@ def _read_prompt(prompt: str) -> str:
 GENERATION_EXAMPLES = """Examples:
 
 \b
-  kag generation -p ollama -m llama3 -t 0 'What is the capital of France?'
-  echo 'Which drug treats gout?' | kag generation -p openai -m gpt-4o-mini -t 0 --format json -
-  kag generation -p ollama -m llama3 -t 0 -r subgraph -d umls 'Which drug treats gout?'
+  kag generation -c examples/benchmark/config.toml -p local -m smollm2-135m -t 0 'What is 2 + 2?'
+  echo 'What is 2 + 2?' | kag generation -p local -m smollm2-135m -t 0 --format json -
+  cd examples/graph && kag generation -p local -m smollm2-135m -t 0 -r minilm-textual -d medgraph \\
+      'Which drug treats gout?'
 """
 
 BENCHMARK_EXAMPLES = """Examples:

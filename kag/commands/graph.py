@@ -39,8 +39,9 @@ def _progress_hook() -> tuple[object | None, object]:
 IMPORT_EXAMPLES = """Examples:
 
 \b
-  kag graph import --database umls --nodes nodes.csv --relationships relationships.csv
-  kag graph import --database umls --nodes drugs.csv --nodes diseases.csv \\
+  cd examples/graph && kag graph import --database medgraph --nodes nodes.csv \\
+      --relationships relationships.csv
+  kag graph import -c config.toml --database medgraph --nodes drugs.csv --nodes diseases.csv \\
       --relationships treats.csv --replace
 """
 

@@ -25,8 +25,9 @@ A prediction line longer than 64 MiB is exit 2.
 EXAMPLES = """Examples:
 
 \b
-  kag irt2 --dataset irt2-cde-tiny --task linking --split validation --head head.csv --tail tail.csv
-  kag irt2 --dataset irt2-cde-tiny --task ranking --split test --head head.csv --tail tail.csv \\
+  kag irt2 --dataset examples/irt2/dataset --task linking --split test \\
+      --head examples/irt2/head.csv --tail examples/irt2/tail.csv
+  kag irt2 --dataset irt2-cde-large --task ranking --split validation --head head.csv --tail tail.csv \\
       --ks 1 --ks 5 --format json
 """
 

@@ -15,7 +15,7 @@ from kag.render.formats import TripletsFormat
 EXAMPLES = """Examples:
 
 \b
-  kag triplets gold.jsonl predictions.jsonl
+  kag triplets examples/triplets/gold.jsonl examples/triplets/finetuned.jsonl
   kag triplets gold.jsonl run1.jsonl run2.jsonl --format json
   kag triplets gold.jsonl predictions.jsonl --match fuzzy --details details.jsonl
   kag triplets gold.jsonl predictions.jsonl --match embedding --fuzzy-gate 0.9
