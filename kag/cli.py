@@ -129,24 +129,24 @@ class Shell(str, Enum):
     fish = "fish"
 
 
-@app.command(
-    "completion",
-    cls=KagCommand,
-    epilog="""Examples:
+COMPLETION_EXAMPLES = """Examples:
 
 \b
   kag completion bash > ~/.local/share/bash-completion/completions/kag
   kag completion zsh > "${fpath[1]}/_kag"
   kag completion fish > ~/.config/fish/completions/kag.fish
-""",
-)
+"""
+
+
 def completion(
     shell: Annotated[Shell, typer.Argument(metavar="SHELL", help="bash, zsh or fish.", show_default=False)],
     verbose: Verbose = 0,
     quiet: Quiet = 0,
 ) -> None:
     """Print the shell completion script for SHELL."""
-    from typer._completion_shared import get_completion_script
+    # typer's own scripts (those of its --show-completion), which ask kag through
+    # COMPLETE_VAR in the format KagGroup.main answers in.
+    from typer.completion import get_completion_script
 
     print(get_completion_script(prog_name="kag", complete_var=COMPLETE_VAR, shell=shell.value))
 
@@ -162,6 +162,7 @@ def _register() -> None:
     graph.register(app)
     triplets.register(app)
     irt2.register(app)
+    app.command("completion", cls=KagCommand, epilog=COMPLETION_EXAMPLES)(completion)
 
 
 _register()

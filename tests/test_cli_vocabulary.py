@@ -209,7 +209,7 @@ def test_every_help_page_has_examples(command: list[str]) -> None:
     examples = text.split("\n  Examples:\n", 1)
     assert len(examples) == 2, text
     lines = [line.strip() for line in examples[1].splitlines() if line.strip()]
-    assert lines and lines[0].startswith("kag ")
+    assert lines and " ".join(["kag", *command]) in lines[0], lines
 
 
 @pytest.mark.parametrize("group", GROUPS)
