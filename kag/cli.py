@@ -5,14 +5,20 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
+from enum import Enum
 from typing import Annotated, Any, NoReturn
 
 import typer
 from typer.core import TyperGroup
 
 from kag import __version__
+from kag.commands._common import KagCommand, Quiet, Verbose
 from kag.console import drop_stdout, error, set_verbosity
 from kag.errors import ExitCode, KagError
+
+# The variable the completion scripts set to ask kag for candidates (typer's naming for
+# the program `kag`); given explicitly so that `python -m kag` answers them too.
+COMPLETE_VAR = "_KAG_COMPLETE"
 
 
 class KagGroup(TyperGroup):
@@ -27,6 +33,16 @@ class KagGroup(TyperGroup):
         windows_expand_args: bool = True,
         **extra: Any,
     ) -> Any:
+        # -v/-q of every level add to this, whatever an earlier call in the process set.
+        set_verbosity(0)
+        if complete_var is None:
+            complete_var = COMPLETE_VAR
+        if os.environ.get(complete_var):
+            # A completion script asks for candidates: typer's answer format, which its
+            # scripts (`kag completion SHELL`) read.
+            from typer._completion_classes import completion_init
+
+            completion_init()
         # Click's own standalone handling is off: the errors are turned into exit codes below.
         inner = {"standalone_mode": False, "windows_expand_args": windows_expand_args, **extra}
         if not standalone_mode:
@@ -40,6 +56,11 @@ class KagGroup(TyperGroup):
             if type(exc).__name__ == "NoArgsIsHelpError":  # bare `kag`: the help, on stderr
                 print(exc.format_message(), file=sys.stderr)
                 sys.exit(exc.exit_code)
+            message = getattr(exc, "message", None)
+            if isinstance(message, str):
+                # typer validates values with pydantic, whose messages open with the
+                # validator's "Value error, ": the user needs only the reason.
+                exc.message = message.removeprefix("Value error, ")  # type: ignore[attr-defined]
             ctx = getattr(exc, "ctx", None)
             hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
             error(f"{exc.format_message()}{hint}")
@@ -79,21 +100,55 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
+@app.callback(
+    epilog="""Examples:
+
+\b
+  kag benchmark -d datasets.json -b benchmark.toml -o results --parallel 4
+  kag stats -d datasets.json -r results
+  kag stats find -r results 'I cannot answer'
+  kag completion bash > ~/.local/share/bash-completion/completions/kag
+
+-v and -q work before or after the command name.
+"""
+)
 def root(
-    verbose: Annotated[
-        int,
-        typer.Option("--verbose", "-v", count=True, show_default=False, help="More logging (repeatable)."),
-    ] = 0,
-    quiet: Annotated[
-        int, typer.Option("--quiet", "-q", count=True, show_default=False, help="Less logging (repeatable).")
-    ] = 0,
+    verbose: Verbose = 0,
+    quiet: Quiet = 0,
     version: Annotated[
-        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+        bool,
+        typer.Option("--version", "-V", callback=_version, is_eager=True, help="Print the version and exit."),
     ] = False,
 ) -> None:
     """kag: run LLM setups over question datasets, then grade what they produced."""
-    set_verbosity(verbose - quiet)
+
+
+class Shell(str, Enum):
+    bash = "bash"
+    zsh = "zsh"
+    fish = "fish"
+
+
+COMPLETION_EXAMPLES = """Examples:
+
+\b
+  kag completion bash > ~/.local/share/bash-completion/completions/kag
+  kag completion zsh > "${fpath[1]}/_kag"
+  kag completion fish > ~/.config/fish/completions/kag.fish
+"""
+
+
+def completion(
+    shell: Annotated[Shell, typer.Argument(metavar="SHELL", help="bash, zsh or fish.", show_default=False)],
+    verbose: Verbose = 0,
+    quiet: Quiet = 0,
+) -> None:
+    """Print the shell completion script for SHELL."""
+    # typer's own scripts (those of its --show-completion), which ask kag through
+    # COMPLETE_VAR in the format KagGroup.main answers in.
+    from typer.completion import get_completion_script
+
+    print(get_completion_script(prog_name="kag", complete_var=COMPLETE_VAR, shell=shell.value))
 
 
 def _register() -> None:
@@ -107,6 +162,7 @@ def _register() -> None:
     graph.register(app)
     triplets.register(app)
     irt2.register(app)
+    app.command("completion", cls=KagCommand, epilog=COMPLETION_EXAMPLES)(completion)
 
 
 _register()

@@ -320,17 +320,48 @@ def test_bad_input_exits_2_before_any_request(
 @pytest.mark.parametrize(
     ("extra", "expected"),
     [
-        (["--setup", "s9"], "--setup: unknown setup 's9' (known: s1, s2)"),
-        (["--skip", "s1,nope"], "--skip: unknown setup 'nope' (known: s1, s2)"),
-        (["--dataset", "other"], "--dataset: unknown dataset 'other' (known: mcq)"),
+        (["--setup", "s9"], "--setup s9 matches no setup in {root}/bench.toml (setups: s1, s2)"),
+        (["--setup", "x*"], "--setup x* matches no setup in {root}/bench.toml (setups: s1, s2)"),
+        (["--skip", "s1,nope"], "--skip nope matches no setup in {root}/bench.toml (setups: s1, s2)"),
+        (
+            ["--dataset", "other"],
+            "--dataset other matches no dataset in {root}/datasets.json (datasets: mcq)",
+        ),
         (["--prefix", "../x-"], "--prefix: '../x-' contains '/' (it becomes part of a file name)"),
     ],
 )
 def test_bad_flags_exit_2(tmp_path: Path, server: FakeServer, extra: list[str], expected: str) -> None:
     root = make_project(tmp_path)
     result = invoke(args(root, *extra))
-    assert result.exit_code == 2 and result.stderr.strip() == f"kag: error: {expected}"
+    assert result.exit_code == 2 and result.stderr.strip() == f"kag: error: {expected.format(root=root)}"
     assert server.requests == []
+
+
+def _planned_setups(result: Any) -> list[str]:
+    """The setups of the --dry-run table's rows (not the header, not the total)."""
+    rows = result.stdout.splitlines()[1:-2]
+    return sorted({row.split()[0] for row in rows})
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        (["--setup", "s*"], ["s1", "s2"]),
+        (["--setup", "s1"], ["s1"]),  # an exact name is a glob matching itself
+        (["--setup", "*2"], ["s2"]),
+        (["--setup", "s*", "--skip", "s1"], ["s2"]),
+        (["--skip", "s1", "--skip", "s2,s1"], []),
+        (["--skip", "s?"], []),
+        (["--dataset", "m*"], ["s1", "s2"]),
+    ],
+)
+def test_setup_dataset_and_skip_are_globs(tmp_path: Path, extra: list[str], expected: list[str]) -> None:
+    """As in `kag stats`: --setup, --dataset and --skip are shell globs; --skip repeats and
+    still takes commas."""
+    root = make_project(tmp_path)
+    result = invoke([*args(root, *extra), "--dry-run"])
+    assert result.exit_code == 0, result.stderr
+    assert _planned_setups(result) == expected
 
 
 def test_missing_default_config_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -569,3 +600,22 @@ def test_sigint_stops_cleanly_with_exit_130_and_a_summary(tmp_path: Path, server
     assert "Traceback" not in stderr and stdout == ""
     assert not list((root / "out").rglob("*.tmp"))
     check_tree_and_resume(root, server, n)
+
+
+def test_v_and_q_after_the_options_set_the_verbosity(tmp_path: Path, server: FakeServer) -> None:
+    """-v/-q work anywhere on the line: a retry is shown with -v at the end, the summary
+    is hidden with -q at the end."""
+    root = make_project(tmp_path, n=1)
+    server.set_faults({"number 0\n": ["500", "ok"]})
+    verbose = invoke([*args(root, "--setup", "s1"), "-v"])
+    assert verbose.exit_code == 0, verbose.stderr
+    assert "kag: retry: " in verbose.stderr
+    server.set_faults({"number 0\n": ["500", "ok"]})
+    plain = invoke(args(root, "--setup", "s1"))
+    assert plain.exit_code == 0
+    assert "kag: retry: " not in plain.stderr
+    assert "kag: benchmark: 1 task(s) run" in plain.stderr
+    quiet = invoke([*args(root, "--setup", "s1"), "-q"])
+    assert quiet.exit_code == 0
+    assert quiet.stderr == ""
+    assert (root / "out/mcq/0/s1.json").is_file()

@@ -217,15 +217,38 @@ def test_text_lines_and_summary(tree: Path) -> None:
     assert "\x1b" not in result.stdout  # not a terminal: no colour
 
 
-def test_invert_match_after_find_is_not_verbosity(tree: Path) -> None:
+def test_v_after_find_is_verbosity_not_an_inverted_match(tree: Path) -> None:
+    """As with the Rust tool's global flags, `-v` after `find` is verbosity: a script
+    written for it keeps its meaning; inverting is `--invert-match`, long only."""
     result = invoke("stats", "find", "(?i)know", "-v", "-r", str(tree), "--prefix", "run1-", "-l")
+    assert result.exit_code == 0
     assert result.stdout.splitlines() == [
+        rel(tree, "mcq/0/run1-kag.json"),
+        rel(tree, "mcq/1/run1-native.json"),
+    ]
+    assert (
+        f"kag: info: {tree / 'mcq/2/run1-kag.json'}: error result file, skipped (no response to search)"
+        in result.stderr.splitlines()
+    )
+    inverted = invoke(
+        "stats", "find", "(?i)know", "--invert-match", "-r", str(tree), "--prefix", "run1-", "-l"
+    )
+    assert inverted.exit_code == 0
+    assert inverted.stdout.splitlines() == [
         rel(tree, "mcq/0/run1-native.json"),
         rel(tree, "mcq/1/run1-kag.json"),
         rel(tree, "mcq/2/run1-native.json"),
     ]
-    assert result.stderr.splitlines()[-1] == "3 occurrence(s) out of 7 result file(s) matched the pattern."
+    assert "kag: info:" not in inverted.stderr
+
+
+def test_q_after_find_cancels_a_v_before_it(tree: Path) -> None:
+    """-v/-q of every level add up: `kag -v stats find ... -q` is the default verbosity."""
+    result = invoke("-v", "stats", "find", "(?i)know", "-r", str(tree), "--prefix", "run1-", "-l", "-q")
+    assert result.exit_code == 0
+    assert len(result.stdout.splitlines()) == 2
     assert "kag: info:" not in result.stderr
+    assert "kag: warning: 1 error result file(s) counted and skipped" in result.stderr
 
 
 def test_v_before_find_is_verbosity(tree: Path) -> None:

@@ -65,7 +65,7 @@ def test_node_header_types_arrays_labels_and_ignored_columns(tmp_path: Path) -> 
         "ui": "D1",
     }
     assert second.labels == [] and second.properties == {"name": "x", "ok": False, "ui": "D2"}
-    assert first.where == f"{path}: line 2"
+    assert first.where == f"{path}:2"
 
 
 def test_relationship_rows(tmp_path: Path) -> None:
@@ -86,64 +86,64 @@ RELS_OK = ":START_ID,:END_ID,:TYPE\na,b,R\n"
 BAD_INPUTS = [
     # (node file text, relationship file text, expected message (after the file name))
     ("", RELS_OK, "n.csv: empty file (expected a header line)"),
-    ("name\nx\n", RELS_OK, "n.csv: line 1: a node file needs exactly one ID column (like 'id:ID'), found 0"),
-    ("id:ID,k:ID\na,b\n", RELS_OK, "n.csv: line 1: a node file needs exactly one ID column"),
+    ("name\nx\n", RELS_OK, "n.csv:1: a node file needs exactly one ID column (like 'id:ID'), found 0"),
+    ("id:ID,k:ID\na,b\n", RELS_OK, "n.csv:1: a node file needs exactly one ID column"),
     (
         "id:ID,age:integer\na,1\n",
         RELS_OK,
-        "n.csv: line 1: header field 'age:integer': unknown type 'integer'",
+        "n.csv:1: header field 'age:integer': unknown type 'integer'",
     ),
-    ("id:ID,:int\na,1\n", RELS_OK, "n.csv: line 1: header field ':int': a property column needs a name"),
-    ("id:ID,name,Name\na,x,y\n", RELS_OK, "n.csv: line 1: columns 'name' and 'Name' name the same property"),
+    ("id:ID,:int\na,1\n", RELS_OK, "n.csv:1: header field ':int': a property column needs a name"),
+    ("id:ID,name,Name\na,x,y\n", RELS_OK, "n.csv:1: columns 'name' and 'Name' name the same property"),
     (
         "id:ID,na`me\na,x\n",
         RELS_OK,
-        "n.csv: line 1: column 'na`me': a property name cannot contain a backtick",
+        "n.csv:1: column 'na`me': a property name cannot contain a backtick",
     ),
-    ("id:ID,_labels\na,x\n", RELS_OK, "n.csv: line 1: property name '_labels' is reserved"),
-    ("id:ID,embedding\na,x\n", RELS_OK, "n.csv: line 1: property name 'embedding' is reserved"),
+    ("id:ID,_labels\na,x\n", RELS_OK, "n.csv:1: property name '_labels' is reserved"),
+    ("id:ID,embedding\na,x\n", RELS_OK, "n.csv:1: property name 'embedding' is reserved"),
     (
         "id:ID,:START_ID\na,b\n",
         RELS_OK,
-        "n.csv: line 1: a node file has no :START_ID, :END_ID or :TYPE column",
+        "n.csv:1: a node file has no :START_ID, :END_ID or :TYPE column",
     ),
-    ("id:ID,name\na,A\nb\n", RELS_OK, "n.csv: line 3: 1 field(s), the header has 2"),
-    ("id:ID,age:int\na,1\nb,old\n", RELS_OK, "n.csv: line 3: column 'age': 'old' is not an int"),
-    ("id:ID,ok:boolean\na,yes\n", RELS_OK, "n.csv: line 2: column 'ok': 'yes' is not a boolean"),
-    ("id:ID,xs:float[]\na,1;x\n", RELS_OK, "n.csv: line 2: column 'xs': '1;x' is not a float array"),
-    ("id:ID,name\na,A\n,B\n", RELS_OK, "n.csv: line 3: empty node ID"),
-    ('id:ID,name\na,"A\n', RELS_OK, "n.csv: line 2: not valid CSV (unexpected end of data)"),
-    ("id:ID,name\na,A\na,B\n", RELS_OK, "n.csv: line 3: node ID 'a' already defined at"),
+    ("id:ID,name\na,A\nb\n", RELS_OK, "n.csv:3: 1 field(s), the header has 2"),
+    ("id:ID,age:int\na,1\nb,old\n", RELS_OK, "n.csv:3: column 'age': 'old' is not an int"),
+    ("id:ID,ok:boolean\na,yes\n", RELS_OK, "n.csv:2: column 'ok': 'yes' is not a boolean"),
+    ("id:ID,xs:float[]\na,1;x\n", RELS_OK, "n.csv:2: column 'xs': '1;x' is not a float array"),
+    ("id:ID,name\na,A\n,B\n", RELS_OK, "n.csv:3: empty node ID"),
+    ('id:ID,name\na,"A\n', RELS_OK, "n.csv:2: not valid CSV (unexpected end of data)"),
+    ("id:ID,name\na,A\na,B\n", RELS_OK, "n.csv:3: node ID 'a' already defined at"),
     (
         NODES_OK,
         ":START_ID,:TYPE\na,R\n",
-        "r.csv: line 1: a relationship file needs exactly one :END_ID column",
+        "r.csv:1: a relationship file needs exactly one :END_ID column",
     ),
     (
         NODES_OK,
         ":START_ID,:END_ID,:TYPE,:LABEL\na,b,R,X\n",
-        "r.csv: line 1: a relationship file has no :ID or :LABEL column",
+        "r.csv:1: a relationship file has no :ID or :LABEL column",
     ),
     (
         NODES_OK,
         ":START_ID,:END_ID,:TYPE\na,z,R\n",
-        "r.csv: line 2: relationship refers to node ID 'z', which no node file defines",
+        "r.csv:2: relationship refers to node ID 'z', which no node file defines",
     ),
-    (NODES_OK, ":START_ID,:END_ID,:TYPE\na,b,\n", "r.csv: line 2: empty :TYPE"),
+    (NODES_OK, ":START_ID,:END_ID,:TYPE\na,b,\n", "r.csv:2: empty :TYPE"),
     (
         NODES_OK,
         ":START_ID,:END_ID,:TYPE\na,b,R`X\n",
-        "r.csv: line 2: relationship type 'R`X' contains a backtick",
+        "r.csv:2: relationship type 'R`X' contains a backtick",
     ),
     (
         NODES_OK,
         ":START_ID,:END_ID,:TYPE,_ID\na,b,R,1\n",
-        "r.csv: line 1: relationship property name '_ID' is reserved",
+        "r.csv:1: relationship property name '_ID' is reserved",
     ),
     (
         NODES_OK,
         ":START_ID,:END_ID,:TYPE,w:int\na,b,R,1.5\n",
-        "r.csv: line 2: column 'w': '1.5' is not an int",
+        "r.csv:2: column 'w': '1.5' is not an int",
     ),
 ]
 
@@ -163,7 +163,7 @@ def test_property_types_must_agree_across_files(tmp_path: Path) -> None:
     one = text_file(tmp_path, "one.csv", "id:ID,age:int\na,1\n")
     two = text_file(tmp_path, "two.csv", "id:ID,age\nb,x\n")
     with pytest.raises(
-        InputError, match=r"two.csv: line 1: node property 'age' is STRING here but INT64 in an earlier file"
+        InputError, match=r"two.csv:1: node property 'age' is STRING here but INT64 in an earlier file"
     ):
         load_graph([one, two], [])
     cased = text_file(tmp_path, "cased.csv", "id:ID,Age:int\nc,1\n")
@@ -470,7 +470,7 @@ def test_command_bad_csv_and_missing_files(project: Path) -> None:
     (project / "bad.csv").write_text("id:ID,age:int\n1,old\n")
     result = run(project, "--database", "kg", nodes="bad.csv")
     assert result.exit_code == 2
-    assert result.stderr == f"kag: error: {project / 'bad.csv'}: line 2: column 'age': 'old' is not an int\n"
+    assert result.stderr == f"kag: error: {project / 'bad.csv'}:2: column 'age': 'old' is not an int\n"
     result = run(project, "--database", "kg", nodes="missing.csv")
     assert (
         result.exit_code == 2 and result.stderr == f"kag: error: {project / 'missing.csv'}: file not found\n"

@@ -228,6 +228,12 @@ def test_ks_are_deduplicated_in_order() -> None:
     assert document["all"]["micro"] == expected(LINKING_HEAD, LINKING_TAIL, ks=(5, 1))["all"]["micro"]
 
 
+def test_ks_repeat_as_well_as_take_commas() -> None:
+    repeated = run_json(*LINKING, "--ks", "5", "--ks", "1,5")
+    assert list(repeated["all"]["micro"]) == ["mrr", "hits_at_5", "hits_at_1"]
+    assert repeated == run_json(*LINKING, "--ks", "5,1,5")
+
+
 def test_text_report() -> None:
     result = run("--dataset", DATASET, "--task", "linking", "--split", "test", *LINKING)
     assert result.exit_code == 0, result.stderr

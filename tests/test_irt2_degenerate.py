@@ -50,7 +50,7 @@ def test_a_prediction_line_past_the_cap_is_exit_2_naming_file_and_line(tmp_path:
     head.write_bytes(b"100,0,1,0.5\n" + row)
     result = run(DATASET, head, PRED / "linking-tail.csv")
     assert result.exit_code == 2 and result.stdout == ""
-    assert result.stderr == f"kag: error: {head}:2: line 2 is longer than 64 MiB\n"
+    assert result.stderr == f"kag: error: {head}:2: the line is longer than 64 MiB\n"
 
 
 @pytest.mark.parametrize("block_bytes", [1, 3, 7, 32])
@@ -65,5 +65,5 @@ def test_lines_longer_than_a_block_are_joined_and_counted(tmp_path: Path, block_
         assert first == text[:offset].count(b"\n") + 1
         offset += len(block)
     assert all(block.endswith(b"\n") for _, block in blocks[:-1])
-    with pytest.raises(InputError, match=r"lines\.txt:2: line 2 is longer than 49 bytes"):
+    with pytest.raises(InputError, match=r"lines\.txt:2: the line is longer than 49 bytes"):
         list(iter_line_blocks(path, block_bytes, max_line_bytes=49))

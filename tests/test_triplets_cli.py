@@ -310,7 +310,7 @@ def test_duplicate_ids_exit_2(tmp_path: Path) -> None:
     pred = write_jsonl(tmp_path / "pred.jsonl", [{"id": "q1", "triplets": []}, {"id": "q1", "triplets": []}])
     code, out, err = run(GOLD, pred)
     assert code == 2 and out == ""
-    assert err == f"kag: error: {pred} line 2: duplicate id 'q1' (first at line 1)\n"
+    assert err == f"kag: error: {pred}:2: duplicate id 'q1' (first at line 1)\n"
 
 
 def test_prediction_lines_without_ids_are_skipped_with_a_warning(tmp_path: Path) -> None:
@@ -329,7 +329,7 @@ def test_prediction_lines_without_ids_are_skipped_with_a_warning(tmp_path: Path)
 def test_gold_without_ids_and_missing_files_exit_2(tmp_path: Path) -> None:
     gold = write_jsonl(tmp_path / "gold.jsonl", [{"triplets": []}])
     code, out, err = run(gold, FINETUNED)
-    assert code == 2 and out == "" and err == f"kag: error: {gold} line 1: the entry has no 'id'\n"
+    assert code == 2 and out == "" and err == f"kag: error: {gold}:1: the entry has no 'id'\n"
     code, _, err = run(tmp_path / "nope.jsonl", FINETUNED)
     assert code == 2 and "nope.jsonl: no such file" in err
 

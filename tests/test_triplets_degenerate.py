@@ -74,7 +74,7 @@ def test_a_gold_file_nested_past_the_json_readers_is_exit_2_naming_the_line(tmp_
     pred.write_text("")
     result = runner.invoke(app, ["triplets", str(gold), str(pred)])
     assert result.exit_code == 2 and result.stdout == ""
-    assert result.stderr == f"kag: error: {gold} line 1: not valid JSON (nested too deeply)\n"
+    assert result.stderr == f"kag: error: {gold}:1: not valid JSON (nested too deeply)\n"
 
 
 def _reference_parse(text: str) -> list[Any] | None:

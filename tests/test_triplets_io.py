@@ -69,7 +69,7 @@ def test_json_array_and_json_lines_read_alike(tmp_path: Path) -> None:
     array = write(tmp_path / "a.json", json.dumps(rows, indent=2))
     lines = write(tmp_path / "b.jsonl", "\n".join(json.dumps(r) for r in rows) + "\n\n")
     assert [v for _, v in read_records(array)] == [v for _, v in read_records(lines)] == rows
-    assert [w for w, _ in read_records(lines)] == [f"{lines} line 1", f"{lines} line 2"]
+    assert [w for w, _ in read_records(lines)] == [f"{lines}:1", f"{lines}:2"]
     assert [e.id for e in load_gold(array)] == ["1", "2"]
 
 
@@ -110,25 +110,25 @@ def test_predictions_statuses(tmp_path: Path) -> None:
     [
         (
             '{"id": 1, "triplets": []}\n{"id": "1", "triplets": []}\n',
-            "line 2: duplicate id '1' (first at line 1)",
+            ":2: duplicate id '1' (first at line 1)",
         ),
-        ('{"triplets": []}\n', "line 1: the entry has no 'id'"),
-        ('{"id": true, "triplets": []}\n', "line 1: 'id' must be a string or an integer, got bool"),
-        ('{"id": 1.5, "triplets": []}\n', "line 1: 'id' must be a string or an integer, got float"),
-        ('"just text"\n', "line 1: expected an object with an 'id', got str"),
+        ('{"triplets": []}\n', ":1: the entry has no 'id'"),
+        ('{"id": true, "triplets": []}\n', ":1: 'id' must be a string or an integer, got bool"),
+        ('{"id": 1.5, "triplets": []}\n', ":1: 'id' must be a string or an integer, got float"),
+        ('"just text"\n', ":1: expected an object with an 'id', got str"),
         ("[1, 2]\n", "entry 1: expected an object with an 'id', got int"),
-        ('{"id": 1, "triplets": []}\n{"id": 2,\n', "line 2: not valid JSON"),
+        ('{"id": 1, "triplets": []}\n{"id": 2,\n', ":2: not valid JSON"),
         (
             '[{"id": 1, "triplets": []}, {"id": 1, "triplets": []}]',
             "entry 2: duplicate id '1' (first at entry 1)",
         ),
         ('[{"id": 1}', "not a valid JSON array"),
-        ('{"id": 1}\n', "line 1: 'triplets' is missing"),
-        ('{"id": 1, "triplets": {}}\n', "line 1: 'triplets' is a dict, not a list"),
-        ('{"id": 1, "triplets": [], "prompt": 3}\n', "line 1: 'prompt' is not a string"),
+        ('{"id": 1}\n', ":1: 'triplets' is missing"),
+        ('{"id": 1, "triplets": {}}\n', ":1: 'triplets' is a dict, not a list"),
+        ('{"id": 1, "triplets": [], "prompt": 3}\n', ":1: 'prompt' is not a string"),
         (
             '{"id": 1, "triplets": [{"source": {"title": "A", "type": "T"}}]}\n',
-            "line 1: gold triplet 0: 'target' is missing",
+            ":1: gold triplet 0: 'target' is missing",
         ),
         ("\n\n", "no gold entries"),
     ],
@@ -144,7 +144,7 @@ def test_gold_errors_name_file_and_line(tmp_path: Path, text: str, message: str)
 
 def test_prediction_duplicate_ids_are_an_input_error(tmp_path: Path) -> None:
     path = write(tmp_path / "p.jsonl", '{"id": 1, "triplets": []}\n{"id": 1, "output": "x"}\n')
-    with pytest.raises(InputError, match=r"p\.jsonl line 2: duplicate id '1'"):
+    with pytest.raises(InputError, match=r"p\.jsonl:2: duplicate id '1'"):
         load_predictions(path)
 
 

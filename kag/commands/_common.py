@@ -1,5 +1,6 @@
-"""What the commands share: the options of `kag stats` and its sub-commands, reading an
-option given before the sub-command name, the unmatched-filter checks, and writing a report.
+"""What the commands share: the options of `kag stats` and its sub-commands, the -v/-q
+options every command takes, the help layout, reading an option given before the
+sub-command name, the unmatched-filter checks, and writing a report.
 
 Commands import this module and never one another. Each shared option is declared once
 here (flags, type, metavar); where commands word its help differently, the wording is
@@ -16,7 +17,9 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from typer.core import TyperCommand
 
+from kag.console import set_verbosity, verbosity
 from kag.errors import UsageError
 from kag.render.formats import FindFormat, ReportFormat, TableFormat
 
@@ -29,7 +32,7 @@ def _results(help: str, metavar: str | None = "DIR") -> Any:
     return typer.Option("--results", "-r", metavar=metavar, help=help, show_default=False)
 
 
-def _prefix(help: str, metavar: str | None = "STR") -> Any:
+def _prefix(help: str, metavar: str | None = "TEXT") -> Any:
     return typer.Option("--prefix", metavar=metavar, help=help, show_default=False)
 
 
@@ -41,12 +44,102 @@ def _dataset(help: str) -> Any:
     return typer.Option("--dataset", metavar="GLOB", help=help, show_default=False)
 
 
-def _format_option(help: str, metavar: str | None = None) -> Any:
+def _format_option(help: str, metavar: str | None = "FORMAT") -> Any:
     return typer.Option("--format", metavar=metavar, help=help, show_default=False)
 
 
 def _output(help: str) -> Any:
     return typer.Option("--output", "-o", metavar="FILE", help=help, show_default=False)
+
+
+def _adjust_verbosity(sign: int) -> Any:
+    def callback(ctx: typer.Context, value: int) -> int:
+        # Applied while the line is parsed, so every level (root, `stats`, the sub-command)
+        # adds its own count to what the levels before it set.
+        if value and not ctx.resilient_parsing:
+            set_verbosity(verbosity() + sign * value)
+        return value
+
+    return callback
+
+
+def _verbose(help: str) -> Any:
+    return typer.Option(
+        "--verbose",
+        "-v",
+        count=True,
+        help=help,
+        show_default=False,
+        expose_value=False,
+        callback=_adjust_verbosity(+1),
+    )
+
+
+# Every command takes -v/-q wherever they stand on the line, as the Rust tool's global
+# flags did; the count of -v minus the count of -q adds to what the root's gave. Their
+# values are applied by the callback, not passed to the command.
+Verbose = Annotated[int, _verbose("More logging (repeatable).")]
+StatsVerbose = Annotated[int, _verbose("More logging: -v ignored files, -vv every file.")]
+Quiet = Annotated[
+    int,
+    typer.Option(
+        "--quiet",
+        "-q",
+        count=True,
+        help="Less logging (repeatable).",
+        show_default=False,
+        expose_value=False,
+        callback=_adjust_verbosity(-1),
+    ),
+]
+
+
+# The request options of the commands that call a model (generation, benchmark, judge).
+RetriesOpt = Annotated[
+    int, typer.Option("--retries", min=0, metavar="N", help="Retries of transient failures.")
+]
+TimeoutOpt = Annotated[
+    float, typer.Option("--timeout", min=0.001, metavar="SECS", help="Seconds per request.")
+]
+BackoffOpt = Annotated[
+    float, typer.Option("--backoff", min=0.0, metavar="SECS", help="First retry delay (s).")
+]
+
+
+class KagCommand(TyperCommand):
+    """A command whose help names its arguments as the options do (``REGEX``, ``PRED...``),
+    without typer's ``{REGEX}`` in the usage line and ``<str>`` beside the name."""
+
+    def collect_usage_pieces(self, ctx: typer.Context) -> list[str]:  # type: ignore[override]
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for param in self.get_params(ctx):
+            if param.param_type_name == "argument":
+                pieces.append(_argument_name(param, usage=True))
+            else:
+                pieces.extend(param.get_usage_pieces(ctx))
+        return pieces
+
+    def format_options(self, ctx: typer.Context, formatter: Any) -> None:  # type: ignore[override]
+        arguments, options = [], []
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is None:
+                continue
+            if param.param_type_name == "argument":
+                arguments.append((_argument_name(param), record[1]))
+            else:
+                options.append(record)
+        for title, rows in (("Arguments", arguments), ("Options", options)):
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
+
+
+def _argument_name(param: Any, usage: bool = False) -> str:
+    name = str(param.metavar or param.name).upper()
+    if usage and not param.required:
+        name = f"[{name}]"
+    return name + ("..." if param.nargs != 1 else "")
 
 
 # `kag stats` itself.
@@ -83,11 +176,9 @@ TableFormatOpt = Annotated[TableFormat | None, _format_option("text, json or mar
 JudgeFormatOpt = Annotated[str | None, _format_option("text or json.", metavar="FORMAT")]
 
 # `kag stats find`, which reads no datasets file.
-FindResultsOpt = Annotated[Path | None, _results("Root of the result tree [default: .]", metavar=None)]
-FindPrefixOpt = Annotated[
-    str | None, _prefix("File name prefix of result files [default: none]", metavar=None)
-]
-FindFormatOpt = Annotated[FindFormat | None, _format_option("[default: text]")]
+FindResultsOpt = Annotated[Path | None, _results("Root of the result tree [default: .]")]
+FindPrefixOpt = Annotated[str | None, _prefix("File name prefix of result files [default: none]")]
+FindFormatOpt = Annotated[FindFormat | None, _format_option("text, json or jsonl [default: text]")]
 
 
 def option_before(ctx: typer.Context, flag: str) -> Any:
@@ -173,6 +264,25 @@ def check_setup_globs(
         {f.setup for f in list_results(root, prefix).files if matches_any(f.dataset, dataset_globs)}
     )
     check_globs("--setup", globs, "setup", tree_place(root, dataset_globs), in_tree)
+
+
+def split_list(values: Iterable[str]) -> tuple[str, ...]:
+    """The items of a repeatable option that also takes commas (``--skip a,b --skip c``)."""
+    return tuple(item.strip() for value in values for item in value.split(",") if item.strip())
+
+
+def select_names(
+    option: str, globs: Sequence[str], names: Sequence[str], kind: str, where: str
+) -> tuple[str, ...]:
+    """The ``names`` (in their order) that one of the shell globs of ``option`` matches;
+    an exact name matches itself even when it holds ``[``. UsageError naming the globs
+    that match nothing, with the names there are; no globs selects none (the caller's "all")."""
+    hits = {g: [n for n in names if n == g or fnmatchcase(n, g)] for g in globs}
+    missing = [g for g, matched in hits.items() if not matched]
+    if missing:
+        raise UsageError(unmatched_message(option, missing, kind, where, sorted(names)))
+    chosen = {n for matched in hits.values() for n in matched}
+    return tuple(n for n in names if n in chosen)
 
 
 def tree_place(root: Path | str, dataset_globs: Sequence[str]) -> str:

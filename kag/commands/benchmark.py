@@ -9,6 +9,16 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from kag.commands._common import (
+    BackoffOpt,
+    KagCommand,
+    Quiet,
+    RetriesOpt,
+    TimeoutOpt,
+    Verbose,
+    select_names,
+    split_list,
+)
 from kag.console import info, verbosity, warn
 from kag.errors import ExitCode, GateFailed, InputError, KagError, UsageError
 from kag.render.progress import PlainReporter, RichReporter
@@ -101,33 +111,73 @@ def _read_prompt(prompt: str) -> str:
     return text
 
 
+GENERATION_EXAMPLES = """Examples:
+
+\b
+  kag generation -c examples/benchmark/config.toml -p local -m smollm2-135m -t 0 'What is 2 + 2?'
+  echo 'What is 2 + 2?' | kag generation -p local -m smollm2-135m -t 0 --format json -
+  cd examples/graph && kag generation -p local -m smollm2-135m -t 0 -r minilm-textual -d medgraph \\
+      'Which drug treats gout?'
+"""
+
+BENCHMARK_EXAMPLES = """Examples:
+
+\b
+  kag benchmark -d datasets.json -b benchmark.toml -o results --dry-run
+  kag benchmark -d datasets.json -b benchmark.toml -o results --parallel 4
+  kag benchmark -d datasets.json -b benchmark.toml -o results --setup 'gpt-*' --skip gpt-4o
+  kag benchmark -d datasets.json -b benchmark.toml -o results --continue --retry-errors
+"""
+
+
 def register(app: typer.Typer) -> None:
-    @app.command("generation")
+    @app.command(
+        "generation",
+        cls=KagCommand,
+        short_help="Run one prompt through one model; print the answer.",
+        epilog=GENERATION_EXAMPLES,
+    )
     def generation(
         prompt: Annotated[
             str,
             typer.Argument(metavar="PROMPT", help="The input (fills {{INPUT}}); '-' reads standard input."),
         ],
-        provider: Annotated[str, typer.Option("--provider", "-p", help="Provider component name.")],
-        model: Annotated[str, typer.Option("--model", "-m", help="Model name at the provider.")],
-        temperature: Annotated[float, typer.Option("--temperature", "-t", help="Sampling temperature.")],
-        config: Annotated[Path, typer.Option("--config", "-c", help="Configuration file.")] = Path(
-            "config.toml"
-        ),
+        provider: Annotated[
+            str, typer.Option("--provider", "-p", metavar="NAME", help="Provider component name.")
+        ],
+        model: Annotated[
+            str, typer.Option("--model", "-m", metavar="MODEL", help="Model name at the provider.")
+        ],
+        temperature: Annotated[
+            float, typer.Option("--temperature", "-t", metavar="TEMP", help="Sampling temperature.")
+        ],
+        config: Annotated[
+            Path, typer.Option("--config", "-c", metavar="FILE", help="Configuration file.")
+        ] = Path("config.toml"),
         tokens: Annotated[
-            int | None, typer.Option("--tokens", "-n", min=1, help="Ollama: num_ctx; OpenAI: max_tokens.")
+            int | None,
+            typer.Option("--tokens", "-n", min=1, metavar="N", help="Ollama: num_ctx; OpenAI: max_tokens."),
         ] = None,
         system_prompt: Annotated[
-            Path | None, typer.Option("--system-prompt", "-s", help="Prompt template file (uses {{INPUT}}).")
+            Path | None,
+            typer.Option(
+                "--system-prompt", "-s", metavar="FILE", help="Prompt template file (uses {{INPUT}})."
+            ),
         ] = None,
-        retriever: Annotated[str | None, typer.Option("--retriever", "-r", help="Retriever (KAG).")] = None,
-        database: Annotated[str | None, typer.Option("--database", "-d", help="Database (KAG).")] = None,
+        retriever: Annotated[
+            str | None, typer.Option("--retriever", "-r", metavar="NAME", help="Retriever (KAG).")
+        ] = None,
+        database: Annotated[
+            str | None, typer.Option("--database", "-d", metavar="NAME", help="Database (KAG).")
+        ] = None,
         output_format: Annotated[
-            OutputFormat, typer.Option("--format", help="text or json.")
+            OutputFormat, typer.Option("--format", metavar="FORMAT", help="text or json.")
         ] = OutputFormat.text,
-        retries: Annotated[int, typer.Option("--retries", min=0, help="Retries of transient failures.")] = 3,
-        timeout: Annotated[float, typer.Option("--timeout", min=0.001, help="Seconds per request.")] = 300.0,
-        backoff: Annotated[float, typer.Option("--backoff", min=0.0, help="First retry delay (s).")] = 1.0,
+        retries: RetriesOpt = 3,
+        timeout: TimeoutOpt = 300.0,
+        backoff: BackoffOpt = 1.0,
+        verbose: Verbose = 0,
+        quiet: Quiet = 0,
     ) -> None:
         """Run one prompt through one model (optionally with graph retrieval); print the answer."""
         import orjson
@@ -153,22 +203,43 @@ def register(app: typer.Typer) -> None:
         if output_format is OutputFormat.text:
             sys.stdout.write(result.result + "\n")
 
-    @app.command("benchmark")
+    @app.command(
+        "benchmark",
+        cls=KagCommand,
+        short_help="Run every setup of a benchmark file over the datasets.",
+        epilog=BENCHMARK_EXAMPLES,
+    )
     def benchmark(
-        datasets: Annotated[Path, typer.Option("--datasets", "-d", help="Datasets file (JSON).")],
-        benchmark_file: Annotated[Path, typer.Option("--benchmark", "-b", help="Benchmark file (TOML).")],
-        config: Annotated[Path, typer.Option("--config", "-c", help="Configuration file.")] = Path(
-            "config.toml"
-        ),
-        parallel: Annotated[int, typer.Option("--parallel", "-p", min=1, help="Tasks in flight.")] = 1,
+        datasets: Annotated[
+            Path, typer.Option("--datasets", "-d", metavar="FILE", help="Datasets file (JSON).")
+        ],
+        benchmark_file: Annotated[
+            Path, typer.Option("--benchmark", "-b", metavar="FILE", help="Benchmark file (TOML).")
+        ],
+        config: Annotated[
+            Path, typer.Option("--config", "-c", metavar="FILE", help="Configuration file.")
+        ] = Path("config.toml"),
+        parallel: Annotated[
+            int, typer.Option("--parallel", "-p", min=1, metavar="N", help="Tasks in flight.")
+        ] = 1,
         resume: Annotated[
             bool, typer.Option("--continue", help="Keep existing results; run missing (and unreadable) ones.")
         ] = False,
-        output: Annotated[Path, typer.Option("--output", "-o", help="Root of the result tree.")] = Path("."),
-        prefix: Annotated[str, typer.Option("--prefix", help="Prefix of result file names.")] = "",
-        skip: Annotated[
-            str, typer.Option("--skip", metavar="A,B", help="Setups not to run (comma-separated).")
+        output: Annotated[
+            Path, typer.Option("--output", "-o", metavar="DIR", help="Root of the result tree.")
+        ] = Path("."),
+        prefix: Annotated[
+            str, typer.Option("--prefix", metavar="TEXT", help="Prefix of result file names.")
         ] = "",
+        skip: Annotated[
+            list[str],
+            typer.Option(
+                "--skip",
+                metavar="GLOB",
+                help="Setups not to run (repeatable; commas separate several).",
+                show_default=False,
+            ),
+        ] = [],  # noqa: B006
         retry_errors: Annotated[
             bool,
             typer.Option(
@@ -180,18 +251,32 @@ def register(app: typer.Typer) -> None:
             typer.Option("--rerun-stale", help="Re-run results whose setup changed (implies --continue)."),
         ] = False,
         setup: Annotated[
-            list[str], typer.Option("--setup", metavar="NAME", help="Run only this setup (repeatable).")
+            list[str],
+            typer.Option(
+                "--setup",
+                metavar="GLOB",
+                help="Run only setups matching GLOB (repeatable).",
+                show_default=False,
+            ),
         ] = [],  # noqa: B006
         dataset: Annotated[
-            list[str], typer.Option("--dataset", metavar="NAME", help="Run only this dataset (repeatable).")
+            list[str],
+            typer.Option(
+                "--dataset",
+                metavar="GLOB",
+                help="Run only datasets matching GLOB (repeatable).",
+                show_default=False,
+            ),
         ] = [],  # noqa: B006
         limit: Annotated[
-            int | None, typer.Option("--limit", min=1, help="First N questions per dataset.")
+            int | None, typer.Option("--limit", min=1, metavar="N", help="First N questions per dataset.")
         ] = None,
         dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; send nothing.")] = False,
         epochs: Annotated[
             int,
-            typer.Option("--epochs", min=1, help="Ask each question N times per setup (repeated samples)."),
+            typer.Option(
+                "--epochs", min=1, metavar="N", help="Ask each question N times per setup (repeated samples)."
+            ),
         ] = 1,
         shard: Annotated[
             str | None,
@@ -201,20 +286,23 @@ def register(app: typer.Typer) -> None:
                 help="Run only the K-th of N disjoint slices of the tasks (1 <= K <= N).",
             ),
         ] = None,
-        retries: Annotated[int, typer.Option("--retries", min=0, help="Retries of transient failures.")] = 3,
-        timeout: Annotated[float, typer.Option("--timeout", min=0.001, help="Seconds per request.")] = 300.0,
-        backoff: Annotated[float, typer.Option("--backoff", min=0.0, help="First retry delay (s).")] = 1.0,
+        retries: RetriesOpt = 3,
+        timeout: TimeoutOpt = 300.0,
+        backoff: BackoffOpt = 1.0,
         max_connection_failures: Annotated[
             int,
             typer.Option(
                 "--max-connection-failures",
                 min=0,
+                metavar="N",
                 help="Stop after this many tasks in a row could not reach their server (0: never).",
             ),
         ] = 20,
         fail_on_error: Annotated[
             bool, typer.Option("--fail-on-error", help="Exit 1 when any task ended in error.")
         ] = False,
+        verbose: Verbose = 0,
+        quiet: Quiet = 0,
     ) -> None:
         """Run every setup of the benchmark file over the datasets; one result file per task."""
         from kag.datasets import load_datasets
@@ -234,9 +322,11 @@ def register(app: typer.Typer) -> None:
             resume=resume,
             retry_errors=retry_errors,
             rerun_stale=rerun_stale,
-            setups=tuple(setup),
-            datasets=tuple(dataset),
-            skip=tuple(s.strip() for s in skip.split(",") if s.strip()),
+            setups=select_names("--setup", setup, list(bench.setups), "setup", f"in {benchmark_file}"),
+            datasets=select_names("--dataset", dataset, list(data.datasets), "dataset", f"in {datasets}"),
+            skip=select_names(
+                "--skip", split_list(skip), list(bench.setups), "setup", f"in {benchmark_file}"
+            ),
             limit=limit,
             inspect=dry_run,
             shard=slice_,

@@ -18,12 +18,15 @@ import typer
 from kag.commands._common import (
     DatasetOpt,
     DatasetsOpt,
+    KagCommand,
     OutputOpt,
     PrefixOpt,
+    Quiet,
     ReportFormatOpt,
     ResultsOpt,
     SetupOpt,
     TableFormatOpt,
+    Verbose,
     check_globs,
     check_setup_globs,
     emit_report,
@@ -93,8 +96,37 @@ def _load(
 MAX_RESAMPLES = 1_000_000
 
 
+COMPARE_EXAMPLES = """Examples:
+
+\b
+  kag stats compare -d datasets.json -r results
+  kag stats compare -d datasets.json -r results --baseline native --format markdown
+  kag stats compare -d datasets.json -r results --fail-if-worse-than native
+  kag stats compare -d datasets.json -r results --format html -o compare.html
+"""
+
+FLIPS_EXAMPLES = """Examples:
+
+\b
+  kag stats flips -d datasets.json -r results native kag
+  kag stats flips -d datasets.json -r results native kag --max-chars 0 --format json
+"""
+
+IMPACT_EXAMPLES = """Examples:
+
+\b
+  kag stats impact -d datasets.json -r results
+  kag stats impact -d datasets.json -r results kag-gpt --native native-gpt
+"""
+
+
 def register(stats_app: typer.Typer) -> None:
-    @stats_app.command("compare")
+    @stats_app.command(
+        "compare",
+        cls=KagCommand,
+        short_help="Each setup against a baseline: McNemar, bootstrap CI, Holm.",
+        epilog=COMPARE_EXAMPLES,
+    )
     def compare(
         ctx: typer.Context,
         datasets: DatasetsOpt = None,
@@ -112,20 +144,29 @@ def register(stats_app: typer.Typer) -> None:
                 metavar="SETUP", help="Baseline; exit 1 when a setup is significantly worse than it."
             ),
         ] = None,
-        alpha: Annotated[float, typer.Option(help="Family-wise significance level (Holm).")] = 0.05,
-        seed: Annotated[int, typer.Option(min=0, help="Bootstrap seed (reported in the output).")] = 0,
+        alpha: Annotated[
+            float, typer.Option(metavar="P", help="Family-wise significance level (Holm).")
+        ] = 0.05,
+        seed: Annotated[
+            int, typer.Option(min=0, metavar="N", help="Bootstrap seed (reported in the output).")
+        ] = 0,
         resamples: Annotated[
-            int, typer.Option(min=1, max=MAX_RESAMPLES, help="Bootstrap resamples (at most 1,000,000).")
+            int,
+            typer.Option(
+                min=1, max=MAX_RESAMPLES, metavar="N", help="Bootstrap resamples (at most 1,000,000)."
+            ),
         ] = 10_000,
         native: Annotated[
             str | None,
             typer.Option(metavar="SETUP", help="html: the setup without retrieval for every KAG setup."),
         ] = None,
         max_flips: Annotated[
-            int, typer.Option(min=0, help="html: flips listed per direction and pair.")
+            int, typer.Option(min=0, metavar="N", help="html: flips listed per direction and pair.")
         ] = 50,
         output_format: ReportFormatOpt = None,
         output: OutputOpt = None,
+        verbose: Verbose = 0,
+        quiet: Quiet = 0,
     ) -> None:
         """Each setup against a baseline on the questions both answered: McNemar, bootstrap CI, Holm.
 
@@ -187,7 +228,12 @@ def register(stats_app: typer.Typer) -> None:
             if verdict is not None:
                 raise GateFailed(verdict)
 
-    @stats_app.command("flips")
+    @stats_app.command(
+        "flips",
+        cls=KagCommand,
+        short_help="Questions A gets right and B does not, and the reverse.",
+        epilog=FLIPS_EXAMPLES,
+    )
     def flips(
         ctx: typer.Context,
         a: Annotated[str, typer.Argument(metavar="A", help="First setup.")],
@@ -197,10 +243,15 @@ def register(stats_app: typer.Typer) -> None:
         prefix: PrefixOpt = None,
         dataset: DatasetOpt = None,
         max_chars: Annotated[
-            int, typer.Option(min=0, help="Cut responses to N characters, 0 = whole (JSON: never cut).")
+            int,
+            typer.Option(
+                min=0, metavar="N", help="Cut responses to N characters, 0 = whole (JSON: never cut)."
+            ),
         ] = 120,
         output_format: TableFormatOpt = None,
         output: OutputOpt = None,
+        verbose: Verbose = 0,
+        quiet: Quiet = 0,
     ) -> None:
         """The questions A gets right and B does not, and the reverse, with both responses."""
         import glob
@@ -220,7 +271,12 @@ def register(stats_app: typer.Typer) -> None:
             f"out of {report.paired} paired."
         )
 
-    @stats_app.command("impact")
+    @stats_app.command(
+        "impact",
+        cls=KagCommand,
+        short_help="Accuracy of KAG setups by retrieved-subgraph size.",
+        epilog=IMPACT_EXAMPLES,
+    )
     def impact(
         ctx: typer.Context,
         kag_setups: Annotated[
@@ -239,6 +295,8 @@ def register(stats_app: typer.Typer) -> None:
         ] = None,
         output_format: TableFormatOpt = None,
         output: OutputOpt = None,
+        verbose: Verbose = 0,
+        quiet: Quiet = 0,
     ) -> None:
         """Accuracy of KAG setups by retrieved-subgraph size; the questions retrieval helped or hurt."""
         from kag.console import warn

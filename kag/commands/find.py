@@ -16,7 +16,10 @@ from kag.commands._common import (
     FindFormatOpt,
     FindPrefixOpt,
     FindResultsOpt,
+    KagCommand,
+    Quiet,
     SetupOpt,
+    Verbose,
     pick_option,
     tree_place,
     unmatched_globs,
@@ -89,8 +92,23 @@ def _warn_unmatched_filters(root: str, options: SearchOptions, searched: Iterabl
             warn(unmatched_message("--setup", missing, "setup", tree_place(root, options.datasets), in_tree))
 
 
+EXAMPLES = """Examples:
+
+\b
+  kag stats find -r results 'I cannot answer'
+  kag stats find -r results -i --setup 'gpt-*' -c 'answer: [A-E]'
+  kag stats find -r results --invert-match -l 'answer'
+  kag stats find -r results -0 'error' | xargs -0 ls -l
+"""
+
+
 def register(stats_app: typer.Typer) -> None:
-    @stats_app.command("find")
+    @stats_app.command(
+        "find",
+        cls=KagCommand,
+        short_help="Regex search over the model responses of a result tree.",
+        epilog=EXAMPLES,
+    )
     def find(
         ctx: typer.Context,
         pattern: Annotated[
@@ -108,7 +126,8 @@ def register(stats_app: typer.Typer) -> None:
             bool, typer.Option("--ignore-case", "-i", help="Case-insensitive matching.")
         ] = False,
         invert: Annotated[
-            bool, typer.Option("--invert-match", "-v", help="Select responses that do NOT match.")
+            # Long only: -v is verbosity on every command, as in the Rust tool.
+            bool, typer.Option("--invert-match", help="Select responses that do NOT match.")
         ] = False,
         count: Annotated[
             bool, typer.Option("--count", "-c", help="Print the number of matching files per setup.")
@@ -142,6 +161,8 @@ def register(stats_app: typer.Typer) -> None:
                 "--jobs", metavar="N", help="Worker processes [default: one per CPU for 1000+ files]."
             ),
         ] = None,
+        verbose: Verbose = 0,
+        quiet: Quiet = 0,
     ) -> None:
         """Regex search over the model responses of a result tree (no datasets file needed).
 

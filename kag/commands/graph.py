@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Self
 
 import typer
 
+from kag.commands._common import KagCommand, Quiet, Verbose
 from kag.console import info, stderr_console, verbosity
 
 if TYPE_CHECKING:
@@ -65,15 +66,35 @@ class RichProgress:
         self.bar.update(self.tasks[stage], completed=done)
 
 
+IMPORT_EXAMPLES = """Examples:
+
+\b
+  cd examples/graph && kag graph import --database medgraph --nodes nodes.csv \\
+      --relationships relationships.csv
+  kag graph import -c config.toml --database medgraph --nodes drugs.csv --nodes diseases.csv \\
+      --relationships treats.csv --replace
+"""
+
+
 def register(app: typer.Typer) -> None:
     graph_app = typer.Typer(
         name="graph",
         help="Embedded knowledge graphs (LadybugDB) for KAG setups that run without a Neo4j server.",
+        short_help="Embedded knowledge graphs (LadybugDB) without a Neo4j server.",
         no_args_is_help=True,
         rich_markup_mode=None,
     )
 
-    @graph_app.command("import")
+    @graph_app.callback(epilog=IMPORT_EXAMPLES)
+    def graph(verbose: Verbose = 0, quiet: Quiet = 0) -> None:
+        """Embedded knowledge graphs (LadybugDB) for KAG setups that run without a Neo4j server."""
+
+    @graph_app.command(
+        "import",
+        cls=KagCommand,
+        short_help="Load CSV nodes and relationships into a Ladybug database.",
+        epilog=IMPORT_EXAMPLES,
+    )
     def import_(
         database: Annotated[
             str,
@@ -128,6 +149,8 @@ def register(app: typer.Typer) -> None:
         replace: Annotated[
             bool, typer.Option("--replace", help="Rebuild the database if it exists.")
         ] = False,
+        verbose: Verbose = 0,
+        quiet: Quiet = 0,
     ) -> None:
         """Load nodes and relationships from CSV files (Neo4j admin-import style) into the
         Ladybug database of the configuration, with an embedding per node."""

@@ -9,6 +9,7 @@ from typing import Annotated, TypeVar
 
 import typer
 
+from kag.commands._common import KagCommand, Quiet, Verbose, split_list
 from kag.errors import UsageError
 
 T = TypeVar("T")
@@ -21,9 +22,25 @@ Lines, optionally gzip); --head answers the head-side queries, --tail the tail s
 A prediction line longer than 64 MiB is exit 2.
 """
 
+EXAMPLES = """Examples:
+
+\b
+  kag irt2 --dataset examples/irt2/dataset --task linking --split test \\
+      --head examples/irt2/head.csv --tail examples/irt2/tail.csv
+  kag irt2 --dataset irt2-cde-large --task ranking --split validation --head head.csv --tail tail.csv \\
+      --ks 1 --ks 5 --format json
+"""
+
 
 def register(app: typer.Typer) -> None:
-    @app.command("irt2", help=HELP, no_args_is_help=True)
+    @app.command(
+        "irt2",
+        cls=KagCommand,
+        help=HELP,
+        short_help="Score IRT2 head and tail prediction files: hits@k and MRR.",
+        epilog=EXAMPLES,
+        no_args_is_help=True,
+    )
     def irt2(
         dataset: Annotated[
             Path,
@@ -31,10 +48,8 @@ def register(app: typer.Typer) -> None:
                 "--dataset", metavar="DIR", help="IRT2 dataset folder (config.yaml, open.*.txt, ...)."
             ),
         ],
-        task: Annotated[
-            str, typer.Option("--task", metavar="linking|kgc|ranking", help="linking (alias kgc) or ranking.")
-        ],
-        split: Annotated[str, typer.Option("--split", metavar="validation|test", help="validation or test.")],
+        task: Annotated[str, typer.Option("--task", metavar="TASK", help="linking (alias kgc) or ranking.")],
+        split: Annotated[str, typer.Option("--split", metavar="SPLIT", help="validation or test.")],
         head: Annotated[
             Path, typer.Option("--head", metavar="FILE", help="Predictions for the head-side queries.")
         ],
@@ -42,22 +57,23 @@ def register(app: typer.Typer) -> None:
             Path, typer.Option("--tail", metavar="FILE", help="Predictions for the tail-side queries.")
         ],
         mode: Annotated[
-            str, typer.Option("--mode", metavar="original|full", help="original (the paper's) or full.")
+            str, typer.Option("--mode", metavar="MODE", help="original (the paper's) or full.")
         ] = "original",
         max_rank: Annotated[
             str,
             typer.Option(
-                "--max-rank", metavar="N|none", help="Filtered ranks above N score 0; 'none' for no cut-off."
+                "--max-rank", metavar="N", help="Filtered ranks above N score 0; 'none' for no cut-off."
             ),
         ] = "100",
         ks: Annotated[
-            str, typer.Option("--ks", metavar="K,K,...", help="Comma-separated k for hits@k.")
-        ] = "1,10,100",
+            list[str],
+            typer.Option("--ks", metavar="K", help="k for hits@k (repeatable; commas separate several)."),
+        ] = ["1,10,100"],  # noqa: B006
         ties: Annotated[
             str,
             typer.Option(
                 "--ties",
-                metavar="first|optimistic|pessimistic|realistic",
+                metavar="TIES",
                 help="first (reference: row order), optimistic, pessimistic, realistic.",
             ),
         ] = "first",
@@ -65,7 +81,9 @@ def register(app: typer.Typer) -> None:
             Path | None,
             typer.Option("--per-query", metavar="FILE", help="Write one JSON line per gold target to FILE."),
         ] = None,
-        output: Annotated[str, typer.Option("--format", metavar="text|json", help="text or json.")] = "text",
+        output: Annotated[str, typer.Option("--format", metavar="FORMAT", help="text or json.")] = "text",
+        verbose: Verbose = 0,
+        quiet: Quiet = 0,
     ) -> None:
         from kag.grading.irt2.model import Mode, Split, Task, TieMode
         from kag.grading.irt2.score import Request, evaluate, parse_ks, parse_max_rank
@@ -80,7 +98,7 @@ def register(app: typer.Typer) -> None:
             tail=tail,
             mode=_choice(Mode, mode, "--mode", "original, full"),
             max_rank=parse_max_rank(max_rank),
-            ks=parse_ks(ks),
+            ks=parse_ks(",".join(split_list(ks))),
             ties=_choice(TieMode, ties, "--ties", "first, optimistic, pessimistic, realistic"),
         )
         fmt = _choice(Irt2Format, output, "--format", "text, json")

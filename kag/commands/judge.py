@@ -12,11 +12,17 @@ from typing import Annotated, Any
 import typer
 
 from kag.commands._common import (
+    BackoffOpt,
     DatasetsOpt,
     JudgeFormatOpt,
+    KagCommand,
     PrefixOpt,
+    Quiet,
     ResultsOpt,
+    RetriesOpt,
     SetupOpt,
+    TimeoutOpt,
+    Verbose,
     check_globs,
     pick_format,
     pick_option,
@@ -31,8 +37,21 @@ class JudgeFormat(StrEnum):
     json = "json"
 
 
+EXAMPLES = """Examples:
+
+\b
+  kag stats judge -d datasets.json -r results -p openai -m gpt-4o-mini
+  kag stats judge -d datasets.json -r results -p ollama -m llama3 --mcq --format json
+"""
+
+
 def register(stats_app: typer.Typer) -> None:
-    @stats_app.command("judge")
+    @stats_app.command(
+        "judge",
+        cls=KagCommand,
+        short_help="Ask a model whether each answer matches the reference.",
+        epilog=EXAMPLES,
+    )
     def judge(
         ctx: typer.Context,
         provider: Annotated[
@@ -58,14 +77,19 @@ def register(stats_app: typer.Typer) -> None:
             bool, typer.Option("--mcq", help="Judge MCQ answers too, not only open ones.")
         ] = False,
         format: JudgeFormatOpt = None,
-        parallel: Annotated[int, typer.Option("--parallel", "-j", min=1, help="Requests in flight.")] = 1,
-        retries: Annotated[int, typer.Option("--retries", min=0, help="Retries of transient failures.")] = 3,
-        timeout: Annotated[float, typer.Option("--timeout", min=0.001, help="Seconds per request.")] = 300.0,
-        backoff: Annotated[float, typer.Option("--backoff", min=0.0, help="First retry delay (s).")] = 1.0,
+        parallel: Annotated[
+            int, typer.Option("--parallel", "-j", min=1, metavar="N", help="Requests in flight.")
+        ] = 1,
+        retries: RetriesOpt = 3,
+        timeout: TimeoutOpt = 300.0,
+        backoff: BackoffOpt = 1.0,
+        verbose: Verbose = 0,
+        quiet: Quiet = 0,
     ) -> None:
         """Ask a model whether each graded answer matches the reference; verdicts per setup.
 
-        Verdicts are cached in <results>/.kag-judge/, so a second run asks nothing again.
+        Verdicts are cached in .kag-judge/ at the root of the result tree, so a second run
+        asks nothing again.
         """
         from kag.datasets import load_datasets
         from kag.generation.config import load_config

@@ -3,7 +3,7 @@
 The callback runs for ``kag stats`` itself and before any sub-command (``kag stats find``);
 its options are optional and checked here only when no sub-command runs. A sub-command
 finds the values given before its name in ``ctx.parent.params`` (keys ``datasets``,
-``results``, ``prefix``, ``format``, ``setup``, ``dataset``, ``fail_under``, ``verbose``;
+``results``, ``prefix``, ``format``, ``setup``, ``dataset``, ``fail_under``;
 None / empty when not given).
 """
 
@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from kag.commands._common import (
+    Quiet,
     StatsDatasetOpt,
     StatsDatasetsOpt,
     StatsFormatOpt,
@@ -22,11 +23,12 @@ from kag.commands._common import (
     StatsPrefixOpt,
     StatsResultsOpt,
     StatsSetupOpt,
+    StatsVerbose,
     check_globs,
     check_setup_globs,
     emit_report,
 )
-from kag.console import set_verbosity, verbosity
+from kag.console import warn
 from kag.errors import GateFailed, UsageError
 from kag.render.formats import ReportFormat, TableFormat
 
@@ -39,11 +41,21 @@ FORMATS = tuple(f.value for f in ReportFormat)
 
 stats_app = typer.Typer(
     help="Grade a result tree against the datasets file: accuracy, precision, coverage per setup.",
+    short_help="Grade a result tree: accuracy, precision, coverage per setup.",
     no_args_is_help=False,
 )
 
+EXAMPLES = """Examples:
 
-@stats_app.callback(invoke_without_command=True)
+\b
+  kag stats -d datasets.json -r results
+  kag stats -d datasets.json -r results --prefix run1- --setup 'gpt-*' --format json
+  kag stats -d datasets.json -r results --format html -o report.html
+  kag stats -d datasets.json -r results --fail-under 50
+"""
+
+
+@stats_app.callback(invoke_without_command=True, epilog=EXAMPLES)
 def stats(
     ctx: typer.Context,
     datasets: StatsDatasetsOpt = None,
@@ -71,24 +83,14 @@ def stats(
             show_default=False,
         ),
     ] = None,
-    verbose: Annotated[
-        int,
-        typer.Option(
-            "--verbose",
-            "-v",
-            count=True,
-            help="More logging: -v ignored files, -vv every file.",
-            show_default=False,
-        ),
-    ] = 0,
+    verbose: StatsVerbose = 0,
+    quiet: Quiet = 0,
 ) -> None:
     """Grade every <results>/<dataset>/<question>/<prefix><setup>.json file and report per setup.
 
     Exit codes: 0 success, 1 --fail-under or --fail-if-worse-than failed, 2 bad usage or
     input, 130 interrupted.
     """
-    if verbose:
-        set_verbosity(verbosity() + verbose)
     if ctx.invoked_subcommand is not None:
         return
     fmt_name = (format or "text").lower()
@@ -106,6 +108,10 @@ def stats(
 
     if fail_under is not None:
         check_threshold(fail_under)
+        if 0 < fail_under <= 1:
+            # The JSON report gives accuracy as a fraction (0.52): a threshold copied from
+            # it would let every setup pass.
+            warn(f"--fail-under {fail_under:g} is a percentage: did you mean {fail_under * 100:g}?")
     root = results if results is not None else Path(".")
     loaded = load_datasets(datasets)
     dataset_globs = tuple(dataset or ())

@@ -7,13 +7,28 @@ from typing import Annotated
 
 import typer
 
+from kag.commands._common import KagCommand, Quiet, Verbose
 from kag.console import info, warn
 from kag.grading.triplets.model import MatchMode
 from kag.render.formats import TripletsFormat
 
+EXAMPLES = """Examples:
+
+\b
+  kag triplets examples/triplets/gold.jsonl examples/triplets/finetuned.jsonl
+  kag triplets gold.jsonl run1.jsonl run2.jsonl --format json
+  kag triplets gold.jsonl predictions.jsonl --match fuzzy --details details.jsonl
+  kag triplets gold.jsonl predictions.jsonl --match embedding --fuzzy-gate 0.9
+"""
+
 
 def register(app: typer.Typer) -> None:
-    @app.command("triplets")
+    @app.command(
+        "triplets",
+        cls=KagCommand,
+        short_help="Grade predicted knowledge-graph triplets against gold.",
+        epilog=EXAMPLES,
+    )
     def triplets(
         gold: Annotated[
             Path,
@@ -28,18 +43,26 @@ def register(app: typer.Typer) -> None:
             ),
         ],
         output_format: Annotated[
-            TripletsFormat, typer.Option("--format", help="Report format on stdout.")
+            TripletsFormat,
+            typer.Option("--format", metavar="FORMAT", help="Report format on stdout: text or json."),
         ] = (TripletsFormat.TEXT),
         details: Annotated[
-            Path | None, typer.Option("--details", help="Write one JSON line per entry and file here.")
+            Path | None,
+            typer.Option("--details", metavar="FILE", help="Write one JSON line per entry and file to FILE."),
         ] = None,
         match: Annotated[
-            MatchMode, typer.Option("--match", help="How differing normalized strings compare.")
+            MatchMode,
+            typer.Option(
+                "--match",
+                metavar="MODE",
+                help="How differing normalized strings compare: exact, fuzzy or embedding.",
+            ),
         ] = MatchMode.EXACT,
         fuzzy_gate: Annotated[
             float | None,
             typer.Option(
                 "--fuzzy-gate",
+                metavar="SIM",
                 min=0.0,
                 max=1.0,
                 help="Similarities below this count as 0 (default 0.70 fuzzy, 0.85 embedding).",
@@ -48,12 +71,15 @@ def register(app: typer.Typer) -> None:
         ] = None,
         relations: Annotated[
             Path | None,
-            typer.Option("--relations", help="JSON list of valid relation names (default: 20 types)."),
+            typer.Option(
+                "--relations", metavar="FILE", help="JSON list of valid relation names (default: 20 types)."
+            ),
         ] = None,
         embedding_model: Annotated[
             str | None,
             typer.Option(
                 "--embedding-model",
+                metavar="MODEL",
                 help=(
                     "fastembed model name or local folder for --match embedding (default: bundled MiniLM); "
                     "sentence-transformers loads it when fastembed cannot and it is installed. A named "
@@ -65,6 +91,8 @@ def register(app: typer.Typer) -> None:
         allow_download: Annotated[
             bool, typer.Option("--allow-download", help="Let fastembed download a model it does not have.")
         ] = False,
+        verbose: Verbose = 0,
+        quiet: Quiet = 0,
     ) -> None:
         """Grade predicted knowledge-graph triplets against gold triplets (schema, entities,
         relations, weights, grounding; micro P/R/F1; hallucinations).

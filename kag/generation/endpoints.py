@@ -32,7 +32,6 @@ from kag.generation.secrets import display_url
 T = TypeVar("T")
 
 
-
 redact_url = display_url  # one rule for every URL kag shows
 
 

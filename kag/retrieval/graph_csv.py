@@ -117,7 +117,7 @@ class Header:
 
 
 def _header(path: str, fields: list[str], kind: str) -> Header:
-    where = f"{path}: line 1"
+    where = f"{path}:1"
     columns = tuple(_column(i, text, where) for i, text in enumerate(fields))
     header = Header(path, columns)
     roles = [c.role for c in columns]
@@ -206,7 +206,7 @@ def _open_csv(path: str) -> Iterator[tuple[int, list[str]]]:
             for fields in reader:
                 yield reader.line_num, fields
         except csv.Error as exc:
-            raise InputError(f"{path}: line {reader.line_num}: not valid CSV ({exc})") from None
+            raise InputError(f"{path}:{reader.line_num}: not valid CSV ({exc})") from None
         except UnicodeDecodeError as exc:
             raise InputError(f"{path}: not UTF-8 text (byte {exc.start})") from None
 
@@ -224,7 +224,7 @@ def _read(path: str, kind: str) -> tuple[Header, Iterator[tuple[str, list[str]]]
         for line, fields in lines:
             if not fields or fields == [""]:
                 continue
-            where = f"{path}: line {line}"
+            where = f"{path}:{line}"
             if len(fields) != width:
                 raise InputError(f"{where}: {len(fields)} field(s), the header has {width}")
             yield where, fields
@@ -307,13 +307,13 @@ def _merge_columns(into: dict[str, Column], columns: list[Column], path: str, wh
             lower = {name.lower(): name for name in into}
             if column.name.lower() in lower:
                 raise InputError(
-                    f"{path}: line 1: {what} property {column.name!r} differs only in case from"
+                    f"{path}:1: {what} property {column.name!r} differs only in case from"
                     f" {lower[column.name.lower()]!r} (the database's names ignore case)"
                 )
             into[column.name] = column
         elif (known.kind, known.array) != (column.kind, column.array):
             raise InputError(
-                f"{path}: line 1: {what} property {column.name!r} is {column.engine_type} here"
+                f"{path}:1: {what} property {column.name!r} is {column.engine_type} here"
                 f" but {known.engine_type} in an earlier file"
             )
 
@@ -335,7 +335,7 @@ def load_graph(
         for column in columns:
             if column.name.lower() in taken:
                 raise InputError(
-                    f"{path}: line 1: property name {column.name!r} is reserved"
+                    f"{path}:1: property name {column.name!r} is reserved"
                     f" ({', '.join(sorted(taken))} are kept for the key, the labels and the embedding)"
                 )
         _merge_columns(data.node_columns, columns, path, "node")
@@ -348,7 +348,7 @@ def load_graph(
         header, rel_rows = read_relationships(path)
         for column in header.properties:
             if column.name.lower() in _REL_RESERVED:
-                raise InputError(f"{path}: line 1: relationship property name {column.name!r} is reserved")
+                raise InputError(f"{path}:1: relationship property name {column.name!r} is reserved")
         for rel in rel_rows:
             for end in (rel.start, rel.end):
                 if end not in origin:

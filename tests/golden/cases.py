@@ -153,7 +153,7 @@ for fmt in ("text", "json", "jsonl"):
     case(f"find-{fmt}", "stats", "find", "B|C", "-r", MR, "--prefix", "wekgr-",
          "--format", fmt, med_kag=True)  # fmt: skip
 case("find-literal", "stats", "find", "know", "-r", R)
-case("find-count", "stats", "find", "^[a-d]$", "-i", "-v", "-c", "-r", R)
+case("find-count", "stats", "find", "^[a-d]$", "-i", "--invert-match", "-c", "-r", R)
 case("find-files", "stats", "find", "(?i)know|answer is", "-l", "-r", R)
 case("find-ignore-case", "stats", "find", "KNOW", "-i", "-r", R, "--format", "json")
 case("find-options-before", "stats", "-r", R, "--format", "json", "find", "(?i)i don't know")
@@ -166,7 +166,7 @@ case("find-literal", "stats", "find", "C", "-r", MR, "--prefix", "wekgr-", "-c",
 case("find-nomatch", "stats", "find", "know", "-r", MR, "--prefix", "wekgr-", med_kag=True)
 case("find-count", "stats", "find", "^a$", "-i", "-c", "-r", MR, "--prefix", "wekgr-", med_kag=True)
 case("find-files", "stats", "find", "(?i)b", "-l", "-r", MR, "--prefix", "wekgr-", med_kag=True)
-case("find-invert-count", "stats", "find", "^[ab]$", "-i", "-v", "-c", "-r", MR, "--prefix", "wekgr-",
+case("find-invert-count", "stats", "find", "^[ab]$", "-i", "--invert-match", "-c", "-r", MR, "--prefix", "wekgr-",
      med_kag=True)  # fmt: skip
 case("find-jobs", "stats", "find", "C", "-r", MR, "--prefix", "wekgr-", "--jobs", "2", "--format", "jsonl",
      med_kag=True)  # fmt: skip

@@ -82,12 +82,12 @@ def read_records(path: Path, lenient: bool = False) -> list[tuple[str, Any]]:
         if not line.strip():
             continue
         try:
-            records.append((f"{path} line {number}", _loads(line)))
+            records.append((f"{path}:{number}", _loads(line)))
         except (json.JSONDecodeError, ValueError) as exc:
-            message = f"{path} line {number}: not valid JSON ({exc})"
+            message = f"{path}:{number}: not valid JSON ({exc})"
             if not lenient:
                 raise InputError(message) from None
-            records.append((f"{path} line {number}", UnreadableLine(message)))
+            records.append((f"{path}:{number}", UnreadableLine(message)))
     return records
 
 
@@ -102,10 +102,18 @@ def _entry_id(where: str, record: Any) -> str:
     return str(value)
 
 
+def _within(path: Path, where: str) -> str:
+    """``FILE:3: …`` as ``line 3: …`` and ``FILE entry 3: …`` as ``entry 3: …``, for a
+    message that already names FILE."""
+    if where.startswith(f"{path}:"):
+        return "line " + where.removeprefix(f"{path}:")
+    return where.removeprefix(f"{path} ")
+
+
 def _check_unique(path: Path, seen: dict[str, str], entry_id: str, where: str) -> None:
     first = seen.get(entry_id)
     if first is not None:
-        raise DuplicateId(f"{where}: duplicate id {entry_id!r} (first at {first.removeprefix(f'{path} ')})")
+        raise DuplicateId(f"{where}: duplicate id {entry_id!r} (first at {_within(path, first)})")
     seen[entry_id] = where
 
 
@@ -272,7 +280,7 @@ def load_predictions(path: Path) -> dict[str, Prediction]:
         _check_unique(path, seen, entry_id, where)
         predictions[entry_id] = _prediction(entry_id, record)
     if skipped:
-        shown = "; ".join(message.removeprefix(f"{path} ") for message in skipped[:3])
+        shown = "; ".join(_within(path, message) for message in skipped[:3])
         more = f"; and {len(skipped) - 3} more" if len(skipped) > 3 else ""
         log.warning(
             "%s: %d entr%s skipped (%s%s)",

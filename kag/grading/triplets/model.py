@@ -91,7 +91,7 @@ class GoldEntry:
     """
 
     id: str
-    where: str  # "gold.jsonl line 3": for messages
+    where: str  # "gold.jsonl:3": for messages
     prompt: str  # normalized prompt text ("" when absent)
     triplets: tuple[Triplet, ...]
     entities: tuple[str, ...]

@@ -66,7 +66,7 @@ def iter_line_blocks(
                 break
             end = data.find(b"\n")
             if pending_bytes + (len(data) if end < 0 else end) > max_line_bytes:
-                raise InputError(f"{path}:{line}: line {line} is longer than {_size(max_line_bytes)}")
+                raise InputError(f"{path}:{line}: the line is longer than {_size(max_line_bytes)}")
             if end < 0:
                 pending.append(data)
                 pending_bytes += len(data)
