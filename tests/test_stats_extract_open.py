@@ -37,8 +37,7 @@ def build(root: Path, datasets: dict, files: dict[tuple[str, str, str], Result])
     return path
 
 
-@pytest.fixture
-def tree(tmp_path: Path) -> list[str]:
+def write_tree(root: Path, with_open_only_setup: bool = True) -> list[str]:
     """mcq: keys 1=b 2=c 3=a 4=d; trivia: open questions 1 (Paris | City of Paris), 2 (George Washington).
 
     alpha: "The answer is B." (strict WRONG, letter OK), "c" (OK, OK), "A or B" (WRONG, not
@@ -65,10 +64,16 @@ def tree(tmp_path: Path) -> list[str]:
         ("trivia", "2", "alpha"): ok("Washington"),
         ("trivia", "1", "beta"): ErrorResult("timeout"),
         ("trivia", "2", "beta"): ok("George Washington"),
-        ("trivia", "1", "gamma"): ok("Lyon"),
     }
-    ds = build(tmp_path, datasets, files)
-    return ["-d", str(ds), "-r", str(tmp_path / "results")]
+    if with_open_only_setup:
+        files[("trivia", "1", "gamma")] = ok("Lyon")
+    ds = build(root, datasets, files)
+    return ["-d", str(ds), "-r", str(root / "results")]
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> list[str]:
+    return write_tree(tmp_path)
 
 
 def stats(*args: str):
@@ -296,6 +301,18 @@ def test_grade_extracted_in_flips_and_impact(wordy: list[str]):
     assert impact.exit_code == 2 and "no setup retrieves" in impact.stderr
 
 
+def test_the_docs_example_is_what_kag_prints(tmp_path: Path, repo: Path, monkeypatch: pytest.MonkeyPatch):
+    doc = (repo / "docs/_new/w15-xo.md").read_text()
+    block = doc.split("```console\n", 1)[1].split("```", 1)[0]
+    command, _, expected = block.partition("\n")
+    assert command == "$ kag stats -d datasets.json -r results --extract letter"
+    write_tree(tmp_path, with_open_only_setup=False)
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, command.split()[2:])
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout == expected
+
+
 def test_real_tree_strict_numbers_unchanged_by_extract(med_kag: Path):
     args = ["-d", str(med_kag / "datasets/mirage.json"), "-r", str(med_kag / "results"), "--prefix", "wekgr-"]
     plain = stats(*args, "--format", "json")
@@ -309,3 +326,44 @@ def test_real_tree_strict_numbers_unchanged_by_extract(med_kag: Path):
             assert x["correct"] + x["incorrect"] + x["not_extracted"] == block["total"]
     assert doc == json.loads(plain.stdout)
     assert "open" not in plain.stdout and "scorable_open_questions" not in plain.stdout
+
+
+def test_worker_processes_grade_extraction_and_open_answers_alike(tmp_path: Path):
+    """The spec crosses to the worker processes as text; the pool gives the in-process result."""
+    from kag.datasets import load_datasets
+    from kag.grading.mcq.walk import grade_tree
+
+    args = write_tree(tmp_path)
+    datasets = load_datasets(Path(args[1]))
+    runs = [
+        grade_tree(datasets, args[3], extract=r"regex:answer is (\w)", keep_records=True, workers=n)
+        for n in (1, 2)
+    ]
+    assert runs[0] == runs[1]
+    run = runs[1]
+    assert run.tallies[("alpha", "mcq")].extracted_correct == 1
+    assert run.tallies[("alpha", "mcq")].not_extracted == 3
+    assert run.tallies[("alpha", "trivia")].open_exact == 1
+    assert run.scorable_open_questions == 2
+    records = {(r.setup, r.question): r.extracted for r in run.records or () if r.dataset == "mcq"}
+    assert records[("alpha", "1")] == "ok" and records[("alpha", "4")] == "err"
+
+
+def test_extracted_outcome_and_open_grade_by_hand():
+    from kag.grading.extract import parse_extract_spec
+    from kag.grading.mcq.extracted import extracted_outcome
+    from kag.grading.mcq.rule import AnswerKey, Outcome
+    from kag.grading.open_grading import grade_open_response
+
+    key = AnswerKey("b", ("a", "b", "c"))
+    letter = parse_extract_spec("letter")
+    assert extracted_outcome(letter, "<think>maybe A</think> **B**", key) is Outcome.OK
+    assert extracted_outcome(letter, "Answer: (c)", key) is Outcome.WRONG
+    assert extracted_outcome(letter, "A or B", key) is Outcome.ERR
+    assert extracted_outcome(letter, None, key) is Outcome.ERR
+    assert grade_open_response(None, ["Paris"]) == (0.0, 0.0)
+    # "the big apple" vs "New York" / "Big Apple": tokens [big, apple] -> EM 1 with the second
+    assert grade_open_response("the Big Apple!", ["New York", "Big Apple"]) == (1.0, 1.0)
+    # "new york city" vs "new york": same 2, P 2/3, R 1 -> F1 = 2·(2/3)/(5/3) = 0.8
+    em, f1 = grade_open_response("New York City", ["New York"])
+    assert em == 0.0 and f1 == pytest.approx(0.8)
