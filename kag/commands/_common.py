@@ -173,6 +173,27 @@ ReportFormatOpt = Annotated[
 ]
 TableFormatOpt = Annotated[TableFormat | None, _format_option("text, json or markdown [default: text]")]
 
+# `--extract` / `--grade`: `kag stats` and its pairing sub-commands (before or after the name).
+ExtractOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--extract",
+        metavar="SPEC",
+        help="Also grade the answer extracted from each response: letter, or regex:PATTERN "
+        "(its first capture group).",
+        show_default=False,
+    ),
+]
+GradeOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--grade",
+        metavar="GRADE",
+        help="Grade the comparisons and gates use: strict, or extracted (needs --extract)  [default: strict]",
+        show_default=False,
+    ),
+]
+
 JudgeFormatOpt = Annotated[str | None, _format_option("text or json.", metavar="FORMAT")]
 
 # `kag stats find`, which reads no datasets file.
@@ -219,6 +240,24 @@ def pick_format(ctx: typer.Context, value: Any, allowed: type[StrEnum]) -> Any:
     except ValueError:
         names = ", ".join(m.value for m in allowed)
         raise UsageError(f"--format {raw}: not available here ({names})") from None
+
+
+def pick_grade(ctx: typer.Context, extract: str | None, grade: str | None) -> tuple[str | None, bool]:
+    """(the ``--extract`` spec or None, whether ``--grade extracted``), each given after the
+    sub-command name or before it; UsageError for an unknown grade, an invalid spec, or
+    ``--grade extracted`` without ``--extract``."""
+    from kag.grading.mcq.extracted import Grade, check_grade, compile_spec
+
+    spec = pick_option(ctx, "--extract", extract, None)
+    raw = str(pick_option(ctx, "--grade", grade, Grade.STRICT.value)).lower()
+    try:
+        chosen = Grade(raw)
+    except ValueError:
+        raise UsageError(f"--grade {raw}: expected strict or extracted") from None
+    check_grade(chosen, spec)
+    if spec is not None:
+        compile_spec(spec)
+    return spec, chosen is Grade.EXTRACTED
 
 
 MAX_NAMES_SHOWN = 20

@@ -18,6 +18,8 @@ import typer
 from kag.commands._common import (
     DatasetOpt,
     DatasetsOpt,
+    ExtractOpt,
+    GradeOpt,
     KagCommand,
     OutputOpt,
     PrefixOpt,
@@ -31,6 +33,7 @@ from kag.commands._common import (
     check_setup_globs,
     emit_report,
     pick_format,
+    pick_grade,
     pick_option,
 )
 from kag.errors import GateFailed, UsageError
@@ -56,6 +59,8 @@ def _load(
     setup: list[str] | None,
     dataset: list[str] | None,
     named: tuple[str | None, ...] = (),
+    extract: str | None = None,
+    grade: str | None = None,
 ) -> _Loaded:
     """Grade the tree; setups in ``named`` (a baseline, A and B) are kept whatever ``--setup`` says
     and must have graded answers."""
@@ -70,13 +75,14 @@ def _load(
         raise UsageError("missing option '--datasets' / '-d': the datasets file with the answers")
     root = str(pick_option(ctx, "--results", results, Path(".")))
     pfx = pick_option(ctx, "--prefix", prefix, "")
+    extract_spec, extracted = pick_grade(ctx, extract, grade)
     asked = tuple(pick_option(ctx, "--setup", setup, ()))
     setups = asked + tuple(glob.escape(n) for n in named if n) if asked else ()
     globs = tuple(pick_option(ctx, "--dataset", dataset, ()))
     answer_key = load_datasets(datasets_path)
     # As in `kag stats`: a filter that selects nothing is a typo, not a smaller comparison.
     check_globs("--dataset", globs, "dataset", f"in {datasets_path}", sorted(answer_key.datasets))
-    loaded = load_answers(answer_key, root, pfx, setups, globs)
+    loaded = load_answers(answer_key, root, pfx, setups, globs, extract=extract_spec, extracted=extracted)
     for name in named:
         if name and name not in loaded.setups:
             in_tree = sorted({f.setup for f in list_results(root, pfx).files})
@@ -165,6 +171,8 @@ def register(stats_app: typer.Typer) -> None:
         ] = 50,
         output_format: ReportFormatOpt = None,
         output: OutputOpt = None,
+        extract: ExtractOpt = None,
+        grade: GradeOpt = None,
         verbose: Verbose = 0,
         quiet: Quiet = 0,
     ) -> None:
@@ -185,7 +193,7 @@ def register(stats_app: typer.Typer) -> None:
         if baseline and fail_if_worse_than and baseline != fail_if_worse_than:
             raise UsageError("--baseline and --fail-if-worse-than name different setups; give one")
         base = fail_if_worse_than or baseline
-        loaded = _load(ctx, datasets, results, prefix, setup, dataset, (base, native))
+        loaded = _load(ctx, datasets, results, prefix, setup, dataset, (base, native), extract, grade)
         answers = loaded.answers
         if len(answers.setups) < 2:
             raise UsageError(f"only one setup ({answers.setups[0]}) has graded answers: nothing to compare")
@@ -250,6 +258,8 @@ def register(stats_app: typer.Typer) -> None:
         ] = 120,
         output_format: TableFormatOpt = None,
         output: OutputOpt = None,
+        extract: ExtractOpt = None,
+        grade: GradeOpt = None,
         verbose: Verbose = 0,
         quiet: Quiet = 0,
     ) -> None:
@@ -263,7 +273,9 @@ def register(stats_app: typer.Typer) -> None:
         fmt = pick_format(ctx, output_format, TableFormat)
         if a == b:
             raise UsageError(f"A and B are the same setup ({a})")
-        loaded = _load(ctx, datasets, results, prefix, [glob.escape(a), glob.escape(b)], dataset, (a, b))
+        loaded = _load(
+            ctx, datasets, results, prefix, [glob.escape(a), glob.escape(b)], dataset, (a, b), extract, grade
+        )
         report = lib.flips(loaded.answers.answers, a, b)
         emit_report(FLIP_RENDERERS[fmt](report, max_chars), output)
         info(
@@ -295,6 +307,8 @@ def register(stats_app: typer.Typer) -> None:
         ] = None,
         output_format: TableFormatOpt = None,
         output: OutputOpt = None,
+        extract: ExtractOpt = None,
+        grade: GradeOpt = None,
         verbose: Verbose = 0,
         quiet: Quiet = 0,
     ) -> None:
@@ -304,7 +318,9 @@ def register(stats_app: typer.Typer) -> None:
         from kag.render.compare import IMPACT_RENDERERS
 
         fmt = pick_format(ctx, output_format, TableFormat)
-        loaded = _load(ctx, datasets, results, prefix, None, dataset, (*(kag_setups or ()), native))
+        loaded = _load(
+            ctx, datasets, results, prefix, None, dataset, (*(kag_setups or ()), native), extract, grade
+        )
         answers = loaded.answers
         lib.check_retrieves(answers.profiles, kag_setups or ())
         plans = lib.plan_impacts(answers.profiles, kag_setups or None, native)

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from kag.commands._common import (
+    ExtractOpt,
+    GradeOpt,
     Quiet,
     StatsDatasetOpt,
     StatsDatasetsOpt,
@@ -27,6 +29,7 @@ from kag.commands._common import (
     check_globs,
     check_setup_globs,
     emit_report,
+    pick_grade,
 )
 from kag.console import warn
 from kag.errors import GateFailed, UsageError
@@ -83,6 +86,8 @@ def stats(
             show_default=False,
         ),
     ] = None,
+    extract: ExtractOpt = None,
+    grade: GradeOpt = None,
     verbose: StatsVerbose = 0,
     quiet: Quiet = 0,
 ) -> None:
@@ -98,6 +103,7 @@ def stats(
         raise UsageError(f"--format must be one of {', '.join(FORMATS)} (got {format!r})")
     if datasets is None:
         raise UsageError("missing option '--datasets' / '-d': the datasets file with the answers")
+    extract_spec, extracted = pick_grade(ctx, extract, grade)
 
     # Imported here so that `kag --help` stays fast.
     from kag.datasets import load_datasets
@@ -126,18 +132,19 @@ def stats(
         setups=tuple(setup or ()),
         dataset_globs=dataset_globs,
         keep_records=analysed,
+        extract=extract_spec,
     )
     check_setup_globs(tuple(setup or ()), {s for s, _ in graded.tallies}, root, prefix or "", dataset_globs)
     summary = summarize(graded)
     comparisons = None
     if analysed:
         text, comparisons = _analyse(
-            graded, loaded, datasets, root, prefix or "", fmt_name, fail_if_worse_than
+            graded, loaded, datasets, root, prefix or "", fmt_name, fail_if_worse_than, extracted
         )
     if fmt_name != "html":
         text = render(summary, TableFormat(fmt_name))
     emit_report(text, output)
-    verdict = fail_under_verdict(summary, fail_under) if fail_under is not None else None
+    verdict = fail_under_verdict(summary, fail_under, extracted=extracted) if fail_under is not None else None
     if verdict is None and comparisons is not None:
         verdict = regression_verdict(comparisons)
     if verdict is not None:
@@ -152,6 +159,7 @@ def _analyse(
     prefix: str,
     fmt_name: str,
     fail_if_worse_than: str | None,
+    extracted: bool = False,
 ) -> tuple[str, ComparisonRun | None]:
     """The HTML page (when asked) and the comparisons the --fail-if-worse-than gate reads."""
     from kag import __version__
@@ -160,7 +168,7 @@ def _analyse(
     from kag.grading.compare.setups import compare_setups
     from kag.render.html import PageMeta, render_html_report
 
-    answers = answer_set_from_run(graded, loaded, root, prefix)
+    answers = answer_set_from_run(graded, loaded, root, prefix, extracted=extracted)
     if fail_if_worse_than is not None and fail_if_worse_than not in answers.setups:
         raise UsageError(f"--fail-if-worse-than {fail_if_worse_than}: no graded setup has that name")
     if fmt_name != "html":

@@ -24,15 +24,28 @@ def check_threshold(threshold_pct: float) -> float:
     return threshold_pct
 
 
-def failing_setups(summary: Summary, threshold_pct: float) -> tuple[SetupSummary, ...]:
-    """Setups whose ACC% (unrounded, 100·OK/TOT) is below ``threshold_pct``, in rank order.
+def _accuracy(s: SetupSummary, extracted: bool) -> float | None:
+    return s.overall.extracted_accuracy if extracted else s.overall.accuracy
 
-    A setup without an accuracy (TOT = 0) fails. Raises UsageError unless 0 <= threshold <= 100.
+
+def _mcq_setups(summary: Summary) -> list[SetupSummary]:
+    # A setup that graded only open questions has no MCQ accuracy to gate.
+    return [s for s in summary.setups if s.overall.total or not s.overall.open_total]
+
+
+def failing_setups(
+    summary: Summary, threshold_pct: float, *, extracted: bool = False
+) -> tuple[SetupSummary, ...]:
+    """Setups whose ACC% (unrounded, 100·OK/TOT) is below ``threshold_pct``, in rank order;
+    with ``extracted`` their XACC% (100·extracted correct/TOT) instead.
+
+    A setup without an accuracy (TOT = 0) fails, unless it graded only open questions (it
+    is then not gated). Raises UsageError unless 0 <= threshold <= 100.
     """
     check_threshold(threshold_pct)
     failing = []
-    for s in summary.setups:
-        acc = s.overall.accuracy
+    for s in _mcq_setups(summary):
+        acc = _accuracy(s, extracted)
         if acc is None or acc * 100.0 < threshold_pct:
             failing.append(s)
     return tuple(failing)
@@ -42,14 +55,15 @@ def _pct(value: float | None) -> str:
     return "no scored file" if value is None else f"{value * 100:.2f}%"
 
 
-def fail_under_verdict(summary: Summary, threshold_pct: float) -> str | None:
+def fail_under_verdict(summary: Summary, threshold_pct: float, *, extracted: bool = False) -> str | None:
     """Why ``--fail-under threshold_pct`` fails (:func:`failing_setups` named with their
-    ACC%, or no setup graded at all), or None when it passes."""
-    failing = failing_setups(summary, threshold_pct)
+    ACC%, or XACC% with ``extracted``, or no setup graded at all), or None when it passes."""
+    failing = failing_setups(summary, threshold_pct, extracted=extracted)
+    metric = "XACC%" if extracted else "ACC%"
     if failing:
-        names = ", ".join(f"{s.setup} ({_pct(s.overall.accuracy)})" for s in failing)
-        return f"--fail-under {threshold_pct:g}: ACC% below {threshold_pct:g} for {names}"
-    if not summary.setups:
+        names = ", ".join(f"{s.setup} ({_pct(_accuracy(s, extracted))})" for s in failing)
+        return f"--fail-under {threshold_pct:g}: {metric} below {threshold_pct:g} for {names}"
+    if not _mcq_setups(summary):
         return f"--fail-under {threshold_pct:g}: no setup was graded"
     return None
 

@@ -23,6 +23,12 @@ import orjson
 from kag.grading.mcq.metrics import Metrics
 from kag.grading.mcq.summary import Summary
 from kag.render.formats import TableFormat
+from kag.render.open import (
+    extracted_to_json,
+    open_to_json,
+    render_open_markdown,
+    render_open_text,
+)
 from kag.render.table import Align, Table, table_markdown
 from kag.textsafe import escape_controls
 
@@ -32,6 +38,8 @@ LEGEND = (
     "CTX_LEN = average context length"
 )
 EMPTY = "No scorable results were found."
+XACC_LEGEND = "XACC% = correct after answer extraction ({spec}) / scored"
+_XACC_WIDTH = (7,)
 
 
 # ---------------------------------------------------------------- cell formatting (Rust's helpers)
@@ -100,28 +108,44 @@ def render_text(summary: Summary) -> str:
         ),
         "",
     ]
-    if not summary.setups:
+    # A block with no MCQ file (only open questions graded) has no row here: see kag.render.open.
+    setups = [s for s in summary.setups if s.overall.total]
+    if not setups:
         lines.append(EMPTY)
-        return "\n".join(lines) + "\n"
-    width = max(5, *(len(escape_controls(s.setup)) for s in summary.setups))
+        return "\n".join(lines) + "\n" + _open_text(summary)
+    width = max(5, *(len(escape_controls(s.setup)) for s in setups))
     sub_width = max(0, width - 4)
     rag = summary.any_retrieval
+    xacc = summary.extract is not None
     header = f"{'SETUP':<{width}}" + _cols(_MAIN_HEADERS, _MAIN_WIDTHS)
+    if xacc:
+        header += _cols(("XACC%",), _XACC_WIDTH)
     if rag:
         header += _cols(_RAG_HEADERS, _RAG_WIDTHS)
     lines.append(header)
-    for s in summary.setups:
+    for s in setups:
         rows = [(f"{escape_controls(s.setup):<{width}}", s.overall)]
-        rows += [(f"  └ {escape_controls(name):<{sub_width}}", m) for name, m in s.per_dataset.items()]
+        rows += [
+            (f"  └ {escape_controls(name):<{sub_width}}", m) for name, m in s.per_dataset.items() if m.total
+        ]
         for label, m in rows:
             line = label + _cols(_main_cells(m), _MAIN_WIDTHS)
+            if xacc:
+                line += _cols((pct(m.extracted_accuracy),), _XACC_WIDTH)
             rag_cells = _rag_cells(m) if rag else None
             if rag_cells is not None:
                 line += _cols(rag_cells, _RAG_WIDTHS)
             lines.append(line)
     lines.append("")
     lines.append(LEGEND)
-    return "\n".join(lines) + "\n"
+    if xacc:
+        lines.append(XACC_LEGEND.format(spec=summary.extract))
+    return "\n".join(lines) + "\n" + _open_text(summary)
+
+
+def _open_text(summary: Summary) -> str:
+    text = render_open_text(summary)
+    return "\n" + text if text else ""
 
 
 # ---------------------------------------------------------------- markdown
@@ -142,20 +166,26 @@ def render_markdown(summary: Summary) -> str:
         ),
         "",
     ]
-    if not summary.setups:
+    setups = [s for s in summary.setups if s.overall.total]
+    if not setups:
         lines.append(f"_{EMPTY}_")
-        return "\n".join(lines) + "\n"
+        return "\n".join(lines) + "\n" + _open_markdown(summary)
     rag = summary.any_retrieval
+    xacc = summary.extract is not None
     headers = ["Setup", "ACC%", "ACC 95% CI", *_MAIN_HEADERS[1:]]
+    if xacc:
+        headers.append("XACC%")
     if rag:
         headers += list(_RAG_HEADERS)
     body: list[tuple[str, ...]] = []
-    for s in summary.setups:
+    for s in setups:
         rows = [(f"**{s.setup}**", s.overall)]
-        rows += [(f"└ {name}", m) for name, m in s.per_dataset.items()]
+        rows += [(f"└ {name}", m) for name, m in s.per_dataset.items() if m.total]
         for label, m in rows:
             main = _main_cells(m)
             cells = [label, main[0], _ci_cell(m), *main[1:]]
+            if xacc:
+                cells.append(pct(m.extracted_accuracy))
             if rag:
                 cells += _rag_cells(m) or ["", "", "", ""]
             body.append(tuple(cells))
@@ -167,8 +197,14 @@ def render_markdown(summary: Summary) -> str:
         "ACC% = correct / scored (95% CI: Wilson score interval), PREC% = correct / committed, "
         "COVER% = committed / scored; GEN(s)/RET(s) = mean generation/retrieval time per question, "
         "in seconds; CTX_LEN = average prompt length, in bytes."
+        + (f" {XACC_LEGEND.format(spec=summary.extract)}." if xacc else "")
     )
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n" + _open_markdown(summary)
+
+
+def _open_markdown(summary: Summary) -> str:
+    text = render_open_markdown(summary)
+    return "\n" + text if text else ""
 
 
 # ---------------------------------------------------------------- JSON
@@ -211,22 +247,43 @@ def metrics_to_json(m: Metrics) -> dict[str, Any]:
 
 
 def summary_to_json(summary: Summary) -> dict[str, Any]:
-    """The whole JSON document as plain Python values."""
-    return {
+    """The whole JSON document as plain Python values.
+
+    ``extract`` (top level) and ``extracted`` (per block) appear only with ``--extract``;
+    ``scorable_open_questions`` (top level) and ``open`` (per block) only when the datasets
+    file has open questions, so that every other document keeps its shape.
+    """
+    extract = summary.extract is not None
+    has_open = summary.scorable_open_questions is not None
+
+    def block(m: Metrics) -> dict[str, Any]:
+        out = metrics_to_json(m)
+        if extract:
+            out["extracted"] = extracted_to_json(m)
+        if has_open:
+            out["open"] = open_to_json(m)
+        return out
+
+    doc: dict[str, Any] = {
         "datasets": summary.datasets,
         "scorable_questions": summary.scorable_questions,
         "skipped_files": summary.skipped_files,
         "unreadable_files": summary.unreadable_files,
         "ignored_files": summary.ignored_files,
-        "setups": [
-            {
-                "setup": s.setup,
-                "overall": metrics_to_json(s.overall),
-                "per_dataset": {name: metrics_to_json(m) for name, m in s.per_dataset.items()},
-            }
-            for s in summary.setups
-        ],
     }
+    if has_open:
+        doc["scorable_open_questions"] = summary.scorable_open_questions
+    if extract:
+        doc["extract"] = summary.extract
+    doc["setups"] = [
+        {
+            "setup": s.setup,
+            "overall": block(s.overall),
+            "per_dataset": {name: block(m) for name, m in s.per_dataset.items()},
+        }
+        for s in summary.setups
+    ]
+    return doc
 
 
 def render_json(summary: Summary) -> str:

@@ -167,8 +167,13 @@ class AnswerSet:
         return sorted({a.setup for a in self.answers})
 
 
-def answers_from_run(run: GradeRun, datasets: Datasets, root: str | Path, prefix: str = "") -> list[Answer]:
+def answers_from_run(
+    run: GradeRun, datasets: Datasets, root: str | Path, prefix: str = "", *, extracted: bool = False
+) -> list[Answer]:
     """One :class:`Answer` per record of a ``grade_tree(..., keep_records=True)`` run.
+
+    With ``extracted`` each answer's outcome is the record's extracted grade (the run must
+    have been graded with ``extract``; ERR = not extracted), so the comparisons pair on it.
 
     The gold key comes from ``datasets``, the path from the tree layout; the error text of
     each ERR file and the config of each ok file come with the records (no file is read
@@ -185,8 +190,13 @@ def answers_from_run(run: GradeRun, datasets: Datasets, root: str | Path, prefix
         path = os.path.join(top, r.dataset, r.question, f"{prefix}{r.setup}{RESULT_SUFFIX}")
         response = r.response if r.response is not None else (r.error if r.error is not None else "(error)")
         vertices = r.retrieval.vertices if r.retrieval is not None else None
+        outcome = r.outcome
+        if extracted:
+            if r.extracted is None:
+                raise ValueError("the grading run has no extracted grade (grade_tree(..., extract=...))")
+            outcome = r.extracted
         answers.append(
-            Answer(r.dataset, r.question, r.setup, r.outcome, response, gold, path, vertices, r.config)
+            Answer(r.dataset, r.question, r.setup, outcome, response, gold, path, vertices, r.config)
         )
     return answers
 
@@ -198,20 +208,34 @@ def load_answers(
     setups: Sequence[str] = (),
     dataset_globs: Sequence[str] = (),
     workers: int | None = None,
+    *,
+    extract: str | None = None,
+    extracted: bool = False,
 ) -> AnswerSet:
     """Grade the tree like `kag stats` (same rules, filters, warnings and summary) and
-    return its answers with the profile of each setup (:func:`setup_configs`)."""
+    return its answers with the profile of each setup (:func:`setup_configs`).
+
+    ``extract``: the ``--extract`` spec; ``extracted``: pair on the extracted grade."""
     from kag.grading.mcq.walk import grade_tree
 
     run = grade_tree(
-        datasets, root, prefix, setups=setups, dataset_globs=dataset_globs, keep_records=True, workers=workers
+        datasets,
+        root,
+        prefix,
+        setups=setups,
+        dataset_globs=dataset_globs,
+        keep_records=True,
+        workers=workers,
+        extract=extract,
     )
-    return answer_set_from_run(run, datasets, root, prefix)
+    return answer_set_from_run(run, datasets, root, prefix, extracted=extracted)
 
 
-def answer_set_from_run(run: GradeRun, datasets: Datasets, root: str | Path, prefix: str = "") -> AnswerSet:
+def answer_set_from_run(
+    run: GradeRun, datasets: Datasets, root: str | Path, prefix: str = "", *, extracted: bool = False
+) -> AnswerSet:
     """:class:`AnswerSet` of a ``grade_tree(..., keep_records=True)`` run (see :func:`answers_from_run`)."""
     from kag.grading.mcq.summary import summarize
 
-    answers = answers_from_run(run, datasets, root, prefix)
+    answers = answers_from_run(run, datasets, root, prefix, extracted=extracted)
     return AnswerSet(tuple(answers), summarize(run), setup_profiles(answers, setup_configs(answers)))

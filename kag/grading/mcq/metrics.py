@@ -101,6 +101,15 @@ class Tally:
     relationships: int = 0
     properties: int = 0
     retrieval_samples: int = 0
+    # --extract (kag.grading.mcq.extracted): the extracted grade of the same files.
+    extracted_correct: int = 0
+    extracted_incorrect: int = 0
+    not_extracted: int = 0
+    # Open questions (kag.grading.open_grading): files, error files, EM and F1 sums.
+    open_total: int = 0
+    open_errors: int = 0
+    open_exact: int = 0
+    open_f1: float = 0.0
 
     def add(self, graded: GradedFile) -> None:
         outcome = graded.outcome
@@ -125,9 +134,25 @@ class Tally:
             self.relationships += r.relationships
             self.properties += r.properties
             self.retrieval_samples += 1
+        x = graded.extracted
+        if x is not None:
+            if x is Outcome.OK:
+                self.extracted_correct += 1
+            elif x is Outcome.WRONG:
+                self.extracted_incorrect += 1
+            else:
+                self.not_extracted += 1
+
+    def add_open(self, exact: float, f1: float, error: bool) -> None:
+        """Count one graded open-answer file (an error file scores 0 on both)."""
+        self.open_total += 1
+        self.open_errors += error
+        self.open_exact += int(exact)
+        self.open_f1 += f1
 
     def merge(self, other: Tally | Metrics) -> None:
-        """Add another group's sums (a Tally or frozen Metrics: same fields)."""
+        """Add another group's sums (a Tally or frozen Metrics: same fields). ``open_f1`` is the
+        one float: callers merge in a fixed order (chunks, then datasets by name)."""
         for f in _TALLY_FIELDS:
             setattr(self, f, getattr(self, f) + getattr(other, f))
 
@@ -184,11 +209,25 @@ class Metrics:
     relationships: int = 0
     properties: int = 0
     retrieval_samples: int = 0
+    # --extract (kag.grading.mcq.extracted): the extracted grade of the same files.
+    extracted_correct: int = 0
+    extracted_incorrect: int = 0
+    not_extracted: int = 0
+    # Open questions (kag.grading.open_grading): files, error files, EM and F1 sums.
+    open_total: int = 0
+    open_errors: int = 0
+    open_exact: int = 0
+    open_f1: float = 0.0
 
     @property
     def total(self) -> int:
         """TOT = OK + WRONG + ERR."""
         return self.correct + self.incorrect + self.errors
+
+    @property
+    def extracted_accuracy(self) -> float | None:
+        """XACC = extracted correct / TOT (the denominator of ACC); None when TOT = 0."""
+        return accuracy(self.extracted_correct, self.total)
 
     @property
     def parsed(self) -> int:
@@ -252,7 +291,8 @@ class GradeRun:
     """Everything a walk of a result tree produced.
 
     ``tallies`` maps (setup, dataset) to the metrics of that group. ``datasets`` and
-    ``scorable_questions`` count the (filtered) datasets file. ``records`` holds one
+    ``scorable_questions`` count the (filtered) datasets file, ``scorable_open_questions``
+    its open questions (None when the whole file has none). ``records`` holds one
     :class:`GradedFile` per graded file, sorted by (dataset, question, setup), only when
     ``grade_tree(..., keep_records=True)``.
     """
@@ -264,6 +304,9 @@ class GradeRun:
     ignored_files: int
     unreadable: tuple[Unreadable, ...]
     records: tuple[GradedFile, ...] | None = None
+    # None when the datasets file has no open question (the document then keeps its old shape).
+    scorable_open_questions: int | None = None
+    extract: str | None = None  # the --extract spec text the extracted counters were graded with
 
     @property
     def unreadable_files(self) -> int:

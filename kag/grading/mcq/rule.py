@@ -96,7 +96,9 @@ class GradedFile:
     ``generation_ns`` is ``ok.stats.time``, ``context_length`` the UTF-8 byte length of
     ``ok.stats.prompt``; absent or mistyped values are None. ``error`` is the text of an
     ERR file; ``config`` and ``usage`` are ``ok.stats.config`` and ``ok.stats.usage``, kept
-    so that later stages (comparisons, costs) never read the file again.
+    so that later stages (comparisons, costs) never read the file again. ``extracted`` is
+    the grade under ``--extract`` (:mod:`kag.grading.mcq.extracted`: ERR = not extracted),
+    None when no extraction was asked.
     """
 
     dataset: str
@@ -112,6 +114,7 @@ class GradedFile:
     error: str | None = None
     config: ModelConfig | None = None
     usage: Usage | None = None
+    extracted: Outcome | None = None
 
 
 def timing_ns(timing: Timing | None) -> int | None:

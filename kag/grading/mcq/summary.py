@@ -30,6 +30,8 @@ class Summary:
     unreadable_files: int
     ignored_files: int
     setups: tuple[SetupSummary, ...]
+    scorable_open_questions: int | None = None  # None: the datasets file has no open question
+    extract: str | None = None  # the --extract spec, when the extracted grade was computed
 
     @property
     def any_retrieval(self) -> bool:
@@ -61,4 +63,6 @@ def summarize(run: GradeRun) -> Summary:
         unreadable_files=run.unreadable_files,
         ignored_files=run.ignored_files,
         setups=tuple(setups),
+        scorable_open_questions=run.scorable_open_questions,
+        extract=run.extract,
     )

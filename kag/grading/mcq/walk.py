@@ -25,15 +25,18 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import IntEnum
 from functools import partial
 from itertools import chain
 from pathlib import Path
 
 from kag.datasets import Datasets
+from kag.grading.mcq.extracted import compile_spec, extracted_outcome
 from kag.grading.mcq.metrics import GradeRun, Tally, Unreadable
 from kag.grading.mcq.rule import DEFAULT_ABSTENTION, AnswerKey, GradedFile, compile_abstention, grade_bytes
+from kag.grading.open_grading import grade_open_response
+from kag.results.codec import parse_grading_fields
 from kag.results.io import read_result_bytes
 from kag.results.model import TMP_SUFFIX
 from kag.results.tree import check_results_root, matches_any, setup_from_name, sorted_entries
@@ -55,6 +58,7 @@ class _Kind(IntEnum):
     SCORABLE = 0  # MCQ with an answer
     NO_ANSWER = 1  # MCQ without an answer: files count as skipped
     NOT_GRADED = 2  # free-form, or not in the datasets file: files are ignored
+    OPEN = 3  # open question with accepted answers: EM and F1 (kag.grading.open_grading)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +68,7 @@ class _QuestionTask:
     question: str
     kind: _Kind
     key: AnswerKey | None
+    answers: tuple[str, ...] = ()  # the accepted answers of an OPEN question
 
 
 @dataclass(frozen=True)
@@ -73,6 +78,7 @@ class _Config:
     abstention: str
     keep_records: bool
     log_level: int
+    extract: str | None = None  # spec text: compiled in the worker (kag.grading.mcq.extracted)
 
 
 @dataclass
@@ -92,6 +98,7 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
     debug = config.log_level <= logging.DEBUG
     prefix, globs = config.prefix, config.setup_globs
     abstention = compile_abstention(config.abstention)
+    spec = compile_spec(config.extract) if config.extract is not None else None
     tallies = out.tallies
     for task in tasks:
         try:
@@ -127,6 +134,9 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
                         )
                     )
                 continue
+            if task.kind is _Kind.OPEN:
+                _grade_open_file(entry.path, task, setup, out)
+                continue
             if task.kind is _Kind.NO_ANSWER:
                 out.skipped += 1
                 if debug:
@@ -149,6 +159,9 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
             except Exception as exc:  # noqa: BLE001 - one bad file must never stop the walk
                 out.unreadable.append(Unreadable(path, str(exc)))
                 continue
+            if spec is not None:
+                # Outside the try above: a regex timeout is the pattern's fault, not the file's.
+                graded = replace(graded, extracted=extracted_outcome(spec, graded.response, task.key))  # type: ignore[arg-type]
             key = (setup, task.dataset)
             tally = tallies.get(key)
             if tally is None:
@@ -164,6 +177,24 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
                     )
                 )
     return out
+
+
+def _grade_open_file(path: str, task: _QuestionTask, setup: str, out: _ChunkResult) -> None:
+    """Grade one result file of an open question into ``out`` (EM and F1, an error file 0)."""
+    try:
+        fields = parse_grading_fields(read_result_bytes(path), False)
+    except OSError as exc:
+        out.unreadable.append(Unreadable(path, exc.strerror or str(exc)))
+        return
+    except Exception as exc:  # noqa: BLE001 - one bad file must never stop the walk
+        out.unreadable.append(Unreadable(path, str(exc)))
+        return
+    exact, f1 = grade_open_response(fields.response, task.answers)
+    key = (setup, task.dataset)
+    tally = out.tallies.get(key)
+    if tally is None:
+        tally = out.tallies[key] = Tally()
+    tally.add_open(exact, f1, fields.response is None)
 
 
 def _chunked(tasks: Iterable[_QuestionTask], size: int) -> Iterator[list[_QuestionTask]]:
@@ -219,6 +250,7 @@ def grade_tree(
     abstention: str = DEFAULT_ABSTENTION,
     keep_records: bool = False,
     workers: int | None = None,
+    extract: str | None = None,
 ) -> GradeRun:
     """Grade every ``<root>/<dataset>/<question>/<prefix><setup>.json`` file.
 
@@ -244,15 +276,24 @@ def grade_tree(
     ``workers``: None chooses (a process pool for trees of 500 questions or more, else
     in-process), 1 grades in-process, n > 1 uses n worker processes. The result never
     depends on it. Raises InputError when ``root`` is not a directory, UsageError for an
-    invalid abstention pattern.
+    invalid abstention pattern or ``extract`` spec.
+
+    ``extract`` (``letter`` or ``regex:PATTERN``) adds the extracted grade of every MCQ
+    file (:mod:`kag.grading.mcq.extracted`) to the tallies and records. Files of open
+    questions (``"type": "Open"``) are graded by EM and F1 (:mod:`kag.grading.open_grading`)
+    into the ``open_*`` counters of the tallies; they have no record.
     """
     root = str(root)
     check_results_root(root)
     compile_abstention(abstention)
+    if extract is not None:
+        compile_spec(extract)  # a bad pattern is a usage error before any file is read
     setup_globs, ds_globs = tuple(setups), tuple(dataset_globs)
     selected = [name for name in datasets.datasets if matches_any(name, ds_globs)]
     scorable = sum(1 for name in selected for q in datasets.datasets[name].values() if q.scorable)
-    config = _Config(prefix, setup_globs, abstention, keep_records, log.getEffectiveLevel())
+    any_open = any(q.open is not None for q in datasets.iter_questions())
+    open_questions = sum(1 for n in selected for q in datasets.datasets[n].values() if q.open is not None)
+    config = _Config(prefix, setup_globs, abstention, keep_records, log.getEffectiveLevel(), extract)
     parent = _ChunkResult()
     chunks = _chunked(_iter_questions(datasets, root, ds_globs, parent), CHUNK_QUESTIONS)
 
@@ -289,6 +330,8 @@ def grade_tree(
         ignored_files=ignored + parent.ignored,
         unreadable=tuple(unreadable),
         records=tuple(records) if keep_records else None,
+        scorable_open_questions=open_questions if any_open else None,
+        extract=extract,
     )
 
 
@@ -320,7 +363,9 @@ def _iter_questions(
                         parent.logs.append((logging.INFO, f"{q.path}: ignored (not a question folder)"))
                 continue
             question = questions.get(q.name)
-            if question is None or question.mcq is None:
+            if question is not None and question.open is not None:
+                yield _QuestionTask(q.path, d.name, q.name, _Kind.OPEN, None, question.open.answers)
+            elif question is None or question.mcq is None:
                 yield _QuestionTask(q.path, d.name, q.name, _Kind.NOT_GRADED, None)
             elif question.mcq.answer is None:
                 yield _QuestionTask(q.path, d.name, q.name, _Kind.NO_ANSWER, None)

@@ -1,0 +1,42 @@
+"""Grading of open (free-form) questions: datasets entries ``{"type": "Open", "answers": [...]}``.
+
+Per file (:func:`grade_open_response`): exact match and token F1 after SQuAD v1.1
+normalization, each the best over the accepted answers (:mod:`kag.grading.open_answers`);
+an ``error`` file scores 0 on both. Per block (:func:`open_metrics`): the means over every
+graded file of the block, error files included (EM = Σ EM / total, F1 = Σ F1 / total).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from kag.grading.mcq.metrics import Metrics
+from kag.grading.open_answers import exact_match, token_f1
+
+
+@dataclass(frozen=True, slots=True)
+class OpenMetrics:
+    """The open-answer numbers of one block: files graded, error files, mean EM and mean F1."""
+
+    total: int
+    errors: int
+    exact_match: float
+    f1: float
+
+
+def grade_open_response(response: str | None, answers: Sequence[str]) -> tuple[float, float]:
+    """(EM, F1) of one file: ``response`` None (an error file) scores (0, 0).
+
+    Raises ValueError when ``answers`` is empty (the datasets parser never lets that through).
+    """
+    if response is None:
+        return 0.0, 0.0
+    return exact_match(response, answers), token_f1(response, answers)
+
+
+def open_metrics(m: Metrics) -> OpenMetrics | None:
+    """The open-answer block of ``m``: means over ``open_total`` files; None when it has none."""
+    if m.open_total == 0:
+        return None
+    return OpenMetrics(m.open_total, m.open_errors, m.open_exact / m.open_total, m.open_f1 / m.open_total)

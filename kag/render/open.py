@@ -1,0 +1,109 @@
+"""The open-answer parts of the `kag stats` report: the second text table, the markdown
+table and the per-block JSON (``open``), and the ``extracted`` JSON block of ``--extract``.
+
+Only reached when the datasets file has open questions (or ``--extract`` was given), so
+that every other report keeps the Rust tool's shape byte for byte.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kag.grading.mcq.metrics import Metrics
+from kag.grading.mcq.summary import Summary
+from kag.grading.open_grading import open_metrics
+from kag.render.table import Align, Table, table_markdown
+from kag.textsafe import escape_controls
+
+OPEN_LEGEND = (
+    "EM% = mean exact match, F1% = mean token F1 (best over the accepted answers, "
+    "after lower-casing and removing punctuation and articles); error files score 0"
+)
+_HEADERS = ("EM%", "F1%", "ERR", "TOT")
+_WIDTHS = (7, 7, 4, 4)
+
+
+def _pct(value: float) -> str:
+    return f"{value * 100.0:.2f}"
+
+
+def _cells(m: Metrics) -> list[str] | None:
+    o = open_metrics(m)
+    if o is None:
+        return None
+    return [_pct(o.exact_match), _pct(o.f1), str(o.errors), str(o.total)]
+
+
+def _rows(summary: Summary, setup_label: str, dataset_label: str) -> list[tuple[str, list[str]]]:
+    """(label, cells) per setup with open files, then per dataset; labels are formatted with
+    ``name`` (for example ``"**{name}**"`` and ``"└ {name}"``)."""
+    rows: list[tuple[str, list[str]]] = []
+    for s in summary.setups:
+        cells = _cells(s.overall)
+        if cells is None:
+            continue
+        rows.append((setup_label.format(name=s.setup), cells))
+        for name, m in s.per_dataset.items():
+            sub_cells = _cells(m)
+            if sub_cells is not None:
+                rows.append((dataset_label.format(name=name), sub_cells))
+    return rows
+
+
+def has_open_results(summary: Summary) -> bool:
+    """Whether any setup graded an open-question file."""
+    return any(s.overall.open_total for s in summary.setups)
+
+
+def render_open_text(summary: Summary) -> str:
+    """The second text table (setups in report order, ``  └ <dataset>`` rows), or "" when no
+    open-question file was graded."""
+    rows = _rows(summary, "{name}", "  └ {name}")
+    if not rows:
+        return ""
+    labels = [escape_controls(label) for label, _ in rows]
+    width = max(5, *(len(label) for label in labels))
+    lines = [
+        f"Open questions: {summary.scorable_open_questions or 0}",
+        "",
+        f"{'SETUP':<{width}}" + "".join(f"  {h:>{w}}" for h, w in zip(_HEADERS, _WIDTHS, strict=True)),
+    ]
+    for label, (_, cells) in zip(labels, rows, strict=True):
+        lines.append(
+            f"{label:<{width}}" + "".join(f"  {c:>{w}}" for c, w in zip(cells, _WIDTHS, strict=True))
+        )
+    lines += ["", OPEN_LEGEND]
+    return "\n".join(lines) + "\n"
+
+
+def render_open_markdown(summary: Summary) -> str:
+    """The open-answer table in markdown, or "" when no open-question file was graded."""
+    rows = _rows(summary, "**{name}**", "└ {name}")
+    if not rows:
+        return ""
+    body = tuple((label, *cells) for label, cells in rows)
+    right: Align = "r"
+    table = Table(("Setup", *_HEADERS), body, ("l", *((right,) * len(_HEADERS))))
+    return (
+        f"**Open questions:** {summary.scorable_open_questions or 0}\n\n"
+        + table_markdown(table, explicit_left=True)
+        + f"\n\n{OPEN_LEGEND}.\n"
+    )
+
+
+def open_to_json(m: Metrics) -> dict[str, Any] | None:
+    """The ``open`` block: ``{total, errors, exact_match, f1}`` (means over total), or None."""
+    o = open_metrics(m)
+    if o is None:
+        return None
+    return {"total": o.total, "errors": o.errors, "exact_match": o.exact_match, "f1": o.f1}
+
+
+def extracted_to_json(m: Metrics) -> dict[str, Any]:
+    """The ``extracted`` block of ``--extract``: counts and accuracy = correct / total (None when 0)."""
+    return {
+        "correct": m.extracted_correct,
+        "incorrect": m.extracted_incorrect,
+        "not_extracted": m.not_extracted,
+        "accuracy": m.extracted_accuracy,
+    }
