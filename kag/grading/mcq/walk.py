@@ -298,6 +298,8 @@ def _iter_questions(
     """Question folders to grade, in name order; entries at wrong levels are counted in ``parent``."""
     info = log.isEnabledFor(logging.INFO)
     for d in sorted_entries(root):
+        if d.name.startswith(".") and d.is_dir(follow_symlinks=False):
+            continue  # hidden (the judge's .kag-judge cache): not part of the tree, not counted
         if not d.is_dir(follow_symlinks=False):
             if not d.name.endswith(TMP_SUFFIX):
                 parent.ignored += 1
