@@ -25,6 +25,7 @@ from kag.commands._common import (
     check_globs,
     check_setup_globs,
     emit_report,
+    tree_place,
 )
 from kag.console import set_verbosity, verbosity
 from kag.errors import GateFailed, UsageError
@@ -152,13 +153,17 @@ def _explain_little(
 
     if not needs_diagnosis(graded):
         return
-    passed = f"{graded.ignored_files} ignored, {graded.unreadable_files} unreadable; kag -v stats lists them"
+    passed = ""
+    if graded.ignored_files or graded.unreadable_files:
+        passed = f" ({graded.ignored_files} ignored, {graded.unreadable_files} unreadable; kag -v stats lists them)"
     count = sum(m.total for m in graded.tallies.values())
     if count:
-        warn(f"only {count} result file(s) graded in {root} ({passed})")
+        warn(f"only {count} result file(s) graded in {root}{passed}")
     else:
-        warn(f"no result file was graded in {root} ({passed})")
+        warn(f"no result file was graded in {root}{passed}")
     found = diagnose_tree(loaded, root, prefix, globs)
+    if not found.question_folders and found.depth is None:
+        warn(f"no <dataset>/<question>/ folder {tree_place(root, globs)}")
     if found.prefixes:
         seen = ", ".join(f"'{p}' ({n} file(s))" for p, n in found.prefixes[:5])
         more = f", … ({len(found.prefixes) - 5} more)" if len(found.prefixes) > 5 else ""
