@@ -176,7 +176,7 @@ def _explain_little(
         warn(f"the result files are directly in {root}, a question folder; try --results {up}")
     elif found.depth == 4:
         tries = " or ".join(f"--results {os.path.join(root, x)}" for x in found.deeper[:3])
-        warn(f"the result files are one level deeper, below <folder>/<dataset>/<question>/; try {tries}")
+        warn(f"the result files are one level deeper (<folder>/<dataset>/<question>/); try {tries}")
     elif found.unknown_questions:
         names = ", ".join(found.unknown_datasets[:5])
         why = f" (datasets it does not name: {names})" if names else ""
