@@ -10,9 +10,8 @@ What is judged: every ``ok`` result file of an open question (``"type": "Open"``
 The cache lives in the result tree: ``<results>/.kag-judge/<judge>/<key>.verdict``. Its
 folder is hidden: `kag stats` passes over hidden folders at the dataset level without
 counting them, and `kag stats find` skips them unless ``--hidden``, so no report of the tree
-changes. The key is
-the SHA-256 of the judge (provider, model), the prompt template's SHA-256, the question,
-the reference and the response: a change to any of them asks again. Files are written with
+changes. The key is the SHA-256 of the judge (provider, model), the prompt template's
+SHA-256, the question, the reference and the response: a change to any of them asks again. Files are written with
 :func:`kag.results.write_atomic` below the tree's root, folders created and opened without
 following a link; reading opens every folder with ``O_NOFOLLOW`` as well.
 """

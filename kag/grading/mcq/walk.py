@@ -227,7 +227,8 @@ def grade_tree(
     1. A name that is not ``<prefix>…json`` with a non-empty setup, a non-regular file
        (symbolic links are never followed), a folder at the file level, or a file at the
        dataset/question level is ignored (``ignored_files``, logged at -v). ``*.tmp``
-       files are writes in progress: neither graded nor counted (logged at -vv).
+       files are writes in progress: neither graded nor counted (logged at -vv). Hidden
+       folders at the dataset level (``.kag-judge``) are passed over, not counted.
     2. Files of a free-form question or of a question not in the datasets file are
        ignored the same way.
     3. Files of an MCQ without an answer count in ``skipped_files``.
