@@ -93,7 +93,7 @@ def test_the_fast_exit_delivers_all_output_and_the_exit_code(tmp_path) -> None:
     assert lines[-1].endswith('"match":"know","context":"I know 2999"}')
     assert "d/0000/bad.json: unreadable result file" in done.stderr
     nothing = _kag("stats", "find", "zebra", "-r", str(tmp_path))
-    assert nothing.returncode == 1 and nothing.stderr.strip().endswith("No result matched the pattern.")
+    assert nothing.returncode == 1 and nothing.stderr.strip().endswith("0 file(s) matched out of 3001.")
     bad = _kag("stats", "find", "(", "-r", str(tmp_path))
     assert bad.returncode == 2 and bad.stderr.startswith("kag: error: invalid pattern '('")
 

@@ -99,7 +99,7 @@ def test_a_setup_filter_that_matches_nothing_is_warned_about(tree: Path) -> None
     assert result.stdout == ""
     assert result.stderr == (
         f"kag: warning: --setup nope matches no setup in {tree} (setups: other-kag, run1-kag, run1-native)\n"
-        "No result matched the pattern.\n"
+        "No result file was searched.\n"
     )
     # given on `stats`, with the prefix: the setups are named as the filter sees them
     before = invoke("stats", "-r", str(tree), "--prefix", "run1-", "--setup", "nat", "find", "know")
@@ -128,7 +128,7 @@ def test_an_unmatched_dataset_filter_names_the_dataset_folders(tree: Path) -> No
     # the --setup warning would only repeat that no dataset was selected
     assert result.stderr == (
         f"kag: warning: --dataset nope matches no dataset in {tree} (datasets: free, mcq)\n"
-        "No result matched the pattern.\n"
+        "No result file was searched.\n"
     )
     within = invoke("stats", "find", "know", "-r", str(tree), "--dataset", "fr*", "--setup", "run1-native")
     assert within.exit_code == 1
@@ -152,7 +152,10 @@ def test_exit_codes_match_none_invalid(tree: Path) -> None:
     assert invoke("stats", "find", "know", "-r", str(tree)).exit_code == 0
     none = invoke("stats", "find", "zebra", "-r", str(tree))
     assert none.exit_code == 1 and none.stdout == ""
-    assert none.stderr.splitlines()[-1] == "No result matched the pattern."
+    assert (
+        none.stderr.splitlines()[-1]
+        == "0 file(s) matched out of 8 (1 error file(s) skipped: no response to search; kag -v stats find lists them)."
+    )
     bad = invoke("stats", "find", "(unclosed", "-r", str(tree))
     assert bad.exit_code == 2 and bad.stdout == ""
     assert bad.stderr == "kag: error: invalid pattern '(unclosed': missing ) at position 9\n"
@@ -209,11 +212,10 @@ def test_text_lines_and_summary(tree: Path) -> None:
         err[0] == f"kag: warning: {tree / 'free/9/run1-kag.json'}: unreadable result file, skipped: "
         "expected an object with exactly one key, 'ok' or 'error'"
     )
-    assert (
-        err[1] == "kag: warning: 1 error result file(s) counted and skipped "
-        "(no response to search; kag -v stats find lists them)"
-    )
-    assert err[-1] == "2 occurrence(s) out of 7 result file(s) matched the pattern."
+    # files, not occurrences (mcq/0 holds one match, and so does mcq/1); the error file once
+    assert err[1:] == [
+        "2 file(s) matched out of 7 (1 error file(s) skipped: no response to search; kag -v stats find lists them)."
+    ]
     assert "\x1b" not in result.stdout  # not a terminal: no colour
 
 
@@ -240,6 +242,10 @@ def test_v_after_find_is_verbosity_not_an_inverted_match(tree: Path) -> None:
         rel(tree, "mcq/2/run1-native.json"),
     ]
     assert "kag: info:" not in inverted.stderr
+    assert (
+        inverted.stderr.splitlines()[-1]
+        == "3 file(s) did not match out of 7 (1 error file(s) skipped: no response to search; kag -v stats find lists them)."
+    )
 
 
 def test_q_after_find_cancels_a_v_before_it(tree: Path) -> None:
@@ -248,7 +254,7 @@ def test_q_after_find_cancels_a_v_before_it(tree: Path) -> None:
     assert result.exit_code == 0
     assert len(result.stdout.splitlines()) == 2
     assert "kag: info:" not in result.stderr
-    assert "kag: warning: 1 error result file(s) counted and skipped" in result.stderr
+    assert "1 error file(s) skipped: no response to search" in result.stderr
 
 
 def test_v_before_find_is_verbosity(tree: Path) -> None:
@@ -299,7 +305,7 @@ def test_jsonl_and_json_hits(tree: Path) -> None:
             "context": "i don't K",
         },
     ]
-    assert result.stderr.count("occurrence") == 0  # the summary line belongs to the text format
+    assert "out of" not in result.stderr  # the summary line belongs to the text format
     doc = json.loads(
         invoke(
             "stats",
@@ -378,7 +384,10 @@ def test_interactive_pipes_path_and_line_to_fzf(tree: Path, tmp_path: Path) -> N
         f"{tree / 'mcq/1/run1-native.json'}\tmcq/1/run1-native.json:8: i don't [KNOW]",
     ]
     assert result.stdout == ""
-    assert result.stderr.splitlines()[-1] == "2 occurrence(s) out of 7 result file(s) matched the pattern."
+    assert (
+        result.stderr.splitlines()[-1]
+        == "2 file(s) matched out of 7 (1 error file(s) skipped: no response to search; kag -v stats find lists them)."
+    )
 
 
 def test_interactive_with_no_match_never_starts_fzf(tree: Path, tmp_path: Path) -> None:

@@ -101,10 +101,7 @@ def test_unreadable_and_error_files_are_warned(tree: Path, caplog: pytest.LogCap
         warnings[1]
         == f"{tree / 'free/8/run-b.json'}: unreadable result file, skipped: 'ok.result' must be a string"
     )
-    assert (
-        warnings[2]
-        == "1 error result file(s) counted and skipped (no response to search; kag -v stats find lists them)"
-    )
+    assert len(warnings) == 2  # the error file is counted for the caller to say once, not warned here
     infos = [r.getMessage() for r in caplog.records if r.levelname == "INFO"]
     assert infos == [f"{tree / 'mcq/2/run-a.json'}: error result file, skipped (no response to search)"]
 

@@ -127,7 +127,7 @@ def test_cache_round_trip_stays_inside_the_tree(tmp_path: Path) -> None:
     cache.write(key, Verdict.INCORRECT, "INCORRECT: it says Lyon")
     assert cache.read(key) is Verdict.INCORRECT
     written = [p for p in tmp_path.rglob("*") if p.is_file()]
-    assert written == [root / CACHE_FOLDER / judge_folder(cache.judge) / f"{key[:2]}.tmp" / f"{key}.verdict"]
+    assert written == [root / CACHE_FOLDER / judge_folder(cache.judge) / f"{key}.verdict"]
 
 
 def test_an_unreadable_cache_entry_is_asked_again(tmp_path: Path) -> None:

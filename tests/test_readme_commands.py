@@ -66,7 +66,9 @@ def test_the_table_command_runs_verbatim(workdir: tuple[Path, dict[str, str]]) -
     result = shell(TABLE, cwd, env)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0] == "Datasets: 2 | Scorable questions: 4 | Skipped files: 3"
+    assert (
+        lines[0] == "Datasets: 2 | Scorable questions: 4 | Skipped files: 3 | Ignored files: 3"
+    )  # the free-form question's files
     rows = {line.split()[0]: line.split()[1:9] for line in lines if line and not line[0].isspace()}
     assert rows["qwen35-9b-kag"] == ["75.00", "75.00", "100.00", "3", "1", "0", "4", "7.812"]
     assert rows["qwen35-9b-native"][:7] == ["25.00", "33.33", "75.00", "1", "2", "1", "4"]

@@ -31,7 +31,7 @@ def stats(*args: str):
 
 
 EXPECTED_TEXT = """\
-Datasets: 2 | Scorable questions: 4 | Skipped files: 3
+Datasets: 2 | Scorable questions: 4 | Skipped files: 3 | Ignored files: 3
 
 SETUP                   ACC%    PREC%    COVER%     OK  WRONG   ERR  TOT    GEN(s)     CTX_LEN    RET(s)  VERTICE  RELATION  PROPERTY
 qwen35-9b-kag          75.00    75.00    100.00      3      1     0    4     7.812     585.000     0.175    10.50     14.75     30.75
@@ -50,11 +50,19 @@ CTX_LEN = average context length
 """
 
 
+# Every setup of the bundled example is graded on 4 files: their ranks say little.
+EXAMPLE_SMALL = (
+    "kag: warning: few graded files: qwen35-9b-kag 4 (ACC 95% CI 30.1–95.4%); "
+    "smollm2-135m-native 4 (ACC 95% CI 30.1–95.4%); qwen35-9b-native 4 (ACC 95% CI 4.6–69.9%); "
+    "an accuracy from under 30 files is too uncertain to rank on\n"
+)
+
+
 def test_example_text(example: list[str]):
     result = stats(*example)
     assert result.exit_code == 0, result.stderr
     assert result.stdout == EXPECTED_TEXT
-    assert result.stderr == ""
+    assert result.stderr == EXAMPLE_SMALL
 
 
 def test_example_json_numbers_by_hand(example: list[str], repo: Path):
@@ -125,7 +133,9 @@ def test_fail_under_prints_the_report_then_exits_1_naming_the_setups(example: li
     result = stats(*example, "--fail-under", "50")
     assert result.exit_code == 1
     assert result.stdout == EXPECTED_TEXT
-    assert result.stderr == "kag: error: --fail-under 50: ACC% below 50 for qwen35-9b-native (25.00%)\n"
+    assert result.stderr == (
+        EXAMPLE_SMALL + "kag: error: --fail-under 50: ACC% below 50 for qwen35-9b-native (25.00%)\n"
+    )
     assert stats(*example, "--fail-under", "25").exit_code == 0
     assert stats(*example, "--fail-under", "75.01").stderr.count("(75.00%)") == 2
 
@@ -219,7 +229,13 @@ def test_unreadable_files_warn_by_name_and_do_not_stop_the_run(small_tree: Path,
     assert result.exit_code == 0
     bad = small_tree / "mcq-form" / "1" / "p-b.json"
     assert result.stderr.startswith(f"kag: warning: {bad}: unreadable result file: not valid JSON")
-    assert len(result.stderr.splitlines()) == 1  # .tmp and notes.md are silent without -v
+    # .tmp and notes.md are silent without -v; the second line is the small-sample warning
+    assert result.stderr.splitlines()[1:] == [
+        (
+            "kag: warning: few graded files: a 2 (ACC 95% CI 9.5–90.5%); "
+            "an accuracy from under 30 files is too uncertain to rank on"
+        )
+    ]
     doc = json.loads(result.stdout)
     assert (doc["unreadable_files"], doc["ignored_files"]) == (1, 1)
     assert [s["setup"] for s in doc["setups"]] == ["a"]
@@ -332,7 +348,7 @@ def test_setup_filter_is_checked_within_the_dataset_filter(split_tree: Path, rep
     both = stats(
         "-d", datasets, "-r", str(split_tree), "--setup", "b", "--dataset", "pub*", "--format", "json"
     )
-    assert both.exit_code == 0 and both.stderr == ""
+    assert both.exit_code == 0 and both.stderr.startswith("kag: warning: few graded files: b 1 ")
     assert [s["setup"] for s in json.loads(both.stdout)["setups"]] == ["b"]
 
 
@@ -341,11 +357,14 @@ def test_a_setup_in_the_tree_without_graded_files_is_not_a_typo(split_tree: Path
     datasets = str(repo / "examples/dataset/datasets.json")
     result = stats("-d", datasets, "-r", str(split_tree), "--setup", "free")
     assert result.exit_code == 0
-    assert result.stderr == ""
+    assert result.stderr == (
+        f"kag: warning: no result file was graded in {split_tree} (1 ignored, 0 unreadable; "
+        "kag -v stats lists them)\n"
+    )
     assert "No scorable results were found." in result.stdout
     gated = stats("-d", datasets, "-r", str(split_tree), "--setup", "free", "--fail-under", "10")
     assert gated.exit_code == 1  # the existing rule: nothing graded fails the gate
-    assert gated.stderr == "kag: error: --fail-under 10: no setup was graded\n"
+    assert gated.stderr.endswith("\nkag: error: --fail-under 10: no setup was graded\n")
 
 
 def test_a_long_list_of_setups_is_cut(tmp_path: Path, repo: Path):

@@ -303,7 +303,9 @@ def test_grade_extracted_in_flips_and_impact(wordy: list[str]):
 
 def test_the_docs_example_is_what_kag_prints(tmp_path: Path, repo: Path, monkeypatch: pytest.MonkeyPatch):
     doc = (repo / "docs/stats.md").read_text()
-    block = doc.split("```console\n$ kag stats -d datasets.json -r results --extract", 1)[1].split("```", 1)[0]
+    block = doc.split("```console\n$ kag stats -d datasets.json -r results --extract", 1)[1].split("```", 1)[
+        0
+    ]
     block = "$ kag stats -d datasets.json -r results --extract" + block
     command, _, expected = block.partition("\n")
     assert command == "$ kag stats -d datasets.json -r results --extract letter"

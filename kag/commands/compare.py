@@ -197,6 +197,12 @@ def register(stats_app: typer.Typer) -> None:
         answers = loaded.answers
         if len(answers.setups) < 2:
             raise UsageError(f"only one setup ({answers.setups[0]}) has graded answers: nothing to compare")
+        from kag.grading.mcq.summary import MIN_SAMPLE, small_samples
+        from kag.render.stats import small_samples_note
+
+        smalls = small_samples(answers.summary)
+        if smalls:
+            warn(small_samples_note(smalls, MIN_SAMPLE))
         if fmt is ReportFormat.HTML:
             meta = rep.PageMeta(
                 datasets=loaded.datasets,

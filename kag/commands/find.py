@@ -161,6 +161,9 @@ def register(stats_app: typer.Typer) -> None:
                 "--jobs", metavar="N", help="Worker processes [default: one per CPU for 1000+ files]."
             ),
         ] = None,
+        hidden: Annotated[
+            bool, typer.Option("--hidden", help="Also search folders whose name starts with '.'.")
+        ] = False,
         verbose: Verbose = 0,
         quiet: Quiet = 0,
     ) -> None:
@@ -169,10 +172,10 @@ def register(stats_app: typer.Typer) -> None:
         Options of `kag stats` given before `find` apply; the same options after `find` win.
         Exit 0 when a file matched, 1 when none did, 2 on bad usage or an invalid pattern.
         """
-        from kag.console import info, stdout_console
+        from kag.console import info, stdout_console, warn
         from kag.grading.search.options import FileOutcome, SearchOptions
         from kag.grading.search.run import search
-        from kag.render.find import View, final_lines, stream_lines
+        from kag.render.find import View, error_files_note, final_lines, stream_lines, summary_line
 
         fmt = _format(pick_option(ctx, "--format", format, "text"))
         if null and (fmt is not FindFormat.TEXT or count or interactive):
@@ -191,6 +194,7 @@ def register(stats_app: typer.Typer) -> None:
             timeout=timeout,
             setups=tuple(pick_option(ctx, "--setup", setup, ())),
             datasets=tuple(pick_option(ctx, "--dataset", dataset, ())),
+            hidden=hidden,
         )
         if jobs is not None and jobs < 1:
             raise UsageError(f"--jobs must be 1 or more (got {jobs})")
@@ -224,12 +228,8 @@ def register(stats_app: typer.Typer) -> None:
             _run_fzf(collected)
         _warn_unmatched_filters(root, options, result.per_setup)
         if fmt is FindFormat.TEXT:
-            if result.matches:
-                info(
-                    f"{result.matches} occurrence(s) out of {result.total} result file(s) "
-                    "matched the pattern."
-                )
-            else:
-                info("No result matched the pattern.")
+            info(summary_line(result, invert))
+        elif result.error_files:
+            warn(error_files_note(result))
         if not result.matches:
             raise typer.Exit(1)

@@ -30,6 +30,7 @@ from kag.commands._common import (
     check_setup_globs,
     emit_report,
     pick_grade,
+    tree_place,
 )
 from kag.console import warn
 from kag.errors import GateFailed, UsageError
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from kag.datasets import Datasets
     from kag.grading.compare.setups import ComparisonRun
     from kag.grading.mcq.metrics import GradeRun
+    from kag.grading.mcq.summary import Summary
 
 FORMATS = tuple(f.value for f in ReportFormat)
 
@@ -135,7 +137,9 @@ def stats(
         extract=extract_spec,
     )
     check_setup_globs(tuple(setup or ()), {s for s, _ in graded.tallies}, root, prefix or "", dataset_globs)
+    _explain_little(graded, loaded, root, prefix or "", dataset_globs)
     summary = summarize(graded)
+    _warn_small_samples(summary)
     comparisons = None
     if analysed:
         text, comparisons = _analyse(
@@ -149,6 +153,60 @@ def stats(
         verdict = regression_verdict(comparisons)
     if verdict is not None:
         raise GateFailed(verdict)
+
+
+def _explain_little(
+    graded: GradeRun, loaded: Datasets, root: Path, prefix: str, globs: tuple[str, ...]
+) -> None:
+    """Warnings naming why nothing, or little, was graded (only then is the tree looked at again)."""
+    import os
+
+    from kag.console import warn
+    from kag.grading.mcq.diagnose import diagnose_tree, needs_diagnosis
+
+    if not needs_diagnosis(graded):
+        return
+    passed = ""
+    if graded.ignored_files or graded.unreadable_files:
+        passed = f" ({graded.ignored_files} ignored, {graded.unreadable_files} unreadable; kag -v stats lists them)"
+    count = sum(m.total for m in graded.tallies.values())
+    if count:
+        warn(f"only {count} result file(s) graded in {root}{passed}")
+    else:
+        warn(f"no result file was graded in {root}{passed}")
+    found = diagnose_tree(loaded, root, prefix, globs)
+    if not found.question_folders and found.depth is None:
+        warn(f"no <dataset>/<question>/ folder {tree_place(root, globs)}")
+    if found.prefixes:
+        seen = ", ".join(f"'{p}' ({n} file(s))" for p, n in found.prefixes[:5])
+        more = f", … ({len(found.prefixes) - 5} more)" if len(found.prefixes) > 5 else ""
+        warn(f"no result file starts with '{prefix}' (--prefix); prefixes seen: {seen}{more}")
+    if found.depth == 2:
+        up = os.path.normpath(os.path.join(root, os.pardir))
+        warn(f"the result files are one level up: {root} looks like a dataset folder; try --results {up}")
+    elif found.depth == 1:
+        up = os.path.normpath(os.path.join(root, os.pardir, os.pardir))
+        warn(f"the result files are directly in {root}, a question folder; try --results {up}")
+    elif found.depth == 4:
+        tries = " or ".join(f"--results {os.path.join(root, x)}" for x in found.deeper[:3])
+        warn(f"the result files are one level deeper (<folder>/<dataset>/<question>/); try {tries}")
+    elif found.unknown_questions:
+        names = ", ".join(found.unknown_datasets[:5])
+        why = f" (datasets it does not name: {names})" if names else ""
+        warn(
+            f"{found.unknown_questions} of {found.question_folders} question folder(s) are not in "
+            f"{loaded.path}{why}"
+        )
+
+
+def _warn_small_samples(summary: Summary) -> None:
+    from kag.console import warn
+    from kag.grading.mcq.summary import MIN_SAMPLE, small_samples
+    from kag.render.stats import small_samples_note
+
+    smalls = small_samples(summary)
+    if smalls:
+        warn(small_samples_note(smalls, MIN_SAMPLE))
 
 
 def _analyse(

@@ -7,13 +7,11 @@ asked for once), aggregation last (:func:`summarize_verdicts`).
 What is judged: every ``ok`` result file of an open question (``"type": "Open"``) and, with
 ``with_mcq``, of an MCQ with an answer key. Error files are not answers and are not judged.
 
-The cache lives in the result tree: ``<results>/.kag-judge/<judge>/<2 hex>.tmp/<key>.verdict``.
-Readers of the tree see ``.kag-judge`` as a dataset folder that no datasets file names and
-``<judge>`` as one of its question folders; the third level, where they look for result
-files, holds only ``.tmp`` folders, which every reader passes over as writes in progress
-(neither graded nor counted as ignored), so no report of the tree changes. The key is
-the SHA-256 of the judge (provider, model), the prompt template's SHA-256, the question,
-the reference and the response: a change to any of them asks again. Files are written with
+The cache lives in the result tree: ``<results>/.kag-judge/<judge>/<key>.verdict``. Its
+folder is hidden: `kag stats` passes over hidden folders at the dataset level without
+counting them, and `kag stats find` skips them unless ``--hidden``, so no report of the tree
+changes. The key is the SHA-256 of the judge (provider, model), the prompt template's
+SHA-256, the question, the reference and the response: a change to any of them asks again. Files are written with
 :func:`kag.results.write_atomic` below the tree's root, folders created and opened without
 following a link; reading opens every folder with ``O_NOFOLLOW`` as well.
 """
@@ -47,7 +45,6 @@ from kag.grading.extract import strip_think
 from kag.grading.mcq.rule import is_correct  # the strict MCQ grade (the one import of it here)
 from kag.grading.open_answers import exact_match
 from kag.results import (
-    TMP_SUFFIX,
     ErrorResult,
     LinkInTree,
     UnreadableResult,
@@ -318,7 +315,7 @@ class VerdictCache:
     judge: Judge
 
     def relative(self, key: str) -> tuple[str, ...]:
-        return (CACHE_FOLDER, judge_folder(self.judge), f"{key[:2]}{TMP_SUFFIX}", f"{key}{CACHE_SUFFIX}")
+        return (CACHE_FOLDER, judge_folder(self.judge), f"{key}{CACHE_SUFFIX}")
 
     def path(self, key: str) -> Path:
         return self.root.joinpath(*self.relative(key))

@@ -145,3 +145,20 @@ def stream_lines(outcome: FileOutcome, view: View) -> list[str]:
 def final_lines(result: SearchResult, view: View) -> list[str]:
     """Output lines once the search is over (the JSON document, the ``-c`` counts)."""
     return RENDERERS[view.format][1](result, view)
+
+
+def summary_line(result: SearchResult, invert: bool) -> str:
+    """The one-line summary of a search (stderr): files selected out of files searched, and
+    the ``error`` files among them, which hold no response to search."""
+    if not result.total:
+        return "No result file was searched."
+    verb = "did not match" if invert else "matched"
+    line = f"{result.matches} file(s) {verb} out of {result.total}"
+    if result.error_files:
+        line += f" ({error_files_note(result)})"
+    return line + "."
+
+
+def error_files_note(result: SearchResult) -> str:
+    """What the search could not look at: the ``error`` files (said once per search)."""
+    return f"{result.error_files} error file(s) skipped: no response to search; kag -v stats find lists them"

@@ -15,13 +15,13 @@ document as a string ending in a newline and never emits terminal escape codes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import orjson
 
 from kag.grading.mcq.metrics import Metrics
-from kag.grading.mcq.summary import Summary
+from kag.grading.mcq.summary import SmallSample, Summary
 from kag.render.formats import TableFormat
 from kag.render.open import (
     extracted_to_json,
@@ -105,7 +105,10 @@ def render_text(summary: Summary) -> str:
         (
             f"Datasets: {summary.datasets} | Scorable questions: {summary.scorable_questions} "
             f"| Skipped files: {summary.skipped_files}"
-        ),
+        )
+        # Appended only when non-zero, so that a tree the Rust tool reads gives its exact header.
+        + (f" | Ignored files: {summary.ignored_files}" if summary.ignored_files else "")
+        + (f" | Unreadable files: {summary.unreadable_files}" if summary.unreadable_files else ""),
         "",
     ]
     # A block with no MCQ file (only open questions graded) has no row here: see kag.render.open.
@@ -146,6 +149,25 @@ def render_text(summary: Summary) -> str:
 def _open_text(summary: Summary) -> str:
     text = render_open_text(summary)
     return "\n" + text if text else ""
+
+
+def small_samples_note(smalls: Sequence[SmallSample], minimum: int) -> str:
+    """One warning naming every setup graded on few files, with its accuracy's 95% interval."""
+    items = []
+    for small in smalls:
+        ci = (
+            ""
+            if small.ci95 is None
+            else f" (ACC 95% CI {small.ci95[0] * 100:.1f}–{small.ci95[1] * 100:.1f}%)"
+        )
+        items.append(f"{escape_controls(small.setup)} {small.total}{ci}")
+    largest = smalls[0].largest if smalls else 0
+    half = any(2 * small.total < largest for small in smalls)
+    also = f" (or under half of the largest setup's {largest})" if half else ""
+    return (
+        f"few graded files: {'; '.join(items)}; an accuracy from under {minimum} files{also} "
+        "is too uncertain to rank on"
+    )
 
 
 # ---------------------------------------------------------------- markdown

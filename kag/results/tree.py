@@ -108,18 +108,19 @@ def list_results(root: str | Path, prefix: str = "") -> TreeListing:
     return listing
 
 
-def iter_result_files_deep(root: str | Path, prefix: str = "") -> Iterator[str]:
+def iter_result_files_deep(root: str | Path, prefix: str = "", hidden: bool = True) -> Iterator[str]:
     """Every ``<prefix>…json`` regular file below ``root`` at any depth, sorted by path.
 
-    Symbolic links are never followed (the ``find`` walk, like the Rust tool's). Raises
-    InputError when ``root`` is not a folder.
+    Symbolic links are never followed (the ``find`` walk, like the Rust tool's). With
+    ``hidden`` False, folders below ``root`` whose name starts with ``.`` are passed over
+    (as ripgrep does). Raises InputError when ``root`` is not a folder.
     """
     root = str(root)
     check_results_root(root)
-    yield from list_result_files_deep(root, prefix)
+    yield from list_result_files_deep(root, prefix, hidden)
 
 
-def list_result_files_deep(folder: str, prefix: str = "") -> list[str]:
+def list_result_files_deep(folder: str, prefix: str = "", hidden: bool = True) -> list[str]:
     """:func:`iter_result_files_deep` without the check of ``folder``: a folder that is
     gone (or unreadable) has no files."""
     stack = [folder]
@@ -128,7 +129,8 @@ def list_result_files_deep(folder: str, prefix: str = "") -> list[str]:
         current = stack.pop()
         for entry in scandir_entries(current):
             if entry.is_dir(follow_symlinks=False):
-                stack.append(entry.path)
+                if hidden or not entry.name.startswith("."):
+                    stack.append(entry.path)
             elif entry.is_file(follow_symlinks=False) and setup_from_name(entry.name, prefix) is not None:
                 found.append(entry.path)
     found.sort()
@@ -156,7 +158,11 @@ Unit = tuple[str, bool]
 
 
 def iter_units(
-    root: str, prefix: str = "", depth: int = 1, keep_top: Callable[[str], bool] | None = None
+    root: str,
+    prefix: str = "",
+    depth: int = 1,
+    keep_top: Callable[[str], bool] | None = None,
+    hidden: bool = True,
 ) -> Iterator[Unit]:
     """The tree cut into units, in an order such that the units' deep walks, one after
     the other, give exactly ``iter_result_files_deep(root, prefix)``: the same paths in
@@ -173,14 +179,16 @@ def iter_units(
     InputError when ``root`` is not a folder.
     """
     check_results_root(root)
-    yield from _units(root, prefix, depth, keep_top)
+    yield from _units(root, prefix, depth, keep_top, hidden)
 
 
-def _units(folder: str, prefix: str, depth: int, keep: Callable[[str], bool] | None) -> Iterator[Unit]:
+def _units(
+    folder: str, prefix: str, depth: int, keep: Callable[[str], bool] | None, hidden: bool
+) -> Iterator[Unit]:
     units: list[tuple[str, str, bool]] = []
     for entry in scandir_entries(folder):
         if entry.is_dir(follow_symlinks=False):
-            if keep is None or keep(entry.name):
+            if (keep is None or keep(entry.name)) and (hidden or not entry.name.startswith(".")):
                 units.append((entry.name + os.sep, entry.path, True))
         elif (
             (keep is None or keep(""))
@@ -190,22 +198,22 @@ def _units(folder: str, prefix: str, depth: int, keep: Callable[[str], bool] | N
             units.append((entry.name, entry.path, False))
     for _, path, is_dir in sorted(units):
         if is_dir and depth > 0:
-            yield from _units(path, prefix, depth - 1, None)
+            yield from _units(path, prefix, depth - 1, None, hidden)
         else:
             yield (path, is_dir)
 
 
-def expand_unit(unit: Unit, prefix: str) -> list[str]:
+def expand_unit(unit: Unit, prefix: str, hidden: bool = True) -> list[str]:
     """The result files of a unit, sorted by path."""
     # A folder removed since it was listed has no files: the deep walk would not see it either.
     path, is_dir = unit
-    return list_result_files_deep(path, prefix) if is_dir else [path]
+    return list_result_files_deep(path, prefix, hidden) if is_dir else [path]
 
 
-def iter_walk(root: str, prefix: str = "", depth: int = 1) -> Iterator[str]:
-    """``iter_result_files_deep(root, prefix)``, unit by unit (:func:`iter_units`)."""
-    for unit in iter_units(root, prefix, depth):
-        yield from expand_unit(unit, prefix)
+def iter_walk(root: str, prefix: str = "", depth: int = 1, hidden: bool = True) -> Iterator[str]:
+    """``iter_result_files_deep(root, prefix, hidden)``, unit by unit (:func:`iter_units`)."""
+    for unit in iter_units(root, prefix, depth, hidden=hidden):
+        yield from expand_unit(unit, prefix, hidden)
 
 
 def matches_any(name: str, globs: Sequence[str]) -> bool:

@@ -15,7 +15,9 @@ from kag.grading.compare.setups import ComparisonRun, compare_setups
 
 
 def best_setup(answers: Iterable[Answer]) -> str:
-    """The setup with the highest accuracy (OK / graded files), ties by name; the default baseline."""
+    """The default baseline: the setup with the highest accuracy (OK / graded files, ties by
+    name) among those that answered at least half as many questions as the setup that
+    answered the most, so that a setup graded on one lucky file is never the reference."""
     counts: dict[str, list[int]] = {}
     for a in answers:
         c = counts.setdefault(a.setup, [0, 0])
@@ -23,7 +25,9 @@ def best_setup(answers: Iterable[Answer]) -> str:
         c[1] += 1
     if not counts:
         raise ValueError("no graded answers")
-    return min(counts, key=lambda s: (-counts[s][0] / counts[s][1], s))
+    most = max(total for _, total in counts.values())
+    covered = [s for s, (_, total) in counts.items() if 2 * total >= most]
+    return min(covered, key=lambda s: (-counts[s][0] / counts[s][1], s))
 
 
 @dataclass(frozen=True)

@@ -66,3 +66,31 @@ def summarize(run: GradeRun) -> Summary:
         scorable_open_questions=run.scorable_open_questions,
         extract=run.extract,
     )
+
+
+# A binomial proportion from fewer files than this has a 95% interval wider than ±18 points.
+MIN_SAMPLE = 30
+
+
+@dataclass(frozen=True)
+class SmallSample:
+    """A setup whose accuracy rests on few files: ``total`` graded files, against ``largest``
+    for the setup with the most."""
+
+    setup: str
+    total: int
+    largest: int
+    ci95: tuple[float, float] | None
+
+
+def small_samples(summary: Summary, minimum: int = MIN_SAMPLE) -> list[SmallSample]:
+    """The setups (in rank order) whose total is under ``minimum`` or under half of the
+    largest setup's total: their rank says little. Empty when there are no setups."""
+    if not summary.setups:
+        return []
+    largest = max(s.overall.total for s in summary.setups)
+    return [
+        SmallSample(s.setup, s.overall.total, largest, s.overall.accuracy_ci95)
+        for s in summary.setups
+        if s.overall.total < minimum or 2 * s.overall.total < largest
+    ]

@@ -259,7 +259,8 @@ def grade_tree(
     1. A name that is not ``<prefix>…json`` with a non-empty setup, a non-regular file
        (symbolic links are never followed), a folder at the file level, or a file at the
        dataset/question level is ignored (``ignored_files``, logged at -v). ``*.tmp``
-       files are writes in progress: neither graded nor counted (logged at -vv).
+       files are writes in progress: neither graded nor counted (logged at -vv). Hidden
+       folders at the dataset level (``.kag-judge``) are passed over, not counted.
     2. Files of a free-form question or of a question not in the datasets file are
        ignored the same way.
     3. Files of an MCQ without an answer count in ``skipped_files``.
@@ -341,6 +342,8 @@ def _iter_questions(
     """Question folders to grade, in name order; entries at wrong levels are counted in ``parent``."""
     info = log.isEnabledFor(logging.INFO)
     for d in sorted_entries(root):
+        if d.name.startswith(".") and d.is_dir(follow_symlinks=False):
+            continue  # hidden (the judge's .kag-judge cache): not part of the tree, not counted
         if not d.is_dir(follow_symlinks=False):
             if not d.name.endswith(TMP_SUFFIX):
                 parent.ignored += 1

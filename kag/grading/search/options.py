@@ -29,6 +29,8 @@ class SearchOptions:
     - ``setups`` / ``datasets``: shell globs (``fnmatch``, case-sensitive); a file is
       searched when its setup matches any of ``setups`` and its dataset any of
       ``datasets`` (an empty tuple accepts everything).
+    - ``hidden``: also walk the folders below the root whose name starts with ``.`` (the
+      judge's ``.kag-judge`` cache, editor or VCS folders): skipped by default, as ripgrep does.
     """
 
     pattern: str
@@ -41,6 +43,7 @@ class SearchOptions:
     timeout: float = DEFAULT_TIMEOUT
     setups: tuple[str, ...] = ()
     datasets: tuple[str, ...] = ()
+    hidden: bool = False
 
     def __post_init__(self) -> None:
         if self.context < 0:

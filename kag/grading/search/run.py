@@ -120,7 +120,8 @@ def search(
     with something to report (selected, unreadable, ``error`` or timed out) so a caller
     can stream output before the search ends; files searched without a hit are only
     counted. Unreadable and timed-out files are warned about one by one; ``error`` files
-    are listed at info level (``-v``) and summed up in one warning at the end.
+    are listed at info level (``-v``) and counted in ``SearchResult.error_files`` (the
+    caller says so once).
 
     A file whose path is not valid UTF-8 is skipped, with one warning per such folder or
     file, and not counted: no output could name it exactly (JSON holds UTF-8 only).
@@ -141,7 +142,7 @@ def search(
         literal_of(options.pattern, options.ignore_case),
     )
     job = Job(os.fspath(root), options, matcher)
-    units = iter_units(job.root, options.prefix, keep_top=Globs(options.datasets))
+    units = iter_units(job.root, options.prefix, keep_top=Globs(options.datasets), hidden=options.hidden)
     tally = _Tally(keep_hits)
     chunks = iter_chunks(units, job, jobs)
     warned_bad: str | None = None
@@ -164,10 +165,4 @@ def search(
                     on_outcome(outcome)
     finally:
         chunks.close()
-    if tally.error_files:
-        log.warning(
-            "%d error result file(s) counted and skipped (no response to search; "
-            "kag -v stats find lists them)",
-            tally.error_files,
-        )
     return tally.result()

@@ -102,7 +102,7 @@ def list_search_files(root: str | os.PathLike[str], options: SearchOptions) -> l
     """The files a search covers, sorted by path (see :class:`_Entries` for the dataset
     and question of each); raises InputError when ``root`` is not a folder."""
     entries = _Entries(os.fspath(root), options)
-    found = (entries(path) for path in iter_walk(os.fspath(root), options.prefix))
+    found = (entries(path) for path in iter_walk(os.fspath(root), options.prefix, hidden=options.hidden))
     return [ResultFile(*entry) for entry in found if entry is not None]
 
 
@@ -133,7 +133,7 @@ class _Searcher:
         found: list[_Found] = []
         prefix, matcher = self.job.options.prefix, self.job.matcher
         for unit in units:
-            for path in expand_unit(unit, prefix):
+            for path in expand_unit(unit, prefix, self.job.options.hidden):
                 entry = self.entries(path)
                 if entry is None:
                     continue
