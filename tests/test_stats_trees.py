@@ -18,6 +18,7 @@ Summed over the trees: skipped 1, ignored 2, unreadable 1; the datasets file cou
 from __future__ import annotations
 
 import os
+import shlex
 from pathlib import Path
 
 import orjson
@@ -252,6 +253,36 @@ def test_impact_pairs_a_kag_setup_with_a_native_setup_of_another_run(tmp_path: P
     assert impact["setup"] == "r1/kag" and impact["native"] == "r2/native"
     # kag vs native of test_compare_cli's tree: helped d1 20,21 and d2 5-9 (7), hurt d1 5-19 (15)
     assert (impact["overall"]["helped"], impact["overall"]["hurt"]) == (7, 15)
+
+
+# ---------------------------------------------------------------- the documented example
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "_new" / "w15-trees.md"
+
+
+def test_the_documented_example_prints_what_the_page_shows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The page's console block: `qwen` run on Monday and again on Tuesday (right on 0-7, then
+    on 0-3 and 8-9), `qwen-kag` on Monday only (right on 0-8)."""
+    mcq = {"type": "MCQ", "options": {"A": "yes", "B": "no"}, "answer": "A"}
+    data = {"pubmedqa": {str(q): {"input": f"q{q}?", "output": mcq} for q in range(10)}}
+    (tmp_path / "datasets.json").write_bytes(orjson.dumps(data))
+    for q in range(10):
+        for day, right in (("monday", q < 8), ("tuesday", q < 4 or q >= 8)):
+            path = result_path(tmp_path / "runs" / day, "pubmedqa", str(q), "", "qwen")
+            write_result(path, OkResult("A" if right else "B"))
+        path = result_path(tmp_path / "runs" / "monday", "pubmedqa", str(q), "", "qwen-kag")
+        write_result(path, OkResult("A" if q < 9 else "B"))
+    monkeypatch.chdir(tmp_path)
+    block = DOC.read_text().split("```console\n", 1)[1].split("```", 1)[0]
+    commands = block.split("$ kag ")[1:]
+    assert len(commands) == 2
+    for command in commands:
+        line, _, expected = command.partition("\n")
+        result = runner.invoke(app, shlex.split(line))
+        assert result.exit_code == 0, result.stderr
+        assert result.stdout == expected, result.stdout
 
 
 # ---------------------------------------------------------------- the library
