@@ -57,7 +57,10 @@ def test_fail_under_as_a_fraction_warns_that_it_is_a_percentage(value: str, mean
     assert result.exit_code == 0  # every setup is above 1%: the gate itself is unchanged
     assert result.stdout == plain.stdout
     # The example tree's setups have 4 files each: the small-sample warning follows.
-    assert result.stderr.splitlines()[0] == f"kag: warning: --fail-under {value} is a percentage: did you mean {meant}?"
+    assert (
+        result.stderr.splitlines()[0]
+        == f"kag: warning: --fail-under {value} is a percentage: did you mean {meant}?"
+    )
     assert result.stderr.replace(plain.stderr, "") == result.stderr.splitlines(keepends=True)[0]
 
 

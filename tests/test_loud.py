@@ -5,11 +5,6 @@ which setups rest on few files, `compare` does not take such a setup as its base
 from __future__ import annotations
 
 import json
-import os
-import re
-import shlex
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -252,35 +247,3 @@ def test_stats_passes_over_hidden_dataset_folders_without_counting_them(
     doc = json.loads(result.stdout)
     # ds/0/.bak is a folder at the file level: ignored as before; .kag-judge and .old are not counted
     assert (doc["ignored_files"], doc["setups"][0]["overall"]["total"]) == (1, 4)
-
-
-# ---------------------------------------------------------------- the documented examples
-
-
-def documented_examples() -> list[tuple[str, str]]:
-    """(command, output) of each ``$ kag …`` line of the console blocks of the user notes."""
-    text = (Path(__file__).parent.parent / "docs/_new/w14-loud.md").read_text()
-    examples = []
-    for block in re.findall(r"```console\n(.*?)```", text, re.DOTALL):
-        for chunk in block.split("$ ")[1:]:
-            command, _, output = chunk.partition("\n")
-            examples.append((command, output))
-    return examples
-
-
-@pytest.mark.parametrize(("command", "output"), documented_examples())
-def test_the_documented_examples_print_what_they_show(command: str, output: str, repo: Path) -> None:
-    argv = shlex.split(command)
-    quiet = argv[-1] == ">/dev/null"
-    argv = argv[1:-1] if quiet else argv[1:]
-    env = {**os.environ, "PYTHONPATH": str(repo), "COLUMNS": "200"}
-    done = subprocess.run(
-        [sys.executable, "-m", "kag", *argv],
-        cwd=repo,
-        env=env,
-        stdout=subprocess.DEVNULL if quiet else subprocess.PIPE,
-        stderr=subprocess.PIPE if quiet else subprocess.STDOUT,  # as a terminal shows them
-        text=True,
-        check=False,
-    )
-    assert (done.stderr if quiet else done.stdout) == output

@@ -9,12 +9,13 @@ passed to that one declaration, so ``--help`` of every command reads as before.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterable, Sequence
 from enum import StrEnum
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from typer.core import TyperCommand
@@ -22,6 +23,9 @@ from typer.core import TyperCommand
 from kag.console import set_verbosity, verbosity
 from kag.errors import UsageError
 from kag.render.formats import FindFormat, ReportFormat, TableFormat
+
+if TYPE_CHECKING:
+    from kag.grading.mcq.trees import ResultSource
 
 
 def _datasets(help: str) -> Any:
@@ -146,7 +150,13 @@ def _argument_name(param: Any, usage: bool = False) -> str:
 StatsDatasetsOpt = Annotated[
     Path | None, _datasets("Datasets file with the answers (required without a sub-command).")
 ]
-StatsResultsOpt = Annotated[Path | None, _results("Root of the result tree  [default: .]")]
+StatsResultsOpt = Annotated[
+    list[str] | None,
+    _results(
+        "Root of the result tree; LABEL=DIR (repeatable) reports several trees, their setups as "
+        "LABEL/setup  [default: .]"
+    ),
+]
 StatsPrefixOpt = Annotated[
     str | None, _prefix("File name prefix of the result files (the benchmark's --prefix).")
 ]
@@ -164,6 +174,10 @@ StatsDatasetOpt = Annotated[list[str] | None, _dataset("Only datasets matching t
 # The sub-commands (`compare`, `flips`, `impact`, `find`).
 DatasetsOpt = Annotated[Path | None, _datasets("Datasets file with the answers.")]
 ResultsOpt = Annotated[Path | None, _results("Result tree [default: .]")]
+TreesOpt = Annotated[
+    list[str] | None,
+    _results("Result tree; LABEL=DIR (repeatable) pairs the setups of several trees [default: .]"),
+]
 PrefixOpt = Annotated[str | None, _prefix("File name prefix of result files.")]
 SetupOpt = Annotated[list[str] | None, _setup("Only setups matching GLOB (repeatable).")]
 DatasetOpt = Annotated[list[str] | None, _dataset("Only datasets matching GLOB (repeatable).")]
@@ -288,21 +302,40 @@ def check_globs(option: str, globs: Sequence[str], kind: str, where: str, names:
 
 
 def check_setup_globs(
-    globs: tuple[str, ...], graded: set[str], root: Path, prefix: str, dataset_globs: tuple[str, ...]
+    globs: tuple[str, ...],
+    graded: set[str],
+    root: ResultSource,
+    prefix: str,
+    dataset_globs: tuple[str, ...],
 ) -> None:
     """UsageError naming each ``--setup`` glob that matches no setup of the tree (within the
     ``--dataset`` folders), with the setups that are there. Only when a glob matches no
     graded setup is the tree listed again (names only, no file is read), so a filter that
-    works costs nothing."""
+    works costs nothing. Over labelled trees the setups are ``LABEL/setup``."""
     if not unmatched_globs(globs, graded):
         return
+    from kag.grading.mcq.trees import describe_source
+
+    in_tree = setups_in(root, prefix, dataset_globs)
+    check_globs("--setup", globs, "setup", tree_place(describe_source(root), dataset_globs), in_tree)
+
+
+def setups_in(source: ResultSource, prefix: str, dataset_globs: Sequence[str] = ()) -> list[str]:
+    """The setups of the result files of ``source`` (``LABEL/setup`` over labelled trees) in
+    the ``--dataset`` folders, by name; names only, no file is read."""
+    from kag.grading.mcq.trees import labelled
     from kag.results import list_results
     from kag.results.tree import matches_any
 
-    in_tree = sorted(
-        {f.setup for f in list_results(root, prefix).files if matches_any(f.dataset, dataset_globs)}
+    trees = [(None, source)] if isinstance(source, (str, Path)) else [(t.label, t.root) for t in source]
+    return sorted(
+        {
+            f.setup if label is None else labelled(label, f.setup)
+            for label, root in trees
+            for f in list_results(root, prefix).files
+            if matches_any(f.dataset, dataset_globs)
+        }
     )
-    check_globs("--setup", globs, "setup", tree_place(root, dataset_globs), in_tree)
 
 
 def split_list(values: Iterable[str]) -> tuple[str, ...]:
@@ -329,6 +362,57 @@ def tree_place(root: Path | str, dataset_globs: Sequence[str]) -> str:
     setups named by an unmatched-filter message were looked for."""
     with_datasets = ", ".join(f"--dataset {g}" for g in dataset_globs)
     return f"in {root}" + (f" with {with_datasets}" if with_datasets else "")
+
+
+def parse_trees(values: Sequence[str | Path] | str | Path | None) -> ResultSource:
+    """The result trees of the ``-r`` values: a Path for none (``.``) or one bare ``DIR``
+    (today's meaning, setups unlabelled), else one :class:`LabelledTree` per ``LABEL=DIR``.
+
+    A value is ``LABEL=DIR`` when it is not an existing path and holds ``=``: split on the
+    first ``=``. UsageError (exit 2) when the part before it is not a label (empty, with
+    ``/``, whitespace or ``*?[]``) or nothing follows it, when bare and labelled values are
+    mixed or several bare ones are given, and when a label is given twice.
+    """
+    from kag.grading.mcq.trees import LabelledTree, check_trees, label_problem
+
+    if values is None or isinstance(values, (str, Path)):
+        values = [] if values is None else [values]
+    if not values:
+        return Path(".")
+    parsed: list[tuple[str | None, str]] = []
+    for value in map(str, values):
+        if "=" not in value or os.path.lexists(value):
+            parsed.append((None, value))
+            continue
+        label, _, root = value.partition("=")
+        problem = label_problem(label)
+        if problem is not None:
+            raise UsageError(f"-r {value}: not a directory, nor LABEL=DIR: {problem}")
+        if not root:
+            raise UsageError(f"-r {value}: no directory after '='")
+        parsed.append((label, str(Path(root))))  # normalized as a bare DIR is
+    bare = [root for label, root in parsed if label is None]
+    if len(parsed) == 1 and bare:
+        return Path(bare[0])
+    if len(bare) == len(parsed):
+        raise UsageError(
+            f"-r given {len(bare)} times without labels: name each tree, -r LABEL=DIR "
+            "(its setups are reported as LABEL/setup)"
+        )
+    if bare:
+        raise UsageError(f"-r {bare[0]}: a bare DIR cannot go with LABEL=DIR trees; label every tree")
+    trees = tuple(LabelledTree(label, root) for label, root in parsed if label is not None)
+    check_trees(trees)
+    return trees
+
+
+def one_tree(values: Sequence[str | Path] | str | Path | None, command: str) -> Path:
+    """The one result tree a command reads (``.`` by default); UsageError for several or
+    labelled trees, which ``command`` does not report."""
+    source = parse_trees(values)
+    if not isinstance(source, Path):
+        raise UsageError(f"{command} reads one result tree: give -r DIR, not LABEL=DIR")
+    return source
 
 
 def emit_report(text: str, output: Path | None) -> None:

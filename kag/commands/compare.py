@@ -25,16 +25,18 @@ from kag.commands._common import (
     PrefixOpt,
     Quiet,
     ReportFormatOpt,
-    ResultsOpt,
     SetupOpt,
     TableFormatOpt,
+    TreesOpt,
     Verbose,
     check_globs,
     check_setup_globs,
     emit_report,
+    parse_trees,
     pick_format,
     pick_grade,
     pick_option,
+    setups_in,
 )
 from kag.errors import GateFailed, UsageError
 from kag.render.formats import ReportFormat, TableFormat
@@ -54,7 +56,7 @@ class _Loaded:
 def _load(
     ctx: typer.Context,
     datasets: Path | None,
-    results: Path | None,
+    results: list[str] | None,
     prefix: str | None,
     setup: list[str] | None,
     dataset: list[str] | None,
@@ -67,13 +69,14 @@ def _load(
     import glob
 
     from kag.datasets import load_datasets
-    from kag.grading.compare.records import load_answers
-    from kag.results import list_results
+    from kag.grading.compare.trees import load_source_answers
+    from kag.grading.mcq.trees import describe_source
 
     datasets_path = pick_option(ctx, "--datasets", datasets, None)
     if datasets_path is None:
         raise UsageError("missing option '--datasets' / '-d': the datasets file with the answers")
-    root = str(pick_option(ctx, "--results", results, Path(".")))
+    source = parse_trees(pick_option(ctx, "--results", results, None))
+    root = describe_source(source)
     pfx = pick_option(ctx, "--prefix", prefix, "")
     extract_spec, extracted = pick_grade(ctx, extract, grade)
     asked = tuple(pick_option(ctx, "--setup", setup, ()))
@@ -82,13 +85,15 @@ def _load(
     answer_key = load_datasets(datasets_path)
     # As in `kag stats`: a filter that selects nothing is a typo, not a smaller comparison.
     check_globs("--dataset", globs, "dataset", f"in {datasets_path}", sorted(answer_key.datasets))
-    loaded = load_answers(answer_key, root, pfx, setups, globs, extract=extract_spec, extracted=extracted)
+    loaded = load_source_answers(
+        answer_key, source, pfx, setups, globs, extract=extract_spec, extracted=extracted
+    )
     for name in named:
         if name and name not in loaded.setups:
-            in_tree = sorted({f.setup for f in list_results(root, pfx).files})
+            in_tree = setups_in(source, pfx)
             why = "no graded answers after the filters" if name in in_tree else "no such setup"
             raise UsageError(f"setup {name!r}: {why}; setups in {root}: {', '.join(in_tree) or 'none'}")
-    check_setup_globs(asked, set(loaded.setups), Path(root), pfx, globs)
+    check_setup_globs(asked, set(loaded.setups), source, pfx, globs)
     if not loaded.answers:
         raise UsageError(
             f"{root}: no graded result file (prefix {pfx!r}, setups {list(setups) or 'all'}, "
@@ -136,7 +141,7 @@ def register(stats_app: typer.Typer) -> None:
     def compare(
         ctx: typer.Context,
         datasets: DatasetsOpt = None,
-        results: ResultsOpt = None,
+        results: TreesOpt = None,
         prefix: PrefixOpt = None,
         setup: SetupOpt = None,
         dataset: DatasetOpt = None,
@@ -253,7 +258,7 @@ def register(stats_app: typer.Typer) -> None:
         a: Annotated[str, typer.Argument(metavar="A", help="First setup.")],
         b: Annotated[str, typer.Argument(metavar="B", help="Second setup.")],
         datasets: DatasetsOpt = None,
-        results: ResultsOpt = None,
+        results: TreesOpt = None,
         prefix: PrefixOpt = None,
         dataset: DatasetOpt = None,
         max_chars: Annotated[
@@ -302,7 +307,7 @@ def register(stats_app: typer.Typer) -> None:
             typer.Argument(metavar="SETUP", help="KAG setups [default: every setup that retrieves]."),
         ] = None,
         datasets: DatasetsOpt = None,
-        results: ResultsOpt = None,
+        results: TreesOpt = None,
         prefix: PrefixOpt = None,
         dataset: DatasetOpt = None,
         native: Annotated[

@@ -6,7 +6,6 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterable
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -20,6 +19,7 @@ from kag.commands._common import (
     Quiet,
     SetupOpt,
     Verbose,
+    one_tree,
     pick_option,
     tree_place,
     unmatched_globs,
@@ -206,7 +206,7 @@ def register(stats_app: typer.Typer) -> None:
             _fzf()  # a missing fzf is an error before, not after, the search
         console = stdout_console()
         color = console.is_terminal and not console.no_color and console.color_system is not None
-        root = str(pick_option(ctx, "--results", results, Path(".")))
+        root = str(one_tree(pick_option(ctx, "--results", results, None), "kag stats find"))
         view = View(
             fmt, root, color=color and not interactive, files_only=files_only, counts=count, null=null
         )

@@ -24,6 +24,7 @@ from kag.commands._common import (
     TimeoutOpt,
     Verbose,
     check_globs,
+    one_tree,
     pick_format,
     pick_option,
     tree_place,
@@ -110,7 +111,7 @@ def register(stats_app: typer.Typer) -> None:
         datasets_path = pick_option(ctx, "--datasets", datasets, None)
         if datasets_path is None:
             raise UsageError("missing option '--datasets' / '-d': the datasets file with the answers")
-        root = Path(pick_option(ctx, "--results", results, Path(".")))
+        root = one_tree(pick_option(ctx, "--results", results, None), "kag stats judge")
         pfx = pick_option(ctx, "--prefix", prefix, "")
         globs = tuple(pick_option(ctx, "--setup", setup, ()))
         cfg = load_config(config)

@@ -29,6 +29,7 @@ from kag.commands._common import (
     check_globs,
     check_setup_globs,
     emit_report,
+    parse_trees,
     pick_grade,
     tree_place,
 )
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     from kag.grading.compare.setups import ComparisonRun
     from kag.grading.mcq.metrics import GradeRun
     from kag.grading.mcq.summary import Summary
+    from kag.grading.mcq.trees import ResultSource
 
 FORMATS = tuple(f.value for f in ReportFormat)
 
@@ -111,7 +113,7 @@ def stats(
     from kag.datasets import load_datasets
     from kag.grading.gates import check_threshold, fail_under_verdict, regression_verdict
     from kag.grading.mcq.summary import summarize
-    from kag.grading.mcq.walk import grade_tree
+    from kag.grading.mcq.trees import grade_source
     from kag.render.stats import render
 
     if fail_under is not None:
@@ -120,14 +122,14 @@ def stats(
             # The JSON report gives accuracy as a fraction (0.52): a threshold copied from
             # it would let every setup pass.
             warn(f"--fail-under {fail_under:g} is a percentage: did you mean {fail_under * 100:g}?")
-    root = results if results is not None else Path(".")
+    root = parse_trees(results)
     loaded = load_datasets(datasets)
     dataset_globs = tuple(dataset or ())
     # A filter that selects nothing is a typo far more often than an intent: exit 2
     # before any report, so that neither a CI gate nor a step summary passes on it.
     check_globs("--dataset", dataset_globs, "dataset", f"in {datasets}", sorted(loaded.datasets))
     analysed = fmt_name == "html" or fail_if_worse_than is not None
-    graded = grade_tree(
+    graded = grade_source(
         loaded,
         root,
         prefix or "",
@@ -137,7 +139,8 @@ def stats(
         extract=extract_spec,
     )
     check_setup_globs(tuple(setup or ()), {s for s, _ in graded.tallies}, root, prefix or "", dataset_globs)
-    _explain_little(graded, loaded, root, prefix or "", dataset_globs)
+    for tree in [root] if isinstance(root, (str, Path)) else [t.root for t in root]:
+        _explain_little(graded, loaded, Path(tree), prefix or "", dataset_globs)
     summary = summarize(graded)
     _warn_small_samples(summary)
     comparisons = None
@@ -213,7 +216,7 @@ def _analyse(
     graded: GradeRun,
     loaded: Datasets,
     datasets: Path,
-    root: Path,
+    root: ResultSource,
     prefix: str,
     fmt_name: str,
     fail_if_worse_than: str | None,
@@ -222,17 +225,20 @@ def _analyse(
     """The HTML page (when asked) and the comparisons the --fail-if-worse-than gate reads."""
     from kag import __version__
     from kag.console import warn
-    from kag.grading.compare.records import answer_set_from_run
     from kag.grading.compare.setups import compare_setups
+    from kag.grading.compare.trees import answer_set_from_source
+    from kag.grading.mcq.trees import describe_source
     from kag.render.html import PageMeta, render_html_report
 
-    answers = answer_set_from_run(graded, loaded, root, prefix, extracted=extracted)
+    answers = answer_set_from_source(graded, loaded, root, prefix, extracted=extracted)
     if fail_if_worse_than is not None and fail_if_worse_than not in answers.setups:
         raise UsageError(f"--fail-if-worse-than {fail_if_worse_than}: no graded setup has that name")
     if fmt_name != "html":
         assert fail_if_worse_than is not None  # the only other reason to analyse
         return "", compare_setups(answers.answers, fail_if_worse_than, None)
-    meta = PageMeta(datasets=str(datasets), results=str(root), prefix=prefix or None, version=__version__)
+    meta = PageMeta(
+        datasets=str(datasets), results=describe_source(root), prefix=prefix or None, version=__version__
+    )
     page, analysis = render_html_report(answers, meta, baseline=fail_if_worse_than)
     for note in analysis.notes:
         warn(note)

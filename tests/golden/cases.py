@@ -133,6 +133,19 @@ case(
 )
 case("stats-setup-two", "stats", *EX, "--setup", "smollm2-*", "--setup", "*-kag")
 case("stats-dataset", "stats", *EX, "--dataset", "pubmed*")
+# Two labelled trees (the same tree twice: a reproducibility check that finds no difference).
+TREES = ["-d", D, "-r", f"run1={R}", "-r", f"run2={R}"]
+case("stats-trees", "stats", *TREES, "--setup", "run1/*", "--setup", "run2/*-kag")
+case(
+    "compare-trees",
+    "stats",
+    "compare",
+    *TREES,
+    "--setup",
+    "*/qwen35-9b-*",
+    "--baseline",
+    "run1/qwen35-9b-kag",
+)
 case("stats-setup", "stats", *MK, "--setup", "*native", med_kag=True)
 case("stats-dataset-json", "stats", *MK, "--dataset", "pubmedqa", "--format", "json", med_kag=True)
 case("stats-setup-nomatch", "stats", *EX, "--setup", "nope*")

@@ -75,6 +75,7 @@ class _QuestionTask:
 class _Config:
     prefix: str
     setup_globs: tuple[str, ...]
+    glob_prefix: str
     abstention: str
     keep_records: bool
     log_level: int
@@ -122,7 +123,7 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
                         (logging.INFO, f"{entry.path}: ignored (not a '{prefix}…json' result file)")
                     )
                 continue
-            if not matches_any(setup, globs):
+            if not matches_any(config.glob_prefix + setup, globs):
                 continue
             if task.kind is _Kind.NOT_GRADED:
                 out.ignored += 1
@@ -251,6 +252,7 @@ def grade_tree(
     keep_records: bool = False,
     workers: int | None = None,
     extract: str | None = None,
+    setup_label: str | None = None,
 ) -> GradeRun:
     """Grade every ``<root>/<dataset>/<question>/<prefix><setup>.json`` file.
 
@@ -272,7 +274,9 @@ def grade_tree(
     ``setups`` / ``dataset_globs`` are shell globs (case-sensitive); a file must match one
     of each given list, files filtered out are not counted anywhere. ``datasets`` and
     ``scorable_questions`` of the run count the datasets file restricted to
-    ``dataset_globs``.
+    ``dataset_globs``. With ``setup_label`` the ``setups`` globs match
+    ``<setup_label>/<setup>``, the name a setup has in a report over several trees
+    (:func:`kag.grading.mcq.trees.grade_trees`); the run's setups stay unlabelled.
 
     ``workers``: None chooses (a process pool for trees of 500 questions or more, else
     in-process), 1 grades in-process, n > 1 uses n worker processes. The result never
@@ -294,7 +298,10 @@ def grade_tree(
     scorable = sum(1 for name in selected for q in datasets.datasets[name].values() if q.scorable)
     any_open = any(q.open is not None for q in datasets.iter_questions())
     open_questions = sum(1 for n in selected for q in datasets.datasets[n].values() if q.open is not None)
-    config = _Config(prefix, setup_globs, abstention, keep_records, log.getEffectiveLevel(), extract)
+    glob_prefix = f"{setup_label}/" if setup_label is not None else ""
+    config = _Config(
+        prefix, setup_globs, glob_prefix, abstention, keep_records, log.getEffectiveLevel(), extract
+    )
     parent = _ChunkResult()
     chunks = _chunked(_iter_questions(datasets, root, ds_globs, parent), CHUNK_QUESTIONS)
 
