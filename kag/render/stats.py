@@ -10,7 +10,8 @@ document as a string ending in a newline and never emits terminal escape codes.
 - markdown: a GitHub table for CI step summaries (same numbers, plus the 95% interval).
 - json: the Rust tool's document field for field (pretty-printed, 2 spaces) plus the
   additive fields ``unreadable_files``, ``ignored_files`` and, per block,
-  ``accuracy_ci95``, ``abstentions``, ``non_option_answers``.
+  ``accuracy_ci95``, ``abstentions``, ``non_option_answers``, and ``usage`` when a file of
+  the run has token usage or prices were given.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from kag.grading.mcq.metrics import Metrics
 from kag.grading.mcq.summary import Summary
 from kag.render.formats import TableFormat
 from kag.render.table import Align, Table, table_markdown
+from kag.render.usage import usage_cells, usage_headers, usage_legend, usage_to_json
 from kag.textsafe import escape_controls
 
 LEGEND = (
@@ -146,18 +148,24 @@ def render_markdown(summary: Summary) -> str:
         lines.append(f"_{EMPTY}_")
         return "\n".join(lines) + "\n"
     rag = summary.any_retrieval
+    usage, costs = summary.shows_usage, summary.costs
     headers = ["Setup", "ACC%", "ACC 95% CI", *_MAIN_HEADERS[1:]]
     if rag:
         headers += list(_RAG_HEADERS)
+    if usage:
+        headers += usage_headers(costs is not None)
     body: list[tuple[str, ...]] = []
     for s in summary.setups:
-        rows = [(f"**{s.setup}**", s.overall)]
-        rows += [(f"└ {name}", m) for name, m in s.per_dataset.items()]
-        for label, m in rows:
+        rows: list[tuple[str, str | None, Metrics]] = [(f"**{s.setup}**", None, s.overall)]
+        rows += [(f"└ {name}", name, m) for name, m in s.per_dataset.items()]
+        for label, dataset, m in rows:
             main = _main_cells(m)
             cells = [label, main[0], _ci_cell(m), *main[1:]]
             if rag:
                 cells += _rag_cells(m) or ["", "", "", ""]
+            if usage:
+                cost = costs.of(s.setup, dataset) if costs is not None else None
+                cells += usage_cells(m, cost, costs is not None)
             body.append(tuple(cells))
     right: Align = "r"
     align: tuple[Align, ...] = ("l", *((right,) * (len(headers) - 1)))
@@ -168,6 +176,9 @@ def render_markdown(summary: Summary) -> str:
         "COVER% = committed / scored; GEN(s)/RET(s) = mean generation/retrieval time per question, "
         "in seconds; CTX_LEN = average prompt length, in bytes."
     )
+    if usage:
+        lines.append("")
+        lines.append(usage_legend(costs is not None) + ".")
     return "\n".join(lines) + "\n"
 
 
@@ -210,8 +221,18 @@ def metrics_to_json(m: Metrics) -> dict[str, Any]:
     }
 
 
+def _with_usage(summary: Summary, setup: str, dataset: str | None, m: Metrics) -> dict[str, Any]:
+    block = metrics_to_json(m)
+    if summary.shows_usage:
+        costs = summary.costs
+        cost = costs.of(setup, dataset) if costs is not None else None
+        block["usage"] = usage_to_json(m, cost, costs is not None)
+    return block
+
+
 def summary_to_json(summary: Summary) -> dict[str, Any]:
-    """The whole JSON document as plain Python values."""
+    """The whole JSON document as plain Python values (per block ``usage`` only when
+    :attr:`Summary.shows_usage`)."""
     return {
         "datasets": summary.datasets,
         "scorable_questions": summary.scorable_questions,
@@ -221,8 +242,10 @@ def summary_to_json(summary: Summary) -> dict[str, Any]:
         "setups": [
             {
                 "setup": s.setup,
-                "overall": metrics_to_json(s.overall),
-                "per_dataset": {name: metrics_to_json(m) for name, m in s.per_dataset.items()},
+                "overall": _with_usage(summary, s.setup, None, s.overall),
+                "per_dataset": {
+                    name: _with_usage(summary, s.setup, name, m) for name, m in s.per_dataset.items()
+                },
             }
             for s in summary.setups
         ],
