@@ -9,8 +9,9 @@ from importlib import resources
 import pytest
 from markupsafe import Markup
 
-from kag.render import compare, find, irt2, stats, triplets
-from kag.render.formats import FindFormat, Irt2Format, ReportFormat, TableFormat, TripletsFormat
+from kag.commands.stats import FORMATS as STATS_FORMATS
+from kag.render import compare, export, find, irt2, stats, triplets
+from kag.render.formats import ExportFormat, FindFormat, Irt2Format, ReportFormat, TableFormat, TripletsFormat
 from kag.render.table import Table, table_html
 from kag.render.templating import environment
 
@@ -21,6 +22,7 @@ MAPPINGS = [
     (TableFormat, compare.FLIP_RENDERERS),
     (TableFormat, compare.IMPACT_RENDERERS),
     (FindFormat, find.RENDERERS),
+    (ExportFormat, export.RENDERERS),
     (TripletsFormat, triplets.RENDERERS),
     (Irt2Format, irt2.RENDERERS),
 ]
@@ -35,6 +37,12 @@ def test_every_format_maps_to_one_renderer(family: type[StrEnum], renderers: dic
 def test_report_formats_are_the_table_formats_and_the_page() -> None:
     """`kag stats` and `kag stats compare` render html as the page, everything else as tables."""
     assert {f.value for f in ReportFormat} == {f.value for f in TableFormat} | {ReportFormat.HTML.value}
+
+
+def test_stats_formats_are_the_report_formats_and_the_exports() -> None:
+    """`kag stats --format` takes every report format and every per-question export, once."""
+    assert sorted(STATS_FORMATS) == sorted({f.value for f in ReportFormat} | {f.value for f in ExportFormat})
+    assert not {f.value for f in ReportFormat} & {f.value for f in ExportFormat}
 
 
 def test_templates_ship_in_the_package() -> None:

@@ -18,7 +18,14 @@ from kag.grading.mcq.rule import (
     grade_raw,
     grade_result,
 )
-from kag.results.codec import parse_response, parse_result, result_from_json, result_to_json, simd_response
+from kag.results.codec import (
+    grading_fields,
+    parse_response,
+    parse_result,
+    result_from_json,
+    result_to_json,
+    simd_response,
+)
 from kag.results.model import (
     AugmentedGeneration,
     DatabaseStats,
@@ -341,3 +348,20 @@ def test_the_records_keep_the_error_text_the_config_and_the_usage() -> None:
     graded = grade_raw(raw, KEY, **args)
     assert graded.config == ModelConfig("openai", "qwen", 0.5, None, AugmentedGeneration("embedder", "neo4j"))
     assert graded.usage == Usage(120, 3) and graded.error is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(valid_results, st.data())
+def test_the_sums_only_reader_keeps_the_usage_and_drops_only_the_config(result, data):
+    """`kag stats` without records (``details=False``) still sums tokens: only ``config`` is left out."""
+    raw = result_to_json(result)
+    for _ in range(data.draw(st.integers(0, 2))):
+        path = data.draw(st.sampled_from(list(_paths(raw))))
+        raw = _replace(raw, path, data.draw(edge_scalars | json_values))
+    try:
+        full = grading_fields(raw)
+    except UnreadableResult:
+        return
+    assert grading_fields(raw, details=False) == full._replace(config=None)
+    model = result_from_json(raw)
+    assert full.usage == (model.stats.usage if isinstance(model, OkResult) else None)

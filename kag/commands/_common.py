@@ -163,7 +163,8 @@ StatsPrefixOpt = Annotated[
 StatsFormatOpt = Annotated[
     str | None,
     _format_option(
-        "text, json, markdown or html (a self-contained page; with --output)  [default: text]",
+        "text, json, markdown, html (a self-contained page; with --output), or csv or jsonl "
+        "(one row per graded file)  [default: text]",
         metavar="FORMAT",
     ),
 ]

@@ -35,7 +35,8 @@ from kag.commands._common import (
 )
 from kag.console import warn
 from kag.errors import GateFailed, UsageError
-from kag.render.formats import ReportFormat, TableFormat
+from kag.render.formats import ExportFormat, ReportFormat, TableFormat
+from kag.textsafe import escape_controls
 
 if TYPE_CHECKING:
     from kag.datasets import Datasets
@@ -43,8 +44,9 @@ if TYPE_CHECKING:
     from kag.grading.mcq.metrics import GradeRun
     from kag.grading.mcq.summary import Summary
     from kag.grading.mcq.trees import ResultSource
+    from kag.pricing import Prices
 
-FORMATS = tuple(f.value for f in ReportFormat)
+FORMATS = (*(f.value for f in ReportFormat), *(f.value for f in ExportFormat))
 
 stats_app = typer.Typer(
     help="Grade a result tree against the datasets file: accuracy, precision, coverage per setup.",
@@ -92,6 +94,15 @@ def stats(
     ] = None,
     extract: ExtractOpt = None,
     grade: GradeOpt = None,
+    prices: Annotated[
+        Path | None,
+        typer.Option(
+            "--prices",
+            help="Token prices per model (TOML, USD per 1M tokens): adds cost_usd to json, markdown, html.",
+            metavar="FILE",
+            show_default=False,
+        ),
+    ] = None,
     verbose: StatsVerbose = 0,
     quiet: Quiet = 0,
 ) -> None:
@@ -114,6 +125,7 @@ def stats(
     from kag.grading.gates import check_threshold, fail_under_verdict, regression_verdict
     from kag.grading.mcq.summary import summarize
     from kag.grading.mcq.trees import grade_source
+    from kag.pricing import load_prices
     from kag.render.stats import render
 
     if fail_under is not None:
@@ -123,19 +135,21 @@ def stats(
             # it would let every setup pass.
             warn(f"--fail-under {fail_under:g} is a percentage: did you mean {fail_under * 100:g}?")
     root = parse_trees(results)
+    price_list = load_prices(prices) if prices is not None else None
     loaded = load_datasets(datasets)
     dataset_globs = tuple(dataset or ())
     # A filter that selects nothing is a typo far more often than an intent: exit 2
     # before any report, so that neither a CI gate nor a step summary passes on it.
     check_globs("--dataset", dataset_globs, "dataset", f"in {datasets}", sorted(loaded.datasets))
     analysed = fmt_name == "html" or fail_if_worse_than is not None
+    exported = fmt_name in {f.value for f in ExportFormat}
     graded = grade_source(
         loaded,
         root,
         prefix or "",
         setups=tuple(setup or ()),
         dataset_globs=dataset_globs,
-        keep_records=analysed,
+        keep_records=analysed or exported or price_list is not None,
         extract=extract_spec,
     )
     check_setup_globs(tuple(setup or ()), {s for s, _ in graded.tallies}, root, prefix or "", dataset_globs)
@@ -143,12 +157,18 @@ def stats(
         _explain_little(graded, loaded, Path(tree), prefix or "", dataset_globs)
     summary = summarize(graded)
     _warn_small_samples(summary)
+    if price_list is not None:
+        summary = _priced(summary, graded, price_list)
     comparisons = None
     if analysed:
         text, comparisons = _analyse(
-            graded, loaded, datasets, root, prefix or "", fmt_name, fail_if_worse_than, extracted
+            graded, loaded, datasets, root, prefix or "", fmt_name, fail_if_worse_than, summary, extracted
         )
-    if fmt_name != "html":
+    if exported:
+        from kag.render.export import RENDERERS as EXPORTERS
+
+        text = EXPORTERS[ExportFormat(fmt_name)](graded.records or (), loaded)
+    elif fmt_name != "html":
         text = render(summary, TableFormat(fmt_name))
     emit_report(text, output)
     verdict = fail_under_verdict(summary, fail_under, extracted=extracted) if fail_under is not None else None
@@ -220,9 +240,12 @@ def _analyse(
     prefix: str,
     fmt_name: str,
     fail_if_worse_than: str | None,
+    summary: Summary,
     extracted: bool = False,
 ) -> tuple[str, ComparisonRun | None]:
     """The HTML page (when asked) and the comparisons the --fail-if-worse-than gate reads."""
+    from dataclasses import replace
+
     from kag import __version__
     from kag.console import warn
     from kag.grading.compare.setups import compare_setups
@@ -230,7 +253,10 @@ def _analyse(
     from kag.grading.mcq.trees import describe_source
     from kag.render.html import PageMeta, render_html_report
 
-    answers = answer_set_from_source(graded, loaded, root, prefix, extracted=extracted)
+    # The summary of the answers, with the costs when --prices priced it.
+    answers = replace(
+        answer_set_from_source(graded, loaded, root, prefix, extracted=extracted), summary=summary
+    )
     if fail_if_worse_than is not None and fail_if_worse_than not in answers.setups:
         raise UsageError(f"--fail-if-worse-than {fail_if_worse_than}: no graded setup has that name")
     if fmt_name != "html":
@@ -243,6 +269,20 @@ def _analyse(
     for note in analysis.notes:
         warn(note)
     return page, analysis.comparisons if fail_if_worse_than is not None else None
+
+
+def _priced(summary: Summary, graded: GradeRun, prices: Prices) -> Summary:
+    """``summary`` with the costs of its blocks; one warning per model without a price."""
+    from dataclasses import replace
+
+    from kag.console import warn
+    from kag.grading.usage import price_records
+
+    costs = price_records(graded.records or (), prices)
+    for model in costs.missing_models:
+        name = f"model '{escape_controls(model)}'" if model else "files that record no model"
+        warn(f"{prices.path}: no price for {name}: its setups' cost_usd is null")
+    return replace(summary, costs=costs)
 
 
 def register(app: typer.Typer) -> typer.Typer:

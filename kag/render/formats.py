@@ -30,6 +30,13 @@ class TableFormat(StrEnum):
     MARKDOWN = "markdown"
 
 
+class ExportFormat(StrEnum):
+    """``kag stats --format csv|jsonl``: one row per graded file (:mod:`kag.render.export`)."""
+
+    CSV = "csv"
+    JSONL = "jsonl"
+
+
 class FindFormat(StrEnum):
     """The output formats of ``kag stats find``; each has one renderer in ``kag.render.find.RENDERERS``."""
 

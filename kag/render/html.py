@@ -30,6 +30,7 @@ from kag.grading.compare import (
 )
 from kag.grading.mcq.metrics import Metrics
 from kag.grading.mcq.summary import SetupSummary
+from kag.grading.usage import Costs
 from kag.render.compare import (
     IMPACT_LEGEND,
     comparison_legend,
@@ -39,8 +40,9 @@ from kag.render.compare import (
     impact_header,
     impact_table,
 )
-from kag.render.table import Table, interval_pct, pct, signed_pp, table_html
+from kag.render.table import Align, Table, interval_pct, pct, signed_pp, table_html
 from kag.render.templating import environment, render_template
+from kag.render.usage import usage_cells, usage_headers, usage_legend
 
 #: Okabe-Ito palette (distinguishable with the common colour-vision deficiencies).
 PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442")
@@ -49,14 +51,23 @@ PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#0
 # ---------------------------------------------------------------- the ranked summary
 
 
-def summary_table(summaries: Sequence[SetupSummary]) -> Table:
-    """The ranking of `kag stats` (``Summary.setups``, already ranked) with Wilson intervals."""
+def summary_table(
+    summaries: Sequence[SetupSummary], usage: bool = False, costs: Costs | None = None
+) -> Table:
+    """The ranking of `kag stats` (``Summary.setups``, already ranked) with Wilson intervals;
+    with ``usage``, the mean tokens per question (and the cost, with ``costs``) too."""
     headers = ("#", "SETUP", "ACC%", "95% CI", "PREC%", "COVER%", "OK", "WRONG", "ERR", "TOT")
+    priced = costs is not None
+    extra = usage_headers(priced) if usage else ()
     rows: list[tuple[str, ...]] = []
     sub: list[bool] = []
     for rank, s in enumerate(summaries, 1):
-        blocks = [(s.setup, s.overall, False), *((f"└ {d}", m, True) for d, m in s.per_dataset.items())]
-        for label, b, is_sub in blocks:
+        blocks = [
+            (s.setup, None, s.overall, False),
+            *((f"└ {d}", d, m, True) for d, m in s.per_dataset.items()),
+        ]
+        for label, dataset, b, is_sub in blocks:
+            cost = costs.of(s.setup, dataset) if costs is not None else None
             rows.append(
                 (
                     "" if is_sub else str(rank),
@@ -69,10 +80,13 @@ def summary_table(summaries: Sequence[SetupSummary]) -> Table:
                     str(b.incorrect),
                     str(b.errors),
                     str(b.total),
+                    *(usage_cells(b, cost, priced) if usage else ()),
                 )
             )
             sub.append(is_sub)
-    return Table(headers, tuple(rows), ("r", "l", "r", "r", "r", "r", "r", "r", "r", "r"), tuple(sub))
+    right: Align = "r"
+    align: tuple[Align, ...] = ("r", "l", "r", "r", "r", "r", "r", "r", "r", "r", *(right for _ in extra))
+    return Table((*headers, *extra), tuple(rows), align, tuple(sub))
 
 
 # ---------------------------------------------------------------- SVG charts
@@ -145,6 +159,77 @@ def accuracy_chart(summaries: Sequence[SetupSummary]) -> Markup:
                 value = "no graded file"
             out.append(_svg_text(left + plot_w + 10, cy + 4, value, "start", "value"))
             y += row_h
+    out.append("</svg>")
+    return Markup("".join(out))
+
+
+def _nice_ceiling(value: float) -> float:
+    """The smallest 1, 2 or 5 × 10^k that is >= ``value`` (an axis end); 1 for value <= 0."""
+    if value <= 0:
+        return 1.0
+    power = 10.0 ** math.floor(math.log10(value))
+    for step in (1, 2, 5, 10):
+        if step * power >= value:
+            return step * power
+    return 10 * power  # pragma: no cover - the loop always returns
+
+
+def tokens_chart(summaries: Sequence[SetupSummary]) -> Markup:
+    """Accuracy (y, 0-100%) against mean tokens per question (x: prompt + completion, over
+    the files with usage), one point per setup with usage; colour = setup as in the
+    accuracy chart, named in the key on the right. Empty when no setup has usage."""
+    colours = {s.setup: PALETTE[i % len(PALETTE)] for i, s in enumerate(summaries)}
+    points = [
+        (s.setup, u.avg_tokens, acc)
+        for s in summaries
+        if (u := s.overall.usage) is not None and (acc := s.overall.accuracy) is not None
+    ]
+    if not points:
+        return Markup("")
+    left, plot_w, key_w, top, plot_h, bottom = 60, 420, 380, 20, 240, 44
+    width = left + plot_w + key_w
+    height = max(top + plot_h + bottom, top + 20 * len(points) + 10)
+    x_end = _nice_ceiling(max(tokens for _, tokens, _ in points))
+
+    def x(v: float) -> float:
+        return left + plot_w * v / x_end
+
+    def y(v: float) -> float:
+        return top + plot_h * (1 - v)
+
+    out = [_svg_open(width, height, "Accuracy against mean tokens per question, one point per setup")]
+    for tick in (0, 0.25, 0.5, 0.75, 1.0):
+        out.append(
+            f'<line x1="{left}" y1="{y(tick):.1f}" x2="{left + plot_w}" y2="{y(tick):.1f}" class="grid"/>'
+        )
+        out.append(_svg_text(left - 6, y(tick) + 4, f"{int(tick * 100)}%", "end", "axis"))
+    for i in range(5):
+        tick = x_end * i / 4
+        out.append(
+            f'<line x1="{x(tick):.1f}" y1="{top}" x2="{x(tick):.1f}" y2="{top + plot_h}" class="grid"/>'
+        )
+        out.append(_svg_text(x(tick), top + plot_h + 16, f"{tick:g}", "middle", "axis"))
+    out.append(
+        _svg_text(
+            left + plot_w / 2,
+            top + plot_h + 34,
+            "mean tokens per question (prompt + completion)",
+            "middle",
+            "axis",
+        )
+    )
+    for row, (setup, tokens, acc) in enumerate(points):
+        colour = colours[setup]
+        out.append(
+            f'<circle cx="{x(tokens):.1f}" cy="{y(acc):.1f}" r="5" fill="{colour}" stroke="#ffffff" stroke-width="1"/>'
+        )
+        ky = top + 20 * row + 6
+        out.append(f'<circle cx="{left + plot_w + 24}" cy="{ky:.1f}" r="5" fill="{colour}"/>')
+        out.append(
+            _svg_text(
+                left + plot_w + 34, ky + 4, f"{setup}: {pct(acc, 1)}%, {tokens:.1f} tokens", "start", "label"
+            )
+        )
     out.append("</svg>")
     return Markup("".join(out))
 
@@ -259,11 +344,15 @@ def render_html(
     meta: PageMeta = PageMeta(),
     max_flips: int = 50,
     max_chars: int = 300,
+    usage: bool = False,
+    costs: Costs | None = None,
 ) -> str:
     """One self-contained HTML page: ranked table, accuracy chart with Wilson CI whiskers per
     setup and dataset, comparisons against the baseline (table and difference chart), the
     retrieval impact of each KAG setup, and the flip lists (``max_flips`` rows per
-    direction, responses cut to ``max_chars``). Sections without data are left out.
+    direction, responses cut to ``max_chars``). With ``usage`` (some file has token usage, or
+    ``costs`` were computed) the ranking shows tokens (and costs) and a chart plots accuracy
+    against mean tokens per question. Sections without data are left out.
     Inline CSS and SVG only: nothing is loaded from anywhere.
     """
     facts = [
@@ -301,8 +390,10 @@ def render_html(
             "page.html.j2",
             meta=meta,
             facts=" | ".join(facts),
-            ranking=table_html(summary_table(summaries), "ranking") if summaries else None,
+            ranking=table_html(summary_table(summaries, usage, costs), "ranking") if summaries else None,
             accuracy_chart=accuracy_chart(summaries) if summaries else None,
+            tokens_chart=tokens_chart(summaries) if summaries and usage else None,
+            usage_legend=usage_legend(costs is not None) if summaries and usage else None,
             comparisons=compared,
             impacts=impact_sections,
             impact_legend=IMPACT_LEGEND,
@@ -348,5 +439,7 @@ def render_html_report(
         analysis.impacts,
         meta,
         max_flips=max_flips,
+        usage=answer_set.summary.shows_usage,
+        costs=answer_set.summary.costs,
     )
     return page, analysis

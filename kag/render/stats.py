@@ -10,7 +10,8 @@ document as a string ending in a newline and never emits terminal escape codes.
 - markdown: a GitHub table for CI step summaries (same numbers, plus the 95% interval).
 - json: the Rust tool's document field for field (pretty-printed, 2 spaces) plus the
   additive fields ``unreadable_files``, ``ignored_files`` and, per block,
-  ``accuracy_ci95``, ``abstentions``, ``non_option_answers``.
+  ``accuracy_ci95``, ``abstentions``, ``non_option_answers``, and ``usage`` when a file of
+  the run has token usage or prices were given.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from kag.render.open import (
     render_open_text,
 )
 from kag.render.table import Align, Table, table_markdown
+from kag.render.usage import usage_cells, usage_headers, usage_legend, usage_to_json
 from kag.textsafe import escape_controls
 
 LEGEND = (
@@ -194,22 +196,28 @@ def render_markdown(summary: Summary) -> str:
         return "\n".join(lines) + "\n" + _open_markdown(summary)
     rag = summary.any_retrieval
     xacc = summary.extract is not None
+    usage, costs = summary.shows_usage, summary.costs
     headers = ["Setup", "ACC%", "ACC 95% CI", *_MAIN_HEADERS[1:]]
     if xacc:
         headers.append("XACC%")
     if rag:
         headers += list(_RAG_HEADERS)
+    if usage:
+        headers += usage_headers(costs is not None)
     body: list[tuple[str, ...]] = []
     for s in setups:
-        rows = [(f"**{s.setup}**", s.overall)]
-        rows += [(f"└ {name}", m) for name, m in s.per_dataset.items() if m.total]
-        for label, m in rows:
+        rows: list[tuple[str, str | None, Metrics]] = [(f"**{s.setup}**", None, s.overall)]
+        rows += [(f"└ {name}", name, m) for name, m in s.per_dataset.items() if m.total]
+        for label, dataset, m in rows:
             main = _main_cells(m)
             cells = [label, main[0], _ci_cell(m), *main[1:]]
             if xacc:
                 cells.append(pct(m.extracted_accuracy))
             if rag:
                 cells += _rag_cells(m) or ["", "", "", ""]
+            if usage:
+                cost = costs.of(s.setup, dataset) if costs is not None else None
+                cells += usage_cells(m, cost, costs is not None)
             body.append(tuple(cells))
     right: Align = "r"
     align: tuple[Align, ...] = ("l", *((right,) * (len(headers) - 1)))
@@ -221,6 +229,9 @@ def render_markdown(summary: Summary) -> str:
         "in seconds; CTX_LEN = average prompt length, in bytes."
         + (f" {XACC_LEGEND.format(spec=summary.extract)}." if xacc else "")
     )
+    if usage:
+        lines.append("")
+        lines.append(usage_legend(costs is not None) + ".")
     return "\n".join(lines) + "\n" + _open_markdown(summary)
 
 
@@ -268,18 +279,28 @@ def metrics_to_json(m: Metrics) -> dict[str, Any]:
     }
 
 
+def _with_usage(summary: Summary, setup: str, dataset: str | None, m: Metrics) -> dict[str, Any]:
+    block = metrics_to_json(m)
+    if summary.shows_usage:
+        costs = summary.costs
+        cost = costs.of(setup, dataset) if costs is not None else None
+        block["usage"] = usage_to_json(m, cost, costs is not None)
+    return block
+
+
 def summary_to_json(summary: Summary) -> dict[str, Any]:
     """The whole JSON document as plain Python values.
 
     ``extract`` (top level) and ``extracted`` (per block) appear only with ``--extract``;
     ``scorable_open_questions`` (top level) and ``open`` (per block) only when the datasets
-    file has open questions, so that every other document keeps its shape.
+    file has open questions; per block ``usage`` only when :attr:`Summary.shows_usage`: so
+    that every other document keeps its shape.
     """
     extract = summary.extract is not None
     has_open = summary.scorable_open_questions is not None
 
-    def block(m: Metrics) -> dict[str, Any]:
-        out = metrics_to_json(m)
+    def block(setup: str, dataset: str | None, m: Metrics) -> dict[str, Any]:
+        out = _with_usage(summary, setup, dataset, m)
         if extract:
             out["extracted"] = extracted_to_json(m)
         if has_open:
@@ -300,8 +321,8 @@ def summary_to_json(summary: Summary) -> dict[str, Any]:
     doc["setups"] = [
         {
             "setup": s.setup,
-            "overall": block(s.overall),
-            "per_dataset": {name: block(m) for name, m in s.per_dataset.items()},
+            "overall": block(s.setup, None, s.overall),
+            "per_dataset": {name: block(s.setup, name, m) for name, m in s.per_dataset.items()},
         }
         for s in summary.setups
     ]

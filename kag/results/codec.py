@@ -305,8 +305,9 @@ def _raw_retrieval(value: Any) -> RetrievalSample | None:
 def grading_fields(raw: Any, details: bool = True) -> GradingFields:
     """The grading fields of ``result_from_json(raw)``, without building the model.
 
-    ``details=False`` leaves ``config`` and ``usage`` None: a caller that keeps only sums
-    (`kag stats`) need not build them for every file. Raises UnreadableResult with the
+    ``details=False`` leaves ``config`` None: a caller that keeps only sums (`kag stats`)
+    need not build it for every file. ``usage`` is always read: its token counts are sums
+    of `kag stats` too, and two integers cost next to nothing. Raises UnreadableResult with the
     messages of :func:`result_from_json`.
     """
     if not isinstance(raw, dict) or len(raw) != 1:
@@ -333,7 +334,7 @@ def grading_fields(raw: Any, details: bool = True) -> GradingFields:
         utf8_length(prompt) if isinstance(prompt, str) else None,
         _raw_retrieval(stats.get("retrieval")),
         _config(stats.get("config")) if details else None,
-        _usage(stats.get("usage")) if details else None,
+        _usage(stats.get("usage")),
     )
 
 

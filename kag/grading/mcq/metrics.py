@@ -110,6 +110,9 @@ class Tally:
     open_errors: int = 0
     open_exact: int = 0
     open_f1: float = 0.0
+    usage_samples: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
 
     def add(self, graded: GradedFile) -> None:
         outcome = graded.outcome
@@ -142,6 +145,11 @@ class Tally:
                 self.extracted_incorrect += 1
             else:
                 self.not_extracted += 1
+        tokens = usage_sample(graded)
+        if tokens is not None:
+            self.prompt_tokens += tokens[0]
+            self.completion_tokens += tokens[1]
+            self.usage_samples += 1
 
     def add_open(self, exact: float, f1: float, error: bool) -> None:
         """Count one graded open-answer file (an error file scores 0 on both)."""
@@ -218,6 +226,9 @@ class Metrics:
     open_errors: int = 0
     open_exact: int = 0
     open_f1: float = 0.0
+    usage_samples: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
 
     @property
     def total(self) -> int:
@@ -272,6 +283,50 @@ class Metrics:
         return RetrievalMetrics(
             self.retrieval_ns, self.vertices, self.relationships, self.properties, self.retrieval_samples
         )
+
+    @property
+    def usage(self) -> UsageMetrics | None:
+        """Token sums and means over the files with a usage sample; None when there is none."""
+        if self.usage_samples == 0:
+            return None
+        return UsageMetrics(self.usage_samples, self.prompt_tokens, self.completion_tokens)
+
+
+@dataclass(frozen=True, slots=True)
+class UsageMetrics:
+    """Token counts summed over ``samples`` >= 1 files (see :func:`usage_sample`)."""
+
+    samples: int
+    prompt_tokens: int
+    completion_tokens: int
+
+    @property
+    def avg_prompt_tokens(self) -> float:
+        """prompt_tokens / samples."""
+        return self.prompt_tokens / self.samples
+
+    @property
+    def avg_completion_tokens(self) -> float:
+        """completion_tokens / samples."""
+        return self.completion_tokens / self.samples
+
+    @property
+    def avg_tokens(self) -> float:
+        """(prompt_tokens + completion_tokens) / samples: the mean tokens per question."""
+        return (self.prompt_tokens + self.completion_tokens) / self.samples
+
+
+def usage_sample(graded: GradedFile) -> tuple[int, int] | None:
+    """(prompt_tokens, completion_tokens) of an ``ok`` file whose ``ok.stats.usage`` has both
+    counts as integers >= 0; None otherwise (no usage, a count missing or negative), so that
+    the two means are taken over the same files."""
+    usage = graded.usage
+    if usage is None:
+        return None
+    prompt, completion = usage.prompt_tokens, usage.completion_tokens
+    if prompt is None or completion is None or prompt < 0 or completion < 0:
+        return None
+    return prompt, completion
 
 
 _TALLY_FIELDS = tuple(f.name for f in fields(Tally))

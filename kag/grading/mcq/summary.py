@@ -5,8 +5,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from kag.grading.mcq.metrics import GradeRun, Metrics, Tally
+
+if TYPE_CHECKING:
+    from kag.grading.usage import Costs
 
 # ---------------------------------------------------------------- summary and ranking
 
@@ -32,10 +36,18 @@ class Summary:
     setups: tuple[SetupSummary, ...]
     scorable_open_questions: int | None = None  # None: the datasets file has no open question
     extract: str | None = None  # the --extract spec, when the extracted grade was computed
+    #: Per-block costs (``kag stats --prices``), None without prices.
+    costs: Costs | None = None
 
     @property
     def any_retrieval(self) -> bool:
         return any(s.overall.retrieval is not None for s in self.setups)
+
+    @property
+    def shows_usage(self) -> bool:
+        """Token columns and ``usage`` keys are shown when a file of the run has usage or
+        prices were given: without either, every report reads as before."""
+        return self.costs is not None or any(s.overall.usage is not None for s in self.setups)
 
 
 def rank_key(setup: SetupSummary) -> tuple[float, str]:

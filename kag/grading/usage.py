@@ -1,0 +1,71 @@
+"""The cost of the tokens a run used (``kag stats --prices FILE``).
+
+Token sums live in the tallies (:class:`~kag.grading.mcq.metrics.Tally`); a cost needs the
+model of each file as well, so it is computed here from the per-file records of a
+``grade_tree(..., keep_records=True)`` run. Per block, tokens are summed per model first and
+priced once per model, so the cost does not depend on the order of the files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from kag.grading.mcq.metrics import usage_sample
+from kag.grading.mcq.rule import GradedFile
+from kag.pricing import Prices
+
+#: A block of the report: (setup, dataset), or (setup, None) for the setup overall.
+Block = tuple[str, str | None]
+
+
+@dataclass(frozen=True)
+class Costs:
+    """USD per block; None for a block with a file whose model has no price.
+
+    ``missing_models`` are the models (``ok.stats.config.model``, ``""`` when a file records
+    none) of files with usage but no price, sorted.
+    """
+
+    by_block: Mapping[Block, float | None]
+    missing_models: tuple[str, ...]
+
+    def of(self, setup: str, dataset: str | None = None) -> float | None:
+        """The cost of a block; None when it has no usage or a model has no price."""
+        return self.by_block.get((setup, dataset))
+
+
+def price_records(records: Iterable[GradedFile], prices: Prices) -> Costs:
+    """Cost of every block from the per-file records.
+
+    cost(block) = Σ over models m of ``prices.cost_usd(m, prompt_m, completion_m)``, where
+    prompt_m and completion_m sum the usage samples (:func:`usage_sample`) of the block's
+    files of model m. A block whose files have no usage sample is absent (cost None); a
+    block with a sample of an unpriced model costs None.
+    """
+    tokens: dict[Block, dict[str, list[int]]] = {}
+    for record in records:
+        sample = usage_sample(record)
+        if sample is None:
+            continue
+        model = record.config.model if record.config is not None else ""
+        blocks: tuple[Block, Block] = ((record.setup, record.dataset), (record.setup, None))
+        for block in blocks:
+            sums = tokens.setdefault(block, {}).setdefault(model, [0, 0])
+            sums[0] += sample[0]
+            sums[1] += sample[1]
+    missing: set[str] = set()
+    by_block: dict[Block, float | None] = {}
+    for block, per_model in tokens.items():
+        total: float | None = 0.0
+        for model in sorted(per_model):
+            prompt, completion = per_model[model]
+            cost = prices.cost_usd(model, prompt, completion)
+            if cost is None:
+                missing.add(model)
+                total = None
+            elif total is not None:
+                total += cost
+        by_block[block] = total
+    return Costs(MappingProxyType(by_block), tuple(sorted(missing)))
