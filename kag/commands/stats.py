@@ -120,6 +120,9 @@ def stats(
         setups=tuple(setup or ()),
         dataset_globs=dataset_globs,
         keep_records=analysed,
+        # The epoch and evidence blocks are JSON keys: only the JSON document reads them.
+        epochs=fmt_name == "json",
+        evidence=fmt_name == "json" and loaded.has_evidence,
     )
     check_setup_globs(tuple(setup or ()), {s for s, _ in graded.tallies}, root, prefix or "", dataset_globs)
     summary = summarize(graded)

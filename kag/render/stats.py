@@ -10,7 +10,9 @@ document as a string ending in a newline and never emits terminal escape codes.
 - markdown: a GitHub table for CI step summaries (same numbers, plus the 95% interval).
 - json: the Rust tool's document field for field (pretty-printed, 2 spaces) plus the
   additive fields ``unreadable_files``, ``ignored_files`` and, per block,
-  ``accuracy_ci95``, ``abstentions``, ``non_option_answers``.
+  ``accuracy_ci95``, ``abstentions``, ``non_option_answers``; ``epochs`` in every block of
+  a setup with later epochs in the tree, ``evidence`` in every block when the datasets
+  file lists evidence names (absent otherwise, so that such trees give the same document).
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from typing import Any
 
 import orjson
 
+from kag.grading.mcq.epoch_walk import epochs_to_json
+from kag.grading.mcq.evidence_blocks import evidence_to_json
 from kag.grading.mcq.metrics import Metrics
 from kag.grading.mcq.summary import Summary
 from kag.render.formats import TableFormat
@@ -210,6 +214,22 @@ def metrics_to_json(m: Metrics) -> dict[str, Any]:
     }
 
 
+def _block_extras(summary: Summary, setup: str, dataset: str | None) -> dict[str, Any]:
+    """The ``epochs`` and ``evidence`` keys of one block (``dataset`` None: overall), when present."""
+    extras: dict[str, Any] = {}
+    epochs = summary.epochs.get(setup)
+    if epochs is not None:
+        block = epochs.overall if dataset is None else epochs.per_dataset.get(dataset)
+        extras["epochs"] = epochs_to_json(block)
+    if summary.evidence is not None:
+        evidence = summary.evidence.get(setup)
+        found = None
+        if evidence is not None:
+            found = evidence.overall if dataset is None else evidence.per_dataset.get(dataset)
+        extras["evidence"] = evidence_to_json(found)
+    return extras
+
+
 def summary_to_json(summary: Summary) -> dict[str, Any]:
     """The whole JSON document as plain Python values."""
     return {
@@ -221,8 +241,11 @@ def summary_to_json(summary: Summary) -> dict[str, Any]:
         "setups": [
             {
                 "setup": s.setup,
-                "overall": metrics_to_json(s.overall),
-                "per_dataset": {name: metrics_to_json(m) for name, m in s.per_dataset.items()},
+                "overall": metrics_to_json(s.overall) | _block_extras(summary, s.setup, None),
+                "per_dataset": {
+                    name: metrics_to_json(m) | _block_extras(summary, s.setup, name)
+                    for name, m in s.per_dataset.items()
+                },
             }
             for s in summary.setups
         ],

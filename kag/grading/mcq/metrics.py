@@ -9,9 +9,14 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 from kag.grading.mcq.rule import GradedFile, Outcome
 from kag.results.codec import NANOS_PER_SEC
+
+if TYPE_CHECKING:
+    from kag.grading.mcq.epoch_walk import EpochOutcomes
+    from kag.grading.mcq.evidence_blocks import EvidenceRecords
 
 #: z for a two-sided 95% interval (the 0.975 quantile of the standard normal).
 Z95 = 1.959963984540054
@@ -254,7 +259,9 @@ class GradeRun:
     ``tallies`` maps (setup, dataset) to the metrics of that group. ``datasets`` and
     ``scorable_questions`` count the (filtered) datasets file. ``records`` holds one
     :class:`GradedFile` per graded file, sorted by (dataset, question, setup), only when
-    ``grade_tree(..., keep_records=True)``.
+    ``grade_tree(..., keep_records=True)``. ``epochs`` (per (setup, dataset), one tuple of
+    epoch outcomes per question with epochs) and ``evidence`` (per (setup, dataset), the
+    evidence records) are filled only when ``grade_tree`` is asked for them.
     """
 
     tallies: Mapping[tuple[str, str], Metrics]
@@ -264,6 +271,8 @@ class GradeRun:
     ignored_files: int
     unreadable: tuple[Unreadable, ...]
     records: tuple[GradedFile, ...] | None = None
+    epochs: EpochOutcomes | None = None
+    evidence: EvidenceRecords | None = None
 
     @property
     def unreadable_files(self) -> int:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from kag.grading.mcq.epoch_walk import SetupEpochs, summarize_setup_epochs
+from kag.grading.mcq.evidence_blocks import SetupEvidence, summarize_setup_evidence
 from kag.grading.mcq.metrics import GradeRun, Metrics, Tally
 
 # ---------------------------------------------------------------- summary and ranking
@@ -22,7 +24,12 @@ class SetupSummary:
 
 @dataclass(frozen=True)
 class Summary:
-    """The report: counters and the setups ranked by descending accuracy."""
+    """The report: counters and the setups ranked by descending accuracy.
+
+    ``epochs``: the epoch blocks of the setups that have later epochs in the tree.
+    ``evidence``: None when evidence was not measured (no evidence names in the datasets
+    file), else the evidence blocks of the setups with evidence records.
+    """
 
     datasets: int
     scorable_questions: int
@@ -30,6 +37,8 @@ class Summary:
     unreadable_files: int
     ignored_files: int
     setups: tuple[SetupSummary, ...]
+    epochs: Mapping[str, SetupEpochs] = field(default_factory=dict)
+    evidence: Mapping[str, SetupEvidence] | None = None
 
     @property
     def any_retrieval(self) -> bool:
@@ -61,4 +70,8 @@ def summarize(run: GradeRun) -> Summary:
         unreadable_files=run.unreadable_files,
         ignored_files=run.ignored_files,
         setups=tuple(setups),
+        epochs=summarize_setup_epochs(run.epochs, {k: m.total for k, m in run.tallies.items()})
+        if run.epochs
+        else {},
+        evidence=summarize_setup_evidence(run.evidence) if run.evidence is not None else None,
     )

@@ -24,6 +24,7 @@ depend on the number of workers or on the order in which chunks finish.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -32,11 +33,22 @@ from itertools import chain
 from pathlib import Path
 
 from kag.datasets import Datasets
+from kag.grading.epochs import EpochOutcome
+from kag.grading.evidence import EvidenceRecord, evidence_record
+from kag.grading.mcq.epoch_walk import epoch_outcome, question_epochs
 from kag.grading.mcq.metrics import GradeRun, Tally, Unreadable
-from kag.grading.mcq.rule import DEFAULT_ABSTENTION, AnswerKey, GradedFile, compile_abstention, grade_bytes
+from kag.grading.mcq.rule import (
+    DEFAULT_ABSTENTION,
+    AnswerKey,
+    GradedFile,
+    Outcome,
+    compile_abstention,
+    grade_bytes,
+    grade_bytes_with_text,
+)
 from kag.results.io import read_result_bytes
 from kag.results.model import TMP_SUFFIX
-from kag.results.tree import check_results_root, matches_any, setup_from_name, sorted_entries
+from kag.results.tree import EPOCHS_FOLDER, check_results_root, matches_any, setup_from_name, sorted_entries
 from kag.textsafe import escape_controls, is_utf8
 from kag.workers import default_workers, ordered_map
 
@@ -64,6 +76,7 @@ class _QuestionTask:
     question: str
     kind: _Kind
     key: AnswerKey | None
+    evidence: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -73,6 +86,8 @@ class _Config:
     abstention: str
     keep_records: bool
     log_level: int
+    epochs: bool = False
+    evidence: bool = False
 
 
 @dataclass
@@ -83,6 +98,8 @@ class _ChunkResult:
     unreadable: list[Unreadable] = field(default_factory=list)
     records: list[GradedFile] = field(default_factory=list)
     logs: list[tuple[int, str]] = field(default_factory=list)
+    epochs: dict[tuple[str, str], list[tuple[EpochOutcome, ...]]] = field(default_factory=dict)
+    evidence: dict[tuple[str, str], list[EvidenceRecord]] = field(default_factory=dict)
 
 
 def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResult:
@@ -101,8 +118,19 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
                 (logging.WARNING, f"{task.path}: cannot list the question folder: {exc.strerror}")
             )
             continue
+        # Epoch 1's outcomes by setup, kept only in a question with an epoch folder.
+        firsts: dict[str, EpochOutcome] | None = None
+        if (
+            config.epochs
+            and task.kind is _Kind.SCORABLE
+            and any(e.name == EPOCHS_FOLDER and e.is_dir(follow_symlinks=False) for e in entries)
+        ):
+            firsts = {}
+        with_text = config.evidence and bool(task.evidence)
         for entry in entries:
             name = entry.name
+            if name == EPOCHS_FOLDER and entry.is_dir(follow_symlinks=False):
+                continue  # the later epochs: read below, never counted with epoch 1's files
             if name.endswith(TMP_SUFFIX):
                 if debug:
                     out.logs.append((logging.DEBUG, f"{entry.path}: in-progress write (.tmp), not graded"))
@@ -133,9 +161,12 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
                     out.logs.append((logging.DEBUG, f"{entry.path}: skipped (MCQ without an answer)"))
                 continue
             path = entry.path
+            text: str | None = None
             try:
-                graded = grade_bytes(
-                    read_result_bytes(path),
+                data = read_result_bytes(path)
+                grade = grade_bytes_with_text if with_text else grade_bytes
+                graded_or_pair = grade(
+                    data,
                     task.key,  # type: ignore[arg-type]
                     dataset=task.dataset,
                     question=task.question,
@@ -143,6 +174,10 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
                     abstention=abstention,
                     details=config.keep_records,  # config and usage only serve kept records
                 )
+                if isinstance(graded_or_pair, tuple):
+                    graded, text = graded_or_pair
+                else:
+                    graded = graded_or_pair
             except OSError as exc:
                 out.unreadable.append(Unreadable(path, exc.strerror or str(exc)))
                 continue
@@ -156,6 +191,12 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
             tally.add(graded)
             if config.keep_records:
                 out.records.append(graded)
+            if firsts is not None:
+                firsts[setup] = epoch_outcome(graded)
+            if with_text:
+                record = evidence_record(task.evidence, text, graded.outcome is Outcome.OK)
+                if record is not None:
+                    out.evidence.setdefault(key, []).append(record)
             if debug:
                 out.logs.append(
                     (
@@ -163,6 +204,20 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
                         f"[{task.dataset}/{task.question}] setup '{setup}' graded as {graded.outcome.name}",
                     )
                 )
+        if firsts is not None:
+            found, logs = question_epochs(
+                os.path.join(task.path, EPOCHS_FOLDER),
+                firsts,
+                task.key,  # type: ignore[arg-type]
+                dataset=task.dataset,
+                question=task.question,
+                prefix=prefix,
+                setup_globs=globs,
+                abstention=abstention,
+            )
+            out.logs.extend(logs)
+            for setup, outcomes in found:
+                out.epochs.setdefault((setup, task.dataset), []).append(outcomes)
     return out
 
 
@@ -219,6 +274,8 @@ def grade_tree(
     abstention: str = DEFAULT_ABSTENTION,
     keep_records: bool = False,
     workers: int | None = None,
+    epochs: bool = False,
+    evidence: bool = False,
 ) -> GradeRun:
     """Grade every ``<root>/<dataset>/<question>/<prefix><setup>.json`` file.
 
@@ -243,7 +300,14 @@ def grade_tree(
 
     ``workers``: None chooses (a process pool for trees of 500 questions or more, else
     in-process), 1 grades in-process, n > 1 uses n worker processes. The result never
-    depends on it. Raises InputError when ``root`` is not a directory, UsageError for an
+    depends on it.
+
+    A folder named ``epochs`` among a question's files holds the later epochs of repeated
+    samples (:func:`kag.results.epoch_result_path`): it is never counted, so every field
+    above stays epoch 1's. ``epochs=True`` also reads it and fills ``GradeRun.epochs``
+    (:mod:`kag.grading.mcq.epoch_walk`); ``evidence=True`` fills ``GradeRun.evidence``
+    with the evidence records of the files whose question lists evidence names
+    (:mod:`kag.grading.mcq.evidence_blocks`). Raises InputError when ``root`` is not a directory, UsageError for an
     invalid abstention pattern.
     """
     root = str(root)
@@ -252,7 +316,7 @@ def grade_tree(
     setup_globs, ds_globs = tuple(setups), tuple(dataset_globs)
     selected = [name for name in datasets.datasets if matches_any(name, ds_globs)]
     scorable = sum(1 for name in selected for q in datasets.datasets[name].values() if q.scorable)
-    config = _Config(prefix, setup_globs, abstention, keep_records, log.getEffectiveLevel())
+    config = _Config(prefix, setup_globs, abstention, keep_records, log.getEffectiveLevel(), epochs, evidence)
     parent = _ChunkResult()
     chunks = _chunked(_iter_questions(datasets, root, ds_globs, parent), CHUNK_QUESTIONS)
 
@@ -260,7 +324,13 @@ def grade_tree(
     skipped = ignored = 0
     unreadable: list[Unreadable] = []
     records: list[GradedFile] = []
+    epoch_outcomes: dict[tuple[str, str], list[tuple[EpochOutcome, ...]]] = {}
+    evidence_records: dict[tuple[str, str], list[EvidenceRecord]] = {}
     for part in _graded_chunks(chunks, config, workers):
+        for key, questions in part.epochs.items():
+            epoch_outcomes.setdefault(key, []).extend(questions)
+        for key, found in part.evidence.items():
+            evidence_records.setdefault(key, []).extend(found)
         for level, message in part.logs:
             log.log(level, "%s", message)
         for key, tally in part.tallies.items():
@@ -289,6 +359,10 @@ def grade_tree(
         ignored_files=ignored + parent.ignored,
         unreadable=tuple(unreadable),
         records=tuple(records) if keep_records else None,
+        epochs={key: tuple(epoch_outcomes[key]) for key in sorted(epoch_outcomes)} if epochs else None,
+        evidence={key: tuple(evidence_records[key]) for key in sorted(evidence_records)}
+        if evidence
+        else None,
     )
 
 
@@ -326,4 +400,4 @@ def _iter_questions(
                 yield _QuestionTask(q.path, d.name, q.name, _Kind.NO_ANSWER, None)
             else:
                 key = AnswerKey(question.mcq.answer, tuple(question.mcq.options))
-                yield _QuestionTask(q.path, d.name, q.name, _Kind.SCORABLE, key)
+                yield _QuestionTask(q.path, d.name, q.name, _Kind.SCORABLE, key, question.evidence)
