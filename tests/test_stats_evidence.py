@@ -12,7 +12,17 @@ from typer.testing import CliRunner
 from kag.cli import app
 from kag.datasets import load_datasets
 from kag.errors import InputError
-from kag.results import ErrorResult, OkResult, OkStats, Result, Retrieval, result_path, write_result
+from kag.results import (
+    DatabaseStats,
+    ErrorResult,
+    OkResult,
+    OkStats,
+    Result,
+    Retrieval,
+    Timing,
+    result_path,
+    write_result,
+)
 
 runner = CliRunner()
 
@@ -41,15 +51,19 @@ def datasets_file(tmp_path: Path, with_evidence: bool = True) -> Path:
     return path
 
 
-def kag_result(text: str, answer: str | None) -> Result:
+def kag_result(text: str, answer: str | None, vertices: int = 5) -> Result:
     if answer is None:
         return ErrorResult("Failed to generate a response")
-    return OkResult(answer, OkStats(prompt="p", retrieval=Retrieval(result=text)))
+    db = DatabaseStats("neo4j", vertices=vertices, relationships=1, properties=1)
+    return OkResult(
+        answer, OkStats(prompt="p", retrieval=Retrieval(result=text, database=db, time=Timing(0, 5)))
+    )
 
 
 def tree(root: Path) -> Path:
     for (dataset, question), (_, text, answer) in CASES.items():
-        write_result(result_path(root, dataset, question, "", "kag"), kag_result(text, answer))
+        vertices = 0 if question == "r1" else 5  # r1's retrieval came back empty
+        write_result(result_path(root, dataset, question, "", "kag"), kag_result(text, answer, vertices))
         write_result(result_path(root, dataset, question, "", "native"), OkResult("A"))
     return root
 
@@ -124,3 +138,31 @@ def test_bad_evidence_names_are_refused_naming_the_entry(tmp_path: Path, bad: ob
     out = runner.invoke(app, ["stats", "-d", str(path), "-r", str(tmp_path)])
     assert out.exit_code == 2 and out.stdout == ""
     assert out.stderr.startswith("kag: error: ") and "'evidence'" in out.stderr
+
+
+def test_impact_splits_its_buckets_by_evidence_hit(tmp_path: Path) -> None:
+    root = tree(tmp_path / "r")
+    args = ["stats", "impact", "kag", "--native", "native", "-r", str(root), "--format"]
+    out = runner.invoke(app, [*args, "json", "-d", str(datasets_file(tmp_path))])
+    assert out.exit_code == 0, out.stderr
+    (impact,) = json.loads(out.stdout)["impacts"]
+    rows = {r["label"]: r for r in impact["evidence_buckets"]}
+    assert list(rows) == ["empty · hit", "1-10 · hit", "1-10 · missed"]
+    # The native setup answers A (right) everywhere. r1: KAG wrong; q1 right, q2 wrong; q3 right.
+    counts = {k: (r["n"], r["correct"], r["native_correct"], r["helped"], r["hurt"], r["no_change"])
+              for k, r in rows.items()}  # fmt: skip
+    assert counts == {
+        "empty · hit": (1, 0, 1, 0, 1, 0),
+        "1-10 · hit": (2, 1, 2, 0, 1, 1),
+        "1-10 · missed": (1, 1, 1, 0, 0, 1),
+    }
+    text = runner.invoke(app, [*args, "text", "-d", str(datasets_file(tmp_path))])
+    assert text.exit_code == 0 and "VERTICES · EVIDENCE" in text.stdout and "1-10 · missed" in text.stdout
+    # Without evidence names the report is the one of before.
+    plain = datasets_file(tmp_path, with_evidence=False)
+    before = runner.invoke(app, [*args, "json", "-d", str(plain)])
+    assert before.exit_code == 0 and "evidence" not in before.stdout
+    del impact["evidence_buckets"]
+    assert json.loads(before.stdout)["impacts"] == [impact]
+    plain_text = runner.invoke(app, [*args, "text", "-d", str(plain)])
+    assert "EVIDENCE" not in plain_text.stdout

@@ -53,6 +53,7 @@ def _load(
     setup: list[str] | None,
     dataset: list[str] | None,
     named: tuple[str | None, ...] = (),
+    evidence: bool = False,
 ) -> _Loaded:
     """Grade the tree; setups in ``named`` (a baseline, A and B) are kept whatever ``--setup`` says
     and must have graded answers."""
@@ -73,7 +74,7 @@ def _load(
     answer_key = load_datasets(datasets_path)
     # As in `kag stats`: a filter that selects nothing is a typo, not a smaller comparison.
     check_globs("--dataset", globs, "dataset", f"in {datasets_path}", sorted(answer_key.datasets))
-    loaded = load_answers(answer_key, root, pfx, setups, globs)
+    loaded = load_answers(answer_key, root, pfx, setups, globs, evidence=evidence and answer_key.has_evidence)
     for name in named:
         if name and name not in loaded.setups:
             in_tree = sorted({f.setup for f in list_results(root, pfx).files})
@@ -246,7 +247,9 @@ def register(stats_app: typer.Typer) -> None:
         from kag.render.compare import IMPACT_RENDERERS
 
         fmt = pick_format(ctx, output_format, TableFormat)
-        loaded = _load(ctx, datasets, results, prefix, None, dataset, (*(kag_setups or ()), native))
+        loaded = _load(
+            ctx, datasets, results, prefix, None, dataset, (*(kag_setups or ()), native), evidence=True
+        )
         answers = loaded.answers
         lib.check_retrieves(answers.profiles, kag_setups or ())
         plans = lib.plan_impacts(answers.profiles, kag_setups or None, native)

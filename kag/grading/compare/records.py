@@ -27,7 +27,9 @@ class Answer:
     ``response`` is ``ok.result`` verbatim for OK/WRONG and the error message for ERR.
     ``vertices`` is the retrieved vertex count when the file has retrieval stats (the
     retriever's time and the database counts, as `kag stats` requires), else None.
-    ``config`` is ``ok.stats.config`` (None for ERR, or when absent).
+    ``config`` is ``ok.stats.config`` (None for ERR, or when absent). ``evidence_hit``:
+    whether the retrieval text holds one of the question's evidence names (None when the
+    question lists none, the file has no retrieval text, or evidence was not measured).
     """
 
     dataset: str
@@ -39,6 +41,7 @@ class Answer:
     path: str | None = None
     vertices: int | None = None
     config: ModelConfig | None = None
+    evidence_hit: bool | None = None
 
     @property
     def correct(self) -> bool:
@@ -178,6 +181,7 @@ def answers_from_run(run: GradeRun, datasets: Datasets, root: str | Path, prefix
         raise ValueError("the grading run kept no per-file records (grade_tree(..., keep_records=True))")
     answers = []
     top = os.fspath(root)
+    evidence = run.evidence or {}
     for r in run.records:
         question = datasets.get(r.dataset, r.question)
         gold = question.mcq.answer if question is not None and question.mcq is not None else None
@@ -185,8 +189,10 @@ def answers_from_run(run: GradeRun, datasets: Datasets, root: str | Path, prefix
         path = os.path.join(top, r.dataset, r.question, f"{prefix}{r.setup}{RESULT_SUFFIX}")
         response = r.response if r.response is not None else (r.error if r.error is not None else "(error)")
         vertices = r.retrieval.vertices if r.retrieval is not None else None
+        record = evidence.get((r.setup, r.dataset), {}).get(r.question)
+        hit = record.hit if record is not None else None
         answers.append(
-            Answer(r.dataset, r.question, r.setup, r.outcome, response, gold, path, vertices, r.config)
+            Answer(r.dataset, r.question, r.setup, r.outcome, response, gold, path, vertices, r.config, hit)
         )
     return answers
 
@@ -198,13 +204,22 @@ def load_answers(
     setups: Sequence[str] = (),
     dataset_globs: Sequence[str] = (),
     workers: int | None = None,
+    evidence: bool = False,
 ) -> AnswerSet:
     """Grade the tree like `kag stats` (same rules, filters, warnings and summary) and
-    return its answers with the profile of each setup (:func:`setup_configs`)."""
+    return its answers with the profile of each setup (:func:`setup_configs`);
+    ``evidence``: with each answer's evidence hit."""
     from kag.grading.mcq.walk import grade_tree
 
     run = grade_tree(
-        datasets, root, prefix, setups=setups, dataset_globs=dataset_globs, keep_records=True, workers=workers
+        datasets,
+        root,
+        prefix,
+        setups=setups,
+        dataset_globs=dataset_globs,
+        keep_records=True,
+        workers=workers,
+        evidence=evidence,
     )
     return answer_set_from_run(run, datasets, root, prefix)
 

@@ -32,8 +32,9 @@ from kag.textsafe import is_utf8
 # An epoch folder's name: n >= 2 in decimal, no leading zeros (as epoch_result_path writes it).
 _EPOCH_NAME = re.compile(r"[1-9][0-9]*")
 
-#: (setup, dataset) -> one tuple of outcomes per question of that setup with epochs.
-EpochOutcomes = Mapping[tuple[str, str], Sequence[tuple[EpochOutcome, ...]]]
+#: (setup, dataset) -> question -> the outcomes of that setup's epochs, epoch 1 first (only
+#: the questions with an epoch folder holding a file of the setup).
+EpochOutcomes = Mapping[tuple[str, str], Mapping[str, tuple[EpochOutcome, ...]]]
 
 
 def epoch_outcome(graded: GradedFile) -> EpochOutcome:
@@ -124,7 +125,7 @@ def summarize_setup_epochs(
     """
     grouped: dict[str, dict[str, list[tuple[EpochOutcome, ...]]]] = {}
     for (setup, dataset), questions in outcomes.items():
-        grouped.setdefault(setup, {})[dataset] = list(questions)
+        grouped.setdefault(setup, {})[dataset] = list(questions.values())
     for setup, dataset in first_epochs:
         if setup in grouped:
             grouped[setup].setdefault(dataset, [])

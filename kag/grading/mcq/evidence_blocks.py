@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from kag.grading.evidence import EvidenceRecord, EvidenceSummary, summarize_evidence
 
-#: (setup, dataset) -> the evidence records of that group's graded files.
-EvidenceRecords = Mapping[tuple[str, str], Sequence[EvidenceRecord]]
+#: (setup, dataset) -> question -> the evidence record of that setup's (epoch 1) file.
+EvidenceRecords = Mapping[tuple[str, str], Mapping[str, EvidenceRecord]]
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ def summarize_setup_evidence(records: EvidenceRecords) -> dict[str, SetupEvidenc
     """Per setup with records: the overall block (all its records) and one per dataset."""
     grouped: dict[str, dict[str, Sequence[EvidenceRecord]]] = {}
     for (setup, dataset), group in records.items():
-        grouped.setdefault(setup, {})[dataset] = group
+        grouped.setdefault(setup, {})[dataset] = tuple(group.values())
     return {
         setup: SetupEvidence(
             summarize_evidence(r for group in per_dataset.values() for r in group),

@@ -31,6 +31,7 @@ from enum import IntEnum
 from functools import partial
 from itertools import chain
 from pathlib import Path
+from typing import TypeVar
 
 from kag.datasets import Datasets
 from kag.grading.epochs import EpochOutcome
@@ -53,6 +54,7 @@ from kag.textsafe import escape_controls, is_utf8
 from kag.workers import default_workers, ordered_map
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 # Chunking of question folders handed to worker processes, and the size from which the
 # automatic mode starts a pool (a pool costs ~0.1-1 s to start; small trees grade faster
@@ -98,8 +100,8 @@ class _ChunkResult:
     unreadable: list[Unreadable] = field(default_factory=list)
     records: list[GradedFile] = field(default_factory=list)
     logs: list[tuple[int, str]] = field(default_factory=list)
-    epochs: dict[tuple[str, str], list[tuple[EpochOutcome, ...]]] = field(default_factory=dict)
-    evidence: dict[tuple[str, str], list[EvidenceRecord]] = field(default_factory=dict)
+    epochs: dict[tuple[str, str], dict[str, tuple[EpochOutcome, ...]]] = field(default_factory=dict)
+    evidence: dict[tuple[str, str], dict[str, EvidenceRecord]] = field(default_factory=dict)
 
 
 def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResult:
@@ -196,7 +198,7 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
             if with_text:
                 record = evidence_record(task.evidence, text, graded.outcome is Outcome.OK)
                 if record is not None:
-                    out.evidence.setdefault(key, []).append(record)
+                    out.evidence.setdefault(key, {})[task.question] = record
             if debug:
                 out.logs.append(
                     (
@@ -217,7 +219,7 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
             )
             out.logs.extend(logs)
             for setup, outcomes in found:
-                out.epochs.setdefault((setup, task.dataset), []).append(outcomes)
+                out.epochs.setdefault((setup, task.dataset), {})[task.question] = outcomes
     return out
 
 
@@ -324,13 +326,13 @@ def grade_tree(
     skipped = ignored = 0
     unreadable: list[Unreadable] = []
     records: list[GradedFile] = []
-    epoch_outcomes: dict[tuple[str, str], list[tuple[EpochOutcome, ...]]] = {}
-    evidence_records: dict[tuple[str, str], list[EvidenceRecord]] = {}
+    epoch_outcomes: dict[tuple[str, str], dict[str, tuple[EpochOutcome, ...]]] = {}
+    evidence_records: dict[tuple[str, str], dict[str, EvidenceRecord]] = {}
     for part in _graded_chunks(chunks, config, workers):
         for key, questions in part.epochs.items():
-            epoch_outcomes.setdefault(key, []).extend(questions)
+            epoch_outcomes.setdefault(key, {}).update(questions)
         for key, found in part.evidence.items():
-            evidence_records.setdefault(key, []).extend(found)
+            evidence_records.setdefault(key, {}).update(found)
         for level, message in part.logs:
             log.log(level, "%s", message)
         for key, tally in part.tallies.items():
@@ -359,11 +361,16 @@ def grade_tree(
         ignored_files=ignored + parent.ignored,
         unreadable=tuple(unreadable),
         records=tuple(records) if keep_records else None,
-        epochs={key: tuple(epoch_outcomes[key]) for key in sorted(epoch_outcomes)} if epochs else None,
-        evidence={key: tuple(evidence_records[key]) for key in sorted(evidence_records)}
+        epochs={key: _by_name(epoch_outcomes[key]) for key in sorted(epoch_outcomes)} if epochs else None,
+        evidence={key: _by_name(evidence_records[key]) for key in sorted(evidence_records)}
         if evidence
         else None,
     )
+
+
+def _by_name(by_question: dict[str, _T]) -> dict[str, _T]:
+    """The same mapping in question order, whatever order the chunks finished in."""
+    return {question: by_question[question] for question in sorted(by_question)}
 
 
 def _iter_questions(
