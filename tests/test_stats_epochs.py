@@ -161,3 +161,51 @@ def test_links_in_the_epoch_layout_are_not_followed(tmp_path: Path) -> None:
     assert (block["questions"], block["incomplete"]) == (2, 4)
     assert math.isclose(block["mean_accuracy"], 2 / 3, abs_tol=1e-15)
     assert (block["pass_at_k"], block["maj_at_k"], block["consistent"]) == (1.0, 0.5, 0.5)
+
+
+def test_compare_pairs_setups_on_mean_scores_over_epochs(tmp_path: Path) -> None:
+    datasets = datasets_file(tmp_path)
+    root = epoch_tree(tmp_path / "r")
+    for dataset, question in S1:  # s3 answers A in its only epoch: mean 1 everywhere
+        write_result(epoch_result_path(root, dataset, question, "", "s3", 1), OkResult("A"))
+    args = ["stats", "compare", "-d", str(datasets), "-r", str(root), "--epochs", "all", "--resamples", "999"]
+    out = runner.invoke(app, [*args, "--format", "json"])
+    assert out.exit_code == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["baseline"] == "s3" and doc["epochs"] == {"s1": 3, "s2": 1, "s3": 1}
+    assert doc["test"] == "paired bootstrap over questions"
+    rows = {c["setup"]: c for c in doc["comparisons"]}
+    # s1 has a mean score on q1 q2 q3 q6 only (1, 1/3, 0, 1/3): mean 5/12 against 1.
+    s1 = rows["s1"]
+    assert s1["paired_questions"] == 4
+    assert math.isclose(s1["setup_mean"], 5 / 12) and s1["baseline_mean"] == 1.0
+    assert math.isclose(s1["difference"], -7 / 12)
+    assert s1["difference_ci"][0] <= s1["difference"] <= s1["difference_ci"][1]
+    # s2 is wrong on all 7 questions, s3 right: every replicate is -1, none is as far from
+    # the null as the estimate: p = (1 + 0) / (999 + 1).
+    s2 = rows["s2"]
+    assert (s2["paired_questions"], s2["difference"], s2["difference_ci"]) == (7, -1.0, [-1.0, -1.0])
+    assert s2["p_value"] == 1 / 1000 and s2["verdict"] == "worse"
+    # The same seed gives the same document; the text names its test.
+    again = runner.invoke(app, [*args, "--format", "json"])
+    assert again.stdout == out.stdout
+    text = runner.invoke(app, [*args])
+    assert (
+        text.exit_code == 0 and "TEST: paired bootstrap over questions (McNemar does not apply" in text.stdout
+    )
+    gate = runner.invoke(app, [*args, "--fail-if-worse-than", "s3"])
+    assert gate.exit_code == 1 and "s2: -100.00 pp of mean score on 7 questions" in gate.stderr
+    bad = runner.invoke(app, [*args[:-4], "--epochs", "2"])
+    assert bad.exit_code == 2 and "--epochs must be 1 or all" in bad.stderr
+
+
+def test_mean_bootstrap_edge_cases() -> None:
+    from kag.grading.compare.epoch_means import paired_bootstrap_mean_diff
+
+    ci, p = paired_bootstrap_mean_diff([0.5, 1.0], [0.5, 1.0], 100, seed=3)
+    assert (ci.estimate, ci.low, ci.high, p) == (0.0, 0.0, 0.0, 1.0)
+    ci, p = paired_bootstrap_mean_diff([1.0, 0.0, 2 / 3], [0.0, 0.0, 0.0], 2000, seed=1)
+    # Drawing the 0 three times (or the 1) has probability 1/27 > 2.5%: the ends are 0 and 1.
+    assert math.isclose(ci.estimate, 5 / 9) and (ci.low, ci.high) == (0.0, 1.0)
+    with pytest.raises(ValueError):
+        paired_bootstrap_mean_diff([], [], 10)

@@ -16,6 +16,7 @@ from kag.results.model import RESULT_SUFFIX, ModelConfig
 
 if TYPE_CHECKING:
     from kag.datasets import Datasets
+    from kag.grading.compare.epoch_means import SetupMeans
     from kag.grading.mcq.metrics import GradeRun
     from kag.grading.mcq.summary import Summary
 
@@ -164,6 +165,7 @@ class AnswerSet:
     answers: tuple[Answer, ...]
     summary: Summary
     profiles: dict[str, SetupProfile]
+    means: SetupMeans | None = None  # per-question mean scores over epochs, when asked
 
     @property
     def setups(self) -> list[str]:
@@ -205,10 +207,12 @@ def load_answers(
     dataset_globs: Sequence[str] = (),
     workers: int | None = None,
     evidence: bool = False,
+    epochs: bool = False,
 ) -> AnswerSet:
     """Grade the tree like `kag stats` (same rules, filters, warnings and summary) and
     return its answers with the profile of each setup (:func:`setup_configs`);
-    ``evidence``: with each answer's evidence hit."""
+    ``evidence``: with each answer's evidence hit; ``epochs``: with the per-question mean
+    scores over the epochs (``AnswerSet.means``)."""
     from kag.grading.mcq.walk import grade_tree
 
     run = grade_tree(
@@ -220,6 +224,7 @@ def load_answers(
         keep_records=True,
         workers=workers,
         evidence=evidence,
+        epochs=epochs,
     )
     return answer_set_from_run(run, datasets, root, prefix)
 
@@ -229,4 +234,9 @@ def answer_set_from_run(run: GradeRun, datasets: Datasets, root: str | Path, pre
     from kag.grading.mcq.summary import summarize
 
     answers = answers_from_run(run, datasets, root, prefix)
-    return AnswerSet(tuple(answers), summarize(run), setup_profiles(answers, setup_configs(answers)))
+    means = None
+    if run.epochs is not None:
+        from kag.grading.compare.epoch_means import question_means
+
+        means = question_means(run)
+    return AnswerSet(tuple(answers), summarize(run), setup_profiles(answers, setup_configs(answers)), means)
