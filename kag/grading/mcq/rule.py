@@ -261,8 +261,10 @@ def grade_bytes_with_text(
     setup: str,
     abstention: re.Pattern[str],
     details: bool = True,
+    text: bool = True,
 ) -> tuple[GradedFile, str | None]:
-    """:func:`grade_bytes`, and the file's rendered retrieval text
-    (``ok.stats.retrieval.result``; None for an error file or a setup that did not retrieve)."""
-    fields = parse_grading_fields(data, details, retrieval_text=True)
+    """:func:`grade_bytes`, and with ``text`` the file's rendered retrieval text
+    (``ok.stats.retrieval.result``; None for an error file, a setup that did not retrieve,
+    or when ``text`` is False)."""
+    fields = parse_grading_fields(data, details, retrieval_text=text)
     return _graded(fields, key, dataset, question, setup, abstention), fields.retrieval_text

@@ -44,7 +44,6 @@ from kag.grading.mcq.rule import (
     GradedFile,
     Outcome,
     compile_abstention,
-    grade_bytes,
     grade_bytes_with_text,
 )
 from kag.results.io import read_result_bytes
@@ -163,23 +162,17 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
                     out.logs.append((logging.DEBUG, f"{entry.path}: skipped (MCQ without an answer)"))
                 continue
             path = entry.path
-            text: str | None = None
             try:
-                data = read_result_bytes(path)
-                grade = grade_bytes_with_text if with_text else grade_bytes
-                graded_or_pair = grade(
-                    data,
+                graded, text = grade_bytes_with_text(
+                    read_result_bytes(path),
                     task.key,  # type: ignore[arg-type]
                     dataset=task.dataset,
                     question=task.question,
                     setup=setup,
                     abstention=abstention,
                     details=config.keep_records,  # config and usage only serve kept records
+                    text=with_text,  # the evidence measures only
                 )
-                if isinstance(graded_or_pair, tuple):
-                    graded, text = graded_or_pair
-                else:
-                    graded = graded_or_pair
             except OSError as exc:
                 out.unreadable.append(Unreadable(path, exc.strerror or str(exc)))
                 continue
