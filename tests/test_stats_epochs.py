@@ -209,3 +209,17 @@ def test_mean_bootstrap_edge_cases() -> None:
     assert math.isclose(ci.estimate, 5 / 9) and (ci.low, ci.high) == (0.0, 1.0)
     with pytest.raises(ValueError):
         paired_bootstrap_mean_diff([], [], 10)
+
+
+@pytest.mark.skipif(not hasattr(os, "symlink"), reason="needs symbolic links")
+def test_an_epochs_link_is_not_read(tmp_path: Path) -> None:
+    datasets = datasets_file(tmp_path)
+    root = epoch_tree(tmp_path / "r")
+    for folder in list(root.rglob(EPOCHS_FOLDER)):
+        shutil.move(folder, tmp_path / f"moved-{folder.parent.name}")
+        os.symlink(tmp_path / f"moved-{folder.parent.name}", folder)
+    doc = stats_json(datasets, root)
+    # A link where the epochs folder belongs is an entry kag does not read: counted as
+    # ignored (as any link among the result files), and no epochs are measured.
+    assert doc["ignored_files"] == 6
+    assert "epochs" not in json.dumps(doc)
