@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import orjson
@@ -37,6 +37,8 @@ class Question:
     input: str
     mcq: MCQ | None  # None = not multiple-choice (an open question, or free-form and never graded)
     open: OpenAnswer | None = None  # set for `"type": "Open"` entries (graded against `answers`)
+    # The entity names the answer needs (`"evidence"`, optional), sought in the retrieved text.
+    evidence: tuple[str, ...] = ()
 
     @property
     def scorable(self) -> bool:
@@ -60,6 +62,11 @@ class Datasets:
     def scorable_questions(self) -> int:
         return sum(1 for q in self.iter_questions() if q.scorable)
 
+    @property
+    def has_evidence(self) -> bool:
+        """Whether some entry lists evidence names."""
+        return any(q.evidence for q in self.iter_questions())
+
 
 def name_problem(name: str) -> str | None:
     """Why `name` cannot be a directory name, or None when it can."""
@@ -73,11 +80,32 @@ def name_problem(name: str) -> str | None:
     return None
 
 
+def _parse_evidence(where: str, entry: dict[str, object], problems: list[str]) -> tuple[str, ...] | None:
+    """The ``evidence`` names of an entry (() when absent); None after a problem."""
+    names = entry.get("evidence")
+    if names is None:
+        return ()
+    if not isinstance(names, list) or not all(isinstance(n, str) and n.strip() for n in names):
+        problems.append(f"{where}: 'evidence' must be an array of non-empty strings")
+        return None
+    return tuple(names)
+
+
 def _parse_question(dataset: str, qid: str, entry: object, problems: list[str]) -> Question | None:
     where = f"{dataset}/{qid}"
     if not isinstance(entry, dict):
         problems.append(f"{where}: entry must be an object")
         return None
+    evidence = _parse_evidence(where, entry, problems)
+    if evidence is None:
+        return None
+    question = _parse_entry(where, dataset, qid, entry, problems)
+    return replace(question, evidence=evidence) if question is not None and evidence else question
+
+
+def _parse_entry(
+    where: str, dataset: str, qid: str, entry: dict[str, object], problems: list[str]
+) -> Question | None:
     text = entry.get("input")
     if not isinstance(text, str):
         problems.append(f"{where}: 'input' must be a string")

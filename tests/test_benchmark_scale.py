@@ -266,12 +266,12 @@ def test_epochs_store_repeats_beside_an_unchanged_first_epoch(tmp_path: Path, se
         f"mcq/{q}/{EPOCHS_FOLDER}/{e}/s1.json" for q in "0123" for e in (2, 3)
     }
     assert set(files) == expected
-    assert epoch_result_path(root / "out", "mcq", "0", "", "s1", 3) == root / "out/mcq/0/epochs.tmp/3/s1.json"
+    assert epoch_result_path(root / "out", "mcq", "0", "", "s1", 3) == root / "out/mcq/0/epochs/3/s1.json"
     # Epoch 1 is the file a run without --epochs writes; the other epochs are the same task.
     plain_files = tree(root / "plain")
     for q in "0123":
         assert files[f"mcq/{q}/s1.json"] == plain_files[f"mcq/{q}/s1.json"]
-        assert files[f"mcq/{q}/epochs.tmp/2/s1.json"] == plain_files[f"mcq/{q}/s1.json"]
+        assert files[f"mcq/{q}/epochs/2/s1.json"] == plain_files[f"mcq/{q}/s1.json"]
 
 
 def test_stats_sees_a_many_epoch_tree_as_its_first_epoch(tmp_path: Path, server: FakeServer) -> None:
@@ -290,18 +290,25 @@ def test_stats_sees_a_many_epoch_tree_as_its_first_epoch(tmp_path: Path, server:
             )
             assert stats.exit_code == 0, stats.stderr
             outputs.append(stats.stdout)
-    assert outputs[:3] == outputs[3:]
-    assert orjson.loads(outputs[0])["ignored_files"] == 0
+    # Text and markdown are byte-identical; the JSON document only gains the epochs blocks.
+    assert outputs[1:3] == outputs[4:6]
+    with_epochs, first_only = orjson.loads(outputs[0]), orjson.loads(outputs[3])
+    assert "epochs" not in first_only["setups"][0]["overall"]
+    block = with_epochs["setups"][0]["overall"].pop("epochs")
+    assert with_epochs["setups"][0]["per_dataset"]["mcq"].pop("epochs") == block
+    assert with_epochs == first_only
+    assert block["n"] == 3 and block["questions"] == 4 and block["incomplete"] == 0
+    assert with_epochs["ignored_files"] == 0
 
 
 def test_continue_runs_exactly_the_missing_epochs(tmp_path: Path, server: FakeServer) -> None:
     root = make_project(tmp_path, [f"{server.url}/v1"], n=3, setups=ONE)
     assert invoke(bench_args(root, "out", "--epochs", "3")).exit_code == 0
     out = root / "out"
-    (out / "mcq/1/epochs.tmp/2/s1.json").unlink()
-    (out / "mcq/2/epochs.tmp/3/s1.json").unlink()
+    (out / "mcq/1/epochs/2/s1.json").unlink()
+    (out / "mcq/2/epochs/3/s1.json").unlink()
     # A write cut short by a crash in an epoch folder (its writer's pid is gone).
-    leftover = out / "mcq/0/epochs.tmp/3/s1.json.4194303.0123abcd.tmp"
+    leftover = out / "mcq/0/epochs/3/s1.json.4194303.0123abcd.tmp"
     leftover.write_bytes(b'{"ok": ')
     server.reset()
     dry = invoke(bench_args(root, "out", "--epochs", "3", "--continue", "--dry-run"))
@@ -316,8 +323,8 @@ def test_continue_runs_exactly_the_missing_epochs(tmp_path: Path, server: FakeSe
     assert len(list(out.rglob("*.json"))) == 9
     # --retry-errors covers the later epochs too.
     server.reset()
-    (out / "mcq/0/epochs.tmp/2/s1.json").write_bytes(b'{"error": "Failed to generate a response"}')
+    (out / "mcq/0/epochs/2/s1.json").write_bytes(b'{"error": "Failed to generate a response"}')
     result = invoke(bench_args(root, "out", "--epochs", "3", "--retry-errors"))
     assert result.exit_code == 0, result.stderr
     assert len(server.chat_requests()) == 1
-    assert isinstance(read_result(out / "mcq/0/epochs.tmp/2/s1.json"), OkResult)
+    assert isinstance(read_result(out / "mcq/0/epochs/2/s1.json"), OkResult)

@@ -254,6 +254,12 @@ def _assert_fast_path_agrees(raw) -> None:
         return
     expected = grade_result(model, KEY.answer, KEY.options, abstention=pattern, **args)
     assert grade_raw(raw, KEY, abstention=pattern, **args) == expected
+    # The retrieval text the evidence measures read is the model's, and only read when asked.
+    text = None
+    if isinstance(model, OkResult) and model.stats.retrieval is not None:
+        text = model.stats.retrieval.result
+    assert grading_fields(raw, retrieval_text=True).retrieval_text == text
+    assert grading_fields(raw).retrieval_text is None
 
 
 @settings(max_examples=150, deadline=None)

@@ -63,6 +63,8 @@ def _load(
     named: tuple[str | None, ...] = (),
     extract: str | None = None,
     grade: str | None = None,
+    evidence: bool = False,
+    epochs: bool = False,
 ) -> _Loaded:
     """Grade the tree; setups in ``named`` (a baseline, A and B) are kept whatever ``--setup`` says
     and must have graded answers."""
@@ -86,7 +88,15 @@ def _load(
     # As in `kag stats`: a filter that selects nothing is a typo, not a smaller comparison.
     check_globs("--dataset", globs, "dataset", f"in {datasets_path}", sorted(answer_key.datasets))
     loaded = load_source_answers(
-        answer_key, source, pfx, setups, globs, extract=extract_spec, extracted=extracted
+        answer_key,
+        source,
+        pfx,
+        setups,
+        globs,
+        extract=extract_spec,
+        extracted=extracted,
+        evidence=evidence and answer_key.has_evidence,
+        epochs=epochs,
     )
     for name in named:
         if name and name not in loaded.setups:
@@ -174,6 +184,14 @@ def register(stats_app: typer.Typer) -> None:
         max_flips: Annotated[
             int, typer.Option(min=0, metavar="N", help="html: flips listed per direction and pair.")
         ] = 50,
+        epochs: Annotated[
+            str,
+            typer.Option(
+                "--epochs",
+                metavar="EPOCHS",
+                help="1: epoch 1 (McNemar); all: per-question mean scores over every epoch (paired bootstrap).",
+            ),
+        ] = "1",
         output_format: ReportFormatOpt = None,
         output: OutputOpt = None,
         extract: ExtractOpt = None,
@@ -198,7 +216,22 @@ def register(stats_app: typer.Typer) -> None:
         if baseline and fail_if_worse_than and baseline != fail_if_worse_than:
             raise UsageError("--baseline and --fail-if-worse-than name different setups; give one")
         base = fail_if_worse_than or baseline
-        loaded = _load(ctx, datasets, results, prefix, setup, dataset, (base, native), extract, grade)
+        if epochs not in ("1", "all"):
+            raise UsageError(f"--epochs must be 1 or all (got {epochs!r})")
+        if epochs == "all" and fmt is ReportFormat.HTML:
+            raise UsageError("--epochs all: the formats are text, markdown and json (not html)")
+        loaded = _load(
+            ctx,
+            datasets,
+            results,
+            prefix,
+            setup,
+            dataset,
+            (base, native),
+            extract,
+            grade,
+            epochs=epochs == "all",
+        )
         answers = loaded.answers
         if len(answers.setups) < 2:
             raise UsageError(f"only one setup ({answers.setups[0]}) has graded answers: nothing to compare")
@@ -208,6 +241,11 @@ def register(stats_app: typer.Typer) -> None:
         smalls = small_samples(answers.summary)
         if smalls:
             warn(small_samples_note(smalls, MIN_SAMPLE))
+        if answers.means is not None:
+            _compare_means(
+                answers, base, alpha, resamples, seed, TableFormat(fmt), output, fail_if_worse_than
+            )
+            return
         if fmt is ReportFormat.HTML:
             meta = rep.PageMeta(
                 datasets=loaded.datasets,
@@ -244,6 +282,38 @@ def register(stats_app: typer.Typer) -> None:
             from kag.grading.gates import regression_verdict
 
             verdict = regression_verdict(run)
+            if verdict is not None:
+                raise GateFailed(verdict)
+
+    def _compare_means(
+        answers: AnswerSet,
+        base: str | None,
+        alpha: float,
+        resamples: int,
+        seed: int,
+        fmt: TableFormat,
+        output: Path | None,
+        gate: str | None,
+    ) -> None:
+        """`compare --epochs all`: per-question mean scores, paired bootstrap, Holm."""
+        from kag.console import info
+        from kag.grading.compare.epoch_means import best_mean_setup, compare_means, mean_regression_verdict
+        from kag.render.compare_epochs import MEAN_COMPARISON_RENDERERS
+
+        assert answers.means is not None
+        try:
+            baseline = base or best_mean_setup(answers.means.means)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        run = compare_means(answers.means, baseline, alpha, resamples, seed)
+        emit_report(MEAN_COMPARISON_RENDERERS[fmt](run), output)
+        significant = sum(1 for c in run.comparisons if c.significant)
+        info(
+            f"{significant} of {len(run.comparisons)} comparison(s) against {run.baseline} significant "
+            f"at alpha {alpha:g} (Holm, paired bootstrap on mean scores)."
+        )
+        if gate:
+            verdict = mean_regression_verdict(run)
             if verdict is not None:
                 raise GateFailed(verdict)
 
@@ -330,7 +400,16 @@ def register(stats_app: typer.Typer) -> None:
 
         fmt = pick_format(ctx, output_format, TableFormat)
         loaded = _load(
-            ctx, datasets, results, prefix, None, dataset, (*(kag_setups or ()), native), extract, grade
+            ctx,
+            datasets,
+            results,
+            prefix,
+            None,
+            dataset,
+            (*(kag_setups or ()), native),
+            extract,
+            grade,
+            evidence=True,
         )
         answers = loaded.answers
         lib.check_retrieves(answers.profiles, kag_setups or ())

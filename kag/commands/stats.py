@@ -151,6 +151,9 @@ def stats(
         dataset_globs=dataset_globs,
         keep_records=analysed or exported or price_list is not None,
         extract=extract_spec,
+        # The epoch and evidence blocks are JSON keys: only the JSON document reads them.
+        epochs=fmt_name == "json",
+        evidence=fmt_name == "json" and loaded.has_evidence,
     )
     check_setup_globs(tuple(setup or ()), {s for s, _ in graded.tallies}, root, prefix or "", dataset_globs)
     for tree in [root] if isinstance(root, (str, Path)) else [t.root for t in root]:

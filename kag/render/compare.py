@@ -267,6 +267,12 @@ IMPACT_LEGEND = (
 )
 
 
+EVIDENCE_LEGEND = (
+    "hit = the retrieved text holds at least one evidence name of the question; "
+    "questions without evidence names are left out of that table"
+)
+
+
 @_terminal_safe
 def impact_text(impacts: Sequence[RetrievalImpact]) -> str:
     parts: list[str] = []
@@ -278,7 +284,12 @@ def impact_text(impacts: Sequence[RetrievalImpact]) -> str:
         parts.append("")
         parts.append(table_text(impact_table(impact.per_dataset, paired, "DATASET")))
         parts.append("")
+        if impact.evidence_buckets:
+            parts.append(table_text(impact_table(impact.evidence_buckets, paired, "VERTICES · EVIDENCE")))
+            parts.append("")
     parts.extend(IMPACT_LEGEND)
+    if any(impact.evidence_buckets for impact in impacts):
+        parts.append(EVIDENCE_LEGEND)
     return "\n".join(parts) + "\n"
 
 
@@ -295,7 +306,12 @@ def impact_markdown(impacts: Sequence[RetrievalImpact]) -> str:
         parts.append("")
         parts.append(table_markdown(impact_table(impact.per_dataset, paired, "DATASET")))
         parts.append("")
+        if impact.evidence_buckets:
+            parts.append(table_markdown(impact_table(impact.evidence_buckets, paired, "VERTICES · EVIDENCE")))
+            parts.append("")
     parts.extend(f"_{line}_  " for line in IMPACT_LEGEND)
+    if any(impact.evidence_buckets for impact in impacts):
+        parts.append(f"_{EVIDENCE_LEGEND}_  ")
     return "\n".join(parts) + "\n"
 
 
@@ -389,7 +405,7 @@ def _impact_row_json(r: ImpactRow) -> dict[str, object]:
 
 
 def impact_to_json(impact: RetrievalImpact) -> dict[str, object]:
-    return {
+    document: dict[str, object] = {
         "setup": impact.setup,
         "native": impact.native,
         "unpaired": impact.unpaired,
@@ -399,6 +415,9 @@ def impact_to_json(impact: RetrievalImpact) -> dict[str, object]:
         "buckets": [_impact_row_json(r) for r in impact.buckets],
         "per_dataset": [_impact_row_json(r) for r in impact.per_dataset],
     }
+    if impact.evidence_buckets:  # only with evidence names: other documents stay as they were
+        document["evidence_buckets"] = [_impact_row_json(r) for r in impact.evidence_buckets]
+    return document
 
 
 # ---------------------------------------------------------------- one renderer per format

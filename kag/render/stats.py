@@ -11,7 +11,9 @@ document as a string ending in a newline and never emits terminal escape codes.
 - json: the Rust tool's document field for field (pretty-printed, 2 spaces) plus the
   additive fields ``unreadable_files``, ``ignored_files`` and, per block,
   ``accuracy_ci95``, ``abstentions``, ``non_option_answers``, and ``usage`` when a file of
-  the run has token usage or prices were given.
+  the run has token usage or prices were given; ``epochs`` in every block of a setup with
+  later epochs in the tree, ``evidence`` in every block when the datasets file lists
+  evidence names (absent otherwise, so that such trees give the same document).
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from typing import Any
 
 import orjson
 
+from kag.grading.mcq.epoch_walk import epochs_to_json
+from kag.grading.mcq.evidence_blocks import evidence_to_json
 from kag.grading.mcq.metrics import Metrics
 from kag.grading.mcq.summary import SmallSample, Summary
 from kag.render.formats import TableFormat
@@ -288,6 +292,22 @@ def _with_usage(summary: Summary, setup: str, dataset: str | None, m: Metrics) -
     return block
 
 
+def _block_extras(summary: Summary, setup: str, dataset: str | None) -> dict[str, Any]:
+    """The ``epochs`` and ``evidence`` keys of one block (``dataset`` None: overall), when present."""
+    extras: dict[str, Any] = {}
+    epochs = summary.epochs.get(setup)
+    if epochs is not None:
+        block = epochs.overall if dataset is None else epochs.per_dataset.get(dataset)
+        extras["epochs"] = epochs_to_json(block)
+    if summary.evidence is not None:
+        evidence = summary.evidence.get(setup)
+        found = None
+        if evidence is not None:
+            found = evidence.overall if dataset is None else evidence.per_dataset.get(dataset)
+        extras["evidence"] = evidence_to_json(found)
+    return extras
+
+
 def summary_to_json(summary: Summary) -> dict[str, Any]:
     """The whole JSON document as plain Python values.
 
@@ -300,7 +320,7 @@ def summary_to_json(summary: Summary) -> dict[str, Any]:
     has_open = summary.scorable_open_questions is not None
 
     def block(setup: str, dataset: str | None, m: Metrics) -> dict[str, Any]:
-        out = _with_usage(summary, setup, dataset, m)
+        out = _with_usage(summary, setup, dataset, m) | _block_extras(summary, setup, dataset)
         if extract:
             out["extracted"] = extracted_to_json(m)
         if has_open:

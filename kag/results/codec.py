@@ -254,7 +254,9 @@ class GradingFields(NamedTuple):
     (``response`` None); the others describe an ``ok`` file: ``response`` is ``ok.result``
     verbatim, ``generation_ns`` ``ok.stats.time``, ``context_length`` the UTF-8 byte length
     of ``ok.stats.prompt``, ``retrieval`` the retriever's time with all three database
-    counts (>= 0); absent or mistyped values are None."""
+    counts (>= 0); absent or mistyped values are None. ``retrieval_text`` is
+    ``ok.stats.retrieval.result`` of the model (``""`` when the retrieval object has no
+    string ``result``, None without a retrieval object), read only when asked."""
 
     error: str | None
     response: str | None
@@ -263,6 +265,7 @@ class GradingFields(NamedTuple):
     retrieval: RetrievalSample | None = None
     config: ModelConfig | None = None
     usage: Usage | None = None
+    retrieval_text: str | None = None
 
 
 def utf8_length(text: str) -> int:
@@ -302,13 +305,21 @@ def _raw_retrieval(value: Any) -> RetrievalSample | None:
     return RetrievalSample(time_ns, v, r, p)
 
 
-def grading_fields(raw: Any, details: bool = True) -> GradingFields:
+def _raw_retrieval_text(value: Any) -> str | None:
+    if not isinstance(value, dict):
+        return None
+    text = value.get("result")
+    return text if isinstance(text, str) else ""
+
+
+def grading_fields(raw: Any, details: bool = True, retrieval_text: bool = False) -> GradingFields:
     """The grading fields of ``result_from_json(raw)``, without building the model.
 
     ``details=False`` leaves ``config`` None: a caller that keeps only sums (`kag stats`)
     need not build it for every file. ``usage`` is always read: its token counts are sums
-    of `kag stats` too, and two integers cost next to nothing. Raises UnreadableResult with the
-    messages of :func:`result_from_json`.
+    of `kag stats` too, and two integers cost next to nothing. ``retrieval_text=True`` also
+    reads the rendered retrieval text (the evidence measures need it; it can be long, so it
+    is not kept otherwise). Raises UnreadableResult with the messages of :func:`result_from_json`.
     """
     if not isinstance(raw, dict) or len(raw) != 1:
         raise UnreadableResult(_SHAPE)
@@ -335,10 +346,11 @@ def grading_fields(raw: Any, details: bool = True) -> GradingFields:
         _raw_retrieval(stats.get("retrieval")),
         _config(stats.get("config")) if details else None,
         _usage(stats.get("usage")),
+        _raw_retrieval_text(stats.get("retrieval")) if retrieval_text else None,
     )
 
 
-def parse_grading_fields(data: bytes, details: bool = True) -> GradingFields:
+def parse_grading_fields(data: bytes, details: bool = True, retrieval_text: bool = False) -> GradingFields:
     """:func:`grading_fields` of the bytes of a result file; raises UnreadableResult like
     :func:`parse_result`. Every byte is parsed (orjson): a file that is not valid JSON is
     unreadable, wherever the defect is."""
@@ -346,7 +358,7 @@ def parse_grading_fields(data: bytes, details: bool = True) -> GradingFields:
         raw = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         raise UnreadableResult(f"not valid JSON ({exc})") from None
-    return grading_fields(raw, details)
+    return grading_fields(raw, details, retrieval_text)
 
 
 # ---------------------------------------------------------------- the fast reader for search

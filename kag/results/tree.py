@@ -12,17 +12,18 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 
 from kag.errors import InputError
-from kag.results.model import RESULT_SUFFIX, TMP_SUFFIX
+from kag.results.model import RESULT_SUFFIX
 
 
 def result_path(root: str | Path, dataset: str, question: str, prefix: str, setup: str) -> Path:
     return Path(root) / dataset / question / f"{prefix}{setup}{RESULT_SUFFIX}"
 
 
-# The folder of a question's repeated samples. Its name ends in ".tmp" so that every reader
-# of the tree that grades one answer per file (kag stats, the Rust tool's stats) passes over
-# it as it passes over writes in progress: a tree with N epochs grades as the 1-epoch run.
-EPOCHS_FOLDER = "epochs" + TMP_SUFFIX
+# The folder of a question's repeated samples. A folder at the file level is never a result
+# file: the Rust tool's stats passes over it, and kag stats passes over this name without
+# counting it, so a tree with N epochs grades (epoch 1) as the 1-epoch run. It must not end
+# in ".tmp": users, tools and kag's own clean-up treat such names as disposable.
+EPOCHS_FOLDER = "epochs"
 
 
 def epoch_result_path(
@@ -31,7 +32,7 @@ def epoch_result_path(
     """Where epoch ``epoch`` (1-based) of a task is stored.
 
     Epoch 1 is the usual file, ``<root>/<dataset>/<question>/<prefix><setup>.json``; epoch
-    n >= 2 is ``<root>/<dataset>/<question>/epochs.tmp/<n>/<prefix><setup>.json`` (n in
+    n >= 2 is ``<root>/<dataset>/<question>/epochs/<n>/<prefix><setup>.json`` (n in
     decimal, no leading zeros). Raises ValueError for an epoch below 1.
     """
     if epoch < 1:

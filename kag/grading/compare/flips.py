@@ -140,6 +140,9 @@ class RetrievalImpact:
     KAG answers left out; ``test`` is McNemar on helped vs hurt; ``hurt_responses`` counts
     what the KAG setup answered on the hurt questions (trimmed response, or "(error)"),
     most frequent first, ties by text, so a shift such as "answers 'maybe'" shows up.
+    ``evidence_buckets`` (only when some answer has an evidence hit or miss) splits each
+    bucket by whether the retrieval text held an evidence name of the question
+    (``"<bucket> · hit"``, ``"<bucket> · missed"``); answers without evidence are left out.
     """
 
     setup: str
@@ -150,6 +153,7 @@ class RetrievalImpact:
     unpaired: int
     test: McNemar | None
     hurt_responses: tuple[tuple[str, int], ...] = ()
+    evidence_buckets: tuple[ImpactRow, ...] = ()
 
 
 def _impact_row(label: str, items: list[tuple[Answer, Answer | None]], paired: bool) -> ImpactRow:
@@ -185,9 +189,13 @@ def retrieval_impact(answers: Iterable[Answer], setup: str, native: str | None =
     paired = native is not None
     by_bucket: dict[str, list[tuple[Answer, Answer | None]]] = {}
     by_dataset: dict[str, list[tuple[Answer, Answer | None]]] = {}
+    by_evidence: dict[tuple[str, bool], list[tuple[Answer, Answer | None]]] = {}
     for item in items:
-        by_bucket.setdefault(size_bucket(item[0]), []).append(item)
+        bucket = size_bucket(item[0])
+        by_bucket.setdefault(bucket, []).append(item)
         by_dataset.setdefault(item[0].dataset, []).append(item)
+        if item[0].evidence_hit is not None:
+            by_evidence.setdefault((bucket, item[0].evidence_hit), []).append(item)
     overall = _impact_row("all", items, paired)
     hurt = Counter(
         "(error)" if k.outcome is Outcome.ERR else " ".join(k.response.split())
@@ -208,4 +216,10 @@ def retrieval_impact(answers: Iterable[Answer], setup: str, native: str | None =
         unpaired=unpaired,
         test=test,
         hurt_responses=tuple(sorted(hurt.items(), key=lambda kv: (-kv[1], kv[0]))),
+        evidence_buckets=tuple(
+            _impact_row(f"{b} · {'hit' if hit else 'missed'}", by_evidence[(b, hit)], paired)
+            for b in BUCKET_ORDER
+            for hit in (True, False)
+            if (b, hit) in by_evidence
+        ),
     )

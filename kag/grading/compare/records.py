@@ -16,6 +16,7 @@ from kag.results.model import RESULT_SUFFIX, ModelConfig
 
 if TYPE_CHECKING:
     from kag.datasets import Datasets
+    from kag.grading.compare.epoch_means import SetupMeans
     from kag.grading.mcq.metrics import GradeRun
     from kag.grading.mcq.summary import Summary
 
@@ -27,7 +28,9 @@ class Answer:
     ``response`` is ``ok.result`` verbatim for OK/WRONG and the error message for ERR.
     ``vertices`` is the retrieved vertex count when the file has retrieval stats (the
     retriever's time and the database counts, as `kag stats` requires), else None.
-    ``config`` is ``ok.stats.config`` (None for ERR, or when absent).
+    ``config`` is ``ok.stats.config`` (None for ERR, or when absent). ``evidence_hit``:
+    whether the retrieval text holds one of the question's evidence names (None when the
+    question lists none, the file has no retrieval text, or evidence was not measured).
     """
 
     dataset: str
@@ -39,6 +42,7 @@ class Answer:
     path: str | None = None
     vertices: int | None = None
     config: ModelConfig | None = None
+    evidence_hit: bool | None = None
 
     @property
     def correct(self) -> bool:
@@ -161,6 +165,7 @@ class AnswerSet:
     answers: tuple[Answer, ...]
     summary: Summary
     profiles: dict[str, SetupProfile]
+    means: SetupMeans | None = None  # per-question mean scores over epochs, when asked
 
     @property
     def setups(self) -> list[str]:
@@ -183,6 +188,7 @@ def answers_from_run(
         raise ValueError("the grading run kept no per-file records (grade_tree(..., keep_records=True))")
     answers = []
     top = os.fspath(root)
+    evidence = run.evidence or {}
     for r in run.records:
         question = datasets.get(r.dataset, r.question)
         gold = question.mcq.answer if question is not None and question.mcq is not None else None
@@ -195,8 +201,10 @@ def answers_from_run(
             if r.extracted is None:
                 raise ValueError("the grading run has no extracted grade (grade_tree(..., extract=...))")
             outcome = r.extracted
+        record = evidence.get((r.setup, r.dataset), {}).get(r.question)
+        hit = record.hit if record is not None else None
         answers.append(
-            Answer(r.dataset, r.question, r.setup, outcome, response, gold, path, vertices, r.config)
+            Answer(r.dataset, r.question, r.setup, outcome, response, gold, path, vertices, r.config, hit)
         )
     return answers
 
@@ -211,11 +219,15 @@ def load_answers(
     *,
     extract: str | None = None,
     extracted: bool = False,
+    evidence: bool = False,
+    epochs: bool = False,
 ) -> AnswerSet:
     """Grade the tree like `kag stats` (same rules, filters, warnings and summary) and
     return its answers with the profile of each setup (:func:`setup_configs`).
 
-    ``extract``: the ``--extract`` spec; ``extracted``: pair on the extracted grade."""
+    ``extract``: the ``--extract`` spec; ``extracted``: pair on the extracted grade;
+    ``evidence``: with each answer's evidence hit; ``epochs``: with the per-question mean
+    scores over the epochs (``AnswerSet.means``)."""
     from kag.grading.mcq.walk import grade_tree
 
     run = grade_tree(
@@ -227,6 +239,8 @@ def load_answers(
         keep_records=True,
         workers=workers,
         extract=extract,
+        evidence=evidence,
+        epochs=epochs,
     )
     return answer_set_from_run(run, datasets, root, prefix, extracted=extracted)
 
@@ -238,4 +252,9 @@ def answer_set_from_run(
     from kag.grading.mcq.summary import summarize
 
     answers = answers_from_run(run, datasets, root, prefix, extracted=extracted)
-    return AnswerSet(tuple(answers), summarize(run), setup_profiles(answers, setup_configs(answers)))
+    means = None
+    if run.epochs is not None:
+        from kag.grading.compare.epoch_means import question_means
+
+        means = question_means(run)
+    return AnswerSet(tuple(answers), summarize(run), setup_profiles(answers, setup_configs(answers)), means)

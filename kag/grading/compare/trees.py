@@ -76,6 +76,8 @@ def load_source_answers(
     *,
     extract: str | None = None,
     extracted: bool = False,
+    evidence: bool = False,
+    epochs: bool = False,
 ) -> AnswerSet:
     """:func:`~kag.grading.compare.records.load_answers` for one tree or labelled trees:
     grade like `kag stats` and return the answers with each setup's profile."""
@@ -88,5 +90,7 @@ def load_source_answers(
         keep_records=True,
         workers=workers,
         extract=extract,
+        evidence=evidence,
+        epochs=epochs,
     )
     return answer_set_from_source(run, datasets, source, prefix, extracted=extracted)

@@ -9,9 +9,14 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 from kag.grading.mcq.rule import GradedFile, Outcome
 from kag.results.codec import NANOS_PER_SEC
+
+if TYPE_CHECKING:
+    from kag.grading.mcq.epoch_walk import EpochOutcomes
+    from kag.grading.mcq.evidence_blocks import EvidenceRecords
 
 #: z for a two-sided 95% interval (the 0.975 quantile of the standard normal).
 Z95 = 1.959963984540054
@@ -349,7 +354,9 @@ class GradeRun:
     ``scorable_questions`` count the (filtered) datasets file, ``scorable_open_questions``
     its open questions (None when the whole file has none). ``records`` holds one
     :class:`GradedFile` per graded file, sorted by (dataset, question, setup), only when
-    ``grade_tree(..., keep_records=True)``.
+    ``grade_tree(..., keep_records=True)``. ``epochs`` (per (setup, dataset), one tuple of
+    epoch outcomes per question with epochs) and ``evidence`` (per (setup, dataset), the
+    evidence records) are filled only when ``grade_tree`` is asked for them.
     """
 
     tallies: Mapping[tuple[str, str], Metrics]
@@ -362,6 +369,8 @@ class GradeRun:
     # None when the datasets file has no open question (the document then keeps its old shape).
     scorable_open_questions: int | None = None
     extract: str | None = None  # the --extract spec text the extracted counters were graded with
+    epochs: EpochOutcomes | None = None
+    evidence: EvidenceRecords | None = None
 
     @property
     def unreadable_files(self) -> int:

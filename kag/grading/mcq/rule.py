@@ -253,3 +253,21 @@ def grade_bytes(
     not valid JSON is unreadable, wherever the defect is.
     """
     return _graded(parse_grading_fields(data, details), key, dataset, question, setup, abstention)
+
+
+def grade_bytes_with_text(
+    data: bytes,
+    key: AnswerKey,
+    *,
+    dataset: str,
+    question: str,
+    setup: str,
+    abstention: re.Pattern[str],
+    details: bool = True,
+    text: bool = True,
+) -> tuple[GradedFile, str | None]:
+    """:func:`grade_bytes`, and with ``text`` the file's rendered retrieval text
+    (``ok.stats.retrieval.result``; None for an error file, a setup that did not retrieve,
+    or when ``text`` is False)."""
+    fields = parse_grading_fields(data, details, retrieval_text=text)
+    return _graded(fields, key, dataset, question, setup, abstention), fields.retrieval_text

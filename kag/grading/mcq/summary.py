@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from kag.grading.mcq.epoch_walk import SetupEpochs, summarize_setup_epochs
+from kag.grading.mcq.evidence_blocks import SetupEvidence, summarize_setup_evidence
 from kag.grading.mcq.metrics import GradeRun, Metrics, Tally
 
 if TYPE_CHECKING:
@@ -26,7 +28,12 @@ class SetupSummary:
 
 @dataclass(frozen=True)
 class Summary:
-    """The report: counters and the setups ranked by descending accuracy."""
+    """The report: counters and the setups ranked by descending accuracy.
+
+    ``epochs``: the epoch blocks of the setups that have later epochs in the tree.
+    ``evidence``: None when evidence was not measured (no evidence names in the datasets
+    file), else the evidence blocks of the setups with evidence records.
+    """
 
     datasets: int
     scorable_questions: int
@@ -38,6 +45,8 @@ class Summary:
     extract: str | None = None  # the --extract spec, when the extracted grade was computed
     #: Per-block costs (``kag stats --prices``), None without prices.
     costs: Costs | None = None
+    epochs: Mapping[str, SetupEpochs] = field(default_factory=dict)
+    evidence: Mapping[str, SetupEvidence] | None = None
 
     @property
     def any_retrieval(self) -> bool:
@@ -77,6 +86,10 @@ def summarize(run: GradeRun) -> Summary:
         setups=tuple(setups),
         scorable_open_questions=run.scorable_open_questions,
         extract=run.extract,
+        epochs=summarize_setup_epochs(run.epochs, {k: m.total for k, m in run.tallies.items()})
+        if run.epochs
+        else {},
+        evidence=summarize_setup_evidence(run.evidence) if run.evidence is not None else None,
     )
 
 

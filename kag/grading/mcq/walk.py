@@ -24,26 +24,39 @@ depend on the number of workers or on the order in which chunks finish.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from enum import IntEnum
 from functools import partial
 from itertools import chain
 from pathlib import Path
+from typing import TypeVar
 
 from kag.datasets import Datasets
+from kag.grading.epochs import EpochOutcome
+from kag.grading.evidence import EvidenceRecord, evidence_record
+from kag.grading.mcq.epoch_walk import epoch_outcome, question_epochs
 from kag.grading.mcq.extracted import compile_spec, extracted_outcome
 from kag.grading.mcq.metrics import GradeRun, Tally, Unreadable
-from kag.grading.mcq.rule import DEFAULT_ABSTENTION, AnswerKey, GradedFile, compile_abstention, grade_bytes
+from kag.grading.mcq.rule import (
+    DEFAULT_ABSTENTION,
+    AnswerKey,
+    GradedFile,
+    Outcome,
+    compile_abstention,
+    grade_bytes_with_text,
+)
 from kag.grading.open_grading import grade_open_response
 from kag.results.codec import parse_grading_fields
 from kag.results.io import read_result_bytes
 from kag.results.model import TMP_SUFFIX
-from kag.results.tree import check_results_root, matches_any, setup_from_name, sorted_entries
+from kag.results.tree import EPOCHS_FOLDER, check_results_root, matches_any, setup_from_name, sorted_entries
 from kag.textsafe import escape_controls, is_utf8
 from kag.workers import default_workers, ordered_map
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 # Chunking of question folders handed to worker processes, and the size from which the
 # automatic mode starts a pool (a pool costs ~0.1-1 s to start; small trees grade faster
@@ -69,6 +82,7 @@ class _QuestionTask:
     kind: _Kind
     key: AnswerKey | None
     answers: tuple[str, ...] = ()  # the accepted answers of an OPEN question
+    evidence: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -80,6 +94,8 @@ class _Config:
     keep_records: bool
     log_level: int
     extract: str | None = None  # spec text: compiled in the worker (kag.grading.mcq.extracted)
+    epochs: bool = False
+    evidence: bool = False
 
 
 @dataclass
@@ -90,6 +106,8 @@ class _ChunkResult:
     unreadable: list[Unreadable] = field(default_factory=list)
     records: list[GradedFile] = field(default_factory=list)
     logs: list[tuple[int, str]] = field(default_factory=list)
+    epochs: dict[tuple[str, str], dict[str, tuple[EpochOutcome, ...]]] = field(default_factory=dict)
+    evidence: dict[tuple[str, str], dict[str, EvidenceRecord]] = field(default_factory=dict)
 
 
 def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResult:
@@ -109,8 +127,19 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
                 (logging.WARNING, f"{task.path}: cannot list the question folder: {exc.strerror}")
             )
             continue
+        # Epoch 1's outcomes by setup, kept only in a question with an epoch folder.
+        firsts: dict[str, EpochOutcome] | None = None
+        if (
+            config.epochs
+            and task.kind is _Kind.SCORABLE
+            and any(e.name == EPOCHS_FOLDER and e.is_dir(follow_symlinks=False) for e in entries)
+        ):
+            firsts = {}
+        with_text = config.evidence and bool(task.evidence)
         for entry in entries:
             name = entry.name
+            if name == EPOCHS_FOLDER and entry.is_dir(follow_symlinks=False):
+                continue  # the later epochs: read below, never counted with epoch 1's files
             if name.endswith(TMP_SUFFIX):
                 if debug:
                     out.logs.append((logging.DEBUG, f"{entry.path}: in-progress write (.tmp), not graded"))
@@ -145,7 +174,7 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
                 continue
             path = entry.path
             try:
-                graded = grade_bytes(
+                graded, text = grade_bytes_with_text(
                     read_result_bytes(path),
                     task.key,  # type: ignore[arg-type]
                     dataset=task.dataset,
@@ -153,6 +182,7 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
                     setup=setup,
                     abstention=abstention,
                     details=config.keep_records,  # config and usage only serve kept records
+                    text=with_text,  # the evidence measures only
                 )
             except OSError as exc:
                 out.unreadable.append(Unreadable(path, exc.strerror or str(exc)))
@@ -170,6 +200,12 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
             tally.add(graded)
             if config.keep_records:
                 out.records.append(graded)
+            if firsts is not None:
+                firsts[setup] = epoch_outcome(graded)
+            if with_text:
+                record = evidence_record(task.evidence, text, graded.outcome is Outcome.OK)
+                if record is not None:
+                    out.evidence.setdefault(key, {})[task.question] = record
             if debug:
                 out.logs.append(
                     (
@@ -177,6 +213,20 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
                         f"[{task.dataset}/{task.question}] setup '{setup}' graded as {graded.outcome.name}",
                     )
                 )
+        if firsts is not None:
+            found, logs = question_epochs(
+                os.path.join(task.path, EPOCHS_FOLDER),
+                firsts,
+                task.key,  # type: ignore[arg-type]
+                dataset=task.dataset,
+                question=task.question,
+                prefix=prefix,
+                setup_globs=globs,
+                abstention=abstention,
+            )
+            out.logs.extend(logs)
+            for setup, outcomes in found:
+                out.epochs.setdefault((setup, task.dataset), {})[task.question] = outcomes
     return out
 
 
@@ -253,6 +303,8 @@ def grade_tree(
     workers: int | None = None,
     extract: str | None = None,
     setup_label: str | None = None,
+    epochs: bool = False,
+    evidence: bool = False,
 ) -> GradeRun:
     """Grade every ``<root>/<dataset>/<question>/<prefix><setup>.json`` file.
 
@@ -287,6 +339,13 @@ def grade_tree(
     file (:mod:`kag.grading.mcq.extracted`) to the tallies and records. Files of open
     questions (``"type": "Open"``) are graded by EM and F1 (:mod:`kag.grading.open_grading`)
     into the ``open_*`` counters of the tallies; they have no record.
+
+    A folder named ``epochs`` among a question's files holds the later epochs of repeated
+    samples (:func:`kag.results.epoch_result_path`): it is never counted, so every field
+    above stays epoch 1's. ``epochs=True`` also reads it and fills ``GradeRun.epochs``
+    (:mod:`kag.grading.mcq.epoch_walk`); ``evidence=True`` fills ``GradeRun.evidence``
+    with the evidence records of the files whose question lists evidence names
+    (:mod:`kag.grading.mcq.evidence_blocks`).
     """
     root = str(root)
     check_results_root(root)
@@ -300,7 +359,15 @@ def grade_tree(
     open_questions = sum(1 for n in selected for q in datasets.datasets[n].values() if q.open is not None)
     glob_prefix = f"{setup_label}/" if setup_label is not None else ""
     config = _Config(
-        prefix, setup_globs, glob_prefix, abstention, keep_records, log.getEffectiveLevel(), extract
+        prefix,
+        setup_globs,
+        glob_prefix,
+        abstention,
+        keep_records,
+        log.getEffectiveLevel(),
+        extract,
+        epochs,
+        evidence,
     )
     parent = _ChunkResult()
     chunks = _chunked(_iter_questions(datasets, root, ds_globs, parent), CHUNK_QUESTIONS)
@@ -309,7 +376,13 @@ def grade_tree(
     skipped = ignored = 0
     unreadable: list[Unreadable] = []
     records: list[GradedFile] = []
+    epoch_outcomes: dict[tuple[str, str], dict[str, tuple[EpochOutcome, ...]]] = {}
+    evidence_records: dict[tuple[str, str], dict[str, EvidenceRecord]] = {}
     for part in _graded_chunks(chunks, config, workers):
+        for key, questions in part.epochs.items():
+            epoch_outcomes.setdefault(key, {}).update(questions)
+        for key, found in part.evidence.items():
+            evidence_records.setdefault(key, {}).update(found)
         for level, message in part.logs:
             log.log(level, "%s", message)
         for key, tally in part.tallies.items():
@@ -340,7 +413,16 @@ def grade_tree(
         records=tuple(records) if keep_records else None,
         scorable_open_questions=open_questions if any_open else None,
         extract=extract,
+        epochs={key: _by_name(epoch_outcomes[key]) for key in sorted(epoch_outcomes)} if epochs else None,
+        evidence={key: _by_name(evidence_records[key]) for key in sorted(evidence_records)}
+        if evidence
+        else None,
     )
+
+
+def _by_name(by_question: dict[str, _T]) -> dict[str, _T]:
+    """The same mapping in question order, whatever order the chunks finished in."""
+    return {question: by_question[question] for question in sorted(by_question)}
 
 
 def _iter_questions(
@@ -374,11 +456,11 @@ def _iter_questions(
                 continue
             question = questions.get(q.name)
             if question is not None and question.open is not None:
-                yield _QuestionTask(q.path, d.name, q.name, _Kind.OPEN, None, question.open.answers)
+                yield _QuestionTask(q.path, d.name, q.name, _Kind.OPEN, None, answers=question.open.answers)
             elif question is None or question.mcq is None:
                 yield _QuestionTask(q.path, d.name, q.name, _Kind.NOT_GRADED, None)
             elif question.mcq.answer is None:
                 yield _QuestionTask(q.path, d.name, q.name, _Kind.NO_ANSWER, None)
             else:
                 key = AnswerKey(question.mcq.answer, tuple(question.mcq.options))
-                yield _QuestionTask(q.path, d.name, q.name, _Kind.SCORABLE, key)
+                yield _QuestionTask(q.path, d.name, q.name, _Kind.SCORABLE, key, evidence=question.evidence)

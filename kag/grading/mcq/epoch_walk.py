@@ -1,0 +1,171 @@
+"""Repeated samples (epochs) in `kag stats`: reading a question's later epochs, and the
+``epochs`` blocks of the report.
+
+Layout (:func:`kag.results.epoch_result_path`): epoch 1 is the usual
+``<question>/<prefix><setup>.json``; epoch n >= 2 is
+``<question>/epochs/<n>/<prefix><setup>.json``. The walk of :mod:`.walk` grades epoch 1 as
+always and hands the ``epochs`` folder of a question here (in the same worker process); what
+comes back is one small tuple of :class:`~kag.grading.epochs.EpochOutcome` per (setup,
+question), only for the setups that have an epoch file in that question.
+
+A question's outcomes run from epoch 1 up to its first missing, unreadable or out-of-tree
+epoch (a symbolic link, a file where a folder belongs): with a gap, the later epochs do not
+count, and the question is ``incomplete`` when the setup has more epochs elsewhere
+(:func:`kag.grading.epochs.summarize_epochs`). Unreadable epoch files are logged as
+warnings but not counted in ``unreadable_files``, which stays epoch 1's like every other
+field of the report.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from kag.grading.epochs import EpochOutcome, EpochSummary, summarize_epochs
+from kag.grading.mcq.rule import AnswerKey, GradedFile, Outcome, grade_bytes
+from kag.results.io import read_result_bytes
+from kag.results.tree import matches_any, scandir_entries, setup_from_name
+from kag.textsafe import is_utf8
+
+# An epoch folder's name: n >= 2 in decimal, no leading zeros (as epoch_result_path writes it).
+_EPOCH_NAME = re.compile(r"[1-9][0-9]*")
+
+#: (setup, dataset) -> question -> the outcomes of that setup's epochs, epoch 1 first (only
+#: the questions with an epoch folder holding a file of the setup).
+EpochOutcomes = Mapping[tuple[str, str], Mapping[str, tuple[EpochOutcome, ...]]]
+
+
+def epoch_outcome(graded: GradedFile) -> EpochOutcome:
+    """What one graded file contributes to the epoch measures (an error file has no answer)."""
+    return EpochOutcome(graded.outcome is Outcome.OK, graded.response)
+
+
+def question_epochs(
+    folder: str,
+    firsts: Mapping[str, EpochOutcome],
+    key: AnswerKey,
+    *,
+    dataset: str,
+    question: str,
+    prefix: str,
+    setup_globs: Sequence[str],
+    abstention: re.Pattern[str],
+) -> tuple[list[tuple[str, tuple[EpochOutcome, ...]]], list[tuple[int, str]]]:
+    """The outcomes of every setup with an epoch file in ``folder`` (a question's
+    ``epochs`` folder), epoch 1 (from ``firsts``, by setup) first, sorted by setup; and the
+    log lines of the files that could not be read. No link is followed."""
+    logs: list[tuple[int, str]] = []
+    per_epoch: dict[int, dict[str, str]] = {}
+    for entry in scandir_entries(folder):
+        if not _EPOCH_NAME.fullmatch(entry.name) or entry.name == "1":
+            continue
+        if not entry.is_dir(follow_symlinks=False):
+            continue
+        files: dict[str, str] = {}
+        for f in scandir_entries(entry.path):
+            setup = setup_from_name(f.name, prefix)
+            if setup is None or not is_utf8(f.name) or not matches_any(setup, setup_globs):
+                continue
+            if f.is_file(follow_symlinks=False):
+                files[setup] = f.path
+        per_epoch[int(entry.name)] = files
+    setups = sorted({s for files in per_epoch.values() for s in files})
+    found: list[tuple[str, tuple[EpochOutcome, ...]]] = []
+    for setup in setups:
+        first = firsts.get(setup)
+        outcomes: list[EpochOutcome] = []
+        if first is not None:
+            outcomes.append(first)
+            epoch = 2
+            while (path := per_epoch.get(epoch, {}).get(setup)) is not None:
+                try:
+                    graded = grade_bytes(
+                        read_result_bytes(path),
+                        key,
+                        dataset=dataset,
+                        question=question,
+                        setup=setup,
+                        abstention=abstention,
+                        details=False,
+                    )
+                except OSError as exc:
+                    logs.append((logging.WARNING, f"{path}: unreadable epoch file: {exc.strerror or exc}"))
+                    break
+                except Exception as exc:  # noqa: BLE001 - one bad file must never stop the walk
+                    logs.append((logging.WARNING, f"{path}: unreadable epoch file: {exc}"))
+                    break
+                outcomes.append(epoch_outcome(graded))
+                epoch += 1
+        found.append((setup, tuple(outcomes)))
+    return found, logs
+
+
+@dataclass(frozen=True)
+class SetupEpochs:
+    """The ``epochs`` blocks of one setup: overall, and per dataset (None: no question of
+    that dataset has all ``n`` epochs, or the dataset has no epoch file)."""
+
+    overall: EpochSummary | None
+    per_dataset: Mapping[str, EpochSummary | None]
+
+
+def summarize_setup_epochs(
+    outcomes: EpochOutcomes, first_epochs: Mapping[tuple[str, str], int]
+) -> dict[str, SetupEpochs]:
+    """Per setup with epochs: the blocks, all measured at the setup's N (the most epochs
+    any of its questions has), so that the per-dataset blocks and the overall block compare
+    the same k.
+
+    ``first_epochs`` counts the graded epoch-1 files per (setup, dataset) (the blocks'
+    ``total``): a question graded in epoch 1 without an epoch folder has one epoch, so it
+    counts as ``incomplete`` (a run still going). A setup whose questions all have fewer
+    than 2 usable epochs has nothing to measure across epochs: its blocks are None.
+    """
+    grouped: dict[str, dict[str, list[tuple[EpochOutcome, ...]]]] = {}
+    for (setup, dataset), questions in outcomes.items():
+        grouped.setdefault(setup, {})[dataset] = list(questions.values())
+    for setup, dataset in first_epochs:
+        if setup in grouped:
+            grouped[setup].setdefault(dataset, [])
+    result: dict[str, SetupEpochs] = {}
+    for setup, per_dataset in grouped.items():
+        n = max((len(q) for qs in per_dataset.values() for q in qs), default=0)
+        names = sorted(per_dataset)
+        alone = {d: first_epochs.get((setup, d), 0) - sum(1 for q in per_dataset[d] if q) for d in names}
+        result[setup] = SetupEpochs(
+            _block(per_dataset, alone, names, n), {d: _block(per_dataset, alone, [d], n) for d in names}
+        )
+    return result
+
+
+def _block(
+    per_dataset: Mapping[str, Sequence[tuple[EpochOutcome, ...]]],
+    alone: Mapping[str, int],
+    datasets: Sequence[str],
+    n: int,
+) -> EpochSummary | None:
+    """One block over ``datasets``; ``alone`` counts per dataset the questions graded in
+    epoch 1 without an epoch folder (one epoch, fewer than n: incomplete)."""
+    summary = summarize_epochs([q for d in datasets for q in per_dataset[d]], n) if n >= 2 else None
+    if summary is None:
+        return None
+    return replace(summary, incomplete=summary.incomplete + sum(max(0, alone[d]) for d in datasets))
+
+
+def epochs_to_json(summary: EpochSummary | None) -> dict[str, object] | None:
+    """The JSON ``epochs`` block: the measures, then how many questions they cover and how
+    many were left out for having fewer than ``n`` epochs."""
+    if summary is None:
+        return None
+    return {
+        "n": summary.n,
+        "mean_accuracy": summary.mean_accuracy,
+        "stderr": summary.stderr,
+        "pass_at_k": summary.pass_at_k,
+        "maj_at_k": summary.maj_at_k,
+        "consistent": summary.consistent,
+        "questions": summary.questions,
+        "incomplete": summary.incomplete,
+    }

@@ -1,0 +1,54 @@
+"""Retrieval evidence in `kag stats`: the ``evidence`` blocks of the report.
+
+The walk of :mod:`.walk` reads the rendered retrieval text of an epoch-1 file only when its
+question lists evidence names, and keeps one
+:class:`~kag.grading.evidence.EvidenceRecord` per such file that has a retrieval text
+(:func:`kag.grading.evidence.evidence_record`); the blocks aggregate them
+(:func:`kag.grading.evidence.summarize_evidence`). A setup that never retrieved, or a
+dataset without evidence names, has no record: its block is None.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from kag.grading.evidence import EvidenceRecord, EvidenceSummary, summarize_evidence
+
+#: (setup, dataset) -> question -> the evidence record of that setup's (epoch 1) file.
+EvidenceRecords = Mapping[tuple[str, str], Mapping[str, EvidenceRecord]]
+
+
+@dataclass(frozen=True)
+class SetupEvidence:
+    """The ``evidence`` blocks of one setup: overall, and per dataset."""
+
+    overall: EvidenceSummary | None
+    per_dataset: Mapping[str, EvidenceSummary | None]
+
+
+def summarize_setup_evidence(records: EvidenceRecords) -> dict[str, SetupEvidence]:
+    """Per setup with records: the overall block (all its records) and one per dataset."""
+    grouped: dict[str, dict[str, Sequence[EvidenceRecord]]] = {}
+    for (setup, dataset), group in records.items():
+        grouped.setdefault(setup, {})[dataset] = tuple(group.values())
+    return {
+        setup: SetupEvidence(
+            summarize_evidence(r for group in per_dataset.values() for r in group),
+            {dataset: summarize_evidence(group) for dataset, group in sorted(per_dataset.items())},
+        )
+        for setup, per_dataset in grouped.items()
+    }
+
+
+def evidence_to_json(summary: EvidenceSummary | None) -> dict[str, object] | None:
+    """The JSON ``evidence`` block."""
+    if summary is None:
+        return None
+    return {
+        "questions": summary.questions,
+        "recall": summary.recall,
+        "hit_rate": summary.hit_rate,
+        "accuracy_when_hit": summary.accuracy_when_hit,
+        "accuracy_when_missed": summary.accuracy_when_missed,
+    }
