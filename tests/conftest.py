@@ -17,6 +17,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("KAG_WIDTH", "200")
 
 REPO = Path(__file__).resolve().parent.parent
+TEST_DATA = REPO / "tests" / "data"
 SHARED = REPO.parent / "shared"
 MED_KAG = SHARED / "data" / "med-kag"
 

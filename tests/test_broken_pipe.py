@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_compare_cli import PREFIX, build_tree
+from tests.commands.test_compare_cli import PREFIX, build_tree
 
 REPO = Path(__file__).resolve().parent.parent
 IRT2 = REPO / "tests" / "data" / "irt2"

@@ -4,43 +4,51 @@ Two stages, as in ir_measures: every result file first becomes a small per-file 
 (:class:`~kag.grading.mcq.rule.GradedFile`, :mod:`.rule`); records are then folded into
 :class:`~kag.grading.mcq.metrics.Tally` accumulators keyed by (setup, dataset)
 (:mod:`.metrics`, walked by :mod:`.walk`), and :func:`~kag.grading.mcq.summary.summarize`
-turns those into ranked blocks (:mod:`.summary`). The public names are re-exported here.
+turns those into ranked blocks (:mod:`.summary`). The public names are re-exported here,
+each imported on first use: the modules that need only the grading rule (answer extraction,
+epochs) import :mod:`.rule` without pulling in the walk, which imports them.
 """
 
-from kag.grading.mcq.metrics import (
-    Z95,
-    GradeRun,
-    Metrics,
-    RetrievalMetrics,
-    Tally,
-    Unreadable,
-    accuracy,
-    coverage,
-    duration_secs,
-    mean,
-    mean_duration_secs,
-    precision,
-    wilson_interval,
-)
-from kag.grading.mcq.rule import (
-    DEFAULT_ABSTENTION,
-    RUST_WHITESPACE,
-    AnswerKey,
-    GradedFile,
-    Outcome,
-    RetrievalSample,
-    ascii_fold,
-    compile_abstention,
-    eq_ignore_ascii_case,
-    grade_bytes,
-    grade_raw,
-    grade_result,
-    is_correct,
-    rust_trim,
-    timing_ns,
-)
-from kag.grading.mcq.summary import SetupSummary, Summary, rank_key, summarize
-from kag.grading.mcq.walk import AUTO_PARALLEL_MIN_QUESTIONS, CHUNK_QUESTIONS, grade_tree
+from importlib import import_module
+from typing import Any
+
+_HOMES = {
+    "accuracy": "kag.grading.mcq.metrics",
+    "AnswerKey": "kag.grading.mcq.rule",
+    "ascii_fold": "kag.grading.mcq.rule",
+    "AUTO_PARALLEL_MIN_QUESTIONS": "kag.grading.mcq.walk",
+    "CHUNK_QUESTIONS": "kag.grading.mcq.walk",
+    "compile_abstention": "kag.grading.mcq.rule",
+    "coverage": "kag.grading.mcq.metrics",
+    "DEFAULT_ABSTENTION": "kag.grading.mcq.rule",
+    "duration_secs": "kag.grading.mcq.metrics",
+    "eq_ignore_ascii_case": "kag.grading.mcq.rule",
+    "grade_bytes": "kag.grading.mcq.rule",
+    "grade_raw": "kag.grading.mcq.rule",
+    "grade_result": "kag.grading.mcq.rule",
+    "grade_tree": "kag.grading.mcq.walk",
+    "GradedFile": "kag.grading.mcq.rule",
+    "GradeRun": "kag.grading.mcq.metrics",
+    "is_correct": "kag.grading.mcq.rule",
+    "mean": "kag.grading.mcq.metrics",
+    "mean_duration_secs": "kag.grading.mcq.metrics",
+    "Metrics": "kag.grading.mcq.metrics",
+    "Outcome": "kag.grading.mcq.rule",
+    "precision": "kag.grading.mcq.metrics",
+    "rank_key": "kag.grading.mcq.summary",
+    "RetrievalMetrics": "kag.grading.mcq.metrics",
+    "RetrievalSample": "kag.grading.mcq.rule",
+    "rust_trim": "kag.grading.mcq.rule",
+    "RUST_WHITESPACE": "kag.grading.mcq.rule",
+    "SetupSummary": "kag.grading.mcq.summary",
+    "summarize": "kag.grading.mcq.summary",
+    "Summary": "kag.grading.mcq.summary",
+    "Tally": "kag.grading.mcq.metrics",
+    "timing_ns": "kag.grading.mcq.rule",
+    "Unreadable": "kag.grading.mcq.metrics",
+    "wilson_interval": "kag.grading.mcq.metrics",
+    "Z95": "kag.grading.mcq.metrics",
+}
 
 __all__ = [
     "AUTO_PARALLEL_MIN_QUESTIONS",
@@ -79,3 +87,10 @@ __all__ = [
     "timing_ns",
     "wilson_interval",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(home), name)

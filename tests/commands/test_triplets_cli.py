@@ -13,9 +13,9 @@ import pytest
 from typer.testing import CliRunner
 
 from kag.cli import app
+from tests.conftest import REPO
 
 runner = CliRunner()
-REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples" / "triplets"
 GOLD = EXAMPLES / "gold.jsonl"
 FINETUNED = EXAMPLES / "finetuned.jsonl"

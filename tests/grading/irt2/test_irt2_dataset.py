@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 from kag.errors import InputError
 from kag.grading.irt2.io.dataset import GroundTruth, load_truth, read_config, read_id_rows
 from kag.grading.irt2.model import Mode, Side, Split, Task
+from tests.conftest import TEST_DATA
 
-DATASET = Path(__file__).parent / "data" / "irt2" / "dataset"
+DATASET = TEST_DATA / "irt2" / "dataset"
 
 
 def gold(truth: GroundTruth) -> dict[tuple[int, int], list[int]]:

@@ -19,9 +19,9 @@ from typer.testing import CliRunner
 
 from kag.cli import app
 from kag.results import ErrorResult, OkResult, read_result
+from tests.conftest import REPO
 from tests.fakeserver import FakeServer, make_certificate
 
-REPO = Path(__file__).resolve().parent.parent
 SECRET = "sk-planted-7c1d2e9f-secret"
 
 

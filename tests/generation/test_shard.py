@@ -16,8 +16,7 @@ from scipy.stats import chi2
 
 from kag.errors import UsageError
 from kag.generation.shard import Shard, parse_shard, shard_number
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from tests.conftest import REPO
 
 names = st.text(min_size=0, max_size=12)
 tasks = st.lists(st.tuples(names, names, names), min_size=1, max_size=60, unique=True)
@@ -131,7 +130,7 @@ def test_assignment_is_the_same_in_processes_with_other_hash_seeds() -> None:
     # Python's own str hash differs between these seeds: a shard from hash() would move.
     seeds = ["0", "1", "4242"]
     for seed in seeds:
-        env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": REPO}
+        env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(REPO)}
         child = subprocess.run(
             [sys.executable, "-c", _CHILD],
             input=json.dumps(items),

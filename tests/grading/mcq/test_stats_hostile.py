@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from kag.cli import app
 from kag.results import OkResult, OkStats, Timing, result_path, write_result
 from kag.results.io import MAX_RESULT_BYTES
+from tests.conftest import REPO
 
 runner = CliRunner()
 GIB = 1 << 30
@@ -45,7 +46,7 @@ def _peak_rss_mb(args: list[str]) -> tuple[subprocess.CompletedProcess[str], flo
         "print(json.dumps([p.returncode, p.stdout, p.stderr, "
         "resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024]))"
     )
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
     done = subprocess.run(
         [sys.executable, "-c", code, *args], check=False, capture_output=True, text=True, env=env
     )
@@ -213,7 +214,7 @@ def test_find_null_separates_exact_paths_for_xargs(evil: tuple[Path, Path]) -> N
         [sys.executable, "-m", "kag", "stats", "find", "^b", "-r", str(root), "-0"],
         check=False,
         capture_output=True,
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+        env={**os.environ, "PYTHONPATH": str(REPO)},
     )
     assert done.returncode == 0, done.stderr
     paths = done.stdout.split(b"\0")

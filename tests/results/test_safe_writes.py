@@ -29,8 +29,9 @@ from kag.results import (
     temporary_name,
     write_atomic,
 )
+from tests.commands.test_benchmark_cli import SECRET, args, invoke, make_project, mcq
+from tests.conftest import REPO
 from tests.fakeserver import FakeServer
-from tests.test_benchmark_cli import REPO, SECRET, args, invoke, make_project, mcq
 
 
 @pytest.fixture(scope="module")
@@ -275,8 +276,8 @@ def test_a_link_planted_at_the_temporary_of_a_report_is_not_written_through(tmp_
 
 
 def test_details_replace_a_link_instead_of_writing_through_it(tmp_path: Path) -> None:
-    from tests.test_triplets_cli import FINETUNED, GOLD
-    from tests.test_triplets_cli import run as triplets
+    from tests.commands.test_triplets_cli import FINETUNED, GOLD
+    from tests.commands.test_triplets_cli import run as triplets
 
     victim = tmp_path / "victim.txt"
     victim.write_text("precious")
@@ -289,8 +290,8 @@ def test_details_replace_a_link_instead_of_writing_through_it(tmp_path: Path) ->
 
 
 def test_per_query_replaces_a_link_instead_of_writing_through_it(tmp_path: Path) -> None:
-    from tests.test_irt2_cli import DATASET, LINKING
-    from tests.test_irt2_cli import run as irt2
+    from tests.commands.test_irt2_cli import DATASET, LINKING
+    from tests.commands.test_irt2_cli import run as irt2
 
     victim = tmp_path / "victim.txt"
     victim.write_text("precious")

@@ -7,7 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 from kag.cli import app
-from tests.test_compare_cli import PREFIX, build_tree
+from tests.commands.test_compare_cli import PREFIX, build_tree
 
 runner = CliRunner()
 

@@ -20,8 +20,9 @@ from kag.grading.triplets.io import (
     read_records,
 )
 from kag.grading.triplets.validate import to_triplet, triplet_problem, validate_items
+from tests.conftest import TEST_DATA
 
-DATA = Path(__file__).parent / "data" / "triplets"
+DATA = TEST_DATA / "triplets"
 PARSE = json.loads((DATA / "parse_cases.json").read_text())["cases"]
 VALIDATE = json.loads((DATA / "validate_cases.json").read_text())["cases"]
 

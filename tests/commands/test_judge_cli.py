@@ -15,10 +15,10 @@ from typer.testing import CliRunner
 
 from kag.cli import app
 from kag.grading.judge import CACHE_FOLDER, DEFAULT_PROMPT
+from tests.conftest import REPO
 from tests.fakeserver import FakeServer
 from tests.judge_helpers import REPLIES, make_tree, marker
 
-REPO = Path(__file__).resolve().parent.parent
 SECRET = "sk-judge-4f1a9c-planted-secret"
 
 CONFIG = """

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from hypothesis import assume, given
@@ -17,10 +16,9 @@ from kag.grading.triplets.normalize import (
     normalize_title,
     relation_key,
 )
+from tests.conftest import TEST_DATA
 
-CASES = json.loads((Path(__file__).parent / "data" / "triplets" / "normalize_cases.json").read_text())[
-    "cases"
-]
+CASES = json.loads((TEST_DATA / "triplets" / "normalize_cases.json").read_text())["cases"]
 
 
 @pytest.mark.parametrize(("raw", "title", "text"), CASES, ids=[case[0] for case in CASES])

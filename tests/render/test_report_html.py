@@ -15,9 +15,9 @@ from kag.grading.compare import AnswerSet, analyse, load_answers
 from kag.render.html import PageMeta, render_html
 from kag.render.table import Table, pvalue, table_markdown, table_text
 from kag.results import ErrorResult, OkResult, result_path, write_result
-from tests.test_compare_cli import PREFIX, build_tree
+from tests.commands.test_compare_cli import PREFIX, build_tree
+from tests.conftest import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
 
 

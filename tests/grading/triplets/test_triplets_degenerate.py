@@ -20,6 +20,7 @@ from kag.grading.triplets.io import parse_model_output
 from kag.grading.triplets.model import DEFAULT_RELATIONS, GoldEntry, MatchMode, Prediction
 from kag.grading.triplets.similarity import make_similarity
 from kag.grading.triplets.validate import to_triplet
+from tests.conftest import REPO
 
 runner = CliRunner()
 
@@ -213,5 +214,5 @@ def test_the_pair_cap_is_documented_in_help_and_docs() -> None:
     cap = f"at most {MAX_ENTRY_PAIRS:,} pairs"
     result = runner.invoke(app, ["triplets", "--help"], env={"COLUMNS": "200"})
     assert cap in " ".join(result.stdout.split())
-    page = (Path(__file__).resolve().parent.parent / "docs" / "triplets.md").read_text()
+    page = (REPO / "docs" / "triplets.md").read_text()
     assert cap in " ".join(page.split())

@@ -22,10 +22,9 @@ from kag.grading.extract import (
     strip_think,
 )
 from kag.grading.mcq import is_correct
+from tests.conftest import TEST_DATA
 
-CASES = json.loads((Path(__file__).parent / "data" / "extract" / "letter_cases.json").read_text("utf-8"))[
-    "cases"
-]
+CASES = json.loads((TEST_DATA / "extract" / "letter_cases.json").read_text("utf-8"))["cases"]
 
 
 @pytest.mark.parametrize(("response", "keys", "expected", "why"), CASES, ids=[case[3] for case in CASES])

@@ -30,7 +30,8 @@ from kag.datasets import load_datasets
 from kag.grading.mcq.trees import LabelledTree, grade_trees, label_problem
 from kag.grading.mcq.walk import grade_tree
 from kag.results import ErrorResult, OkResult, result_path, write_result
-from tests.test_compare_cli import build_tree
+from tests.commands.test_compare_cli import build_tree
+from tests.conftest import REPO
 
 runner = CliRunner()
 
@@ -259,7 +260,7 @@ def test_impact_pairs_a_kag_setup_with_a_native_setup_of_another_run(tmp_path: P
 
 # ---------------------------------------------------------------- the documented example
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "stats.md"
+DOC = REPO / "docs" / "stats.md"
 
 
 def test_the_documented_example_prints_what_the_page_shows(

@@ -11,8 +11,9 @@ from typer.testing import CliRunner
 from kag.cli import app
 from kag.errors import InputError
 from kag.grading.irt2.io.files import MAX_LINE_BYTES, iter_line_blocks
+from tests.conftest import TEST_DATA
 
-DATA = Path(__file__).parent / "data" / "irt2"
+DATA = TEST_DATA / "irt2"
 DATASET = DATA / "dataset"
 PRED = DATA / "predictions"
 

@@ -21,8 +21,9 @@ import pytest
 from typer.testing import CliRunner
 
 from kag.cli import app
+from tests.conftest import TEST_DATA
 
-DATA = Path(__file__).parent / "data" / "irt2"
+DATA = TEST_DATA / "irt2"
 DATASET = DATA / "dataset"
 PRED = DATA / "predictions"
 

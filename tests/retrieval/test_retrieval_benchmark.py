@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from kag.cli import app
 from kag.results import ErrorResult, OkResult, read_result
+from tests.conftest import REPO
 from tests.fakeserver import FakeServer, fake_embedding
 from tests.graph_helpers import einstein_files
 
@@ -244,7 +245,7 @@ def test_the_example_configuration_validates(tmp_path: Path, monkeypatch: pytest
     validation only checks that it exists)."""
     from kag.generation.config import load_benchmark, load_config
 
-    example = Path(__file__).resolve().parent.parent / "examples" / "graph"
+    example = REPO / "examples" / "graph"
     shutil.copytree(example, tmp_path / "graph", ignore=shutil.ignore_patterns("*.lbug", "results"))
     monkeypatch.chdir(tmp_path / "graph")
     (tmp_path / "graph" / "medgraph.lbug").write_bytes(b"")

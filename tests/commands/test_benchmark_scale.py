@@ -22,9 +22,9 @@ from typer.testing import CliRunner
 
 from kag.cli import app
 from kag.results import EPOCHS_FOLDER, OkResult, epoch_result_path, read_result, result_to_json
+from tests.conftest import REPO
 from tests.fakeserver import FakeServer
 
-REPO = Path(__file__).resolve().parent.parent
 PROMPT = "Question: {{INPUT}}\nChoices:\n{{ CHOICE }}\nAnswer with the key.\n"
 BENCH = """
 [s1]

@@ -40,8 +40,9 @@ from kag.grading.triplets.similarity import (
     make_similarity,
 )
 from kag.grading.triplets.validate import to_triplet
+from tests.conftest import TEST_DATA
 
-DATA = Path(__file__).parent / "data" / "triplets"
+DATA = TEST_DATA / "triplets"
 CASES = json.loads((DATA / "score_cases.json").read_text())["cases"]
 RELATIONS = frozenset(normalize_relation(r) for r in DEFAULT_RELATIONS)
 
