@@ -170,7 +170,7 @@ def stats(
     if exported:
         from kag.render.export import RENDERERS as EXPORTERS
 
-        text = EXPORTERS[ExportFormat(fmt_name)](graded.records or (), loaded)
+        text = EXPORTERS[ExportFormat(fmt_name)](graded.records or (), loaded, graded.open_records or ())
     elif fmt_name != "html":
         text = render(summary, TableFormat(fmt_name))
     emit_report(text, output)

@@ -1,18 +1,25 @@
 """Per-question export of `kag stats`: ``--format csv`` and ``--format jsonl``.
 
 One row per graded file, from the per-file records of a ``grade_tree(..., keep_records=True)``
-run, in their (dataset, question, setup) order. Both formats load as they are into pandas
-(``read_csv`` / ``read_json(lines=True)``) or DuckDB (``read_csv`` / ``read_json``). Names
+run: the MCQ records and the open-question records merged in (dataset, question, setup)
+order. Both formats load as they are into pandas (``read_csv`` /
+``read_json(lines=True)``) or DuckDB (``read_csv`` / ``read_json``). Names
 and responses keep their exact text: these are machine formats, nothing is escaped for a
 terminal (CSV quotes what needs quoting, JSON escapes what JSON must).
 
-``extracted_outcome``, ``exact_match`` and ``f1`` are always present and empty (CSV) or
-null (JSON) until answer extraction or open-answer grading fills them.
+Every row has every column; a value that does not apply is empty (CSV) or null (JSON).
+``extracted_outcome`` is the grade under ``--extract`` (OK, WRONG or ERR = not extracted)
+of an MCQ row, empty without ``--extract``. An open-question row (``"type": "Open"``) has
+``exact_match`` and ``f1`` (0 and 0 for an error file), ``outcome`` OK when the exact match
+is 1, WRONG otherwise, ERR for an error file, and ``answer`` the accepted answers joined
+with `` | ``; its ``extracted_outcome`` is empty, as ``exact_match`` and ``f1`` are for an
+MCQ row.
 """
 
 from __future__ import annotations
 
 import csv
+import heapq
 import io
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -21,10 +28,14 @@ import orjson
 
 from kag.grading.mcq.metrics import duration_secs
 from kag.grading.mcq.rule import GradedFile
+from kag.grading.open_grading import OpenGradedFile
 from kag.render.formats import ExportFormat
 
 if TYPE_CHECKING:
     from kag.datasets import Datasets
+
+#: The separator of an open question's accepted answers in the ``answer`` column.
+ANSWERS_SEPARATOR = " | "
 
 #: The columns, in order (also the keys of every JSON Lines object).
 COLUMNS = (
@@ -48,11 +59,20 @@ COLUMNS = (
 )
 
 
-def export_row(record: GradedFile, answer: str | None) -> dict[str, Any]:
+def export_row(record: GradedFile | OpenGradedFile, answer: str | None) -> dict[str, Any]:
     """One row: ``outcome`` is OK, WRONG or ERR; ``answer`` the answer key; ``response`` the
-    response verbatim (None for ERR); times in seconds; ``vertices``/``relationships``/
-    ``properties``/``retrieval_secs`` only for files with a complete retrieval sample;
-    token counts as the result file records them. Absent values are None."""
+    response verbatim (None for ERR); ``extracted_outcome`` the ``--extract`` grade of an
+    MCQ record; ``exact_match`` and ``f1`` those of an open record; times in seconds;
+    ``vertices``/``relationships``/``properties``/``retrieval_secs`` only for files with a
+    complete retrieval sample; token counts as the result file records them. Absent values
+    are None."""
+    extracted: str | None = None
+    exact: float | None = None
+    f1: float | None = None
+    if isinstance(record, OpenGradedFile):
+        exact, f1 = record.exact_match, record.f1
+    else:
+        extracted = record.extracted.name if record.extracted is not None else None
     r = record.retrieval
     u = record.usage
     return {
@@ -62,9 +82,9 @@ def export_row(record: GradedFile, answer: str | None) -> dict[str, Any]:
         "outcome": record.outcome.name,
         "answer": answer,
         "response": record.response,
-        "extracted_outcome": None,
-        "exact_match": None,
-        "f1": None,
+        "extracted_outcome": extracted,
+        "exact_match": exact,
+        "f1": f1,
         "generation_secs": duration_secs(record.generation_ns) if record.generation_ns is not None else None,
         "context_length": record.context_length,
         "retrieval_secs": duration_secs(r.time_ns) if r is not None else None,
@@ -76,31 +96,48 @@ def export_row(record: GradedFile, answer: str | None) -> dict[str, Any]:
     }
 
 
-def iter_rows(records: Iterable[GradedFile], datasets: Datasets) -> Iterator[dict[str, Any]]:
-    """:func:`export_row` of each record, in the records' order, with its answer key."""
-    for record in records:
+def iter_rows(
+    records: Iterable[GradedFile], datasets: Datasets, open_records: Iterable[OpenGradedFile] = ()
+) -> Iterator[dict[str, Any]]:
+    """:func:`export_row` of each record with its answer key (an open question's accepted
+    answers joined with :data:`ANSWERS_SEPARATOR`); both inputs sorted by (dataset,
+    question, setup), merged in that order."""
+    merged: Iterable[GradedFile | OpenGradedFile] = heapq.merge(
+        records, open_records, key=lambda r: (r.dataset, r.question, r.setup)
+    )
+    for record in merged:
         question = datasets.get(record.dataset, record.question)
-        answer = question.mcq.answer if question is not None and question.mcq is not None else None
+        answer = None
+        if question is not None and question.mcq is not None:
+            answer = question.mcq.answer
+        elif question is not None and question.open is not None:
+            answer = ANSWERS_SEPARATOR.join(question.open.answers)
         yield export_row(record, answer)
 
 
-def render_csv(records: Iterable[GradedFile], datasets: Datasets) -> str:
+def render_csv(
+    records: Iterable[GradedFile], datasets: Datasets, open_records: Iterable[OpenGradedFile] = ()
+) -> str:
     """RFC 4180 CSV with a header row (fields quoted when they hold a comma, a quote or a
     line break; ``\\n`` ends a row); absent values are empty fields."""
     buffer = io.StringIO(newline="")
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(COLUMNS)
-    for row in iter_rows(records, datasets):
+    for row in iter_rows(records, datasets, open_records):
         writer.writerow(row.values())
     return buffer.getvalue()
 
 
-def render_jsonl(records: Iterable[GradedFile], datasets: Datasets) -> str:
+def render_jsonl(
+    records: Iterable[GradedFile], datasets: Datasets, open_records: Iterable[OpenGradedFile] = ()
+) -> str:
     """JSON Lines: one object per graded file (keys :data:`COLUMNS`), absent values null."""
-    return "".join(orjson.dumps(row).decode() + "\n" for row in iter_rows(records, datasets))
+    return "".join(orjson.dumps(row).decode() + "\n" for row in iter_rows(records, datasets, open_records))
 
 
-RENDERERS: Mapping[ExportFormat, Callable[[Iterable[GradedFile], Datasets], str]] = {
+RENDERERS: Mapping[
+    ExportFormat, Callable[[Iterable[GradedFile], Datasets, Iterable[OpenGradedFile]], str]
+] = {
     ExportFormat.CSV: render_csv,
     ExportFormat.JSONL: render_jsonl,
 }

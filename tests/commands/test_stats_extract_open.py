@@ -4,6 +4,8 @@ library's writer; expected values computed by hand in the comments."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from pathlib import Path
 
@@ -370,3 +372,84 @@ def test_extracted_outcome_and_open_grade_by_hand():
     # "new york city" vs "new york": same 2, P 2/3, R 1 -> F1 = 2·(2/3)/(5/3) = 0.8
     em, f1 = grade_open_response("New York City", ["New York"])
     assert em == 0.0 and f1 == pytest.approx(0.8)
+
+
+# ---------------------------------------------------------------- the per-question export
+
+# (dataset, question, setup, outcome, answer, extracted_outcome under --extract letter, EM, F1),
+# from write_tree's docstring: beta "d" on mcq/3 (key a) extracts d -> WRONG; an open row is
+# OK when EM is 1, ERR for an error file, and its answer is the accepted answers joined by " | ".
+EXPORT_ROWS = [
+    ("mcq", "1", "alpha", "WRONG", "b", "OK", None, None),
+    ("mcq", "1", "beta", "OK", "b", "OK", None, None),
+    ("mcq", "2", "alpha", "OK", "c", "OK", None, None),
+    ("mcq", "2", "beta", "OK", "c", "OK", None, None),
+    ("mcq", "3", "alpha", "WRONG", "a", "ERR", None, None),
+    ("mcq", "3", "beta", "WRONG", "a", "WRONG", None, None),
+    ("mcq", "4", "alpha", "ERR", "d", "ERR", None, None),
+    ("mcq", "4", "beta", "OK", "d", "OK", None, None),
+    ("trivia", "1", "alpha", "OK", "Paris | City of Paris", None, 1.0, 1.0),
+    ("trivia", "1", "beta", "ERR", "Paris | City of Paris", None, 0.0, 0.0),
+    ("trivia", "1", "gamma", "WRONG", "Paris | City of Paris", None, 0.0, 0.0),
+    ("trivia", "2", "alpha", "WRONG", "George Washington", None, 0.0, 2 / 3),
+    ("trivia", "2", "beta", "OK", "George Washington", None, 1.0, 1.0),
+]
+GRADE_KEYS = ("dataset", "question", "setup", "outcome", "answer", "extracted_outcome", "exact_match", "f1")
+
+
+def test_jsonl_export_has_extracted_outcome_and_open_rows(tree: list[str]):
+    result = stats(*tree, "--format", "jsonl", "--extract", "letter")
+    assert result.exit_code == 0, result.stderr
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [tuple(r[k] for k in GRADE_KEYS) for r in rows] == [
+        (*row[:7], pytest.approx(row[7]) if row[7] is not None else None) for row in EXPORT_ROWS
+    ]
+    by = {(r["dataset"], r["question"], r["setup"]): r for r in rows}
+    assert by[("trivia", "1", "alpha")]["response"] == "The city of Paris."
+    assert by[("trivia", "1", "beta")]["response"] is None
+    plain = [json.loads(line) for line in stats(*tree, "--format", "jsonl").stdout.splitlines()]
+    assert [r["extracted_outcome"] for r in plain] == [None] * len(EXPORT_ROWS)
+    assert [r["f1"] for r in plain] == [r["f1"] for r in rows]  # open rows need no --extract
+
+
+def test_csv_export_has_extracted_outcome_and_open_rows(tree: list[str]):
+    result = stats(*tree, "--format", "csv", "--extract", "letter", "--setup", "alpha")
+    assert result.exit_code == 0, result.stderr
+    lines = list(csv.DictReader(io.StringIO(result.stdout)))
+    got = [tuple(line[k] for k in GRADE_KEYS) for line in lines]
+    assert got == [
+        ("mcq", "1", "alpha", "WRONG", "b", "OK", "", ""),
+        ("mcq", "2", "alpha", "OK", "c", "OK", "", ""),
+        ("mcq", "3", "alpha", "WRONG", "a", "ERR", "", ""),
+        ("mcq", "4", "alpha", "ERR", "d", "ERR", "", ""),
+        ("trivia", "1", "alpha", "OK", "Paris | City of Paris", "", "1.0", "1.0"),
+        ("trivia", "2", "alpha", "WRONG", "George Washington", "", "0.0", str(2 / 3)),
+    ]
+
+
+def test_open_rows_interleave_with_mcq_rows_and_stay_out_of_the_pairings(tmp_path: Path):
+    """One dataset mixing both kinds: rows in question order, whatever their kind; the MCQ
+    records the comparisons pair hold no open file."""
+    from kag.datasets import load_datasets
+    from kag.grading.mcq.walk import grade_tree
+
+    datasets = {"mix": {"1": open_q("yes"), "2": mcq("a"), "3": open_q("no")}}
+    files: dict[tuple[str, str, str], Result] = {
+        ("mix", "1", "s"): ok("Yes!"),
+        ("mix", "2", "s"): ok("a"),
+        ("mix", "3", "s"): ok("maybe no"),
+    }
+    path = build(tmp_path, datasets, files)
+    result = stats("-d", str(path), "-r", f"run={tmp_path / 'results'}", "--format", "jsonl")
+    assert result.exit_code == 0, result.stderr
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    # "maybe no" vs "no": EM 0; 1 common token, P 1/2, R 1 -> F1 = 2·½/(3/2) = 2/3
+    assert [(r["question"], r["setup"], r["outcome"], r["exact_match"], r["f1"]) for r in rows] == [
+        ("1", "run/s", "OK", 1.0, 1.0),
+        ("2", "run/s", "OK", None, None),
+        ("3", "run/s", "WRONG", 0.0, pytest.approx(2 / 3)),
+    ]
+    run = grade_tree(load_datasets(path), tmp_path / "results", keep_records=True)
+    assert [r.question for r in run.records or ()] == ["2"]
+    assert [(r.question, r.outcome) for r in run.open_records or ()] == [("1", "ok"), ("3", "wrong")]
+    assert grade_tree(load_datasets(path), tmp_path / "results").open_records is None

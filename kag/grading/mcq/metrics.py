@@ -17,6 +17,7 @@ from kag.results.codec import NANOS_PER_SEC
 if TYPE_CHECKING:
     from kag.grading.mcq.epoch_walk import EpochOutcomes
     from kag.grading.mcq.evidence_blocks import EvidenceRecords
+    from kag.grading.open_grading import OpenGradedFile
 
 #: z for a two-sided 95% interval (the 0.975 quantile of the standard normal).
 Z95 = 1.959963984540054
@@ -357,6 +358,9 @@ class GradeRun:
     ``grade_tree(..., keep_records=True)``. ``epochs`` (per (setup, dataset), one tuple of
     epoch outcomes per question with epochs) and ``evidence`` (per (setup, dataset), the
     evidence records) are filled only when ``grade_tree`` is asked for them.
+    ``open_records`` holds the per-file records of open questions, sorted and kept like
+    ``records`` but apart from them, so that the pairings over ``records`` (comparisons,
+    flips) never see an open question.
     """
 
     tallies: Mapping[tuple[str, str], Metrics]
@@ -371,6 +375,7 @@ class GradeRun:
     extract: str | None = None  # the --extract spec text the extracted counters were graded with
     epochs: EpochOutcomes | None = None
     evidence: EvidenceRecords | None = None
+    open_records: tuple[OpenGradedFile, ...] | None = None
 
     @property
     def unreadable_files(self) -> int:

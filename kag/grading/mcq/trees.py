@@ -91,8 +91,8 @@ def grade_trees(
 ) -> GradeRun:
     """Grade each tree with :func:`~kag.grading.mcq.walk.grade_tree` and merge the runs.
 
-    - ``tallies`` and ``records``: the setups are renamed ``LABEL/setup``; records are
-      sorted by (dataset, question, labelled setup) as a single tree's are.
+    - ``tallies``, ``records`` and ``open_records``: the setups are renamed ``LABEL/setup``;
+      records are sorted by (dataset, question, labelled setup) as a single tree's are.
     - ``setups`` globs match the labelled name (``run1/*`` selects one tree); ``prefix``
       and the other ``options`` of ``grade_tree`` apply to every tree.
     - ``skipped_files``, ``ignored_files`` and the unreadable files (their real paths, tree
@@ -127,6 +127,18 @@ def grade_trees(
                 key=lambda r: (r.dataset, r.question, r.setup),
             )
         )
+    open_records = None
+    if all(run.open_records is not None for _, run in runs):
+        open_records = tuple(
+            sorted(
+                (
+                    dataclasses.replace(r, setup=labelled(label, r.setup))
+                    for label, run in runs
+                    for r in run.open_records or ()
+                ),
+                key=lambda r: (r.dataset, r.question, r.setup),
+            )
+        )
     first = runs[0][1]
     return GradeRun(
         tallies={key: tallies[key] for key in sorted(tallies)},
@@ -136,6 +148,7 @@ def grade_trees(
         ignored_files=sum(run.ignored_files for _, run in runs),
         unreadable=tuple(u for _, run in runs for u in run.unreadable),
         records=records,
+        open_records=open_records,
     )
 
 

@@ -47,7 +47,7 @@ from kag.grading.mcq.rule import (
     compile_abstention,
     grade_bytes_with_text,
 )
-from kag.grading.open_grading import grade_open_response
+from kag.grading.open_grading import OpenGradedFile, grade_open_response
 from kag.results.codec import parse_grading_fields
 from kag.results.io import read_result_bytes
 from kag.results.model import TMP_SUFFIX
@@ -105,6 +105,7 @@ class _ChunkResult:
     ignored: int = 0
     unreadable: list[Unreadable] = field(default_factory=list)
     records: list[GradedFile] = field(default_factory=list)
+    open_records: list[OpenGradedFile] = field(default_factory=list)
     logs: list[tuple[int, str]] = field(default_factory=list)
     epochs: dict[tuple[str, str], dict[str, tuple[EpochOutcome, ...]]] = field(default_factory=dict)
     evidence: dict[tuple[str, str], dict[str, EvidenceRecord]] = field(default_factory=dict)
@@ -165,7 +166,7 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
                     )
                 continue
             if task.kind is _Kind.OPEN:
-                _grade_open_file(entry.path, task, setup, out)
+                _grade_open_file(entry.path, task, setup, out, config.keep_records)
                 continue
             if task.kind is _Kind.NO_ANSWER:
                 out.skipped += 1
@@ -230,8 +231,9 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
     return out
 
 
-def _grade_open_file(path: str, task: _QuestionTask, setup: str, out: _ChunkResult) -> None:
-    """Grade one result file of an open question into ``out`` (EM and F1, an error file 0)."""
+def _grade_open_file(path: str, task: _QuestionTask, setup: str, out: _ChunkResult, keep: bool) -> None:
+    """Grade one result file of an open question into ``out`` (EM and F1, an error file 0),
+    with its record when ``keep``."""
     try:
         fields = parse_grading_fields(read_result_bytes(path), False)
     except OSError as exc:
@@ -246,6 +248,22 @@ def _grade_open_file(path: str, task: _QuestionTask, setup: str, out: _ChunkResu
     if tally is None:
         tally = out.tallies[key] = Tally()
     tally.add_open(exact, f1, fields.response is None)
+    if keep:
+        out.open_records.append(
+            OpenGradedFile(
+                task.dataset,
+                task.question,
+                setup,
+                fields.response,
+                exact,
+                f1,
+                fields.error,
+                fields.generation_ns,
+                fields.context_length,
+                fields.retrieval,
+                fields.usage,
+            )
+        )
 
 
 def _chunked(tasks: Iterable[_QuestionTask], size: int) -> Iterator[list[_QuestionTask]]:
@@ -338,7 +356,8 @@ def grade_tree(
     ``extract`` (``letter`` or ``regex:PATTERN``) adds the extracted grade of every MCQ
     file (:mod:`kag.grading.mcq.extracted`) to the tallies and records. Files of open
     questions (``"type": "Open"``) are graded by EM and F1 (:mod:`kag.grading.open_grading`)
-    into the ``open_*`` counters of the tallies; they have no record.
+    into the ``open_*`` counters of the tallies; their records (with ``keep_records``) are
+    ``open_records``, apart from the MCQ ``records``.
 
     A folder named ``epochs`` among a question's files holds the later epochs of repeated
     samples (:func:`kag.results.epoch_result_path`): it is never counted, so every field
@@ -376,6 +395,7 @@ def grade_tree(
     skipped = ignored = 0
     unreadable: list[Unreadable] = []
     records: list[GradedFile] = []
+    open_records: list[OpenGradedFile] = []
     epoch_outcomes: dict[tuple[str, str], dict[str, tuple[EpochOutcome, ...]]] = {}
     evidence_records: dict[tuple[str, str], dict[str, EvidenceRecord]] = {}
     for part in _graded_chunks(chunks, config, workers):
@@ -396,6 +416,7 @@ def grade_tree(
         unreadable.extend(part.unreadable)
         if keep_records:
             records.extend(part.records)
+            open_records.extend(part.open_records)
     for level, message in parent.logs:
         log.log(level, "%s", message)
     unreadable.sort(key=lambda u: u.path)
@@ -403,6 +424,7 @@ def grade_tree(
         log.warning("%s: unreadable result file: %s", escape_controls(bad.path), bad.reason)
     if keep_records:
         records.sort(key=lambda r: (r.dataset, r.question, r.setup))
+        open_records.sort(key=lambda r: (r.dataset, r.question, r.setup))
     return GradeRun(
         tallies={key: tallies[key].freeze() for key in sorted(tallies)},
         datasets=len(selected),
@@ -417,6 +439,7 @@ def grade_tree(
         evidence={key: _by_name(evidence_records[key]) for key in sorted(evidence_records)}
         if evidence
         else None,
+        open_records=tuple(open_records) if keep_records else None,
     )
 
 
