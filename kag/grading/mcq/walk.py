@@ -109,6 +109,18 @@ class _ChunkResult:
     epochs: dict[tuple[str, str], dict[str, tuple[EpochOutcome, ...]]] = field(default_factory=dict)
     evidence: dict[tuple[str, str], dict[str, EvidenceRecord]] = field(default_factory=dict)
 
+    def tally(self, key: tuple[str, str]) -> Tally:
+        """The tally of (setup, dataset), created empty on first use."""
+        tally = self.tallies.get(key)
+        if tally is None:
+            tally = self.tallies[key] = Tally()
+        return tally
+
+    def add_unreadable(self, path: str, exc: Exception) -> None:
+        """Count a file that could not be read or parsed: the OS reason, else the message."""
+        reason = (exc.strerror or str(exc)) if isinstance(exc, OSError) else str(exc)
+        self.unreadable.append(Unreadable(path, reason))
+
 
 def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResult:
     """Grade the result files of a chunk of question folders (runs in a worker process)."""
@@ -118,7 +130,6 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
     prefix, globs = config.prefix, config.setup_globs
     abstention = compile_abstention(config.abstention)
     spec = compile_spec(config.extract) if config.extract is not None else None
-    tallies = out.tallies
     for task in tasks:
         try:
             entries = sorted_entries(task.path)
@@ -184,20 +195,14 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
                     details=config.keep_records,  # config and usage only serve kept records
                     text=with_text,  # the evidence measures only
                 )
-            except OSError as exc:
-                out.unreadable.append(Unreadable(path, exc.strerror or str(exc)))
-                continue
             except Exception as exc:  # noqa: BLE001 - one bad file must never stop the walk
-                out.unreadable.append(Unreadable(path, str(exc)))
+                out.add_unreadable(path, exc)
                 continue
             if spec is not None:
                 # Outside the try above: a regex timeout is the pattern's fault, not the file's.
                 graded = replace(graded, extracted=extracted_outcome(spec, graded.response, task.key))  # type: ignore[arg-type]
             key = (setup, task.dataset)
-            tally = tallies.get(key)
-            if tally is None:
-                tally = tallies[key] = Tally()
-            tally.add(graded)
+            out.tally(key).add(graded)
             if config.keep_records:
                 out.records.append(graded)
             if firsts is not None:
@@ -234,18 +239,11 @@ def _grade_open_file(path: str, task: _QuestionTask, setup: str, out: _ChunkResu
     """Grade one result file of an open question into ``out`` (EM and F1, an error file 0)."""
     try:
         fields = parse_grading_fields(read_result_bytes(path), False)
-    except OSError as exc:
-        out.unreadable.append(Unreadable(path, exc.strerror or str(exc)))
-        return
     except Exception as exc:  # noqa: BLE001 - one bad file must never stop the walk
-        out.unreadable.append(Unreadable(path, str(exc)))
+        out.add_unreadable(path, exc)
         return
     exact, f1 = grade_open_response(fields.response, task.answers)
-    key = (setup, task.dataset)
-    tally = out.tallies.get(key)
-    if tally is None:
-        tally = out.tallies[key] = Tally()
-    tally.add_open(exact, f1, fields.response is None)
+    out.tally((setup, task.dataset)).add_open(exact, f1, fields.response is None)
 
 
 def _chunked(tasks: Iterable[_QuestionTask], size: int) -> Iterator[list[_QuestionTask]]:
