@@ -116,6 +116,14 @@ class _ChunkResult:
             tally = self.tallies[key] = Tally()
         return tally
 
+    def ignore(self, entry: os.DirEntry[str], level: str, info: bool) -> None:
+        """Count a file where a ``level`` folder belongs (a writer's leftover temporary file is
+        not counted); with ``info``, say so in the log."""
+        if not entry.name.endswith(TMP_SUFFIX):
+            self.ignored += 1
+            if info:
+                self.logs.append((logging.INFO, f"{entry.path}: ignored (not a {level} folder)"))
+
     def add_unreadable(self, path: str, exc: Exception) -> None:
         """Count a file that could not be read or parsed: the OS reason, else the message."""
         reason = (exc.strerror or str(exc)) if isinstance(exc, OSError) else str(exc)
@@ -432,10 +440,7 @@ def _iter_questions(
         if d.name.startswith(".") and d.is_dir(follow_symlinks=False):
             continue  # hidden (the judge's .kag-judge cache): not part of the tree, not counted
         if not d.is_dir(follow_symlinks=False):
-            if not d.name.endswith(TMP_SUFFIX):
-                parent.ignored += 1
-                if info:
-                    parent.logs.append((logging.INFO, f"{d.path}: ignored (not a dataset folder)"))
+            parent.ignore(d, "dataset", info)
             continue
         if not matches_any(d.name, ds_globs):
             continue
@@ -447,10 +452,7 @@ def _iter_questions(
             continue
         for q in entries:
             if not q.is_dir(follow_symlinks=False):
-                if not q.name.endswith(TMP_SUFFIX):
-                    parent.ignored += 1
-                    if info:
-                        parent.logs.append((logging.INFO, f"{q.path}: ignored (not a question folder)"))
+                parent.ignore(q, "question", info)
                 continue
             question = questions.get(q.name)
             if question is not None and question.open is not None:
