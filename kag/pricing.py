@@ -23,7 +23,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from kag.errors import InputError
+from kag.errors import InputError, read_text_file
 
 #: Prices are per this many tokens.
 TOKENS_PER_PRICE_UNIT = 1_000_000
@@ -115,14 +115,5 @@ def load_prices(path: Path) -> Prices:
     Raises InputError naming the file (and the key) when it cannot be read, is not UTF-8
     TOML, or a price is missing, not a number, negative or not finite.
     """
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except FileNotFoundError:
-        raise InputError(f"{path}: prices file not found") from None
-    except IsADirectoryError:
-        raise InputError(f"{path}: prices file is a directory") from None
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: prices file is not UTF-8 text (byte {exc.start})") from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read the prices file: {exc.strerror}") from None
+    text = read_text_file(path, "prices file", InputError)
     return parse_prices(text, path)

@@ -98,6 +98,9 @@ Quiet = Annotated[
 ]
 
 
+# The configuration file of the commands that read providers, retrievers or databases.
+ConfigOpt = Annotated[Path, typer.Option("--config", "-c", metavar="FILE", help="Configuration file.")]
+
 # The request options of the commands that call a model (generation, benchmark, judge).
 RetriesOpt = Annotated[
     int, typer.Option("--retries", min=0, metavar="N", help="Retries of transient failures.")

@@ -11,6 +11,7 @@ import typer
 
 from kag.commands._common import (
     BackoffOpt,
+    ConfigOpt,
     KagCommand,
     Quiet,
     RetriesOpt,
@@ -151,9 +152,7 @@ def register(app: typer.Typer) -> None:
         temperature: Annotated[
             float, typer.Option("--temperature", "-t", metavar="TEMP", help="Sampling temperature.")
         ],
-        config: Annotated[
-            Path, typer.Option("--config", "-c", metavar="FILE", help="Configuration file.")
-        ] = Path("config.toml"),
+        config: ConfigOpt = Path("config.toml"),
         tokens: Annotated[
             int | None,
             typer.Option("--tokens", "-n", min=1, metavar="N", help="Ollama: num_ctx; OpenAI: max_tokens."),
@@ -216,9 +215,7 @@ def register(app: typer.Typer) -> None:
         benchmark_file: Annotated[
             Path, typer.Option("--benchmark", "-b", metavar="FILE", help="Benchmark file (TOML).")
         ],
-        config: Annotated[
-            Path, typer.Option("--config", "-c", metavar="FILE", help="Configuration file.")
-        ] = Path("config.toml"),
+        config: ConfigOpt = Path("config.toml"),
         parallel: Annotated[
             int, typer.Option("--parallel", "-p", min=1, metavar="N", help="Tasks in flight.")
         ] = 1,

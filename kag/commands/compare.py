@@ -9,9 +9,10 @@ wins.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -112,6 +113,17 @@ def _load(
     return _Loaded(loaded, str(datasets_path), root, pfx)
 
 
+def _tell_significant(comparisons: Sequence[Any], baseline: str, alpha: float, method: str) -> None:
+    """The info line of both comparisons (answers and mean scores): how many are significant."""
+    from kag.console import info
+
+    significant = sum(1 for c in comparisons if c.significant)
+    info(
+        f"{significant} of {len(comparisons)} comparison(s) against {baseline} significant "
+        f"at alpha {alpha:g} ({method})."
+    )
+
+
 # Each resample holds three counts per comparison: 1,000,000 take 24 MB a comparison, while
 # an unbounded count (1e9: 24 GB) would exhaust memory before any output.
 MAX_RESAMPLES = 1_000_000
@@ -205,7 +217,7 @@ def register(stats_app: typer.Typer) -> None:
         2 bad usage or input, 130 interrupted.
         """
         from kag import __version__
-        from kag.console import info, warn
+        from kag.console import warn
         from kag.grading import compare as lib
         from kag.render import html as rep
         from kag.render.compare import COMPARISON_RENDERERS
@@ -273,11 +285,7 @@ def register(stats_app: typer.Typer) -> None:
             )
             text = COMPARISON_RENDERERS[TableFormat(fmt)](run)
         emit_report(text, output)
-        significant = sum(1 for c in run.comparisons if c.significant)
-        info(
-            f"{significant} of {len(run.comparisons)} comparison(s) against {run.baseline} significant "
-            f"at alpha {alpha:g} (Holm)."
-        )
+        _tell_significant(run.comparisons, run.baseline, alpha, "Holm")
         if fail_if_worse_than:
             from kag.grading.gates import regression_verdict
 
@@ -296,7 +304,6 @@ def register(stats_app: typer.Typer) -> None:
         gate: str | None,
     ) -> None:
         """`compare --epochs all`: per-question mean scores, paired bootstrap, Holm."""
-        from kag.console import info
         from kag.grading.compare.epoch_means import best_mean_setup, compare_means, mean_regression_verdict
         from kag.render.compare_epochs import MEAN_COMPARISON_RENDERERS
 
@@ -307,11 +314,7 @@ def register(stats_app: typer.Typer) -> None:
             raise UsageError(str(exc)) from None
         run = compare_means(answers.means, baseline, alpha, resamples, seed)
         emit_report(MEAN_COMPARISON_RENDERERS[fmt](run), output)
-        significant = sum(1 for c in run.comparisons if c.significant)
-        info(
-            f"{significant} of {len(run.comparisons)} comparison(s) against {run.baseline} significant "
-            f"at alpha {alpha:g} (Holm, paired bootstrap on mean scores)."
-        )
+        _tell_significant(run.comparisons, run.baseline, alpha, "Holm, paired bootstrap on mean scores")
         if gate:
             verdict = mean_regression_verdict(run)
             if verdict is not None:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Self
 
 import typer
 
-from kag.commands._common import KagCommand, Quiet, Verbose
+from kag.commands._common import ConfigOpt, KagCommand, Quiet, Verbose
 from kag.console import info, stderr_console, verbosity
 
 if TYPE_CHECKING:
@@ -118,9 +118,7 @@ def register(app: typer.Typer) -> None:
                 help="Relationship CSV file (header: :START_ID, :END_ID, :TYPE, properties); repeatable.",
             ),
         ] = None,
-        config: Annotated[
-            Path, typer.Option("--config", "-c", metavar="FILE", help="Configuration file.")
-        ] = Path("config.toml"),
+        config: ConfigOpt = Path("config.toml"),
         embed_property: Annotated[
             str,
             typer.Option(

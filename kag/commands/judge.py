@@ -13,6 +13,7 @@ import typer
 
 from kag.commands._common import (
     BackoffOpt,
+    ConfigOpt,
     DatasetsOpt,
     JudgeFormatOpt,
     KagCommand,
@@ -59,9 +60,7 @@ def register(stats_app: typer.Typer) -> None:
             str, typer.Option("--provider", "-p", metavar="NAME", help="Provider of the judging model.")
         ],
         model: Annotated[str, typer.Option("--model", "-m", metavar="MODEL", help="The judging model.")],
-        config: Annotated[
-            Path, typer.Option("--config", "-c", metavar="FILE", help="Configuration file.")
-        ] = Path("config.toml"),
+        config: ConfigOpt = Path("config.toml"),
         datasets: DatasetsOpt = None,
         results: ResultsOpt = None,
         prefix: PrefixOpt = None,

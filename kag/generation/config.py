@@ -31,7 +31,7 @@ import jinja2
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from kag.datasets import name_problem
-from kag.errors import ConfigError
+from kag.errors import ConfigError, read_text_file
 from kag.generation.secrets import display_url, url_credentials
 from kag.generation.templates import (
     DEFAULT_TEMPLATE,
@@ -151,16 +151,7 @@ class Benchmark:
 
 
 def _read_text(path: Path, what: str) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: {what} not found") from None
-    except IsADirectoryError:
-        raise ConfigError(f"{path}: {what} is a directory") from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path}: {what} is not UTF-8 text (byte {exc.start})") from None
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read the {what}: {exc.strerror}") from None
+    return read_text_file(path, what, ConfigError, universal_newlines=True)
 
 
 class _FileNotReadable(Exception):

@@ -277,15 +277,10 @@ EVIDENCE_LEGEND = (
 def impact_text(impacts: Sequence[RetrievalImpact]) -> str:
     parts: list[str] = []
     for impact in impacts:
-        paired = impact.native is not None
         parts.extend(impact_header(impact))
         parts.append("")
-        parts.append(table_text(impact_table(impact.buckets, paired, "VERTICES")))
-        parts.append("")
-        parts.append(table_text(impact_table(impact.per_dataset, paired, "DATASET")))
-        parts.append("")
-        if impact.evidence_buckets:
-            parts.append(table_text(impact_table(impact.evidence_buckets, paired, "VERTICES · EVIDENCE")))
+        for table in _impact_tables(impact):
+            parts.append(table_text(table))
             parts.append("")
     parts.extend(IMPACT_LEGEND)
     if any(impact.evidence_buckets for impact in impacts):
@@ -293,21 +288,29 @@ def impact_text(impacts: Sequence[RetrievalImpact]) -> str:
     return "\n".join(parts) + "\n"
 
 
+def _impact_tables(impact: RetrievalImpact) -> list[Table]:
+    """The tables of one impact block, in order: by subgraph size, by dataset, then by size
+    and evidence hit when the block has evidence."""
+    paired = impact.native is not None
+    tables = [
+        impact_table(impact.buckets, paired, "VERTICES"),
+        impact_table(impact.per_dataset, paired, "DATASET"),
+    ]
+    if impact.evidence_buckets:
+        tables.append(impact_table(impact.evidence_buckets, paired, "VERTICES · EVIDENCE"))
+    return tables
+
+
 @_terminal_safe
 def impact_markdown(impacts: Sequence[RetrievalImpact]) -> str:
     parts: list[str] = []
     for impact in impacts:
-        paired = impact.native is not None
         parts.append(f"### Retrieval impact: `{impact.setup}`")
         parts.append("")
         parts.extend(f"- {line}" for line in impact_header(impact)[1:])
         parts.append("")
-        parts.append(table_markdown(impact_table(impact.buckets, paired, "VERTICES")))
-        parts.append("")
-        parts.append(table_markdown(impact_table(impact.per_dataset, paired, "DATASET")))
-        parts.append("")
-        if impact.evidence_buckets:
-            parts.append(table_markdown(impact_table(impact.evidence_buckets, paired, "VERTICES · EVIDENCE")))
+        for table in _impact_tables(impact):
+            parts.append(table_markdown(table))
             parts.append("")
     parts.extend(f"_{line}_  " for line in IMPACT_LEGEND)
     if any(impact.evidence_buckets for impact in impacts):

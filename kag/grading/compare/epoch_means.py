@@ -22,7 +22,15 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from kag.grading.compare.paired import DEFAULT_ALPHA, DEFAULT_RESAMPLES, DEFAULT_SEED, BootstrapCI, holm
+from kag.grading.compare.paired import (
+    DEFAULT_ALPHA,
+    DEFAULT_RESAMPLES,
+    DEFAULT_SEED,
+    BootstrapCI,
+    check_paired,
+    holm,
+    multinomial_replicates,
+)
 from kag.grading.compare.records import question_sort_key
 from kag.grading.mcq.metrics import GradeRun
 from kag.grading.mcq.rule import Outcome
@@ -85,28 +93,16 @@ def paired_bootstrap_mean_diff(
     """
     import numpy as np
 
-    if len(a) != len(b):
-        raise ValueError(f"paired samples differ in length: {len(a)} vs {len(b)}")
-    n = len(a)
-    if n == 0:
-        raise ValueError("no paired questions to resample")
-    if n_resamples < 1:
-        raise ValueError(f"n_resamples must be >= 1, got {n_resamples}")
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    n = check_paired(len(a), len(b), n_resamples, confidence)
     counts = Counter(x - y for x, y in zip(a, b, strict=True))
     values = np.array(sorted(counts))
     shares = np.array([counts[v] for v in sorted(counts)]) / n
     estimate = math.fsum(x - y for x, y in zip(a, b, strict=True)) / n
-    rng = np.random.default_rng(seed)
-    drawn = rng.multinomial(n, shares, size=n_resamples)
-    replicates = drawn @ values / n
-    tail = (1 - confidence) / 2
-    low, high = np.quantile(replicates, [tail, 1 - tail])
+    replicates, low, high = multinomial_replicates(n, values, shares, n_resamples, seed, confidence)
     # A tolerance: the replicates' float sums may miss the estimate by an ulp or so.
     far = int(np.count_nonzero(np.abs(replicates - estimate) >= abs(estimate) - 1e-12))
     p_value = 1.0 if estimate == 0 else min(1.0, (1 + far) / (n_resamples + 1))
-    ci = BootstrapCI(estimate, float(low), float(high), confidence, n_resamples, seed)
+    ci = BootstrapCI(estimate, low, high, confidence, n_resamples, seed)
     return ci, p_value
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 #: McNemar uses the exact binomial test when the discordant count b + c is below this.
 EXACT_BELOW = 25
@@ -124,24 +124,49 @@ def paired_bootstrap_diff(
     """
     import numpy as np
 
-    if len(a_correct) != len(b_correct):
-        raise ValueError(f"paired samples differ in length: {len(a_correct)} vs {len(b_correct)}")
-    n = len(a_correct)
-    if n == 0:
+    n = check_paired(len(a_correct), len(b_correct), n_resamples, confidence)
+    b = sum(1 for x, y in zip(a_correct, b_correct, strict=True) if x and not y)
+    c = sum(1 for x, y in zip(a_correct, b_correct, strict=True) if y and not x)
+    estimate = (b - c) / n
+    # The difference values +1, -1, 0 are integers, so each replicate's sum is exact.
+    _, low, high = multinomial_replicates(
+        n, np.array([1, -1, 0]), [b / n, c / n, (n - b - c) / n], n_resamples, seed, confidence
+    )
+    return BootstrapCI(float(estimate), low, high, confidence, n_resamples, seed)
+
+
+def check_paired(len_a: int, len_b: int, n_resamples: int, confidence: float) -> int:
+    """n, the common length of two paired samples; ValueError when the lengths differ, n = 0,
+    ``n_resamples`` < 1 or ``confidence`` is not in (0, 1)."""
+    if len_a != len_b:
+        raise ValueError(f"paired samples differ in length: {len_a} vs {len_b}")
+    if len_a == 0:
         raise ValueError("no paired questions to resample")
     if n_resamples < 1:
         raise ValueError(f"n_resamples must be >= 1, got {n_resamples}")
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-    b = sum(1 for x, y in zip(a_correct, b_correct, strict=True) if x and not y)
-    c = sum(1 for x, y in zip(a_correct, b_correct, strict=True) if y and not x)
-    estimate = (b - c) / n
+    return len_a
+
+
+def multinomial_replicates(
+    n: int, values: Any, shares: Any, n_resamples: int, seed: int, confidence: float
+) -> tuple[Any, float, float]:
+    """The bootstrap replicates of a paired mean difference over n questions whose differences
+    take the distinct ``values`` with the given ``shares``, and their percentile interval.
+
+    A resample's mean depends only on how many times each value was drawn, and those counts
+    are Multinomial(n; shares): drawn directly with ``numpy.random.default_rng(seed)`` (fresh
+    per call), replicate = counts · values / n; the interval is the ((1-confidence)/2,
+    (1+confidence)/2) quantiles (numpy's default linear interpolation).
+    """
+    import numpy as np
+
     rng = np.random.default_rng(seed)
-    counts = rng.multinomial(n, [b / n, c / n, (n - b - c) / n], size=n_resamples)
-    diffs = (counts[:, 0] - counts[:, 1]) / n
+    replicates = rng.multinomial(n, shares, size=n_resamples) @ values / n
     tail = (1 - confidence) / 2
-    low, high = np.quantile(diffs, [tail, 1 - tail])
-    return BootstrapCI(float(estimate), float(low), float(high), confidence, n_resamples, seed)
+    low, high = np.quantile(replicates, [tail, 1 - tail])
+    return replicates, float(low), float(high)
 
 
 def holm(pvalues: Sequence[float]) -> list[float]:

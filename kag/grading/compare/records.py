@@ -228,21 +228,21 @@ def load_answers(
     ``extract``: the ``--extract`` spec; ``extracted``: pair on the extracted grade;
     ``evidence``: with each answer's evidence hit; ``epochs``: with the per-question mean
     scores over the epochs (``AnswerSet.means``)."""
-    from kag.grading.mcq.walk import grade_tree
+    # One tree is the unlabelled case of the labelled-trees loader (imported here: it builds on this module).
+    from kag.grading.compare.trees import load_source_answers
 
-    run = grade_tree(
+    return load_source_answers(
         datasets,
         root,
         prefix,
-        setups=setups,
-        dataset_globs=dataset_globs,
-        keep_records=True,
-        workers=workers,
+        setups,
+        dataset_globs,
+        workers,
         extract=extract,
+        extracted=extracted,
         evidence=evidence,
         epochs=epochs,
     )
-    return answer_set_from_run(run, datasets, root, prefix, extracted=extracted)
 
 
 def answer_set_from_run(

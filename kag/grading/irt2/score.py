@@ -46,12 +46,17 @@ def parse_max_rank(text: str) -> int | None:
     """``--max-rank``: a positive integer, or ``none`` for no cut-off."""
     if text.strip().lower() == "none":
         return None
+    return _positive_int(text, f"--max-rank must be a positive integer or 'none', got {text!r}")
+
+
+def _positive_int(text: str, message: str) -> int:
+    """``int(text)`` when it is >= 1; UsageError(message) otherwise."""
     try:
         value = int(text)
     except ValueError:
-        raise UsageError(f"--max-rank must be a positive integer or 'none', got {text!r}") from None
+        raise UsageError(message) from None
     if value < 1:
-        raise UsageError(f"--max-rank must be a positive integer or 'none', got {text!r}")
+        raise UsageError(message)
     return value
 
 
@@ -59,12 +64,7 @@ def parse_ks(text: str) -> tuple[int, ...]:
     """``--ks``: comma-separated positive integers; duplicates dropped, order kept."""
     ks: list[int] = []
     for part in text.split(","):
-        try:
-            k = int(part)
-        except ValueError:
-            raise UsageError(f"--ks must be comma-separated positive integers, got {text!r}") from None
-        if k < 1:
-            raise UsageError(f"--ks must be comma-separated positive integers, got {text!r}")
+        k = _positive_int(part, f"--ks must be comma-separated positive integers, got {text!r}")
         if k not in ks:
             ks.append(k)
     return tuple(ks)

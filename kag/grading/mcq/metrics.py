@@ -5,11 +5,12 @@ exact and does not depend on the order of the records.
 
 from __future__ import annotations
 
+import inspect
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from fractions import Fraction
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from kag.grading.mcq.rule import GradedFile, Outcome
 from kag.results.codec import NANOS_PER_SEC
@@ -86,12 +87,12 @@ def mean(total: int, samples: int) -> float | None:
 # ---------------------------------------------------------------- aggregation
 
 
-@dataclass(slots=True)
-class Tally:
-    """Accumulator of per-file records for one group (setup, or setup × dataset).
+class _Counts:
+    """The counter fields of one group, listed once: :class:`Tally` (the mutable accumulator
+    that travels to and from worker processes) and :class:`Metrics` (the frozen block) both
+    carry exactly these, in this order, through :func:`_counts_dataclass`."""
 
-    Times are integer nanoseconds so that merging is exact and order-independent.
-    """
+    __slots__ = ()
 
     correct: int = 0
     incorrect: int = 0
@@ -119,6 +120,30 @@ class Tally:
     usage_samples: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+
+
+_C = TypeVar("_C", bound=type[_Counts])
+
+
+def _counts_dataclass(*, frozen: bool) -> Callable[[_C], _C]:
+    """``@dataclass(slots=True, frozen=frozen)`` whose fields are :class:`_Counts`' (then the class's own)."""
+
+    def wrap(cls: _C) -> _C:
+        own = inspect.get_annotations(cls)
+        cls.__annotations__ = {**_Counts.__annotations__, **own}
+        for name in _Counts.__annotations__:
+            setattr(cls, name, getattr(_Counts, name))
+        return dataclass(frozen=frozen, slots=True)(cls)  # type: ignore[return-value]
+
+    return wrap
+
+
+@_counts_dataclass(frozen=False)
+class Tally(_Counts):
+    """Accumulator of per-file records for one group (setup, or setup × dataset).
+
+    Times are integer nanoseconds so that merging is exact and order-independent.
+    """
 
     def add(self, graded: GradedFile) -> None:
         outcome = graded.outcome
@@ -205,36 +230,9 @@ class RetrievalMetrics:
         return self.properties / self.samples
 
 
-@dataclass(frozen=True, slots=True)
-class Metrics:
+@_counts_dataclass(frozen=True)
+class Metrics(_Counts):
     """The numbers of one report block (a setup overall, or one dataset of a setup)."""
-
-    correct: int = 0
-    incorrect: int = 0
-    errors: int = 0
-    abstentions: int = 0
-    non_option_answers: int = 0
-    generation_ns: int = 0
-    generation_samples: int = 0
-    context_bytes: int = 0
-    context_samples: int = 0
-    retrieval_ns: int = 0
-    vertices: int = 0
-    relationships: int = 0
-    properties: int = 0
-    retrieval_samples: int = 0
-    # --extract (kag.grading.mcq.extracted): the extracted grade of the same files.
-    extracted_correct: int = 0
-    extracted_incorrect: int = 0
-    not_extracted: int = 0
-    # Open questions (kag.grading.open_grading): files, error files, EM and F1 sums.
-    open_total: int = 0
-    open_errors: int = 0
-    open_exact: int = 0
-    open_f1: float = 0.0
-    usage_samples: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
 
     @property
     def total(self) -> int:
@@ -335,8 +333,7 @@ def usage_sample(graded: GradedFile) -> tuple[int, int] | None:
     return prompt, completion
 
 
-_TALLY_FIELDS = tuple(f.name for f in fields(Tally))
-assert _TALLY_FIELDS == tuple(f.name for f in fields(Metrics))
+_TALLY_FIELDS = tuple(f.name for f in fields(Tally))  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)

@@ -162,11 +162,7 @@ def grade_result(
     A retrieval sample needs the retriever's time and all three database counts (>= 0).
     """
     if isinstance(result, ErrorResult):
-        return GradedFile(dataset, question, setup, Outcome.ERR, None, error=result.error)
-    pattern = abstention if abstention is not None else compile_abstention(DEFAULT_ABSTENTION)
-    outcome, abstained, non_option = _grade_response(
-        result.result, AnswerKey(answer, tuple(options)), pattern
-    )
+        return _graded(GradingFields(result.error, None), _NO_KEY, dataset, question, setup, _NEVER)
     stats = result.stats
     sample = None
     retrieval = stats.retrieval
@@ -176,20 +172,22 @@ def grade_result(
         counts = (db.vertices, db.relationships, db.properties)
         if time_ns is not None and all(c is not None and c >= 0 for c in counts):
             sample = RetrievalSample(time_ns, db.vertices, db.relationships, db.properties)  # type: ignore[arg-type]
-    return GradedFile(
-        dataset,
-        question,
-        setup,
-        outcome,
+    fields = GradingFields(
+        None,
         result.result,
-        abstained,
-        non_option,
         timing_ns(stats.time),
         utf8_length(stats.prompt) if stats.prompt is not None else None,
         sample,
-        config=stats.config,
-        usage=stats.usage,
+        stats.config,
+        stats.usage,
     )
+    pattern = abstention if abstention is not None else compile_abstention(DEFAULT_ABSTENTION)
+    return _graded(fields, AnswerKey(answer, tuple(options)), dataset, question, setup, pattern)
+
+
+# An error file is graded without its answer key or the abstention pattern.
+_NO_KEY = AnswerKey("", ())
+_NEVER = re.compile(r"(?!)")
 
 
 def _graded(

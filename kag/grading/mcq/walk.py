@@ -110,6 +110,26 @@ class _ChunkResult:
     epochs: dict[tuple[str, str], dict[str, tuple[EpochOutcome, ...]]] = field(default_factory=dict)
     evidence: dict[tuple[str, str], dict[str, EvidenceRecord]] = field(default_factory=dict)
 
+    def tally(self, key: tuple[str, str]) -> Tally:
+        """The tally of (setup, dataset), created empty on first use."""
+        tally = self.tallies.get(key)
+        if tally is None:
+            tally = self.tallies[key] = Tally()
+        return tally
+
+    def ignore(self, entry: os.DirEntry[str], level: str, info: bool) -> None:
+        """Count a file where a ``level`` folder belongs (a writer's leftover temporary file is
+        not counted); with ``info``, say so in the log."""
+        if not entry.name.endswith(TMP_SUFFIX):
+            self.ignored += 1
+            if info:
+                self.logs.append((logging.INFO, f"{entry.path}: ignored (not a {level} folder)"))
+
+    def add_unreadable(self, path: str, exc: Exception) -> None:
+        """Count a file that could not be read or parsed: the OS reason, else the message."""
+        reason = (exc.strerror or str(exc)) if isinstance(exc, OSError) else str(exc)
+        self.unreadable.append(Unreadable(path, reason))
+
 
 def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResult:
     """Grade the result files of a chunk of question folders (runs in a worker process)."""
@@ -119,7 +139,6 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
     prefix, globs = config.prefix, config.setup_globs
     abstention = compile_abstention(config.abstention)
     spec = compile_spec(config.extract) if config.extract is not None else None
-    tallies = out.tallies
     for task in tasks:
         try:
             entries = sorted_entries(task.path)
@@ -185,20 +204,14 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
                     details=config.keep_records,  # config and usage only serve kept records
                     text=with_text,  # the evidence measures only
                 )
-            except OSError as exc:
-                out.unreadable.append(Unreadable(path, exc.strerror or str(exc)))
-                continue
             except Exception as exc:  # noqa: BLE001 - one bad file must never stop the walk
-                out.unreadable.append(Unreadable(path, str(exc)))
+                out.add_unreadable(path, exc)
                 continue
             if spec is not None:
                 # Outside the try above: a regex timeout is the pattern's fault, not the file's.
                 graded = replace(graded, extracted=extracted_outcome(spec, graded.response, task.key))  # type: ignore[arg-type]
             key = (setup, task.dataset)
-            tally = tallies.get(key)
-            if tally is None:
-                tally = tallies[key] = Tally()
-            tally.add(graded)
+            out.tally(key).add(graded)
             if config.keep_records:
                 out.records.append(graded)
             if firsts is not None:
@@ -236,18 +249,11 @@ def _grade_open_file(path: str, task: _QuestionTask, setup: str, out: _ChunkResu
     with its record when ``keep``."""
     try:
         fields = parse_grading_fields(read_result_bytes(path), False)
-    except OSError as exc:
-        out.unreadable.append(Unreadable(path, exc.strerror or str(exc)))
-        return
     except Exception as exc:  # noqa: BLE001 - one bad file must never stop the walk
-        out.unreadable.append(Unreadable(path, str(exc)))
+        out.add_unreadable(path, exc)
         return
     exact, f1 = grade_open_response(fields.response, task.answers)
-    key = (setup, task.dataset)
-    tally = out.tallies.get(key)
-    if tally is None:
-        tally = out.tallies[key] = Tally()
-    tally.add_open(exact, f1, fields.response is None)
+    out.tally((setup, task.dataset)).add_open(exact, f1, fields.response is None)
     if keep:
         out.open_records.append(
             OpenGradedFile(
@@ -457,10 +463,7 @@ def _iter_questions(
         if d.name.startswith(".") and d.is_dir(follow_symlinks=False):
             continue  # hidden (the judge's .kag-judge cache): not part of the tree, not counted
         if not d.is_dir(follow_symlinks=False):
-            if not d.name.endswith(TMP_SUFFIX):
-                parent.ignored += 1
-                if info:
-                    parent.logs.append((logging.INFO, f"{d.path}: ignored (not a dataset folder)"))
+            parent.ignore(d, "dataset", info)
             continue
         if not matches_any(d.name, ds_globs):
             continue
@@ -472,10 +475,7 @@ def _iter_questions(
             continue
         for q in entries:
             if not q.is_dir(follow_symlinks=False):
-                if not q.name.endswith(TMP_SUFFIX):
-                    parent.ignored += 1
-                    if info:
-                        parent.logs.append((logging.INFO, f"{q.path}: ignored (not a question folder)"))
+                parent.ignore(q, "question", info)
                 continue
             question = questions.get(q.name)
             if question is not None and question.open is not None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -130,13 +130,26 @@ def _csv_fast(block: bytes, first_line: int) -> RowBlock | None:
 
 def _csv_slow(block: bytes, first_line: int, path: Path) -> tuple[RowBlock, InputError | None]:
     """Line by line; returns the rows before the first malformed line and its error."""
+    return _line_by_line(
+        block, first_line, path, lambda raw, where, number: _csv_line(raw, where, number == 1)
+    )
+
+
+_Row = tuple[int, int, list[int], list[float]]
+
+
+def _line_by_line(
+    block: bytes, first_line: int, path: Path, parse: Callable[[bytes, str, int], _Row]
+) -> tuple[RowBlock, InputError | None]:
+    """The rows of ``block``, one ``parse(line, "path:number", number)`` a line, up to the
+    first malformed line, and that line's error (None when every line parsed)."""
     lines = block.split(b"\n")
     if block.endswith(b"\n"):
         lines.pop()
     builder = _Builder()
-    for number, raw in enumerate(lines, start=first_line):
+    for number, line in enumerate(lines, start=first_line):
         try:
-            builder.add(number, *_csv_line(raw, f"{path}:{number}", number == 1))
+            builder.add(number, *parse(line, f"{path}:{number}", number))
         except InputError as exc:
             return builder.build(), exc
     return builder.build(), None
@@ -199,16 +212,7 @@ def _csv_score(fields: list[str], index: int, where: str) -> float:
 
 
 def _parse_jsonl(block: bytes, first_line: int, path: Path) -> tuple[RowBlock, InputError | None]:
-    lines = block.split(b"\n")
-    if block.endswith(b"\n"):
-        lines.pop()
-    builder = _Builder()
-    for number, line in enumerate(lines, start=first_line):
-        try:
-            builder.add(number, *_jsonl_line(line, f"{path}:{number}"))
-        except InputError as exc:
-            return builder.build(), exc
-    return builder.build(), None
+    return _line_by_line(block, first_line, path, lambda line, where, _number: _jsonl_line(line, where))
 
 
 def _jsonl_line(line: bytes, where: str) -> tuple[int, int, list[int], list[float]]:
