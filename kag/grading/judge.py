@@ -34,7 +34,7 @@ from pathlib import Path
 import orjson
 
 from kag.datasets import Datasets, Question
-from kag.errors import InputError
+from kag.errors import InputError, read_text_file
 from kag.generation.config import Config, check_generation
 from kag.generation.generator import NullReporter, Reporter, RetryNotice, TaskOutcome
 from kag.generation.providers import ChatRequest, open_provider
@@ -176,14 +176,7 @@ def load_judge_prompt(path: str | Path | None) -> JudgePrompt:
     """The prompt template in ``path`` (UTF-8), or the built-in :data:`DEFAULT_PROMPT` when None."""
     if path is None:
         return compile_judge_prompt(DEFAULT_PROMPT, "the built-in judge prompt")
-    try:
-        source = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"{path}: judge prompt file not found") from None
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: the judge prompt is not UTF-8 text ({exc.reason})") from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read the judge prompt: {exc.strerror}") from None
+    source = read_text_file(Path(path), "judge prompt", InputError, universal_newlines=True)
     return compile_judge_prompt(source, str(path))
 
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from pathlib import Path
 
 import pytest
 
 from kag.datasets import load_datasets
-from kag.errors import ConfigError
+from kag.errors import ConfigError, InputError
 from kag.grading.judge import (
     CACHE_FOLDER,
     DEFAULT_PROMPT,
@@ -23,6 +24,7 @@ from kag.grading.judge import (
     collect_items,
     compile_judge_prompt,
     judge_folder,
+    load_judge_prompt,
     parse_verdict,
     render_judge_prompt,
     sha256_text,
@@ -208,3 +210,18 @@ def test_summarize_verdicts_hand_computed() -> None:
     assert b.accuracy == pytest.approx(2 / 4) and b.agreement_with_exact_match == pytest.approx(2 / 3)
     assert (a.setup, a.judged, a.unusable, a.accuracy, a.agreement_with_exact_match) == ("a", 1, 1, 0.0, None)
     assert summarize_verdicts([]) == ()
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda p: None, "judge prompt not found"),
+        (lambda p: p.mkdir(), "judge prompt is a directory"),
+        (lambda p: p.write_bytes(b"QUESTION \xff"), "judge prompt is not UTF-8 text (byte 9)"),
+    ],
+)
+def test_a_prompt_file_that_cannot_be_read_names_the_file(tmp_path: Path, make, message: str) -> None:
+    path = tmp_path / "judge.md"
+    make(path)
+    with pytest.raises(InputError, match=rf"^{re.escape(str(path))}: {re.escape(message)}$"):
+        load_judge_prompt(path)
