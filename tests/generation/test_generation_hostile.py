@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 
 from kag.cli import app
 from kag.results import ErrorResult, OkResult, read_result
+from tests.commands.test_benchmark_cli import args as bench_args
 from tests.fakeserver import FakeServer
 
 # '"' and '\\' make its JSON-escaped spelling differ from the raw one.
@@ -62,23 +63,6 @@ def project(root: Path, config: str, bench: str, prompt: str = "Q: {{ INPUT }}\n
     }
     (root / "datasets.json").write_bytes(orjson.dumps(data))
     return root
-
-
-def bench_args(root: Path, *extra: str) -> list[str]:
-    return [
-        "benchmark",
-        "-c",
-        str(root / "config.toml"),
-        "-b",
-        str(root / "bench.toml"),
-        "-d",
-        str(root / "datasets.json"),
-        "-o",
-        str(root / "out"),
-        "--backoff",
-        "0",
-        *extra,
-    ]
 
 
 OLLAMA = """
