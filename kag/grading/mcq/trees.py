@@ -3,14 +3,14 @@
 Each tree has a label; its setups are reported as ``LABEL/setup``, so that the same setup
 run twice (two trees) shows as two setups that the comparisons pair by question. Every
 tree is graded by :func:`~kag.grading.mcq.walk.grade_tree` with the same rules, and the
-runs are merged: the metrics keep their setups apart, the file counters are summed and
-the datasets file is counted once.
+runs are merged field by field: the metrics, records, epochs and evidence keep their setups
+apart, the file counters are summed and the datasets file is counted once.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -89,67 +89,116 @@ def grade_trees(
     setups: Sequence[str] = (),
     **options: Any,
 ) -> GradeRun:
-    """Grade each tree with :func:`~kag.grading.mcq.walk.grade_tree` and merge the runs.
+    """Grade each tree with :func:`~kag.grading.mcq.walk.grade_tree` and merge the runs
+    (:func:`merge_runs`: every field, setups renamed ``LABEL/setup``).
 
-    - ``tallies``, ``records`` and ``open_records``: the setups are renamed ``LABEL/setup``;
-      records are sorted by (dataset, question, labelled setup) as a single tree's are.
     - ``setups`` globs match the labelled name (``run1/*`` selects one tree); ``prefix``
       and the other ``options`` of ``grade_tree`` apply to every tree.
     - ``skipped_files``, ``ignored_files`` and the unreadable files (their real paths, tree
-      by tree) are summed over the trees; ``datasets`` and ``scorable_questions`` count the
-      one datasets file once.
+      by tree) are summed over the trees; ``datasets``, ``scorable_questions`` and
+      ``scorable_open_questions`` count the one datasets file once.
+    - ``epochs`` and ``evidence`` (when asked for) hold each setup's values of its own tree.
 
     Raises UsageError for no tree, an invalid or repeated label; what ``grade_tree``
     raises for a tree (InputError naming a root that is not a directory).
     """
     check_trees(trees)
-    runs = [
-        (
-            tree.label,
-            grade_tree(datasets, tree.root, prefix, setups=setups, setup_label=tree.label, **options),
-        )
-        for tree in trees
-    ]
-    tallies = {
-        (labelled(label, setup), dataset): metrics
-        for label, run in runs
-        for (setup, dataset), metrics in run.tallies.items()
-    }
-    records = None
-    if all(run.records is not None for _, run in runs):
-        records = tuple(
-            sorted(
-                (
-                    dataclasses.replace(r, setup=labelled(label, r.setup))
-                    for label, run in runs
-                    for r in run.records or ()
-                ),
-                key=lambda r: (r.dataset, r.question, r.setup),
+    return merge_runs(
+        [
+            (
+                tree.label,
+                grade_tree(datasets, tree.root, prefix, setups=setups, setup_label=tree.label, **options),
             )
-        )
-    open_records = None
-    if all(run.open_records is not None for _, run in runs):
-        open_records = tuple(
-            sorted(
-                (
-                    dataclasses.replace(r, setup=labelled(label, r.setup))
-                    for label, run in runs
-                    for r in run.open_records or ()
-                ),
-                key=lambda r: (r.dataset, r.question, r.setup),
-            )
-        )
-    first = runs[0][1]
-    return GradeRun(
-        tallies={key: tallies[key] for key in sorted(tallies)},
-        datasets=first.datasets,
-        scorable_questions=first.scorable_questions,
-        skipped_files=sum(run.skipped_files for _, run in runs),
-        ignored_files=sum(run.ignored_files for _, run in runs),
-        unreadable=tuple(u for _, run in runs for u in run.unreadable),
-        records=records,
-        open_records=open_records,
+            for tree in trees
+        ]
     )
+
+
+#: (label, run) of each tree, in the order the trees were given.
+LabelledRuns = Sequence[tuple[str, GradeRun]]
+
+
+def merge_runs(runs: LabelledRuns) -> GradeRun:
+    """One run of the labelled runs of several trees, field by field (:data:`_MERGERS`).
+
+    - ``tallies``, ``epochs`` and ``evidence`` (keyed by (setup, dataset)): the setups are
+      renamed ``LABEL/setup``, keys sorted as a single tree's are.
+    - ``records`` and ``open_records``: setups renamed the same way, sorted by (dataset,
+      question, labelled setup) as a single tree's are.
+    - ``skipped_files``, ``ignored_files`` and ``unreadable``: summed (concatenated) in tree
+      order.
+    - ``datasets``, ``scorable_questions``, ``scorable_open_questions`` (the datasets file)
+      and ``extract`` (an option): the first run's, every tree being graded with the same.
+
+    An optional field (records, open_records, epochs, evidence) is None unless every run
+    has it. Raises
+    ValueError when ``runs`` is empty.
+    """
+    if not runs:
+        raise ValueError("no run to merge")
+    return GradeRun(**{f.name: _MERGERS[f.name](f.name, runs) for f in dataclasses.fields(GradeRun)})
+
+
+def _first(name: str, runs: LabelledRuns) -> Any:
+    return getattr(runs[0][1], name)
+
+
+def _summed(name: str, runs: LabelledRuns) -> int:
+    return sum(getattr(run, name) for _, run in runs)
+
+
+def _chained(name: str, runs: LabelledRuns) -> tuple[Any, ...]:
+    return tuple(item for _, run in runs for item in getattr(run, name))
+
+
+def _every_run_has(name: str, runs: LabelledRuns) -> list[tuple[str, Any]] | None:
+    """(label, value) of an optional field, None when a run lacks it (was not asked for it)."""
+    parts = [(label, getattr(run, name)) for label, run in runs]
+    return None if any(part is None for _, part in parts) else parts
+
+
+def _by_labelled_setup(name: str, runs: LabelledRuns) -> dict[tuple[str, str], Any] | None:
+    """A mapping keyed by (setup, dataset), with the setups labelled."""
+    parts = _every_run_has(name, runs)
+    if parts is None:
+        return None
+    merged = {
+        (labelled(label, setup), dataset): value
+        for label, part in parts
+        for (setup, dataset), value in part.items()
+    }
+    return {key: merged[key] for key in sorted(merged)}
+
+
+def _records(name: str, runs: LabelledRuns) -> tuple[Any, ...] | None:
+    """Per-file records (each with a ``setup``), the setups labelled."""
+    parts = _every_run_has(name, runs)
+    if parts is None:
+        return None
+    return tuple(
+        sorted(
+            (dataclasses.replace(r, setup=labelled(label, r.setup)) for label, part in parts for r in part),
+            key=lambda r: (r.dataset, r.question, r.setup),
+        )
+    )
+
+
+#: How each field of :class:`GradeRun` is merged. ``merge_runs`` looks every field up here,
+#: so a field without an entry fails every merge (and the tests) instead of being dropped.
+_MERGERS: Mapping[str, Callable[[str, LabelledRuns], Any]] = {
+    "tallies": _by_labelled_setup,
+    "datasets": _first,
+    "scorable_questions": _first,
+    "skipped_files": _summed,
+    "ignored_files": _summed,
+    "unreadable": _chained,
+    "records": _records,
+    "scorable_open_questions": _first,
+    "extract": _first,
+    "epochs": _by_labelled_setup,
+    "evidence": _by_labelled_setup,
+    "open_records": _records,
+}
 
 
 def grade_source(
