@@ -108,7 +108,7 @@ def case_irt2_line() -> Callable[[], object]:
     path.write_bytes(b"100,0" + b",2,0.5" * (48 * MB // 6) + b"\n")
 
     def run() -> object:
-        return f"{sum(len(block) for _, block in iter_line_blocks(path)) // MB} MiB read"
+        return f"{sum(len(block) for _, block in iter_line_blocks(path, 'predictions file')) // MB} MiB read"
 
     return run
 

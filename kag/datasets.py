@@ -8,6 +8,7 @@ from pathlib import Path
 import orjson
 
 from kag.errors import InputError
+from kag.textfile import read_bytes_file
 
 MAX_PROBLEMS = 20
 # A-Z -> a-z only: the grading rule compares option keys ignoring ASCII case (Rust's
@@ -197,10 +198,4 @@ def parse_datasets(data: bytes, path: Path) -> Datasets:
 def load_datasets(path: str | Path) -> Datasets:
     """Read and validate a datasets file; raises InputError naming the file and each problem."""
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise InputError(f"{path}: datasets file not found") from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read the datasets file: {exc.strerror}") from None
-    return parse_datasets(data, path)
+    return parse_datasets(read_bytes_file(path, "datasets file"), path)

@@ -23,7 +23,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from kag.errors import InputError, read_text_file
+from kag.errors import InputError
+from kag.textfile import read_text_file
 
 #: Prices are per this many tokens.
 TOKENS_PER_PRICE_UNIT = 1_000_000

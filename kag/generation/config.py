@@ -31,7 +31,7 @@ import jinja2
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from kag.datasets import name_problem
-from kag.errors import ConfigError, read_text_file
+from kag.errors import ConfigError
 from kag.generation.secrets import display_url, url_credentials
 from kag.generation.templates import (
     DEFAULT_TEMPLATE,
@@ -42,6 +42,7 @@ from kag.generation.templates import (
     internals_message,
 )
 from kag.results import AugmentedGeneration, ModelConfig
+from kag.textfile import read_text_file
 
 log = logging.getLogger(__name__)
 
@@ -154,8 +155,8 @@ def _read_text(path: Path, what: str) -> str:
     return read_text_file(path, what, ConfigError, universal_newlines=True)
 
 
-class _FileNotReadable(Exception):
-    pass
+class _FileNotReadable(ConfigError):
+    """A ``file()`` target that cannot be read; the configuration file's name is put before it."""
 
 
 def render_file(path: str | Path, what: str = "configuration file") -> str:
@@ -170,10 +171,7 @@ def render_file(path: str | Path, what: str = "configuration file") -> str:
             candidates.append(path.parent / name)
         for candidate in candidates:
             if candidate.is_file():
-                try:
-                    return candidate.read_text(encoding="utf-8")
-                except (OSError, UnicodeDecodeError) as exc:
-                    raise _FileNotReadable(f"file({name!r}): cannot read {candidate}: {exc}") from None
+                return read_text_file(candidate, "included file", _FileNotReadable, universal_newlines=True)
         tried = " or ".join(str(c) for c in dict.fromkeys(candidates))
         raise _FileNotReadable(f"file({name!r}): not found (looked for {tried})")
 

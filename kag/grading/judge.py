@@ -34,7 +34,7 @@ from pathlib import Path
 import orjson
 
 from kag.datasets import Datasets, Question
-from kag.errors import InputError, read_text_file
+from kag.errors import InputError
 from kag.generation.config import Config, check_generation
 from kag.generation.generator import NullReporter, Reporter, RetryNotice, TaskOutcome
 from kag.generation.providers import ChatRequest, open_provider
@@ -52,6 +52,7 @@ from kag.results import (
     read_result_nofollow,
     write_atomic,
 )
+from kag.textfile import read_text_file
 
 JUDGE_VARIABLES = frozenset({"QUESTION", "REFERENCE", "RESPONSE"})
 

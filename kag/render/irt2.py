@@ -9,7 +9,6 @@ from typing import Any
 import orjson
 
 from kag.errors import InputError
-from kag.grading.irt2.io.files import os_error
 from kag.grading.irt2.model import Evaluation, SideSummary, TieMode
 from kag.render.formats import Irt2Format
 from kag.render.table import Align, Table, table_text
@@ -192,6 +191,13 @@ def iter_per_query_lines(evaluation: Evaluation) -> Iterator[bytes]:
             )
 
 
+def _cannot_write(path: Path, exc: OSError) -> InputError:
+    """The path once and the reason once (``str(exc)`` repeats both)."""
+    if isinstance(exc, IsADirectoryError):
+        return InputError(f"{path}: is a directory, expected a file")
+    return InputError(f"{path}: cannot write: {exc.strerror or type(exc).__name__}")
+
+
 def write_per_query(path: Path, evaluation: Evaluation) -> None:
     """Write the per-target JSON lines to ``path``.
 
@@ -203,11 +209,11 @@ def write_per_query(path: Path, evaluation: Evaluation) -> None:
             with path.open("wb") as out:
                 out.writelines(iter_per_query_lines(evaluation))
         except OSError as exc:
-            raise os_error(path, exc, "write") from None
+            raise _cannot_write(path, exc) from None
         return
     try:
         write_atomic(path, iter_per_query_lines(evaluation))
     except NoSpace as exc:
         raise InputError(f"{path}: cannot write: {exc.strerror}") from None
     except OSError as exc:
-        raise os_error(path, exc, "write") from None
+        raise _cannot_write(path, exc) from None

@@ -27,6 +27,7 @@ from typing import Any
 
 from kag.errors import InputError
 from kag.retrieval.ladybug_backend import KEY_COLUMN, LABELS_COLUMN
+from kag.textfile import open_text_file
 
 log = logging.getLogger(__name__)
 
@@ -191,29 +192,19 @@ class RelRow:
     where: str
 
 
-def _open_csv(path: str) -> Iterator[tuple[int, list[str]]]:
-    try:
-        handle = open(path, newline="", encoding="utf-8-sig")  # noqa: SIM115
-    except FileNotFoundError:
-        raise InputError(f"{path}: file not found") from None
-    except IsADirectoryError:
-        raise InputError(f"{path}: is a directory") from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read: {exc.strerror}") from None
-    with handle:
+def _open_csv(path: str, what: str) -> Iterator[tuple[int, list[str]]]:
+    with open_text_file(path, what, bom=True, newline="") as handle:
         reader = csv.reader(handle, strict=True)
         try:
             for fields in reader:
                 yield reader.line_num, fields
         except csv.Error as exc:
             raise InputError(f"{path}:{reader.line_num}: not valid CSV ({exc})") from None
-        except UnicodeDecodeError as exc:
-            raise InputError(f"{path}: not UTF-8 text (byte {exc.start})") from None
 
 
 def _read(path: str, kind: str) -> tuple[Header, Iterator[tuple[str, list[str]]]]:
     """The header of a file and an iterator over its data rows (with their location)."""
-    lines = _open_csv(path)
+    lines = _open_csv(path, f"{kind} CSV file")
     first = next(lines, None)
     if first is None:
         raise InputError(f"{path}: empty file (expected a header line)")

@@ -421,10 +421,14 @@ def _copy_with(tmp_path: Path, name: str, content: bytes | None) -> Path:
 @pytest.mark.parametrize(
     ("name", "content", "reason"),
     [
-        ("config.yaml", None, "is a directory, expected the dataset's YAML configuration file"),
-        ("closed.train-triples.txt", None, "is a directory, expected a file"),
-        ("open.test-head.txt", None, "is a directory, expected a file"),
-        ("config.yaml", b"create:\n  name: \xff\n", "not UTF-8 text (byte offset 16)"),
+        ("config.yaml", None, ": IRT2 dataset configuration is a directory"),
+        ("closed.train-triples.txt", None, ": IRT2 dataset file is a directory"),
+        ("open.test-head.txt", None, ": IRT2 dataset file is a directory"),
+        (
+            "config.yaml",
+            b"create:\n  name: \xff\n",
+            ":2: IRT2 dataset configuration is not UTF-8 text (byte 16)",
+        ),
     ],
 )
 def test_dataset_file_that_cannot_be_read_is_one_clean_line(
@@ -435,14 +439,14 @@ def test_dataset_file_that_cannot_be_read_is_one_clean_line(
     assert result.exit_code == 2
     assert result.stdout == ""
     # the path once, the reason once: no "[Errno 21] Is a directory: '...'" repeating both
-    assert result.stderr == f"kag: error: {folder / name}: {reason}\n"
+    assert result.stderr == f"kag: error: {folder / name}{reason}\n"
 
 
 def test_prediction_and_per_query_paths_that_are_folders(tmp_path: Path) -> None:
     common = ("--dataset", DATASET, "--task", "linking", "--split", "test")
     head = run(*common, "--head", tmp_path, *LINKING[2:])
     assert head.exit_code == 2
-    assert head.stderr == f"kag: error: {tmp_path}: is a directory, expected a file\n"
+    assert head.stderr == f"kag: error: {tmp_path}: predictions file is a directory\n"
     per_query = run(*common, *LINKING, "--per-query", tmp_path)
     assert per_query.exit_code == 2
     assert per_query.stdout == ""
@@ -467,7 +471,7 @@ def test_prediction_and_per_query_paths_that_are_folders(tmp_path: Path) -> None
             "--ties must be one of first, optimistic, pessimistic, realistic; got 'random'",
         ),
         (["--format", "yaml"], "--format must be one of text, json; got 'yaml'"),
-        (["--head", "/nonexistent/head.csv"], "/nonexistent/head.csv: no such file"),
+        (["--head", "/nonexistent/head.csv"], "/nonexistent/head.csv: predictions file not found"),
         (["--dataset", "/nonexistent"], "/nonexistent: not a directory (expected an IRT2 dataset folder)"),
     ],
 )

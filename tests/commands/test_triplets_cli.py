@@ -330,8 +330,21 @@ def test_gold_without_ids_and_missing_files_exit_2(tmp_path: Path) -> None:
     gold = write_jsonl(tmp_path / "gold.jsonl", [{"triplets": []}])
     code, out, err = run(gold, FINETUNED)
     assert code == 2 and out == "" and err == f"kag: error: {gold}:1: the entry has no 'id'\n"
-    code, _, err = run(tmp_path / "nope.jsonl", FINETUNED)
-    assert code == 2 and "nope.jsonl: no such file" in err
+    code, out, err = run(tmp_path / "nope.jsonl", FINETUNED)
+    assert code == 2 and out == "" and err == f"kag: error: {tmp_path / 'nope.jsonl'}: gold file not found\n"
+
+
+def test_files_that_cannot_be_read_say_which_file_they_are(tmp_path: Path) -> None:
+    latin1 = tmp_path / "relations.json"
+    latin1.write_bytes(b'["uses",\n "caf\xe9"]')
+    cases = [
+        ((tmp_path, FINETUNED), f"{tmp_path}: gold file is a directory"),
+        ((GOLD, tmp_path / "nope.jsonl"), f"{tmp_path / 'nope.jsonl'}: predictions file not found"),
+        ((GOLD, FINETUNED, "--relations", latin1), f"{latin1}:2: relations file is not UTF-8 text (byte 14)"),
+    ]
+    for args, message in cases:
+        code, out, err = run(*args)
+        assert (code, out, err) == (2, "", f"kag: error: {message}\n")
 
 
 def test_malformed_predictions_never_crash(tmp_path: Path) -> None:

@@ -175,6 +175,15 @@ def test_missing_file_names_both_places(tmp_path: Path, monkeypatch: pytest.Monk
     assert str(tmp_path / "c" / "nope.md") in message
 
 
+def test_an_included_file_that_is_not_utf8_names_both_files(tmp_path: Path) -> None:
+    part = write(tmp_path / "p.md", "")
+    part.write_bytes(b"one\ncaf\xe9\n")
+    path = write(tmp_path / "b.toml", "a = '''{{ file('p.md') }}'''\n")
+    with pytest.raises(ConfigError) as info:
+        render_file(path)
+    assert str(info.value) == f"{path}: {part}:2: included file is not UTF-8 text (byte 7)"
+
+
 def test_env_is_empty_when_unset_and_jinja_expressions_work(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

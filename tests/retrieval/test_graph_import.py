@@ -473,7 +473,8 @@ def test_command_bad_csv_and_missing_files(project: Path) -> None:
     assert result.stderr == f"kag: error: {project / 'bad.csv'}:2: column 'age': 'old' is not an int\n"
     result = run(project, "--database", "kg", nodes="missing.csv")
     assert (
-        result.exit_code == 2 and result.stderr == f"kag: error: {project / 'missing.csv'}: file not found\n"
+        result.exit_code == 2
+        and result.stderr == f"kag: error: {project / 'missing.csv'}: nodes CSV file not found\n"
     )
     result = CliRunner().invoke(
         app,
@@ -489,6 +490,24 @@ def test_command_bad_csv_and_missing_files(project: Path) -> None:
         ],
     )
     assert result.exit_code == 2 and "none.toml: configuration file not found" in result.stderr
+
+
+def test_command_csv_files_that_cannot_be_read_say_which_file_they_are(project: Path) -> None:
+    rows = b"".join(b"n%05d,Person\n" % n for n in range(2000))  # past the decoder's first chunk
+    (project / "latin1.csv").write_bytes(b"id:ID,name\n" + rows + b"n,Andr\xe9\n")
+    result = run(project, "--database", "kg", nodes="latin1.csv")
+    line, byte = 2002, len(b"id:ID,name\n" + rows + b"n,Andr")
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert (
+        result.stderr
+        == f"kag: error: {project / 'latin1.csv'}:{line}: nodes CSV file is not UTF-8 text (byte {byte})\n"
+    )
+    (project / "rels.csv").unlink()
+    (project / "rels.csv").mkdir()
+    result = run(project, "--database", "kg")
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == f"kag: error: {project / 'rels.csv'}: relationships CSV file is a directory\n"
+    assert not (project / "kg.lbug").exists()
 
 
 def test_command_refuses_to_overwrite_without_replace(project: Path) -> None:

@@ -20,6 +20,7 @@ from kag.grading.triplets.model import GoldEntry, Prediction
 from kag.grading.triplets.normalize import normalize_prompt
 from kag.grading.triplets.scan import MAX_DEPTH, TooDeep, next_bracket, scan_container, too_deep
 from kag.grading.triplets.validate import validate_items
+from kag.textfile import read_text_file
 
 log = logging.getLogger(__name__)
 
@@ -52,24 +53,14 @@ class UnreadableLine(str):
     """In place of a JSON Lines entry that is not valid JSON (``lenient`` reading): the message."""
 
 
-def read_records(path: Path, lenient: bool = False) -> list[tuple[str, Any]]:
-    """The entries of a JSON array or JSON Lines file, each with a ``where`` for messages.
+def read_records(path: Path, what: str, lenient: bool = False) -> list[tuple[str, Any]]:
+    """The entries of a JSON array or JSON Lines file (``what`` it is, for messages), each
+    with a ``where`` for messages.
 
     A JSON Lines line that is not valid JSON raises `InputError`, unless ``lenient``: then
     its entry is an `UnreadableLine` holding the message.
     """
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise InputError(f"{path}: is a directory, expected a JSON or JSON Lines file") from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc.strerror})") from None
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    text = read_text_file(path, what, bom=True)
     stripped = text.lstrip()
     if stripped.startswith("["):
         try:
@@ -121,7 +112,7 @@ def load_gold(path: Path) -> list[GoldEntry]:
     """Gold entries: ``{"id", "prompt"?, "triplets": [TRIPLET, ...]}``; every triplet must be valid."""
     entries: list[GoldEntry] = []
     seen: dict[str, str] = {}
-    for where, record in read_records(path):
+    for where, record in read_records(path, "gold file"):
         entry_id = _entry_id(where, record)
         _check_unique(path, seen, entry_id, where)
         triplets = record.get("triplets")
@@ -268,7 +259,7 @@ def load_predictions(path: Path) -> dict[str, Prediction]:
     skipped: list[str] = []
     predictions: dict[str, Prediction] = {}
     seen: dict[str, str] = {}
-    for where, record in read_records(path, lenient=True):
+    for where, record in read_records(path, "predictions file", lenient=True):
         if isinstance(record, UnreadableLine):
             skipped.append(str(record))
             continue
@@ -295,11 +286,10 @@ def load_predictions(path: Path) -> dict[str, Prediction]:
 
 def load_relations(path: Path) -> tuple[str, ...]:
     """A relation set: a JSON list of non-empty strings (at least one)."""
+    text = read_text_file(path, "relations file", bom=True)
     try:
-        data = _loads(path.read_bytes())
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file (--relations)") from None
-    except (OSError, ValueError) as exc:
+        data = _loads(text)
+    except ValueError as exc:
         raise InputError(f"{path}: --relations expects a JSON list of relation names ({exc})") from None
     if not isinstance(data, list) or not data:
         raise InputError(f"{path}: --relations expects a non-empty JSON list of relation names")

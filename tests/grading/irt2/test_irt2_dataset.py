@@ -186,14 +186,14 @@ def test_config_errors(tmp_path: Path, text: str, message: str) -> None:
 def test_missing_folder_and_files(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="not a directory"):
         read_config(tmp_path / "nope")
-    with pytest.raises(InputError, match=r"config.yaml: no such file"):
+    with pytest.raises(InputError, match=r"config.yaml: IRT2 dataset configuration not found"):
         read_config(tmp_path)
     folder = copy_dataset(tmp_path)
     (folder / "open.test-head.txt").unlink()
-    with pytest.raises(InputError, match=r"open.test-head.txt: no such file"):
+    with pytest.raises(InputError, match=r"open.test-head.txt: IRT2 dataset file not found"):
         load_truth(folder, Task.LINKING, Split.TEST, Mode.FULL)
     (folder / "closed.train-triples.txt").unlink()
-    with pytest.raises(InputError, match=r"closed.train-triples.txt: no such file"):
+    with pytest.raises(InputError, match=r"closed.train-triples.txt: IRT2 dataset file not found"):
         load_truth(folder, Task.LINKING, Split.TEST, Mode.ORIGINAL)
 
 

@@ -59,7 +59,7 @@ def test_lines_longer_than_a_block_are_joined_and_counted(tmp_path: Path, block_
     path = tmp_path / "lines.txt"
     text = b"a\n" + b"b" * 50 + b"\n\nc" * 3 + b"\n" + b"d" * 40
     path.write_bytes(text)
-    blocks = list(iter_line_blocks(path, block_bytes, max_line_bytes=50))
+    blocks = list(iter_line_blocks(path, "lines file", block_bytes, max_line_bytes=50))
     assert b"".join(block for _, block in blocks) == text
     offset = 0
     for first, block in blocks:
@@ -67,4 +67,4 @@ def test_lines_longer_than_a_block_are_joined_and_counted(tmp_path: Path, block_
         offset += len(block)
     assert all(block.endswith(b"\n") for _, block in blocks[:-1])
     with pytest.raises(InputError, match=r"lines\.txt:2: the line is longer than 49 bytes"):
-        list(iter_line_blocks(path, block_bytes, max_line_bytes=49))
+        list(iter_line_blocks(path, "lines file", block_bytes, max_line_bytes=49))

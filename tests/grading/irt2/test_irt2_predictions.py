@@ -206,9 +206,9 @@ def test_rows_before_a_malformed_line_are_handed_out_first(tmp_path: Path) -> No
 
 
 def test_missing_and_directory(tmp_path: Path) -> None:
-    with pytest.raises(InputError, match=r"nope.csv: no such file"):
+    with pytest.raises(InputError, match=r"nope.csv: predictions file not found$"):
         rows_of(tmp_path / "nope.csv")
-    with pytest.raises(InputError, match=r"is a directory"):
+    with pytest.raises(InputError, match=rf"^{tmp_path}: predictions file is a directory$"):
         rows_of(tmp_path)
 
 

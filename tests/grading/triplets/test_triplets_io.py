@@ -69,8 +69,12 @@ def test_json_array_and_json_lines_read_alike(tmp_path: Path) -> None:
     rows = [{"id": 1, "triplets": [TRIPLET]}, {"id": "2", "triplets": []}]
     array = write(tmp_path / "a.json", json.dumps(rows, indent=2))
     lines = write(tmp_path / "b.jsonl", "\n".join(json.dumps(r) for r in rows) + "\n\n")
-    assert [v for _, v in read_records(array)] == [v for _, v in read_records(lines)] == rows
-    assert [w for w, _ in read_records(lines)] == [f"{lines}:1", f"{lines}:2"]
+    assert (
+        [v for _, v in read_records(array, "gold file")]
+        == [v for _, v in read_records(lines, "gold file")]
+        == rows
+    )
+    assert [w for w, _ in read_records(lines, "gold file")] == [f"{lines}:1", f"{lines}:2"]
     assert [e.id for e in load_gold(array)] == ["1", "2"]
 
 
@@ -163,13 +167,13 @@ def test_predictions_skip_unjoinable_lines(tmp_path: Path, caplog: pytest.LogCap
 
 
 def test_missing_file_directory_and_bad_encoding(tmp_path: Path) -> None:
-    with pytest.raises(InputError, match="no such file"):
+    with pytest.raises(InputError, match=f"^{tmp_path / 'nope.jsonl'}: gold file not found$"):
         load_gold(tmp_path / "nope.jsonl")
-    with pytest.raises(InputError, match="is a directory"):
-        load_gold(tmp_path)
+    with pytest.raises(InputError, match=f"^{tmp_path}: predictions file is a directory$"):
+        load_predictions(tmp_path)
     bad = tmp_path / "latin1.jsonl"
-    bad.write_bytes(b'{"id": "\xe9"}')
-    with pytest.raises(InputError, match="not UTF-8"):
+    bad.write_bytes(b'{"id": 1}\n{"id": "\xe9"}')
+    with pytest.raises(InputError, match=rf"^{bad}:2: gold file is not UTF-8 text \(byte 18\)$"):
         load_gold(bad)
 
 
@@ -180,7 +184,7 @@ def test_relations_file(tmp_path: Path) -> None:
         path = write(tmp_path / "bad.json", text)
         with pytest.raises(InputError, match=r"bad\.json"):
             load_relations(path)
-    with pytest.raises(InputError, match="no such file"):
+    with pytest.raises(InputError, match=f"^{tmp_path / 'missing.json'}: relations file not found$"):
         load_relations(tmp_path / "missing.json")
 
 

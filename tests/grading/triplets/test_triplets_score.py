@@ -358,7 +358,7 @@ def test_garbage_collector_state_is_restored(tmp_path: Path) -> None:
     assert gc.isenabled()
     grade_triplets(gold_path, [pred_path])
     assert gc.isenabled()
-    with pytest.raises(Exception, match="no such file"):
+    with pytest.raises(Exception, match="gold file not found"):
         grade_triplets(tmp_path / "missing.jsonl", [pred_path])
     assert gc.isenabled()
     gc.disable()

@@ -18,8 +18,8 @@ import numpy as np
 import orjson
 
 from kag.errors import InputError
-from kag.grading.irt2.io.files import os_error
 from kag.grading.irt2.model import Mode, Side, Split, Task
+from kag.textfile import read_bytes_file, read_text_file
 
 CONFIG = "config.yaml"
 TRIPLES = "closed.train-triples.txt"
@@ -138,14 +138,7 @@ def read_config(folder: Path) -> DatasetConfig:
     if not folder.is_dir():
         raise InputError(f"{folder}: not a directory (expected an IRT2 dataset folder)")
     path = folder / CONFIG
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file (is {folder} an IRT2 dataset folder?)") from None
-    except OSError as exc:
-        raise os_error(path, exc, expected="the dataset's YAML configuration file") from None
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: not UTF-8 text (byte offset {exc.start})") from None
+    text = read_text_file(path, "IRT2 dataset configuration", universal_newlines=True)
     try:
         data: Any = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -168,10 +161,7 @@ def read_config(folder: Path) -> DatasetConfig:
 
 def read_id_rows(path: Path, separator: str, width: int) -> np.ndarray:
     """Read an id file as an ``(n, width)`` int64 array, one row per non-comment line."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise os_error(path, exc) from None
+    data = read_bytes_file(path, "IRT2 dataset file")
     fast = _id_rows_fast(data, separator, width)
     return fast if fast is not None else _id_rows_slow(data, path, separator, width)
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import gzip
+import io
 import zlib
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO
 
 from kag.errors import InputError
+from kag.textfile import open_binary_file
 
 GZIP_MAGIC = b"\x1f\x8b"
 BLOCK_BYTES = 1 << 20  # small blocks stay in cache; 1 MiB measured fastest
@@ -17,35 +19,22 @@ BLOCK_BYTES = 1 << 20  # small blocks stay in cache; 1 MiB measured fastest
 MAX_LINE_BYTES = 64 << 20
 
 
-def os_error(path: Path, exc: OSError, action: str = "read", expected: str = "a file") -> InputError:
-    """One clean line for an OSError on ``path``: the path once and the reason once.
-
-    ``str(exc)`` would repeat both (``[Errno 21] Is a directory: 'x'``), so only
-    ``strerror`` is kept. A file missing for reading is ``no such file``; a directory
-    where a file belongs is ``is a directory, expected <expected>``.
-    """
-    if isinstance(exc, FileNotFoundError) and action == "read":
-        return InputError(f"{path}: no such file")
-    if isinstance(exc, IsADirectoryError):
-        return InputError(f"{path}: is a directory, expected {expected}")
-    return InputError(f"{path}: cannot {action}: {exc.strerror or type(exc).__name__}")
-
-
-def open_binary(path: Path) -> BinaryIO:
-    """Open ``path`` for reading bytes; gzip is recognised by its magic bytes, not the suffix."""
-    try:
-        raw = path.open("rb")
-    except OSError as exc:
-        raise os_error(path, exc) from None
-    if raw.peek(2)[:2] == GZIP_MAGIC:
-        return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
-    return raw
+@contextmanager
+def open_binary(path: Path, what: str) -> Iterator[io.BufferedIOBase]:
+    """``path`` open for reading bytes; gzip is recognised by its magic bytes, not the suffix."""
+    with open_binary_file(path, what) as raw:
+        if raw.peek(2)[:2] != GZIP_MAGIC:
+            yield raw
+            return
+        with gzip.GzipFile(fileobj=raw, mode="rb") as unzipped:
+            yield unzipped
 
 
 def iter_line_blocks(
-    path: Path, block_bytes: int = BLOCK_BYTES, max_line_bytes: int = MAX_LINE_BYTES
+    path: Path, what: str, block_bytes: int = BLOCK_BYTES, max_line_bytes: int = MAX_LINE_BYTES
 ) -> Iterator[tuple[int, bytes]]:
-    """Yield ``(first_line_number, block)``; every block holds whole lines.
+    """Yield ``(first_line_number, block)`` of ``path`` (``what`` it is, for messages); every
+    block holds whole lines.
 
     Line numbers start at 1. Each block ends with ``\\n`` except possibly the last one
     (a file without a final newline). An empty file yields nothing. A line longer than
@@ -56,12 +45,12 @@ def iter_line_blocks(
     line = 1
     pending: list[bytes] = []  # the start of a line that no block read so far has ended
     pending_bytes = 0
-    with open_binary(path) as fd:
+    with open_binary(path, what) as fd:
         while True:
             try:
                 data = fd.read(block_bytes)
-            except (OSError, EOFError, zlib.error) as exc:
-                raise InputError(f"{path}: cannot decompress: {exc}") from None
+            except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+                raise InputError(f"{path}: cannot decompress the {what}: {exc}") from None
             if not data:
                 break
             end = data.find(b"\n")

@@ -68,7 +68,7 @@ class RowBlock:
 def iter_prediction_blocks(path: Path, block_bytes: int = BLOCK_BYTES) -> Iterator[RowBlock]:
     """Parse ``path`` (CSV or JSON Lines, optionally gzip) into blocks of rows."""
     parse = None
-    for first_line, block in iter_line_blocks(path, block_bytes):
+    for first_line, block in iter_line_blocks(path, "predictions file", block_bytes):
         if parse is None:
             parse = _parse_jsonl if block.lstrip()[:1] == b"{" else _parse_csv
         rows, error = parse(block, first_line, path)
