@@ -20,9 +20,9 @@ from kag.commands._common import (
     select_names,
     split_list,
 )
-from kag.console import info, verbosity, warn
+from kag.console import info, warn
 from kag.errors import ExitCode, GateFailed, InputError, KagError, UsageError
-from kag.render.progress import PlainReporter, RichReporter
+from kag.render.progress import PlainProgress, run_progress
 
 if TYPE_CHECKING:
     from kag.generation.plan import Plan
@@ -194,7 +194,7 @@ def register(app: typer.Typer) -> None:
             cfg, provider, model, temperature, tokens, system_prompt, retriever, database, text
         )
         options = RunOptions(parallel=1, timeout=timeout, retry=RetryPolicy(retries=retries, backoff=backoff))
-        result, _ = generate_once(cfg, setup, text, options, PlainReporter(1))
+        result, _ = generate_once(cfg, setup, text, options, PlainProgress.for_run("generation", 1))
         if output_format is OutputFormat.json:
             sys.stdout.write(orjson.dumps(result_to_json(result), option=orjson.OPT_INDENT_2).decode() + "\n")
         if isinstance(result, ErrorResult):
@@ -374,12 +374,7 @@ def _run(
         retry=RetryPolicy(retries=retries, backoff=backoff),
         max_connection_failures=max_connection_failures,
     )
-    reporter: Any
-    if sys.stderr.isatty() and plan.tasks and verbosity() >= 0:
-        with RichReporter(len(plan.tasks)) as reporter:
-            summary = run_benchmark(plan, cfg, options, reporter)
-    else:
-        reporter = PlainReporter(len(plan.tasks))
+    with run_progress("benchmark", len(plan.tasks)) as reporter:
         summary = run_benchmark(plan, cfg, options, reporter)
     info(summary_line(summary))
     for line in endpoint_lines(summary):
