@@ -15,6 +15,10 @@ from kag.commands._common import (
     KagCommand,
     Quiet,
     RetriesOpt,
+    RunDatasetOpt,
+    RunDatasetsOpt,
+    RunPrefixOpt,
+    RunSetupOpt,
     TimeoutOpt,
     Verbose,
     select_names,
@@ -209,9 +213,7 @@ def register(app: typer.Typer) -> None:
         epilog=BENCHMARK_EXAMPLES,
     )
     def benchmark(
-        datasets: Annotated[
-            Path, typer.Option("--datasets", "-d", metavar="FILE", help="Datasets file (JSON).")
-        ],
+        datasets: RunDatasetsOpt,
         benchmark_file: Annotated[
             Path, typer.Option("--benchmark", "-b", metavar="FILE", help="Benchmark file (TOML).")
         ],
@@ -225,9 +227,7 @@ def register(app: typer.Typer) -> None:
         output: Annotated[
             Path, typer.Option("--output", "-o", metavar="DIR", help="Root of the result tree.")
         ] = Path("."),
-        prefix: Annotated[
-            str, typer.Option("--prefix", metavar="TEXT", help="Prefix of result file names.")
-        ] = "",
+        prefix: RunPrefixOpt = "",
         skip: Annotated[
             list[str],
             typer.Option(
@@ -247,24 +247,8 @@ def register(app: typer.Typer) -> None:
             bool,
             typer.Option("--rerun-stale", help="Re-run results whose setup changed (implies --continue)."),
         ] = False,
-        setup: Annotated[
-            list[str],
-            typer.Option(
-                "--setup",
-                metavar="GLOB",
-                help="Run only setups matching GLOB (repeatable).",
-                show_default=False,
-            ),
-        ] = [],  # noqa: B006
-        dataset: Annotated[
-            list[str],
-            typer.Option(
-                "--dataset",
-                metavar="GLOB",
-                help="Run only datasets matching GLOB (repeatable).",
-                show_default=False,
-            ),
-        ] = [],  # noqa: B006
+        setup: RunSetupOpt = [],  # noqa: B006
+        dataset: RunDatasetOpt = [],  # noqa: B006
         limit: Annotated[
             int | None, typer.Option("--limit", min=1, metavar="N", help="First N questions per dataset.")
         ] = None,
