@@ -149,6 +149,13 @@ def _argument_name(param: Any, usage: bool = False) -> str:
     return name + ("..." if param.nargs != 1 else "")
 
 
+# `kag benchmark`: the datasets file and the filters that choose what runs, declared as the
+# same options of `kag stats` read them.
+RunDatasetsOpt = Annotated[Path, _datasets("Datasets file (JSON).")]
+RunPrefixOpt = Annotated[str, _prefix("Prefix of result file names.")]
+RunSetupOpt = Annotated[list[str], _setup("Run only setups matching GLOB (repeatable).")]
+RunDatasetOpt = Annotated[list[str], _dataset("Run only datasets matching GLOB (repeatable).")]
+
 # `kag stats` itself.
 StatsDatasetsOpt = Annotated[
     Path | None, _datasets("Datasets file with the answers (required without a sub-command).")

@@ -15,14 +15,18 @@ from kag.commands._common import (
     KagCommand,
     Quiet,
     RetriesOpt,
+    RunDatasetOpt,
+    RunDatasetsOpt,
+    RunPrefixOpt,
+    RunSetupOpt,
     TimeoutOpt,
     Verbose,
     select_names,
     split_list,
 )
-from kag.console import info, verbosity, warn
+from kag.console import info, warn
 from kag.errors import ExitCode, GateFailed, InputError, KagError, UsageError
-from kag.render.progress import PlainReporter, RichReporter
+from kag.render.progress import PlainProgress, run_progress
 
 if TYPE_CHECKING:
     from kag.generation.plan import Plan
@@ -194,7 +198,7 @@ def register(app: typer.Typer) -> None:
             cfg, provider, model, temperature, tokens, system_prompt, retriever, database, text
         )
         options = RunOptions(parallel=1, timeout=timeout, retry=RetryPolicy(retries=retries, backoff=backoff))
-        result, _ = generate_once(cfg, setup, text, options, PlainReporter(1))
+        result, _ = generate_once(cfg, setup, text, options, PlainProgress.for_run("generation", 1))
         if output_format is OutputFormat.json:
             sys.stdout.write(orjson.dumps(result_to_json(result), option=orjson.OPT_INDENT_2).decode() + "\n")
         if isinstance(result, ErrorResult):
@@ -209,9 +213,7 @@ def register(app: typer.Typer) -> None:
         epilog=BENCHMARK_EXAMPLES,
     )
     def benchmark(
-        datasets: Annotated[
-            Path, typer.Option("--datasets", "-d", metavar="FILE", help="Datasets file (JSON).")
-        ],
+        datasets: RunDatasetsOpt,
         benchmark_file: Annotated[
             Path, typer.Option("--benchmark", "-b", metavar="FILE", help="Benchmark file (TOML).")
         ],
@@ -225,9 +227,7 @@ def register(app: typer.Typer) -> None:
         output: Annotated[
             Path, typer.Option("--output", "-o", metavar="DIR", help="Root of the result tree.")
         ] = Path("."),
-        prefix: Annotated[
-            str, typer.Option("--prefix", metavar="TEXT", help="Prefix of result file names.")
-        ] = "",
+        prefix: RunPrefixOpt = "",
         skip: Annotated[
             list[str],
             typer.Option(
@@ -247,24 +247,8 @@ def register(app: typer.Typer) -> None:
             bool,
             typer.Option("--rerun-stale", help="Re-run results whose setup changed (implies --continue)."),
         ] = False,
-        setup: Annotated[
-            list[str],
-            typer.Option(
-                "--setup",
-                metavar="GLOB",
-                help="Run only setups matching GLOB (repeatable).",
-                show_default=False,
-            ),
-        ] = [],  # noqa: B006
-        dataset: Annotated[
-            list[str],
-            typer.Option(
-                "--dataset",
-                metavar="GLOB",
-                help="Run only datasets matching GLOB (repeatable).",
-                show_default=False,
-            ),
-        ] = [],  # noqa: B006
+        setup: RunSetupOpt = [],  # noqa: B006
+        dataset: RunDatasetOpt = [],  # noqa: B006
         limit: Annotated[
             int | None, typer.Option("--limit", min=1, metavar="N", help="First N questions per dataset.")
         ] = None,
@@ -374,12 +358,7 @@ def _run(
         retry=RetryPolicy(retries=retries, backoff=backoff),
         max_connection_failures=max_connection_failures,
     )
-    reporter: Any
-    if sys.stderr.isatty() and plan.tasks and verbosity() >= 0:
-        with RichReporter(len(plan.tasks)) as reporter:
-            summary = run_benchmark(plan, cfg, options, reporter)
-    else:
-        reporter = PlainReporter(len(plan.tasks))
+    with run_progress("benchmark", len(plan.tasks)) as reporter:
         summary = run_benchmark(plan, cfg, options, reporter)
     info(summary_line(summary))
     for line in endpoint_lines(summary):

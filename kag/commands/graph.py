@@ -3,67 +3,16 @@
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Self
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from kag.commands._common import ConfigOpt, KagCommand, Quiet, Verbose
-from kag.console import info, stderr_console, verbosity
 
 if TYPE_CHECKING:
     from kag.retrieval.importer import ImportReport
-
-
-PROGRESS_INTERVAL = 10.0  # seconds between plain progress lines when stderr is not a terminal
-STAGES = {"embeddings": "embedding nodes", "nodes": "writing nodes", "relationships": "writing relationships"}
-
-
-class PlainProgress:
-    """Progress as plain lines on stderr (logs, CI): one line per stage at most every
-    ``interval`` seconds, and one when a stage completes."""
-
-    def __init__(self, interval: float = PROGRESS_INTERVAL) -> None:
-        self.interval = interval
-        self.last = time.monotonic()
-
-    def __call__(self, stage: str, done: int, total: int) -> None:
-        now = time.monotonic()
-        if done >= total or now - self.last >= self.interval:
-            self.last = now
-            percent = 100 * done // total if total else 100
-            info(f"kag: progress: {STAGES.get(stage, stage)} {done}/{total} ({percent}%)")
-
-
-class RichProgress:
-    """A rich progress bar per stage on stderr (a terminal), removed when the import ends."""
-
-    def __init__(self) -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        self.bar = Progress(
-            TextColumn("{task.description:>21}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=stderr_console(),
-            transient=True,
-        )
-        self.tasks: dict[str, Any] = {}
-
-    def __enter__(self) -> Self:
-        self.bar.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.bar.stop()
-
-    def __call__(self, stage: str, done: int, total: int) -> None:
-        if stage not in self.tasks:
-            self.tasks[stage] = self.bar.add_task(STAGES.get(stage, stage), total=total)
-        self.bar.update(self.tasks[stage], completed=done)
 
 
 IMPORT_EXAMPLES = """Examples:
@@ -154,6 +103,7 @@ def register(app: typer.Typer) -> None:
         Ladybug database of the configuration, with an embedding per node."""
         from kag.generation.graph_import import import_from_config
         from kag.render.graph import render_import_report
+        from kag.render.progress import IMPORT_STAGES, stage_progress
 
         def run(progress: Callable[[str, int, int], None]) -> ImportReport:
             return import_from_config(
@@ -169,11 +119,8 @@ def register(app: typer.Typer) -> None:
                 progress=progress,
             )
 
-        if sys.stderr.isatty() and verbosity() >= 0:
-            with RichProgress() as bar:
-                report = run(bar)
-        else:
-            report = run(PlainProgress(PROGRESS_INTERVAL))
+        with stage_progress(IMPORT_STAGES) as progress:
+            report = run(progress)
         sys.stdout.write(render_import_report(report, index))
 
     app.add_typer(graph_app)

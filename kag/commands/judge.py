@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -30,7 +30,7 @@ from kag.commands._common import (
     pick_option,
     tree_place,
 )
-from kag.console import info, verbosity, warn
+from kag.console import info, warn
 from kag.errors import InputError, UsageError
 
 
@@ -104,7 +104,7 @@ def register(stats_app: typer.Typer) -> None:
             summarize_verdicts,
         )
         from kag.render.judge import render_judge_json, render_judge_text
-        from kag.render.progress import PlainReporter, RichReporter
+        from kag.render.progress import run_progress
 
         fmt = pick_format(ctx, format, JudgeFormat)
         datasets_path = pick_option(ctx, "--datasets", datasets, None)
@@ -128,13 +128,8 @@ def register(stats_app: typer.Typer) -> None:
             parallel=parallel, timeout=timeout, retry=RetryPolicy(retries=retries, backoff=backoff)
         )
         cache = VerdictCache(root, who)
-        reporter: Any
         total = len(collected.items)
-        if sys.stderr.isatty() and verbosity() >= 0:
-            with RichReporter(total) as reporter:
-                run = run_judge(cfg, who, template, collected.items, cache, options, reporter)
-        else:
-            reporter = PlainReporter(total)
+        with run_progress("judge", total) as reporter:
             run = run_judge(cfg, who, template, collected.items, cache, options, reporter)
         info(
             f"kag: judge: {total} answer(s): {run.cached} verdict(s) from the cache, "

@@ -83,7 +83,8 @@ def make_project(root: Path, n: int = 4, questions: dict[str, Any] | None = None
     return root
 
 
-def args(root: Path, *extra: str) -> list[str]:
+def args(root: Path, *extra: str, out: str = "out") -> list[str]:
+    """`kag benchmark` on the project at ``root``, writing below ``root / out``."""
     return [
         "benchmark",
         "-c",
@@ -93,7 +94,7 @@ def args(root: Path, *extra: str) -> list[str]:
         "-d",
         str(root / "datasets.json"),
         "-o",
-        str(root / "out"),
+        str(root / out),
         "--backoff",
         "0",
         *extra,
@@ -231,35 +232,6 @@ def test_stale_results_are_reported_and_rerun_on_request(tmp_path: Path, server:
         and new.stats.prompt is not None
         and new.stats.prompt.endswith("one letter.")
     )
-
-
-def test_plain_progress_lines(capsys: pytest.CaptureFixture[str]) -> None:
-    from kag.generation.generator import TaskOutcome
-    from kag.render.progress import PlainReporter
-
-    reporter = PlainReporter(total=4, interval=0.0)
-    reporter.task_done(TaskOutcome("d/1 [s]", Path("x"), True, 1, 0.1))
-    reporter.task_done(TaskOutcome("d/2 [s]", Path("y"), False, 3, 0.1, "Failed: HTTP 500"))
-    err = capsys.readouterr().err.splitlines()
-    assert err[0].startswith("kag: progress: 1/4 done (0 error(s)), ")
-    assert err[1] == "kag: warning: d/2 [s]: Failed: HTTP 500"
-    assert err[2].startswith("kag: progress: 2/4 done (1 error(s)), ") and "ETA" in err[2]
-
-
-def test_rich_progress_bar(monkeypatch: pytest.MonkeyPatch) -> None:
-    import io
-
-    from kag.generation.generator import TaskOutcome
-    from kag.render.progress import RichReporter
-
-    buffer = io.StringIO()
-    monkeypatch.setattr(sys, "stderr", buffer)
-    with RichReporter(total=2) as reporter:
-        reporter.task_done(TaskOutcome("d/1 [s]", Path("x"), True, 1, 0.1))
-        reporter.task_done(TaskOutcome("d/2 [s]", Path("y"), False, 2, 0.1, "Failed: HTTP 503"))
-    text = buffer.getvalue()
-    assert "kag: warning: d/2 [s]: Failed: HTTP 503" in text
-    assert "2/2" in text and "1 error(s)" in text and "ETA" in text
 
 
 # ---------------------------------------------------------------- bad configuration: exit 2, no request

@@ -18,10 +18,10 @@ from typing import Any
 
 import orjson
 import pytest
-from typer.testing import CliRunner
 
-from kag.cli import app
 from kag.results import EPOCHS_FOLDER, OkResult, epoch_result_path, read_result, result_to_json
+from tests.commands.test_benchmark_cli import args as bench_args
+from tests.commands.test_benchmark_cli import invoke
 from tests.conftest import REPO
 from tests.fakeserver import FakeServer
 
@@ -78,19 +78,6 @@ def make_project(root: Path, urls: list[str], n: int = 6, setups: str = BENCH) -
     return root
 
 
-def bench_args(root: Path, out: str = "out", *extra: str) -> list[str]:
-    return [
-        "benchmark",
-        *("-c", str(root / "config.toml"), "-b", str(root / "bench.toml"), "-d", str(root / "datasets.json")),
-        *("-o", str(root / out), "--backoff", "0"),
-        *extra,
-    ]
-
-
-def invoke(argv: list[str]) -> Any:
-    return CliRunner().invoke(app, argv)
-
-
 def tree(out: Path) -> dict[str, Any]:
     """Every file below ``out`` (relative path -> its JSON without the timing fields)."""
     found: dict[str, Any] = {}
@@ -115,7 +102,7 @@ def test_a_dead_url_in_the_list_costs_no_task(tmp_path: Path, server: FakeServer
     dead = dead_url()
     root = make_project(tmp_path, [dead, f"{server.url}/v1"], n=10)
     # One task whose server cannot be reached would stop the run: the dead URL must not count.
-    result = invoke(bench_args(root, "out", "-p", "4", "--retries", "0", "--max-connection-failures", "1"))
+    result = invoke(bench_args(root, "-p", "4", "--retries", "0", "--max-connection-failures", "1"))
     assert result.exit_code == 0, result.stderr
     files = tree(root / "out")
     assert len(files) == 20 and all("ok" in f and f["ok"]["stats"]["attempts"] == 1 for f in files.values())
@@ -139,7 +126,7 @@ def test_every_task_ends_ok_when_an_endpoint_is_killed_mid_run(tmp_path: Path) -
 
         killer = threading.Thread(target=kill_first)
         killer.start()
-        result = invoke(bench_args(root, "out", "-p", "6", "--max-connection-failures", "1"))
+        result = invoke(bench_args(root, "-p", "6", "--max-connection-failures", "1"))
         killer.join()
         assert result.exit_code == 0, result.stderr
         files = tree(root / "out")
@@ -153,7 +140,7 @@ def test_every_task_ends_ok_when_an_endpoint_is_killed_mid_run(tmp_path: Path) -
 def test_the_run_stops_only_when_every_url_is_unreachable(tmp_path: Path) -> None:
     urls = [dead_url(), dead_url()]
     root = make_project(tmp_path, urls, n=5)
-    result = invoke(bench_args(root, "out", "--retries", "0", "--max-connection-failures", "2"))
+    result = invoke(bench_args(root, "--retries", "0", "--max-connection-failures", "2"))
     assert result.exit_code == 2
     assert result.stderr.splitlines()[-1].startswith(
         f"kag: error: every URL of provider 'oa' ({urls[0]}, {urls[1]}): unreachable for 2 task(s) in a row;"
@@ -165,7 +152,7 @@ def test_a_url_with_a_query_string_is_refused_before_any_request_without_showing
     # written there would show in every message. Refused at load, the value hidden.
     urls = [dead_url(), dead_url() + "?api-key=hunter2"]
     root = make_project(tmp_path, urls, n=5)
-    result = invoke(bench_args(root, "out", "--retries", "0"))
+    result = invoke(bench_args(root, "--retries", "0"))
     assert result.exit_code == 2
     assert "'url[1]' must not carry a query string or fragment" in result.stderr
     assert "?api-key=***" in result.stderr and "hunter2" not in result.stderr + result.stdout
@@ -177,19 +164,19 @@ def test_a_url_with_a_query_string_is_refused_before_any_request_without_showing
 
 def test_three_shards_one_after_another_make_the_unsharded_tree(tmp_path: Path, server: FakeServer) -> None:
     root = make_project(tmp_path, [f"{server.url}/v1"], n=12)
-    full = invoke(bench_args(root, "full", "-p", "4"))
+    full = invoke(bench_args(root, "-p", "4", out="full"))
     assert full.exit_code == 0, full.stderr
     expected = sent(server)
     assert sum(expected.values()) == 24
     server.reset()
     planned = 0
     for k in (1, 2, 3):
-        dry = invoke(bench_args(root, "out", "--shard", f"{k}/3", "--dry-run"))
+        dry = invoke(bench_args(root, "--shard", f"{k}/3", "--dry-run"))
         assert dry.exit_code == 0, dry.stderr
         shown = int(dry.stdout.splitlines()[-1].split()[0])  # "<n> task(s) to run; ..."
         assert 0 < shown < 24
         planned += shown
-        result = invoke(bench_args(root, "out", "-p", "4", "--shard", f"{k}/3"))
+        result = invoke(bench_args(root, "-p", "4", "--shard", f"{k}/3"))
         assert result.exit_code == 0, result.stderr
         assert f"kag: benchmark: {shown} task(s) run: {shown} ok" in result.stderr
     assert planned == 24
@@ -199,7 +186,7 @@ def test_three_shards_one_after_another_make_the_unsharded_tree(tmp_path: Path, 
 
 def spawn(root: Path, *extra: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "kag", *bench_args(root, "out", *extra)],
+        [sys.executable, "-m", "kag", *bench_args(root, *extra)],
         cwd=root,
         env=dict(os.environ, PYTHONPATH=str(REPO)),
         stdout=subprocess.PIPE,
@@ -217,8 +204,8 @@ def test_a_shard_runs_beside_another_and_refuses_its_twin(tmp_path: Path, server
     while not (lock.exists() and lock.read_text().strip()) and time.monotonic() < deadline:
         assert first.poll() is None, first.communicate()
         time.sleep(0.02)
-    twin = invoke(bench_args(root, "out", "--shard", "1/2"))
-    other = invoke(bench_args(root, "out", "--shard", "2/2", "-p", "8"))
+    twin = invoke(bench_args(root, "--shard", "1/2"))
+    other = invoke(bench_args(root, "--shard", "2/2", "-p", "8"))
     assert first.poll() is None  # both ran while the first shard was still running
     _, err = first.communicate(timeout=120)
     assert first.returncode == 0, err
@@ -232,7 +219,7 @@ def test_a_shard_runs_beside_another_and_refuses_its_twin(tmp_path: Path, server
 
 def test_shard_must_be_k_of_n(tmp_path: Path) -> None:
     root = make_project(tmp_path, ["http://127.0.0.1:9/v1"])
-    result = invoke(bench_args(root, "out", "--shard", "4/3"))
+    result = invoke(bench_args(root, "--shard", "4/3"))
     assert result.exit_code == 2
     assert (
         result.stderr.strip() == "kag: error: --shard: K must be between 1 and N, counting from 1 (got '4/3')"
@@ -253,10 +240,10 @@ system_prompt = '''{{ file('prompt.md') }}'''
 
 def test_epochs_store_repeats_beside_an_unchanged_first_epoch(tmp_path: Path, server: FakeServer) -> None:
     root = make_project(tmp_path, [f"{server.url}/v1"], n=4, setups=ONE)
-    plain = invoke(bench_args(root, "plain"))
+    plain = invoke(bench_args(root, out="plain"))
     assert plain.exit_code == 0, plain.stderr
     server.reset()
-    result = invoke(bench_args(root, "out", "--epochs", "3", "-p", "3"))
+    result = invoke(bench_args(root, "--epochs", "3", "-p", "3"))
     assert result.exit_code == 0, result.stderr
     assert "kag: benchmark: 12 task(s) run: 12 ok" in result.stderr
     per_question = Counter(r.prompt for r in server.chat_requests())
@@ -277,7 +264,7 @@ def test_epochs_store_repeats_beside_an_unchanged_first_epoch(tmp_path: Path, se
 def test_stats_sees_a_many_epoch_tree_as_its_first_epoch(tmp_path: Path, server: FakeServer) -> None:
     root = make_project(tmp_path, [f"{server.url}/v1"], n=4, setups=ONE)
     server.set_faults({"number 1": ["ok", "ok", "400"]})  # epoch 3 of question 1 is an error
-    result = invoke(bench_args(root, "out", "--epochs", "3", "--retries", "0"))
+    result = invoke(bench_args(root, "--epochs", "3", "--retries", "0"))
     assert result.exit_code == 0, result.stderr
     shutil.copytree(root / "out", root / "first")
     for folder in (root / "first").rglob(EPOCHS_FOLDER):
@@ -303,7 +290,7 @@ def test_stats_sees_a_many_epoch_tree_as_its_first_epoch(tmp_path: Path, server:
 
 def test_continue_runs_exactly_the_missing_epochs(tmp_path: Path, server: FakeServer) -> None:
     root = make_project(tmp_path, [f"{server.url}/v1"], n=3, setups=ONE)
-    assert invoke(bench_args(root, "out", "--epochs", "3")).exit_code == 0
+    assert invoke(bench_args(root, "--epochs", "3")).exit_code == 0
     out = root / "out"
     (out / "mcq/1/epochs/2/s1.json").unlink()
     (out / "mcq/2/epochs/3/s1.json").unlink()
@@ -311,9 +298,9 @@ def test_continue_runs_exactly_the_missing_epochs(tmp_path: Path, server: FakeSe
     leftover = out / "mcq/0/epochs/3/s1.json.4194303.0123abcd.tmp"
     leftover.write_bytes(b'{"ok": ')
     server.reset()
-    dry = invoke(bench_args(root, "out", "--epochs", "3", "--continue", "--dry-run"))
+    dry = invoke(bench_args(root, "--epochs", "3", "--continue", "--dry-run"))
     assert dry.stdout.splitlines()[-2].startswith("2 task(s) to run;")
-    result = invoke(bench_args(root, "out", "--epochs", "3", "--continue"))
+    result = invoke(bench_args(root, "--epochs", "3", "--continue"))
     assert result.exit_code == 0, result.stderr
     assert "kag: removed 1 leftover .tmp file(s)" in result.stderr
     asked = sorted((r.prompt or "").split("\n")[0] for r in server.chat_requests())
@@ -324,7 +311,7 @@ def test_continue_runs_exactly_the_missing_epochs(tmp_path: Path, server: FakeSe
     # --retry-errors covers the later epochs too.
     server.reset()
     (out / "mcq/0/epochs/2/s1.json").write_bytes(b'{"error": "Failed to generate a response"}')
-    result = invoke(bench_args(root, "out", "--epochs", "3", "--retry-errors"))
+    result = invoke(bench_args(root, "--epochs", "3", "--retry-errors"))
     assert result.exit_code == 0, result.stderr
     assert len(server.chat_requests()) == 1
     assert isinstance(read_result(out / "mcq/0/epochs/2/s1.json"), OkResult)

@@ -260,3 +260,49 @@ def test_the_cache_changes_no_other_report_of_the_tree(project: Path) -> None:
         assert (new.exit_code, new.stdout) == (old.exit_code, old.stdout)
     assert after[0].stderr == before[0].stderr  # no new ignored-file line either
     assert "s1" in after[0].stdout and "paris" in after[2].stdout
+
+
+def test_on_a_terminal_the_bar_says_judge(project: Path) -> None:
+    """stderr on a terminal (a pseudo-terminal here): the bar names the judging, not the benchmark."""
+    import pty
+    import re
+    import select
+    import subprocess
+    import sys
+    import time
+
+    main, secondary = pty.openpty()
+    env = dict(os.environ, PYTHONPATH=str(REPO), KAG_WIDTH="120", TERM="xterm")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kag", *BASE, "--format", "json"],
+        cwd=project,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=secondary,
+    )
+    os.close(secondary)
+    chunks: list[bytes] = []
+    deadline = time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline:
+            if select.select([main], [], [], 1.0)[0]:
+                try:
+                    data = os.read(main, 65536)
+                except OSError:  # EIO: the child closed the terminal
+                    break
+                if not data:
+                    break
+                chunks.append(data)
+            elif process.poll() is not None:
+                break
+        stdout, _ = process.communicate(timeout=60)
+    finally:
+        os.close(main)
+    assert process.returncode == 0
+    assert rows(stdout.decode())["s1"]["judged"] == 3
+    shown = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", b"".join(chunks).decode())
+    bars = [line.split("\r")[-1] for line in shown.splitlines() if " 5/5 " in line]
+    assert bars and bars[-1].startswith("judge ━") and "0 error(s)" in bars[-1]
+    assert "benchmark" not in shown
+    assert "kag: judge: 5 answer(s): 0 verdict(s) from the cache, 5 request(s) sent" in shown

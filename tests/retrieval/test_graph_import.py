@@ -394,9 +394,9 @@ def test_command_reports_progress_while_it_embeds_and_writes(
     project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Without a terminal, a plain line per batch once the interval has passed (0 here)."""
-    import kag.commands.graph
+    import kag.render.progress
 
-    monkeypatch.setattr(kag.commands.graph, "PROGRESS_INTERVAL", 0.0)
+    monkeypatch.setattr(kag.render.progress, "PROGRESS_INTERVAL", 0.0)
     names = [(str(i), "Thing", f"thing number {i}", "", "", "") for i in range(1100)]
     write_csv(
         project / "many.csv", ["id:ID", ":LABEL", "name", "age:int", "tags:string[]", "founded:long"], names
