@@ -4,6 +4,22 @@ whether it retrieves)."""
 
 from __future__ import annotations
 
+__all__ = [
+    "Answer",
+    "AnswerSet",
+    "SetupProfile",
+    "answer_set_from_run",
+    "answers_from_run",
+    "check_retrieves",
+    "index_answers",
+    "load_answers",
+    "native_candidates",
+    "paired_keys",
+    "question_sort_key",
+    "setup_configs",
+    "setup_profiles",
+]
+
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
