@@ -13,19 +13,22 @@ Per-file records first (:class:`Answer`, one per graded result file), aggregatio
 "Correct" means the outcome OK; WRONG and ERR are both "not correct", as in ACC = OK/TOT,
 so a setup that errors where the other answers right loses that question.
 
-Grading is :mod:`kag.grading.mcq`'s (the one rule of `kag stats`): :func:`load_answers`
+Grading is :mod:`kag.grading.mcq`'s (the one rule of `kag stats`): :func:`load_source_answers`
 runs :func:`kag.grading.mcq.grade_tree` with its per-file records kept and turns them
 into :class:`Answer` records (:func:`answers_from_run`); the statistics below are pure
 functions of those records. The public names (each module's ``__all__``) are re-exported
 here.
 """
 
-from kag.grading.compare import analysis, paired, records, setups
+from kag.grading.compare import analysis, paired, records, setups, trees
 from kag.grading.compare import flips as _flips  # the module: `flips` is its function
 from kag.grading.compare.analysis import *
 from kag.grading.compare.flips import *
 from kag.grading.compare.paired import *
 from kag.grading.compare.records import *
 from kag.grading.compare.setups import *
+from kag.grading.compare.trees import *
 
-__all__ = analysis.__all__ + _flips.__all__ + paired.__all__ + records.__all__ + setups.__all__
+__all__ = (
+    analysis.__all__ + _flips.__all__ + paired.__all__ + records.__all__ + setups.__all__ + trees.__all__
+)
