@@ -162,7 +162,7 @@ def grade_result(
     A retrieval sample needs the retriever's time and all three database counts (>= 0).
     """
     if isinstance(result, ErrorResult):
-        return _graded(GradingFields(result.error, None), _NO_KEY, dataset, question, setup, _NEVER)
+        return grade_fields(GradingFields(result.error, None), _NO_KEY, dataset, question, setup, _NEVER)
     stats = result.stats
     sample = None
     retrieval = stats.retrieval
@@ -182,7 +182,7 @@ def grade_result(
         stats.usage,
     )
     pattern = abstention if abstention is not None else compile_abstention(DEFAULT_ABSTENTION)
-    return _graded(fields, AnswerKey(answer, tuple(options)), dataset, question, setup, pattern)
+    return grade_fields(fields, AnswerKey(answer, tuple(options)), dataset, question, setup, pattern)
 
 
 # An error file is graded without its answer key or the abstention pattern.
@@ -190,7 +190,7 @@ _NO_KEY = AnswerKey("", ())
 _NEVER = re.compile(r"(?!)")
 
 
-def _graded(
+def grade_fields(
     fields: GradingFields,
     key: AnswerKey,
     dataset: str,
@@ -198,6 +198,9 @@ def _graded(
     setup: str,
     abstention: re.Pattern[str],
 ) -> GradedFile:
+    """Grade the fields a codec reader took from a result file
+    (:func:`kag.results.codec.grading_fields`, :func:`~kag.results.codec.parse_grading_fields`):
+    ERR for an error file, else the response against ``key`` (the rule of :func:`grade_result`)."""
     response = fields.response
     if response is None:
         return GradedFile(dataset, question, setup, Outcome.ERR, None, error=fields.error)
@@ -232,7 +235,7 @@ def grade_raw(
 
     Raises UnreadableResult (same messages as :func:`kag.results.codec.result_from_json`).
     """
-    return _graded(grading_fields(raw), key, dataset, question, setup, abstention)
+    return grade_fields(grading_fields(raw), key, dataset, question, setup, abstention)
 
 
 def grade_bytes(
@@ -250,22 +253,4 @@ def grade_bytes(
     :func:`kag.results.codec.parse_result`. Every byte is parsed (orjson): a file that is
     not valid JSON is unreadable, wherever the defect is.
     """
-    return _graded(parse_grading_fields(data, details), key, dataset, question, setup, abstention)
-
-
-def grade_bytes_with_text(
-    data: bytes,
-    key: AnswerKey,
-    *,
-    dataset: str,
-    question: str,
-    setup: str,
-    abstention: re.Pattern[str],
-    details: bool = True,
-    text: bool = True,
-) -> tuple[GradedFile, str | None]:
-    """:func:`grade_bytes`, and with ``text`` the file's rendered retrieval text
-    (``ok.stats.retrieval.result``; None for an error file, a setup that did not retrieve,
-    or when ``text`` is False)."""
-    fields = parse_grading_fields(data, details, retrieval_text=text)
-    return _graded(fields, key, dataset, question, setup, abstention), fields.retrieval_text
+    return grade_fields(parse_grading_fields(data, details), key, dataset, question, setup, abstention)

@@ -45,7 +45,7 @@ from kag.grading.mcq.rule import (
     GradedFile,
     Outcome,
     compile_abstention,
-    grade_bytes_with_text,
+    grade_fields,
 )
 from kag.grading.open_grading import OpenGradedFile, grade_open_response
 from kag.results.codec import parse_grading_fields
@@ -194,15 +194,17 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
                 continue
             path = entry.path
             try:
-                graded, text = grade_bytes_with_text(
-                    read_result_bytes(path),
+                # Config and usage only serve kept records; the retrieval text, the evidence measures.
+                fields = parse_grading_fields(
+                    read_result_bytes(path), config.keep_records, retrieval_text=with_text
+                )
+                graded = grade_fields(
+                    fields,
                     task.key,  # type: ignore[arg-type]
-                    dataset=task.dataset,
-                    question=task.question,
-                    setup=setup,
-                    abstention=abstention,
-                    details=config.keep_records,  # config and usage only serve kept records
-                    text=with_text,  # the evidence measures only
+                    task.dataset,
+                    task.question,
+                    setup,
+                    abstention,
                 )
             except Exception as exc:  # noqa: BLE001 - one bad file must never stop the walk
                 out.add_unreadable(path, exc)
@@ -217,7 +219,7 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
             if firsts is not None:
                 firsts[setup] = epoch_outcome(graded)
             if with_text:
-                record = evidence_record(task.evidence, text, graded.outcome is Outcome.OK)
+                record = evidence_record(task.evidence, fields.retrieval_text, graded.outcome is Outcome.OK)
                 if record is not None:
                     out.evidence.setdefault(key, {})[task.question] = record
             if debug:
