@@ -12,15 +12,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import lru_cache
-from typing import Any
 
 from kag.errors import UsageError
 from kag.results.codec import (
     NANOS_PER_SEC,
     GradingFields,
     RetrievalSample,
-    grading_fields,
-    parse_grading_fields,
     utf8_length,
 )
 from kag.results.model import ErrorResult, ModelConfig, Result, Timing, Usage
@@ -198,9 +195,11 @@ def grade_fields(
     setup: str,
     abstention: re.Pattern[str],
 ) -> GradedFile:
-    """Grade the fields a codec reader took from a result file
-    (:func:`kag.results.codec.grading_fields`, :func:`~kag.results.codec.parse_grading_fields`):
-    ERR for an error file, else the response against ``key`` (the rule of :func:`grade_result`)."""
+    """Grade the fields a codec reader took from a result file, without building the model:
+    :func:`kag.results.codec.grading_fields` (parsed JSON) or
+    :func:`~kag.results.codec.parse_grading_fields` (the file's bytes; they raise
+    UnreadableResult with the canonical reader's messages). ERR for an error file, else the
+    response against ``key``: what :func:`grade_result` gives for the file's result model."""
     response = fields.response
     if response is None:
         return GradedFile(dataset, question, setup, Outcome.ERR, None, error=fields.error)
@@ -219,38 +218,3 @@ def grade_fields(
         config=fields.config,
         usage=fields.usage,
     )
-
-
-def grade_raw(
-    raw: Any,
-    key: AnswerKey,
-    *,
-    dataset: str,
-    question: str,
-    setup: str,
-    abstention: re.Pattern[str],
-) -> GradedFile:
-    """:func:`grade_result` of ``result_from_json(raw)``, without building the model
-    (:func:`kag.results.codec.grading_fields` reads the fields).
-
-    Raises UnreadableResult (same messages as :func:`kag.results.codec.result_from_json`).
-    """
-    return grade_fields(grading_fields(raw), key, dataset, question, setup, abstention)
-
-
-def grade_bytes(
-    data: bytes,
-    key: AnswerKey,
-    *,
-    dataset: str,
-    question: str,
-    setup: str,
-    abstention: re.Pattern[str],
-    details: bool = True,
-) -> GradedFile:
-    """Grade the bytes of a result file (``details``: see
-    :func:`kag.results.codec.grading_fields`); raises UnreadableResult like
-    :func:`kag.results.codec.parse_result`. Every byte is parsed (orjson): a file that is
-    not valid JSON is unreadable, wherever the defect is.
-    """
-    return grade_fields(parse_grading_fields(data, details), key, dataset, question, setup, abstention)

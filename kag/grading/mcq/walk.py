@@ -2,7 +2,7 @@
 
 Two stages, as in ir_measures: every result file first becomes a small per-file record
 (:class:`GradedFile`, built by :func:`grade_result` from the result model, or by
-:func:`grade_raw` straight from the parsed JSON); records are then folded into
+:func:`grade_fields` straight from the file's fields); records are then folded into
 :class:`Tally` accumulators keyed by (setup, dataset), and :func:`summarize` turns those
 into ranked :class:`SetupSummary` blocks of :class:`Metrics`.
 
@@ -346,7 +346,7 @@ def grade_tree(
     3. Files of an MCQ without an answer count in ``skipped_files``.
     4. A file that is not exactly ``{"error": str}`` or ``{"ok": {"result": str, ...}}``
        is unreadable: a warning names it and it counts in ``unreadable_files``.
-    5. Otherwise :func:`grade_raw` grades it (what :func:`grade_result` gives for the
+    5. Otherwise :func:`grade_fields` grades it (what :func:`grade_result` gives for the
        result model of the file, without building the model).
 
     ``setups`` / ``dataset_globs`` are shell globs (case-sensitive); a file must match one
