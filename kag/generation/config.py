@@ -57,15 +57,12 @@ SECRET_KEYS = frozenset({"key", "password", "api_key", "token", "secret"})
 # ---------------------------------------------------------------- model
 
 
-@dataclass(frozen=True)
-class OllamaProvider:
-    """Ollama's native API (``/api/chat``, ``/api/embed``); ``tokens`` becomes ``num_ctx``."""
+class _Served:
+    """A provider served over HTTP: ``urls`` holds every endpoint, ``url`` first; given
+    empty, it is ``(url,)`` (a one-URL provider)."""
 
-    name: str
-    url: str = OLLAMA_DEFAULT_URL
-    type: str = "Ollama"
-    # Every endpoint, ``url`` first; a one-URL provider has ``(url,)``.
-    urls: tuple[str, ...] = ()
+    url: str
+    urls: tuple[str, ...]
 
     def __post_init__(self) -> None:
         if not self.urls:
@@ -73,7 +70,17 @@ class OllamaProvider:
 
 
 @dataclass(frozen=True)
-class OpenAIProvider:
+class OllamaProvider(_Served):
+    """Ollama's native API (``/api/chat``, ``/api/embed``); ``tokens`` becomes ``num_ctx``."""
+
+    name: str
+    url: str = OLLAMA_DEFAULT_URL
+    type: str = "Ollama"
+    urls: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class OpenAIProvider(_Served):
     """Any OpenAI-compatible server (``/chat/completions``, ``/embeddings``); ``tokens`` is
     ``max_tokens``. An empty ``key`` sends no ``Authorization`` header (local servers)."""
 
@@ -81,12 +88,7 @@ class OpenAIProvider:
     key: str = field(repr=False)
     url: str = OPENAI_DEFAULT_URL
     type: str = "OpenAI"
-    # Every endpoint, ``url`` first; a one-URL provider has ``(url,)``.
     urls: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        if not self.urls:
-            object.__setattr__(self, "urls", (self.url,))
 
 
 @dataclass(frozen=True)

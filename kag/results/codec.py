@@ -11,6 +11,19 @@ with hypothesis.
 
 from __future__ import annotations
 
+__all__ = [
+    "GradingFields",
+    "RetrievalSample",
+    "dump_result",
+    "grading_fields",
+    "parse_grading_fields",
+    "parse_response",
+    "parse_result",
+    "result_from_json",
+    "result_to_json",
+    "utf8_length",
+]
+
 import math
 from dataclasses import dataclass
 from typing import Any, NamedTuple

@@ -4,6 +4,28 @@ canonical file reader, one atomic writer for every file kag writes, and the tree
 
 from __future__ import annotations
 
+__all__ = [
+    "LOCK_NAME",
+    "MAX_RESULT_BYTES",
+    "NO_SPACE_ERRNOS",
+    "TMP_OVERHEAD",
+    "LinkInTree",
+    "NoSpace",
+    "TreeBusy",
+    "TreeLock",
+    "find_dead_temporaries",
+    "lock_tree",
+    "read_result",
+    "read_result_bytes",
+    "read_result_nofollow",
+    "temporary_name",
+    "temporary_owner",
+    "too_large_message",
+    "write_atomic",
+    "write_result",
+    "writer_alive",
+]
+
 import contextlib
 import errno
 import fcntl

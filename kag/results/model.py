@@ -8,6 +8,22 @@ field for field, plus the additive fields ``generation_time``, ``usage``, ``atte
 
 from __future__ import annotations
 
+__all__ = [
+    "RESULT_SUFFIX",
+    "TMP_SUFFIX",
+    "AugmentedGeneration",
+    "DatabaseStats",
+    "ErrorResult",
+    "ModelConfig",
+    "OkResult",
+    "OkStats",
+    "Result",
+    "Retrieval",
+    "Timing",
+    "UnreadableResult",
+    "Usage",
+]
+
 from dataclasses import dataclass, field
 
 from kag.errors import InputError

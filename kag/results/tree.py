@@ -5,6 +5,27 @@ Layout: ``<results>/<dataset>/<question>/<prefix><setup>.json``.
 
 from __future__ import annotations
 
+__all__ = [
+    "EPOCHS_FOLDER",
+    "ResultFile",
+    "TreeListing",
+    "Unit",
+    "check_results_root",
+    "epoch_result_path",
+    "expand_unit",
+    "iter_result_files_deep",
+    "iter_units",
+    "iter_walk",
+    "list_result_files_deep",
+    "list_results",
+    "matches_any",
+    "relative_path",
+    "result_path",
+    "scandir_entries",
+    "setup_from_name",
+    "sorted_entries",
+]
+
 import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field

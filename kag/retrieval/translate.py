@@ -42,7 +42,7 @@ import contextvars
 import json
 import logging
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -102,35 +102,6 @@ def ryu_float(value: float) -> str:
     return sign + body
 
 
-def formal_value(value: Any) -> str:
-    """A property value as serde_json's ``Value`` displays it (compact JSON)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        return ryu_float(value) if math.isfinite(value) else "null"
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    if isinstance(value, list | tuple):
-        return "[" + ",".join(formal_value(item) for item in value) + "]"
-    if isinstance(value, Mapping):
-        return (
-            "{"
-            + ",".join(
-                f"{json.dumps(str(k), ensure_ascii=False)}:{formal_value(value[k])}"
-                for k in sorted(value, key=str)
-            )
-            + "}"
-        )
-    if isinstance(value, bytes):
-        return "[" + ",".join(str(b) for b in value) + "]"
-    # Dates, times, points...: their ISO text, quoted.
-    return json.dumps(str(value), ensure_ascii=False)
-
-
 def rust_display_float(value: float) -> str:
     """A float as minijinja prints it: Rust's positional ``Display``, plus ``.0`` for whole
     numbers (``1.0``, ``100000000000000000000.0``, ``0.0000001``, ``NaN``, ``-inf``)."""
@@ -144,36 +115,65 @@ def rust_display_float(value: float) -> str:
     return text
 
 
-def _textual_nested(value: Any) -> str:
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    return textual_value(value)
+def _formal_float(value: float) -> str:
+    # serde_json writes a NaN or an infinity as null.
+    return ryu_float(value) if math.isfinite(value) else "null"
 
 
-def textual_value(value: Any) -> str:
-    """A property value as minijinja prints it into a template."""
+def _formal_other(value: Any) -> str:
+    if isinstance(value, bytes):
+        return "[" + ",".join(str(b) for b in value) + "]"
+    # Dates, times, points...: their ISO text, quoted.
+    return json.dumps(str(value), ensure_ascii=False)
+
+
+@dataclass(frozen=True)
+class _Convention:
+    """How one display convention spells the parts of a property value; booleans, integers
+    and strings (quoted as JSON, not ASCII-escaped) are the same in both."""
+
+    null: str
+    number: Callable[[float], str]
+    comma: str  # between list items and between object members
+    colon: str  # between an object's key and its value
+    other: Callable[[Any], str]  # any other type (dates, points, bytes...)
+
+
+_SERDE_JSON = _Convention("null", _formal_float, ",", ":", _formal_other)
+_MINIJINJA = _Convention("none", rust_display_float, ", ", ": ", str)
+
+
+def _display(value: Any, convention: _Convention) -> str:
     if value is None:
-        return "none"
+        return convention.null
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):
         return str(value)
     if isinstance(value, float):
-        return rust_display_float(value)
+        return convention.number(value)
     if isinstance(value, str):
-        return value
+        return json.dumps(value, ensure_ascii=False)
     if isinstance(value, list | tuple):
-        return "[" + ", ".join(_textual_nested(item) for item in value) + "]"
+        return "[" + convention.comma.join(_display(item, convention) for item in value) + "]"
     if isinstance(value, Mapping):
-        return (
-            "{"
-            + ", ".join(
-                f"{json.dumps(str(k), ensure_ascii=False)}: {_textual_nested(value[k])}"
-                for k in sorted(value, key=str)
-            )
-            + "}"
+        members = (
+            f"{json.dumps(str(k), ensure_ascii=False)}{convention.colon}{_display(value[k], convention)}"
+            for k in sorted(value, key=str)
         )
-    return str(value)
+        return "{" + convention.comma.join(members) + "}"
+    return convention.other(value)
+
+
+def formal_value(value: Any) -> str:
+    """A property value as serde_json's ``Value`` displays it (compact JSON)."""
+    return _display(value, _SERDE_JSON)
+
+
+def textual_value(value: Any) -> str:
+    """A property value as minijinja prints it into a template: a string as it is (quoted
+    inside a list or an object)."""
+    return value if isinstance(value, str) else _display(value, _MINIJINJA)
 
 
 # ---------------------------------------------------------------- templates

@@ -14,12 +14,12 @@ from kag.grading.mcq.rule import (
     DEFAULT_ABSTENTION,
     AnswerKey,
     compile_abstention,
-    grade_bytes,
-    grade_raw,
+    grade_fields,
     grade_result,
 )
 from kag.results.codec import (
     grading_fields,
+    parse_grading_fields,
     parse_response,
     parse_result,
     result_from_json,
@@ -138,7 +138,7 @@ def test_the_simdjson_fast_path_reads_the_plain_shapes_only(data: bytes, expecte
     assert simd_response(data) == expected  # the parser is reusable
 
 
-# ---------------------------------------------------------------- grading: grade_raw
+# ---------------------------------------------------------------- grading: grading_fields
 
 
 KEY = AnswerKey("b", ("a", "b", "c"))
@@ -249,11 +249,11 @@ def _assert_fast_path_agrees(raw) -> None:
         model = result_from_json(raw)
     except UnreadableResult as exc:
         with pytest.raises(UnreadableResult) as fast:
-            grade_raw(raw, KEY, abstention=pattern, **args)
+            grade_fields(grading_fields(raw), KEY, abstention=pattern, **args)
         assert str(fast.value) == str(exc)
         return
     expected = grade_result(model, KEY.answer, KEY.options, abstention=pattern, **args)
-    assert grade_raw(raw, KEY, abstention=pattern, **args) == expected
+    assert grade_fields(grading_fields(raw), KEY, abstention=pattern, **args) == expected
     # The retrieval text the evidence measures read is the model's, and only read when asked.
     text = None
     if isinstance(model, OkResult) and model.stats.retrieval is not None:
@@ -264,7 +264,7 @@ def _assert_fast_path_agrees(raw) -> None:
 
 @settings(max_examples=150, deadline=None)
 @given(json_values)
-def test_grade_raw_equals_the_model_on_any_json(raw):
+def test_grading_fields_grade_equals_the_model_on_any_json(raw):
     _assert_fast_path_agrees(raw)
     _assert_fast_path_agrees({"ok": raw})
     _assert_fast_path_agrees({"ok": {"result": "b", "stats": raw}})
@@ -272,7 +272,7 @@ def test_grade_raw_equals_the_model_on_any_json(raw):
 
 @settings(max_examples=300, deadline=None)
 @given(valid_results, st.data())
-def test_grade_raw_equals_the_model_on_mutated_result_files(result, data):
+def test_grading_fields_grade_equals_the_model_on_mutated_result_files(result, data):
     raw = result_to_json(result)
     _assert_fast_path_agrees(raw)
     for _ in range(data.draw(st.integers(1, 3))):
@@ -316,17 +316,16 @@ def _full(time=None, db=None, ret_time=None) -> dict:
         {"error": None},
     ],
 )
-def test_grade_raw_equals_the_model_on_edge_cases(raw):
+def test_grading_fields_grade_equals_the_model_on_edge_cases(raw):
     _assert_fast_path_agrees(raw)
 
 
-def test_grade_bytes_reports_invalid_json_like_parse_result():
-    pattern = compile_abstention(DEFAULT_ABSTENTION)
+def test_parse_grading_fields_reports_invalid_json_like_parse_result():
     for data in (b"", b"{", b'{"ok": 1,}', b"\xff"):
         with pytest.raises(UnreadableResult) as model:
             parse_result(data)
         with pytest.raises(UnreadableResult) as fast:
-            grade_bytes(data, KEY, dataset="d", question="q", setup="s", abstention=pattern)
+            parse_grading_fields(data)
         assert str(fast.value) == str(model.value)
 
 
@@ -334,7 +333,7 @@ def test_the_records_keep_the_error_text_the_config_and_the_usage() -> None:
     """What comparisons and cost reports read later comes with the record, not from the file again."""
     pattern = compile_abstention(DEFAULT_ABSTENTION)
     args = {"dataset": "d", "question": "q", "setup": "s", "abstention": pattern}
-    err = grade_raw({"error": "rate limited"}, KEY, **args)
+    err = grade_fields(grading_fields({"error": "rate limited"}), KEY, **args)
     assert (err.response, err.error) == (None, "rate limited")
     raw = {
         "ok": {
@@ -351,7 +350,7 @@ def test_the_records_keep_the_error_text_the_config_and_the_usage() -> None:
             },
         }
     }
-    graded = grade_raw(raw, KEY, **args)
+    graded = grade_fields(grading_fields(raw), KEY, **args)
     assert graded.config == ModelConfig("openai", "qwen", 0.5, None, AugmentedGeneration("embedder", "neo4j"))
     assert graded.usage == Usage(120, 3) and graded.error is None
 

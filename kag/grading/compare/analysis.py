@@ -3,6 +3,8 @@ page shows, chosen from the graded answers."""
 
 from __future__ import annotations
 
+__all__ = ["Analysis", "ImpactPlan", "analyse", "best_setup", "plan_impacts"]
+
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 

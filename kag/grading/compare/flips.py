@@ -3,6 +3,20 @@ impact (accuracy by retrieved-subgraph size, and the questions retrieval helped 
 
 from __future__ import annotations
 
+__all__ = [
+    "BUCKET_ORDER",
+    "EMPTY",
+    "NO_RETRIEVAL",
+    "SIZE_BUCKETS",
+    "Flip",
+    "FlipReport",
+    "ImpactRow",
+    "RetrievalImpact",
+    "flips",
+    "retrieval_impact",
+    "size_bucket",
+]
+
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass

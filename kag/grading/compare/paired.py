@@ -3,6 +3,20 @@ seeded paired bootstrap of the accuracy difference, and Holm's step-down adjustm
 
 from __future__ import annotations
 
+__all__ = [
+    "DEFAULT_ALPHA",
+    "DEFAULT_RESAMPLES",
+    "DEFAULT_SEED",
+    "EXACT_BELOW",
+    "BootstrapCI",
+    "McNemar",
+    "binomial_two_sided_p",
+    "chi2_sf_1df",
+    "holm",
+    "mcnemar",
+    "paired_bootstrap_diff",
+]
+
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass

@@ -4,6 +4,21 @@ whether it retrieves)."""
 
 from __future__ import annotations
 
+__all__ = [
+    "Answer",
+    "AnswerSet",
+    "SetupProfile",
+    "answer_set_from_run",
+    "answers_from_run",
+    "check_retrieves",
+    "index_answers",
+    "native_candidates",
+    "paired_keys",
+    "question_sort_key",
+    "setup_configs",
+    "setup_profiles",
+]
+
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -207,42 +222,6 @@ def answers_from_run(
             Answer(r.dataset, r.question, r.setup, outcome, response, gold, path, vertices, r.config, hit)
         )
     return answers
-
-
-def load_answers(
-    datasets: Datasets,
-    root: str | Path,
-    prefix: str = "",
-    setups: Sequence[str] = (),
-    dataset_globs: Sequence[str] = (),
-    workers: int | None = None,
-    *,
-    extract: str | None = None,
-    extracted: bool = False,
-    evidence: bool = False,
-    epochs: bool = False,
-) -> AnswerSet:
-    """Grade the tree like `kag stats` (same rules, filters, warnings and summary) and
-    return its answers with the profile of each setup (:func:`setup_configs`).
-
-    ``extract``: the ``--extract`` spec; ``extracted``: pair on the extracted grade;
-    ``evidence``: with each answer's evidence hit; ``epochs``: with the per-question mean
-    scores over the epochs (``AnswerSet.means``)."""
-    # One tree is the unlabelled case of the labelled-trees loader (imported here: it builds on this module).
-    from kag.grading.compare.trees import load_source_answers
-
-    return load_source_answers(
-        datasets,
-        root,
-        prefix,
-        setups,
-        dataset_globs,
-        workers,
-        extract=extract,
-        extracted=extracted,
-        evidence=evidence,
-        epochs=epochs,
-    )
 
 
 def answer_set_from_run(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+__all__ = ["Comparison", "ComparisonRun", "compare_setups"]
+
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal

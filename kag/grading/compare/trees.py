@@ -3,6 +3,8 @@ comparisons pair the setups of different trees by question as they pair those of
 
 from __future__ import annotations
 
+__all__ = ["answer_set_from_source", "answers_from_trees", "load_source_answers"]
+
 import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
@@ -79,8 +81,12 @@ def load_source_answers(
     evidence: bool = False,
     epochs: bool = False,
 ) -> AnswerSet:
-    """:func:`~kag.grading.compare.records.load_answers` for one tree or labelled trees:
-    grade like `kag stats` and return the answers with each setup's profile."""
+    """Grade one tree or labelled trees like `kag stats` (same rules, filters, warnings and
+    summary) and return the answers with the profile of each setup (:func:`setup_configs`).
+
+    ``extract``: the ``--extract`` spec; ``extracted``: pair on the extracted grade;
+    ``evidence``: with each answer's evidence hit; ``epochs``: with the per-question mean
+    scores over the epochs (``AnswerSet.means``)."""
     run = grade_source(
         datasets,
         source,

@@ -24,7 +24,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from kag.grading.epochs import EpochOutcome, EpochSummary, summarize_epochs
-from kag.grading.mcq.rule import AnswerKey, GradedFile, Outcome, grade_bytes
+from kag.grading.mcq.rule import AnswerKey, GradedFile, Outcome, grade_fields
+from kag.results.codec import parse_grading_fields
 from kag.results.io import read_result_bytes
 from kag.results.tree import matches_any, scandir_entries, setup_from_name
 from kag.textsafe import is_utf8
@@ -81,15 +82,8 @@ def question_epochs(
             epoch = 2
             while (path := per_epoch.get(epoch, {}).get(setup)) is not None:
                 try:
-                    graded = grade_bytes(
-                        read_result_bytes(path),
-                        key,
-                        dataset=dataset,
-                        question=question,
-                        setup=setup,
-                        abstention=abstention,
-                        details=False,
-                    )
+                    fields = parse_grading_fields(read_result_bytes(path), False)
+                    graded = grade_fields(fields, key, dataset, question, setup, abstention)
                 except OSError as exc:
                     logs.append((logging.WARNING, f"{path}: unreadable epoch file: {exc.strerror or exc}"))
                     break

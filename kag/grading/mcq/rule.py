@@ -12,15 +12,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import lru_cache
-from typing import Any
 
 from kag.errors import UsageError
 from kag.results.codec import (
     NANOS_PER_SEC,
     GradingFields,
     RetrievalSample,
-    grading_fields,
-    parse_grading_fields,
     utf8_length,
 )
 from kag.results.model import ErrorResult, ModelConfig, Result, Timing, Usage
@@ -162,7 +159,7 @@ def grade_result(
     A retrieval sample needs the retriever's time and all three database counts (>= 0).
     """
     if isinstance(result, ErrorResult):
-        return _graded(GradingFields(result.error, None), _NO_KEY, dataset, question, setup, _NEVER)
+        return grade_fields(GradingFields(result.error, None), _NO_KEY, dataset, question, setup, _NEVER)
     stats = result.stats
     sample = None
     retrieval = stats.retrieval
@@ -182,7 +179,7 @@ def grade_result(
         stats.usage,
     )
     pattern = abstention if abstention is not None else compile_abstention(DEFAULT_ABSTENTION)
-    return _graded(fields, AnswerKey(answer, tuple(options)), dataset, question, setup, pattern)
+    return grade_fields(fields, AnswerKey(answer, tuple(options)), dataset, question, setup, pattern)
 
 
 # An error file is graded without its answer key or the abstention pattern.
@@ -190,7 +187,7 @@ _NO_KEY = AnswerKey("", ())
 _NEVER = re.compile(r"(?!)")
 
 
-def _graded(
+def grade_fields(
     fields: GradingFields,
     key: AnswerKey,
     dataset: str,
@@ -198,6 +195,11 @@ def _graded(
     setup: str,
     abstention: re.Pattern[str],
 ) -> GradedFile:
+    """Grade the fields a codec reader took from a result file, without building the model:
+    :func:`kag.results.codec.grading_fields` (parsed JSON) or
+    :func:`~kag.results.codec.parse_grading_fields` (the file's bytes; they raise
+    UnreadableResult with the canonical reader's messages). ERR for an error file, else the
+    response against ``key``: what :func:`grade_result` gives for the file's result model."""
     response = fields.response
     if response is None:
         return GradedFile(dataset, question, setup, Outcome.ERR, None, error=fields.error)
@@ -216,56 +218,3 @@ def _graded(
         config=fields.config,
         usage=fields.usage,
     )
-
-
-def grade_raw(
-    raw: Any,
-    key: AnswerKey,
-    *,
-    dataset: str,
-    question: str,
-    setup: str,
-    abstention: re.Pattern[str],
-) -> GradedFile:
-    """:func:`grade_result` of ``result_from_json(raw)``, without building the model
-    (:func:`kag.results.codec.grading_fields` reads the fields).
-
-    Raises UnreadableResult (same messages as :func:`kag.results.codec.result_from_json`).
-    """
-    return _graded(grading_fields(raw), key, dataset, question, setup, abstention)
-
-
-def grade_bytes(
-    data: bytes,
-    key: AnswerKey,
-    *,
-    dataset: str,
-    question: str,
-    setup: str,
-    abstention: re.Pattern[str],
-    details: bool = True,
-) -> GradedFile:
-    """Grade the bytes of a result file (``details``: see
-    :func:`kag.results.codec.grading_fields`); raises UnreadableResult like
-    :func:`kag.results.codec.parse_result`. Every byte is parsed (orjson): a file that is
-    not valid JSON is unreadable, wherever the defect is.
-    """
-    return _graded(parse_grading_fields(data, details), key, dataset, question, setup, abstention)
-
-
-def grade_bytes_with_text(
-    data: bytes,
-    key: AnswerKey,
-    *,
-    dataset: str,
-    question: str,
-    setup: str,
-    abstention: re.Pattern[str],
-    details: bool = True,
-    text: bool = True,
-) -> tuple[GradedFile, str | None]:
-    """:func:`grade_bytes`, and with ``text`` the file's rendered retrieval text
-    (``ok.stats.retrieval.result``; None for an error file, a setup that did not retrieve,
-    or when ``text`` is False)."""
-    fields = parse_grading_fields(data, details, retrieval_text=text)
-    return _graded(fields, key, dataset, question, setup, abstention), fields.retrieval_text

@@ -2,7 +2,7 @@
 
 Two stages, as in ir_measures: every result file first becomes a small per-file record
 (:class:`GradedFile`, built by :func:`grade_result` from the result model, or by
-:func:`grade_raw` straight from the parsed JSON); records are then folded into
+:func:`grade_fields` straight from the file's fields); records are then folded into
 :class:`Tally` accumulators keyed by (setup, dataset), and :func:`summarize` turns those
 into ranked :class:`SetupSummary` blocks of :class:`Metrics`.
 
@@ -45,7 +45,7 @@ from kag.grading.mcq.rule import (
     GradedFile,
     Outcome,
     compile_abstention,
-    grade_bytes_with_text,
+    grade_fields,
 )
 from kag.grading.open_grading import OpenGradedFile, grade_open_response
 from kag.results.codec import parse_grading_fields
@@ -194,15 +194,17 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
                 continue
             path = entry.path
             try:
-                graded, text = grade_bytes_with_text(
-                    read_result_bytes(path),
+                # Config and usage only serve kept records; the retrieval text, the evidence measures.
+                fields = parse_grading_fields(
+                    read_result_bytes(path), config.keep_records, retrieval_text=with_text
+                )
+                graded = grade_fields(
+                    fields,
                     task.key,  # type: ignore[arg-type]
-                    dataset=task.dataset,
-                    question=task.question,
-                    setup=setup,
-                    abstention=abstention,
-                    details=config.keep_records,  # config and usage only serve kept records
-                    text=with_text,  # the evidence measures only
+                    task.dataset,
+                    task.question,
+                    setup,
+                    abstention,
                 )
             except Exception as exc:  # noqa: BLE001 - one bad file must never stop the walk
                 out.add_unreadable(path, exc)
@@ -217,7 +219,7 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
             if firsts is not None:
                 firsts[setup] = epoch_outcome(graded)
             if with_text:
-                record = evidence_record(task.evidence, text, graded.outcome is Outcome.OK)
+                record = evidence_record(task.evidence, fields.retrieval_text, graded.outcome is Outcome.OK)
                 if record is not None:
                     out.evidence.setdefault(key, {})[task.question] = record
             if debug:
@@ -344,7 +346,7 @@ def grade_tree(
     3. Files of an MCQ without an answer count in ``skipped_files``.
     4. A file that is not exactly ``{"error": str}`` or ``{"ok": {"result": str, ...}}``
        is unreadable: a warning names it and it counts in ``unreadable_files``.
-    5. Otherwise :func:`grade_raw` grades it (what :func:`grade_result` gives for the
+    5. Otherwise :func:`grade_fields` grades it (what :func:`grade_result` gives for the
        result model of the file, without building the model).
 
     ``setups`` / ``dataset_globs`` are shell globs (case-sensitive); a file must match one

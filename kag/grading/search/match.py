@@ -6,6 +6,8 @@ response trimmed by the grading rule's own ``rust_trim`` (Rust's ``str::trim``),
 
 from __future__ import annotations
 
+__all__ = ["literal_of"]
+
 from dataclasses import dataclass
 
 import regex

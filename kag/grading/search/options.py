@@ -3,6 +3,18 @@
 
 from __future__ import annotations
 
+__all__ = [
+    "DEFAULT_CONTEXT",
+    "DEFAULT_TIMEOUT",
+    "FileOutcome",
+    "FileStatus",
+    "Hit",
+    "SearchOptions",
+    "SearchResult",
+    "SetupCount",
+    "compile_pattern",
+]
+
 import math
 from dataclasses import dataclass, field
 from enum import Enum

@@ -22,6 +22,8 @@ Nothing here prints: warnings go to ``logging.getLogger(__name__)`` (rendered as
 
 from __future__ import annotations
 
+__all__ = ["search"]
+
 import logging
 import os
 from collections import Counter

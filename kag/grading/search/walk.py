@@ -6,6 +6,8 @@ warnings always come out sorted by path whatever the number of workers.
 
 from __future__ import annotations
 
+__all__ = ["list_search_files", "undecodable_part"]
+
 import os
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass

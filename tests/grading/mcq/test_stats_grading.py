@@ -604,17 +604,17 @@ def _real_kag_file(med_kag: Path) -> bytes:
 
 
 def test_every_truncation_of_a_real_file_is_unreadable(med_kag: Path):
-    from kag.results import UnreadableResult
+    from kag.results import UnreadableResult, parse_grading_fields
 
     data = _real_kag_file(med_kag)
     pattern = mcq.compile_abstention(mcq.DEFAULT_ABSTENTION)
     for cut in [*range(200), *range(200, len(data), 97), len(data) - 2]:
         with pytest.raises(UnreadableResult, match="not valid JSON"):
-            mcq.grade_bytes(data[:cut], KEY, dataset="d", question="q", setup="s", abstention=pattern)
+            mcq.grade_fields(parse_grading_fields(data[:cut]), KEY, "d", "q", "s", pattern)
 
 
 def test_a_malformed_number_deep_in_the_embedding_makes_the_file_unreadable(med_kag: Path):
-    from kag.results import UnreadableResult
+    from kag.results import UnreadableResult, parse_grading_fields
 
     original = _real_kag_file(med_kag)
     pattern = mcq.compile_abstention(mcq.DEFAULT_ABSTENTION)
@@ -623,7 +623,7 @@ def test_a_malformed_number_deep_in_the_embedding_makes_the_file_unreadable(med_
     assert first.startswith(b"-0.")
     double_dot = original.replace(first, b"-0.." + first[4:], 1)
     with pytest.raises(UnreadableResult, match="not valid JSON"):
-        mcq.grade_bytes(double_dot, KEY, dataset="d", question="q", setup="s", abstention=pattern)
+        mcq.grade_fields(parse_grading_fields(double_dot), KEY, "d", "q", "s", pattern)
 
 
 def test_pool_while_another_thread_runs_uses_a_clean_start_method(tmp_path: Path, tree: Path):

@@ -171,7 +171,7 @@ def test_cli_on_the_real_tree(med_kag: Path):
 
 def test_fast_path_equals_the_model_on_every_real_file(med_kag: Path):
     from kag.grading import mcq
-    from kag.results import read_result
+    from kag.results import parse_grading_fields, read_result
 
     datasets = load_datasets(med_kag / "datasets" / "mirage.json")
     pattern = mcq.compile_abstention(mcq.DEFAULT_ABSTENTION)
@@ -186,5 +186,6 @@ def test_fast_path_equals_the_model_on_every_real_file(med_kag: Path):
             "setup": name[len(PREFIX) : -5],
             "abstention": pattern,
         }
-        fast = mcq.grade_bytes(path.read_bytes(), mcq.AnswerKey(mcq_q.answer, tuple(mcq_q.options)), **args)
+        key = mcq.AnswerKey(mcq_q.answer, tuple(mcq_q.options))
+        fast = mcq.grade_fields(parse_grading_fields(path.read_bytes()), key, **args)
         assert fast == mcq.grade_result(read_result(path), mcq_q.answer, tuple(mcq_q.options), **args)
