@@ -3,25 +3,32 @@ comparisons pair the setups of different trees by question as they pair those of
 
 from __future__ import annotations
 
-__all__ = ["answer_set_from_source", "answers_from_trees", "load_source_answers"]
+__all__ = ["answer_set_from_source", "answers_from_trees", "load_source_answers", "tree_part"]
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 from kag.datasets import Datasets
 from kag.grading.compare.records import (
     Answer,
     AnswerSet,
+    answer_set,
     answer_set_from_run,
     answers_from_run,
-    setup_configs,
-    setup_profiles,
 )
 from kag.grading.mcq.metrics import GradeRun
 from kag.grading.mcq.rule import GradedFile
-from kag.grading.mcq.summary import summarize
-from kag.grading.mcq.trees import LabelledTree, ResultSource, grade_source, labelled, split_labelled
+from kag.grading.mcq.trees import (
+    SEPARATOR,
+    LabelledTree,
+    ResultSource,
+    grade_source,
+    labelled,
+    split_labelled,
+)
+from kag.grading.open_grading import OpenGradedFile
 
 
 def answers_from_trees(
@@ -33,39 +40,82 @@ def answers_from_trees(
     extracted: bool = False,
 ) -> list[Answer]:
     """One :class:`Answer` per record of a ``grade_trees(..., keep_records=True)`` run,
-    named ``LABEL/setup``, whose path is the real file in the tree labelled LABEL.
+    named ``LABEL/setup``, whose path is the real file in the tree labelled LABEL and whose
+    evidence hit is that file's.
 
     Sorted by (dataset, question, labelled setup). Raises ValueError when the run kept no
     records or a record's label names none of ``trees``.
     """
     if run.records is None:
         raise ValueError("the grading run kept no per-file records (grade_trees(..., keep_records=True))")
-    by_label: dict[str, list[GradedFile]] = {t.label: [] for t in trees}
+    known = {t.label for t in trees}
     for r in run.records:
-        label, setup = split_labelled(r.setup)
-        if label not in by_label:
+        label, _ = split_labelled(r.setup)
+        if label not in known:
             raise ValueError(f"record of setup {r.setup!r}: no tree is labelled {label!r}")
-        by_label[label].append(dataclasses.replace(r, setup=setup))
     answers: list[Answer] = []
     for tree in trees:
-        own = dataclasses.replace(run, records=tuple(by_label[tree.label]))
         answers.extend(
             dataclasses.replace(a, setup=labelled(tree.label, a.setup))
-            for a in answers_from_run(own, datasets, tree.root, prefix, extracted=extracted)
+            for a in answers_from_run(
+                tree_part(run, tree.label), datasets, tree.root, prefix, extracted=extracted
+            )
         )
     answers.sort(key=lambda a: (a.dataset, a.question, a.setup))
     return answers
+
+
+def tree_part(run: GradeRun, label: str) -> GradeRun:
+    """The part of a merged run (:func:`~kag.grading.mcq.trees.merge_runs`) that is the tree
+    labelled ``label``'s, its setups named as that tree graded alone names them: the
+    records, open records, tallies, epochs and evidence of its setups only. The other
+    fields (the file counters, the datasets file) are the merged run's."""
+    return dataclasses.replace(
+        run,
+        tallies=_own_keys(run.tallies, label),
+        records=None if run.records is None else _own_records(run.records, label),
+        open_records=None if run.open_records is None else _own_records(run.open_records, label),
+        epochs=None if run.epochs is None else _own_keys(run.epochs, label),
+        evidence=None if run.evidence is None else _own_keys(run.evidence, label),
+    )
+
+
+def _unlabelled(name: str, label: str) -> str | None:
+    """The setup of ``LABEL/setup`` when LABEL is ``label``, else None."""
+    mine, _, setup = name.partition(SEPARATOR)
+    return setup if mine == label else None
+
+
+_R = TypeVar("_R", GradedFile, OpenGradedFile)
+_V = TypeVar("_V")
+
+
+def _own_records(records: tuple[_R, ...], label: str) -> tuple[_R, ...]:
+    return tuple(
+        dataclasses.replace(r, setup=setup)
+        for r in records
+        if (setup := _unlabelled(r.setup, label)) is not None
+    )
+
+
+def _own_keys(mapping: Mapping[tuple[str, str], _V], label: str) -> dict[tuple[str, str], _V]:
+    """The entries of a mapping keyed by (setup, dataset) whose setup is of ``label``'s tree."""
+    return {
+        (setup, dataset): value
+        for (name, dataset), value in mapping.items()
+        if (setup := _unlabelled(name, label)) is not None
+    }
 
 
 def answer_set_from_source(
     run: GradeRun, datasets: Datasets, source: ResultSource, prefix: str = "", *, extracted: bool = False
 ) -> AnswerSet:
     """:func:`~kag.grading.compare.records.answer_set_from_run` of one unlabelled tree, or
-    the same for labelled trees (:func:`answers_from_trees`)."""
+    the same for labelled trees (:func:`answers_from_trees`; the summary and the mean scores
+    over epochs of the merged run, under the labelled names)."""
     if isinstance(source, (str, Path)):
         return answer_set_from_run(run, datasets, source, prefix, extracted=extracted)
-    answers = answers_from_trees(run, datasets, source, prefix, extracted=extracted)
-    return AnswerSet(tuple(answers), summarize(run), setup_profiles(answers, setup_configs(answers)))
+    return answer_set(run, answers_from_trees(run, datasets, source, prefix, extracted=extracted))
 
 
 def load_source_answers(
