@@ -120,6 +120,7 @@ def register(app: typer.Typer) -> None:
             relations=relation_names,
             embedding_model=embedding_model,
             allow_download=allow_download,
+            details=details is not None,
         )
         if details is not None:
             lines = write_details(details, report)

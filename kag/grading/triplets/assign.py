@@ -25,10 +25,10 @@ integer-like matrices with many ties), otherwise to the first candidate in SciPy
 order. When several assignments are optimal this one and SciPy's may pick different ones;
 the total is the same (the tests check it against SciPy and brute force).
 
-Two implementations of the one algorithm: a pure-Python loop for small matrices (no
-numpy call overhead per step) and a numpy one whose inner scan is vectorized for large
-ones; both perform the same floating-point operations in the same order and return the
-same assignment. ``PYTHON_MAX_COLS`` is where the numpy version starts to win (measured
+Two implementations of the search under one outer loop (`_augment_rows`): a pure-Python
+scan for small matrices (no numpy call overhead per step) and a numpy one, vectorized, for
+large ones; both perform the same floating-point operations in the same order and return
+the same assignment. ``PYTHON_MAX_COLS`` is where the numpy version starts to win (measured
 with ``benchmarks/bench_triplets.py --crossover``: about even at 200 columns, numpy 1.5×
 faster at 300; the grader's matrices rarely pass 20).
 """
@@ -36,7 +36,8 @@ faster at 300; the grader's matrices rarely pass 20).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 
 import numpy as np
 import numpy.typing as npt
@@ -168,58 +169,35 @@ def solve_wide_max(weights: npt.NDArray[np.float64]) -> list[int]:
     return _solve_numpy(weights)
 
 
-def _solve_python(cost: list[list[float]]) -> list[int]:
-    """Crouse's shortest augmenting path on a wide (rows ≤ columns) list-of-lists matrix."""
-    n_rows = len(cost)
-    n_cols = len(cost[0])
-    inf = math.inf
-    u, col4row, row4col = _row_reduction(cost)
-    v = [0.0] * n_cols
-    path = [-1] * n_cols
-    for cur_row in range(n_rows):
+# What a search from one row found: the columns it settled in order (the last one free,
+# each other one assigned to the row the search went on from), the length of the shortest
+# path, and every column's tentative distance.
+_Floats = list[float] | npt.NDArray[np.float64]
+_Reached = tuple[list[int], float, _Floats]
+
+
+def _augment_rows(
+    search: Callable[[int], _Reached],
+    u: _Floats,
+    v: _Floats,
+    col4row: list[int],
+    row4col: list[int] | npt.NDArray[np.intp],
+    path: list[int] | npt.NDArray[np.intp],
+) -> list[int]:
+    """Crouse's outer loop, the same for both solvers: each row the warm start left free runs
+    ``search`` (Dijkstra on the reduced costs to the nearest free column, which also records
+    ``path``), then the potentials move so reduced costs stay non-negative and zero on
+    assigned pairs, and the assignment is flipped along the path. Returns ``col4row``."""
+    for cur_row in range(len(col4row)):
         if col4row[cur_row] != -1:
             continue
-        shortest = [inf] * n_cols
-        remaining = list(range(n_cols - 1, -1, -1))
-        seen_rows: list[int] = []
-        seen_cols: list[int] = []
-        min_val = 0.0
-        i = cur_row
-        sink = -1
-        while sink == -1:
-            seen_rows.append(i)
-            row = cost[i]
-            u_i = u[i]
-            index = -1
-            lowest = inf
-            for it in range(len(remaining)):
-                j = remaining[it]
-                r = min_val + row[j] - u_i - v[j]
-                s = shortest[j]
-                if r < s:
-                    path[j] = i
-                    shortest[j] = s = r
-                if s < lowest:
-                    lowest = s
-                    index = it
-                elif s == lowest and row4col[j] == -1:
-                    index = it
-            min_val = lowest
-            j = remaining[index]
-            if row4col[j] == -1:
-                sink = j
-            else:
-                i = row4col[j]
-            seen_cols.append(j)
-            remaining[index] = remaining[-1]
-            remaining.pop()
+        seen_cols, min_val, shortest = search(cur_row)
         u[cur_row] += min_val
-        for i in seen_rows:
-            if i != cur_row:
-                u[i] += min_val - shortest[col4row[i]]
+        for j in seen_cols[:-1]:  # the other rows the search went through hold these columns
+            u[row4col[j]] += min_val - shortest[j]
         for j in seen_cols:
             v[j] -= min_val - shortest[j]
-        j = sink
+        j = seen_cols[-1]
         while True:
             i = path[j]
             row4col[j] = i
@@ -229,73 +207,112 @@ def _solve_python(cost: list[list[float]]) -> list[int]:
     return col4row
 
 
-def _solve_numpy(cost: npt.NDArray[np.float64]) -> list[int]:
-    """The same algorithm with each scan over the remaining columns vectorized.
+def _solve_python(cost: list[list[float]]) -> list[int]:
+    """Crouse's shortest augmenting path on a wide (rows ≤ columns) list-of-lists matrix."""
+    n_cols = len(cost[0])
+    u, col4row, row4col = _row_reduction(cost)
+    if -1 not in col4row:  # no search left: about half the grader's matrices end here
+        return col4row
+    v = [0.0] * n_cols
+    path = [-1] * n_cols
+    return _augment_rows(partial(_search_python, cost, u, v, row4col, path), u, v, col4row, row4col, path)
 
-    Full-length row operations on a mask of remaining columns replace the scalar scan;
-    ``position[j]`` (where column ``j`` sits in the scalar version's ``remaining`` list)
-    reproduces its tie-breaking exactly.
-    """
-    n_rows, n_cols = cost.shape
-    inf = np.inf
+
+def _search_python(
+    cost: list[list[float]], u: list[float], v: list[float], row4col: list[int], path: list[int], cur_row: int
+) -> _Reached:
+    """The search of `_augment_rows` from ``cur_row``, one column at a time (arguments, not
+    closure cells: the scan below is the solver's hot loop)."""
+    n_cols = len(v)
+    inf = math.inf
+    shortest = [inf] * n_cols
+    remaining = list(range(n_cols - 1, -1, -1))
+    seen_cols: list[int] = []
+    min_val = 0.0
+    i = cur_row
+    while True:
+        row = cost[i]
+        u_i = u[i]
+        index = -1
+        lowest = inf
+        for it in range(len(remaining)):
+            j = remaining[it]
+            r = min_val + row[j] - u_i - v[j]
+            s = shortest[j]
+            if r < s:
+                path[j] = i
+                shortest[j] = s = r
+            if s < lowest:
+                lowest = s
+                index = it
+            elif s == lowest and row4col[j] == -1:
+                index = it
+        min_val = lowest
+        j = remaining[index]
+        seen_cols.append(j)
+        if row4col[j] == -1:
+            return seen_cols, min_val, shortest
+        i = row4col[j]
+        remaining[index] = remaining[-1]
+        remaining.pop()
+
+
+def _solve_numpy(cost: npt.NDArray[np.float64]) -> list[int]:
+    """The same algorithm with each scan over the remaining columns vectorized."""
+    n_cols = cost.shape[1]
     u, col4row, row4col = _row_reduction_numpy(cost)
     v = np.zeros(n_cols)
     path = np.full(n_cols, -1, dtype=np.intp)
-    for cur_row in range(n_rows):
-        if col4row[cur_row] != -1:
-            continue
-        shortest = np.full(n_cols, inf)
-        remaining = list(range(n_cols - 1, -1, -1))
-        position = np.arange(n_cols - 1, -1, -1, dtype=np.intp)
-        open_cols = np.ones(n_cols, dtype=bool)
-        seen_rows: list[int] = []
-        seen_cols: list[int] = []
-        min_val = 0.0
-        i = cur_row
-        sink = -1
-        while sink == -1:
-            seen_rows.append(i)
-            reduced = min_val + cost[i] - u[i] - v
-            better = reduced < shortest
-            better &= open_cols
-            path[better] = i
-            np.copyto(shortest, reduced, where=better)
-            candidates = np.where(open_cols, shortest, inf)
-            lowest = candidates.min()
-            ties = np.flatnonzero(candidates == lowest)
-            if ties.size == 1:
-                j = int(ties[0])
+    return _augment_rows(partial(_search_numpy, cost, u, v, row4col, path), u, v, col4row, row4col, path)
+
+
+def _search_numpy(
+    cost: npt.NDArray[np.float64],
+    u: npt.NDArray[np.float64],
+    v: npt.NDArray[np.float64],
+    row4col: npt.NDArray[np.intp],
+    path: npt.NDArray[np.intp],
+    cur_row: int,
+) -> _Reached:
+    """`_search_python` with full-length row operations on a mask of remaining columns in
+    place of the scalar scan; ``position[j]`` (where column ``j`` sits in the scalar
+    version's ``remaining`` list) reproduces its tie-breaking exactly."""
+    n_cols = len(v)
+    inf = np.inf
+    shortest = np.full(n_cols, inf)
+    remaining = list(range(n_cols - 1, -1, -1))
+    position = np.arange(n_cols - 1, -1, -1, dtype=np.intp)
+    open_cols = np.ones(n_cols, dtype=bool)
+    seen_cols: list[int] = []
+    min_val = 0.0
+    i = cur_row
+    while True:
+        reduced = min_val + cost[i] - u[i] - v
+        better = reduced < shortest
+        better &= open_cols
+        path[better] = i
+        np.copyto(shortest, reduced, where=better)
+        candidates = np.where(open_cols, shortest, inf)
+        lowest = candidates.min()
+        ties = np.flatnonzero(candidates == lowest)
+        if ties.size == 1:
+            j = int(ties[0])
+        else:
+            # The scalar scan keeps the first minimum in `remaining` order, then moves
+            # to any later tie on a free column: the last free tie, else the first tie.
+            free = ties[row4col[ties] == -1]
+            if free.size:
+                j = int(free[np.argmax(position[free])])
             else:
-                # The scalar scan keeps the first minimum in `remaining` order, then moves
-                # to any later tie on a free column: the last free tie, else the first tie.
-                free = ties[row4col[ties] == -1]
-                if free.size:
-                    j = int(free[np.argmax(position[free])])
-                else:
-                    j = int(ties[np.argmin(position[ties])])
-            min_val = float(lowest)
-            if row4col[j] == -1:
-                sink = j
-            else:
-                i = int(row4col[j])
-            seen_cols.append(j)
-            index = int(position[j])
-            last = remaining.pop()
-            if last != j:
-                remaining[index] = last
-                position[last] = index
-            open_cols[j] = False
-        u[cur_row] += min_val
-        for i in seen_rows:
-            if i != cur_row:
-                u[i] += min_val - shortest[col4row[i]]
-        cols = np.asarray(seen_cols, dtype=np.intp)
-        v[cols] -= min_val - shortest[cols]
-        j = sink
-        while True:
-            i = int(path[j])
-            row4col[j] = i
-            col4row[i], j = j, col4row[i]
-            if i == cur_row:
-                break
-    return col4row
+                j = int(ties[np.argmin(position[ties])])
+        min_val = float(lowest)
+        seen_cols.append(j)
+        if row4col[j] == -1:
+            return seen_cols, min_val, shortest
+        i = int(row4col[j])
+        index = int(position[j])
+        last = remaining.pop()
+        if last != j:
+            remaining[index] = last
+            position[last] = index
+        open_cols[j] = False

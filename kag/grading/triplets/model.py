@@ -170,8 +170,9 @@ class EntryScore:
     unmatched: tuple[tuple[int, Unmatched], ...]
     invalid: tuple[tuple[int, str], ...]
     relations: tuple[str, ...]  # relation keys of the valid predicted triplets
-    # For --details: the valid predicted triplets with their item index, and the gold ones
-    # (``Pair.gold`` indexes them); each keeps its original strings beside the normalized.
+    # Only when details were asked for (empty otherwise): the valid predicted triplets with
+    # their item index, and the gold ones (``Pair.gold`` indexes them); each keeps its
+    # original strings beside the normalized.
     triplets: tuple[tuple[int, Triplet], ...] = ()
     gold: tuple[Triplet, ...] = ()
 
@@ -213,9 +214,16 @@ class RunSummary:
 
 @dataclass(frozen=True, slots=True)
 class TripletReport:
+    """Every prediction file graded against one gold file.
+
+    ``details``: whether the scores keep each entry's triplets (``EntryScore.triplets`` and
+    ``.gold``), which the per-entry details need.
+    """
+
     gold: str
     match_mode: MatchMode
     similarity_backend: str
     gate: float | None
     relations: tuple[str, ...]
     runs: tuple[RunSummary, ...]
+    details: bool = False

@@ -189,20 +189,29 @@ def entry_details(predictions: str, score: EntryScore) -> dict[str, Any]:
 
 
 def iter_details(report: TripletReport) -> Iterator[dict[str, Any]]:
-    """Every entry of every run, in run order then gold order."""
-    for run in report.runs:
-        for score in run.scores:
-            yield entry_details(run.predictions, score)
+    """Every entry of every run, in run order then gold order.
+
+    Raises ``ValueError`` for a report graded without ``details=True``, whose scores hold
+    no triplet (the lines would list none).
+    """
+    if not report.details:
+        raise ValueError("the report was graded without details=True: its scores keep no triplet")
+    return (entry_details(run.predictions, score) for run in report.runs for score in run.scores)
 
 
 def write_details(path: Path, report: TripletReport) -> int:
     """Write the details as JSON Lines, atomically (:func:`kag.results.write_atomic`: an
-    exclusive temporary, no link followed, rename); returns the number of lines."""
+    exclusive temporary, no link followed, rename); returns the number of lines.
+
+    The report must be graded with ``details=True`` (``ValueError`` otherwise, before any
+    file is written).
+    """
+    records = iter_details(report)
     count = 0
 
     def lines() -> Iterator[bytes]:
         nonlocal count
-        for record in iter_details(report):
+        for record in records:
             count += 1
             yield orjson.dumps(record) + b"\n"
 

@@ -41,7 +41,7 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -151,18 +151,25 @@ def max_matching(edges: npt.NDArray[np.float64]) -> int:
 Found = list[tuple[int, int, float, tuple[float, float, float] | None]]
 
 
-def _assign_small(
-    preds: list[Triplet],
-    gold: GoldEntry,
-    sim: Similarity,
-    entity_sim: npt.NDArray[np.float64] | None,
-    pred_at: dict[str, int],
-    prel_at: dict[str, int],
-) -> Found:
+class _Lookup(NamedTuple):
+    """Outside exact mode: the similarity of every predicted × gold entity and relation, and
+    where each valid predicted triplet's source, target and relation sit in those matrices."""
+
+    entity: npt.NDArray[np.float64]
+    relation: npt.NDArray[np.float64]
+    source_at: list[int]
+    target_at: list[int]
+    relation_at: list[int]
+
+
+def _assign_small(preds: list[Triplet], gold: GoldEntry, lookup: _Lookup | None) -> Found:
     """``(pred, gold, align, (sim source, target, relation) or None in exact mode)`` of the
-    assigned pairs with positive ``align``, on list-of-lists matrices (no numpy per step)."""
+    assigned pairs with positive ``align``, on list-of-lists matrices (no numpy per step).
+
+    ``lookup`` is ``None`` in exact mode.
+    """
     w_src, w_tgt, w_rel = ALIGN_WEIGHTS
-    if entity_sim is None:
+    if lookup is None:
         # sim ∈ {0, 1}: the same products and sums as the matrix form, in the same order.
         gold_keys = [(g.norm_source, g.norm_target, g.norm_relation) for g in gold.triplets]
         align = [
@@ -175,13 +182,12 @@ def _assign_small(
             for p in preds
         ]
         return [(i, j, align[i][j], None) for i, j in assign_pairs(align)]
-    relation_sim = sim.matrix(list(prel_at), gold.relations)
-    ps = np.array([pred_at[t.norm_source] for t in preds])[:, None]
-    pt = np.array([pred_at[t.norm_target] for t in preds])[:, None]
-    pr = np.array([prel_at[t.norm_relation] for t in preds])[:, None]
-    src = entity_sim[ps, gold.source_at]
-    tgt = entity_sim[pt, gold.target_at]
-    rel = relation_sim[pr, gold.relation_at]
+    ps = np.array(lookup.source_at)[:, None]
+    pt = np.array(lookup.target_at)[:, None]
+    pr = np.array(lookup.relation_at)[:, None]
+    src = lookup.entity[ps, gold.source_at]
+    tgt = lookup.entity[pt, gold.target_at]
+    rel = lookup.relation[pr, gold.relation_at]
     align = (w_src * src + w_tgt * tgt + w_rel * rel).tolist()
     src_sim, tgt_sim, rel_sim = src.tolist(), tgt.tolist(), rel.tolist()
     return [
@@ -189,14 +195,7 @@ def _assign_small(
     ]
 
 
-def _assign_large(
-    preds: list[Triplet],
-    gold: GoldEntry,
-    sim: Similarity,
-    entity_sim: npt.NDArray[np.float64] | None,
-    pred_at: dict[str, int],
-    prel_at: dict[str, int],
-) -> Found:
+def _assign_large(preds: list[Triplet], gold: GoldEntry, lookup: _Lookup | None) -> Found:
     """`_assign_small` for entries past ``PYTHON_MAX_COLS`` triplets on a side, with the same
     pairs and values, on one float64 array built in place.
 
@@ -213,8 +212,7 @@ def _assign_large(
         p_idx, g_idx = np.asarray(pred_index), np.asarray(gold_index)
         return values[p_idx[None, :], g_idx[:, None]] if tall else values[p_idx[:, None], g_idx[None, :]]
 
-    relation_sim = None
-    if entity_sim is None:
+    if lookup is None:
         # Equal or not on each of source, target, relation: one of 8 values, each computed as
         # the list form computes it.
         ids: dict[str, int] = {}
@@ -237,27 +235,23 @@ def _assign_large(
         align = table[code]
         del code
     else:
-        relation_sim = sim.matrix(list(prel_at), gold.relations)
-        ps = [pred_at[t.norm_source] for t in preds]
-        pt = [pred_at[t.norm_target] for t in preds]
-        pr = [prel_at[t.norm_relation] for t in preds]
-        align = grid(entity_sim, ps, gold.source_at)
+        align = grid(lookup.entity, lookup.source_at, gold.source_at)
         align *= w_src
-        part = grid(entity_sim, pt, gold.target_at)
+        part = grid(lookup.entity, lookup.target_at, gold.target_at)
         part *= w_tgt
         align += part
-        part = grid(relation_sim, pr, gold.relation_at)
+        part = grid(lookup.relation, lookup.relation_at, gold.relation_at)
         part *= w_rel
         align += part
         del part
 
     def sims(i: int, j: int) -> tuple[float, float, float] | None:
-        if entity_sim is None or relation_sim is None:
+        if lookup is None:
             return None
         return (
-            float(entity_sim[ps[i], gold.source_at[j]]),
-            float(entity_sim[pt[i], gold.target_at[j]]),
-            float(relation_sim[pr[i], gold.relation_at[j]]),
+            float(lookup.entity[lookup.source_at[i], gold.source_at[j]]),
+            float(lookup.entity[lookup.target_at[i], gold.target_at[j]]),
+            float(lookup.relation[lookup.relation_at[i], gold.relation_at[j]]),
         )
 
     def pair(row: int, col: int) -> tuple[int, int]:
@@ -305,11 +299,15 @@ def score_entry(
     sim: Similarity,
     relations: frozenset[str],
     validated: Validated | None = None,
+    *,
+    keep_triplets: bool = False,
 ) -> EntryScore:
     """All axes, pairs and classifications of one entry (see the module docstring).
 
     ``relations`` holds normalized relation names; ``validated`` is
-    ``validate_items(prediction.items)`` when the caller already has it.
+    ``validate_items(prediction.items)`` when the caller already has it. ``keep_triplets``
+    keeps the valid predicted and the gold triplets in the score (``.triplets``, ``.gold``),
+    for the details.
     """
     items = prediction.items
     valid, invalid = validated if validated is not None else validate_items(items)
@@ -351,10 +349,17 @@ def score_entry(
     matched: set[int] = set()
     if valid and golds:
         preds = [t for _, t in valid]
-        if max(len(preds), len(golds)) > PYTHON_MAX_COLS:
-            found = _assign_large(preds, gold, sim, entity_sim, pred_at, prel_at)
-        else:
-            found = _assign_small(preds, gold, sim, entity_sim, pred_at, prel_at)
+        lookup = None
+        if entity_sim is not None:
+            lookup = _Lookup(
+                entity_sim,
+                sim.matrix(list(prel_at), gold.relations),
+                [pred_at[t.norm_source] for t in preds],
+                [pred_at[t.norm_target] for t in preds],
+                [prel_at[t.norm_relation] for t in preds],
+            )
+        assign = _assign_large if max(len(preds), len(golds)) > PYTHON_MAX_COLS else _assign_small
+        found = assign(preds, gold, lookup)
         for i, j, value, sims in found:
             p, g = preds[i], golds[j]
             accepted = value >= ACCEPT_THRESHOLD - _TOLERANCE
@@ -426,8 +431,8 @@ def score_entry(
         unmatched=tuple(unmatched),
         invalid=tuple(invalid),
         relations=tuple(relation_key(t.norm_relation) for _, t in valid),
-        triplets=tuple(valid),
-        gold=tuple(golds),
+        triplets=tuple(valid) if keep_triplets else (),
+        gold=golds if keep_triplets else (),
     )
 
 
@@ -514,9 +519,15 @@ def grade_triplets(
     embedding_model: str | None = None,
     allow_download: bool = False,
     embedder: Embedder | None = None,
+    details: bool = False,
 ) -> TripletReport:
     """Grade each prediction file against the gold file (see the module docstring), with
     the cyclic garbage collector paused.
+
+    ``details`` keeps every entry's triplets in the scores, for
+    `kag.grading.triplets.report.write_details`. Without it the report holds no triplet:
+    at 20,000 entries they are 450,000 objects, which the collector, once re-enabled,
+    traverses in one pass (0.2 s more per run of ``benchmarks/bench_triplets.py``).
 
     Gold ids with no prediction are graded as empty predictions (``missing``); prediction
     ids not in gold are left out with a warning. In ``embedding`` mode every distinct
@@ -565,7 +576,7 @@ def grade_triplets(
     runs = []
     for (path, _), rows in zip(files, validated_files, strict=True):
         scores = [
-            score_entry(entry, prediction, sim, relation_set, checked)
+            score_entry(entry, prediction, sim, relation_set, checked, keep_triplets=details)
             for entry, (prediction, checked) in zip(gold, rows, strict=True)
         ]
         runs.append(summarize_run(str(path), scores))
@@ -576,4 +587,5 @@ def grade_triplets(
         gate=sim.gate,
         relations=tuple(relations),
         runs=tuple(runs),
+        details=details,
     )

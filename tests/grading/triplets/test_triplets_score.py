@@ -3,6 +3,7 @@ the seed's micro arithmetic, similarity modes, and invariants."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 
 from kag.embedding import EmbeddingError
 from kag.grading.triplets.assign import linear_sum_assignment
+from kag.grading.triplets.io import load_gold
 from kag.grading.triplets.model import (
     DEFAULT_RELATIONS,
     EntryScore,
@@ -22,8 +24,10 @@ from kag.grading.triplets.model import (
     MatchMode,
     Pair,
     Prediction,
+    Triplet,
 )
 from kag.grading.triplets.normalize import normalize_relation
+from kag.grading.triplets.report import iter_details, write_details
 from kag.grading.triplets.score import (
     assign_pairs,
     composite_score,
@@ -367,3 +371,48 @@ def test_garbage_collector_state_is_restored(tmp_path: Path) -> None:
         assert not gc.isenabled()  # a caller's choice is left alone
     finally:
         gc.enable()
+
+
+def _tracked_triplets(root: object) -> int:
+    """How many `Triplet` objects the collector would traverse from ``root``."""
+    import gc
+
+    seen: set[int] = set()
+    stack, count = [root], 0
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen or not gc.is_tracked(obj):
+            continue
+        seen.add(id(obj))
+        count += isinstance(obj, Triplet)
+        stack.extend(gc.get_referents(obj))
+    return count
+
+
+def test_triplets_are_kept_only_for_details(tmp_path: Path) -> None:
+    case = next(c for c in CASES if c["name"] == "every hallucination class and invalid items")
+    gold_path, pred_path = write_case(tmp_path, case)
+    plain = grade_triplets(gold_path, [pred_path])
+    # Without details the report holds no triplet for the collector to walk (at 20,000
+    # entries they were 450,000 objects, 0.2 s of collector time a run).
+    assert not plain.details and _tracked_triplets(plain) == 0
+    detailed = grade_triplets(gold_path, [pred_path], details=True)
+    (score,) = detailed.runs[0].scores
+    (entry,) = load_gold(gold_path)
+    assert detailed.details and score.gold == entry.triplets
+    assert [index for index, _ in score.triplets] == [0, 1, 2, 3, 4]  # the valid items
+    assert _tracked_triplets(detailed) == len(score.triplets) + len(score.gold)
+    # Everything else is graded alike.
+    assert dataclasses.replace(score, triplets=(), gold=()) == plain.runs[0].scores[0]
+
+
+def test_details_of_a_report_graded_without_them_are_refused(tmp_path: Path) -> None:
+    gold_path, pred_path = write_case(tmp_path, CASES[0])
+    report = grade_triplets(gold_path, [pred_path])
+    target = tmp_path / "details.jsonl"
+    with pytest.raises(ValueError, match="graded without details=True"):
+        write_details(target, report)
+    assert not target.exists()
+    with pytest.raises(ValueError, match="graded without details=True"):
+        iter_details(report)
+    assert write_details(target, grade_triplets(gold_path, [pred_path], details=True)) == 1
