@@ -113,6 +113,12 @@ BackoffOpt = Annotated[
 ]
 
 
+def kag_command(app: typer.Typer, name: str, short_help: str, epilog: str, **settings: Any) -> Any:
+    """``app.command`` for a kag command: the help layout of :class:`KagCommand`, the one-line
+    summary the command list shows, and the examples printed after the options."""
+    return app.command(name, cls=KagCommand, short_help=short_help, epilog=epilog, **settings)
+
+
 class KagCommand(TyperCommand):
     """A command whose help names its arguments as the options do (``REGEX``, ``PRED...``),
     without typer's ``{REGEX}`` in the usage line and ``<str>`` beside the name."""

@@ -12,7 +12,6 @@ import typer
 from kag.commands._common import (
     BackoffOpt,
     ConfigOpt,
-    KagCommand,
     Quiet,
     RetriesOpt,
     RunDatasetOpt,
@@ -21,6 +20,7 @@ from kag.commands._common import (
     RunSetupOpt,
     TimeoutOpt,
     Verbose,
+    kag_command,
     select_names,
     split_list,
 )
@@ -136,11 +136,8 @@ BENCHMARK_EXAMPLES = """Examples:
 
 
 def register(app: typer.Typer) -> None:
-    @app.command(
-        "generation",
-        cls=KagCommand,
-        short_help="Run one prompt through one model; print the answer.",
-        epilog=GENERATION_EXAMPLES,
+    @kag_command(
+        app, "generation", "Run one prompt through one model; print the answer.", GENERATION_EXAMPLES
     )
     def generation(
         prompt: Annotated[
@@ -206,11 +203,8 @@ def register(app: typer.Typer) -> None:
         if output_format is OutputFormat.text:
             sys.stdout.write(result.result + "\n")
 
-    @app.command(
-        "benchmark",
-        cls=KagCommand,
-        short_help="Run every setup of a benchmark file over the datasets.",
-        epilog=BENCHMARK_EXAMPLES,
+    @kag_command(
+        app, "benchmark", "Run every setup of a benchmark file over the datasets.", BENCHMARK_EXAMPLES
     )
     def benchmark(
         datasets: RunDatasetsOpt,

@@ -21,7 +21,6 @@ from kag.commands._common import (
     DatasetsOpt,
     ExtractOpt,
     GradeOpt,
-    KagCommand,
     OutputOpt,
     PrefixOpt,
     Quiet,
@@ -33,6 +32,7 @@ from kag.commands._common import (
     check_globs,
     check_setup_globs,
     emit_report,
+    kag_command,
     parse_trees,
     pick_format,
     pick_grade,
@@ -154,11 +154,8 @@ IMPACT_EXAMPLES = """Examples:
 
 
 def register(stats_app: typer.Typer) -> None:
-    @stats_app.command(
-        "compare",
-        cls=KagCommand,
-        short_help="Each setup against a baseline: McNemar, bootstrap CI, Holm.",
-        epilog=COMPARE_EXAMPLES,
+    @kag_command(
+        stats_app, "compare", "Each setup against a baseline: McNemar, bootstrap CI, Holm.", COMPARE_EXAMPLES
     )
     def compare(
         ctx: typer.Context,
@@ -320,11 +317,8 @@ def register(stats_app: typer.Typer) -> None:
             if verdict is not None:
                 raise GateFailed(verdict)
 
-    @stats_app.command(
-        "flips",
-        cls=KagCommand,
-        short_help="Questions A gets right and B does not, and the reverse.",
-        epilog=FLIPS_EXAMPLES,
+    @kag_command(
+        stats_app, "flips", "Questions A gets right and B does not, and the reverse.", FLIPS_EXAMPLES
     )
     def flips(
         ctx: typer.Context,
@@ -367,12 +361,7 @@ def register(stats_app: typer.Typer) -> None:
             f"out of {report.paired} paired."
         )
 
-    @stats_app.command(
-        "impact",
-        cls=KagCommand,
-        short_help="Accuracy of KAG setups by retrieved-subgraph size.",
-        epilog=IMPACT_EXAMPLES,
-    )
+    @kag_command(stats_app, "impact", "Accuracy of KAG setups by retrieved-subgraph size.", IMPACT_EXAMPLES)
     def impact(
         ctx: typer.Context,
         kag_setups: Annotated[

@@ -15,10 +15,10 @@ from kag.commands._common import (
     FindFormatOpt,
     FindPrefixOpt,
     FindResultsOpt,
-    KagCommand,
     Quiet,
     SetupOpt,
     Verbose,
+    kag_command,
     one_tree,
     pick_option,
     tree_place,
@@ -103,12 +103,7 @@ EXAMPLES = """Examples:
 
 
 def register(stats_app: typer.Typer) -> None:
-    @stats_app.command(
-        "find",
-        cls=KagCommand,
-        short_help="Regex search over the model responses of a result tree.",
-        epilog=EXAMPLES,
-    )
+    @kag_command(stats_app, "find", "Regex search over the model responses of a result tree.", EXAMPLES)
     def find(
         ctx: typer.Context,
         pattern: Annotated[

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from kag.commands._common import ConfigOpt, KagCommand, Quiet, Verbose
+from kag.commands._common import ConfigOpt, Quiet, Verbose, kag_command
 
 if TYPE_CHECKING:
     from kag.retrieval.importer import ImportReport
@@ -38,11 +38,8 @@ def register(app: typer.Typer) -> None:
     def graph(verbose: Verbose = 0, quiet: Quiet = 0) -> None:
         """Embedded knowledge graphs (LadybugDB) for KAG setups that run without a Neo4j server."""
 
-    @graph_app.command(
-        "import",
-        cls=KagCommand,
-        short_help="Load CSV nodes and relationships into a Ladybug database.",
-        epilog=IMPORT_EXAMPLES,
+    @kag_command(
+        graph_app, "import", "Load CSV nodes and relationships into a Ladybug database.", IMPORT_EXAMPLES
     )
     def import_(
         database: Annotated[

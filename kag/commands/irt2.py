@@ -9,7 +9,7 @@ from typing import Annotated, TypeVar
 
 import typer
 
-from kag.commands._common import KagCommand, Quiet, Verbose, split_list
+from kag.commands._common import Quiet, Verbose, kag_command, split_list
 from kag.errors import UsageError
 
 T = TypeVar("T")
@@ -33,12 +33,12 @@ EXAMPLES = """Examples:
 
 
 def register(app: typer.Typer) -> None:
-    @app.command(
+    @kag_command(
+        app,
         "irt2",
-        cls=KagCommand,
+        "Score IRT2 head and tail prediction files: hits@k and MRR.",
+        EXAMPLES,
         help=HELP,
-        short_help="Score IRT2 head and tail prediction files: hits@k and MRR.",
-        epilog=EXAMPLES,
         no_args_is_help=True,
     )
     def irt2(

@@ -16,7 +16,6 @@ from kag.commands._common import (
     ConfigOpt,
     DatasetsOpt,
     JudgeFormatOpt,
-    KagCommand,
     PrefixOpt,
     Quiet,
     ResultsOpt,
@@ -25,6 +24,7 @@ from kag.commands._common import (
     TimeoutOpt,
     Verbose,
     check_globs,
+    kag_command,
     one_tree,
     pick_format,
     pick_option,
@@ -48,12 +48,7 @@ EXAMPLES = """Examples:
 
 
 def register(stats_app: typer.Typer) -> None:
-    @stats_app.command(
-        "judge",
-        cls=KagCommand,
-        short_help="Ask a model whether each answer matches the reference.",
-        epilog=EXAMPLES,
-    )
+    @kag_command(stats_app, "judge", "Ask a model whether each answer matches the reference.", EXAMPLES)
     def judge(
         ctx: typer.Context,
         provider: Annotated[

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from kag.commands._common import KagCommand, Quiet, Verbose
+from kag.commands._common import Quiet, Verbose, kag_command
 from kag.console import info, warn
 from kag.grading.triplets.model import MatchMode
 from kag.render.formats import TripletsFormat
@@ -23,12 +23,7 @@ EXAMPLES = """Examples:
 
 
 def register(app: typer.Typer) -> None:
-    @app.command(
-        "triplets",
-        cls=KagCommand,
-        short_help="Grade predicted knowledge-graph triplets against gold.",
-        epilog=EXAMPLES,
-    )
+    @kag_command(app, "triplets", "Grade predicted knowledge-graph triplets against gold.", EXAMPLES)
     def triplets(
         gold: Annotated[
             Path,
