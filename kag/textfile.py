@@ -11,12 +11,15 @@ it is (``"gold file"``, ``"nodes CSV file"``)::
 
 ``N`` counts bytes from the start of the file (a byte order mark included) and ``LINE``
 counts ``\\n`` from 1, for a file read whole as for one streamed, where the decoder only
-knows the offset in its current chunk.
+knows the offset in its current chunk. A stream that is not a regular file (a pipe,
+``/dev/stdin``) cannot be read again to find the place: its message has no line and byte.
 """
 
 from __future__ import annotations
 
 import io
+import os
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -37,7 +40,11 @@ def read_failure(path: Path | str, what: str, exc: OSError, error: type[KagError
     return error(f"{path}: cannot read the {what}: {exc.strerror or type(exc).__name__}")
 
 
-def _not_utf8(path: Path | str, what: str, error: type[KagError], offset: int, line: int) -> KagError:
+def _not_utf8(
+    path: Path | str, what: str, error: type[KagError], offset: int | None = None, line: int = 0
+) -> KagError:
+    if offset is None:
+        return error(f"{path}: {what} is not UTF-8 text")
     return error(f"{path}:{line}: {what} is not UTF-8 text (byte {offset})")
 
 
@@ -104,34 +111,46 @@ def open_text_file(
 ) -> Iterator[io.TextIOWrapper]:
     """``path`` open for streaming UTF-8 text (``newline`` as for :func:`open`; ``bom``
     drops a leading byte order mark). Errors as for `open_binary_file`; text that is not
-    UTF-8, met anywhere in the stream, is reported with its line and byte in the file."""
+    UTF-8, met anywhere in the stream, is reported with its line and byte in the file.
+    A ``UnicodeDecodeError`` raised inside the block is taken for this file's: keep other
+    decoding out of the block."""
     with open_binary_file(path, what, error) as raw:
         text = io.TextIOWrapper(raw, encoding="utf-8-sig" if bom else "utf-8", newline=newline)
         try:
             yield text
         except UnicodeDecodeError:
-            raise _locate_not_utf8(Path(path), what, error) from None
+            raise _locate_not_utf8(raw, path, what, error) from None
         finally:
             text.detach()  # the raw file is closed by open_binary_file
 
 
-def _locate_not_utf8(path: Path, what: str, error: type[KagError]) -> KagError:
-    """The first byte of ``path`` that is not UTF-8, found by reading it again in chunks (a
-    stream decoder's error gives the offset in its chunk only). A sequence cut by a chunk
-    end is carried over to the next chunk."""
+def _locate_not_utf8(raw: io.BufferedReader, path: Path | str, what: str, error: type[KagError]) -> KagError:
+    """The first byte of the file open as ``raw`` that is not UTF-8, found by reading the
+    same handle again from the start in chunks (a stream decoder's error gives the offset in
+    its chunk only); a sequence cut by a chunk end is carried over to the next chunk. Only a
+    regular file is read again (never a pipe, which would wait for a writer or give other
+    bytes), and never by its name (which may now lead elsewhere); without a place found, the
+    message has none."""
+    try:
+        if not stat.S_ISREG(os.fstat(raw.fileno()).st_mode):
+            return _not_utf8(path, what, error)
+        raw.seek(0)
+    except (OSError, ValueError):
+        return _not_utf8(path, what, error)
     offset, line, carry = 0, 1, b""
-    with open_binary_file(path, what, error) as handle:
-        while chunk := handle.read(_SCAN_BYTES):
-            data = carry + chunk
-            try:
-                data.decode("utf-8")
-                carry = b""
-            except UnicodeDecodeError as exc:
-                if exc.reason != "unexpected end of data" or exc.end != len(data):
-                    return _not_utf8(
-                        path, what, error, offset + exc.start, line + data.count(b"\n", 0, exc.start)
-                    )
-                carry, data = data[exc.start :], data[: exc.start]
-            offset += len(data)
-            line += data.count(b"\n")
-    return _not_utf8(path, what, error, offset, line)
+    while chunk := raw.read(_SCAN_BYTES):
+        data = carry + chunk
+        try:
+            data.decode("utf-8")
+            carry = b""
+        except UnicodeDecodeError as exc:
+            if exc.reason != "unexpected end of data" or exc.end != len(data):
+                return _not_utf8(
+                    path, what, error, offset + exc.start, line + data.count(b"\n", 0, exc.start)
+                )
+            carry, data = data[exc.start :], data[: exc.start]
+        offset += len(data)
+        line += data.count(b"\n")
+    if carry:  # a sequence cut off by the end of the file
+        return _not_utf8(path, what, error, offset, line)
+    return _not_utf8(path, what, error)  # the file changed since the decoder read it

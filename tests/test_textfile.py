@@ -5,6 +5,8 @@ from __future__ import annotations
 import csv
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,7 @@ import pytest
 from kag import textfile
 from kag.errors import ConfigError, InputError
 from kag.textfile import open_binary_file, open_text_file, read_bytes_file, read_text_file
+from tests.conftest import REPO
 
 BOM = b"\xef\xbb\xbf"
 
@@ -132,6 +135,53 @@ def test_a_sequence_cut_by_the_end_of_the_file(tmp_path: Path) -> None:
         stream(path)
     with pytest.raises(InputError, match=expected):
         read_text_file(path, "notes file")
+
+
+_PIPE_READER = """
+import sys
+from pathlib import Path
+from kag.errors import InputError
+from kag.textfile import open_text_file
+try:
+    with open_text_file(Path(sys.argv[1]), "nodes CSV file") as f:
+        for _ in f:
+            pass
+except InputError as exc:
+    print(exc)
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes")
+def test_bad_text_in_a_pipe_is_reported_without_reading_the_pipe_again(tmp_path: Path) -> None:
+    # A named pipe cannot be read a second time to place the fault: opening it again would
+    # wait for a writer that never comes. The message then has no line and byte.
+    fifo = tmp_path / "nodes.csv"
+    os.mkfifo(fifo)
+    reader = subprocess.Popen(
+        [sys.executable, "-c", _PIPE_READER, str(fifo)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    with open(fifo, "wb") as writer:
+        writer.write(b"a,b\n" * 10 + b"\xff\n")
+    try:
+        out, err = reader.communicate(timeout=60)
+    finally:
+        reader.kill()
+    assert err == b""
+    assert out.decode() == f"{fifo}: nodes CSV file is not UTF-8 text\n"
+
+
+def test_a_regular_file_is_read_again_through_the_open_handle_not_its_name(tmp_path: Path) -> None:
+    # The place is found in the file that was read, even when its name now leads elsewhere.
+    path = tmp_path / "notes.txt"
+    path.write_bytes(b"ok\nok\n\xff\n")
+    expected = message(path, ":3: notes file is not UTF-8 text (byte 6)")
+    with pytest.raises(InputError, match=expected), open_text_file(path, "notes file") as f:
+        path.unlink()
+        path.write_bytes(b"all good now\n")
+        f.read()
 
 
 def test_a_byte_order_mark_counts_as_bytes_of_the_file(tmp_path: Path) -> None:

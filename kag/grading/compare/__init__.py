@@ -20,8 +20,9 @@ functions of those records. The public names (each module's ``__all__``) are re-
 here.
 """
 
+from importlib import import_module
+
 from kag.grading.compare import analysis, paired, records, setups, trees
-from kag.grading.compare import flips as _flips  # the module: `flips` is its function
 from kag.grading.compare.analysis import *
 from kag.grading.compare.flips import *
 from kag.grading.compare.paired import *
@@ -29,6 +30,8 @@ from kag.grading.compare.records import *
 from kag.grading.compare.setups import *
 from kag.grading.compare.trees import *
 
+# The module by its full name: the package attribute `flips` is the function once re-exported.
+_flips = import_module("kag.grading.compare.flips")
 __all__ = (
     analysis.__all__ + _flips.__all__ + paired.__all__ + records.__all__ + setups.__all__ + trees.__all__
 )
