@@ -5,9 +5,12 @@ yields the results in chunk order, holding at most ``2 x workers`` chunks ahead,
 memory stays flat however large the tree is.
 
 Each worker has a pipe of its own, written only by the parent (chunks) and by that
-worker (results), and works on one chunk at a time; the parent hands the next chunk to
-whichever worker is free (``multiprocessing.connection.wait``). The parent goes on
-producing chunks (walking the top of the tree) between hand-outs.
+worker (results), and works on one chunk at a time. The parent keeps up to two chunks in
+each worker's pipe (``multiprocessing.connection.wait`` says which worker has finished
+one), so that a worker starts its next chunk as soon as it has sent a result instead of
+waiting for the parent to be scheduled; a second chunk is queued only when it is small
+enough to sit in the pipe's buffer, so neither side can block the other. The parent goes
+on producing chunks (walking the top of the tree) between hand-outs.
 
 Not ``multiprocessing.Pool`` nor ``ProcessPoolExecutor``: stopping a Pool early (the
 reader of ``find | head -1`` went away, Ctrl-C) goes through ``Pool.terminate``, which
@@ -26,14 +29,21 @@ import multiprocessing
 import os
 import signal
 import threading
+from collections import deque
 from collections.abc import Callable, Generator, Iterator
 from itertools import chain
 from multiprocessing.connection import Connection, wait
 from multiprocessing.context import BaseContext
 from multiprocessing.process import BaseProcess
+from multiprocessing.reduction import ForkingPickler
 from typing import Any, TypeVar
 
 from kag.errors import KagError
+
+# A chunk queued behind the one a worker is on sits in the pipe until the worker reads it;
+# kept well under a socket buffer (208 KiB on Linux) so that sending it never blocks while
+# the worker is itself blocked sending a large result.
+QUEUED_CHUNK_BYTES = 32 << 10
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -117,24 +127,30 @@ def ordered_map(
             process.start()
             theirs.close()
             processes.append(process)
-        idle = list(ends)
         sentinels = [process.sentinel for process in processes]
-        busy: dict[Connection, int] = {}  # pipe -> the chunk its worker is on
+        queued: dict[Connection, deque[int]] = {end: deque() for end in ends}  # chunks in each pipe
         ready: dict[int, R] = {}
         sent = given = 0
         more = True
-        while more or given < sent:
-            while more and idle and sent - given < 2 * workers:
-                chunk = next(chunks, None)
-                if chunk is None:
-                    more = False
+        pending: bytes | None = None  # the next chunk, pickled, not sent yet
+        while more or pending is not None or given < sent:
+            while sent - given < 2 * workers:
+                if pending is None:
+                    chunk = next(chunks, None)
+                    if chunk is None:
+                        more = False
+                        break
+                    pending = bytes(ForkingPickler.dumps(chunk))
+                depth = 1 if len(pending) > QUEUED_CHUNK_BYTES else 2
+                conn = min(ends, key=lambda end: len(queued[end]))
+                if len(queued[conn]) >= depth:
                     break
-                conn = idle.pop()
                 try:
-                    conn.send(chunk)
+                    conn.send_bytes(pending)
                 except OSError:  # its worker is gone
                     raise KagError(died) from None
-                busy[conn] = sent
+                pending = None
+                queued[conn].append(sent)
                 sent += 1
             if given in ready:
                 yield ready.pop(given)
@@ -142,17 +158,16 @@ def ordered_map(
                 continue
             # A worker exits only when told to: any sentinel here is a death (an idle
             # worker's too, which no pipe would show until the next hand-out).
-            for event in wait([*busy, *sentinels]):
-                if not isinstance(event, Connection) or event not in busy:
+            for event in wait([*(end for end in ends if queued[end]), *sentinels]):
+                if not isinstance(event, Connection) or not queued.get(event):
                     raise KagError(died)
                 try:
                     done, value = event.recv()
-                except EOFError:
+                except (EOFError, OSError):  # reset, not EOF, when it died with a chunk unread
                     raise KagError(died) from None
                 if not done:
                     raise KagError(f"{failed}: {value}")
-                ready[busy.pop(event)] = value
-                idle.append(event)
+                ready[queued[event].popleft()] = value
         finished = True
     finally:
         for end in ends:  # every worker waiting for a chunk then sees the end of its pipe

@@ -5,6 +5,8 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 
@@ -12,6 +14,7 @@ import pytest
 
 from kag.errors import KagError
 from kag.workers import ordered_map
+from tests.conftest import REPO
 
 MESSAGES = {"died": "a worker died", "failed": "a worker failed"}
 
@@ -74,3 +77,54 @@ def test_stopping_early_stops_the_workers_and_reads_no_further() -> None:
     results.close()
     assert multiprocessing.active_children() == []
     assert len(produced) <= 5  # the window: 2 x workers chunks ahead, plus the first
+
+
+def finished_at(n: int) -> tuple[int, float]:
+    time.sleep(0.2)
+    return n, time.monotonic()  # one clock for every process of the machine
+
+
+def test_a_worker_has_its_next_chunk_queued_while_it_works() -> None:
+    # One worker: chunk 1 is handed out while chunk 0 is still being worked on, so the
+    # worker goes on as soon as it has sent a result, without waiting for the parent.
+    pulled: dict[int, float] = {}
+
+    def chunks() -> Iterator[int]:
+        for n in range(4):
+            pulled[n] = time.monotonic()
+            yield n
+
+    results = list(ordered_map(finished_at, chunks(), 1, **MESSAGES))
+    assert [n for n, _ in results] == [0, 1, 2, 3]
+    for (n, done), nxt in zip(results, [1, 2, 3], strict=False):
+        assert pulled[nxt] < done, f"chunk {nxt} was handed out only after chunk {n} was done"
+    assert multiprocessing.active_children() == []
+
+
+_LARGE = """
+import sys
+from kag.workers import QUEUED_CHUNK_BYTES, ordered_map
+
+def echo(chunk: bytes) -> bytes:
+    return chunk * 2  # a result larger than any pipe buffer, as the chunk is
+
+size = 8 * QUEUED_CHUNK_BYTES
+chunks = (bytes([n]) * size for n in range(40))
+results = list(ordered_map(echo, chunks, 2, died="died", failed="failed"))
+assert [r[0] for r in results] == list(range(40)) and all(len(r) == 2 * size for r in results)
+print("ok")
+"""
+
+
+def test_large_chunks_and_large_results_never_block_each_other() -> None:
+    # A chunk too large for the pipe's buffer is never queued behind a busy worker: the
+    # parent would block sending it while the worker blocks sending its result.
+    done = subprocess.run(
+        [sys.executable, "-c", _LARGE],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        check=False,
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, "ok\n", "")
