@@ -186,7 +186,10 @@ def test_config_errors(tmp_path: Path, text: str, message: str) -> None:
 def test_missing_folder_and_files(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="not a directory"):
         read_config(tmp_path / "nope")
-    with pytest.raises(InputError, match=r"config.yaml: IRT2 dataset configuration not found"):
+    with pytest.raises(
+        InputError,
+        match=r"config.yaml: IRT2 dataset configuration not found \(is .* an IRT2 dataset folder\?\)$",
+    ):
         read_config(tmp_path)
     folder = copy_dataset(tmp_path)
     (folder / "open.test-head.txt").unlink()

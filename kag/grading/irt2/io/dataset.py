@@ -138,6 +138,10 @@ def read_config(folder: Path) -> DatasetConfig:
     if not folder.is_dir():
         raise InputError(f"{folder}: not a directory (expected an IRT2 dataset folder)")
     path = folder / CONFIG
+    if not path.exists() and not path.is_symlink():  # the usual mistake: the wrong folder
+        raise InputError(
+            f"{path}: IRT2 dataset configuration not found (is {folder} an IRT2 dataset folder?)"
+        )
     text = read_text_file(path, "IRT2 dataset configuration", universal_newlines=True)
     try:
         data: Any = yaml.safe_load(text)
