@@ -21,10 +21,11 @@ import typer
 from typer.core import TyperCommand
 
 from kag.console import set_verbosity, verbosity
-from kag.errors import UsageError
+from kag.errors import InputError, UsageError
 from kag.render.formats import FindFormat, ReportFormat, TableFormat
 
 if TYPE_CHECKING:
+    from kag.grading.mcq.summary import Summary
     from kag.grading.mcq.trees import ResultSource
 
 
@@ -260,6 +261,14 @@ def pick_option(ctx: typer.Context, flag: str, after: Any, default: Any) -> Any:
     return default if before is None else before
 
 
+def pick_datasets(ctx: typer.Context, after: Path | None) -> Path:
+    """``--datasets`` as :func:`pick_option` finds it; UsageError when it is given nowhere."""
+    path: Path | None = pick_option(ctx, "--datasets", after, None)
+    if path is None:
+        raise UsageError("missing option '--datasets' / '-d': the datasets file with the answers")
+    return path
+
+
 def pick_format(ctx: typer.Context, value: Any, allowed: type[StrEnum]) -> Any:
     """The ``--format`` after the sub-command, else the one before it, else text, as a member of
     ``allowed``; UsageError naming the formats of ``allowed`` when it is not one of them."""
@@ -432,10 +441,20 @@ def one_tree(values: Sequence[str | Path] | str | Path | None, command: str) -> 
     return source
 
 
+def warn_small_samples(summary: Summary) -> None:
+    """One warning naming the setups whose accuracy rests on few graded files."""
+    from kag.console import warn
+    from kag.grading.mcq.summary import MIN_SAMPLE, small_samples
+    from kag.render.stats import small_samples_note
+
+    smalls = small_samples(summary)
+    if smalls:
+        warn(small_samples_note(smalls, MIN_SAMPLE))
+
+
 def emit_report(text: str, output: Path | None) -> None:
     """The report on stdout (ending in a newline), or written atomically to ``output``."""
     from kag.console import info
-    from kag.render.html import write_report
 
     if text and not text.endswith("\n"):
         text += "\n"
@@ -445,3 +464,14 @@ def emit_report(text: str, output: Path | None) -> None:
     else:
         write_report(str(output), text)
         info(f"Wrote {output}")
+
+
+def write_report(path: str, text: str) -> None:
+    """Write a report file atomically through :func:`kag.results.write_atomic` (an exclusive
+    temporary, no link followed, rename); InputError naming the path."""
+    from kag.results import NoSpace, write_atomic  # not imported by `kag --help`
+
+    try:
+        write_atomic(path, (text.encode("utf-8"),))
+    except (OSError, NoSpace) as exc:
+        raise InputError(f"{path}: cannot write the report: {exc.strerror}") from None

@@ -34,10 +34,12 @@ from kag.commands._common import (
     emit_report,
     kag_command,
     parse_trees,
+    pick_datasets,
     pick_format,
     pick_grade,
     pick_option,
     setups_in,
+    warn_small_samples,
 )
 from kag.errors import GateFailed, UsageError
 from kag.render.formats import ReportFormat, TableFormat
@@ -75,9 +77,7 @@ def _load(
     from kag.grading.compare.trees import load_source_answers
     from kag.grading.mcq.trees import describe_source
 
-    datasets_path = pick_option(ctx, "--datasets", datasets, None)
-    if datasets_path is None:
-        raise UsageError("missing option '--datasets' / '-d': the datasets file with the answers")
+    datasets_path = pick_datasets(ctx, datasets)
     source = parse_trees(pick_option(ctx, "--results", results, None))
     root = describe_source(source)
     pfx = pick_option(ctx, "--prefix", prefix, "")
@@ -244,12 +244,7 @@ def register(stats_app: typer.Typer) -> None:
         answers = loaded.answers
         if len(answers.setups) < 2:
             raise UsageError(f"only one setup ({answers.setups[0]}) has graded answers: nothing to compare")
-        from kag.grading.mcq.summary import MIN_SAMPLE, small_samples
-        from kag.render.stats import small_samples_note
-
-        smalls = small_samples(answers.summary)
-        if smalls:
-            warn(small_samples_note(smalls, MIN_SAMPLE))
+        warn_small_samples(answers.summary)
         if answers.means is not None:
             _compare_means(
                 answers, base, alpha, resamples, seed, TableFormat(fmt), output, fail_if_worse_than

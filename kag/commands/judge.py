@@ -26,6 +26,7 @@ from kag.commands._common import (
     check_globs,
     kag_command,
     one_tree,
+    pick_datasets,
     pick_format,
     pick_option,
     tree_place,
@@ -102,9 +103,7 @@ def register(stats_app: typer.Typer) -> None:
         from kag.render.progress import run_progress
 
         fmt = pick_format(ctx, format, JudgeFormat)
-        datasets_path = pick_option(ctx, "--datasets", datasets, None)
-        if datasets_path is None:
-            raise UsageError("missing option '--datasets' / '-d': the datasets file with the answers")
+        datasets_path = pick_datasets(ctx, datasets)
         root = one_tree(pick_option(ctx, "--results", results, None), "kag stats judge")
         pfx = pick_option(ctx, "--prefix", prefix, "")
         globs = tuple(pick_option(ctx, "--setup", setup, ()))

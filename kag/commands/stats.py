@@ -30,8 +30,10 @@ from kag.commands._common import (
     check_setup_globs,
     emit_report,
     parse_trees,
+    pick_datasets,
     pick_grade,
     tree_place,
+    warn_small_samples,
 )
 from kag.console import warn
 from kag.errors import GateFailed, UsageError
@@ -116,8 +118,7 @@ def stats(
     fmt_name = (format or "text").lower()
     if fmt_name not in FORMATS:
         raise UsageError(f"--format must be one of {', '.join(FORMATS)} (got {format!r})")
-    if datasets is None:
-        raise UsageError("missing option '--datasets' / '-d': the datasets file with the answers")
+    datasets = pick_datasets(ctx, datasets)
     extract_spec, extracted = pick_grade(ctx, extract, grade)
 
     # Imported here so that `kag --help` stays fast.
@@ -159,7 +160,7 @@ def stats(
     for tree in [root] if isinstance(root, (str, Path)) else [t.root for t in root]:
         _explain_little(graded, loaded, Path(tree), prefix or "", dataset_globs)
     summary = summarize(graded)
-    _warn_small_samples(summary)
+    warn_small_samples(summary)
     if price_list is not None:
         summary = _priced(summary, graded, price_list)
     comparisons = None
@@ -187,7 +188,6 @@ def _explain_little(
     """Warnings naming why nothing, or little, was graded (only then is the tree looked at again)."""
     import os
 
-    from kag.console import warn
     from kag.grading.mcq.diagnose import diagnose_tree, needs_diagnosis
 
     if not needs_diagnosis(graded):
@@ -225,16 +225,6 @@ def _explain_little(
         )
 
 
-def _warn_small_samples(summary: Summary) -> None:
-    from kag.console import warn
-    from kag.grading.mcq.summary import MIN_SAMPLE, small_samples
-    from kag.render.stats import small_samples_note
-
-    smalls = small_samples(summary)
-    if smalls:
-        warn(small_samples_note(smalls, MIN_SAMPLE))
-
-
 def _analyse(
     graded: GradeRun,
     loaded: Datasets,
@@ -250,7 +240,6 @@ def _analyse(
     from dataclasses import replace
 
     from kag import __version__
-    from kag.console import warn
     from kag.grading.compare.setups import compare_setups
     from kag.grading.compare.trees import answer_set_from_source
     from kag.grading.mcq.trees import describe_source
@@ -278,7 +267,6 @@ def _priced(summary: Summary, graded: GradeRun, prices: Prices) -> Summary:
     """``summary`` with the costs of its blocks; one warning per model without a price."""
     from dataclasses import replace
 
-    from kag.console import warn
     from kag.grading.usage import price_records
 
     costs = price_records(graded.records or (), prices)

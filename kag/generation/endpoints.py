@@ -32,9 +32,6 @@ from kag.generation.secrets import display_url
 T = TypeVar("T")
 
 
-redact_url = display_url  # one rule for every URL kag shows
-
-
 class EndpointFailure(ProviderError):
     """A request got no reply from its endpoint; raised by the request function inside
     ``EndpointPool.acquire`` or ``EndpointPool.run``, it sets the endpoint aside.
@@ -156,7 +153,7 @@ class EndpointPool:
     ) -> None:
         if not urls:
             raise ValueError("an endpoint pool needs at least one URL")
-        self._endpoints = [_Endpoint(url, redact_url(url), i) for i, url in enumerate(urls)]
+        self._endpoints = [_Endpoint(url, display_url(url), i) for i, url in enumerate(urls)]
         self.cooldown = cooldown or Cooldown()
         self.label = label
         self._clock = clock

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from kag.errors import KagError
 from kag.generation.config import Config
-from kag.generation.endpoints import EndpointStats, redact_url
+from kag.generation.endpoints import EndpointStats
 from kag.generation.generator import (
     GENERATION_FAILED,
     Generator,
@@ -37,6 +37,7 @@ from kag.generation.generator import (
     current_label,
 )
 from kag.generation.plan import Plan, Task
+from kag.generation.secrets import display_url
 from kag.generation.templates import format_choices
 from kag.results import (
     ErrorResult,
@@ -196,7 +197,7 @@ async def run_plan(
             failures_in_row[0] += 1
             if limit and failures_in_row[0] >= limit and summary.unreachable is None:
                 provider = generator.config.providers.get(task.setup.provider)
-                urls = [redact_url(str(u)) for u in getattr(provider, "urls", ())] or [task.setup.provider]
+                urls = [display_url(str(u)) for u in getattr(provider, "urls", ())] or [task.setup.provider]
                 summary.unreachable = (
                     urls[0]
                     if len(urls) == 1

@@ -402,18 +402,6 @@ def render_html(
     )
 
 
-def write_report(path: str, text: str) -> None:
-    """Write a report file atomically through :func:`kag.results.write_atomic` (an exclusive
-    temporary, no link followed, rename); InputError naming the path."""
-    from kag.errors import InputError
-    from kag.results import NoSpace, write_atomic
-
-    try:
-        write_atomic(path, (text.encode("utf-8"),))
-    except (OSError, NoSpace) as exc:
-        raise InputError(f"{path}: cannot write the report: {exc.strerror}") from None
-
-
 def render_html_report(
     answer_set: AnswerSet,
     meta: PageMeta = PageMeta(),

@@ -20,9 +20,9 @@ from kag.generation.endpoints import (
     EndpointFailure,
     EndpointPool,
     NoEndpointAvailable,
-    redact_url,
 )
 from kag.generation.retry import ProviderError, RetryPolicy, call_with_retries
+from kag.generation.secrets import display_url
 
 T = TypeVar("T")
 DEADLINE = 60.0  # a wrong pool would hang a test; this turns the hang into a failure
@@ -179,7 +179,7 @@ async def drive(
     ],
 )
 def test_redact_url_hides_user_info_and_query_values(url: str, shown: str) -> None:
-    assert redact_url(url) == shown
+    assert display_url(url) == shown
 
 
 def test_pool_text_never_carries_a_credential() -> None:
@@ -510,7 +510,7 @@ def test_every_url_dead_is_a_clear_error_naming_them() -> None:
         message = str(second.value)
         assert message.startswith("no endpoint of provider 'vllm' came back within 0.05 s")
         for url in urls:
-            assert redact_url(url) in message
+            assert display_url(url) in message
         assert "cannot connect" in message  # each URL with its last error
         assert "hunter2" not in message
         assert isinstance(third.value, NoEndpointAvailable) and third.value.attempts == 3

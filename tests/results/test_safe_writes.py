@@ -18,7 +18,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from kag.render.html import write_report
+from kag.commands._common import write_report
 from kag.results import (
     TMP_SUFFIX,
     ErrorResult,
