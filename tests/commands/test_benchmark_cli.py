@@ -9,100 +9,33 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
-from typer.testing import CliRunner
 
-from kag.cli import app
 from kag.results import ErrorResult, OkResult, read_result
+from tests.bench_helpers import (
+    BENCH,
+    FAKE_CONFIG,
+    PROMPT,
+    SECRET,
+    bench_args,
+    fresh,
+    invoke,
+    make_project,
+    server_fixture,
+)
 from tests.conftest import REPO
 from tests.fakeserver import FakeServer, make_certificate
 
-SECRET = "sk-planted-7c1d2e9f-secret"
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[FakeServer]:
-    with FakeServer(reply="b") as fake:
-        yield fake
+server = server_fixture("b")
 
 
 @pytest.fixture(autouse=True)
 def _reset(server: FakeServer, monkeypatch: pytest.MonkeyPatch) -> None:
-    server.reset()
-    server.set_faults({}, default="ok")
-    server.state.latency = 0.0
-    monkeypatch.setenv("FAKE_URL", server.url)
-    monkeypatch.setenv("FAKE_KEY", SECRET)
-
-
-CONFIG = """
-[providers.oa]
-type = "OpenAI"
-url = "{{ env('FAKE_URL') }}/v1"
-key = "{{ env('FAKE_KEY') }}"
-
-[providers.ol]
-type = "Ollama"
-url = "{{ env('FAKE_URL') }}"
-"""
-
-BENCH = """
-[s1]
-provider = "oa"
-model = "m1"
-temperature = 0.0
-system_prompt = '''{{ file('prompt.md') }}'''
-
-[s2]
-provider = "ol"
-model = "m2"
-temperature = 0.0
-tokens = 128
-system_prompt = '''{{ file('prompt.md') }}'''
-"""
-
-PROMPT = "Question: {{INPUT}}\nChoices:\n{{ CHOICE }}\nAnswer with the key.\n"
-
-
-def mcq(text: str, answer: str = "a") -> dict[str, Any]:
-    return {"input": text, "output": {"type": "MCQ", "options": {"a": "yes", "b": "no"}, "answer": answer}}
-
-
-def make_project(root: Path, n: int = 4, questions: dict[str, Any] | None = None) -> Path:
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "config.toml").write_text(CONFIG)
-    (root / "bench.toml").write_text(BENCH)
-    (root / "prompt.md").write_text(PROMPT)
-    data = questions or {"mcq": {str(i): mcq(f"question number {i}", "ab"[i % 2]) for i in range(n)}}
-    (root / "datasets.json").write_bytes(orjson.dumps(data))
-    return root
-
-
-def args(root: Path, *extra: str, out: str = "out") -> list[str]:
-    """`kag benchmark` on the project at ``root``, writing below ``root / out``."""
-    return [
-        "benchmark",
-        "-c",
-        str(root / "config.toml"),
-        "-b",
-        str(root / "bench.toml"),
-        "-d",
-        str(root / "datasets.json"),
-        "-o",
-        str(root / out),
-        "--backoff",
-        "0",
-        *extra,
-    ]
-
-
-def invoke(argv: list[str], **kwargs: Any) -> Any:
-    return CliRunner().invoke(app, argv, **kwargs)
+    fresh(server, monkeypatch, key=SECRET)
 
 
 def results(root: Path) -> dict[str, Any]:
@@ -130,7 +63,7 @@ def all_keys(n: int) -> set[str]:
 
 def test_benchmark_writes_one_file_per_task_and_a_summary(tmp_path: Path, server: FakeServer) -> None:
     root = make_project(tmp_path)
-    result = invoke(args(root, "-p", "3"))
+    result = invoke(bench_args(root, "-p", "3"))
     assert result.exit_code == 0, result.stderr
     assert result.stdout == ""
     assert "kag: benchmark: 8 task(s) run: 8 ok, 0 error(s)" in result.stderr
@@ -145,9 +78,9 @@ def test_benchmark_writes_one_file_per_task_and_a_summary(tmp_path: Path, server
 
 def test_dry_run_prints_the_plan_and_sends_nothing(tmp_path: Path, server: FakeServer) -> None:
     root = make_project(tmp_path, n=3)
-    assert invoke(args(root, "--setup", "s1")).exit_code == 0
+    assert invoke(bench_args(root, "--setup", "s1")).exit_code == 0
     server.reset()
-    result = invoke(args(root, "--dry-run", "--continue", "--limit", "2"))
+    result = invoke(bench_args(root, "--dry-run", "--continue", "--limit", "2"))
     assert result.exit_code == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].split() == [
@@ -174,21 +107,21 @@ def test_continue_runs_only_missing_and_without_it_everything_reruns(
     tmp_path: Path, server: FakeServer
 ) -> None:
     root = make_project(tmp_path)
-    assert invoke(args(root, "--setup", "s2", "--limit", "2")).exit_code == 0
+    assert invoke(bench_args(root, "--setup", "s2", "--limit", "2")).exit_code == 0
     server.reset()
-    result = invoke(args(root, "--continue", "-p", "2"))
+    result = invoke(bench_args(root, "--continue", "-p", "2"))
     assert result.exit_code == 0
     assert "6 task(s) run: 6 ok" in result.stderr and "2 skipped (kept from earlier runs)" in result.stderr
     assert prompts_seen(server) == {task_key(k) for k in all_keys(4) - {"mcq/0/s2.json", "mcq/1/s2.json"}}
     server.reset()
-    assert invoke(args(root, "--skip", "s1")).exit_code == 0
+    assert invoke(bench_args(root, "--skip", "s1")).exit_code == 0
     assert len(server.chat_requests()) == 4  # no --continue: overwrite, as the Rust tool did
 
 
 def test_retry_errors_reruns_only_error_files(tmp_path: Path, server: FakeServer) -> None:
     root = make_project(tmp_path, n=5)
     server.set_faults({"number 1\n": ["404"], "number 3\n": ["500"]})
-    result = invoke(args(root, "--retries", "1", "-p", "4"))
+    result = invoke(bench_args(root, "--retries", "1", "-p", "4"))
     assert result.exit_code == 0  # error files are results: exit 0 without --fail-on-error
     assert "4 error(s)" in result.stderr
     errors = {k for k, v in results(root).items() if isinstance(v, ErrorResult)}
@@ -196,9 +129,9 @@ def test_retry_errors_reruns_only_error_files(tmp_path: Path, server: FakeServer
     assert "kag: warning: mcq/1 [s1]: Failed to generate a response from the model: HTTP 404" in result.stderr
     server.reset()
     server.set_faults({})
-    assert invoke(args(root, "--continue")).exit_code == 0
+    assert invoke(bench_args(root, "--continue")).exit_code == 0
     assert server.chat_requests() == []  # error files are kept by --continue
-    result = invoke(args(root, "--retry-errors", "-p", "2"))
+    result = invoke(bench_args(root, "--retry-errors", "-p", "2"))
     assert result.exit_code == 0, result.stderr
     assert prompts_seen(server) == {task_key(k) for k in errors} and len(server.chat_requests()) == 4
     assert all(isinstance(v, OkResult) for v in results(root).values())
@@ -206,9 +139,9 @@ def test_retry_errors_reruns_only_error_files(tmp_path: Path, server: FakeServer
 
 def test_fail_on_error_exit_codes(tmp_path: Path, server: FakeServer) -> None:
     root = make_project(tmp_path, n=2)
-    assert invoke(args(root, "--fail-on-error")).exit_code == 0
+    assert invoke(bench_args(root, "--fail-on-error")).exit_code == 0
     server.set_faults({"number 0\n": ["404"]})
-    result = invoke(args(root, "--fail-on-error"))
+    result = invoke(bench_args(root, "--fail-on-error"))
     assert result.exit_code == 1
     assert result.stderr.rstrip().endswith("kag: error: 2 task(s) ended in error (--fail-on-error)")
     assert len(results(root)) == 4  # the other tasks still ran
@@ -216,15 +149,15 @@ def test_fail_on_error_exit_codes(tmp_path: Path, server: FakeServer) -> None:
 
 def test_stale_results_are_reported_and_rerun_on_request(tmp_path: Path, server: FakeServer) -> None:
     root = make_project(tmp_path, n=3)
-    assert invoke(args(root)).exit_code == 0
+    assert invoke(bench_args(root)).exit_code == 0
     (root / "prompt.md").write_text(PROMPT.replace("Answer with the key.", "Reply with one letter."))
     server.reset()
-    result = invoke(args(root, "--continue", "--setup", "s1"))
+    result = invoke(bench_args(root, "--continue", "--setup", "s1"))
     assert result.exit_code == 0
     assert "kag: warning: 3 result file(s) are stale" in result.stderr
     assert "3 stale result(s) kept (--rerun-stale re-runs them)" in result.stderr
     assert server.chat_requests() == []
-    result = invoke(args(root, "--rerun-stale", "--setup", "s1"))
+    result = invoke(bench_args(root, "--rerun-stale", "--setup", "s1"))
     assert result.exit_code == 0 and len(server.chat_requests()) == 3
     new = results(root)["mcq/0/s1.json"]
     assert (
@@ -257,12 +190,12 @@ def _bad(root: Path, name: str, text: str) -> None:
         ),
         (
             "config.toml",
-            CONFIG.replace('type = "Ollama"', 'type = "Olama"'),
+            FAKE_CONFIG.replace('type = "Ollama"', 'type = "Olama"'),
             r"config.toml: providers.ol: unknown provider type 'Olama'",
         ),
         (
             "config.toml",
-            CONFIG + "\n[providers.x]\n",
+            FAKE_CONFIG + "\n[providers.x]\n",
             r"config.toml: providers.x: missing required key 'type'",
         ),
         (
@@ -280,7 +213,7 @@ def test_bad_input_exits_2_before_any_request(
 
     root = make_project(tmp_path)
     _bad(root, file, text)
-    result = invoke(args(root))
+    result = invoke(bench_args(root))
     assert result.exit_code == 2
     assert result.stdout == ""
     assert result.stderr.startswith("kag: error: ") and "Traceback" not in result.stderr
@@ -304,7 +237,7 @@ def test_bad_input_exits_2_before_any_request(
 )
 def test_bad_flags_exit_2(tmp_path: Path, server: FakeServer, extra: list[str], expected: str) -> None:
     root = make_project(tmp_path)
-    result = invoke(args(root, *extra))
+    result = invoke(bench_args(root, *extra))
     assert result.exit_code == 2 and result.stderr.strip() == f"kag: error: {expected.format(root=root)}"
     assert server.requests == []
 
@@ -331,7 +264,7 @@ def test_setup_dataset_and_skip_are_globs(tmp_path: Path, extra: list[str], expe
     """As in `kag stats`: --setup, --dataset and --skip are shell globs; --skip repeats and
     still takes commas."""
     root = make_project(tmp_path)
-    result = invoke([*args(root, *extra), "--dry-run"])
+    result = invoke([*bench_args(root, *extra), "--dry-run"])
     assert result.exit_code == 0, result.stderr
     assert _planned_setups(result) == expected
 
@@ -348,7 +281,7 @@ def test_missing_default_config_file(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
 def test_parallel_must_be_positive(tmp_path: Path) -> None:
     root = make_project(tmp_path)
-    result = invoke(args(root, "-p", "0"))
+    result = invoke(bench_args(root, "-p", "0"))
     assert result.exit_code == 2 and "Invalid value for '--parallel'" in result.stderr
 
 
@@ -358,7 +291,7 @@ def test_parallel_must_be_positive(tmp_path: Path) -> None:
 def test_a_planted_key_reaches_the_server_and_nothing_else(tmp_path: Path, server: FakeServer) -> None:
     root = make_project(tmp_path, n=4)
     server.set_faults({"number 0\n": ["echo401"], "number 1\n": ["500"], "ECHOKEY": ["echo401"]})
-    result = invoke(["-vv", *args(root, "--retries", "1", "-p", "2")])
+    result = invoke(["-vv", *bench_args(root, "--retries", "1", "-p", "2")])
     assert result.exit_code == 0
     assert any(r.authorization == f"Bearer {SECRET}" for r in server.chat_requests())
     assert "Incorrect API key provided: ***" in result.stderr
@@ -380,7 +313,7 @@ def test_a_planted_key_reaches_the_server_and_nothing_else(tmp_path: Path, serve
         ]
     )
     assert generation.exit_code == 1 and "***" in generation.stdout
-    dry = invoke(args(root, "--dry-run", "--continue"))
+    dry = invoke(bench_args(root, "--dry-run", "--continue"))
     outputs = [result.stdout, result.stderr, generation.stdout, generation.stderr, dry.stdout, dry.stderr]
     outputs += [p.read_text() for p in (root / "out").rglob("*") if p.is_file()]
     assert len(outputs) == 6 + 8
@@ -503,7 +436,7 @@ def test_generation_over_https_verifies_the_certificate(tmp_path: Path) -> None:
 def spawn(root: Path, *extra: str) -> subprocess.Popen[str]:
     env = dict(os.environ, PYTHONPATH=str(REPO), KAG_WIDTH="200")
     return subprocess.Popen(
-        [sys.executable, "-m", "kag", *args(root, *extra)],
+        [sys.executable, "-m", "kag", *bench_args(root, *extra)],
         cwd=root,
         env=env,
         stdout=subprocess.PIPE,
@@ -537,7 +470,7 @@ def check_tree_and_resume(root: Path, server: FakeServer, n: int) -> None:
     assert missing, "the run finished before it was stopped"
     server.state.latency = 0.0
     server.reset()
-    result = invoke(args(root, "--continue", "-p", "4"))
+    result = invoke(bench_args(root, "--continue", "-p", "4"))
     assert result.exit_code == 0, result.stderr
     assert prompts_seen(server) == {task_key(k) for k in missing}
     assert len(server.chat_requests()) == len(missing)  # exactly the missing tasks, once each
@@ -545,15 +478,24 @@ def check_tree_and_resume(root: Path, server: FakeServer, n: int) -> None:
     assert set(final) == all_keys(n)  # complete, and no .tmp left behind
 
 
-def test_sigkill_mid_run_leaves_only_whole_files_and_continue_completes(
-    tmp_path: Path, server: FakeServer
-) -> None:
-    n = 20
+def signalled_mid_run(
+    tmp_path: Path, server: FakeServer, n: int, signum: signal.Signals
+) -> tuple[Path, subprocess.Popen[str]]:
+    """A slow run of ``n`` questions in a real subprocess, sent ``signum`` once 6 files are
+    written (the run is then mid-way: 40 tasks at 4 in parallel, 0.3 s each)."""
     root = make_project(tmp_path, n=n)
     server.state.latency = 0.3
     process = spawn(root, "-p", "4")
     wait_for_files(root, 6, process)
-    process.send_signal(signal.SIGKILL)
+    process.send_signal(signum)
+    return root, process
+
+
+def test_sigkill_mid_run_leaves_only_whole_files_and_continue_completes(
+    tmp_path: Path, server: FakeServer
+) -> None:
+    n = 20
+    root, process = signalled_mid_run(tmp_path, server, n, signal.SIGKILL)
     process.communicate()
     assert process.returncode == -signal.SIGKILL
     check_tree_and_resume(root, server, n)
@@ -561,11 +503,7 @@ def test_sigkill_mid_run_leaves_only_whole_files_and_continue_completes(
 
 def test_sigint_stops_cleanly_with_exit_130_and_a_summary(tmp_path: Path, server: FakeServer) -> None:
     n = 20
-    root = make_project(tmp_path, n=n)
-    server.state.latency = 0.3
-    process = spawn(root, "-p", "4")
-    wait_for_files(root, 6, process)
-    process.send_signal(signal.SIGINT)
+    root, process = signalled_mid_run(tmp_path, server, n, signal.SIGINT)
     stdout, stderr = process.communicate(timeout=60)
     assert process.returncode == 130, stderr
     assert "kag: benchmark interrupted:" in stderr and "Run again with --continue to resume." in stderr
@@ -579,15 +517,15 @@ def test_v_and_q_after_the_options_set_the_verbosity(tmp_path: Path, server: Fak
     is hidden with -q at the end."""
     root = make_project(tmp_path, n=1)
     server.set_faults({"number 0\n": ["500", "ok"]})
-    verbose = invoke([*args(root, "--setup", "s1"), "-v"])
+    verbose = invoke([*bench_args(root, "--setup", "s1"), "-v"])
     assert verbose.exit_code == 0, verbose.stderr
     assert "kag: retry: " in verbose.stderr
     server.set_faults({"number 0\n": ["500", "ok"]})
-    plain = invoke(args(root, "--setup", "s1"))
+    plain = invoke(bench_args(root, "--setup", "s1"))
     assert plain.exit_code == 0
     assert "kag: retry: " not in plain.stderr
     assert "kag: benchmark: 1 task(s) run" in plain.stderr
-    quiet = invoke([*args(root, "--setup", "s1"), "-q"])
+    quiet = invoke([*bench_args(root, "--setup", "s1"), "-q"])
     assert quiet.exit_code == 0
     assert quiet.stderr == ""
     assert (root / "out/mcq/0/s1.json").is_file()

@@ -12,7 +12,6 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,38 +19,18 @@ import orjson
 import pytest
 
 from kag.results import EPOCHS_FOLDER, OkResult, epoch_result_path, read_result, result_to_json
-from tests.commands.test_benchmark_cli import args as bench_args
-from tests.commands.test_benchmark_cli import invoke
+from tests.bench_helpers import PROMPT, bench_args, bench_toml, fresh, invoke, server_fixture, setup_toml
 from tests.conftest import REPO
 from tests.fakeserver import FakeServer
 
-PROMPT = "Question: {{INPUT}}\nChoices:\n{{ CHOICE }}\nAnswer with the key.\n"
-BENCH = """
-[s1]
-provider = "oa"
-model = "m1"
-temperature = 0.0
-system_prompt = '''{{ file('prompt.md') }}'''
+BENCH = bench_toml(setup_toml("s1", "oa", "m1"), setup_toml("s2", "oa", "m2"))
 
-[s2]
-provider = "oa"
-model = "m2"
-temperature = 0.0
-system_prompt = '''{{ file('prompt.md') }}'''
-"""
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[FakeServer]:
-    with FakeServer(reply="a") as fake:
-        yield fake
+server = server_fixture("a")
 
 
 @pytest.fixture(autouse=True)
 def _reset(server: FakeServer) -> None:
-    server.reset()
-    server.set_faults({}, default="ok")
-    server.state.latency = 0.0
+    fresh(server)
 
 
 def dead_url() -> str:
@@ -229,13 +208,7 @@ def test_shard_must_be_k_of_n(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- epochs
 
 
-ONE = """
-[s1]
-provider = "oa"
-model = "m1"
-temperature = 0.7
-system_prompt = '''{{ file('prompt.md') }}'''
-"""
+ONE = bench_toml(setup_toml("s1", "oa", "m1", temperature=0.7))
 
 
 def test_epochs_store_repeats_beside_an_unchanged_first_epoch(tmp_path: Path, server: FakeServer) -> None:

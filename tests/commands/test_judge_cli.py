@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
@@ -15,43 +14,26 @@ from typer.testing import CliRunner
 
 from kag.cli import app
 from kag.grading.judge import CACHE_FOLDER, DEFAULT_PROMPT
+from tests.bench_helpers import FAKE_CONFIG, fresh, server_fixture
 from tests.conftest import REPO
 from tests.fakeserver import FakeServer
 from tests.judge_helpers import REPLIES, make_tree, marker
 
 SECRET = "sk-judge-4f1a9c-planted-secret"
 
-CONFIG = """
-[providers.oa]
-type = "OpenAI"
-url = "{{ env('FAKE_URL') }}/v1"
-key = "{{ env('FAKE_KEY') }}"
-
-[providers.ol]
-type = "Ollama"
-url = "{{ env('FAKE_URL') }}"
-"""
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[FakeServer]:
-    with FakeServer(reply="Maybe, hard to say.") as fake:
-        yield fake
+server = server_fixture("Maybe, hard to say.")
 
 
 @pytest.fixture(autouse=True)
 def _reset(server: FakeServer, monkeypatch: pytest.MonkeyPatch) -> None:
-    server.reset()
-    server.set_faults({}, default="ok")
+    fresh(server, monkeypatch, key=SECRET)
     server.state.replies = dict(REPLIES)
-    monkeypatch.setenv("FAKE_URL", server.url)
-    monkeypatch.setenv("FAKE_KEY", SECRET)
 
 
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     make_tree(tmp_path / "results")
-    (tmp_path / "config.toml").write_text(CONFIG)
+    (tmp_path / "config.toml").write_text(FAKE_CONFIG)
     monkeypatch.chdir(tmp_path)
     return tmp_path
 

@@ -16,11 +16,9 @@ from urllib.parse import quote, quote_plus
 
 import orjson
 import pytest
-from typer.testing import CliRunner
 
-from kag.cli import app
 from kag.results import ErrorResult, OkResult, read_result
-from tests.commands.test_benchmark_cli import args as bench_args
+from tests.bench_helpers import bench_args, bench_toml, fresh, invoke, server_fixture, setup_toml
 from tests.fakeserver import FakeServer
 
 # '"' and '\\' make its JSON-escaped spelling differ from the raw one.
@@ -28,25 +26,16 @@ SECRET = 'sk-proj_Zq8-vW3_secretTail/9+x"q\\z'
 PASSWORD = "s3cret-Pa55word"
 
 
-def invoke(argv: list[str], **kwargs: Any) -> Any:
-    return CliRunner().invoke(app, argv, **kwargs)
-
-
 def results(out: Path) -> dict[str, Any]:
     return {str(p.relative_to(out)): read_result(p) for p in sorted(out.rglob("*.json"))}
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[FakeServer]:
-    with FakeServer(reply="b") as fake:
-        yield fake
+server = server_fixture("b")
 
 
 @pytest.fixture(autouse=True)
 def _reset(server: FakeServer, monkeypatch: pytest.MonkeyPatch) -> None:
-    server.reset()
-    server.set_faults({}, default="ok")
-    monkeypatch.setenv("FAKE_URL", server.url)
+    fresh(server, monkeypatch)
 
 
 def project(root: Path, config: str, bench: str, prompt: str = "Q: {{ INPUT }}\n") -> Path:
@@ -71,13 +60,7 @@ type = "Ollama"
 url = "{{ env('FAKE_URL') }}"
 """
 
-BENCH = """
-[s1]
-provider = "ol"
-model = "m"
-temperature = 0.0
-system_prompt = '''{{ file('prompt.md') }}'''
-"""
+BENCH = bench_toml(setup_toml("s1", "ol", "m"))
 
 
 # ---------------------------------------------------------------- item 1: sandboxed templates

@@ -8,7 +8,6 @@ import email.utils
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,21 +25,18 @@ from kag.generation.retry import (
     retry_delay,
 )
 from kag.results import Usage
+from tests.bench_helpers import fresh, server_fixture
 from tests.fakeserver import FakeServer, fake_embedding, make_certificate
 
 REQUEST = ChatRequest("tiny", "Which key? MARK", 0.0, 32)
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[FakeServer]:
-    with FakeServer(reply="B") as fake:
-        yield fake
+server = server_fixture("B")
 
 
 @pytest.fixture(autouse=True)
 def _reset(server: FakeServer) -> None:
-    server.reset()
-    server.set_faults({}, default="ok")
+    fresh(server)
 
 
 def openai(server: FakeServer, key: str = "sk-test", timeout: float = 5.0) -> OpenAIClient:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import os
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,22 +33,18 @@ from kag.results import (
     write_result,
 )
 from kag.retrieval import factory as retrieval_factory
+from tests.bench_helpers import fresh, mcq, server_fixture
 from tests.fakeserver import FakeServer, fake_embedding
 
 SECRET = "sk-planted-secret-9876"
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[FakeServer]:
-    with FakeServer(reply="b") as fake:
-        yield fake
+server = server_fixture("b")
 
 
 @pytest.fixture(autouse=True)
 def _reset(server: FakeServer) -> None:
-    server.reset()
-    server.set_faults({}, default="ok")
-    server.state.latency = 0.0
+    fresh(server)
 
 
 def make_files(
@@ -72,10 +67,6 @@ def make_files(
     (tmp_path / "datasets.json").write_bytes(orjson.dumps(questions))
     cfg = load_config(tmp_path / "config.toml")
     return cfg, load_benchmark(tmp_path / "bench.toml", cfg), load_datasets(tmp_path / "datasets.json")
-
-
-def mcq(text: str, answer: str = "a") -> dict[str, Any]:
-    return {"input": text, "output": {"type": "MCQ", "options": {"a": "yes", "b": "no"}, "answer": answer}}
 
 
 def run(plan: Plan, cfg: Config, **options: Any) -> Summary:

@@ -29,24 +29,16 @@ from kag.results import (
     temporary_name,
     write_atomic,
 )
-from tests.commands.test_benchmark_cli import SECRET, args, invoke, make_project, mcq
+from tests.bench_helpers import SECRET, bench_args, fresh, invoke, make_project, mcq, server_fixture
 from tests.conftest import REPO
 from tests.fakeserver import FakeServer
 
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[FakeServer]:
-    with FakeServer(reply="b") as fake:
-        yield fake
+server = server_fixture("b")
 
 
 @pytest.fixture(autouse=True)
 def _reset(server: FakeServer, monkeypatch: pytest.MonkeyPatch) -> None:
-    server.reset()
-    server.set_faults({}, default="ok")
-    server.state.latency = 0.0
-    monkeypatch.setenv("FAKE_URL", server.url)
-    monkeypatch.setenv("FAKE_KEY", SECRET)
+    fresh(server, monkeypatch, key=SECRET)
 
 
 def out_files(root: Path) -> dict[str, bytes]:
@@ -87,7 +79,7 @@ def test_a_file_size_limit_mid_write_leaves_no_cut_file_and_stops_the_run(tmp_pa
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
-    argv = [sys.executable, "-m", "kag", *args(root, "--setup", "s1")]
+    argv = [sys.executable, "-m", "kag", *bench_args(root, "--setup", "s1")]
     first = subprocess.run(
         argv, cwd=root, env=env, check=False, capture_output=True, text=True, preexec_fn=cap
     )
@@ -134,7 +126,7 @@ def test_a_full_tmpfs_leaves_no_truncated_file_counted_as_written(
             handle.write(b"x" * (200 * 1024 - 24 * 1024))
         except OSError:
             pass
-    result = invoke(args(root, "--setup", "s1"))
+    result = invoke(bench_args(root, "--setup", "s1"))
     assert result.exit_code == 2, result.stderr
     names = sorted(n for n in out_files(root) if n != "filler.bin")
     assert "mcq/3/s1.json" not in names and all(name.endswith("/s1.json") for name in names)
@@ -142,7 +134,7 @@ def test_a_full_tmpfs_leaves_no_truncated_file_counted_as_written(
     for name in names:
         assert isinstance(read_result(small_tmpfs / name), OkResult)  # whole files only
     filler.unlink()
-    again = invoke(args(root, "--setup", "s1", "--continue"))
+    again = invoke(bench_args(root, "--setup", "s1", "--continue"))
     assert again.exit_code == 0, again.stderr
     big = read_result(small_tmpfs / "mcq" / "3" / "s1.json")
     assert isinstance(big, OkResult) and big.stats.prompt is not None and len(big.stats.prompt) > 60_000
@@ -156,7 +148,7 @@ def test_a_second_run_on_the_same_tree_exits_2_naming_the_holder(tmp_path: Path,
     server.state.latency = 0.3
     env = dict(os.environ, PYTHONPATH=str(REPO), KAG_WIDTH="200")
     first = subprocess.Popen(
-        [sys.executable, "-m", "kag", *args(root, "-p", "2")],
+        [sys.executable, "-m", "kag", *bench_args(root, "-p", "2")],
         cwd=root,
         env=env,
         stdout=subprocess.PIPE,
@@ -169,7 +161,7 @@ def test_a_second_run_on_the_same_tree_exits_2_naming_the_holder(tmp_path: Path,
             assert first.poll() is None and time.monotonic() < deadline, first.communicate()
             time.sleep(0.02)
         requests_before = len(server.chat_requests())
-        second = invoke(args(root, "--continue"))
+        second = invoke(bench_args(root, "--continue"))
         assert second.exit_code == 2
         line = one_error_line(second.stderr)
         assert f"another kag benchmark (pid {first.pid}) is writing this result tree" in line
@@ -180,7 +172,7 @@ def test_a_second_run_on_the_same_tree_exits_2_naming_the_holder(tmp_path: Path,
         first.communicate(timeout=60)
     assert first.returncode == 130
     server.state.latency = 0.0
-    third = invoke(args(root, "--continue"))  # the lock went with the first run
+    third = invoke(bench_args(root, "--continue"))  # the lock went with the first run
     assert third.exit_code == 0, third.stderr
     assert not list((root / "out").rglob("*.tmp"))
 
@@ -216,7 +208,7 @@ def test_temporaries_are_unique_and_only_a_dead_writers_are_removed(
         old = folder / f"s2.json{TMP_SUFFIX}"
         for path in (live, gone, old):
             path.write_bytes(b'{"ok": {"res')
-        result = invoke(args(root))
+        result = invoke(bench_args(root))
         assert result.exit_code == 0, result.stderr
         assert "removed 2 leftover .tmp file(s)" in result.stderr
         assert live.exists() and not gone.exists() and not old.exists()
@@ -238,13 +230,13 @@ def test_a_link_where_a_folder_belongs_is_exit_2_before_any_request(
     link = root / "out" / where
     link.parent.mkdir(parents=True, exist_ok=True)
     link.symlink_to(outside, target_is_directory=True)
-    result = invoke(args(root))
+    result = invoke(bench_args(root))
     assert result.exit_code == 2
     line = one_error_line(result.stderr)
     assert f"{link} (a symbolic link)" in line
     assert server.chat_requests() == []
     assert list(outside.rglob("*")) == []
-    dry = invoke(args(root, "--dry-run"))
+    dry = invoke(bench_args(root, "--dry-run"))
     assert dry.exit_code == 2 and dry.stdout == ""
 
 
@@ -258,7 +250,7 @@ def test_a_link_at_a_result_file_is_not_counted_done_and_is_replaced_not_written
     link = root / "out" / "mcq" / "0" / "s1.json"
     link.parent.mkdir(parents=True)
     link.symlink_to(outside)
-    result = invoke(args(root, "--continue"))
+    result = invoke(bench_args(root, "--continue"))
     assert result.exit_code == 0, result.stderr
     assert "4 task(s) run: 4 ok" in result.stderr  # the link was not a result
     assert outside.read_bytes() == planted
@@ -322,26 +314,26 @@ def test_write_atomic_refuses_a_link_between_root_and_file(tmp_path: Path) -> No
 
 def test_an_ok_result_is_never_replaced_by_an_error(tmp_path: Path, server: FakeServer) -> None:
     root = make_project(tmp_path, n=3)
-    assert invoke(args(root)).exit_code == 0
+    assert invoke(bench_args(root)).exit_code == 0
     before = out_files(root)
     server.set_faults({}, default="404")
-    result = invoke(args(root))
+    result = invoke(bench_args(root))
     assert out_files(root) == before  # every ok file kept, byte for byte
     assert "0 ok, 0 error(s), 6 failed and kept the previous answer" in result.stderr
     # No request got an answer: that is not a successful run.
     assert result.exit_code == 2
     assert "no task got an answer" in one_error_line(result.stderr)
-    nothing = invoke(args(root, "--continue"))  # nothing left to do: fine
+    nothing = invoke(bench_args(root, "--continue"))  # nothing left to do: fine
     assert nothing.exit_code == 0, nothing.stderr
 
 
 def test_an_error_still_replaces_an_error(tmp_path: Path, server: FakeServer) -> None:
     root = make_project(tmp_path, n=1)
     server.set_faults({}, default="404")
-    assert invoke(args(root, "--setup", "s1")).exit_code == 2
+    assert invoke(bench_args(root, "--setup", "s1")).exit_code == 2
     first = read_result(root / "out" / "mcq" / "0" / "s1.json")
     server.set_faults({}, default="400")
-    assert invoke(args(root, "--setup", "s1")).exit_code == 2
+    assert invoke(bench_args(root, "--setup", "s1")).exit_code == 2
     second = read_result(root / "out" / "mcq" / "0" / "s1.json")
     assert isinstance(first, ErrorResult) and isinstance(second, ErrorResult)
     assert "HTTP 404" in first.error and "HTTP 400" in second.error
@@ -361,7 +353,7 @@ def test_an_unreachable_server_stops_the_run_and_the_rest_stays_resumable(
     url = dead_url()
     monkeypatch.setenv("FAKE_URL", url.replace("http://", "http://alice:hunter2pass@"))
     monkeypatch.setenv("FAKE_KEY", "")  # URL credentials and a key together are a config error
-    result = invoke(args(root, "--setup", "s2", "--retries", "0"))
+    result = invoke(bench_args(root, "--setup", "s2", "--retries", "0"))
     assert result.exit_code == 2
     line = one_error_line(result.stderr)
     assert f"http://***@{url[len('http://') :]}: unreachable for 20 task(s) in a row" in line
@@ -370,7 +362,7 @@ def test_an_unreachable_server_stops_the_run_and_the_rest_stays_resumable(
     assert len(out_files(root)) == 20  # the 20 failures; the other 10 have no file
     monkeypatch.setenv("FAKE_URL", server.url)
     monkeypatch.setenv("FAKE_KEY", SECRET)
-    again = invoke(args(root, "--setup", "s2", "--continue"))
+    again = invoke(bench_args(root, "--setup", "s2", "--continue"))
     assert again.exit_code == 0, again.stderr
     assert "10 task(s) run: 10 ok" in again.stderr
 
@@ -380,7 +372,7 @@ def test_max_connection_failures_sets_the_limit(
 ) -> None:
     root = make_project(tmp_path, n=8)
     monkeypatch.setenv("FAKE_URL", dead_url())
-    result = invoke(args(root, "--setup", "s2", "--retries", "0", "--max-connection-failures", "3"))
+    result = invoke(bench_args(root, "--setup", "s2", "--retries", "0", "--max-connection-failures", "3"))
     assert result.exit_code == 2
     assert "unreachable for 3 task(s) in a row; 5 task(s) not run" in one_error_line(result.stderr)
 
@@ -395,13 +387,13 @@ def test_names_the_file_system_cannot_hold_are_refused_before_any_request(
     long_ids = [f"{i}" + "x" * 300 for i in range(12)]
     questions["mcq"].update({qid: mcq("long") for qid in long_ids})
     root = make_project(tmp_path, questions=questions)
-    result = invoke(args(root))
+    result = invoke(bench_args(root))
     assert result.exit_code == 2
     line = one_error_line(result.stderr)
     assert "names this file system cannot hold" in line and "at most 255 bytes per name" in line
     assert line.count("is 301 bytes") == 10 and "and 2 more" in line  # a capped list
     assert server.chat_requests() == [] and not (root / "out").exists()
-    prefix = invoke(args(root, "--limit", "1", "--prefix", "p" * 250))
+    prefix = invoke(bench_args(root, "--limit", "1", "--prefix", "p" * 250))
     assert prefix.exit_code == 2
     assert "result file name" in one_error_line(prefix.stderr)
     assert server.chat_requests() == []

@@ -6,16 +6,14 @@ results or an empty RETRIEVAL, never a crashed run."""
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
-from typer.testing import CliRunner
 
-from kag.cli import app
 from kag.results import ErrorResult, OkResult, read_result
+from tests.bench_helpers import bench_args, invoke, server_fixture
 from tests.conftest import REPO
 from tests.fakeserver import FakeServer, fake_embedding
 from tests.graph_helpers import einstein_files
@@ -69,10 +67,7 @@ QUESTIONS = {
 }
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[FakeServer]:
-    with FakeServer(reply="a") as fake:
-        yield fake
+server = server_fixture("a")
 
 
 def project(
@@ -93,10 +88,6 @@ def project(
     monkeypatch.setenv("GRAPH_DIR", str(root))
     server.reset()
     return root
-
-
-def invoke(argv: list[str]) -> Any:
-    return CliRunner().invoke(app, argv)
 
 
 def graph_import(root: Path) -> Any:
@@ -121,21 +112,7 @@ def graph_import(root: Path) -> Any:
 
 
 def benchmark(root: Path) -> Any:
-    return invoke(
-        [
-            "benchmark",
-            "-c",
-            str(root / "config.toml"),
-            "-b",
-            str(root / "bench.toml"),
-            "-d",
-            str(root / "datasets.json"),
-            "-o",
-            str(root / "out"),
-            "--backoff",
-            "0",
-        ]
-    )
+    return invoke(bench_args(root))
 
 
 def test_import_through_an_openai_provider_then_benchmark_then_stats(
