@@ -45,3 +45,27 @@ def med_kag() -> Path:
 @pytest.fixture
 def repo() -> Path:
     return REPO
+
+
+IRT2_DATASET = TEST_DATA / "irt2" / "dataset"
+
+
+def run_irt2(  # type: ignore[no-untyped-def]
+    *args: str | Path, dataset: Path = IRT2_DATASET, task: str = "linking", split: str = "test"
+):
+    """`kag irt2` through typer's CliRunner on ``dataset`` (the hand-made one in tests/data/irt2
+    unless told), linking task, test split by default; ``args`` add the prediction files and
+    any other option."""
+    from typer.testing import CliRunner
+
+    from kag.cli import app
+
+    command = ["irt2", "--dataset", dataset, "--task", task, "--split", split, *args]
+    return CliRunner().invoke(app, [str(part) for part in command])
+
+
+def write_ok(path: Path, text: str, seconds: int = 1) -> None:
+    """An ok result file at ``path`` answering ``text``, written by the real writer."""
+    from kag.results import OkResult, OkStats, Timing, write_result
+
+    write_result(path, OkResult(text, OkStats(prompt="p", time=Timing(seconds, 0))))

@@ -15,13 +15,14 @@ import pytest
 from typer.testing import CliRunner
 
 from kag.cli import app
-from kag.results import ErrorResult, OkResult, OkStats, Timing, write_result
+from kag.results import ErrorResult, write_result
+from tests.conftest import write_ok
 
 runner = CliRunner()
 
 
 def ok(path: Path, text: str) -> None:
-    write_result(path, OkResult(text, OkStats(prompt="p", time=Timing(2, 0))))
+    write_ok(path, text, seconds=2)
 
 
 @pytest.fixture
@@ -219,11 +220,8 @@ def test_text_lines_and_summary(tree: Path) -> None:
     assert "\x1b" not in result.stdout  # not a terminal: no colour
 
 
-def test_v_after_find_is_verbosity_not_an_inverted_match(tree: Path) -> None:
-    """As with the Rust tool's global flags, `-v` after `find` is verbosity: a script
-    written for it keeps its meaning; inverting is `--invert-match`, long only."""
-    result = invoke("stats", "find", "(?i)know", "-v", "-r", str(tree), "--prefix", "run1-", "-l")
-    assert result.exit_code == 0
+def assert_verbose_listing(result, tree: Path) -> None:  # type: ignore[no-untyped-def]
+    """The -l listing of (?i)know under prefix run1-, with the skipped error file named at -v."""
     assert result.stdout.splitlines() == [
         rel(tree, "mcq/0/run1-kag.json"),
         rel(tree, "mcq/1/run1-native.json"),
@@ -232,6 +230,14 @@ def test_v_after_find_is_verbosity_not_an_inverted_match(tree: Path) -> None:
         f"kag: info: {tree / 'mcq/2/run1-kag.json'}: error result file, skipped (no response to search)"
         in result.stderr.splitlines()
     )
+
+
+def test_v_after_find_is_verbosity_not_an_inverted_match(tree: Path) -> None:
+    """As with the Rust tool's global flags, `-v` after `find` is verbosity: a script
+    written for it keeps its meaning; inverting is `--invert-match`, long only."""
+    result = invoke("stats", "find", "(?i)know", "-v", "-r", str(tree), "--prefix", "run1-", "-l")
+    assert result.exit_code == 0
+    assert_verbose_listing(result, tree)
     inverted = invoke(
         "stats", "find", "(?i)know", "--invert-match", "-r", str(tree), "--prefix", "run1-", "-l"
     )
@@ -259,14 +265,7 @@ def test_q_after_find_cancels_a_v_before_it(tree: Path) -> None:
 
 def test_v_before_find_is_verbosity(tree: Path) -> None:
     result = invoke("stats", "-v", "find", "(?i)know", "-r", str(tree), "--prefix", "run1-", "-l")
-    assert result.stdout.splitlines() == [
-        rel(tree, "mcq/0/run1-kag.json"),
-        rel(tree, "mcq/1/run1-native.json"),
-    ]
-    assert (
-        f"kag: info: {tree / 'mcq/2/run1-kag.json'}: error result file, skipped (no response to search)"
-        in result.stderr.splitlines()
-    )
+    assert_verbose_listing(result, tree)
 
 
 def test_count_per_setup(tree: Path) -> None:

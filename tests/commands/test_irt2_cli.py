@@ -22,6 +22,7 @@ from typer.testing import CliRunner
 
 from kag.cli import app
 from tests.conftest import TEST_DATA
+from tests.conftest import run_irt2 as run_on
 
 DATA = TEST_DATA / "irt2"
 DATASET = DATA / "dataset"
@@ -75,7 +76,7 @@ def run(*args: str | Path):  # type: ignore[no-untyped-def]
 
 
 def run_json(*args: str | Path, task: str = "linking", split: str = "test") -> dict:  # type: ignore[type-arg]
-    result = run("--dataset", DATASET, "--task", task, "--split", split, *args, "--format", "json")
+    result = run_on(*args, "--format", "json", task=task, split=split)
     assert result.exit_code == 0, result.stderr
     return json.loads(result.stdout)
 
@@ -236,7 +237,7 @@ def test_ks_repeat_as_well_as_take_commas() -> None:
 
 
 def test_text_report() -> None:
-    result = run("--dataset", DATASET, "--task", "linking", "--split", "test", *LINKING)
+    result = run_on(*LINKING)
     assert result.exit_code == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].split() == ["mrr", "hits@1", "hits@10", "hits@100"]
@@ -258,19 +259,7 @@ def test_text_report() -> None:
 
 def test_per_query_file(tmp_path: Path) -> None:
     out = tmp_path / "per-query.jsonl"
-    result = run(
-        "--dataset",
-        DATASET,
-        "--task",
-        "linking",
-        "--split",
-        "test",
-        *LINKING,
-        "--per-query",
-        out,
-        "--max-rank",
-        "3",
-    )
+    result = run_on(*LINKING, "--per-query", out, "--max-rank", "3")
     assert result.exit_code == 0, result.stderr
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(records) == 9 + 4
@@ -299,19 +288,7 @@ def test_per_query_file(tmp_path: Path) -> None:
 
 def test_per_query_file_realistic_ranks_are_numbers(tmp_path: Path) -> None:
     out = tmp_path / "pq.jsonl"
-    result = run(
-        "--dataset",
-        DATASET,
-        "--task",
-        "linking",
-        "--split",
-        "test",
-        *LINKING,
-        "--per-query",
-        out,
-        "--ties",
-        "realistic",
-    )
+    result = run_on(*LINKING, "--per-query", out, "--ties", "realistic")
     assert result.exit_code == 0, result.stderr
     record = next(json.loads(line) for line in out.read_text().splitlines() if '"query":[101,0]' in line)
     assert record["filtered_rank"] == 3.5
@@ -360,18 +337,7 @@ def test_malformed_predictions_exit_2_with_file_and_line(
     tmp_path: Path, text: str, line: int, message: str
 ) -> None:
     head = bad_file(tmp_path, text)
-    result = run(
-        "--dataset",
-        DATASET,
-        "--task",
-        "linking",
-        "--split",
-        "test",
-        "--head",
-        head,
-        "--tail",
-        PRED / "linking-tail.csv",
-    )
+    result = run_on("--head", head, "--tail", PRED / "linking-tail.csv")
     assert result.exit_code == 2
     assert result.stdout == ""
     assert result.stderr == f"kag: error: {head}:{line}: {message}\n"
@@ -379,18 +345,7 @@ def test_malformed_predictions_exit_2_with_file_and_line(
 
 def test_malformed_tail_file_is_named(tmp_path: Path) -> None:
     tail = bad_file(tmp_path, "100,0,3,0.1\n100,0,3,0.2\n", "tail.csv")
-    result = run(
-        "--dataset",
-        DATASET,
-        "--task",
-        "linking",
-        "--split",
-        "test",
-        "--head",
-        PRED / "linking-head.csv",
-        "--tail",
-        tail,
-    )
+    result = run_on("--head", PRED / "linking-head.csv", "--tail", tail)
     assert result.exit_code == 2
     assert result.stderr == f"kag: error: {tail}:2: query (100, 0) appears twice (first on line 1)\n"
 
@@ -399,7 +354,7 @@ def test_malformed_dataset_file(tmp_path: Path) -> None:
     folder = Path(shutil.copytree(DATASET, tmp_path / "ds"))
     with (folder / "open.test-head.txt").open("a") as out:
         out.write("107|0\n")
-    result = run("--dataset", folder, "--task", "linking", "--split", "test", *LINKING)
+    result = run_on(*LINKING, dataset=folder)
     assert result.exit_code == 2
     assert (
         result.stderr
@@ -435,7 +390,7 @@ def test_dataset_file_that_cannot_be_read_is_one_clean_line(
     tmp_path: Path, name: str, content: bytes | None, reason: str
 ) -> None:
     folder = _copy_with(tmp_path, name, content)
-    result = run("--dataset", folder, "--task", "linking", "--split", "test", *LINKING)
+    result = run_on(*LINKING, dataset=folder)
     assert result.exit_code == 2
     assert result.stdout == ""
     # the path once, the reason once: no "[Errno 21] Is a directory: '...'" repeating both
@@ -443,16 +398,15 @@ def test_dataset_file_that_cannot_be_read_is_one_clean_line(
 
 
 def test_prediction_and_per_query_paths_that_are_folders(tmp_path: Path) -> None:
-    common = ("--dataset", DATASET, "--task", "linking", "--split", "test")
-    head = run(*common, "--head", tmp_path, *LINKING[2:])
+    head = run_on("--head", tmp_path, *LINKING[2:])
     assert head.exit_code == 2
     assert head.stderr == f"kag: error: {tmp_path}: predictions file is a directory\n"
-    per_query = run(*common, *LINKING, "--per-query", tmp_path)
+    per_query = run_on(*LINKING, "--per-query", tmp_path)
     assert per_query.exit_code == 2
     assert per_query.stdout == ""
     assert per_query.stderr == f"kag: error: {tmp_path}: is a directory, expected a file\n"
     nowhere = tmp_path / "no" / "such" / "folder.jsonl"
-    missing = run(*common, *LINKING, "--per-query", nowhere)
+    missing = run_on(*LINKING, "--per-query", nowhere)
     assert missing.exit_code == 2
     assert missing.stderr == f"kag: error: {nowhere}: cannot write: No such file or directory\n"
 
@@ -491,7 +445,7 @@ def test_usage_errors_exit_2(args: list[str], message: str) -> None:
 
 
 def test_missing_required_option_exits_2() -> None:
-    result = run("--dataset", DATASET, "--task", "linking", "--split", "test", "--head", PRED / "empty.csv")
+    result = run_on("--head", PRED / "empty.csv")
     assert result.exit_code == 2
     assert "--tail" in result.stderr
 
@@ -505,7 +459,7 @@ def test_per_query_to_a_named_pipe_is_written_in_place(tmp_path: Path) -> None:
     received: list[bytes] = []
     reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()))
     reader.start()
-    result = run("--dataset", DATASET, "--task", "linking", "--split", "test", *LINKING, "--per-query", fifo)
+    result = run_on(*LINKING, "--per-query", fifo)
     reader.join(timeout=30)
     assert result.exit_code == 0, result.stderr
     assert len(received[0].splitlines()) == 13

@@ -135,22 +135,28 @@ def test_rows_become_the_subgraph() -> None:
     ]
 
 
+MESH_FILTERS = FormalTriplet(
+    property_filters={
+        frozenset({"MeSH", "MeSHConcept"}): ("name",),
+        frozenset({"MeSH", "MeSHDescriptor"}): ("name",),
+    }
+)
+
+
+# The Rust tool's text of the Intubation rows (_records(), and _bolt_rows() on the wire) under MESH_FILTERS.
+MESH_TEXT = (
+    "(129620460)-[:MAPPED_TO]->(39239927)\n"
+    '(129620460)-[name]->("Intubation")\n'
+    '(39239927)-[ui]->("C0021925")\n'
+    "(8434707)-[:HAS_CONCEPT { isPreferred: true }]->(129620460)\n"
+    '(8434707)-[name]->("Intubation")\n'
+    "(8434707)-[:MAPPED_TO]->(39239927)\n"
+)
+
+
 def test_rows_render_in_the_rust_format() -> None:
-    translation = FormalTriplet(
-        property_filters={
-            frozenset({"MeSH", "MeSHConcept"}): ("name",),
-            frozenset({"MeSH", "MeSHDescriptor"}): ("name",),
-        }
-    )
-    rendered = translation.render(subgraph_from_records(_records()))
-    assert rendered.text == (
-        "(129620460)-[:MAPPED_TO]->(39239927)\n"
-        '(129620460)-[name]->("Intubation")\n'
-        '(39239927)-[ui]->("C0021925")\n'
-        "(8434707)-[:HAS_CONCEPT { isPreferred: true }]->(129620460)\n"
-        '(8434707)-[name]->("Intubation")\n'
-        "(8434707)-[:MAPPED_TO]->(39239927)\n"
-    )
+    rendered = MESH_FILTERS.render(subgraph_from_records(_records()))
+    assert rendered.text == MESH_TEXT
     assert (rendered.vertices, rendered.relationships, rendered.properties) == (3, 3, 4)
 
 
@@ -241,14 +247,6 @@ def _bolt_rows() -> Rows:
     return Rows(["seeds", "source", "predicate", "target"], [[seeds, r.start, r, r.end] for r in rels])
 
 
-MESH_FILTERS = FormalTriplet(
-    property_filters={
-        frozenset({"MeSH", "MeSHConcept"}): ("name",),
-        frozenset({"MeSH", "MeSHDescriptor"}): ("name",),
-    }
-)
-
-
 def _fetch_all(settings: Neo4jSettings, calls: list[tuple[list[float], int, int, str]]) -> list[Any]:
     graph = Neo4jGraph(settings, max_retry_time=0.0)
 
@@ -279,14 +277,7 @@ def test_the_driver_sends_one_parameterized_query_per_retrieval_over_one_connect
     assert (hello["scheme"], hello["principal"], hello["user_agent"]) == ("basic", "neo4j", "kag")
     # The driver hydrated the Bolt structures; the text is the Rust tool's.
     assert one.seeds == ("129620460", "8434707")
-    assert MESH_FILTERS.render(two).text == (
-        "(129620460)-[:MAPPED_TO]->(39239927)\n"
-        '(129620460)-[name]->("Intubation")\n'
-        '(39239927)-[ui]->("C0021925")\n'
-        "(8434707)-[:HAS_CONCEPT { isPreferred: true }]->(129620460)\n"
-        '(8434707)-[name]->("Intubation")\n'
-        "(8434707)-[:MAPPED_TO]->(39239927)\n"
-    )
+    assert MESH_FILTERS.render(two).text == MESH_TEXT
 
 
 def test_a_missing_index_is_the_servers_error_as_a_retrieval_error() -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from kag.datasets import load_datasets
+from kag.datasets import Datasets, load_datasets
 from kag.grading.compare import (
     BUCKET_ORDER,
     Answer,
@@ -24,7 +24,7 @@ from kag.grading.compare import (
     size_bucket,
 )
 from kag.grading.gates import fail_under_verdict, regression_verdict
-from kag.grading.mcq import Outcome, grade_tree, summarize
+from kag.grading.mcq import GradeRun, Outcome, grade_tree, summarize
 from kag.results import (
     AugmentedGeneration,
     ErrorResult,
@@ -193,14 +193,25 @@ def test_native_matching() -> None:
     assert [(p.setup, p.native) for p in forced] == [("kag", "n2")]  # n2 is not its own native
 
 
-def test_answers_from_run_reads_error_messages_and_configs(tmp_path: Path) -> None:
+KAG_CONFIG = ModelConfig("ollama", "m", 0.0, None, AugmentedGeneration("r", "neo4j"))
+
+
+def _two_setup_run(tmp_path: Path, response: str) -> tuple[Datasets, GradeRun]:
+    """One MCQ question (gold A) under tmp_path/ds.json; setup "kag" answers ``response`` with an
+    ollama config, setup "bad" is an error result; graded with the records kept."""
     mcq = {"type": "MCQ", "options": {"A": "a", "B": "b"}, "answer": "A"}
     (tmp_path / "ds.json").write_bytes(orjson.dumps({"d": {"0": {"input": "?", "output": mcq}}}))
-    config = ModelConfig("ollama", "m", 0.0, None, AugmentedGeneration("r", "neo4j"))
-    write_result(result_path(tmp_path / "r", "d", "0", "p-", "kag"), OkResult(" a ", OkStats(config=config)))
+    write_result(
+        result_path(tmp_path / "r", "d", "0", "p-", "kag"), OkResult(response, OkStats(config=KAG_CONFIG))
+    )
     write_result(result_path(tmp_path / "r", "d", "0", "p-", "bad"), ErrorResult("retrieval failed"))
     datasets = load_datasets(tmp_path / "ds.json")
     run = grade_tree(datasets, tmp_path / "r", "p-", keep_records=True)
+    return datasets, run
+
+
+def test_answers_from_run_reads_error_messages_and_configs(tmp_path: Path) -> None:
+    datasets, run = _two_setup_run(tmp_path, " a ")
     loaded = answer_set_from_run(run, datasets, tmp_path / "r", "p-")
     by = {a.setup: a for a in loaded.answers}
     assert by["kag"].outcome is OK and by["kag"].response == " a " and by["kag"].gold == "A"
@@ -216,19 +227,13 @@ def test_answers_from_run_reads_error_messages_and_configs(tmp_path: Path) -> No
 def test_answers_come_from_the_records_without_reading_the_files_again(tmp_path: Path) -> None:
     """The error text and the config travel with the grading records: once graded, the
     tree can be gone and the answers and profiles are still whole."""
-    mcq = {"type": "MCQ", "options": {"A": "a", "B": "b"}, "answer": "A"}
-    (tmp_path / "ds.json").write_bytes(orjson.dumps({"d": {"0": {"input": "?", "output": mcq}}}))
-    config = ModelConfig("ollama", "m", 0.0, None, AugmentedGeneration("r", "neo4j"))
-    write_result(result_path(tmp_path / "r", "d", "0", "p-", "kag"), OkResult("b", OkStats(config=config)))
-    write_result(result_path(tmp_path / "r", "d", "0", "p-", "bad"), ErrorResult("retrieval failed"))
-    datasets = load_datasets(tmp_path / "ds.json")
-    run = grade_tree(datasets, tmp_path / "r", "p-", keep_records=True)
+    datasets, run = _two_setup_run(tmp_path, "b")
     for path in (tmp_path / "r" / "d" / "0").iterdir():
         path.unlink()
     loaded = answer_set_from_run(run, datasets, tmp_path / "r", "p-")
     by = {a.setup: a for a in loaded.answers}
     assert by["bad"].response == "retrieval failed"
-    assert by["kag"].config == config
+    assert by["kag"].config == KAG_CONFIG
     assert loaded.profiles["kag"] == SetupProfile("kag", "m", "ollama", True)
 
 

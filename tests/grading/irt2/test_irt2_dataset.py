@@ -14,6 +14,7 @@ from kag.errors import InputError
 from kag.grading.irt2.io.dataset import GroundTruth, load_truth, read_config, read_id_rows
 from kag.grading.irt2.model import Mode, Side, Split, Task
 from tests.conftest import TEST_DATA
+from tests.grading.irt2.conftest import write as write_file
 
 DATASET = TEST_DATA / "irt2" / "dataset"
 
@@ -108,9 +109,7 @@ def test_from_pairs_groups_and_drops_repeats() -> None:
 
 
 def write(tmp_path: Path, text: str | bytes, name: str = "ids.txt") -> Path:
-    path = tmp_path / name
-    path.write_bytes(text.encode() if isinstance(text, str) else text)
-    return path
+    return write_file(tmp_path, text, name)
 
 
 def test_id_rows_comments_whitespace_and_escapes(tmp_path: Path) -> None:

@@ -6,41 +6,22 @@ import shutil
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from kag.cli import app
 from kag.errors import InputError
 from kag.grading.irt2.io.files import MAX_LINE_BYTES, iter_line_blocks
-from tests.conftest import TEST_DATA
+from tests.conftest import TEST_DATA, run_irt2
 
 DATA = TEST_DATA / "irt2"
 DATASET = DATA / "dataset"
 PRED = DATA / "predictions"
 
-runner = CliRunner()
-
-
-def run(dataset: Path, head: Path, tail: Path):  # type: ignore[no-untyped-def]
-    args = [
-        "irt2",
-        "--dataset",
-        dataset,
-        "--task",
-        "linking",
-        "--split",
-        "test",
-        "--head",
-        head,
-        "--tail",
-        tail,
-    ]
-    return runner.invoke(app, list(map(str, args)))
-
 
 def test_a_config_nested_past_the_yaml_parser_is_exit_2_naming_the_file(tmp_path: Path) -> None:
     folder = Path(shutil.copytree(DATASET, tmp_path / "ds"))
     (folder / "config.yaml").write_text("create: " + "[" * 5000 + "]" * 5000 + "\n")
-    result = run(folder, PRED / "linking-head.csv", PRED / "linking-tail.csv")
+    result = run_irt2(
+        "--head", PRED / "linking-head.csv", "--tail", PRED / "linking-tail.csv", dataset=folder
+    )
     assert result.exit_code == 2 and result.stdout == ""
     assert result.stderr == f"kag: error: {folder / 'config.yaml'}: invalid YAML: nested too deeply\n"
 
@@ -49,7 +30,7 @@ def test_a_prediction_line_past_the_cap_is_exit_2_naming_file_and_line(tmp_path:
     head = tmp_path / "head.csv"
     row = b"101,0," + b"2,0.5," * (MAX_LINE_BYTES // 6) + b"2,0.5\n"
     head.write_bytes(b"100,0,1,0.5\n" + row)
-    result = run(DATASET, head, PRED / "linking-tail.csv")
+    result = run_irt2("--head", head, "--tail", PRED / "linking-tail.csv")
     assert result.exit_code == 2 and result.stdout == ""
     assert result.stderr == f"kag: error: {head}:2: the line is longer than 64 MiB\n"
 

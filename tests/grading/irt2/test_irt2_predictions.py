@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from kag.errors import InputError
 from kag.grading.irt2.io.predictions import RowBlock, iter_prediction_blocks
+from tests.grading.irt2.conftest import write as write_file
 
 Row = tuple[int, int, list[tuple[int, float]]]
 
@@ -34,9 +35,7 @@ def lines_of(path: Path) -> list[int]:
 
 
 def write(tmp_path: Path, text: str | bytes, name: str = "pred.csv") -> Path:
-    path = tmp_path / name
-    path.write_bytes(text.encode() if isinstance(text, str) else text)
-    return path
+    return write_file(tmp_path, text, name)
 
 
 def test_csv_rows_keep_order_and_values(tmp_path: Path) -> None:
@@ -148,15 +147,6 @@ MALFORMED_CSV = [
 ]
 
 
-@pytest.mark.parametrize(("text", "line", "message"), MALFORMED_CSV)
-def test_malformed_csv_names_file_and_line(
-    tmp_path: Path, text: str | bytes, line: int, message: str
-) -> None:
-    path = write(tmp_path, text)
-    with pytest.raises(InputError, match=rf"^{path}:{line}: {message}"):
-        rows_of(path)
-
-
 MALFORMED_JSONL = [
     (
         '{"query": [1, 2], "predictions": [[3, 0.5]]}\n{"query": [1, 2], "predictions": [[3, 0.5]\n',
@@ -189,9 +179,14 @@ MALFORMED_JSONL = [
 ]
 
 
-@pytest.mark.parametrize(("text", "line", "message"), MALFORMED_JSONL)
-def test_malformed_jsonl_names_file_and_line(tmp_path: Path, text: str, line: int, message: str) -> None:
-    path = write(tmp_path, text, "pred.jsonl")
+@pytest.mark.parametrize(
+    ("name", "text", "line", "message"),
+    [("pred.csv", *case) for case in MALFORMED_CSV] + [("pred.jsonl", *case) for case in MALFORMED_JSONL],
+)
+def test_malformed_file_names_file_and_line(
+    tmp_path: Path, name: str, text: str | bytes, line: int, message: str
+) -> None:
+    path = write(tmp_path, text, name)
     with pytest.raises(InputError, match=rf"^{path}:{line}: {message}"):
         rows_of(path)
 

@@ -13,16 +13,13 @@ import pytest
 from typer.testing import CliRunner
 
 from kag.cli import app
-from kag.results import OkResult, OkStats, Timing, result_path, write_result
+from kag.results import result_path
 from kag.results.io import MAX_RESULT_BYTES
 from tests.conftest import REPO
+from tests.conftest import write_ok as ok
 
 runner = CliRunner()
 GIB = 1 << 30
-
-
-def ok(path: Path, text: str) -> None:
-    write_result(path, OkResult(text, OkStats(prompt="p", time=Timing(1, 0))))
 
 
 # ---------------------------------------------------------------- a result file past the size cap

@@ -135,18 +135,19 @@ def test_parallel_grading_of_the_real_tree_is_identical(med_kag: Path):
 
 
 def test_cli_on_the_real_tree(med_kag: Path):
-    result = CliRunner().invoke(
-        app,
-        [
+    def stats(prefix: str):  # type: ignore[no-untyped-def]
+        command = [
             "stats",
             "-d",
-            str(med_kag / "datasets/mirage.json"),
+            med_kag / "datasets/mirage.json",
             "-r",
-            str(med_kag / "results"),
+            med_kag / "results",
             "--prefix",
-            PREFIX,
-        ],
-    )
+            prefix,
+        ]
+        return CliRunner().invoke(app, [str(part) for part in command])
+
+    result = stats(PREFIX)
     assert result.exit_code == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0] == "Datasets: 5 | Scorable questions: 7663 | Skipped files: 0"
@@ -154,18 +155,7 @@ def test_cli_on_the_real_tree(med_kag: Path):
     assert lines[5].split()[:9] == [KAG, "31.31", "31.31", "100.00", "31", "68", "0", "99", "206.790"]
     assert result.stderr == ""
     # without the prefix nothing is a result of these setups: every name starts with "wekgr-"
-    wrong = CliRunner().invoke(
-        app,
-        [
-            "stats",
-            "-d",
-            str(med_kag / "datasets/mirage.json"),
-            "-r",
-            str(med_kag / "results"),
-            "--prefix",
-            "x-",
-        ],
-    )
+    wrong = stats("x-")
     assert "No scorable results were found." in wrong.stdout
 
 

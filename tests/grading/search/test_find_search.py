@@ -27,16 +27,10 @@ from kag.grading.search import (
 from kag.render.find import flatten, format_hit, hit_to_json, result_to_json
 from kag.results import (
     ErrorResult,
-    OkResult,
-    OkStats,
-    Timing,
     iter_result_files_deep,
     write_result,
 )
-
-
-def ok(path: Path, text: str) -> None:
-    write_result(path, OkResult(text, OkStats(prompt="p", time=Timing(1, 0))))
+from tests.conftest import write_ok as ok
 
 
 @pytest.fixture
