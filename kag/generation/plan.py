@@ -293,12 +293,17 @@ def plan_benchmark(config: Config, benchmark: Benchmark, datasets: Datasets, opt
                     "%s: [%s]: dataset %r is not in %s", benchmark.path, setup.name, name, datasets.path
                 )
     inspect = options.resume or options.inspect
-    folders = [
-        (dataset, qid)
+    # The questions of each selected dataset, the first --limit of them (None: all).
+    chosen = {
+        dataset: list(questions.values())[: options.limit]
         for dataset, questions in datasets.datasets.items()
         if not options.datasets or dataset in options.datasets
+    }
+    folders = [
+        (dataset, question.id)
+        for dataset, selected in chosen.items()
         if any(s.runs_on(dataset) for s in setups)
-        for qid in (list(questions)[: options.limit] if options.limit is not None else list(questions))
+        for question in selected
     ]
     if options.epochs < 1:
         raise UsageError(f"--epochs: must be at least 1 (got {options.epochs})")
@@ -312,12 +317,7 @@ def plan_benchmark(config: Config, benchmark: Benchmark, datasets: Datasets, opt
     leftovers: list[Path] = []
     questions_seen: list[Question] = []
     total = skipped = stale_kept = 0
-    for dataset, questions in datasets.datasets.items():
-        if options.datasets and dataset not in options.datasets:
-            continue
-        selected = list(questions.values())
-        if options.limit is not None:
-            selected = selected[: options.limit]
+    for dataset, selected in chosen.items():
         active = [s for s in setups if s.runs_on(dataset)]
         if active:
             questions_seen.extend(selected)
