@@ -26,9 +26,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-import orjson  # noqa: E402
+import orjson
 
-from kag.results import (  # noqa: E402
+from kag.results import (
     AugmentedGeneration,
     DatabaseStats,
     ErrorResult,

@@ -29,18 +29,8 @@ import typer
 from typer.testing import CliRunner
 
 from kag.render.formats import ReportFormat
-from kag.results import (
-    AugmentedGeneration,
-    DatabaseStats,
-    ErrorResult,
-    ModelConfig,
-    OkResult,
-    OkStats,
-    Retrieval,
-    Timing,
-    result_path,
-    write_result,
-)
+from kag.results import ErrorResult, OkResult, Timing, result_path, write_result
+from tests.result_helpers import neo4j_retrieval, ok_result
 
 PREFIX = "pre-"
 P_KAG_NATIVE = 561200 / 4194304
@@ -50,18 +40,28 @@ runner = CliRunner()
 
 
 def _ok(text: str, model: str, vertices: int | None = None, blank: bool = False) -> OkResult:
-    augmented = vertices is not None
-    config = ModelConfig("prov", model, 0.0, 100, AugmentedGeneration("emb", "neo4j") if augmented else None)
     retrieval = None
-    if augmented:
-        retrieval = Retrieval(
-            result="" if blank else "(1)-[:R]->(2)",
+    if vertices is not None:
+        subgraph = "" if blank else "(1)-[:R]->(2)"
+        retrieval = neo4j_retrieval(
+            subgraph,
+            vertices,
+            vertices,
+            vertices,
+            db_time=Timing(0, 5),
+            time=Timing(0, 10),
             document="q",
             vector=[0.1],
-            database=DatabaseStats("neo4j", vertices, vertices, vertices, Timing(0, 5)),
-            time=Timing(0, 10),
         )
-    return OkResult(text, OkStats(prompt="p", retrieval=retrieval, config=config, time=Timing(1, 0)))
+    return ok_result(
+        text,
+        model=model,
+        tokens=100,
+        augmented=retrieval is not None,
+        prompt="p",
+        retrieval=retrieval,
+        time=Timing(1, 0),
+    )
 
 
 def _kag_vertices(dataset: str, q: int) -> int:

@@ -12,17 +12,8 @@ from typer.testing import CliRunner
 from kag.cli import app
 from kag.datasets import load_datasets
 from kag.errors import InputError
-from kag.results import (
-    DatabaseStats,
-    ErrorResult,
-    OkResult,
-    OkStats,
-    Result,
-    Retrieval,
-    Timing,
-    result_path,
-    write_result,
-)
+from kag.results import ErrorResult, OkResult, Result, Timing, result_path, write_result
+from tests.result_helpers import neo4j_retrieval, ok_result
 
 runner = CliRunner()
 
@@ -54,10 +45,7 @@ def datasets_file(tmp_path: Path, with_evidence: bool = True) -> Path:
 def kag_result(text: str, answer: str | None, vertices: int = 5) -> Result:
     if answer is None:
         return ErrorResult("Failed to generate a response")
-    db = DatabaseStats("neo4j", vertices=vertices, relationships=1, properties=1)
-    return OkResult(
-        answer, OkStats(prompt="p", retrieval=Retrieval(result=text, database=db, time=Timing(0, 5)))
-    )
+    return ok_result(answer, prompt="p", retrieval=neo4j_retrieval(text, vertices, 1, 1, time=Timing(0, 5)))
 
 
 def tree(root: Path) -> Path:

@@ -14,18 +14,8 @@ from typer.testing import CliRunner
 from kag.cli import app
 from kag.grading.mcq.metrics import Tally
 from kag.grading.mcq.rule import GradedFile, Outcome
-from kag.results import (
-    DatabaseStats,
-    ErrorResult,
-    ModelConfig,
-    OkResult,
-    OkStats,
-    Retrieval,
-    Timing,
-    Usage,
-    result_path,
-    write_result,
-)
+from kag.results import ErrorResult, OkResult, Timing, Usage, result_path, write_result
+from tests.result_helpers import neo4j_retrieval, ok_result
 
 runner = CliRunner()
 HOSTILE = 'a, "quoted"\nline two\r\nend'
@@ -41,7 +31,7 @@ def mcq(key: str) -> dict:
 
 
 def _ok(text: str, model: str, usage: Usage | None = None, **stats) -> OkResult:
-    return OkResult(text, OkStats(config=ModelConfig("openai", model, 0.0), usage=usage, **stats))
+    return ok_result(text, provider="openai", model=model, usage=usage, **stats)
 
 
 @pytest.fixture
@@ -62,7 +52,7 @@ def write_tree(tmp_path: Path) -> tuple[Path, Path]:
         json.dumps({"ds": {"q1": mcq("a"), "q2": mcq("b"), "q3": mcq("a")}, "ds2": {"q1": mcq("a")}})
     )
     root = tmp_path / "results"
-    retrieval = Retrieval("ctx", database=DatabaseStats("neo4j", 3, 4, 5), time=Timing(0, 250_000_000))
+    retrieval = neo4j_retrieval("ctx", 3, 4, 5, time=Timing(0, 250_000_000))
     files = {
         ("ds", "q1", "big"): _ok(
             "a", "gpt-x", Usage(100, 10), time=Timing(1, 500_000_000), prompt="héllo", retrieval=retrieval
