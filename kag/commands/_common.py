@@ -25,6 +25,8 @@ from kag.errors import InputError, UsageError
 from kag.render.formats import FindFormat, ReportFormat, TableFormat
 
 if TYPE_CHECKING:
+    from kag.grading.compare.analysis import Analysis
+    from kag.grading.compare.records import AnswerSet
     from kag.grading.mcq.summary import Summary
     from kag.grading.mcq.trees import ResultSource
 
@@ -439,6 +441,23 @@ def one_tree(values: Sequence[str | Path] | str | Path | None, command: str) -> 
     if not isinstance(source, Path):
         raise UsageError(f"{command} reads one result tree: give -r DIR, not LABEL=DIR")
     return source
+
+
+def html_report(
+    answers: AnswerSet, datasets: str | Path, results: str, prefix: str, **options: Any
+) -> tuple[str, Analysis]:
+    """The HTML page of ``answers`` (:func:`kag.render.html.render_html_report` with
+    ``options``) under its header (datasets file, trees, prefix, kag version); each note of
+    the analysis is warned."""
+    from kag import __version__
+    from kag.console import warn
+    from kag.render.html import PageMeta, render_html_report
+
+    meta = PageMeta(datasets=str(datasets), results=results, prefix=prefix or None, version=__version__)
+    page, analysis = render_html_report(answers, meta, **options)
+    for note in analysis.notes:
+        warn(note)
+    return page, analysis
 
 
 def warn_small_samples(summary: Summary) -> None:

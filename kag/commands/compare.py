@@ -32,6 +32,7 @@ from kag.commands._common import (
     check_globs,
     check_setup_globs,
     emit_report,
+    html_report,
     kag_command,
     parse_trees,
     pick_datasets,
@@ -213,10 +214,7 @@ def register(stats_app: typer.Typer) -> None:
         Exit codes: 0 success, 1 --fail-if-worse-than found a significant regression,
         2 bad usage or input, 130 interrupted.
         """
-        from kag import __version__
-        from kag.console import warn
         from kag.grading import compare as lib
-        from kag.render import html as rep
         from kag.render.compare import COMPARISON_RENDERERS
 
         fmt = pick_format(ctx, output_format, ReportFormat)
@@ -251,15 +249,11 @@ def register(stats_app: typer.Typer) -> None:
             )
             return
         if fmt is ReportFormat.HTML:
-            meta = rep.PageMeta(
-                datasets=loaded.datasets,
-                results=loaded.results,
-                prefix=loaded.prefix or None,
-                version=__version__,
-            )
-            text, analysis = rep.render_html_report(
+            text, analysis = html_report(
                 answers,
-                meta,
+                loaded.datasets,
+                loaded.results,
+                loaded.prefix,
                 baseline=base,
                 alpha=alpha,
                 n_resamples=resamples,
@@ -267,8 +261,6 @@ def register(stats_app: typer.Typer) -> None:
                 native=native,
                 max_flips=max_flips,
             )
-            for note in analysis.notes:
-                warn(note)
             assert analysis.comparisons is not None  # two setups or more
             run = analysis.comparisons
         else:

@@ -29,6 +29,7 @@ from kag.commands._common import (
     check_globs,
     check_setup_globs,
     emit_report,
+    html_report,
     parse_trees,
     pick_datasets,
     pick_grade,
@@ -239,11 +240,9 @@ def _analyse(
     """The HTML page (when asked) and the comparisons the --fail-if-worse-than gate reads."""
     from dataclasses import replace
 
-    from kag import __version__
     from kag.grading.compare.setups import compare_setups
     from kag.grading.compare.trees import answer_set_from_source
     from kag.grading.mcq.trees import describe_source
-    from kag.render.html import PageMeta, render_html_report
 
     # The summary of the answers, with the costs when --prices priced it.
     answers = replace(
@@ -254,12 +253,9 @@ def _analyse(
     if fmt_name != "html":
         assert fail_if_worse_than is not None  # the only other reason to analyse
         return "", compare_setups(answers.answers, fail_if_worse_than, None)
-    meta = PageMeta(
-        datasets=str(datasets), results=describe_source(root), prefix=prefix or None, version=__version__
+    page, analysis = html_report(
+        answers, datasets, describe_source(root), prefix, baseline=fail_if_worse_than
     )
-    page, analysis = render_html_report(answers, meta, baseline=fail_if_worse_than)
-    for note in analysis.notes:
-        warn(note)
     return page, analysis.comparisons if fail_if_worse_than is not None else None
 
 
