@@ -51,8 +51,15 @@ from kag.grading.open_grading import OpenGradedFile, grade_open_response
 from kag.results.codec import parse_grading_fields
 from kag.results.io import read_result_bytes
 from kag.results.model import TMP_SUFFIX
-from kag.results.tree import EPOCHS_FOLDER, check_results_root, matches_any, setup_from_name, sorted_entries
-from kag.textsafe import escape_controls, is_utf8
+from kag.results.tree import (
+    EPOCHS_FOLDER,
+    check_results_root,
+    glob_filter,
+    matches_any,
+    result_file_setup,
+    sorted_entries,
+)
+from kag.textsafe import escape_controls
 from kag.workers import default_workers, ordered_map
 
 log = logging.getLogger(__name__)
@@ -136,7 +143,9 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
     out = _ChunkResult()
     info = config.log_level <= logging.INFO
     debug = config.log_level <= logging.DEBUG
-    prefix, globs = config.prefix, config.setup_globs
+    prefix = config.prefix
+    # One predicate for epoch 1's files and the later epochs' (kag.grading.mcq.epoch_walk).
+    keep_setup = glob_filter(config.setup_globs, config.glob_prefix)
     abstention = compile_abstention(config.abstention)
     spec = compile_spec(config.extract) if config.extract is not None else None
     for task in tasks:
@@ -164,15 +173,15 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
                 if debug:
                     out.logs.append((logging.DEBUG, f"{entry.path}: in-progress write (.tmp), not graded"))
                 continue
-            setup = setup_from_name(name, prefix)
-            if setup is None or not entry.is_file(follow_symlinks=False) or not is_utf8(name):
+            setup = result_file_setup(entry, prefix)
+            if setup is None:
                 out.ignored += 1
                 if info:
                     out.logs.append(
                         (logging.INFO, f"{entry.path}: ignored (not a '{prefix}…json' result file)")
                     )
                 continue
-            if not matches_any(config.glob_prefix + setup, globs):
+            if not keep_setup(setup):
                 continue
             if task.kind is _Kind.NOT_GRADED:
                 out.ignored += 1
@@ -237,7 +246,7 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
                 dataset=task.dataset,
                 question=task.question,
                 prefix=prefix,
-                setup_globs=globs,
+                keep_setup=keep_setup,
                 abstention=abstention,
             )
             out.logs.extend(logs)
