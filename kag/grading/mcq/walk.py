@@ -124,13 +124,13 @@ class _ChunkResult:
             tally = self.tallies[key] = Tally()
         return tally
 
-    def ignore(self, entry: os.DirEntry[str], level: str, info: bool) -> None:
-        """Count a file where a ``level`` folder belongs (a writer's leftover temporary file is
-        not counted); with ``info``, say so in the log."""
+    def ignore(self, entry: os.DirEntry[str], why: str, info: bool) -> None:
+        """Count an entry that is not graded for the reason ``why`` (a writer's leftover
+        temporary file is not counted); with ``info``, say so in the log."""
         if not entry.name.endswith(TMP_SUFFIX):
             self.ignored += 1
             if info:
-                self.logs.append((logging.INFO, f"{entry.path}: ignored (not a {level} folder)"))
+                self.logs.append((logging.INFO, f"{entry.path}: ignored ({why})"))
 
     def add_unreadable(self, path: str, exc: Exception) -> None:
         """Count a file that could not be read or parsed: the OS reason, else the message."""
@@ -175,23 +175,12 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
                 continue
             setup = result_file_setup(entry, prefix)
             if setup is None:
-                out.ignored += 1
-                if info:
-                    out.logs.append(
-                        (logging.INFO, f"{entry.path}: ignored (not a '{prefix}…json' result file)")
-                    )
+                out.ignore(entry, f"not a '{prefix}…json' result file", info)
                 continue
             if not keep_setup(setup):
                 continue
             if task.kind is _Kind.NOT_GRADED:
-                out.ignored += 1
-                if info:
-                    out.logs.append(
-                        (
-                            logging.INFO,
-                            f"{entry.path}: ignored (question is free-form or not in the datasets file)",
-                        )
-                    )
+                out.ignore(entry, "question is free-form or not in the datasets file", info)
                 continue
             if task.kind is _Kind.OPEN:
                 _grade_open_file(entry.path, task, setup, out, config.keep_records)
@@ -474,7 +463,7 @@ def _iter_questions(
         if d.name.startswith(".") and d.is_dir(follow_symlinks=False):
             continue  # hidden (the judge's .kag-judge cache): not part of the tree, not counted
         if not d.is_dir(follow_symlinks=False):
-            parent.ignore(d, "dataset", info)
+            parent.ignore(d, "not a dataset folder", info)
             continue
         if not matches_any(d.name, ds_globs):
             continue
@@ -486,7 +475,7 @@ def _iter_questions(
             continue
         for q in entries:
             if not q.is_dir(follow_symlinks=False):
-                parent.ignore(q, "question", info)
+                parent.ignore(q, "not a question folder", info)
                 continue
             question = questions.get(q.name)
             if question is not None and question.open is not None:
