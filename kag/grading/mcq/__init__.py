@@ -15,7 +15,7 @@ from typing import Any
 _HOMES = {
     "accuracy": "kag.grading.mcq.metrics",
     "AnswerKey": "kag.grading.mcq.rule",
-    "ascii_fold": "kag.grading.mcq.rule",
+    "ascii_fold": "kag.textsafe",
     "AUTO_PARALLEL_MIN_QUESTIONS": "kag.grading.mcq.walk",
     "CHUNK_QUESTIONS": "kag.grading.mcq.walk",
     "compile_abstention": "kag.grading.mcq.rule",
