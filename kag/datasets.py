@@ -9,11 +9,9 @@ import orjson
 
 from kag.errors import InputError
 from kag.textfile import read_bytes_file
+from kag.textsafe import ascii_fold
 
 MAX_PROBLEMS = 20
-# A-Z -> a-z only: the grading rule compares option keys ignoring ASCII case (Rust's
-# eq_ignore_ascii_case, see kag.grading.mcq.ascii_fold), so "É" and "é" stay distinct.
-_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 
 
 @dataclass(frozen=True)
@@ -132,7 +130,9 @@ def _parse_entry(
         return None
     folded: dict[str, str] = {}
     for key in options:
-        first = folded.setdefault(key.translate(_ASCII_LOWER), key)
+        # A-Z -> a-z only: the grading rule compares option keys ignoring ASCII case (Rust's
+        # eq_ignore_ascii_case), so "É" and "é" stay distinct.
+        first = folded.setdefault(ascii_fold(key), key)
         if first != key:
             problems.append(
                 f"{where}: option keys {first!r} and {key!r} differ only by case"

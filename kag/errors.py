@@ -36,3 +36,20 @@ class GateFailed(KagError):
     """A CI gate failed; the message says which."""
 
     exit_code = ExitCode.GATE
+
+
+# The TOML names of the types tomllib gives, for messages that say what a key held instead.
+_TOML_TYPE_NAMES: dict[type, str] = {
+    bool: "boolean",
+    int: "integer",
+    float: "float",
+    str: "string",
+    list: "array",
+    dict: "table",
+}
+
+
+def toml_type_name(value: object) -> str:
+    """The TOML name of ``value``'s type (``table``, ``array``, ...); for a type TOML does
+    not have (a date, None), the Python name."""
+    return _TOML_TYPE_NAMES.get(type(value), type(value).__name__)

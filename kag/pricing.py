@@ -23,7 +23,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from kag.errors import InputError
+from kag.errors import InputError, toml_type_name
 from kag.textfile import read_text_file
 
 #: Prices are per this many tokens.
@@ -58,19 +58,13 @@ class Prices:
         return (prompt_tokens * price.prompt + completion_tokens * price.completion) / TOKENS_PER_PRICE_UNIT
 
 
-def _type_name(value: object) -> str:
-    return {bool: "boolean", int: "integer", float: "float", str: "string", list: "array", dict: "table"}.get(
-        type(value), type(value).__name__
-    )
-
-
 def _price(path: Path, where: str, table: Mapping[str, Any], key: str) -> float:
     if key not in table:
         raise InputError(f"{path}: {where}: missing required key '{key}' (USD per 1M {key} tokens)")
     value = table[key]
     # bool is an int subclass: `prompt = true` is a mistake, not a price of 1.
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InputError(f"{path}: {where}.{key}: must be a number (got {_type_name(value)})")
+        raise InputError(f"{path}: {where}.{key}: must be a number (got {toml_type_name(value)})")
     number = float(value)
     if not math.isfinite(number) or number < 0:
         raise InputError(f"{path}: {where}.{key}: must be a finite number >= 0 (got {value!r})")
@@ -95,12 +89,12 @@ def parse_prices(text: str, path: Path) -> Prices:
     if models is None:
         raise InputError(f'{path}: no [models."<model>"] table')
     if not isinstance(models, dict):
-        raise InputError(f"{path}: models: must be a table of tables (got {_type_name(models)})")
+        raise InputError(f"{path}: models: must be a table of tables (got {toml_type_name(models)})")
     prices: dict[str, ModelPrice] = {}
     for name, table in models.items():
         where = f'models."{name}"'
         if not isinstance(table, dict):
-            raise InputError(f"{path}: {where}: must be a table (got {_type_name(table)})")
+            raise InputError(f"{path}: {where}: must be a table (got {toml_type_name(table)})")
         extra = sorted(set(table) - set(_KEYS))
         if extra:
             raise InputError(f"{path}: {where}.{extra[0]}: unknown key (expected 'prompt' and 'completion')")

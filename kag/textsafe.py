@@ -6,6 +6,9 @@ window title, hide text), or hold bytes that are not UTF-8. Everything kag rende
 person (text and markdown tables, warnings, listings) passes such text through
 :func:`escape_controls`; output for machines (JSON, ``find -l``/``-0`` paths) keeps the
 exact text.
+
+Also :func:`ascii_fold`, the case folding of option keys (Rust's ``to_ascii_lowercase``),
+shared by the datasets reader and the grading rule.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import re
 # UTF-8 in a file name (Python's surrogateescape: byte 0xff is U+DCFF).
 _UNSAFE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\ud800-\udfff]")
 _UNSAFE_KEEP_NEWLINE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 
 
 def _escape(found: re.Match[str]) -> str:
@@ -54,3 +58,9 @@ def is_utf8(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+def ascii_fold(text: str) -> str:
+    """``text`` with A-Z lowered and every other character kept (Rust's ``to_ascii_lowercase``)."""
+    # On a pure-ASCII string str.lower() only touches A-Z, and it is much faster than translate.
+    return text.lower() if text.isascii() else text.translate(_ASCII_LOWER)

@@ -31,7 +31,7 @@ import jinja2
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from kag.datasets import name_problem
-from kag.errors import ConfigError
+from kag.errors import ConfigError, toml_type_name
 from kag.generation.secrets import display_url, url_credentials
 from kag.generation.templates import (
     DEFAULT_TEMPLATE,
@@ -244,17 +244,6 @@ def _load_table(path: Path, what: str) -> dict[str, Any]:
 # ---------------------------------------------------------------- validation helpers
 
 
-def _type_name(value: Any) -> str:
-    return {
-        bool: "boolean",
-        int: "integer",
-        float: "float",
-        str: "string",
-        list: "array",
-        dict: "table",
-    }.get(type(value), type(value).__name__)
-
-
 def _check_name(path: Path, where: str, name: str) -> None:
     if not COMPONENT_NAME.fullmatch(name):
         raise ConfigError(
@@ -277,7 +266,7 @@ def _string(
         return default
     value = table[key]
     if not isinstance(value, str):
-        raise ConfigError(f"{path}: {where}: '{key}' must be a string (got {_type_name(value)})")
+        raise ConfigError(f"{path}: {where}: '{key}' must be a string (got {toml_type_name(value)})")
     if not secret and required and not value.strip():
         raise ConfigError(f"{path}: {where}: '{key}' must not be empty")
     return value
@@ -325,14 +314,14 @@ def _urls(path: Path, where: str, table: Mapping[str, Any], default: str) -> tup
         return (_one_url(path, where, "url", value),)
     if not isinstance(value, list):
         raise ConfigError(
-            f"{path}: {where}: 'url' must be a string or an array of strings (got {_type_name(value)})"
+            f"{path}: {where}: 'url' must be a string or an array of strings (got {toml_type_name(value)})"
         )
     if not value:
         raise ConfigError(f"{path}: {where}: 'url' must not be an empty array")
     urls: list[str] = []
     for i, item in enumerate(value):
         if not isinstance(item, str):
-            raise ConfigError(f"{path}: {where}: 'url[{i}]' must be a string (got {_type_name(item)})")
+            raise ConfigError(f"{path}: {where}: 'url[{i}]' must be a string (got {toml_type_name(item)})")
         url = _one_url(path, where, f"url[{i}]", item)
         if url in urls:
             raise ConfigError(
@@ -346,7 +335,7 @@ def _provider(path: Path, name: str, table: Any) -> ProviderConfig:
     where = f"providers.{name}"
     _check_name(path, where, name)
     if not isinstance(table, dict):
-        raise ConfigError(f"{path}: {where}: must be a table (got {_type_name(table)})")
+        raise ConfigError(f"{path}: {where}: must be a table (got {toml_type_name(table)})")
     kind = table.get("type")
     if kind is None:
         raise ConfigError(
@@ -380,11 +369,11 @@ def _provider(path: Path, name: str, table: Any) -> ProviderConfig:
 def _raw_components(path: Path, data: Mapping[str, Any], section: str) -> dict[str, Mapping[str, Any]]:
     tables = data.get(section, {})
     if not isinstance(tables, dict):
-        raise ConfigError(f"{path}: [{section}] must be a table of tables (got {_type_name(tables)})")
+        raise ConfigError(f"{path}: [{section}] must be a table of tables (got {toml_type_name(tables)})")
     for name, table in tables.items():
         _check_name(path, f"{section}.{name}", name)
         if not isinstance(table, dict):
-            raise ConfigError(f"{path}: {section}.{name}: must be a table (got {_type_name(table)})")
+            raise ConfigError(f"{path}: {section}.{name}: must be a table (got {toml_type_name(table)})")
     return dict(tables)
 
 
@@ -468,7 +457,7 @@ def _number(path: Path, where: str, table: Mapping[str, Any], key: str, required
         return None
     value = table[key]
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ConfigError(f"{path}: {where}: '{key}' must be a number (got {_type_name(value)})")
+        raise ConfigError(f"{path}: {where}: '{key}' must be a number (got {toml_type_name(value)})")
     return float(value)
 
 
@@ -526,7 +515,7 @@ def _setup(path: Path, name: str, table: Any, config: Config) -> Setup:
     where = f"[{name}]"
     _check_name(path, where, name)
     if not isinstance(table, dict):
-        raise ConfigError(f"{path}: {where}: a setup must be a table (got {_type_name(table)})")
+        raise ConfigError(f"{path}: {where}: a setup must be a table (got {toml_type_name(table)})")
     _warn_unknown(path, where, table, SETUP_KEYS)
     provider = _string(path, where, table, "provider", required=True)
     model = _string(path, where, table, "model", required=True)

@@ -42,7 +42,8 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from kag.grading.mcq.rule import ascii_fold, rust_trim
+from kag.grading.mcq.rule import rust_trim
+from kag.textsafe import ascii_fold
 
 
 @dataclass(frozen=True, slots=True)

@@ -69,7 +69,7 @@ from functools import lru_cache
 import regex
 
 from kag.errors import UsageError
-from kag.grading.mcq.rule import ascii_fold
+from kag.textsafe import ascii_fold
 
 #: Seconds one regex search may take on one response before extraction stops with an error.
 REGEX_TIMEOUT_S = 1.0

@@ -13,6 +13,7 @@ __all__ = [
     "check_results_root",
     "epoch_result_path",
     "expand_unit",
+    "glob_filter",
     "iter_result_files_deep",
     "iter_units",
     "iter_walk",
@@ -20,6 +21,7 @@ __all__ = [
     "list_results",
     "matches_any",
     "relative_path",
+    "result_file_setup",
     "result_path",
     "scandir_entries",
     "setup_from_name",
@@ -34,6 +36,7 @@ from pathlib import Path
 
 from kag.errors import InputError
 from kag.results.model import RESULT_SUFFIX
+from kag.textsafe import is_utf8
 
 
 def result_path(root: str | Path, dataset: str, question: str, prefix: str, setup: str) -> Path:
@@ -69,6 +72,17 @@ def setup_from_name(name: str, prefix: str) -> str | None:
         return None
     setup = name[len(prefix) : -len(RESULT_SUFFIX)]
     return setup or None
+
+
+def result_file_setup(entry: os.DirEntry[str], prefix: str) -> str | None:
+    """The setup of a result file, or None when ``entry`` is not one: a name that is not
+    ``<prefix>…json`` (with a non-empty setup) in valid UTF-8, or not a regular file (a
+    symbolic link is not followed)."""
+    name = entry.name
+    setup = setup_from_name(name, prefix)
+    if setup is None or not entry.is_file(follow_symlinks=False) or not is_utf8(name):
+        return None
+    return setup
 
 
 @dataclass(frozen=True)
@@ -242,3 +256,21 @@ def matches_any(name: str, globs: Sequence[str]) -> bool:
     """The filters' rule (``--setup``, ``--dataset``): ``name`` matches one of the shell
     globs (``fnmatchcase``, case-sensitive), or there are none."""
     return not globs or any(fnmatchcase(name, g) for g in globs)
+
+
+def glob_filter(globs: tuple[str, ...], prefix: str = "") -> Callable[[str], bool]:
+    """:func:`matches_any` of ``prefix + value`` against ``globs`` (none = everything),
+    memoised: a tree has few distinct setups and datasets but many files. ``prefix`` is
+    the ``<label>/`` a setup's name has in a report over several trees. A closure, not an
+    object: it is asked once per file of a walk."""
+    if not globs:
+        return lambda value: True
+    seen: dict[str, bool] = {}
+
+    def keep(value: str) -> bool:
+        hit = seen.get(value)
+        if hit is None:
+            hit = seen[value] = matches_any(prefix + value, globs)
+        return hit
+
+    return keep

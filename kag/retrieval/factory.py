@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from kag.errors import ConfigError
+from kag.errors import ConfigError, toml_type_name
 from kag.install import missing_extra
 from kag.retrieval.base import EmbedFn
 from kag.retrieval.embedder import EmbedderRetriever, RetrieverSettings
@@ -51,12 +51,6 @@ DEFAULT_NEIGHBORHOOD = 1
 DatabaseSettings = Neo4jSettings | LadybugSettings
 
 
-def _type_name(value: Any) -> str:
-    return {bool: "boolean", int: "integer", float: "float", str: "string", list: "array", dict: "table"}.get(
-        type(value), type(value).__name__
-    )
-
-
 def _warn_unknown(where: str, table: Mapping[str, Any], known: tuple[str, ...]) -> None:
     extra = sorted(set(table) - set(known))
     if extra:
@@ -70,7 +64,7 @@ def _string(where: str, table: Mapping[str, Any], key: str, default: str | None 
         return default
     value = table[key]
     if not isinstance(value, str):
-        raise ConfigError(f"{where}: '{key}' must be a string (got {_type_name(value)})")
+        raise ConfigError(f"{where}: '{key}' must be a string (got {toml_type_name(value)})")
     return value
 
 
@@ -90,7 +84,7 @@ def _component(config_path: str, section: str, name: str, tables: Mapping[str, A
         )
     table = tables[name]
     if not isinstance(table, Mapping):
-        raise ConfigError(f"{where}: must be a table (got {_type_name(table)})")
+        raise ConfigError(f"{where}: must be a table (got {toml_type_name(table)})")
     return table
 
 
@@ -146,7 +140,7 @@ def retriever_settings(
     extras = table.get("extra", {})
     if not isinstance(extras, Mapping):
         raise ConfigError(
-            f"{where}: 'extra' must be a table of per-database tables (got {_type_name(extras)})"
+            f"{where}: 'extra' must be a table of per-database tables (got {toml_type_name(extras)})"
         )
     db_type = "Neo4j" if isinstance(database, Neo4jSettings) else "Ladybug"
     inner = f"{where}.extra.{database.name}"
@@ -159,7 +153,7 @@ def retriever_settings(
             )
         extra = {}
     if not isinstance(extra, Mapping):
-        raise ConfigError(f"{inner}: must be a table (got {_type_name(extra)})")
+        raise ConfigError(f"{inner}: must be a table (got {toml_type_name(extra)})")
     _warn_unknown(inner, extra, ("type", "index", "neighborhood", "translation"))
     declared = extra.get("type", db_type)
     if declared != db_type:

@@ -49,7 +49,7 @@ from typing import Any
 
 import jinja2
 
-from kag.errors import ConfigError
+from kag.errors import ConfigError, toml_type_name
 from kag.retrieval.base import RetrievalError
 from kag.retrieval.subgraph import Node, Subgraph, ordered_relationships
 
@@ -403,21 +403,15 @@ def render(translation: Translation, subgraph: Subgraph) -> Rendered:
 # ---------------------------------------------------------------- configuration
 
 
-def _type_name(value: Any) -> str:
-    return {bool: "boolean", int: "integer", float: "float", str: "string", list: "array", dict: "table"}.get(
-        type(value), type(value).__name__
-    )
-
-
 def _table(value: Any, where: str) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
-        raise ConfigError(f"{where}: must be a table (got {_type_name(value)})")
+        raise ConfigError(f"{where}: must be a table (got {toml_type_name(value)})")
     return value
 
 
 def _keys(value: Any, where: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ConfigError(f"{where}: must be an array of property names (got {_type_name(value)})")
+        raise ConfigError(f"{where}: must be an array of property names (got {toml_type_name(value)})")
     return tuple(value)
 
 
@@ -463,7 +457,9 @@ def parse_translation(raw: Any, where: str) -> Translation:
         inner = f"{where}.node_formats"
         for text, source in _table(table.get("node_formats", {}), inner).items():
             if not isinstance(source, str):
-                raise ConfigError(f"{inner}.{text!r}: must be a template string (got {_type_name(source)})")
+                raise ConfigError(
+                    f"{inner}.{text!r}: must be a template string (got {toml_type_name(source)})"
+                )
             node_formats[_label_key(text, inner, seen)] = FormatTemplate.compile(source, f"{inner}.{text!r}")
         property_formats: dict[LabelSet, tuple[FormatTemplate, ...]] = {}
         seen = {}
@@ -478,7 +474,9 @@ def parse_translation(raw: Any, where: str) -> Translation:
         inner = f"{where}.relation_formats"
         for rel_type, source in _table(table.get("relation_formats", {}), inner).items():
             if not isinstance(source, str):
-                raise ConfigError(f"{inner}.{rel_type}: must be a template string (got {_type_name(source)})")
+                raise ConfigError(
+                    f"{inner}.{rel_type}: must be a template string (got {toml_type_name(source)})"
+                )
             relation_formats[rel_type] = FormatTemplate.compile(source, f"{inner}.{rel_type}")
         if not relation_formats and not property_formats:
             raise ConfigError(

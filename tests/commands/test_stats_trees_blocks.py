@@ -139,3 +139,15 @@ def test_text_report_of_several_trees_has_the_xacc_column_and_the_open_table(tre
             assert (
                 mine and {f"{label}/{name}": cells for name, cells in mine.items()}.items() <= table.items()
             )
+
+
+def test_a_setup_glob_over_labelled_names_keeps_the_epochs_blocks(trees: Path) -> None:
+    # --setup matches the labelled name ("a/kag") for epoch 1 and for the later epochs alike:
+    # the epochs block is the one the tree gives alone, not dropped as if no epoch matched.
+    merged = json.loads(stats(trees, "-r", "a=a", "-r", "b=b", "--setup", "a/*", "--format", "json"))
+    alone = json.loads(stats(trees, "-r", "a", "--format", "json"))
+    setups = {s["setup"]: s for s in merged["setups"]}
+    assert sorted(setups) == ["a/kag", "a/plain"]
+    assert setups == relabelled(alone, "a")
+    for block in (setups["a/kag"]["overall"], setups["a/kag"]["per_dataset"]["d"]):
+        assert block["epochs"] is not None and block["epochs"]["n"] == 3

@@ -20,15 +20,14 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from kag.grading.epochs import EpochOutcome, EpochSummary, summarize_epochs
 from kag.grading.mcq.rule import AnswerKey, GradedFile, Outcome, grade_fields
 from kag.results.codec import parse_grading_fields
 from kag.results.io import read_result_bytes
-from kag.results.tree import matches_any, scandir_entries, setup_from_name
-from kag.textsafe import is_utf8
+from kag.results.tree import result_file_setup, scandir_entries
 
 # An epoch folder's name: n >= 2 in decimal, no leading zeros (as epoch_result_path writes it).
 _EPOCH_NAME = re.compile(r"[1-9][0-9]*")
@@ -51,12 +50,14 @@ def question_epochs(
     dataset: str,
     question: str,
     prefix: str,
-    setup_globs: Sequence[str],
+    keep_setup: Callable[[str], bool],
     abstention: re.Pattern[str],
 ) -> tuple[list[tuple[str, tuple[EpochOutcome, ...]]], list[tuple[int, str]]]:
     """The outcomes of every setup with an epoch file in ``folder`` (a question's
     ``epochs`` folder), epoch 1 (from ``firsts``, by setup) first, sorted by setup; and the
-    log lines of the files that could not be read. No link is followed."""
+    log lines of the files that could not be read. ``keep_setup`` selects the setups, as
+    it does epoch 1's files (with the label of the tree, among several). No link is
+    followed."""
     logs: list[tuple[int, str]] = []
     per_epoch: dict[int, dict[str, str]] = {}
     for entry in scandir_entries(folder):
@@ -66,10 +67,8 @@ def question_epochs(
             continue
         files: dict[str, str] = {}
         for f in scandir_entries(entry.path):
-            setup = setup_from_name(f.name, prefix)
-            if setup is None or not is_utf8(f.name) or not matches_any(setup, setup_globs):
-                continue
-            if f.is_file(follow_symlinks=False):
+            setup = result_file_setup(f, prefix)
+            if setup is not None and keep_setup(setup):
                 files[setup] = f.path
         per_epoch[int(entry.name)] = files
     setups = sorted({s for files in per_epoch.values() for s in files})

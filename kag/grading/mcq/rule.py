@@ -21,6 +21,7 @@ from kag.results.codec import (
     utf8_length,
 )
 from kag.results.model import ErrorResult, ModelConfig, Result, Timing, Usage
+from kag.textsafe import ascii_fold
 
 # Unicode White_Space, the set Rust's `str::trim` strips. Python's `str.strip()` also strips
 # U+001C..U+001F (information separators), which Rust keeps: "\x1fb" is not "b" in Rust.
@@ -29,7 +30,6 @@ RUST_WHITESPACE = (
     "\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
     "\u2028\u2029\u202f\u205f\u3000"
 )
-_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 
 #: Default pattern for abstentions (a WRONG answer that declines to answer).
 DEFAULT_ABSTENTION = r"(?i)^\s*i\s+don'?t\s+know\.?\s*$"
@@ -40,12 +40,6 @@ DEFAULT_ABSTENTION = r"(?i)^\s*i\s+don'?t\s+know\.?\s*$"
 def rust_trim(text: str) -> str:
     """``text`` without leading/trailing Unicode White_Space, like Rust's ``str::trim``."""
     return text.strip(RUST_WHITESPACE)
-
-
-def ascii_fold(text: str) -> str:
-    """``text`` with A-Z lowered and every other character kept (Rust's ``to_ascii_lowercase``)."""
-    # On a pure-ASCII string str.lower() only touches A-Z, and it is much faster than translate.
-    return text.lower() if text.isascii() else text.translate(_ASCII_LOWER)
 
 
 def eq_ignore_ascii_case(a: str, b: str) -> bool:

@@ -51,8 +51,15 @@ from kag.grading.open_grading import OpenGradedFile, grade_open_response
 from kag.results.codec import parse_grading_fields
 from kag.results.io import read_result_bytes
 from kag.results.model import TMP_SUFFIX
-from kag.results.tree import EPOCHS_FOLDER, check_results_root, matches_any, setup_from_name, sorted_entries
-from kag.textsafe import escape_controls, is_utf8
+from kag.results.tree import (
+    EPOCHS_FOLDER,
+    check_results_root,
+    glob_filter,
+    matches_any,
+    result_file_setup,
+    sorted_entries,
+)
+from kag.textsafe import escape_controls
 from kag.workers import default_workers, ordered_map
 
 log = logging.getLogger(__name__)
@@ -117,13 +124,13 @@ class _ChunkResult:
             tally = self.tallies[key] = Tally()
         return tally
 
-    def ignore(self, entry: os.DirEntry[str], level: str, info: bool) -> None:
-        """Count a file where a ``level`` folder belongs (a writer's leftover temporary file is
-        not counted); with ``info``, say so in the log."""
+    def ignore(self, entry: os.DirEntry[str], why: str, info: bool) -> None:
+        """Count an entry that is not graded for the reason ``why`` (a writer's leftover
+        temporary file is not counted); with ``info``, say so in the log."""
         if not entry.name.endswith(TMP_SUFFIX):
             self.ignored += 1
             if info:
-                self.logs.append((logging.INFO, f"{entry.path}: ignored (not a {level} folder)"))
+                self.logs.append((logging.INFO, f"{entry.path}: ignored ({why})"))
 
     def add_unreadable(self, path: str, exc: Exception) -> None:
         """Count a file that could not be read or parsed: the OS reason, else the message."""
@@ -136,7 +143,9 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
     out = _ChunkResult()
     info = config.log_level <= logging.INFO
     debug = config.log_level <= logging.DEBUG
-    prefix, globs = config.prefix, config.setup_globs
+    prefix = config.prefix
+    # One predicate for epoch 1's files and the later epochs' (kag.grading.mcq.epoch_walk).
+    keep_setup = glob_filter(config.setup_globs, config.glob_prefix)
     abstention = compile_abstention(config.abstention)
     spec = compile_spec(config.extract) if config.extract is not None else None
     for task in tasks:
@@ -164,25 +173,14 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
                 if debug:
                     out.logs.append((logging.DEBUG, f"{entry.path}: in-progress write (.tmp), not graded"))
                 continue
-            setup = setup_from_name(name, prefix)
-            if setup is None or not entry.is_file(follow_symlinks=False) or not is_utf8(name):
-                out.ignored += 1
-                if info:
-                    out.logs.append(
-                        (logging.INFO, f"{entry.path}: ignored (not a '{prefix}…json' result file)")
-                    )
+            setup = result_file_setup(entry, prefix)
+            if setup is None:
+                out.ignore(entry, f"not a '{prefix}…json' result file", info)
                 continue
-            if not matches_any(config.glob_prefix + setup, globs):
+            if not keep_setup(setup):
                 continue
             if task.kind is _Kind.NOT_GRADED:
-                out.ignored += 1
-                if info:
-                    out.logs.append(
-                        (
-                            logging.INFO,
-                            f"{entry.path}: ignored (question is free-form or not in the datasets file)",
-                        )
-                    )
+                out.ignore(entry, "question is free-form or not in the datasets file", info)
                 continue
             if task.kind is _Kind.OPEN:
                 _grade_open_file(entry.path, task, setup, out, config.keep_records)
@@ -237,7 +235,7 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
                 dataset=task.dataset,
                 question=task.question,
                 prefix=prefix,
-                setup_globs=globs,
+                keep_setup=keep_setup,
                 abstention=abstention,
             )
             out.logs.extend(logs)
@@ -465,7 +463,7 @@ def _iter_questions(
         if d.name.startswith(".") and d.is_dir(follow_symlinks=False):
             continue  # hidden (the judge's .kag-judge cache): not part of the tree, not counted
         if not d.is_dir(follow_symlinks=False):
-            parent.ignore(d, "dataset", info)
+            parent.ignore(d, "not a dataset folder", info)
             continue
         if not matches_any(d.name, ds_globs):
             continue
@@ -477,7 +475,7 @@ def _iter_questions(
             continue
         for q in entries:
             if not q.is_dir(follow_symlinks=False):
-                parent.ignore(q, "question", info)
+                parent.ignore(q, "not a question folder", info)
                 continue
             question = questions.get(q.name)
             if question is not None and question.open is not None:

@@ -40,8 +40,8 @@ from kag.grading.search.options import (
     SetupCount,
     compile_pattern,
 )
-from kag.grading.search.walk import Globs, Job, iter_chunks, to_outcome
-from kag.results.tree import iter_units
+from kag.grading.search.walk import Job, iter_chunks, to_outcome
+from kag.results.tree import glob_filter, iter_units
 from kag.textsafe import escape_controls
 
 log = logging.getLogger("kag.grading.search")
@@ -144,7 +144,9 @@ def search(
         literal_of(options.pattern, options.ignore_case),
     )
     job = Job(os.fspath(root), options, matcher)
-    units = iter_units(job.root, options.prefix, keep_top=Globs(options.datasets), hidden=options.hidden)
+    units = iter_units(
+        job.root, options.prefix, keep_top=glob_filter(options.datasets), hidden=options.hidden
+    )
     tally = _Tally(keep_hits)
     chunks = iter_chunks(units, job, jobs)
     warned_bad: str | None = None

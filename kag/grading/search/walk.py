@@ -19,8 +19,8 @@ from kag.results.tree import (
     ResultFile,
     Unit,
     expand_unit,
+    glob_filter,
     iter_walk,
-    matches_any,
     relative_path,
     setup_from_name,
 )
@@ -29,23 +29,6 @@ from kag.workers import default_workers, ordered_map
 
 # Below this many files a process pool costs more to start than it saves.
 POOL_MIN_FILES = 1000
-
-
-class Globs:
-    """``fnmatchcase`` against any of ``globs`` (none = everything), memoised: a tree has
-    few distinct setups and datasets but many files."""
-
-    def __init__(self, globs: tuple[str, ...]) -> None:
-        self.globs = globs
-        self.seen: dict[str, bool] = {}
-
-    def __call__(self, value: str) -> bool:
-        if not self.globs:
-            return True
-        hit = self.seen.get(value)
-        if hit is None:
-            hit = self.seen[value] = matches_any(value, self.globs)
-        return hit
 
 
 # A unit of the walk: (path, is_folder). A folder unit stands for every result file of
@@ -80,7 +63,7 @@ class _Entries:
 
     def __init__(self, root: str, options: SearchOptions) -> None:
         self.root, self.prefix = root, options.prefix
-        self.keep_setup, self.keep_dataset = Globs(options.setups), Globs(options.datasets)
+        self.keep_setup, self.keep_dataset = glob_filter(options.setups), glob_filter(options.datasets)
         # folder path -> (dataset, question, kept); file name -> (setup, kept)
         self.folders: dict[str, tuple[str, str, bool]] = {}
         self.names: dict[str, tuple[str, bool]] = {}
