@@ -74,6 +74,8 @@ def install_command(
     prefix = Path(sys.prefix) if prefix is None else prefix
     if _under(prefix, "pipx", "venvs"):
         return f"pipx install --force {spec}"
+    if _under(prefix, "uv", "tools"):
+        return f"uv tool install --reinstall {spec}"
     if distribution is None:
         from importlib import metadata  # only on this error path: it is slow to import
 
@@ -81,10 +83,7 @@ def install_command(
             distribution = metadata.distribution(DIST_NAME)
         except metadata.PackageNotFoundError:
             distribution = None
-    installer = _installer(distribution)
-    if _under(prefix, "uv", "tools"):
-        return f"uv tool install --reinstall {spec}"
-    if installer == "uv":
+    if _installer(distribution) == "uv":
         return f"uv pip install {spec}"
     return f"pip install {spec}"
 
