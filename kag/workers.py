@@ -132,15 +132,15 @@ def ordered_map(
         ready: dict[int, R] = {}
         sent = given = 0
         more = True
-        pending: bytes | None = None  # the next chunk, pickled, not sent yet
+        pending: memoryview | None = None  # the next chunk, pickled, not sent yet
         while more or pending is not None or given < sent:
-            while sent - given < 2 * workers:
+            while (more or pending is not None) and sent - given < 2 * workers:
                 if pending is None:
                     chunk = next(chunks, None)
                     if chunk is None:
                         more = False
                         break
-                    pending = bytes(ForkingPickler.dumps(chunk))
+                    pending = ForkingPickler.dumps(chunk)  # as Connection.send would
                 depth = 1 if len(pending) > QUEUED_CHUNK_BYTES else 2
                 conn = min(ends, key=lambda end: len(queued[end]))
                 if len(queued[conn]) >= depth:
