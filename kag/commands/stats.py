@@ -153,8 +153,9 @@ def stats(
         dataset_globs=dataset_globs,
         keep_records=analysed or exported or price_list is not None,
         extract=extract_spec,
-        # The epoch and evidence blocks are JSON keys: only the JSON document reads them.
-        epochs=fmt_name == "json",
+        # The epoch blocks are read by the JSON document and the text's epochs section, the
+        # evidence blocks (JSON keys) by the JSON document only.
+        epochs=fmt_name in ("json", "text"),
         evidence=fmt_name == "json" and loaded.has_evidence,
     )
     check_setup_globs(tuple(setup or ()), {s for s, _ in graded.tallies}, root, prefix or "", dataset_globs)

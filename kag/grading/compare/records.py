@@ -225,17 +225,18 @@ def answers_from_run(
     return answers
 
 
-def answer_set(run: GradeRun, answers: Sequence[Answer]) -> AnswerSet:
+def answer_set(run: GradeRun, answers: Sequence[Answer], *, extracted: bool = False) -> AnswerSet:
     """:class:`AnswerSet` of ``answers`` (the records of ``run``, named as its setups are):
     the run's summary, each setup's profile and, when the run has epochs, the per-question
-    mean scores (:func:`~kag.grading.compare.epoch_means.question_means`)."""
+    mean scores (:func:`~kag.grading.compare.epoch_means.question_means`), under the
+    extracted grade with ``extracted`` as the answers are."""
     from kag.grading.mcq.summary import summarize
 
     means = None
     if run.epochs is not None:
         from kag.grading.compare.epoch_means import question_means
 
-        means = question_means(run)
+        means = question_means(run, extracted=extracted)
     return AnswerSet(tuple(answers), summarize(run), setup_profiles(answers, setup_configs(answers)), means)
 
 
@@ -243,4 +244,5 @@ def answer_set_from_run(
     run: GradeRun, datasets: Datasets, root: str | Path, prefix: str = "", *, extracted: bool = False
 ) -> AnswerSet:
     """:class:`AnswerSet` of a ``grade_tree(..., keep_records=True)`` run (see :func:`answers_from_run`)."""
-    return answer_set(run, answers_from_run(run, datasets, root, prefix, extracted=extracted))
+    answers = answers_from_run(run, datasets, root, prefix, extracted=extracted)
+    return answer_set(run, answers, extracted=extracted)
