@@ -80,6 +80,13 @@ def render_epochs_text(summary: Summary) -> str:
     setups = [s.setup for s in summary.setups]
     lines = _table("Epochs (strict grade)", setups, summary.epochs)
     if summary.extracted_epochs:
-        lines += ["", *_table(f"Epochs (extracted grade: {escape_controls(summary.extract or '')})", setups, summary.extracted_epochs)]
+        lines += [
+            "",
+            *_table(
+                f"Epochs (extracted grade: {escape_controls(summary.extract or '')})",
+                setups,
+                summary.extracted_epochs,
+            ),
+        ]
     lines += ["", EPOCHS_LEGEND]
     return "\n".join(lines) + "\n"

@@ -240,11 +240,15 @@ def chatty_tree(tmp_path: Path) -> tuple[Path, Path]:
     extracted), ``terse`` always says "A"; both over 3 epochs."""
     mcq = {"type": "MCQ", "options": {"A": "yes", "B": "no", "C": "maybe"}, "answer": "B"}
     datasets = tmp_path / "datasets.json"
-    datasets.write_text(json.dumps({"d": {f"q{i}": {"input": f"question {i}", "output": mcq} for i in range(4)}}))
+    datasets.write_text(
+        json.dumps({"d": {f"q{i}": {"input": f"question {i}", "output": mcq} for i in range(4)}})
+    )
     root = tmp_path / "r"
     for i in range(4):
         for epoch in (1, 2, 3):
-            write_result(epoch_result_path(root, "d", f"q{i}", "", "chatty", epoch), OkResult("The answer is B."))
+            write_result(
+                epoch_result_path(root, "d", f"q{i}", "", "chatty", epoch), OkResult("The answer is B.")
+            )
             write_result(epoch_result_path(root, "d", f"q{i}", "", "terse", epoch), OkResult("A"))
     return datasets, root
 
@@ -270,7 +274,18 @@ def test_the_extracted_grade_reaches_the_epoch_blocks(tmp_path: Path) -> None:
 
 def test_compare_over_epochs_follows_the_extracted_grade(tmp_path: Path) -> None:
     datasets, root = chatty_tree(tmp_path)
-    args = ["stats", "compare", "-d", str(datasets), "-r", str(root), "--epochs", "all", "--baseline", "terse"]
+    args = [
+        "stats",
+        "compare",
+        "-d",
+        str(datasets),
+        "-r",
+        str(root),
+        "--epochs",
+        "all",
+        "--baseline",
+        "terse",
+    ]
     args += ["--extract", "letter", "--resamples", "99", "--format", "json"]
     out = runner.invoke(app, [*args, "--grade", "extracted"])
     assert out.exit_code == 0, out.stderr

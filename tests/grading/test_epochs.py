@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -135,7 +136,7 @@ def test_invariants(questions: list[list[EpochOutcome]]) -> None:
     assert list(summary.pass_at) == list(range(1, summary.n + 1))
     assert passes[0] == pytest.approx(summary.mean_accuracy)
     assert passes[-1] == summary.pass_at_k
-    assert all(a <= b for a, b in zip(passes, passes[1:], strict=False))
+    assert all(a <= b for a, b in itertools.pairwise(passes))
     per_epoch = [sum(q[e].correct for q in questions) / len(questions) for e in range(summary.n)]
     assert summary.mean_accuracy == pytest.approx(sum(per_epoch) / summary.n)
     if len(questions) >= 2:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from fractions import Fraction
 
@@ -93,6 +94,6 @@ def test_invariants(sample: tuple[int, list[int]]) -> None:
     assert list(means) == list(range(1, n + 1))
     values = list(means.values())
     assert all(0.0 <= v <= 1.0 for v in values)
-    assert all(a <= b for a, b in zip(values, values[1:], strict=False))  # never decreases with k
+    assert all(a <= b for a, b in itertools.pairwise(values))  # never decreases with k
     assert means[1] == pytest.approx(sum(c / n for c in counts) / len(counts))  # the mean score
     assert means[n] == sum(c > 0 for c in counts) / len(counts)  # at least one correct
