@@ -33,7 +33,7 @@ from kag.results.model import RESULT_SUFFIX, ModelConfig
 if TYPE_CHECKING:
     from kag.datasets import Datasets
     from kag.grading.compare.epoch_means import SetupMeans
-    from kag.grading.mcq.metrics import GradeRun
+    from kag.grading.mcq.metrics import GradeRun, Unreadable
     from kag.grading.mcq.summary import Summary
 
 
@@ -182,6 +182,7 @@ class AnswerSet:
     summary: Summary
     profiles: dict[str, SetupProfile]
     means: SetupMeans | None = None  # per-question mean scores over epochs, when asked
+    unreadable: tuple[Unreadable, ...] = ()  # the files of the run that could not be read
 
     @property
     def setups(self) -> list[str]:
@@ -237,7 +238,8 @@ def answer_set(run: GradeRun, answers: Sequence[Answer], *, extracted: bool = Fa
         from kag.grading.compare.epoch_means import question_means
 
         means = question_means(run, extracted=extracted)
-    return AnswerSet(tuple(answers), summarize(run), setup_profiles(answers, setup_configs(answers)), means)
+    profiles = setup_profiles(answers, setup_configs(answers))
+    return AnswerSet(tuple(answers), summarize(run), profiles, means, run.unreadable)
 
 
 def answer_set_from_run(
