@@ -309,11 +309,12 @@ def test_a_setup_without_one_usable_verdict_is_named(project: Path, server: Fake
     result = judge()
     assert result.exit_code == 0, result.stderr
     warnings = [line for line in result.stderr.splitlines() if "usable verdict" in line]
-    assert warnings == [
+    expected = (
         "kag: warning: the judge gave no usable verdict for s2: 2 verdict(s), all unusable "
         "(a reply that names neither CORRECT nor INCORRECT, or a request that failed); "
         "so their ACC% 0.00 measures nothing"
-    ]
+    )
+    assert warnings == [expected]
     # Every setup with a usable verdict (asked afresh, the cache removed): no such warning.
     shutil.rmtree(project / "results" / CACHE_FOLDER)
     server.state.replies = dict(REPLIES)
