@@ -295,3 +295,21 @@ def test_compare_over_epochs_follows_the_extracted_grade(tmp_path: Path) -> None
     strict = runner.invoke(app, args)
     assert strict.exit_code == 0, strict.stderr
     assert json.loads(strict.stdout)["comparisons"][0]["setup_mean"] == 0.0
+
+
+def test_the_documented_epochs_section_is_this_tree_s(tmp_path: Path) -> None:
+    from tests.conftest import REPO
+
+    docs = (REPO / "docs" / "stats.md").read_text(encoding="utf-8")
+    part = docs[docs.index("### The epochs section of the text report") :]
+    block = part[
+        part.index("```text\n") + len("```text\n") : part.index("```\n", part.index("```text\n") + 8)
+    ]
+    out = runner.invoke(
+        app, ["stats", "-d", str(datasets_file(tmp_path)), "-r", str(epoch_tree(tmp_path / "r"))]
+    )
+    assert out.exit_code == 0, out.stderr
+    assert out.stdout[out.stdout.index("Epochs (strict grade)") :] == block
+    # The JSON example's numbers are the same setup's, rounded.
+    doc = by_setup(stats_json(datasets_file(tmp_path), tmp_path / "r"))["s1"]["overall"]["epochs"]
+    assert round(doc["stderr"], 4) == 0.2097 and round(doc["pass_at"]["2"], 4) == 0.5833
