@@ -444,16 +444,31 @@ def one_tree(values: Sequence[str | Path] | str | Path | None, command: str) -> 
 
 
 def html_report(
-    answers: AnswerSet, datasets: str | Path, results: str, prefix: str, **options: Any
+    answers: AnswerSet,
+    datasets: str | Path,
+    source: ResultSource,
+    prefix: str,
+    *,
+    compare: bool = False,
+    **options: Any,
 ) -> tuple[str, Analysis]:
     """The HTML page of ``answers`` (:func:`kag.render.html.render_html_report` with
-    ``options``) under its header (datasets file, trees, prefix, kag version); each note of
-    the analysis is warned."""
+    ``options``) under its header (datasets file, trees, prefix, kag version), titled as a
+    comparison for ``kag stats compare`` (``compare``); each note of the analysis is warned."""
     from kag import __version__
     from kag.console import warn
-    from kag.render.html import PageMeta, render_html_report
+    from kag.grading.mcq.trees import describe_source
+    from kag.render.html import COMPARE_TITLE, STATS_TITLE, PageMeta, render_html_report
 
-    meta = PageMeta(datasets=str(datasets), results=results, prefix=prefix or None, version=__version__)
+    trees = () if isinstance(source, (str, Path)) else tuple((t.label, str(t.root)) for t in source)
+    meta = PageMeta(
+        title=COMPARE_TITLE if compare else STATS_TITLE,
+        datasets=str(datasets),
+        results=describe_source(source),
+        prefix=prefix or None,
+        version=__version__,
+        trees=trees,
+    )
     page, analysis = render_html_report(answers, meta, **options)
     for note in analysis.notes:
         warn(note)
@@ -469,6 +484,15 @@ def warn_small_samples(summary: Summary) -> None:
     smalls = small_samples(summary)
     if smalls:
         warn(small_samples_note(smalls, MIN_SAMPLE))
+
+
+def check_page_output(html: bool, output: Path | None) -> None:
+    """UsageError (exit 2) for ``--format html`` without ``-o`` when stdout is a terminal: a
+    whole page of markup is no use there (a pipe or a redirection still gets it)."""
+    if html and output is None and sys.stdout.isatty():
+        raise UsageError(
+            "--format html writes a whole HTML page: give -o FILE (or redirect stdout to a file)"
+        )
 
 
 def emit_report(text: str, output: Path | None) -> None:

@@ -30,6 +30,7 @@ from kag.commands._common import (
     TreesOpt,
     Verbose,
     check_globs,
+    check_page_output,
     check_setup_globs,
     emit_report,
     html_report,
@@ -47,6 +48,7 @@ from kag.render.formats import ReportFormat, TableFormat
 
 if TYPE_CHECKING:
     from kag.grading.compare.records import AnswerSet
+    from kag.grading.mcq.trees import ResultSource
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,7 @@ class _Loaded:
     datasets: str
     results: str
     prefix: str
+    source: ResultSource
 
 
 def _load(
@@ -111,7 +114,7 @@ def _load(
             f"{root}: no graded result file (prefix {pfx!r}, setups {list(setups) or 'all'}, "
             f"datasets {list(globs) or 'all'})"
         )
-    return _Loaded(loaded, str(datasets_path), root, pfx)
+    return _Loaded(loaded, str(datasets_path), root, pfx, source)
 
 
 def _tell_significant(comparisons: Sequence[Any], baseline: str, alpha: float, method: str) -> None:
@@ -227,6 +230,7 @@ def register(stats_app: typer.Typer) -> None:
             raise UsageError(f"--epochs must be 1 or all (got {epochs!r})")
         if epochs == "all" and fmt is ReportFormat.HTML:
             raise UsageError("--epochs all: the formats are text, markdown and json (not html)")
+        check_page_output(fmt is ReportFormat.HTML, output)
         loaded = _load(
             ctx,
             datasets,
@@ -252,8 +256,9 @@ def register(stats_app: typer.Typer) -> None:
             text, analysis = html_report(
                 answers,
                 loaded.datasets,
-                loaded.results,
+                loaded.source,
                 loaded.prefix,
+                compare=True,
                 baseline=base,
                 alpha=alpha,
                 n_resamples=resamples,

@@ -99,7 +99,7 @@ def register(stats_app: typer.Typer) -> None:
             run_judge,
             summarize_verdicts,
         )
-        from kag.render.judge import render_judge_json, render_judge_text
+        from kag.render.judge import no_verdict_note, render_judge_json, render_judge_text
         from kag.render.progress import run_progress
 
         fmt = pick_format(ctx, format, JudgeFormat)
@@ -134,6 +134,9 @@ def register(stats_app: typer.Typer) -> None:
                 f"no judge request got an answer ({run.failures} failed); see the warnings above"
             )
         summaries = summarize_verdicts(run.judged)
+        note = no_verdict_note(summaries)
+        if note is not None:
+            warn(note)
         if fmt is JudgeFormat.json:
             text = render_judge_json(who, template.sha256, summaries)
         else:

@@ -27,6 +27,7 @@ from kag.commands._common import (
     StatsSetupOpt,
     StatsVerbose,
     check_globs,
+    check_page_output,
     check_setup_globs,
     emit_report,
     html_report,
@@ -121,6 +122,7 @@ def stats(
         raise UsageError(f"--format must be one of {', '.join(FORMATS)} (got {format!r})")
     datasets = pick_datasets(ctx, datasets)
     extract_spec, extracted = pick_grade(ctx, extract, grade)
+    check_page_output(fmt_name == "html", output)
 
     # Imported here so that `kag --help` stays fast.
     from kag.datasets import load_datasets
@@ -153,8 +155,9 @@ def stats(
         dataset_globs=dataset_globs,
         keep_records=analysed or exported or price_list is not None,
         extract=extract_spec,
-        # The epoch and evidence blocks are JSON keys: only the JSON document reads them.
-        epochs=fmt_name == "json",
+        # The epoch blocks are read by the JSON document and the text's epochs section, the
+        # evidence blocks (JSON keys) by the JSON document only.
+        epochs=fmt_name in ("json", "text"),
         evidence=fmt_name == "json" and loaded.has_evidence,
     )
     check_setup_globs(tuple(setup or ()), {s for s, _ in graded.tallies}, root, prefix or "", dataset_globs)
@@ -242,7 +245,6 @@ def _analyse(
 
     from kag.grading.compare.setups import compare_setups
     from kag.grading.compare.trees import answer_set_from_source
-    from kag.grading.mcq.trees import describe_source
 
     # The summary of the answers, with the costs when --prices priced it.
     answers = replace(
@@ -253,9 +255,7 @@ def _analyse(
     if fmt_name != "html":
         assert fail_if_worse_than is not None  # the only other reason to analyse
         return "", compare_setups(answers.answers, fail_if_worse_than, None)
-    page, analysis = html_report(
-        answers, datasets, describe_source(root), prefix, baseline=fail_if_worse_than
-    )
+    page, analysis = html_report(answers, datasets, root, prefix, baseline=fail_if_worse_than)
     return page, analysis.comparisons if fail_if_worse_than is not None else None
 
 

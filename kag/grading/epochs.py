@@ -16,7 +16,11 @@ p[q] = (1/N) Σ_e x[q][e] for the question's mean score:
   and n = Q·N, Σ_{i∈q} (s_i − m) = N (p[q] − m), which gives the formula above: the sample
   standard deviation (ddof 1) of the per-question means over sqrt(Q). With N = 1 it is the
   binomial standard error sqrt(m (1 − m) / (Q − 1)). None when Q < 2 (undefined).
-- ``pass_at_k``: the share of questions with at least one correct epoch.
+- ``pass_at_k``: the share of questions with at least one correct epoch (pass@N).
+- ``pass_at``: for every k from 1 to N, the mean over questions of the unbiased pass@k of
+  Chen et al. (2021), 1 − C(N − c[q], k) / C(N, k) with c[q] = Σ_e x[q][e]
+  (:mod:`kag.grading.pass_at`): pass@1 = ``mean_accuracy``, pass@N = ``pass_at_k``, and
+  it never decreases with k.
 - ``maj_at_k``: the share of questions whose most frequent answer is correct. Answers are
   compared under the grading rule (trimmed of White_Space, ASCII case folded); an epoch
   without an answer (an error file, ``answer=None``) votes for "no answer", which is never
@@ -30,7 +34,7 @@ left out of every field and counted in ``incomplete``, so that pass@k, maj@k and
 consistency always compare the same k; epochs past N are ignored. N defaults to the
 largest number of epochs any question has.
 
-Invariants: every share is in [0, 1]; maj_at_k ≤ pass_at_k; pass_at_k ≥ mean_accuracy ≥
+Invariants: every share is in [0, 1]; maj_at_k ≤ pass_at_k = pass_at[N]; pass_at_k ≥ mean_accuracy ≥
 (share all correct) = consistent + pass_at_k − 1; with N = 1, pass_at_k = maj_at_k =
 mean_accuracy and consistent = 1.
 """
@@ -39,10 +43,11 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from kag.grading.mcq.rule import rust_trim
+from kag.grading.pass_at import mean_pass_at
 from kag.textsafe import ascii_fold
 
 
@@ -51,11 +56,14 @@ class EpochOutcome:
     """One epoch of one question: whether it was graded correct, and the answer given.
 
     ``answer`` is what was graded (the response, or the extracted key); None for an error
-    file, which is not correct.
+    file, which is not correct. ``extracted``: the same epoch under the extracted grade
+    (``--extract``: its answer is the extracted key, None when nothing was extracted), None
+    when the run had no extraction.
     """
 
     correct: bool
     answer: str | None
+    extracted: EpochOutcome | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +78,7 @@ class EpochSummary:
     pass_at_k: float
     maj_at_k: float
     consistent: float
+    pass_at: Mapping[int, float]  # k -> mean pass@k, for k = 1 … n
 
 
 def majority_correct(outcomes: Sequence[EpochOutcome]) -> bool:
@@ -106,9 +115,11 @@ def summarize_epochs(
         return None
     count = len(complete)
     means: list[float] = []
+    counts: list[int] = []
     passed = majority = consistent = 0
     for outcomes in complete:
         correct = sum(outcome.correct for outcome in outcomes)
+        counts.append(correct)
         means.append(correct / n)
         passed += correct > 0
         consistent += correct in (0, n)
@@ -126,4 +137,14 @@ def summarize_epochs(
         pass_at_k=passed / count,
         maj_at_k=majority / count,
         consistent=consistent / count,
+        pass_at=mean_pass_at(counts, n),
     )
+
+
+def extracted_outcomes(outcomes: Sequence[EpochOutcome]) -> tuple[EpochOutcome, ...]:
+    """The same epochs under the extracted grade; ValueError when an epoch has none (the
+    run was graded without ``--extract``)."""
+    found = tuple(outcome.extracted for outcome in outcomes)
+    if any(outcome is None for outcome in found):
+        raise ValueError("the epochs have no extracted grade (grade_tree(..., extract=...))")
+    return found  # type: ignore[return-value]

@@ -29,7 +29,7 @@ from kag.grading.compare import (
     analyse,
 )
 from kag.grading.mcq.metrics import Metrics
-from kag.grading.mcq.summary import SetupSummary
+from kag.grading.mcq.summary import MIN_SAMPLE, SetupSummary, Summary, small_samples
 from kag.grading.usage import Costs
 from kag.render.compare import (
     IMPACT_LEGEND,
@@ -40,9 +40,11 @@ from kag.render.compare import (
     impact_header,
     impact_table,
 )
+from kag.render.stats import small_samples_note
 from kag.render.table import Align, Table, interval_pct, pct, signed_pp, table_html
 from kag.render.templating import environment, render_template
 from kag.render.usage import usage_cells, usage_headers, usage_legend
+from kag.textsafe import escape_controls
 
 #: Okabe-Ito palette (distinguishable with the common colour-vision deficiencies).
 PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442")
@@ -303,16 +305,71 @@ def impact_chart(impact: RetrievalImpact) -> Markup:
 # ---------------------------------------------------------------- the page
 
 
+STATS_TITLE = "kag stats report"
+COMPARE_TITLE = "kag stats compare: setups compared on the same questions"
+
+
 @dataclass(frozen=True)
 class PageMeta:
-    """What the page header states about the run (no timestamps: same input, same page)."""
+    """What the page header states about the run (no timestamps: same input, same page).
 
-    title: str = "kag stats report"
+    ``trees``: (label, folder) of each tree when several labelled trees were graded as one
+    run; ``notes``: lines the page shows under the header, before those it finds itself
+    (:func:`page_notes`)."""
+
+    title: str = STATS_TITLE
     datasets: str | None = None
     results: str | None = None
     prefix: str | None = None
     version: str | None = None
     notes: tuple[str, ...] = ()
+    trees: tuple[tuple[str, str], ...] = ()
+
+
+#: Unreadable files named on the page; the others are counted (every one is warned on stderr).
+MAX_UNREADABLE_LISTED = 20
+
+
+def counts_line(summary: Summary) -> str:
+    """The counters of the text report's header, every one of them (zeros included)."""
+    return (
+        f"Datasets: {summary.datasets} | Scorable questions: {summary.scorable_questions} "
+        f"| Skipped files: {summary.skipped_files} | Ignored files: {summary.ignored_files} "
+        f"| Unreadable files: {summary.unreadable_files}"
+    )
+
+
+def page_notes(answer_set: AnswerSet, analysis: Analysis, meta: PageMeta) -> tuple[str, ...]:
+    """What the text report and the warnings of the command tell beside the numbers: the
+    labelled trees, the unreadable files (named, up to :data:`MAX_UNREADABLE_LISTED`), the
+    ignored and skipped files, the setups graded on too few files, the notes of the analysis."""
+    summary = answer_set.summary
+    notes = list(meta.notes)
+    if meta.trees:
+        trees = "; ".join(f"{label} = {escape_controls(root)}" for label, root in meta.trees)
+        notes.append(f"{len(meta.trees)} result trees, their setups named LABEL/setup: {trees}")
+    bad = answer_set.unreadable
+    if summary.unreadable_files:
+        listed = "; ".join(f"{escape_controls(u.path)} ({u.reason})" for u in bad[:MAX_UNREADABLE_LISTED])
+        more = len(bad) - MAX_UNREADABLE_LISTED
+        rest = f"; and {more} more (the warnings of the command name them all)" if more > 0 else ""
+        notes.append(
+            f"{summary.unreadable_files} unreadable result file(s), not graded: {listed}{rest}"
+            if listed
+            else f"{summary.unreadable_files} unreadable result file(s), not graded"
+        )
+    if summary.ignored_files:
+        notes.append(
+            f"{summary.ignored_files} entry(ies) ignored: not result files, or files of questions that are "
+            "free-form or not in the datasets file (kag -v stats lists them)"
+        )
+    if summary.skipped_files:
+        notes.append(f"{summary.skipped_files} file(s) skipped: their question has no answer key")
+    smalls = small_samples(summary)
+    if smalls:
+        notes.append(small_samples_note(smalls, MIN_SAMPLE))
+    notes += analysis.notes
+    return tuple(notes)
 
 
 #: Flip lists up to this long are shown unfolded; longer ones start folded (click to open).
@@ -346,8 +403,11 @@ def render_html(
     max_chars: int = 300,
     usage: bool = False,
     costs: Costs | None = None,
+    counts: str | None = None,
+    notes: Sequence[str] = (),
 ) -> str:
-    """One self-contained HTML page: ranked table, accuracy chart with Wilson CI whiskers per
+    """One self-contained HTML page: the header (``meta``, the ``counts`` line and the
+    ``notes``), ranked table, accuracy chart with Wilson CI whiskers per
     setup and dataset, comparisons against the baseline (table and difference chart), the
     retrieval impact of each KAG setup, and the flip lists (``max_flips`` rows per
     direction, responses cut to ``max_chars``). With ``usage`` (some file has token usage, or
@@ -390,6 +450,8 @@ def render_html(
             "page.html.j2",
             meta=meta,
             facts=" | ".join(facts),
+            counts=counts,
+            notes=notes,
             ranking=table_html(summary_table(summaries, usage, costs), "ranking") if summaries else None,
             accuracy_chart=accuracy_chart(summaries) if summaries else None,
             tokens_chart=tokens_chart(summaries) if summaries and usage else None,
@@ -416,6 +478,7 @@ def render_html_report(
     """The whole page for a graded tree: :func:`kag.grading.compare.analyse` (baseline
     default: the best-ranked setup), then :func:`render_html`.
 
+    The page shows the notes of :func:`page_notes` (the analysis's included).
     Returns the page and the analysis: its ``notes`` are for the user (warn them), its
     ``comparisons`` can feed :func:`kag.grading.gates.regression_verdict`.
     """
@@ -429,5 +492,7 @@ def render_html_report(
         max_flips=max_flips,
         usage=answer_set.summary.shows_usage,
         costs=answer_set.summary.costs,
+        counts=counts_line(answer_set.summary),
+        notes=page_notes(answer_set, analysis, meta),
     )
     return page, analysis

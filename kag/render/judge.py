@@ -8,6 +8,7 @@ import orjson
 
 from kag.grading.judge import Judge, JudgeSummary
 from kag.render.table import Table, pct, table_text
+from kag.textsafe import escape_controls
 
 HEADERS = ("SETUP", "JUDGED", "CORRECT", "INCORRECT", "UNUSABLE", "ACC%", "AGREE%")
 
@@ -27,6 +28,28 @@ def judge_table(summaries: Sequence[JudgeSummary]) -> Table:
         for s in summaries
     )
     return Table(HEADERS, rows, ("l", "r", "r", "r", "r", "r", "r"))
+
+
+_UNUSABLE_WHY = "a reply that names neither CORRECT nor INCORRECT, or a request that failed"
+
+
+def no_verdict_note(summaries: Sequence[JudgeSummary]) -> str | None:
+    """The warning for setups whose every verdict is unusable (their ACC% 0.00 says nothing
+    of the answers), naming the count; None when every setup has a usable verdict."""
+    blind = [s for s in summaries if s.judged and not s.correct + s.incorrect]
+    if not blind:
+        return None
+    count = sum(s.judged for s in blind)
+    if len(blind) == len(summaries):
+        return (
+            f"the judge gave no usable verdict: all {count} verdict(s) are unusable ({_UNUSABLE_WHY}); "
+            "so ACC% 0.00 measures nothing: check the judge model and the prompt"
+        )
+    names = ", ".join(escape_controls(s.setup) for s in blind)
+    return (
+        f"the judge gave no usable verdict for {names}: {count} verdict(s), all unusable ({_UNUSABLE_WHY}); "
+        "so their ACC% 0.00 measures nothing"
+    )
 
 
 def render_judge_text(summaries: Sequence[JudgeSummary]) -> str:

@@ -27,6 +27,7 @@ from kag.grading.mcq.epoch_walk import epochs_to_json
 from kag.grading.mcq.evidence_blocks import evidence_to_json
 from kag.grading.mcq.metrics import Metrics
 from kag.grading.mcq.summary import SmallSample, Summary
+from kag.render.epochs import render_epochs_text
 from kag.render.formats import TableFormat
 from kag.render.open import (
     extracted_to_json,
@@ -149,7 +150,12 @@ def render_text(summary: Summary) -> str:
     lines.append(LEGEND)
     if xacc:
         lines.append(XACC_LEGEND.format(spec=summary.extract))
-    return "\n".join(lines) + "\n" + _open_text(summary)
+    return "\n".join(lines) + "\n" + _epochs_text(summary) + _open_text(summary)
+
+
+def _epochs_text(summary: Summary) -> str:
+    text = render_epochs_text(summary)
+    return "\n" + text if text else ""
 
 
 def _open_text(summary: Summary) -> str:
@@ -323,6 +329,10 @@ def summary_to_json(summary: Summary) -> dict[str, Any]:
         out = _with_usage(summary, setup, dataset, m) | _block_extras(summary, setup, dataset)
         if extract:
             out["extracted"] = extracted_to_json(m)
+            found = summary.extracted_epochs.get(setup)
+            if found is not None:
+                epochs = found.overall if dataset is None else found.per_dataset.get(dataset)
+                out["extracted"]["epochs"] = epochs_to_json(epochs)
         if has_open:
             out["open"] = open_to_json(m)
         return out

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 from pathlib import Path
 
 import orjson
@@ -288,3 +289,34 @@ def test_on_a_terminal_the_bar_says_judge(project: Path) -> None:
     assert bars and bars[-1].startswith("judge ━") and "0 error(s)" in bars[-1]
     assert "benchmark" not in shown
     assert "kag: judge: 5 answer(s): 0 verdict(s) from the cache, 5 request(s) sent" in shown
+
+
+def test_a_judge_without_one_usable_verdict_is_warned(project: Path, server: FakeServer) -> None:
+    server.state.replies = {}  # every reply is the default "Maybe, hard to say.": no verdict
+    result = judge("--format", "json")
+    assert result.exit_code == 0, result.stderr
+    assert {row["accuracy"] for row in rows(result.stdout).values()} == {0.0}
+    assert (
+        "kag: warning: the judge gave no usable verdict: all 5 verdict(s) are unusable "
+        "(a reply that names neither CORRECT nor INCORRECT, or a request that failed); "
+        "so ACC% 0.00 measures nothing: check the judge model and the prompt"
+    ) in result.stderr
+
+
+def test_a_setup_without_one_usable_verdict_is_named(project: Path, server: FakeServer) -> None:
+    # s2's three answers get no verdict; s1 keeps its usable ones.
+    server.state.replies = {k: v for k, v in REPLIES.items() if k in (marker("paris"), marker("five"))}
+    result = judge()
+    assert result.exit_code == 0, result.stderr
+    warnings = [line for line in result.stderr.splitlines() if "usable verdict" in line]
+    expected = (
+        "kag: warning: the judge gave no usable verdict for s2: 2 verdict(s), all unusable "
+        "(a reply that names neither CORRECT nor INCORRECT, or a request that failed); "
+        "so their ACC% 0.00 measures nothing"
+    )
+    assert warnings == [expected]
+    # Every setup with a usable verdict (asked afresh, the cache removed): no such warning.
+    shutil.rmtree(project / "results" / CACHE_FOLDER)
+    server.state.replies = dict(REPLIES)
+    again = judge("--format", "json")
+    assert again.exit_code == 0 and "usable verdict" not in again.stderr

@@ -378,3 +378,62 @@ def test_a_long_list_of_setups_is_cut(tmp_path: Path, repo: Path):
         result.stderr
         == f"kag: error: --setup nope matches no setup in {root} (setups: {shown}, … (3 more))\n"
     )
+
+
+def _on_terminal(args: list[str], cwd: Path) -> tuple[int, bytes, str]:
+    """Run ``python -m kag ARGS`` with stdout on a real pseudo-terminal; (exit code, what the
+    terminal received, stderr)."""
+    import os
+    import pty
+    import threading
+
+    master, slave = pty.openpty()
+    received = bytearray()
+
+    def drain() -> None:
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the last writer closed the terminal
+                return
+            if not chunk:
+                return
+            received.extend(chunk)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "kag", *args],
+            stdin=subprocess.DEVNULL,
+            stdout=slave,
+            stderr=subprocess.PIPE,
+            cwd=cwd,
+            env={**os.environ, "HF_HUB_OFFLINE": "1", "NO_COLOR": "1"},
+            timeout=300,
+            check=False,
+        )
+    finally:
+        os.close(slave)
+    reader.join(timeout=30)
+    os.close(master)
+    return proc.returncode, bytes(received), proc.stderr.decode()
+
+
+@pytest.mark.parametrize("command", [["stats"], ["stats", "compare"]])
+def test_html_on_a_terminal_asks_for_an_output_file(command: list[str], repo: Path, tmp_path: Path) -> None:
+    args = [*command, "-d", "examples/dataset/datasets.json", "-r", "examples/results", "--format", "html"]
+    code, seen, stderr = _on_terminal(args, repo)
+    assert code == 2, stderr
+    assert seen == b""  # no markup on the terminal
+    assert "--format html writes a whole HTML page: give -o FILE" in stderr
+    assert "Traceback" not in stderr and len(stderr.strip().splitlines()) == 1
+    # With -o the page is written, the terminal stays clean.
+    code, seen, stderr = _on_terminal([*args, "-o", str(tmp_path / "page.html")], repo)
+    assert code == 0, stderr
+    assert b"<html" not in seen and (tmp_path / "page.html").read_text().startswith("<!DOCTYPE html>")
+    # A pipe still gets the page on stdout.
+    piped = subprocess.run(
+        [sys.executable, "-m", "kag", *args], cwd=repo, capture_output=True, timeout=300, check=False
+    )
+    assert piped.returncode == 0 and piped.stdout.startswith(b"<!DOCTYPE html>")

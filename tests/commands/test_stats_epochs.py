@@ -92,6 +92,11 @@ def test_epoch_blocks_by_hand(tmp_path: Path) -> None:
     assert block["pass_at_k"] == 3 / 4  # q1 q2 q6
     assert block["maj_at_k"] == 1 / 4  # q1 only: q2's majority is B, q6 ties, q3's is B
     assert block["consistent"] == 2 / 4  # q1 all right, q3 all wrong
+    # c = 3, 1, 0, 1 of 3: pass@2 = (1 + 2/3 + 0 + 2/3) / 4 = 7/12 (1 - C(2,2)/C(3,2) = 2/3)
+    assert list(block["pass_at"]) == ["1", "2", "3"]
+    assert math.isclose(block["pass_at"]["1"], 5 / 12, rel_tol=1e-12)
+    assert math.isclose(block["pass_at"]["2"], 7 / 12, rel_tol=1e-12)
+    assert block["pass_at"]["3"] == block["pass_at_k"]
     # e has no question with all 3 epochs: nothing measured at the setup's N.
     assert s1["per_dataset"]["e"]["epochs"] is None
     # Overall: the same four questions, and r1 is a third incomplete one.
@@ -113,7 +118,11 @@ def test_a_tree_with_epochs_reports_its_first_epoch_byte_for_byte(tmp_path: Path
             for root in (full, first)
         ]
         assert outs[0].exit_code == outs[1].exit_code == 0
-        assert outs[0].stdout == outs[1].stdout
+        if fmt == "markdown":
+            assert outs[0].stdout == outs[1].stdout
+        else:  # the same table, then the epochs section (kag's own, after the Rust tool's report)
+            assert outs[0].stdout.startswith(outs[1].stdout)
+            assert outs[0].stdout[len(outs[1].stdout) :].startswith("\nEpochs (strict grade)\n")
     with_epochs, without = stats_json(datasets, full), stats_json(datasets, first)
     assert with_epochs["ignored_files"] == without["ignored_files"] == 0
     for s in with_epochs["setups"]:
@@ -224,3 +233,83 @@ def test_an_epochs_link_is_not_read(tmp_path: Path) -> None:
     # ignored (as any link among the result files), and no epochs are measured.
     assert doc["ignored_files"] == 6
     assert "epochs" not in json.dumps(doc)
+
+
+def chatty_tree(tmp_path: Path) -> tuple[Path, Path]:
+    """Four questions keyed B; ``chatty`` always says "The answer is B." (right only once
+    extracted), ``terse`` always says "A"; both over 3 epochs."""
+    mcq = {"type": "MCQ", "options": {"A": "yes", "B": "no", "C": "maybe"}, "answer": "B"}
+    datasets = tmp_path / "datasets.json"
+    datasets.write_text(
+        json.dumps({"d": {f"q{i}": {"input": f"question {i}", "output": mcq} for i in range(4)}})
+    )
+    root = tmp_path / "r"
+    for i in range(4):
+        for epoch in (1, 2, 3):
+            write_result(
+                epoch_result_path(root, "d", f"q{i}", "", "chatty", epoch), OkResult("The answer is B.")
+            )
+            write_result(epoch_result_path(root, "d", f"q{i}", "", "terse", epoch), OkResult("A"))
+    return datasets, root
+
+
+def test_the_extracted_grade_reaches_the_epoch_blocks(tmp_path: Path) -> None:
+    datasets, root = chatty_tree(tmp_path)
+    args = ["stats", "-d", str(datasets), "-r", str(root), "--extract", "letter"]
+    out = runner.invoke(app, [*args, "--format", "json"])
+    assert out.exit_code == 0, out.stderr
+    chatty = by_setup(json.loads(out.stdout))["chatty"]["overall"]
+    assert chatty["accuracy"] == 0.0 and chatty["epochs"]["mean_accuracy"] == 0.0  # strict, as before
+    extracted = chatty["extracted"]
+    assert extracted["accuracy"] == 1.0  # epoch 1
+    assert extracted["epochs"]["mean_accuracy"] == 1.0  # every epoch
+    assert extracted["epochs"]["pass_at"] == {"1": 1.0, "2": 1.0, "3": 1.0}
+    assert (extracted["epochs"]["maj_at_k"], extracted["epochs"]["consistent"]) == (1.0, 1.0)
+    text = runner.invoke(app, args)
+    assert text.exit_code == 0, text.stderr
+    section = text.stdout[text.stdout.index("Epochs (extracted grade: letter)") :]
+    chatty_row = next(line for line in section.splitlines() if line.startswith("chatty"))
+    assert chatty_row.split()[1:5] == ["3", "4", "0", "100.00"]
+
+
+def test_compare_over_epochs_follows_the_extracted_grade(tmp_path: Path) -> None:
+    datasets, root = chatty_tree(tmp_path)
+    args = [
+        "stats",
+        "compare",
+        "-d",
+        str(datasets),
+        "-r",
+        str(root),
+        "--epochs",
+        "all",
+        "--baseline",
+        "terse",
+    ]
+    args += ["--extract", "letter", "--resamples", "99", "--format", "json"]
+    out = runner.invoke(app, [*args, "--grade", "extracted"])
+    assert out.exit_code == 0, out.stderr
+    (row,) = json.loads(out.stdout)["comparisons"]
+    assert (row["setup"], row["setup_mean"], row["baseline_mean"]) == ("chatty", 1.0, 0.0)
+    # The strict grade reads "The answer is B." as wrong in every epoch.
+    strict = runner.invoke(app, args)
+    assert strict.exit_code == 0, strict.stderr
+    assert json.loads(strict.stdout)["comparisons"][0]["setup_mean"] == 0.0
+
+
+def test_the_documented_epochs_section_is_this_tree_s(tmp_path: Path) -> None:
+    from tests.conftest import REPO
+
+    docs = (REPO / "docs" / "stats.md").read_text(encoding="utf-8")
+    part = docs[docs.index("### The epochs section of the text report") :]
+    block = part[
+        part.index("```text\n") + len("```text\n") : part.index("```\n", part.index("```text\n") + 8)
+    ]
+    out = runner.invoke(
+        app, ["stats", "-d", str(datasets_file(tmp_path)), "-r", str(epoch_tree(tmp_path / "r"))]
+    )
+    assert out.exit_code == 0, out.stderr
+    assert out.stdout[out.stdout.index("Epochs (strict grade)") :] == block
+    # The JSON example's numbers are the same setup's, rounded.
+    doc = by_setup(stats_json(datasets_file(tmp_path), tmp_path / "r"))["s1"]["overall"]["epochs"]
+    assert round(doc["stderr"], 4) == 0.2097 and round(doc["pass_at"]["2"], 4) == 0.5833

@@ -117,8 +117,10 @@ def test_json_blocks_of_several_trees_are_those_of_each_tree_alone(trees: Path) 
 
 
 def tables(text: str) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
-    """The setup rows (cells after the name) of the multiple-choice table and of the open one."""
-    mcq, _, open_part = text.partition("\nOpen questions: ")
+    """The setup rows (cells after the name) of the multiple-choice table and of the open one
+    (the epochs section between them left out)."""
+    before, _, open_part = text.partition("\nOpen questions: ")
+    mcq = before.partition("\nEpochs (")[0]
 
     def rows(part: str) -> dict[str, list[str]]:
         lines = part.splitlines()

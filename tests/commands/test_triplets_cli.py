@@ -399,3 +399,23 @@ def test_unwritable_details_file_exits_2(tmp_path: Path) -> None:
     code, out, err = run(GOLD, FINETUNED, "--details", target)
     assert code == 2 and out == ""
     assert err.startswith(f"kag: error: {target}: cannot write the details file")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "2026-12-01 10:00:01 INFO starting run\n2026-12-01 10:00:02 INFO done\n",  # a log, not predictions
+        '{"triplets": []}\n{"output": "[]"}\n',  # objects without an id
+        '[{"triplets": []}, "q1"]',  # an array of the same
+    ],
+)
+def test_a_file_with_no_readable_prediction_is_exit_2(tmp_path: Path, text: str) -> None:
+    pred = tmp_path / "pred.jsonl"
+    pred.write_text(text)
+    code, out, err = run(GOLD, pred)
+    assert code == 2 and out == ""
+    assert err.startswith(f"kag: error: {pred}: no line could be read as predictions (2 entries skipped: ")
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    # Beside a good file, the bad one still stops the run: its column would be zeros.
+    code, out, _ = run(GOLD, FINETUNED, pred)
+    assert code == 2 and out == ""

@@ -203,3 +203,99 @@ def test_chromium_renders_the_report(page: str, tmp_path: Path) -> None:
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
     assert (width, height) == (1280, 2000)
+
+
+# ---------------------------------------------------------------- what the page tells beside the numbers
+
+
+def _small_tree(root: Path) -> tuple[Path, Path]:
+    """Four questions (two setups), a question without a key (a skipped file), a free-form
+    one (an ignored file), a stray file and an unreadable result file."""
+    mcq = {"type": "MCQ", "options": {"A": "yes", "B": "no"}, "answer": "A"}
+    data = {"d": {f"q{i}": {"input": f"question {i}", "output": mcq} for i in range(4)}}
+    data["d"]["nokey"] = {"input": "?", "output": {"type": "MCQ", "options": {"A": "1", "B": "2"}}}
+    data["d"]["free"] = {"input": "explain"}
+    datasets = root / "datasets.json"
+    datasets.write_bytes(orjson.dumps(data))
+    results = root / "results"
+    for i in range(4):
+        write_result(result_path(results, "d", f"q{i}", "", "good"), OkResult("A"))
+        write_result(result_path(results, "d", f"q{i}", "", "bad"), OkResult("A" if i == 0 else "B"))
+    write_result(result_path(results, "d", "nokey", "", "good"), OkResult("A"))
+    write_result(result_path(results, "d", "free", "", "good"), OkResult("because"))
+    (results / "d" / "q0" / "notes.txt").write_text("not a result")
+    (results / "d" / "q1" / "good.json").write_text("{not json")
+    return datasets, results
+
+
+def _run_page(args: list[str], out: Path) -> tuple[str, str]:
+    from typer.testing import CliRunner
+
+    from kag.cli import app
+
+    result = CliRunner().invoke(app, [*args, "--format", "html", "-o", str(out)])
+    assert result.exit_code == 0, result.stderr
+    return out.read_text(encoding="utf-8"), result.stderr
+
+
+def _notes(page: str) -> list[str]:
+    found = re.search(r'<ul class="notes">(.*?)</ul>', page)
+    assert found is not None, "the page has no notes"
+    return [re.sub(r"<[^>]+>", "", li) for li in re.findall(r"<li>(.*?)</li>", found.group(1))]
+
+
+def test_the_page_shows_every_note_of_the_text_report(tmp_path: Path) -> None:
+    datasets, results = _small_tree(tmp_path)
+    page, stderr = _run_page(["stats", "-d", str(datasets), "-r", str(results)], tmp_path / "page.html")
+    # The counters of the text report's header, zeros included.
+    assert (
+        "Datasets: 1 | Scorable questions: 4 | Skipped files: 1 | Ignored files: 2 | Unreadable files: 1"
+        in page
+    )
+    notes = _notes(page)
+    unreadable = next(n for n in notes if "unreadable result file(s)" in n)
+    assert unreadable.startswith("1 unreadable result file(s), not graded: ")
+    assert str(results / "d" / "q1" / "good.json") in unreadable
+    assert any(n.startswith("2 entry(ies) ignored") for n in notes)
+    assert any(n.startswith("1 file(s) skipped") for n in notes)
+    # The small-sample warning of stderr, word for word.
+    small = next(n for n in notes if n.startswith("few graded files"))
+    assert f"kag: warning: {small}" in stderr.replace("&amp;", "&")
+    assert "good 3" in small and "bad 4" in small and "too uncertain to rank on" in small
+
+
+def test_a_clean_page_has_no_notes(tmp_path: Path) -> None:
+    mcq = {"type": "MCQ", "options": {"A": "yes", "B": "no"}, "answer": "A"}
+    (tmp_path / "ds.json").write_bytes(
+        orjson.dumps({"d": {str(q): {"input": "?", "output": mcq} for q in range(30)}})
+    )
+    for q in range(30):
+        for setup, answer in (("one", "A"), ("two", "B" if q % 3 else "A")):
+            write_result(result_path(tmp_path / "r", "d", str(q), "", setup), OkResult(answer))
+    page, _ = _run_page(
+        ["stats", "-d", str(tmp_path / "ds.json"), "-r", str(tmp_path / "r")], tmp_path / "p.html"
+    )
+    assert '<ul class="notes">' not in page
+    assert "Skipped files: 0 | Ignored files: 0 | Unreadable files: 0" in page
+
+
+def test_the_page_names_the_labelled_trees(tmp_path: Path) -> None:
+    datasets, results = _small_tree(tmp_path)
+    page, _ = _run_page(
+        ["stats", "-d", str(datasets), "-r", f"mon={results}", "-r", f"tue={results}"], tmp_path / "p.html"
+    )
+    assert f"2 result trees, their setups named LABEL/setup: mon = {results}; tue = {results}" in _notes(page)
+    assert ">mon/good<" in page and ">tue/bad<" in page
+
+
+def test_the_compare_page_is_titled_as_a_comparison(tmp_path: Path) -> None:
+    datasets, results = _small_tree(tmp_path)
+    args = ["-d", str(datasets), "-r", str(results)]
+    compared, _ = _run_page(["stats", "compare", *args, "--resamples", "99"], tmp_path / "c.html")
+    title = "kag stats compare: setups compared on the same questions"
+    assert f"<title>{title}</title>" in compared and f"<h1>{title}</h1>" in compared
+    assert "kag stats report" not in compared
+    stats, _ = _run_page(["stats", *args], tmp_path / "s.html")
+    assert "<title>kag stats report</title>" in stats
+    # The compare page carries the same notes as the stats page.
+    assert _notes(compared) == _notes(stats)

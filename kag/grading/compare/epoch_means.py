@@ -2,7 +2,9 @@
 
 Per setup with N epochs (the most any of its questions has in the tree; 1 for a setup
 without epochs), a question's score is p = (correct epochs among its first N) / N, and a
-question with fewer than N epochs is left out (as in :mod:`kag.grading.epochs`). Two
+question with fewer than N epochs is left out (as in :mod:`kag.grading.epochs`). "Correct"
+is the grade the comparison is asked for (``--grade``): the strict one, or the extracted one
+of a run graded with ``--extract``, in every epoch alike. Two
 setups are paired on the questions both have a score for; ``diff`` = mean(p_setup −
 p_baseline).
 
@@ -32,6 +34,7 @@ from kag.grading.compare.paired import (
     multinomial_replicates,
 )
 from kag.grading.compare.records import question_sort_key
+from kag.grading.mcq.epoch_walk import extracted_epochs
 from kag.grading.mcq.metrics import GradeRun
 from kag.grading.mcq.rule import Outcome
 
@@ -47,12 +50,18 @@ class SetupMeans:
     epochs: Mapping[str, int]
 
 
-def question_means(run: GradeRun) -> SetupMeans:
+def question_means(run: GradeRun, *, extracted: bool = False) -> SetupMeans:
     """Per-question mean scores from a ``grade_tree(..., keep_records=True, epochs=True)``
-    run; raises ValueError when the run kept no records."""
+    run, under the strict grade or (``extracted``) the extracted one of a run graded with
+    ``extract`` (ERR = not extracted, not correct). Raises ValueError when the run kept no
+    records, or has no extracted grade when ``extracted``."""
     if run.records is None:
         raise ValueError("the grading run kept no per-file records (grade_tree(..., keep_records=True))")
+    if extracted and run.extract is None:
+        raise ValueError("the grading run has no extracted grade (grade_tree(..., extract=...))")
     outcomes = run.epochs or {}
+    if extracted:
+        outcomes = extracted_epochs(outcomes)
     epochs: dict[str, int] = {}
     for (setup, _), questions in outcomes.items():
         longest = max((len(q) for q in questions.values()), default=1)
@@ -64,7 +73,7 @@ def question_means(run: GradeRun) -> SetupMeans:
         if sequence is None:
             if n > 1:
                 continue  # epoch 1 only: fewer than n epochs
-            correct = int(record.outcome is Outcome.OK)
+            correct = int((record.extracted if extracted else record.outcome) is Outcome.OK)
         elif len(sequence) < n:
             continue
         else:

@@ -33,7 +33,7 @@ from kag.results.model import RESULT_SUFFIX, ModelConfig
 if TYPE_CHECKING:
     from kag.datasets import Datasets
     from kag.grading.compare.epoch_means import SetupMeans
-    from kag.grading.mcq.metrics import GradeRun
+    from kag.grading.mcq.metrics import GradeRun, Unreadable
     from kag.grading.mcq.summary import Summary
 
 
@@ -182,6 +182,7 @@ class AnswerSet:
     summary: Summary
     profiles: dict[str, SetupProfile]
     means: SetupMeans | None = None  # per-question mean scores over epochs, when asked
+    unreadable: tuple[Unreadable, ...] = ()  # the files of the run that could not be read
 
     @property
     def setups(self) -> list[str]:
@@ -225,22 +226,25 @@ def answers_from_run(
     return answers
 
 
-def answer_set(run: GradeRun, answers: Sequence[Answer]) -> AnswerSet:
+def answer_set(run: GradeRun, answers: Sequence[Answer], *, extracted: bool = False) -> AnswerSet:
     """:class:`AnswerSet` of ``answers`` (the records of ``run``, named as its setups are):
     the run's summary, each setup's profile and, when the run has epochs, the per-question
-    mean scores (:func:`~kag.grading.compare.epoch_means.question_means`)."""
+    mean scores (:func:`~kag.grading.compare.epoch_means.question_means`), under the
+    extracted grade with ``extracted`` as the answers are."""
     from kag.grading.mcq.summary import summarize
 
     means = None
     if run.epochs is not None:
         from kag.grading.compare.epoch_means import question_means
 
-        means = question_means(run)
-    return AnswerSet(tuple(answers), summarize(run), setup_profiles(answers, setup_configs(answers)), means)
+        means = question_means(run, extracted=extracted)
+    profiles = setup_profiles(answers, setup_configs(answers))
+    return AnswerSet(tuple(answers), summarize(run), profiles, means, run.unreadable)
 
 
 def answer_set_from_run(
     run: GradeRun, datasets: Datasets, root: str | Path, prefix: str = "", *, extracted: bool = False
 ) -> AnswerSet:
     """:class:`AnswerSet` of a ``grade_tree(..., keep_records=True)`` run (see :func:`answers_from_run`)."""
-    return answer_set(run, answers_from_run(run, datasets, root, prefix, extracted=extracted))
+    answers = answers_from_run(run, datasets, root, prefix, extracted=extracted)
+    return answer_set(run, answers, extracted=extracted)

@@ -115,7 +115,8 @@ def answer_set_from_source(
     over epochs of the merged run, under the labelled names)."""
     if isinstance(source, (str, Path)):
         return answer_set_from_run(run, datasets, source, prefix, extracted=extracted)
-    return answer_set(run, answers_from_trees(run, datasets, source, prefix, extracted=extracted))
+    answers = answers_from_trees(run, datasets, source, prefix, extracted=extracted)
+    return answer_set(run, answers, extracted=extracted)
 
 
 def load_source_answers(

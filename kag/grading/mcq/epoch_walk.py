@@ -23,7 +23,9 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from kag.grading.epochs import EpochOutcome, EpochSummary, summarize_epochs
+from kag.grading.epochs import EpochOutcome, EpochSummary, extracted_outcomes, summarize_epochs
+from kag.grading.extract import ExtractSpec
+from kag.grading.mcq.extracted import extracted_grade
 from kag.grading.mcq.rule import AnswerKey, GradedFile, Outcome, grade_fields
 from kag.results.codec import parse_grading_fields
 from kag.results.io import read_result_bytes
@@ -37,9 +39,13 @@ _EPOCH_NAME = re.compile(r"[1-9][0-9]*")
 EpochOutcomes = Mapping[tuple[str, str], Mapping[str, tuple[EpochOutcome, ...]]]
 
 
-def epoch_outcome(graded: GradedFile) -> EpochOutcome:
-    """What one graded file contributes to the epoch measures (an error file has no answer)."""
-    return EpochOutcome(graded.outcome is Outcome.OK, graded.response)
+def epoch_outcome(graded: GradedFile, extracted_answer: str | None = None) -> EpochOutcome:
+    """What one graded file contributes to the epoch measures (an error file has no answer);
+    with its extracted grade when the file has one (``extracted_answer``: the key extracted)."""
+    extracted = None
+    if graded.extracted is not None:
+        extracted = EpochOutcome(graded.extracted is Outcome.OK, extracted_answer)
+    return EpochOutcome(graded.outcome is Outcome.OK, graded.response, extracted)
 
 
 def question_epochs(
@@ -52,11 +58,13 @@ def question_epochs(
     prefix: str,
     keep_setup: Callable[[str], bool],
     abstention: re.Pattern[str],
+    spec: ExtractSpec | None = None,
 ) -> tuple[list[tuple[str, tuple[EpochOutcome, ...]]], list[tuple[int, str]]]:
     """The outcomes of every setup with an epoch file in ``folder`` (a question's
     ``epochs`` folder), epoch 1 (from ``firsts``, by setup) first, sorted by setup; and the
     log lines of the files that could not be read. ``keep_setup`` selects the setups, as
-    it does epoch 1's files (with the label of the tree, among several). No link is
+    it does epoch 1's files (with the label of the tree, among several); ``spec`` (the
+    ``--extract`` spec) adds each epoch's extracted grade, as epoch 1 has it. No link is
     followed."""
     logs: list[tuple[int, str]] = []
     per_epoch: dict[int, dict[str, str]] = {}
@@ -89,7 +97,12 @@ def question_epochs(
                 except Exception as exc:  # noqa: BLE001 - one bad file must never stop the walk
                     logs.append((logging.WARNING, f"{path}: unreadable epoch file: {exc}"))
                     break
-                outcomes.append(epoch_outcome(graded))
+                answer = None
+                if spec is not None:
+                    # Outside the try above, as for epoch 1: a regex timeout is the pattern's fault.
+                    extracted, answer = extracted_grade(spec, graded.response, key)
+                    graded = replace(graded, extracted=extracted)
+                outcomes.append(epoch_outcome(graded, answer))
                 epoch += 1
         found.append((setup, tuple(outcomes)))
     return found, logs
@@ -102,6 +115,15 @@ class SetupEpochs:
 
     overall: EpochSummary | None
     per_dataset: Mapping[str, EpochSummary | None]
+
+
+def extracted_epochs(outcomes: EpochOutcomes) -> EpochOutcomes:
+    """The same outcomes under the extracted grade (a run graded with ``--extract``);
+    ValueError when the run has none."""
+    return {
+        key: {question: extracted_outcomes(sequence) for question, sequence in questions.items()}
+        for key, questions in outcomes.items()
+    }
 
 
 def summarize_setup_epochs(
@@ -157,6 +179,7 @@ def epochs_to_json(summary: EpochSummary | None) -> dict[str, object] | None:
         "mean_accuracy": summary.mean_accuracy,
         "stderr": summary.stderr,
         "pass_at_k": summary.pass_at_k,
+        "pass_at": {str(k): value for k, value in summary.pass_at.items()},
         "maj_at_k": summary.maj_at_k,
         "consistent": summary.consistent,
         "questions": summary.questions,

@@ -46,11 +46,17 @@ def check_grade(grade: Grade, extract: str | None) -> None:
         raise UsageError("--grade extracted needs --extract letter or --extract regex:PATTERN")
 
 
-def extracted_outcome(spec: ExtractSpec, response: str | None, key: AnswerKey) -> Outcome:
-    """The extracted grade of one file (see the module docstring); ``response`` None = an error file."""
+def extracted_grade(spec: ExtractSpec, response: str | None, key: AnswerKey) -> tuple[Outcome, str | None]:
+    """The extracted grade of one file (see the module docstring) and the answer extracted
+    (None: nothing was); ``response`` None = an error file."""
     if response is None:
-        return Outcome.ERR
+        return Outcome.ERR, None
     answer = spec.extract(response, key.options)
     if answer is None:
-        return Outcome.ERR
-    return Outcome.OK if is_correct(answer, key.answer) else Outcome.WRONG
+        return Outcome.ERR, None
+    return (Outcome.OK if is_correct(answer, key.answer) else Outcome.WRONG), answer
+
+
+def extracted_outcome(spec: ExtractSpec, response: str | None, key: AnswerKey) -> Outcome:
+    """The extracted grade of one file (see the module docstring); ``response`` None = an error file."""
+    return extracted_grade(spec, response, key)[0]

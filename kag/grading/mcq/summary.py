@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from kag.grading.mcq.epoch_walk import SetupEpochs, summarize_setup_epochs
+from kag.grading.mcq.epoch_walk import SetupEpochs, extracted_epochs, summarize_setup_epochs
 from kag.grading.mcq.evidence_blocks import SetupEvidence, summarize_setup_evidence
 from kag.grading.mcq.metrics import GradeRun, Metrics, Tally
 
@@ -30,7 +30,8 @@ class SetupSummary:
 class Summary:
     """The report: counters and the setups ranked by descending accuracy.
 
-    ``epochs``: the epoch blocks of the setups that have later epochs in the tree.
+    ``epochs``: the epoch blocks of the setups that have later epochs in the tree;
+    ``extracted_epochs``: the same under the extracted grade (``--extract``), else empty.
     ``evidence``: None when evidence was not measured (no evidence names in the datasets
     file), else the evidence blocks of the setups with evidence records.
     """
@@ -46,6 +47,7 @@ class Summary:
     #: Per-block costs (``kag stats --prices``), None without prices.
     costs: Costs | None = None
     epochs: Mapping[str, SetupEpochs] = field(default_factory=dict)
+    extracted_epochs: Mapping[str, SetupEpochs] = field(default_factory=dict)
     evidence: Mapping[str, SetupEvidence] | None = None
 
     @property
@@ -77,6 +79,7 @@ def summarize(run: GradeRun) -> Summary:
             overall.merge(metrics)
         setups.append(SetupSummary(setup, overall.freeze(), {k: per_dataset[k] for k in sorted(per_dataset)}))
     setups.sort(key=rank_key)
+    first_epochs = {k: m.total for k, m in run.tallies.items()}
     return Summary(
         datasets=run.datasets,
         scorable_questions=run.scorable_questions,
@@ -86,8 +89,9 @@ def summarize(run: GradeRun) -> Summary:
         setups=tuple(setups),
         scorable_open_questions=run.scorable_open_questions,
         extract=run.extract,
-        epochs=summarize_setup_epochs(run.epochs, {k: m.total for k, m in run.tallies.items()})
-        if run.epochs
+        epochs=summarize_setup_epochs(run.epochs, first_epochs) if run.epochs else {},
+        extracted_epochs=summarize_setup_epochs(extracted_epochs(run.epochs), first_epochs)
+        if run.epochs and run.extract is not None
         else {},
         evidence=summarize_setup_evidence(run.evidence) if run.evidence is not None else None,
     )

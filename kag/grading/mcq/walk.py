@@ -37,7 +37,7 @@ from kag.datasets import Datasets
 from kag.grading.epochs import EpochOutcome
 from kag.grading.evidence import EvidenceRecord, evidence_record
 from kag.grading.mcq.epoch_walk import epoch_outcome, question_epochs
-from kag.grading.mcq.extracted import compile_spec, extracted_outcome
+from kag.grading.mcq.extracted import compile_spec, extracted_grade
 from kag.grading.mcq.metrics import GradeRun, Tally, Unreadable
 from kag.grading.mcq.rule import (
     DEFAULT_ABSTENTION,
@@ -207,15 +207,17 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
             except Exception as exc:  # noqa: BLE001 - one bad file must never stop the walk
                 out.add_unreadable(path, exc)
                 continue
+            extracted_answer = None
             if spec is not None:
                 # Outside the try above: a regex timeout is the pattern's fault, not the file's.
-                graded = replace(graded, extracted=extracted_outcome(spec, graded.response, task.key))  # type: ignore[arg-type]
+                extracted, extracted_answer = extracted_grade(spec, graded.response, task.key)  # type: ignore[arg-type]
+                graded = replace(graded, extracted=extracted)
             key = (setup, task.dataset)
             out.tally(key).add(graded)
             if config.keep_records:
                 out.records.append(graded)
             if firsts is not None:
-                firsts[setup] = epoch_outcome(graded)
+                firsts[setup] = epoch_outcome(graded, extracted_answer)
             if with_text:
                 record = evidence_record(task.evidence, fields.retrieval_text, graded.outcome is Outcome.OK)
                 if record is not None:
@@ -237,6 +239,7 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
                 prefix=prefix,
                 keep_setup=keep_setup,
                 abstention=abstention,
+                spec=spec,
             )
             out.logs.extend(logs)
             for setup, outcomes in found:

@@ -254,7 +254,10 @@ def load_predictions(path: Path) -> dict[str, Prediction]:
     ``output`` that is already a list or a ``{"triplets": [...]}`` object is taken as is.
     Lines that cannot be joined to gold (not valid JSON, not an object, no usable ``id``:
     a run cut short, a stray log line) are left out with one warning for the file, and the
-    gold entries they were meant for count as missing. Duplicate ids raise `DuplicateId`.
+    gold entries they were meant for count as missing; when no line at all could be read,
+    the file is not predictions (another file given by mistake, a log): `InputError`. A
+    file without any entry (empty) gives no prediction and no error. Duplicate ids raise
+    `DuplicateId`.
     """
     skipped: list[str] = []
     predictions: dict[str, Prediction] = {}
@@ -273,6 +276,11 @@ def load_predictions(path: Path) -> dict[str, Prediction]:
     if skipped:
         shown = "; ".join(_within(path, message) for message in skipped[:3])
         more = f"; and {len(skipped) - 3} more" if len(skipped) > 3 else ""
+        if not predictions:
+            raise InputError(
+                f"{path}: no line could be read as predictions ({len(skipped)} "
+                f"entr{'y' if len(skipped) == 1 else 'ies'} skipped: {shown}{more})"
+            )
         log.warning(
             "%s: %d entr%s skipped (%s%s)",
             path,

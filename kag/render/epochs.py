@@ -1,0 +1,92 @@
+"""The epochs section of the `kag stats` text report: the measures over repeated samples of
+every setup with later epochs in the tree (:mod:`kag.grading.mcq.epoch_walk`).
+
+The Rust tool never read the ``epochs`` folder, so a tree without one (every tree it wrote)
+gives no section and its report stays byte for byte the same. With ``--extract`` a second
+table gives the same measures under the extracted grade.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from kag.grading.epochs import EpochSummary
+from kag.grading.mcq.epoch_walk import SetupEpochs
+from kag.grading.mcq.summary import Summary
+from kag.textsafe import escape_controls
+
+_HEADERS = ("EPOCHS", "Q", "INC", "MEAN%", "SE%", "MAJ%", "CONS%", "PASS@k%")
+_WIDTHS = (6, 4, 4, 7, 6, 7, 7)  # PASS@k% is last and left-aligned: its width varies
+EPOCHS_LEGEND = (
+    "EPOCHS = epochs measured (N), Q = questions with all N epochs, INC = questions left out for having fewer\n"
+    "MEAN% = mean over every answer, SE% = its standard error clustered by question\n"
+    "MAJ% = most frequent answer right, CONS% = all N answers right or all wrong\n"
+    "PASS@k% = unbiased pass@k (Chen et al. 2021) for k = 1, 2, 4, 8, … and N (every k in --format json)"
+)
+
+
+def shown_ks(n: int) -> list[int]:
+    """The k whose pass@k the text shows: the powers of two below ``n``, and ``n``."""
+    ks, k = [], 1
+    while k < n:
+        ks.append(k)
+        k *= 2
+    return [*ks, n]
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value * 100.0:.2f}"
+
+
+def _cells(block: EpochSummary | None) -> list[str]:
+    if block is None:
+        return ["-"] * len(_HEADERS)
+    passes = " ".join(f"{k}:{_pct(block.pass_at[k])}" for k in shown_ks(block.n))
+    return [
+        str(block.n),
+        str(block.questions),
+        str(block.incomplete),
+        _pct(block.mean_accuracy),
+        _pct(block.stderr),
+        _pct(block.maj_at_k),
+        _pct(block.consistent),
+        passes,
+    ]
+
+
+def _table(title: str, setups: Sequence[str], epochs: Mapping[str, SetupEpochs]) -> list[str]:
+    rows: list[tuple[str, list[str]]] = []
+    for setup in setups:
+        found = epochs.get(setup)
+        if found is None:
+            continue
+        rows.append((escape_controls(setup), _cells(found.overall)))
+        rows += [(f"  └ {escape_controls(d)}", _cells(b)) for d, b in found.per_dataset.items()]
+    width = max([5, *(len(label) for label, _ in rows)])
+    lines = [title, "", f"{'SETUP':<{width}}" + _cols(_HEADERS)]
+    lines += [f"{label:<{width}}" + _cols(cells) for label, cells in rows]
+    return lines
+
+
+def _cols(cells: Sequence[str]) -> str:
+    *head, last = cells
+    return "".join(f"  {c:>{w}}" for c, w in zip(head, _WIDTHS, strict=True)) + f"  {last}"
+
+
+def render_epochs_text(summary: Summary) -> str:
+    """The section (tables, then the legend), or "" when no graded setup has later epochs."""
+    if not any(s.setup in summary.epochs for s in summary.setups):
+        return ""
+    setups = [s.setup for s in summary.setups]
+    lines = _table("Epochs (strict grade)", setups, summary.epochs)
+    if summary.extracted_epochs:
+        lines += [
+            "",
+            *_table(
+                f"Epochs (extracted grade: {escape_controls(summary.extract or '')})",
+                setups,
+                summary.extracted_epochs,
+            ),
+        ]
+    lines += ["", EPOCHS_LEGEND]
+    return "\n".join(lines) + "\n"
