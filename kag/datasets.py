@@ -159,14 +159,62 @@ def _parse_open(
     return Question(dataset, qid, text, None, OpenAnswer(tuple(answers)))
 
 
+#: The shape of a datasets file, as the messages about a wrongly shaped one show it.
+EXPECTED_SHAPE = '{"DATASET": {"QUESTION_ID": {"input": ..., "output": ...}}}'
+_IMPORT_HINT = "; kag datasets import converts rows (CSV, JSON Lines, Parquet) into a datasets file"
+
+
+def _json_type(value: object) -> str:
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    if value is None:
+        return "null"
+    return "a number" if isinstance(value, (int, float)) and not isinstance(value, bool) else "a boolean"
+
+
+def _json_lines_hint(data: bytes) -> str:
+    """A hint when ``data`` is JSON Lines (a valid JSON value on its first line, more after)."""
+    first, _, rest = data.lstrip().partition(b"\n")
+    if not rest.strip():
+        return ""
+    try:
+        orjson.loads(first)
+    except orjson.JSONDecodeError:
+        return ""
+    return f" (this looks like JSON Lines, one object per line; the datasets file is one JSON object{_IMPORT_HINT})"
+
+
+def _without_dataset_level(raw: dict[str, object]) -> str | None:
+    """The first key whose value is a question entry (has ``input``), when every value is
+    one: a file of questions without its dataset level."""
+    if not raw:
+        return None
+    for value in raw.values():
+        if not (isinstance(value, dict) and isinstance(value.get("input"), str)):
+            return None
+    return next(iter(raw))
+
+
 def parse_datasets(data: bytes, path: Path) -> Datasets:
     """Parse and validate a datasets file; all problems are reported at once (capped)."""
     try:
         raw = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
-        raise InputError(f"{path}: not valid JSON: {exc}") from None
+        raise InputError(f"{path}: not valid JSON: {exc}{_json_lines_hint(data)}") from None
     if not isinstance(raw, dict):
-        raise InputError(f"{path}: the datasets file must be a JSON object (dataset name -> questions)")
+        raise InputError(
+            f"{path}: the datasets file must be a JSON object {EXPECTED_SHAPE}, got {_json_type(raw)}"
+            + (f"{_IMPORT_HINT}" if isinstance(raw, list) else "")
+        )
+    flat = _without_dataset_level(raw)
+    if flat is not None:
+        raise InputError(
+            f"{path}: {flat!r} looks like a question, not a dataset: the datasets file maps dataset"
+            f" names to questions {EXPECTED_SHAPE}; wrap the questions in a dataset,"
+            ' e.g. {"my-dataset": {...}}'
+        )
     problems: list[str] = []
     datasets: dict[str, dict[str, Question]] = {}
     for name, questions in raw.items():

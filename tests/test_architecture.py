@@ -152,6 +152,9 @@ def _within(name: str, package: str) -> bool:
 # The only places a terminal library may be imported: the CLI edge and the rendering package.
 TERMINAL_LIBRARIES = ("typer", "rich", "click")
 CLI_EDGE = ("kag.cli", "kag.commands", "kag.__main__")
+# The Python API is an edge like the CLI (it hands users the JSON document the renderer
+# builds); ``kag`` itself reaches it only lazily, through ``kag.__getattr__``.
+PYTHON_EDGE = ("kag.api",)
 TERMINAL_ALLOWED = ("kag.cli", "kag.console", "kag.commands", "kag.render")
 
 
@@ -187,7 +190,16 @@ def test_library_never_imports_the_cli_edge_or_the_renderers() -> None:
             or (_within(name, "kag.render") and not _within(module, "kag.render"))
         )
         for module in modules()
-        if not any(_within(module, edge) for edge in CLI_EDGE)
+        if not any(_within(module, edge) for edge in (*CLI_EDGE, *PYTHON_EDGE)) and module != "kag"
+    }
+    assert {module: names for module, names in offending.items() if names} == {}
+
+
+def test_nothing_in_the_library_imports_the_python_api() -> None:
+    offending = {
+        module: sorted(name for name in imports(module, top_level_only=False) if _within(name, "kag.api"))
+        for module in modules()
+        if module not in ("kag", "kag.api") and not any(_within(module, edge) for edge in CLI_EDGE)
     }
     assert {module: names for module, names in offending.items() if names} == {}
 

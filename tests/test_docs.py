@@ -3,7 +3,7 @@
 A fenced block whose info string is ``console`` is a terminal session: a line starting
 with ``$ `` is a command (a trailing backslash continues it), and the lines after it, up
 to the next command, are what it prints, standard error merged into standard output as a
-terminal shows them. A line that is exactly ``…`` stands for any number of lines. Each
+terminal shows them; ``cd DIR`` (printing nothing) changes the folder of the commands after it. A line that is exactly ``…`` stands for any number of lines. Each
 block runs in a fresh folder holding a copy of ``examples/`` (so commands that write
 files leave the checkout alone), with ``shared/`` beside it when the real Med-KAG data is
 present (``KAG_TEST_DATA`` or ``../shared``); blocks that use that data skip without it.
@@ -142,10 +142,15 @@ def test_example_prints_what_the_docs_show(block: Block, tmp_path: Path) -> None
         "HF_HUB_OFFLINE": "1",
     }
     env.pop("FORCE_COLOR", None)
+    cwd = work
     for step in block.steps:
+        if re.fullmatch(r"cd [\w./-]+", step.command) and not step.expected:
+            cwd = (cwd / step.command[3:].strip()).resolve()  # a terminal's cd: for the steps after it
+            assert cwd.is_relative_to(work), f"{block.id}: cd leaves the example folder"
+            continue
         done = subprocess.run(
             ["bash", "-c", f'kag() {{ {sys.executable} -m kag "$@"; }}\n{step.command}'],
-            cwd=work,
+            cwd=cwd,
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,

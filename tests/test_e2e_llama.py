@@ -127,3 +127,44 @@ def test_generation_against_the_real_model(project: Path) -> None:
         "temperature": 0.0,
         "tokens": 16,
     }
+
+
+def test_init_then_benchmark_against_the_real_model(
+    tmp_path: Path, llama: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runner = CliRunner()
+    folder = tmp_path / "first-run"
+    init = runner.invoke(app, ["init", str(folder), "--provider", "llama-cpp", "--url", f"{llama}/v1"])
+    assert init.exit_code == 0, init.output
+    monkeypatch.chdir(folder)
+    run = runner.invoke(
+        app,
+        [
+            "benchmark",
+            "-d",
+            "datasets.json",
+            "-b",
+            "benchmark.toml",
+            "-o",
+            "results",
+            "--timeout",
+            "120",
+            "--fail-on-error",
+        ],
+    )
+    assert run.exit_code == 0, run.output
+    files = sorted((folder / "results" / "starter").glob("*/local-native.json"))
+    assert len(files) == 5
+    assert all(isinstance(read_result(f), OkResult) for f in files)
+    graded = runner.invoke(
+        app, ["stats", "-d", "datasets.json", "-r", "results", "--extract", "letter", "--format", "json"]
+    )
+    assert graded.exit_code == 0, graded.output
+    overall = orjson.loads(graded.stdout)["setups"][0]["overall"]
+    assert overall["total"] == 5
+    assert (
+        overall["extracted"]["correct"]
+        + overall["extracted"]["incorrect"]
+        + overall["extracted"]["not_extracted"]
+        == 5
+    )

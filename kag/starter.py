@@ -1,0 +1,246 @@
+"""``kag init``: a working project to start from (configuration, benchmark, prompt, datasets).
+
+The files are written new and exclusively (``O_CREAT|O_EXCL``, no link followed): an existing
+file, or a link planted where one goes, is never replaced. The URL and model given are
+checked first, because they are written into a file that kag renders as a template and
+parses as TOML: nothing that could run as template code, end a TOML string or carry a
+secret (credentials in a URL) gets in.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+
+import orjson
+
+from kag.errors import InputError, UsageError
+
+
+class StarterProvider(StrEnum):
+    OLLAMA = "ollama"
+    OPENAI = "openai"
+    LLAMA_CPP = "llama-cpp"
+
+
+@dataclass(frozen=True)
+class _Defaults:
+    name: str  # the provider's name in config.toml
+    type: str
+    url: str
+    model: str
+    key: str | None  # the environment variable holding the key; None: no key line
+
+
+DEFAULTS: Mapping[StarterProvider, _Defaults] = {
+    StarterProvider.OLLAMA: _Defaults("ollama", "Ollama", "http://localhost:11434", "qwen2.5:0.5b", None),
+    StarterProvider.OPENAI: _Defaults(
+        "openai", "OpenAI", "https://api.openai.com/v1", "gpt-4o-mini", "OPENAI_API_KEY"
+    ),
+    StarterProvider.LLAMA_CPP: _Defaults(
+        "local", "OpenAI", "http://127.0.0.1:8080/v1", "local", "KAG_LLAMA_KEY"
+    ),
+}
+
+# What a URL or model name may hold: no white space, quote, backslash, brace, '%' pair that
+# Jinja reads ({% %}), nor '#'. Percent-encoding stays possible in a URL's path.
+_URL = re.compile(r"https?://[A-Za-z0-9.\-\[\]:]+(?::[0-9]+)?(?:/[A-Za-z0-9._~\-/%+]*)?")
+_MODEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+\-]{0,199}")
+
+#: The files kag init writes, relative to its folder.
+FILES = ("config.toml", "benchmark.toml", "prompts/mcq.md", "datasets.json")
+
+PROMPT = """Answer the following multiple-choice question.
+
+{{INPUT}}
+{%- if CHOICE is defined %}
+
+Choices:
+{{ CHOICE }}
+
+Reply with the key of the correct choice only (e.g. 'A').
+{%- endif %}
+"""
+
+QUESTIONS = {
+    "starter": {
+        "1": {
+            "input": "Which organ secretes insulin?",
+            "output": {
+                "type": "MCQ",
+                "options": {"A": "Liver", "B": "Kidney", "C": "Pancreas", "D": "Spleen"},
+                "answer": "C",
+            },
+        },
+        "2": {
+            "input": "What is the chemical symbol of sodium?",
+            "output": {"type": "MCQ", "options": {"A": "S", "B": "Na", "C": "So", "D": "N"}, "answer": "B"},
+        },
+        "3": {
+            "input": "How many chambers does the human heart have?",
+            "output": {
+                "type": "MCQ",
+                "options": {"A": "Two", "B": "Three", "C": "Four", "D": "Five"},
+                "answer": "C",
+            },
+        },
+        "4": {
+            "input": "Which vitamin does the skin make in sunlight?",
+            "output": {
+                "type": "MCQ",
+                "options": {"A": "Vitamin A", "B": "Vitamin C", "C": "Vitamin K", "D": "Vitamin D"},
+                "answer": "D",
+            },
+        },
+        "5": {
+            "input": "Which blood cells carry oxygen?",
+            "output": {
+                "type": "MCQ",
+                "options": {
+                    "A": "Red blood cells",
+                    "B": "White blood cells",
+                    "C": "Platelets",
+                    "D": "Plasma cells",
+                },
+                "answer": "A",
+            },
+        },
+    }
+}
+
+
+def check_url(url: str) -> str:
+    """``url`` when it is a plain http(s) URL without credentials; UsageError otherwise."""
+    if "@" in url.split("//", 1)[-1].split("/", 1)[0]:
+        raise UsageError(
+            "--url: credentials in the URL would be written to config.toml; give the key through the environment instead"
+        )
+    if not _URL.fullmatch(url) or "{" in url or "%}" in url:
+        raise UsageError(f"--url must be a plain http:// or https:// URL (got {url!r})")
+    return url.rstrip("/")
+
+
+def check_model(model: str) -> str:
+    """``model`` when it is a model name (letters, digits and ``._:/@+-``); UsageError otherwise."""
+    if not _MODEL.fullmatch(model):
+        raise UsageError(f"--model must be a model name of letters, digits and ._:/@+- (got {model!r})")
+    return model
+
+
+def setup_name(model: str) -> str:
+    """The benchmark setup of ``model``: lowercase letters, digits and hyphens, ``-native``."""
+    slug = re.sub(r"[^a-z0-9]+", "-", model.lower()).strip("-")[:60].strip("-") or "model"
+    return f"{slug}-native"
+
+
+def _length_cap(d: _Defaults) -> str:
+    """The reply-length line of the setup: an MCQ answer is a letter, and a capped reply keeps
+    a first run short (for Ollama, ``tokens`` is the context size, so nothing is set)."""
+    if d.type == "Ollama":
+        return ""
+    return "tokens = 16        # OpenAI API: max_tokens, the longest reply\n"
+
+
+def render_files(provider: StarterProvider, url: str | None, model: str | None) -> dict[str, bytes]:
+    """The files' contents, by relative path."""
+    d = DEFAULTS[provider]
+    url = check_url(url) if url is not None else d.url
+    model = check_model(model) if model is not None else d.model
+    key = ""
+    if d.key is not None:
+        key = (
+            f'key = "{{{{ env(\'{d.key}\') }}}}"  # from the environment; "" sends no Authorization header\n'
+        )
+    config = (
+        "# kag configuration: the model servers (providers) that benchmark setups name.\n"
+        "# Rendered as a Jinja template first: env('NAME') reads an environment variable.\n\n"
+        f"[providers.{d.name}]\n"
+        f'type = "{d.type}"\n'
+        f'url = "{url}"\n'
+        f"{key}"
+    )
+    setup = setup_name(model)
+    benchmark = (
+        "# One [<setup>] table per configuration to compare; the name becomes the result file name.\n\n"
+        f"[{setup}]\n"
+        f'provider = "{d.name}"\n'
+        f'model = "{model}"\n'
+        "temperature = 0.0\n"
+        f"{_length_cap(d)}"
+        "system_prompt = '''{{ file('prompts/mcq.md') }}'''\n"
+    )
+    datasets = orjson.dumps(QUESTIONS, option=orjson.OPT_INDENT_2) + b"\n"
+    return {
+        "config.toml": config.encode(),
+        "benchmark.toml": benchmark.encode(),
+        "prompts/mcq.md": PROMPT.encode(),
+        "datasets.json": datasets,
+    }
+
+
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+
+
+def write_starter(
+    folder: Path, provider: StarterProvider, url: str | None = None, model: str | None = None
+) -> list[Path]:
+    """Write the starter files into ``folder`` (created when missing) and return their paths.
+
+    Raises InputError naming the first file that already exists (before writing any), a
+    link where a folder belongs, or a file that cannot be written.
+    """
+    files = render_files(provider, url, model)
+    for name in files:
+        target = folder / name
+        if os.path.lexists(target):
+            raise InputError(
+                f"{target}: already exists; kag init never replaces a file (choose another folder)"
+            )
+    written: list[Path] = []
+    try:
+        os.makedirs(folder, exist_ok=True)
+        root = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise InputError(f"{folder}: cannot create the folder: {exc.strerror}") from None
+    try:
+        for name, data in files.items():
+            parent = root
+            *dirs, base = name.split("/")
+            opened: list[int] = []
+            try:
+                for d in dirs:
+                    try:
+                        os.mkdir(d, dir_fd=parent)
+                    except FileExistsError:
+                        pass
+                    try:
+                        parent = os.open(d, _DIR, dir_fd=parent)
+                    except OSError:
+                        raise InputError(f"{folder / d}: not a folder (a link or a file is there)") from None
+                    opened.append(parent)
+                try:
+                    fd = os.open(base, _CREATE, 0o644, dir_fd=parent)
+                except FileExistsError:
+                    raise InputError(
+                        f"{folder / name}: already exists; kag init never replaces a file"
+                    ) from None
+                except OSError as exc:
+                    raise InputError(f"{folder / name}: cannot write: {exc.strerror}") from None
+                try:
+                    view = memoryview(data)
+                    while view:
+                        view = view[os.write(fd, view) :]
+                finally:
+                    os.close(fd)
+                written.append(folder / name)
+            finally:
+                for fd_ in opened:
+                    os.close(fd_)
+    finally:
+        os.close(root)
+    return written

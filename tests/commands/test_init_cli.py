@@ -1,0 +1,117 @@
+"""`kag init`: a starter project that `kag benchmark` runs at once (here against a loopback
+OpenAI-compatible and Ollama server), never replacing a file, never writing what a
+hostile --url or --model would smuggle into a template."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from typer.testing import CliRunner
+
+from kag.cli import app
+from kag.starter import FILES
+from tests.fakeserver import FakeServer
+
+
+def kag(*args: str | Path) -> Any:
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+@pytest.mark.parametrize("provider", ["ollama", "openai", "llama-cpp"])
+def test_init_then_dry_run_works_at_once(
+    tmp_path: Path, provider: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "run"
+    result = kag("init", folder, "--provider", provider)
+    assert result.exit_code == 0, result.output
+    assert [line for line in result.stdout.splitlines() if line.startswith("wrote")] == [
+        f"wrote {folder / f}" for f in FILES
+    ]
+    assert f"cd {folder}" in result.stdout
+    assert "kag benchmark -d datasets.json -b benchmark.toml -o results --dry-run" in result.stdout
+    monkeypatch.chdir(folder)
+    dry = kag("benchmark", "-d", "datasets.json", "-b", "benchmark.toml", "-o", "results", "--dry-run")
+    assert dry.exit_code == 0, dry.output
+    assert "5 task(s) to run" in dry.output
+    check = kag("datasets", "check", "datasets.json", "--format", "json")
+    assert orjson.loads(check.stdout)["total"]["with_answer"] == 5
+
+
+@pytest.mark.parametrize("provider, path", [("llama-cpp", "/v1/chat/completions"), ("ollama", "/api/chat")])
+def test_init_then_benchmark_runs_against_the_server(
+    tmp_path: Path, provider: str, path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with FakeServer(reply="C") as server:
+        url = f"{server.url}/v1" if provider == "llama-cpp" else server.url
+        folder = tmp_path / "run"
+        assert kag("init", folder, "--provider", provider, "--url", url, "--model", "tiny:1b").exit_code == 0
+        monkeypatch.chdir(folder)
+        run = kag("benchmark", "-d", "datasets.json", "-b", "benchmark.toml", "-o", "results")
+        assert run.exit_code == 0, run.output
+        seen = [r for r in server.requests if r.path == path]
+        assert len(seen) == 5
+        assert all(r.model == "tiny:1b" for r in seen)
+    graded = kag("stats", "-d", "datasets.json", "-r", "results", "--format", "json")
+    assert graded.exit_code == 0, graded.output
+    overall = orjson.loads(graded.stdout)["setups"][0]
+    assert overall["setup"] == "tiny-1b-native"
+    assert (overall["overall"]["total"], overall["overall"]["correct"]) == (5, 2)  # C is right twice
+
+
+def test_init_never_replaces_a_file(tmp_path: Path) -> None:
+    (tmp_path / "benchmark.toml").write_text("mine")
+    result = kag("init", tmp_path)
+    assert result.exit_code == 2
+    assert f"{tmp_path / 'benchmark.toml'}: already exists" in result.stderr
+    assert (tmp_path / "benchmark.toml").read_text() == "mine"
+    assert not (tmp_path / "config.toml").exists()  # checked before anything is written
+
+
+def test_init_never_writes_through_a_planted_link(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    folder = tmp_path / "run"
+    folder.mkdir()
+    os.symlink(outside, folder / "prompts")
+    result = kag("init", folder)
+    assert result.exit_code == 2
+    assert "prompts" in result.stderr
+    assert list(outside.iterdir()) == []
+    dangling = tmp_path / "run2"
+    dangling.mkdir()
+    os.symlink(outside / "config.toml", dangling / "config.toml")
+    assert kag("init", dangling).exit_code == 2
+    assert not (outside / "config.toml").exists()
+
+
+@pytest.mark.parametrize(
+    "option, value, message",
+    [
+        ("--url", "http://x/{{ cycler.__init__ }}", "--url must be a plain"),
+        ("--url", 'http://h/v1"\nkey = "x', "--url must be a plain"),
+        ("--url", "http://user:secret@h/v1", "credentials in the URL"),
+        ("--url", "file:///etc/passwd", "--url must be a plain"),
+        ("--model", 'm"\n[evil]', "--model must be a model name"),
+        ("--model", "{% raw %}", "--model must be a model name"),
+        ("--provider", "vllm", "--provider must be one of ollama, openai, llama-cpp"),
+    ],
+)
+def test_hostile_values_are_refused_before_anything_is_written(
+    tmp_path: Path, option: str, value: str, message: str
+) -> None:
+    result = kag("init", tmp_path / "run", option, value)
+    assert result.exit_code == 2
+    assert message in result.stderr
+    assert "secret" not in result.output
+    assert not (tmp_path / "run").exists()
+
+
+def test_openai_key_comes_from_the_environment(tmp_path: Path) -> None:
+    assert kag("init", tmp_path, "--provider", "openai").exit_code == 0
+    config = (tmp_path / "config.toml").read_text()
+    assert "key = \"{{ env('OPENAI_API_KEY') }}\"" in config
+    assert "https://api.openai.com/v1" in config

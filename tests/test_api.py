@@ -1,0 +1,141 @@
+"""kag's Python API (kag.api): the report equals `kag stats --format json`, records equal the
+per-file grade, errors are KagError (never SystemExit)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+from typer.testing import CliRunner
+
+import kag
+from kag.cli import app
+from kag.errors import InputError, KagError, UsageError
+from tests.conftest import REPO, write_ok
+
+EXAMPLES = REPO / "examples"
+DATASETS = EXAMPLES / "dataset" / "datasets.json"
+RESULTS = EXAMPLES / "results"
+
+
+def stats_json(*args: str | Path) -> dict:
+    result = CliRunner().invoke(app, ["stats", *map(str, args), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    return orjson.loads(result.stdout)
+
+
+@pytest.mark.parametrize(
+    "options, cli",
+    [
+        ({}, []),
+        ({"extract": "letter"}, ["--extract", "letter"]),
+        ({"setups": ["qwen*"], "datasets_filter": "pubmedqa"}, ["--setup", "qwen*", "--dataset", "pubmedqa"]),
+    ],
+)
+def test_grade_equals_the_json_report(options: dict, cli: list[str]) -> None:
+    report = kag.grade(DATASETS, RESULTS, **options)
+    assert report.to_dict() == stats_json("-d", DATASETS, "-r", RESULTS, *cli)
+    assert orjson.loads(report.to_json()) == report.to_dict()
+
+
+def test_grade_equals_the_json_report_on_the_real_tree(med_kag: Path) -> None:
+    datasets, results = med_kag / "datasets" / "mirage.json", med_kag / "results"
+    report = kag.grade(datasets, results, prefix="wekgr-", extract="letter")
+    cli = stats_json("-d", datasets, "-r", results, "--prefix", "wekgr-", "--extract", "letter")
+    assert report.to_dict() == cli
+    assert len(report.setups) == 2
+
+
+def test_labelled_trees_are_a_mapping(tmp_path: Path) -> None:
+    report = kag.grade(DATASETS, {"a": RESULTS, "b": RESULTS})
+    cli = stats_json("-d", DATASETS, "-r", f"a={RESULTS}", "-r", f"b={RESULTS}")
+    assert report.to_dict() == cli
+    assert {r.label for r in kag.records(DATASETS, {"a": RESULTS, "b": RESULTS})} == {"a", "b"}
+
+
+def test_records_match_the_report_counts() -> None:
+    rows = list(kag.records(DATASETS, RESULTS, extract="letter"))
+    doc = kag.grade(DATASETS, RESULTS, extract="letter").to_dict()
+    for block in doc["setups"]:
+        mine = [r for r in rows if r.setup == block["setup"] and r.type == "MCQ"]
+        assert len(mine) == block["overall"]["total"]
+        assert sum(r.outcome == "OK" for r in mine) == block["overall"]["correct"]
+        assert sum(r.outcome == "ERR" for r in mine) == block["overall"]["errors"]
+        assert sum(r.extracted_outcome == "OK" for r in mine) == block["overall"]["extracted"]["correct"]
+    first = next(r for r in rows if (r.dataset, r.question, r.setup) == ("mcq-form", "0", "qwen35-9b-kag"))
+    assert first.path == str(RESULTS / "mcq-form" / "0" / "qwen35-9b-kag.json")
+    assert (first.model, first.provider, first.gold, first.epoch, first.label) == (
+        "qwen3.5:9b",
+        "ollama",
+        "b",
+        1,
+        None,
+    )
+    assert first.generation_secs == pytest.approx(7.0)
+    assert (first.vertices, first.relationships, first.properties) == (12, 18, 41)
+    assert set(first.to_dict()) == set(kag.Record.__dataclass_fields__)
+
+
+def test_records_carry_the_later_epochs(tmp_path: Path) -> None:
+    datasets = tmp_path / "d.json"
+    options = {"A": "x", "B": "y"}
+    datasets.write_bytes(
+        orjson.dumps(
+            {"ds": {"q1": {"input": "?", "output": {"type": "MCQ", "options": options, "answer": "A"}}}}
+        )
+    )
+    root = tmp_path / "r"
+    write_ok(root / "ds" / "q1" / "s.json", "A")
+    write_ok(root / "ds" / "q1" / "epochs" / "2" / "s.json", "B")
+    write_ok(root / "ds" / "q1" / "epochs" / "3" / "s.json", "A")
+    write_ok(root / "ds" / "q1" / "epochs" / "5" / "s.json", "A")  # after a gap: not counted
+    rows = list(kag.records(datasets, root))
+    assert [(r.epoch, r.outcome) for r in rows] == [(1, "OK"), (2, "WRONG"), (3, "OK")]
+    assert rows[1].path == str(root / "ds" / "q1" / "epochs" / "2" / "s.json")
+
+
+def test_errors_are_kag_errors_not_exits(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="results directory not found"):
+        kag.grade(DATASETS, tmp_path / "nowhere")
+    with pytest.raises(InputError, match="not found"):
+        kag.grade(tmp_path / "missing.json", RESULTS)
+    with pytest.raises(UsageError, match="datasets_filter 'nope'"):
+        kag.grade(DATASETS, RESULTS, datasets_filter="nope")
+    with pytest.raises(UsageError, match="extract"):
+        kag.grade(DATASETS, RESULTS, extract="bogus")
+    with pytest.raises(UsageError, match="label"):
+        kag.grade(DATASETS, {"a/b": RESULTS})
+    try:
+        list(kag.records(DATASETS, tmp_path / "nowhere"))
+    except SystemExit:  # pragma: no cover - the failure this test is about
+        pytest.fail("a library call exited")
+    except KagError:
+        pass
+
+
+def test_records_frame_without_pandas_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pandas", None)  # import pandas raises ImportError
+    with pytest.raises(InputError, match=r"'pandas' package is not installed \(install it with: .*pandas"):
+        kag.records_frame(DATASETS, RESULTS)
+
+
+def test_records_frame_has_one_row_per_record() -> None:
+    pytest.importorskip("pandas")
+    frame = kag.records_frame(DATASETS, RESULTS, extract="letter")
+    rows = list(kag.records(DATASETS, RESULTS, extract="letter"))
+    assert len(frame) == len(rows) == 12
+    assert list(frame.columns) == list(kag.Record.__dataclass_fields__)
+    assert frame["outcome"].tolist() == [r.outcome for r in rows]
+
+
+def test_import_kag_stays_light() -> None:
+    import subprocess
+
+    code = "import sys, kag; print('kag.api' in sys.modules, 'orjson' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "False"]
+    assert "grade" in dir(kag)
+    with pytest.raises(AttributeError):
+        kag.nothing_here  # noqa: B018
