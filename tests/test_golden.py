@@ -70,7 +70,10 @@ EMBEDDING_JSON = b'{"id":"q4","composite":0.8902659302284242,"sim":[0.4028008256
     [
         # every float moved in its last digit (another CPU's BLAS): the same output
         (b'{"id":"q4","composite":0.890265930228424,"sim":[0.4028008256365978,1.0],"n":3}\n', True),
-        (b'{"id":"q4","composite":0.8902659302284243,"sim":[0.40280082563659791,0.9999999999999999],"n":3}\n', True),
+        (
+            b'{"id":"q4","composite":0.8902659302284243,"sim":[0.40280082563659791,0.9999999999999999],"n":3}\n',
+            True,
+        ),
         # a float moved in its 6th significant digit: a change
         (b'{"id":"q4","composite":0.8902669302284242,"sim":[0.40280082563659786,1.0],"n":3}\n', False),
         (b'{"id":"q4","composite":0.8902659302284242,"sim":[0.40280182563659786,1.0],"n":3}\n', False),
