@@ -486,11 +486,12 @@ def emit_report(text: str, output: Path | None) -> None:
 
 
 def write_report(path: str, text: str) -> None:
-    """Write a report file atomically through :func:`kag.results.write_atomic` (an exclusive
-    temporary, no link followed, rename); InputError naming the path."""
-    from kag.results import NoSpace, write_atomic  # not imported by `kag --help`
+    """Write a report file through :func:`kag.results.write_output`: a regular file atomically
+    (an exclusive temporary, no link followed, rename), a pipe or a device in place;
+    InputError naming the path."""
+    from kag.results import NoSpace, write_output  # not imported by `kag --help`
 
     try:
-        write_atomic(path, (text.encode("utf-8"),))
+        write_output(path, (text.encode("utf-8"),))
     except (OSError, NoSpace) as exc:
         raise InputError(f"{path}: cannot write the report: {exc.strerror}") from None
