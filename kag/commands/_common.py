@@ -264,11 +264,24 @@ def pick_option(ctx: typer.Context, flag: str, after: Any, default: Any) -> Any:
 
 
 def pick_datasets(ctx: typer.Context, after: Path | None) -> Path:
-    """``--datasets`` as :func:`pick_option` finds it; UsageError when it is given nowhere."""
+    """``--datasets`` as :func:`pick_option` finds it; UsageError when it is given nowhere,
+    worded as the argument parser words a missing option (see ``kag/cli.py``)."""
     path: Path | None = pick_option(ctx, "--datasets", after, None)
     if path is None:
-        raise UsageError("missing option '--datasets' / '-d': the datasets file with the answers")
+        raise UsageError(f"missing option '--datasets' / '-d' (see '{ctx.command_path} --help')")
     return path
+
+
+def parse_percent(value: str | float) -> float:
+    """A ``--fail-under`` value: a number, with or without a trailing ``%`` (``80``, ``80%``,
+    ``62.5``); BadParameter "a number from 0 to 100" otherwise. The range (and NaN) is
+    checked after, by :func:`kag.grading.gates.check_threshold`."""
+    text = str(value).strip()
+    try:
+        number = float(text.removesuffix("%").strip())
+    except ValueError:
+        raise typer.BadParameter(f"a number from 0 to 100, like 80 or 80% (got {text!r})") from None
+    return number
 
 
 def pick_format(ctx: typer.Context, value: Any, allowed: type[StrEnum]) -> Any:

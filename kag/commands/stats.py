@@ -30,6 +30,7 @@ from kag.commands._common import (
     check_setup_globs,
     emit_report,
     html_report,
+    parse_percent,
     parse_trees,
     pick_datasets,
     pick_grade,
@@ -84,6 +85,7 @@ def stats(
             help="Exit 1 when a setup's ACC% is below PCT (0-100).",
             metavar="PCT",
             show_default=False,
+            parser=parse_percent,
         ),
     ] = None,
     fail_if_worse_than: Annotated[
