@@ -40,6 +40,7 @@ from kag.commands._common import (
     pick_grade,
     pick_option,
     setups_in,
+    warn_prefix,
     warn_small_samples,
 )
 from kag.errors import GateFailed, UsageError
@@ -106,6 +107,7 @@ def _load(
             why = "no graded answers after the filters" if name in in_tree else "no such setup"
             raise UsageError(f"setup {name!r}: {why}; setups in {root}: {', '.join(in_tree) or 'none'}")
     check_setup_globs(asked, set(loaded.setups), source, pfx, globs)
+    warn_prefix(loaded.setups, pfx, filtered=bool(asked) or any(named))
     if not loaded.answers:
         raise UsageError(
             f"{root}: no graded result file (prefix {pfx!r}, setups {list(setups) or 'all'}, "

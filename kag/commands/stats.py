@@ -35,6 +35,7 @@ from kag.commands._common import (
     pick_datasets,
     pick_grade,
     tree_place,
+    warn_prefix,
     warn_small_samples,
 )
 from kag.console import warn
@@ -160,6 +161,7 @@ def stats(
         evidence=fmt_name == "json" and loaded.has_evidence,
     )
     check_setup_globs(tuple(setup or ()), {s for s, _ in graded.tallies}, root, prefix or "", dataset_globs)
+    warn_prefix((s for s, _ in graded.tallies), prefix or "", filtered=bool(setup))
     for tree in [root] if isinstance(root, (str, Path)) else [t.root for t in root]:
         _explain_little(graded, loaded, Path(tree), prefix or "", dataset_globs)
     summary = summarize(graded)
