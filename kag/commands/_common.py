@@ -21,8 +21,8 @@ import typer
 from typer.core import TyperCommand
 
 from kag.console import set_verbosity, verbosity
-from kag.errors import InputError, UsageError
-from kag.render.formats import FindFormat, ReportFormat, TableFormat
+from kag.errors import InputError, KagError, UsageError
+from kag.render.formats import ExportFormat, FindFormat, ReportFormat, TableFormat
 
 if TYPE_CHECKING:
     from kag.grading.compare.analysis import Analysis
@@ -43,16 +43,61 @@ def _prefix(help: str, metavar: str | None = "TEXT") -> Any:
     return typer.Option("--prefix", metavar=metavar, help=help, show_default=False)
 
 
-def _setup(help: str) -> Any:
-    return typer.Option("--setup", metavar="GLOB", help=help, show_default=False)
+def choices(*values: str) -> Any:
+    """A shell-completion callback offering ``values`` (those that start with what is typed)."""
+
+    def complete(incomplete: str) -> list[str]:
+        return [value for value in values if value.startswith(incomplete)]
+
+    return complete
+
+
+def _given(ctx: typer.Context, name: str) -> Any:
+    """The value of parameter ``name`` on this command or the nearest parent that has one."""
+    level: typer.Context | None = ctx
+    while level is not None:
+        value = level.params.get(name)
+        if value not in (None, (), []):
+            return value
+        level = level.parent  # type: ignore[assignment]
+    return None
+
+
+def complete_setups(ctx: typer.Context, incomplete: str) -> list[str]:
+    """Shell completion of a setup name: the setups of the result tree given so far on the
+    line (``-r``, default ``.``, with its ``--prefix``); names only, no file is read. None
+    when the tree cannot be listed."""
+    try:
+        source = parse_trees(_given(ctx, "results"))
+        names = setups_in(source, _given(ctx, "prefix") or "")
+    except (KagError, OSError, ValueError):  # a completion never fails the shell: no candidates
+        return []
+    return [name for name in names if name.startswith(incomplete)]
+
+
+def _setup(help: str, complete: bool = True) -> Any:
+    return typer.Option(
+        "--setup",
+        metavar="GLOB",
+        help=help,
+        show_default=False,
+        autocompletion=complete_setups if complete else None,
+    )
 
 
 def _dataset(help: str) -> Any:
     return typer.Option("--dataset", metavar="GLOB", help=help, show_default=False)
 
 
-def _format_option(help: str, metavar: str | None = "FORMAT") -> Any:
-    return typer.Option("--format", metavar=metavar, help=help, show_default=False)
+def _format_option(help: str, metavar: str | None = "FORMAT", values: tuple[str, ...] = ()) -> Any:
+    # An enum-typed --format completes its members by itself; a str one is given its values.
+    return typer.Option(
+        "--format",
+        metavar=metavar,
+        help=help,
+        show_default=False,
+        autocompletion=choices(*values) if values else None,
+    )
 
 
 def _output(help: str) -> Any:
@@ -162,7 +207,7 @@ def _argument_name(param: Any, usage: bool = False) -> str:
 # same options of `kag stats` read them.
 RunDatasetsOpt = Annotated[Path, _datasets("Datasets file (JSON).")]
 RunPrefixOpt = Annotated[str, _prefix("Prefix of result file names.")]
-RunSetupOpt = Annotated[list[str], _setup("Run only setups matching GLOB (repeatable).")]
+RunSetupOpt = Annotated[list[str], _setup("Run only setups matching GLOB (repeatable).", complete=False)]
 RunDatasetOpt = Annotated[list[str], _dataset("Run only datasets matching GLOB (repeatable).")]
 
 # `kag stats` itself.
@@ -185,6 +230,7 @@ StatsFormatOpt = Annotated[
         "text, json, markdown, html (a self-contained page; with --output), or csv or jsonl "
         "(one row per graded file)  [default: text]",
         metavar="FORMAT",
+        values=(*(f.value for f in ReportFormat), *(f.value for f in ExportFormat)),
     ),
 ]
 StatsOutputOpt = Annotated[Path | None, _output("Write the report to FILE instead of stdout.")]
@@ -228,7 +274,9 @@ GradeOpt = Annotated[
     ),
 ]
 
-JudgeFormatOpt = Annotated[str | None, _format_option("text or json.", metavar="FORMAT")]
+JudgeFormatOpt = Annotated[
+    str | None, _format_option("text or json.", metavar="FORMAT", values=("text", "json"))
+]
 
 # `kag stats find`, which reads no datasets file.
 FindResultsOpt = Annotated[Path | None, _results("Root of the result tree [default: .]")]

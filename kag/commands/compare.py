@@ -31,6 +31,7 @@ from kag.commands._common import (
     Verbose,
     check_globs,
     check_setup_globs,
+    complete_setups,
     emit_report,
     html_report,
     kag_command,
@@ -311,8 +312,8 @@ def register(stats_app: typer.Typer) -> None:
     )
     def flips(
         ctx: typer.Context,
-        a: Annotated[str, typer.Argument(metavar="A", help="First setup.")],
-        b: Annotated[str, typer.Argument(metavar="B", help="Second setup.")],
+        a: Annotated[str, typer.Argument(metavar="A", help="First setup.", autocompletion=complete_setups)],
+        b: Annotated[str, typer.Argument(metavar="B", help="Second setup.", autocompletion=complete_setups)],
         datasets: DatasetsOpt = None,
         results: TreesOpt = None,
         prefix: PrefixOpt = None,
