@@ -285,15 +285,18 @@ def write_output(path: str | Path, chunks: Iterable[bytes]) -> None:
     regular file is replaced, not written through. An existing node that is not a regular
     file (a named pipe, a character device, ``/dev/stdout``, or a link to one of them) is
     opened and written in place, never replaced: the pipe's reader gets the bytes and the
-    node stays what it was. One of this process's own descriptors (``/dev/stdout``) is
-    written through that descriptor, after what Python buffered for it, so the bytes keep
-    their place among what the command prints. On a full disk (``/dev/full``) NoSpace is
-    raised; other OSErrors propagate.
+    node stays what it was; a block device (a disk) is refused (InputError). One of this
+    process's own descriptors (``/dev/stdout``) is written through that descriptor, after
+    what Python buffered for it, so the bytes keep their place among what the command
+    prints. On a full disk (``/dev/full``) NoSpace is raised; other OSErrors propagate.
     """
     path = Path(path)
     if not _in_place(path):
         write_atomic(path, chunks)
         return
+    with contextlib.suppress(OSError):
+        if stat.S_ISBLK(os.stat(path).st_mode):  # a disk: never written over by a report
+            raise InputError(f"{path}: a block device; reports go to files, pipes and character devices")
     try:
         own = _own_descriptor(path)
         if own is None:

@@ -183,3 +183,23 @@ def test_a_regular_file_is_still_replaced_atomically(writer: str, tmp_path: Path
     assert done.returncode == 0, done.stderr.decode()
     assert target.read_bytes().startswith(STARTS[writer]) and target.stat().st_ino != before
     assert keep.read_bytes() == b"old\n"
+
+
+@pytest.mark.parametrize("writer", ["stats -o", "triplets --details"])
+def test_a_block_device_is_refused_and_left_alone(writer: str, tmp_path: Path) -> None:
+    """A disk is never written over by a report, even through a link (nothing is opened)."""
+    node = tmp_path / "disk"
+    try:
+        os.mknod(node, stat.S_IFBLK | 0o600, os.makedev(7, 250))  # a loop device's number
+    except (PermissionError, AttributeError, OSError) as exc:
+        pytest.skip(f"cannot make a device node here: {exc}")
+    link = tmp_path / "out.link"
+    link.symlink_to(node)
+    done = kag(WRITERS[writer], link)
+    err = done.stderr.decode()
+    assert done.returncode == 2, err
+    assert (
+        err.splitlines()[-1]
+        == f"kag: error: {link}: a block device; reports go to files, pipes and character devices"
+    )
+    assert stat.S_ISBLK(node.lstat().st_mode) and link.is_symlink()
