@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from kag.cli import app
-from kag.commands._common import prefix_hint
+from kag.grading.mcq.diagnose import prefix_hint
 
 REPO = Path(__file__).resolve().parent.parent.parent
 DATASETS = str(REPO / "examples" / "dataset" / "datasets.json")
