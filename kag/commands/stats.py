@@ -31,10 +31,12 @@ from kag.commands._common import (
     check_setup_globs,
     emit_report,
     html_report,
+    parse_percent,
     parse_trees,
     pick_datasets,
     pick_grade,
     tree_place,
+    warn_prefix,
     warn_small_samples,
 )
 from kag.console import warn
@@ -85,6 +87,7 @@ def stats(
             help="Exit 1 when a setup's ACC% is below PCT (0-100).",
             metavar="PCT",
             show_default=False,
+            parser=parse_percent,
         ),
     ] = None,
     fail_if_worse_than: Annotated[
@@ -161,6 +164,7 @@ def stats(
         evidence=fmt_name == "json" and loaded.has_evidence,
     )
     check_setup_globs(tuple(setup or ()), {s for s, _ in graded.tallies}, root, prefix or "", dataset_globs)
+    warn_prefix((s for s, _ in graded.tallies), prefix or "", filtered=bool(setup))
     for tree in [root] if isinstance(root, (str, Path)) else [t.root for t in root]:
         _explain_little(graded, loaded, Path(tree), prefix or "", dataset_globs)
     summary = summarize(graded)

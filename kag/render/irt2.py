@@ -12,7 +12,7 @@ from kag.errors import InputError
 from kag.grading.irt2.model import Evaluation, SideSummary, TieMode
 from kag.render.formats import Irt2Format
 from kag.render.table import Align, Table, table_text
-from kag.results import NoSpace, write_atomic
+from kag.results import NoSpace, write_output
 from kag.textsafe import escape_message
 
 ROW_ORDER = (
@@ -202,17 +202,11 @@ def write_per_query(path: Path, evaluation: Evaluation) -> None:
     """Write the per-target JSON lines to ``path``.
 
     A regular file is written atomically (temp file, then rename); an existing
-    non-regular file (``/dev/stdout``, a named pipe) is written in place.
+    non-regular file (``/dev/stdout``, a named pipe, a device) is written in place
+    (:func:`kag.results.write_output`).
     """
-    if path.exists() and not path.is_file():
-        try:
-            with path.open("wb") as out:
-                out.writelines(iter_per_query_lines(evaluation))
-        except OSError as exc:
-            raise _cannot_write(path, exc) from None
-        return
     try:
-        write_atomic(path, iter_per_query_lines(evaluation))
+        write_output(path, iter_per_query_lines(evaluation))
     except NoSpace as exc:
         raise InputError(f"{path}: cannot write: {exc.strerror}") from None
     except OSError as exc:

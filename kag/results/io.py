@@ -22,6 +22,7 @@ __all__ = [
     "temporary_owner",
     "too_large_message",
     "write_atomic",
+    "write_output",
     "write_result",
     "writer_alive",
 ]
@@ -30,8 +31,10 @@ import contextlib
 import errno
 import fcntl
 import os
+import re
 import secrets
 import stat
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -237,6 +240,81 @@ def write_atomic(
             raise
     finally:
         os.close(dir_fd)
+
+
+# The longest chain of links followed to see where an output path leads.
+_MAX_LINKS = 40
+
+
+def _own_descriptor(path: Path) -> int | None:
+    """The descriptor of this process that ``path`` names through ``/proc/self/fd/N`` (what
+    ``/dev/stdout``, ``/dev/stderr`` and ``/dev/fd/N`` are links to), else None."""
+    own = re.compile(rf"/proc/(?:self|{os.getpid()})/fd/([0-9]+)")
+    for _ in range(_MAX_LINKS):
+        match = own.fullmatch(os.path.join(os.path.realpath(path.parent), path.name))
+        if match:
+            return int(match.group(1))
+        try:
+            target = os.readlink(path)
+        except OSError:  # not a link: the chain ends
+            return None
+        path = path.parent / target
+    return None
+
+
+def _in_place(path: Path) -> bool:
+    """Whether an output path is written in place rather than replaced: an existing file
+    that is not a regular file nor a folder once links are followed (a character device such
+    as ``/dev/full`` or ``/dev/null``, a named pipe, a terminal), or a file reached through
+    ``/proc`` (``/dev/stdout`` onto a file: its link must stay)."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):  # absent, a dangling link, a bad name: written anew
+        return False
+    if stat.S_ISDIR(mode):
+        return False
+    if not stat.S_ISREG(mode):
+        return True
+    return _own_descriptor(path) is not None or os.path.realpath(path.parent).startswith("/proc/")
+
+
+def write_output(path: str | Path, chunks: Iterable[bytes]) -> None:
+    """Write a file the user named (``-o``, ``--details``, ``--per-query``).
+
+    A regular file (or a new one) is written by :func:`write_atomic`: a link at ``path`` to a
+    regular file is replaced, not written through. An existing node that is not a regular
+    file (a named pipe, a character device, ``/dev/stdout``, or a link to one of them) is
+    opened and written in place, never replaced: the pipe's reader gets the bytes and the
+    node stays what it was; a block device (a disk) is refused (InputError). One of this
+    process's own descriptors (``/dev/stdout``) is written through that descriptor, after
+    what Python buffered for it, so the bytes keep their place among what the command
+    prints. On a full disk (``/dev/full``) NoSpace is raised; other OSErrors propagate.
+    """
+    path = Path(path)
+    if not _in_place(path):
+        write_atomic(path, chunks)
+        return
+    with contextlib.suppress(OSError):
+        if stat.S_ISBLK(os.stat(path).st_mode):  # a disk: never written over by a report
+            raise InputError(f"{path}: a block device; reports go to files, pipes and character devices")
+    try:
+        own = _own_descriptor(path)
+        if own is None:
+            fd = os.open(path, os.O_WRONLY | os.O_NOCTTY | os.O_CLOEXEC)
+        else:
+            for stream in (sys.stdout, sys.stderr):
+                with contextlib.suppress(AttributeError, ValueError, OSError):
+                    if stream.fileno() == own:
+                        stream.flush()
+            fd = os.dup(own)
+        try:
+            _write_all(fd, chunks)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        if exc.errno in NO_SPACE_ERRNOS:
+            raise NoSpace(path, exc.strerror or "no space left") from None
+        raise
 
 
 def write_result(path: str | Path, result: Result, root: str | Path | None = None) -> None:

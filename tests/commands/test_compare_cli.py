@@ -463,7 +463,7 @@ def test_flips_errors(tree: list[str], args: list[str], message: str) -> None:
 
 def test_flips_needs_two_setups() -> None:
     result = run("flips", "kag")
-    assert result.exit_code == 2 and "Missing argument 'B'" in result.stderr
+    assert result.exit_code == 2 and "missing argument 'B'" in result.stderr
 
 
 # ---------------------------------------------------------------- impact

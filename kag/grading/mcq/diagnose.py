@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from kag.datasets import Datasets
@@ -118,3 +118,41 @@ def diagnose_tree(
             depth = best
             deeper = [name for name, n in below.items() if n] if best == 4 else []
     return TreeDiagnosis(prefixes, depth, tuple(deeper), questions, unknown, tuple(unknown_datasets))
+
+
+# What ends a file name prefix: `wekgr-qwen.json` with --prefix `wekgr-`.
+PREFIX_ENDS = "-_."
+
+
+def prefix_hint(setups: Iterable[str], prefix: str, filtered: bool = False) -> str | None:
+    """A hint when the setups read from a tree show that ``--prefix`` is off, else None.
+
+    ``--prefix wekgr`` on files named ``wekgr-<setup>.json`` gives setups that all start with
+    ``-`` (which then read as options): the hint names ``--prefix 'wekgr-'``. No ``--prefix``
+    on such files gives setups that all start with ``wekgr-``: the hint names that prefix
+    (only over two setups or more, and not when ``--setup`` chose them: the filter shares a
+    start by design). Over labelled trees the label is set aside.
+    """
+    names = sorted({name.rsplit("/", 1)[-1] for name in setups})
+    if not names:
+        return None
+    if prefix and prefix[-1] not in PREFIX_ENDS:
+        ends = {name[0] for name in names}
+        if len(ends) == 1 and ends <= set(PREFIX_ENDS):
+            end = ends.pop()
+            return (
+                f"every setup name starts with {end!r} ({names[0]!r}…): the files are named"
+                f" '{prefix}{end}<setup>.json'; did you mean --prefix '{prefix}{end}'?"
+            )
+        return None
+    if prefix or filtered or len(names) < 2:
+        return None
+    heads = {name.split("-", 1)[0] for name in names if "-" in name.strip("-")}
+    if len(heads) != 1 or not all(name.startswith(f"{next(iter(heads))}-") for name in names):
+        return None
+    head = f"{heads.pop()}-"
+    rest = ", ".join(repr(name[len(head) :]) for name in names[:2])
+    return (
+        f"every setup name starts with {head!r}: if the results were written with --prefix"
+        f" '{head}', give it here too (the setups are then {rest}…)"
+    )

@@ -22,7 +22,7 @@ from kag.grading.triplets.model import (
     Triplet,
     TripletReport,
 )
-from kag.results import NoSpace, write_atomic
+from kag.results import NoSpace, write_output
 
 COUNT_KEYS: tuple[str, ...] = (
     "predicted_items",
@@ -200,8 +200,9 @@ def iter_details(report: TripletReport) -> Iterator[dict[str, Any]]:
 
 
 def write_details(path: Path, report: TripletReport) -> int:
-    """Write the details as JSON Lines, atomically (:func:`kag.results.write_atomic`: an
-    exclusive temporary, no link followed, rename); returns the number of lines.
+    """Write the details as JSON Lines through :func:`kag.results.write_output` (a regular
+    file atomically: an exclusive temporary, no link followed, rename; a pipe or a device in
+    place); returns the number of lines.
 
     The report must be graded with ``details=True`` (``ValueError`` otherwise, before any
     file is written).
@@ -216,7 +217,7 @@ def write_details(path: Path, report: TripletReport) -> int:
             yield orjson.dumps(record) + b"\n"
 
     try:
-        write_atomic(path, lines())
+        write_output(path, lines())
     except (OSError, NoSpace) as exc:
         raise InputError(f"{path}: cannot write the details file ({exc.strerror or exc})") from None
     return count
