@@ -61,9 +61,10 @@ reasoning blocks (tier 0) before either kind.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection
 from dataclasses import dataclass
-from enum import StrEnum
+from enum import Enum, StrEnum
 from functools import lru_cache
 
 import regex
@@ -74,52 +75,134 @@ from kag.textsafe import ascii_fold
 #: Seconds one regex search may take on one response before extraction stops with an error.
 REGEX_TIMEOUT_S = 1.0
 
-_THINK_BLOCK = regex.compile(r"(?is)<think\b[^>]*>.*?</think\s*>")
-_THINK_CLOSE = regex.compile(r"(?is)\A.*</think\s*>")  # its opening tag was in the prompt
-_THINK_OPEN = regex.compile(r"(?is)<think\b[^>]*>.*\Z")  # a reasoning cut off before its end
+# ---------------------------------------------------------------- reasoning blocks
+
+_REASONING_OPEN = regex.compile(r"(?i)<(think|thinking|reasoning)\b[^<>]*>")
+_REASONING_CLOSE = {
+    name: regex.compile(rf"(?i)</{name}\s*>") for name in ("think", "thinking", "reasoning")
+}
+_ANY_REASONING_CLOSE = regex.compile(r"(?i)</(?:think|thinking|reasoning)\s*>")
+
+
+def strip_think(response: str) -> str:
+    """``response`` without its reasoning blocks, each replaced by a space.
+
+    The blocks are ``<think>…</think>``, ``<thinking>…</thinking>`` and
+    ``<reasoning>…</reasoning>`` (tag names in any case, attributes allowed in the opening
+    tag), as in the triplets parser. An opening tag pairs with the nearest closing tag of
+    its name after it; what remains is then cut after the last closing tag (its opening tag
+    was in the prompt) and before the first opening tag (a reasoning cut off before its
+    end). Time is linear in the length: an opening tag that finds no closing tag marks its
+    name as unclosed, and later opening tags of that name are not searched from again.
+    """
+    if _REASONING_OPEN.search(response) is None and _ANY_REASONING_CLOSE.search(response) is None:
+        return response
+    pieces: list[str] = []
+    kept = position = 0
+    unclosed: set[str] = set()
+    while (opened := _REASONING_OPEN.search(response, position)) is not None:
+        name = opened.group(1).lower()
+        closed = None if name in unclosed else _REASONING_CLOSE[name].search(response, opened.end())
+        if closed is None:
+            unclosed.add(name)
+            position = opened.start() + 1
+            continue
+        pieces += (response[kept : opened.start()], " ")
+        kept = position = closed.end()
+    pieces.append(response[kept:])
+    text = "".join(pieces)
+    last_close = None
+    for last_close in _ANY_REASONING_CLOSE.finditer(text):
+        pass
+    if last_close is not None:
+        text = " " + text[last_close.end() :]
+    opened = _REASONING_OPEN.search(text)
+    if opened is not None:
+        text = text[: opened.start()] + " "
+    return text
+
+
+# ---------------------------------------------------------------- letter
+
+# How far around a key its context is read: a bounded look, so that the whole extraction
+# is linear in the reply's length however the reply is made.
+_WINDOW = 48
+# Words (letters and digits, with an apostrophe part: "isn't") and single other characters.
+# The standard library's engine: ~2x faster than regex's on these short windows.
+_TOKEN = re.compile(r"[^\W_]+(?:['’][^\W\d_]+)*|\S")
+_ALNUM = regex.compile(r"[\p{L}\p{N}]")
+_LETTER = regex.compile(r"\p{L}")
 
 # Markdown and punctuation a reader looks through around a key.
-_OPEN = r"[\s*_\"'`(\[{]"
-_CLOSE = r"[\s*_\"'`)\]}.:!,;]"
-_END = r"(?![\p{L}\p{N}])"
-_START = r"(?<![\p{L}\p{N}])"
-_VERBS = r"(?:is|was|would|will|should|must|be|therefore|thus|probably|likely|clearly|definitely)"
-_MARKER = (
-    r"(?:\b(?:(?:final|correct|best|right)[^\S\n]+)?(?:answer|option|choice)(?![\p{L}\p{N}])"
-    rf"(?:[\s:=\-–—*_\"'`(\[{{]|\b{_VERBS}\b)*"
-    r"|\\boxed\{(?:\\text(?:bf)?\{)?)"
+_OPEN_CHARS = " \t\r\n\x0b\x0c*_\"'`([{$#>"
+_CLOSE_CHARS = " \t\r\n\x0b\x0c*_\"'`)]}$.:!,;"
+_BEFORE_DECORATION = frozenset('*_"\'`([{:=-–—,$#>：')
+_AFTER_DECORATION = frozenset('*_"\'`)]}$\\')
+_SENTENCE_END = frozenset(".!?:;\n")
+_LATEX_TEXT = frozenset({"text", "textbf", "mathbf", "mathrm"})
+
+# Words between a marker and its key: "the answer would most likely be B".
+_GAP = frozenset(
+    {"is", "was", "would", "will", "should", "must", "be", "have", "to", "here", "then", "seems",
+     "appears", "probably", "likely", "most", "clearly", "definitely", "certainly", "indeed"}
+)  # fmt: skip
+_CONCLUSION = frozenset({"therefore", "thus", "hence", "so", "consequently"})
+_MARKER_ADJECTIVES = frozenset(
+    {"correct", "best", "right", "final", "most", "appropriate", "likely", "accurate", "suitable"}
 )
-_AFTER_KEY_MARKER = (
-    r"[^\S\n]*[)\]}.:*_]*[^\S\n]+(?:is|was)[^\S\n]+(?:the[^\S\n]+)?(?:correct|right|best|answer)\b"
-)
-_ALTERNATIVE = r"[^\S\n]*(?:,|/|&|\bor\b|\band\b)[^\S\n]*[*_\"'`(\[{]*(?:option[^\S\n]+)?"
-_ARTICLE_FOLLOWS = regex.compile(r"[^\S\n]+(\p{L}+)")
+_CHOOSE = frozenset({"choose", "chose", "choosing", "pick", "picked", "picking", "select", "selected", "selecting"})
+_CHOOSE_WITH = {
+    "with": frozenset({"go", "goes", "going", "went", "stick", "sticking"}),
+    "for": frozenset({"opt", "opting", "go", "going", "vote", "voting"}),
+    "on": frozenset({"settle", "settling"}),
+}
+_NEGATIONS = frozenset(
+    {"not", "never", "cannot", "neither", "nor", "except", "excluding", "exclude", "excludes",
+     "excluded", "eliminate", "eliminates", "eliminating", "eliminated", "discard", "discarded",
+     "over", "unlike", "besides", "against"}
+)  # fmt: skip
+_NEGATIONS_AFTER = {"than": frozenset({"rather"}), "of": frozenset({"instead"}),
+                    "out": frozenset({"rule", "rules", "ruling", "ruled"})}  # fmt: skip
+# A word just before a key that makes it part of a name: "vitamin C", "hepatitis B", "type A".
+_NAME_BEFORE = frozenset(
+    {"vitamin", "vitamins", "hepatitis", "hep", "type", "types", "group", "groups", "class",
+     "grade", "stage", "phase", "factor", "protein", "complex", "kinase", "fiber", "fibers",
+     "fibre", "fibres", "lead", "leads", "channel", "schedule", "serotype", "subtype", "strain",
+     "plan", "part", "section", "chapter", "appendix", "figure", "table", "category", "level",
+     "tier", "zone", "wave", "block", "influenza", "coxsackievirus", "streptococcus", "strep",
+     "immunoglobulin", "ig", "apolipoprotein", "apo", "cluster", "mode", "model", "panel"}
+)  # fmt: skip
+# A word just after a key that makes it part of a name: "B cells", "T wave", "A antigen".
+_NAME_AFTER = frozenset(
+    {"cell", "cells", "lymphocyte", "lymphocytes", "wave", "waves", "antigen", "antigens",
+     "blood", "virus", "vitamin", "vitamins", "chain", "chains", "fibers", "fibres", "band", "bands"}
+)  # fmt: skip
+# Words after "E." that do not make it a genus ("B. because …" names key B, "E. coli" does not).
+_NOT_SPECIES = frozenset(
+    {"because", "since", "as", "the", "this", "that", "these", "it", "its", "is", "was", "which",
+     "and", "or", "but", "so", "for", "with", "due", "given", "however", "then", "also", "not",
+     "a", "an", "in", "on", "of", "to", "all", "none", "both", "each", "explanation", "reason",
+     "rationale", "answer", "option", "here", "there", "they", "we", "i"}
+)  # fmt: skip
+_AUXILIARIES = frozenset(
+    {"is", "are", "was", "seems", "seem", "appears", "would", "could", "might", "may", "can",
+     "should", "must", "be", "being", "also", "definitely", "clearly", "probably", "certainly",
+     "obviously", "therefore", "thus", "then", ":", "-", "–", "—", ",", "(", "="}
+)  # fmt: skip
+_NEGATIVE = frozenset(
+    {"incorrect", "wrong", "false", "unlikely", "implausible", "excluded", "eliminated",
+     "inappropriate", "irrelevant", "inaccurate", "invalid", "incompatible", "inconsistent",
+     "not", "cannot", "never", "❌", "✗", "✘", "×"}
+)  # fmt: skip
+_POSITIVE = frozenset({"correct", "right", "true", "best", "better", "✓", "✔", "✅"})
+_POSITIVE_AFTER_THE = frozenset({"correct", "right", "best", "answer", "one", "most", "only", "likeliest"})
+_LIKELY = frozenset({"likely", "appropriate", "accurate", "consistent", "plausible", "probable", "suitable"})
 # Words that never follow the article "a": before them an "A" is a key ("A or B", "A is right").
 _NOT_AFTER_ARTICLE = frozenset(
-    {
-        "or",
-        "and",
-        "nor",
-        "but",
-        "is",
-        "was",
-        "seems",
-        "would",
-        "could",
-        "should",
-        "must",
-        "because",
-        "since",
-        "as",
-        "so",
-        "then",
-        "vs",
-        "versus",
-        "if",
-    }
-)
-_DECORATION = frozenset(" \t\r\x0b\x0c*_\"'`([{")
-_SENTENCE_END = frozenset(".!?:;\n")
+    {"or", "and", "nor", "but", "is", "was", "seems", "would", "could", "should", "must",
+     "because", "since", "as", "so", "then", "vs", "versus", "if"}
+)  # fmt: skip
+_ALTERNATIVES = frozenset({",", "/", "&", "or", "and"})
 
 
 def _ascii_insensitive(key: str) -> str:
@@ -133,10 +216,6 @@ def _ascii_insensitive(key: str) -> str:
 class _KeyPatterns:
     spelled: dict[str, str]  # folded key -> key as in the dataset
     key: regex.Pattern[str]
-    whole: regex.Pattern[str]
-    marker: regex.Pattern[str]
-    leading: regex.Pattern[str]
-    alternative: regex.Pattern[str]
 
 
 @lru_cache(maxsize=256)
@@ -149,100 +228,292 @@ def _patterns(keys: tuple[str, ...]) -> _KeyPatterns | None:
         return None
     # Longest first, so that a key is never read as a shorter key it starts with.
     alternatives = "|".join(_ascii_insensitive(k) for k in sorted(spelled, key=len, reverse=True))
-    key = rf"{_START}(?P<key>{alternatives}){_END}"
-    return _KeyPatterns(
-        spelled=spelled,
-        key=regex.compile(key),
-        whole=regex.compile(rf"{_OPEN}*(?P<key>{alternatives}){_CLOSE}*"),
-        marker=regex.compile(
-            rf"(?i:{_MARKER})(?:(?i:option|choice)[^\S\n]+)?{key}|{key}(?={_AFTER_KEY_MARKER})"
-        ),
-        leading=regex.compile(
-            rf"{_OPEN}*(?:(?i:option|choice)[^\S\n]+)?{key}(?:[)\]}}.:,]|\*\*|__|[^\S\n]*[-–—\n]|\Z)"
-        ),
-        alternative=regex.compile(rf"{_ALTERNATIVE}{key}"),
-    )
+    return _KeyPatterns(spelled, regex.compile(rf"(?<![\p{{L}}\p{{N}}])(?:{alternatives})(?![\p{{L}}\p{{N}}])"))
 
 
-def strip_think(response: str) -> str:
-    """``response`` without its reasoning blocks (see tier 0 in the module docstring)."""
-    if "think" not in response.casefold():
-        return response
-    text = _THINK_BLOCK.sub(" ", response)
-    text = _THINK_CLOSE.sub(" ", text)
-    return _THINK_OPEN.sub(" ", text)
+class _Kind(Enum):
+    IGNORED = "ignored"  # not a key at all: part of a word, a name, an article
+    NEGATED = "negated"  # "not B", "B is wrong"
+    STRONG = "strong"  # named as the answer: "the answer is B", "B is correct", "\boxed{B}"
+    PLAIN = "plain"  # mentioned
 
 
-def _is_article(text: str, match: regex.Match[str], in_marker: bool) -> bool:
-    word = match.group("key")
-    if word not in ("a", "A"):
-        return False
-    follows = _ARTICLE_FOLLOWS.match(text, match.end("key"))
-    if follows is None or follows.group(1).casefold() in _NOT_AFTER_ARTICLE:
-        return False
-    if word == "a":
+@dataclass(frozen=True, slots=True)
+class _Mention:
+    key: str  # folded
+    kind: _Kind
+    leading: bool  # the reply starts with it: "B) because …"
+    offered: bool  # followed by another key: "A or B", "B/C"
+
+
+def _is_alnum(text: str, index: int) -> bool:
+    return 0 <= index < len(text) and _ALNUM.match(text[index]) is not None
+
+
+def _is_letter(text: str, index: int) -> bool:
+    return 0 <= index < len(text) and _LETTER.match(text[index]) is not None
+
+
+def _in_word(text: str, start: int, end: int) -> bool:
+    """Whether the key at ``start:end`` is a piece of a contraction, abbreviation or compound."""
+    before, after = text[start - 1 : start], text[end : end + 1]
+    if before in ("'", "’", ".", "-") and _is_letter(text, start - 2):  # I'd, it's, i.e., anti-B
         return True
-    return not in_marker and _starts_sentence(text, match.start("key"))
+    if after in ("'", "’", ".") and _is_letter(text, end + 1):  # I'd, e.g., a.m.
+        return True
+    return after == "-" and _is_alnum(text, end + 1)  # B-cell, T-wave
+
+
+def _tokens_before(text: str, start: int) -> list[str]:
+    window = max(0, start - _WINDOW)
+    tokens: list[str] = _TOKEN.findall(text, window, start)
+    return tokens[1:] if window > 0 and tokens else tokens  # the first may be cut
+
+
+def _tokens_after(text: str, end: int) -> list[str]:
+    window = end + _WINDOW
+    tokens: list[str] = _TOKEN.findall(text, end, window)
+    return tokens[:-1] if window < len(text) and tokens else tokens
+
+
+def _read_before(tokens: list[str]) -> _Kind:
+    """STRONG after an answer marker, NEGATED after a negation, else PLAIN (see the docs)."""
+    index = len(tokens)
+    concluded = False
+    while index:
+        word = tokens[index - 1].lower()
+        if word in _BEFORE_DECORATION or word in _GAP:
+            index -= 1
+        elif word in _CONCLUSION:
+            concluded = True
+            index -= 1
+        elif word in _LATEX_TEXT and index >= 2 and tokens[index - 2] == "\\":
+            index -= 2
+        else:
+            break
+    if not index:
+        return _Kind.STRONG if concluded else _Kind.PLAIN
+    word = tokens[index - 1].lower()
+    previous = [t.lower() for t in tokens[max(0, index - 3) : index - 1]]
+    last = previous[-1] if previous else ""
+    if _negates(word, last):
+        return _Kind.NEGATED
+    strong = False
+    if word in ("answer", "answers"):
+        strong = True
+    elif word == "boxed" and last == "\\":
+        return _Kind.STRONG
+    elif word in ("option", "choice"):
+        # "option B" alone is a reference; "the correct option is B", "I choose option B" name it.
+        strong = last in _MARKER_ADJECTIVES or last in _CHOOSE or _chooses(last, previous[:-1])
+        if not strong and len(previous) == 2 and _negates(last, previous[0]):
+            return _Kind.NEGATED
+    else:
+        strong = word in _CHOOSE or _chooses(word, previous)
+    if strong:
+        if any(_negates(w, "") for w in previous):  # "I would not choose B"
+            return _Kind.NEGATED
+        return _Kind.STRONG
+    return _Kind.STRONG if concluded else _Kind.PLAIN
+
+
+def _negates(word: str, previous: str) -> bool:
+    if word in _NEGATIONS or word.endswith(("n't", "n’t")):
+        return True
+    return previous in _NEGATIONS_AFTER.get(word, ())
+
+
+def _chooses(word: str, previous: list[str]) -> bool:
+    return bool(previous) and previous[-1] in _CHOOSE_WITH.get(word, ())
+
+
+def _read_after(tokens: list[str], patterns: _KeyPatterns) -> tuple[_Kind, bool]:
+    """What follows a key: a verdict on it (or on a list it heads), and whether another key is offered with it."""
+    index = 0
+    while index < len(tokens) and tokens[index] in _AFTER_DECORATION:
+        index += 1
+    offered = False
+    while index + 1 < len(tokens) and tokens[index].lower() in _ALTERNATIVES:
+        following = index + 1
+        while following < len(tokens) and (
+            tokens[following] in _BEFORE_DECORATION or tokens[following].lower() in ("option", "choice")
+        ):
+            following += 1
+        if following >= len(tokens) or ascii_fold(tokens[following]) not in patterns.spelled:
+            break
+        offered = True
+        index = following + 1
+        while index < len(tokens) and tokens[index] in _AFTER_DECORATION:
+            index += 1
+    return _verdict(tokens[index:]), offered
+
+
+def _verdict(tokens: list[str]) -> _Kind:
+    words = [t.lower() for t in tokens[:8]]
+    index = 0
+    while index < len(words) and words[index] in _AUXILIARIES:
+        index += 1
+    if index == len(words):
+        return _Kind.PLAIN
+    word, rest = words[index], words[index + 1 : index + 4]
+    if word in _NEGATIVE or word.endswith(("n't", "n’t")):
+        return _Kind.NEGATED
+    if (word == "less" and rest[:1] == ["likely"]) or (word == "ruled" and rest[:1] == ["out"]):
+        return _Kind.NEGATED
+    if "distractor" in [word, *rest] or "distractors" in [word, *rest]:
+        return _Kind.NEGATED
+    if word in _POSITIVE:
+        return _Kind.STRONG
+    if word in ("the", "a") and rest[:1] and rest[0] in _POSITIVE_AFTER_THE | _POSITIVE:
+        return _Kind.STRONG
+    if word in ("most", "more") and rest[:1] and rest[0] in _LIKELY:
+        return _Kind.STRONG
+    return _Kind.PLAIN
 
 
 def _starts_sentence(text: str, position: int) -> bool:
-    # Walks back over spaces and markdown only: a bounded look, however long the reply.
-    while position > 0 and text[position - 1] in _DECORATION:
+    limit = max(0, position - _WINDOW)
+    while position > limit and text[position - 1] in _OPEN_CHARS and text[position - 1] != "\n":
         position -= 1
     return position == 0 or text[position - 1] in _SENTENCE_END
 
 
-def _ambiguous(text: str, match: regex.Match[str], patterns: _KeyPatterns) -> bool:
-    """Whether the key of ``match`` is offered together with a different one ("A or B")."""
-    other = patterns.alternative.match(text, match.end("key"))
-    if other is None or _is_article(text, other, in_marker=False):
+def _is_article(text: str, word: str, end: int, after: list[str], after_marker: bool) -> bool:
+    """Whether "a"/"A" is the article or "I" the pronoun, not a key (see the docs)."""
+    if word not in ("a", "A", "I"):
         return False
-    return ascii_fold(other.group("key")) != ascii_fold(match.group("key"))
+    gap = text[end : end + 1]
+    if gap not in (" ", "\t") or not after or _LETTER.match(after[0]) is None:
+        return False
+    follows = after[0].lower()
+    if follows in _NOT_AFTER_ARTICLE:
+        return False
+    if word == "I":
+        return not after_marker and after[0][0].islower()
+    if word == "a":
+        return True
+    return not after_marker and _starts_sentence(text, end - 1)
 
 
-def _single(keys: set[str], patterns: _KeyPatterns) -> str | None:
-    return patterns.spelled[keys.pop()] if len(keys) == 1 else None
+def _is_leading(text: str, start: int, end: int) -> bool:
+    """Whether the reply starts with this key followed by ``)`` ``.`` ``:`` ``,`` bold, a dash or a line end."""
+    if start > _WINDOW or text[:start].strip(_OPEN_CHARS).lower() not in ("", "option", "choice"):
+        return False
+    follows = text[end : end + 2]
+    if follows[:1] in (")", "]", "}", ".", ":", ",") or follows in ("**", "__"):
+        return True
+    rest = text[end : end + _WINDOW].lstrip(" \t")
+    return rest == "" and end + _WINDOW >= len(text) or rest[:1] in ("-", "–", "—", "\n", "\r")
+
+
+def _alone_on_line(text: str, start: int, end: int) -> bool:
+    """Whether the key's line holds nothing else but markdown and punctuation ("**B**", "(C).")."""
+    window = max(0, start - _WINDOW)
+    head = text[window:start]
+    newline = head.rfind("\n")
+    if newline == -1 and window > 0:
+        return False
+    if head[newline + 1 :].strip(_OPEN_CHARS):
+        return False
+    tail = text[end : end + _WINDOW]
+    newline = tail.find("\n")
+    if newline == -1 and end + _WINDOW < len(text):
+        return False
+    return not (tail if newline == -1 else tail[:newline]).strip(_CLOSE_CHARS)
+
+
+def _is_name(text: str, word: str, end: int, before: list[str], after: list[str]) -> bool:
+    """Whether the key is part of a name: "vitamin C", "B cells", "E. coli"."""
+    if before and before[-1].lower() in _NAME_BEFORE and text[end - len(word) - 1 : end - len(word)] == " ":
+        return True
+    if text[end : end + 1] == " " and after and after[0].lower() in _NAME_AFTER:
+        return True
+    return (
+        len(word) == 1
+        and word.isupper()
+        and text[end : end + 2] == ". "
+        and len(after) > 1
+        and after[1].islower()
+        and after[1] not in _NOT_SPECIES
+    )
+
+
+def _read_mention(text: str, start: int, end: int, patterns: _KeyPatterns) -> _Mention | None:
+    """How the key at ``start:end`` is mentioned; None when it is not a key there."""
+    word = text[start:end]
+    if _in_word(text, start, end):
+        return None
+    before = _tokens_before(text, start)
+    after = _tokens_after(text, end)
+    if _is_name(text, word, end, before, after):
+        return None
+    kind = _read_before(before)
+    verdict, offered = _read_after(after, patterns)
+    if _is_article(text, word, end, after, kind is _Kind.STRONG):
+        return None
+    if verdict is _Kind.NEGATED or kind is _Kind.NEGATED:
+        kind = _Kind.NEGATED
+    elif verdict is _Kind.STRONG or _alone_on_line(text, start, end):
+        kind = _Kind.STRONG
+    return _Mention(ascii_fold(word), kind, _is_leading(text, start, end), offered)
+
+
+def _mentions(text: str, patterns: _KeyPatterns) -> list[_Mention]:
+    found: list[_Mention] = []
+    # A mention is read from the window around it alone, so a reply that repeats itself
+    # ("B B B …") reads each distinct window once.
+    seen: dict[tuple[str, bool, bool], _Mention | None] = {}
+    for match in patterns.key.finditer(text):
+        start, end = match.span()
+        window = (text[start - _WINDOW - 2 : end + _WINDOW + 2], start <= _WINDOW + 2, end + _WINDOW + 2 >= len(text))
+        if window[1] or window[2]:
+            mention = _read_mention(text, start, end, patterns)
+        elif window in seen:
+            mention = seen[window]
+        else:
+            mention = seen[window] = _read_mention(text, start, end, patterns)
+        if mention is not None:
+            found.append(mention)
+    return found
+
+
+def _whole(text: str, patterns: _KeyPatterns) -> str | None:
+    for candidate in (text.strip(), text.lstrip(_OPEN_CHARS).rstrip(_CLOSE_CHARS)):
+        key = patterns.spelled.get(ascii_fold(candidate))
+        if key is not None:
+            return key
+    return None
 
 
 def extract_letter(response: str, option_keys: Collection[str]) -> str | None:
     """The option key a reader takes from ``response``, as spelled in ``option_keys``; None if none.
 
-    See the module docstring for the tiers and their precedence, the ambiguity rule and
-    the article rule. Empty keys are ignored; no keys means nothing is extracted.
+    See the module docstring for the rule. Empty keys are ignored; no keys means nothing
+    is extracted. Time is linear in the length of ``response``: each mention of a key is
+    read with a window of a few words around it.
     """
     patterns = _patterns(tuple(option_keys))
     if patterns is None:
         return None
     text = strip_think(response)
-
-    whole = patterns.whole.fullmatch(text)
+    whole = _whole(text, patterns)
     if whole is not None:
-        return patterns.spelled[ascii_fold(whole.group("key"))]
-
-    found: set[str] = set()
-    for match in patterns.marker.finditer(text):
-        if _is_article(text, match, in_marker=True):
-            continue
-        if _ambiguous(text, match, patterns):
+        return whole
+    mentions = _mentions(text, patterns)
+    rejected = {m.key for m in mentions if m.kind is _Kind.NEGATED}
+    strong = [m for m in mentions if m.kind is _Kind.STRONG]
+    if strong:
+        if any(m.offered for m in strong):
             return None
-        found.add(ascii_fold(match.group("key")))
-    if found:
-        return _single(found, patterns)
+        return _single({m.key for m in strong} - rejected, patterns)
+    leading = next((m for m in mentions if m.leading and m.kind is not _Kind.NEGATED), None)
+    if leading is not None:
+        return None if leading.offered else patterns.spelled[leading.key]
+    return _single({m.key for m in mentions if m.kind is _Kind.PLAIN} - rejected, patterns)
 
-    leading = patterns.leading.match(text)
-    if leading is not None and not _is_article(text, leading, in_marker=False):
-        return (
-            None
-            if _ambiguous(text, leading, patterns)
-            else patterns.spelled[ascii_fold(leading.group("key"))]
-        )
 
-    found = {
-        ascii_fold(match.group("key"))
-        for match in patterns.key.finditer(text)
-        if not _is_article(text, match, in_marker=False)
-    }
-    return _single(found, patterns)
+def _single(keys: set[str], patterns: _KeyPatterns) -> str | None:
+    return patterns.spelled[keys.pop()] if len(keys) == 1 else None
 
 
 @lru_cache(maxsize=64)
