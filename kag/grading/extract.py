@@ -155,13 +155,15 @@ _CHOOSE_WITH = {
     "with": frozenset({"go", "goes", "going", "went", "stick", "sticking"}),
     "for": frozenset({"opt", "opting", "go", "going", "vote", "voting"}),
     "on": frozenset({"settle", "settling"}),
+    "toward": frozenset({"lean", "leaning", "leans"}),
+    "towards": frozenset({"lean", "leaning", "leans"}),
 }
 _NEGATIONS = frozenset(
     {"not", "never", "cannot", "neither", "nor", "except", "excluding", "exclude", "excludes",
      "excluded", "eliminate", "eliminates", "eliminating", "eliminated", "discard", "discarded",
      "over", "unlike", "besides", "against"}
 )  # fmt: skip
-_NEGATIONS_AFTER = {"than": frozenset({"rather"}), "of": frozenset({"instead"}),
+_NEGATIONS_AFTER = {"than": frozenset({"rather"}), "of": frozenset({"instead", "none", "neither"}),
                     "out": frozenset({"rule", "rules", "ruling", "ruled"})}  # fmt: skip
 # A word just before a key that makes it part of a name: "vitamin C", "hepatitis B", "type A".
 _NAME_BEFORE = frozenset(
@@ -187,7 +189,7 @@ _NOT_SPECIES = frozenset(
 _AUXILIARIES = frozenset(
     {"is", "are", "was", "seems", "seem", "appears", "would", "could", "might", "may", "can",
      "should", "must", "be", "being", "also", "definitely", "clearly", "probably", "certainly",
-     "obviously", "therefore", "thus", "then", ":", "-", "–", "—", ",", "(", "="}
+     "obviously", "therefore", "thus", "then", "all", "both", ":", "-", "–", "—", ",", "(", "=", "|"}
 )  # fmt: skip
 _NEGATIVE = frozenset(
     {"incorrect", "wrong", "false", "unlikely", "implausible", "excluded", "eliminated",
@@ -243,7 +245,7 @@ class _Mention:
     key: str  # folded
     kind: _Kind
     leading: bool  # the reply starts with it: "B) because …"
-    offered: bool  # followed by another key: "A or B", "B/C"
+    offered: tuple[str, ...]  # the other keys listed right after it: "A or B", "B/C" (folded)
 
 
 def _is_alnum(text: str, index: int) -> bool:
@@ -327,25 +329,28 @@ def _chooses(word: str, previous: list[str]) -> bool:
     return bool(previous) and previous[-1] in _CHOOSE_WITH.get(word, ())
 
 
-def _read_after(tokens: list[str], patterns: _KeyPatterns) -> tuple[_Kind, bool]:
-    """What follows a key: a verdict on it (or on a list it heads), and whether another key is offered with it."""
+def _read_after(tokens: list[str], key: str, patterns: _KeyPatterns) -> tuple[_Kind, tuple[str, ...]]:
+    """What follows a key: a verdict on it (or on the list it heads), and the other keys of that list."""
     index = 0
     while index < len(tokens) and tokens[index] in _AFTER_DECORATION:
         index += 1
-    offered = False
+    listed = [key]
     while index + 1 < len(tokens) and tokens[index].lower() in _ALTERNATIVES:
         following = index + 1
         while following < len(tokens) and (
             tokens[following] in _BEFORE_DECORATION or tokens[following].lower() in ("option", "choice")
         ):
             following += 1
-        if following >= len(tokens) or ascii_fold(tokens[following]) not in patterns.spelled:
+        # A key listed again starts a new clause: "between B and C, C is …".
+        if following >= len(tokens) or (other := ascii_fold(tokens[following])) not in patterns.spelled:
             break
-        offered = True
+        if other in listed:
+            break
+        listed.append(other)
         index = following + 1
         while index < len(tokens) and tokens[index] in _AFTER_DECORATION:
             index += 1
-    return _verdict(tokens[index:]), offered
+    return _verdict(tokens[index:]), tuple(listed[1:])
 
 
 def _verdict(tokens: list[str]) -> _Kind:
@@ -353,9 +358,13 @@ def _verdict(tokens: list[str]) -> _Kind:
     index = 0
     while index < len(words) and words[index] in _AUXILIARIES:
         index += 1
+    if words[:1] == ["."] and len(words) > 1 and (words[1] in _NEGATIVE or words[1] in _POSITIVE):
+        index = 1  # a list of verdicts, one a line: "A. Incorrect"
     if index == len(words):
         return _Kind.PLAIN
     word, rest = words[index], words[index + 1 : index + 4]
+    if word == "not" and (index == 0 or not words[index - 1].isalpha()):
+        return _Kind.PLAIN  # "C, not B": the "not" is about what follows
     if word in _NEGATIVE or word.endswith(("n't", "n’t")):
         return _Kind.NEGATED
     if (word == "less" and rest[:1] == ["likely"]) or (word == "ruled" and rest[:1] == ["out"]):
@@ -383,7 +392,11 @@ def _is_article(text: str, word: str, end: int, after: list[str], after_marker: 
     if word not in ("a", "A", "I"):
         return False
     gap = text[end : end + 1]
-    if gap not in (" ", "\t") or not after or _LETTER.match(after[0]) is None:
+    if gap not in (" ", "\t") or not after:
+        return False
+    if after[0][0].isdigit() and after[1:2] == ["-"] and word != "I":
+        return word == "a" or not after_marker  # "A 45-year-old woman"
+    if _LETTER.match(after[0]) is None:
         return False
     follows = after[0].lower()
     if follows in _NOT_AFTER_ARTICLE:
@@ -448,7 +461,7 @@ def _read_mention(text: str, start: int, end: int, patterns: _KeyPatterns) -> _M
     if _is_name(text, word, end, before, after):
         return None
     kind = _read_before(before)
-    verdict, offered = _read_after(after, patterns)
+    verdict, offered = _read_after(after, ascii_fold(word), patterns)
     if _is_article(text, word, end, after, kind is _Kind.STRONG):
         return None
     if verdict is _Kind.NEGATED or kind is _Kind.NEGATED:
@@ -500,7 +513,10 @@ def extract_letter(response: str, option_keys: Collection[str]) -> str | None:
     if whole is not None:
         return whole
     mentions = _mentions(text, patterns)
-    rejected = {m.key for m in mentions if m.kind is _Kind.NEGATED}
+    rejected: set[str] = set()
+    for mention in mentions:
+        if mention.kind is _Kind.NEGATED:  # with the keys listed with it: "rule out A and B"
+            rejected.update((mention.key, *mention.offered))
     strong = [m for m in mentions if m.kind is _Kind.STRONG]
     if strong:
         if any(m.offered for m in strong):
