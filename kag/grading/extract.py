@@ -537,10 +537,72 @@ def compile_pattern(source: str) -> regex.Pattern[str]:
     """Compile a ``regex:`` pattern; UsageError naming ``--extract`` when it is empty or invalid."""
     if not source:
         raise UsageError("--extract regex:PATTERN: the pattern is empty")
+    problem = _unbounded_construct(source)
+    if problem is not None:
+        raise UsageError(f"--extract regex:{source}: {problem}")
     try:
         return regex.compile(source)
     except regex.error as exc:
         raise UsageError(f"--extract regex:{source}: invalid pattern: {exc}") from None
+    except (MemoryError, RecursionError, OverflowError):
+        raise UsageError(f"--extract regex:{source}: the pattern is too large to compile") from None
+
+
+#: The most repetitions a ``regex:`` pattern may ask for, counted over nested repeats:
+#: ``(?:a{1000}){100}`` asks for 100,000. The engine unrolls counted repeats when it
+#: compiles, so ``(?:a{1000000}){1000000}`` would need terabytes.
+MAX_REPEAT = 100_000
+
+_RECURSION = regex.compile(r"\(\?(?:R|[+-]?\d|&|P>)")
+_COUNTED = regex.compile(r"\{(\d+)?(?:,(\d*))?\}")
+
+
+def _unbounded_construct(source: str) -> str | None:
+    """Why ``source`` would exhaust memory (recursion, counted repeats past `MAX_REPEAT`), or None.
+
+    One pass over the pattern's text that knows escapes, character classes and groups:
+    enough to find every recursion and to weigh every counted repeat by the repeats it
+    holds (a character weighs 1, ``X{n}`` weighs n times X, a group its heaviest part).
+    """
+    frames: list[int] = [1]  # the heaviest part of each open group, outermost first
+    last = 1  # the weight of the last atom (character, class or group)
+    index, size = 0, len(source)
+    while index < size:
+        char = source[index]
+        if char == "\\":
+            index, last = index + 2, 1
+        elif char == "[":
+            index, last = _class_end(source, index), 1
+        elif char == "(":
+            if _RECURSION.match(source, index):
+                return "recursive patterns ((?R), (?1), (?&name)) are not supported"
+            frames.append(1)
+            index += 1
+        elif char == ")" and len(frames) > 1:
+            last = frames.pop()
+            index += 1
+        elif char == "{" and (counted := _COUNTED.match(source, index)) is not None:
+            low, high = counted.group(1), counted.group(2)
+            last *= max(int(high or low or "0"), 1)
+            if last > MAX_REPEAT:
+                return f"counted repeats may ask for at most {MAX_REPEAT:,} repetitions in all"
+            index = counted.end()
+        else:
+            index, last = index + 1, 1
+        frames[-1] = max(frames[-1], last)
+    return None
+
+
+def _class_end(source: str, index: int) -> int:
+    """Where the character class opening at ``index`` ends (past its ``]``)."""
+    index += 1
+    if source[index : index + 1] == "^":
+        index += 1
+    if source[index : index + 1] == "]":  # a "]" first is a member
+        index += 1
+    while index < len(source) and source[index] != "]":
+        index += 2 if source[index] == "\\" else 1
+    return index + 1
 
 
 def extract_regex(

@@ -231,8 +231,26 @@ def test_parse_regex() -> None:
         ("regex:", r"--extract regex:PATTERN: the pattern is empty"),
         ("regex:(a", r"--extract regex:\(a: invalid pattern: missing \) at position 2"),
         ("regex:[z-a]", r"--extract regex:\[z-a\]: invalid pattern: bad character range"),
+        # patterns whose compilation or search would exhaust memory are refused before either
+        ("regex:(?:a{1000000}){1000000}", r": counted repeats may ask for at most 100,000 repetitions in all$"),
+        ("regex:a{4294967294}", r"at most 100,000 repetitions"),
+        ("regex:(?:(?:a{100}){100}){11}", r"at most 100,000 repetitions"),
+        ("regex:(x|(?:a{1000}){101})", r"at most 100,000 repetitions"),
+        ("regex:((?R)|a)", r"--extract regex:\(\(\?R\)\|a\): recursive patterns"),
+        ("regex:(a(?1)?)", r"recursive patterns"),
+        ("regex:(?P<x>a(?&x)?)", r"recursive patterns"),
+        ("regex:(?P<x>a(?P>x)?)", r"recursive patterns"),
     ],
 )
 def test_parse_errors_name_the_option(value: str, message: str) -> None:
     with pytest.raises(UsageError, match=message):
         parse_extract_spec(value)
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [r"(?:a{100}){1000}", r"a{100000}", r"[{]{5}", r"\{1000000\}", r"[a{]1000000}", r"a{,5}", r"x{}",
+     r"(?:[^)]{300}){300}", r"(?i-s:x){3}", r"\(?R\)", r"[(?R)]"],
+)  # fmt: skip
+def test_bounded_patterns_compile(pattern: str) -> None:
+    assert parse_extract_spec(f"regex:{pattern}").pattern is not None
