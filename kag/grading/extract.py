@@ -78,9 +78,7 @@ REGEX_TIMEOUT_S = 1.0
 # ---------------------------------------------------------------- reasoning blocks
 
 _REASONING_OPEN = regex.compile(r"(?i)<(think|thinking|reasoning)\b[^<>]*>")
-_REASONING_CLOSE = {
-    name: regex.compile(rf"(?i)</{name}\s*>") for name in ("think", "thinking", "reasoning")
-}
+_REASONING_CLOSE = {name: regex.compile(rf"(?i)</{name}\s*>") for name in ("think", "thinking", "reasoning")}
 _ANY_REASONING_CLOSE = regex.compile(r"(?i)</(?:think|thinking|reasoning)\s*>")
 
 
@@ -136,8 +134,8 @@ _LETTER = regex.compile(r"\p{L}")
 # Markdown and punctuation a reader looks through around a key.
 _OPEN_CHARS = " \t\r\n\x0b\x0c*_\"'`([{$#>"
 _CLOSE_CHARS = " \t\r\n\x0b\x0c*_\"'`)]}$.:!,;"
-_BEFORE_DECORATION = frozenset('*_"\'`([{:=-–—,$#>：')
-_AFTER_DECORATION = frozenset('*_"\'`)]}$\\')
+_BEFORE_DECORATION = frozenset("*_\"'`([{:=-–—,$#>：")
+_AFTER_DECORATION = frozenset("*_\"'`)]}$\\")
 _SENTENCE_END = frozenset(".!?:;\n")
 _LATEX_TEXT = frozenset({"text", "textbf", "mathbf", "mathrm"})
 
@@ -150,7 +148,9 @@ _CONCLUSION = frozenset({"therefore", "thus", "hence", "so", "consequently"})
 _MARKER_ADJECTIVES = frozenset(
     {"correct", "best", "right", "final", "most", "appropriate", "likely", "accurate", "suitable"}
 )
-_CHOOSE = frozenset({"choose", "chose", "choosing", "pick", "picked", "picking", "select", "selected", "selecting"})
+_CHOOSE = frozenset(
+    {"choose", "chose", "choosing", "pick", "picked", "picking", "select", "selected", "selecting"}
+)
 _CHOOSE_WITH = {
     "with": frozenset({"go", "goes", "going", "went", "stick", "sticking"}),
     "for": frozenset({"opt", "opting", "go", "going", "vote", "voting"}),
@@ -230,7 +230,9 @@ def _patterns(keys: tuple[str, ...]) -> _KeyPatterns | None:
         return None
     # Longest first, so that a key is never read as a shorter key it starts with.
     alternatives = "|".join(_ascii_insensitive(k) for k in sorted(spelled, key=len, reverse=True))
-    return _KeyPatterns(spelled, regex.compile(rf"(?<![\p{{L}}\p{{N}}])(?:{alternatives})(?![\p{{L}}\p{{N}}])"))
+    return _KeyPatterns(
+        spelled, regex.compile(rf"(?<![\p{{L}}\p{{N}}])(?:{alternatives})(?![\p{{L}}\p{{N}}])")
+    )
 
 
 class _Kind(Enum):
@@ -478,7 +480,11 @@ def _mentions(text: str, patterns: _KeyPatterns) -> list[_Mention]:
     seen: dict[tuple[str, bool, bool], _Mention | None] = {}
     for match in patterns.key.finditer(text):
         start, end = match.span()
-        window = (text[start - _WINDOW - 2 : end + _WINDOW + 2], start <= _WINDOW + 2, end + _WINDOW + 2 >= len(text))
+        window = (
+            text[start - _WINDOW - 2 : end + _WINDOW + 2],
+            start <= _WINDOW + 2,
+            end + _WINDOW + 2 >= len(text),
+        )
         if window[1] or window[2]:
             mention = _read_mention(text, start, end, patterns)
         elif window in seen:

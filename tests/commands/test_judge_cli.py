@@ -288,3 +288,22 @@ def test_on_a_terminal_the_bar_says_judge(project: Path) -> None:
     assert bars and bars[-1].startswith("judge ━") and "0 error(s)" in bars[-1]
     assert "benchmark" not in shown
     assert "kag: judge: 5 answer(s): 0 verdict(s) from the cache, 5 request(s) sent" in shown
+
+
+@pytest.mark.parametrize(
+    ("prompt", "message"),
+    [
+        ("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", "steps"),
+        ("{{ 'x' * 2000000000 }}", "too large to hold"),
+        ("{{ lipsum(1000000) }}", "undefined template variable 'lipsum'"),
+    ],
+)
+def test_a_prompt_that_only_computes_is_stopped_before_any_request(
+    project: Path, server: FakeServer, prompt: str, message: str
+) -> None:
+    (project / "work.md").write_text(prompt + "{{ QUESTION }}{{ RESPONSE }}{{ REFERENCE }}")
+    result = judge("--prompt", "work.md")
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.startswith("kag: error: work.md: ") and message in result.stderr
+    assert result.stderr.count("\n") == 1
+    assert server.chat_requests() == []

@@ -74,7 +74,9 @@ def _calls(function: Callable[[], object]) -> int:
 def test_letter_work_grows_linearly(unit: str) -> None:
     small, large = unit * 200, unit * 2000
     keys = ["A", "B", "C", "D"]
-    assert _calls(lambda: extract_letter(large, keys)) <= 12 * _calls(lambda: extract_letter(small, keys)) + 100
+    assert (
+        _calls(lambda: extract_letter(large, keys)) <= 12 * _calls(lambda: extract_letter(small, keys)) + 100
+    )
 
 
 def test_letter_reads_a_bounded_window() -> None:
@@ -129,7 +131,9 @@ def test_strip_think_reasoning_blocks(reply: str, kept: str) -> None:
     assert strip_think(reply).strip() == kept
 
 
-@pytest.mark.parametrize("unit", ["<think", "<think>", "</think>", "<thinking><reasoning>x", "<think>a</think>"])
+@pytest.mark.parametrize(
+    "unit", ["<think", "<think>", "</think>", "<thinking><reasoning>x", "<think>a</think>"]
+)
 def test_strip_think_work_grows_linearly(unit: str) -> None:
     small, large = unit * 500, unit * 5000
     assert _calls(lambda: strip_think(large)) <= 12 * _calls(lambda: strip_think(small)) + 100
@@ -232,7 +236,10 @@ def test_parse_regex() -> None:
         ("regex:(a", r"--extract regex:\(a: invalid pattern: missing \) at position 2"),
         ("regex:[z-a]", r"--extract regex:\[z-a\]: invalid pattern: bad character range"),
         # patterns whose compilation or search would exhaust memory are refused before either
-        ("regex:(?:a{1000000}){1000000}", r": counted repeats may ask for at most 100,000 repetitions in all$"),
+        (
+            "regex:(?:a{1000000}){1000000}",
+            r": counted repeats may ask for at most 100,000 repetitions in all$",
+        ),
         ("regex:a{4294967294}", r"at most 100,000 repetitions"),
         ("regex:(?:(?:a{100}){100}){11}", r"at most 100,000 repetitions"),
         ("regex:(x|(?:a{1000}){101})", r"at most 100,000 repetitions"),
