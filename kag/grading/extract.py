@@ -5,58 +5,71 @@ as the answer only when it *is* the option key. Models that explain themselves
 ("The answer is B.") fail it even when right. Extraction reads the key a reader would
 read; the caller then grades the extracted key with the same rule.
 
-``letter`` (:func:`extract_letter`) works in tiers; the first tier that finds a key
-decides, and a tier that finds two different keys gives "not extracted" (None) rather than
-falling through to a weaker tier:
+``letter`` (:func:`extract_letter`) reads every mention of an option key, each in a
+window of a few words around it (so the time is linear in the reply's length):
 
-0. ``<think>…</think>`` blocks are removed first (reasoning is not the answer), as is a
-   ``<think>`` block left open (a truncated reasoning: everything from it to the end) and
-   everything up to a ``</think>`` whose opening tag was in the prompt.
+0. Reasoning blocks are removed first (:func:`strip_think`): ``<think>``, ``<thinking>``
+   and ``<reasoning>``, as the triplets parser removes them.
 1. **The whole reply is a key**, give or take markdown and punctuation around it:
    ``B``, ``(b)``, ``**B**``, ``b.``, ``"B"``, ``[B]``.
-2. **Answer markers**: a key right after ``answer``, ``option`` or ``choice`` (singular,
-   optionally "final/correct/best/right" before it) and a gap of spaces, ``: = - *``,
-   brackets, quotes and the verbs "is/was/would be/…": ``The answer is B.``,
-   ``Answer: (b)``, ``**Final answer:** C``, ``correct option is **B**``; a LaTeX
-   ``\boxed{B}``; or a key right before "is correct/right/the answer". Every marker in
-   the reply is read: they must all name the same key.
-3. **A leading key**: the reply starts with a key followed by ``)`` ``]`` ``.`` ``:``
-   ``,``, closing bold, a dash or a line end: ``B) because …``, ``(C) Vitamin C``,
-   ``Yes, the study shows …``.
-4. **The only standalone key**: every key in the reply standing as a word of its own;
-   extracted when they are all the same key (``I'd go with B here``), not extracted when
-   there are two different ones (``A or B``) or none.
+2. Otherwise each mention of a key as a whole word is read:
 
-In tiers 2 and 3 a key followed by another key through "or", "and", ",", "/" or "&"
-(``answer is A or B``, ``B/C``) is ambiguous: not extracted.
+   - **not a key** when it is part of a contraction, abbreviation or compound (``I'd``,
+     ``it's``, ``i.e.``, ``e.g.``, ``8 a.m.``, ``B-cell``), of a name (after ``vitamin``,
+     ``hepatitis``, ``type``, ``group``, ``class``, ``stage``, … ; before ``cells``,
+     ``wave``, ``antigen``, …; an upper-case letter, a dot and a lower-case word that
+     is not a common English word: ``E. coli``, ``C. difficile``), or the article ``a`` /
+     the pronoun ``I`` (see below);
+   - **rejected** when a negation comes right before it (``not``, ``isn't``, ``never``,
+     ``except``, ``rather than``, ``instead of``, ``rule out``, ``eliminate``,
+     ``none of``, ``over``, …) or a negative verdict right after it (``is incorrect``,
+     ``is wrong``, ``is not``, ``is unlikely``, ``can be ruled out``,
+     ``a (common) distractor``, ``: incorrect``, ``❌``); a rejection covers the keys
+     listed with it (``rule out A and B``, ``A, B and C are wrong``);
+   - **named as the answer** after an answer marker (``answer``, ``the correct/best
+     option|choice``, ``choose``/``pick``/``select``/``go with``/``opt for``/``lean
+     toward``, ``\boxed{``, a conclusion ``therefore``/``thus``/``hence``/``so``, with
+     the verbs and markdown of ``the final answer would most likely be: **B**`` between),
+     before a positive verdict (``is correct``, ``is the answer``, ``is most likely``,
+     ``: correct``, ``✅``), or alone on its line (``**B**``);
+   - **mentioned** otherwise (``option B`` alone is a mention).
 
-The English article: when ``A`` is an option key, ``a``/``A`` followed by a space and a
-word is read as the article, not a key, when it is lower-case (``a patient``) or
-upper-case at the start of a sentence (``A patient with …``), unless that word never
-follows the article ("or", "and", "is", "because", …: ``A or B``, ``A is right``).
-After a marker (tier 2) upper-case ``A`` is always a key (``The answer is A because …``)
-and lower-case ``a`` before a word is the article (``the answer is a matter of …``);
-mid-sentence upper-case ``A`` is a key in tier 4 (``I choose A since …``). So a reply
-that starts with the article is still read by its clearer marker, and an article never
-makes a reply ambiguous.
+3. The key named as the answer, when every such mention names the same one and it is not
+   rejected; none when they name different keys, or one is offered with another
+   (``the answer is A or B``, ``B/C``).
+4. Else the key the reply starts with, followed by ``)`` ``]`` ``.`` ``:`` ``,``, bold, a
+   dash or a line end (``B) because …``, ``Option C - …``); none when another key is
+   listed with it (``B, C and D are false``).
+5. Else the only key mentioned and not rejected (``I'd go with B here``, ``A is wrong;
+   so C.``); none when there are two (``A or B``) or none.
+
+The article and the pronoun: when ``A`` is a key, ``a``/``A`` followed by a space and a
+word (or ``A 45-year-old``) is the article when lower-case, or upper-case at the start of
+a sentence (``A patient with …``), unless that word never follows the article ("or",
+"and", "is", "because", …: ``A or B``, ``A is right``); after an answer marker an
+upper-case ``A`` is a key (``The answer is A because …``). When ``I`` is a key, ``I``
+before a lower-case word is the pronoun (``I think``), except after a marker.
 
 Keys compare under the grading rule (ASCII case-insensitive only, so ``É`` is not ``é``)
 and may be words (``yes``/``no``/``maybe``); a key is found only as a whole word (not
-followed or preceded by a letter or digit: ``B12`` holds no key ``B``). The key returned
-is spelled as in the dataset.
+followed or preceded by a letter or digit: ``B12`` holds no key ``B``). Option texts are
+not read: ``Vitamin C`` alone names no key. The key returned is spelled as in the
+dataset.
 
 Sources: lm-evaluation-harness' ``MultiChoiceRegexFilter``
 (``lm_eval/filters/extraction.py``) falls back from a task pattern to the option keys
 after a colon (``:\s*([A-D])``), the origin of the "Answer: (b)" marker here; inspect_ai's
-``ANSWER_PATTERN_LETTER`` (``inspect_ai/_util/pattern.py``,
-``(?i)ANSWER\s*:\s*([A-Za-z])(?:[^\w]|\n|$)``) requires the key to end at a non-word
-character, the whole-word rule here. The tiering, the think-block removal, the
-ambiguity rule and the article rule are kag's.
+``ANSWER_PATTERN_LETTER`` (``inspect_ai/_util/pattern.py``) and ``parse_answers``
+(``solver/_multiple_choice.py``) require the key to end at a non-word character, the
+whole-word rule here (inspect_ai takes the last ``ANSWER:`` line; kag gives none when two
+answers disagree). The windowed reading, negations, names and the ambiguity rule are kag's.
 
 ``regex:PATTERN`` (:func:`extract_regex`): the first capture group of the first match, or
 the whole match when the pattern has no group; Python ``regex`` syntax; each search is
-limited to :data:`REGEX_TIMEOUT_S` seconds. :meth:`ExtractSpec.extract` removes the
-reasoning blocks (tier 0) before either kind.
+limited to :data:`REGEX_TIMEOUT_S` seconds. A pattern that recurses (``(?R)``, ``(?1)``,
+``(?&name)``) or asks for more than :data:`MAX_REPEAT` counted repetitions in all
+(``(?:a{1000000}){1000000}``) is refused before it is compiled: the engine would exhaust
+memory. :meth:`ExtractSpec.extract` removes the reasoning blocks (step 0) before either kind.
 """
 
 from __future__ import annotations
