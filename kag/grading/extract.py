@@ -26,17 +26,19 @@ window of a few words around it (so the time is linear in the reply's length):
      ``is wrong``, ``is not``, ``is unlikely``, ``can be ruled out``,
      ``a (common) distractor``, ``: incorrect``, ``❌``); a rejection covers the keys
      listed with it (``rule out A and B``, ``A, B and C are wrong``);
-   - **named as the answer** after an answer marker (``answer``, ``the correct/best
+   - **given as the answer** after an answer marker (``answer``, ``the correct/best
      option|choice``, ``choose``/``pick``/``select``/``go with``/``opt for``/``lean
-     toward``, ``\boxed{``, a conclusion ``therefore``/``thus``/``hence``/``so``, with
-     the verbs and markdown of ``the final answer would most likely be: **B**`` between),
-     before a positive verdict (``is correct``, ``is the answer``, ``is most likely``,
-     ``: correct``, ``✅``), or alone on its line (``**B**``);
+     toward``, ``\boxed{``, with the verbs and markdown of ``the final answer would most
+     likely be: **B**`` between);
+   - **said to be right** before a positive verdict (``is correct``, ``is the answer``,
+     ``is most likely``, ``: correct``, ``✅``), after a conclusion
+     (``therefore``/``thus``/``hence``/``so``), or alone on its line (``**B**``);
    - **mentioned** otherwise (``option B`` alone is a mention).
 
-3. The key named as the answer, when every such mention names the same one and it is not
-   rejected; none when they name different keys, or one is offered with another
-   (``the answer is A or B``, ``B/C``).
+3. The key given as the answer, when every such mention gives the same one and it is not
+   rejected; none when they give different keys, or one is offered with another
+   (``the answer is A or B``, ``B/C``). With no key given as the answer, the keys said to
+   be right, read the same way.
 4. Else the key the reply starts with, followed by ``)`` ``]`` ``.`` ``:`` ``,``, bold, a
    dash or a line end (``B) because …``, ``Option C - …``); none when another key is
    listed with it (``B, C and D are false``).
@@ -251,7 +253,8 @@ def _patterns(keys: tuple[str, ...]) -> _KeyPatterns | None:
 class _Kind(Enum):
     IGNORED = "ignored"  # not a key at all: part of a word, a name, an article
     NEGATED = "negated"  # "not B", "B is wrong"
-    STRONG = "strong"  # named as the answer: "the answer is B", "B is correct", "\boxed{B}"
+    ANSWER = "answer"  # after an answer marker: "the answer is B", "I choose B", "\boxed{B}"
+    STRONG = "strong"  # said to be right: "B is correct", "Therefore, B", "**B**" alone on its line
     PLAIN = "plain"  # mentioned
 
 
@@ -319,7 +322,7 @@ def _read_before(tokens: list[str]) -> _Kind:
     if word in ("answer", "answers"):
         strong = True
     elif word == "boxed" and last == "\\":
-        return _Kind.STRONG
+        return _Kind.ANSWER
     elif word in ("option", "choice"):
         # "option B" alone is a reference; "the correct option is B", "I choose option B" name it.
         strong = last in _MARKER_ADJECTIVES or last in _CHOOSE or _chooses(last, previous[:-1])
@@ -330,7 +333,7 @@ def _read_before(tokens: list[str]) -> _Kind:
     if strong:
         if any(_negates(w, "") for w in previous):  # "I would not choose B"
             return _Kind.NEGATED
-        return _Kind.STRONG
+        return _Kind.ANSWER
     return _Kind.STRONG if concluded else _Kind.PLAIN
 
 
@@ -477,11 +480,11 @@ def _read_mention(text: str, start: int, end: int, patterns: _KeyPatterns) -> _M
         return None
     kind = _read_before(before)
     verdict, offered = _read_after(after, ascii_fold(word), patterns)
-    if _is_article(text, word, end, after, kind is _Kind.STRONG):
+    if _is_article(text, word, end, after, kind in (_Kind.ANSWER, _Kind.STRONG)):
         return None
     if verdict is _Kind.NEGATED or kind is _Kind.NEGATED:
         kind = _Kind.NEGATED
-    elif verdict is _Kind.STRONG or _alone_on_line(text, start, end):
+    elif kind is not _Kind.ANSWER and (verdict is _Kind.STRONG or _alone_on_line(text, start, end)):
         kind = _Kind.STRONG
     return _Mention(ascii_fold(word), kind, _is_leading(text, start, end), offered)
 
@@ -536,11 +539,13 @@ def extract_letter(response: str, option_keys: Collection[str]) -> str | None:
     for mention in mentions:
         if mention.kind is _Kind.NEGATED:  # with the keys listed with it: "rule out A and B"
             rejected.update((mention.key, *mention.offered))
-    strong = [m for m in mentions if m.kind is _Kind.STRONG]
-    if strong:
-        if any(m.offered for m in strong):
-            return None
-        return _single({m.key for m in strong} - rejected, patterns)
+    # An answer marker outranks a verdict: "Answer: B. A is correct only in children."
+    for kind in (_Kind.ANSWER, _Kind.STRONG):
+        named = [m for m in mentions if m.kind is kind]
+        if named:
+            if any(m.offered for m in named):
+                return None
+            return _single({m.key for m in named} - rejected, patterns)
     leading = next((m for m in mentions if m.leading and m.kind is not _Kind.NEGATED), None)
     if leading is not None:
         return None if leading.offered else patterns.spelled[leading.key]
