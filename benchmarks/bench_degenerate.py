@@ -23,6 +23,18 @@ Cases (each input is generated in the child, deterministically):
 - ``irt2-line``: `iter_line_blocks` over a 48 MiB prediction line (1 MiB blocks).
 - ``bootstrap-cap``: `paired_bootstrap_diff` over 10,000 paired answers at 1,000,000
   resamples, the most `kag stats compare --resamples` accepts: the cost at the bound.
+- ``judge-think``: `parse_verdict` on a 600 KB judge reply of repeated ``<think`` (the
+  reasoning-block patterns re-read the rest of the reply from each).
+- ``extract-think``: the ``--extract letter`` grade of one 300 KB response of repeated
+  ``<think>``, a ``</think>``, repeated ``<think`` and the answer.
+- ``extract-spaces``: the ``--extract letter`` grade of ``"B"`` + 60,000 spaces + ``"x"``.
+- ``extract-keys``: the ``--extract letter`` grade of a 300 KB response that is all key
+  mentions (``"A or B, not C; "`` repeated): the cost of reading each mention.
+- ``evidence-long``: `evidence_found` for a 150 KB evidence name that occurs, never as
+  whole words, at every offset of a 300 KB retrieval text.
+- ``template-loops``: a judge prompt of two nested ``range(100000)`` loops, rendered.
+- ``regex-huge``: ``--extract 'regex:(?:a{1000000}){1000000}'`` (compiling it unrolls the
+  repeats).
 """
 
 from __future__ import annotations
@@ -127,6 +139,61 @@ def case_bootstrap_cap() -> Callable[[], object]:
     return run
 
 
+def case_judge_think() -> Callable[[], object]:
+    from kag.grading.judge import parse_verdict
+
+    reply = "<think" * (600_000 // 6) + " CORRECT"
+    return lambda: parse_verdict(reply).value
+
+
+def _extracted(response: str) -> Callable[[], object]:
+    from kag.grading.mcq.extracted import compile_spec, extracted_outcome
+    from kag.grading.mcq.rule import AnswerKey
+
+    key = AnswerKey("B", ("A", "B", "C", "D"))
+    spec = compile_spec("letter")
+    return lambda: extracted_outcome(spec, response, key).name
+
+
+def case_extract_think() -> Callable[[], object]:
+    return _extracted("<think>" * 20_000 + "</think>" + "<think" * 27_000 + "\nThe answer is B.")
+
+
+def case_extract_spaces() -> Callable[[], object]:
+    return _extracted("B" + " " * 60_000 + "x")
+
+
+def case_extract_keys() -> Callable[[], object]:
+    return _extracted(("A or B, not C; " * 20_000)[:300_000])
+
+
+def case_evidence_long() -> Callable[[], object]:
+    from kag.grading.evidence import evidence_found
+
+    name, text = "a" * 150_000, "a" * 300_000
+    return lambda: evidence_found([name], text)
+
+
+def case_template_loops() -> Callable[[], object]:
+    from kag.grading.judge import JudgeItem, Kind, compile_judge_prompt, render_judge_prompt
+
+    source = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}{{ QUESTION }}"
+    source += "{{ RESPONSE }}{{ REFERENCE }}"
+
+    def run() -> object:
+        prompt = compile_judge_prompt(source, "judge.md")
+        item = JudgeItem("d", "q", "s", Kind.OPEN, "question", "reference", "response", exact=False)
+        return len(render_judge_prompt(prompt, item))
+
+    return run
+
+
+def case_regex_huge() -> Callable[[], object]:
+    from kag.grading.extract import parse_extract_spec
+
+    return lambda: parse_extract_spec("regex:(?:a{1000000}){1000000}").text
+
+
 CASES: dict[str, Callable[[], Callable[[], object]]] = {
     "parse-nested": case_parse_nested,
     "parse-strings": case_parse_strings,
@@ -134,6 +201,13 @@ CASES: dict[str, Callable[[], Callable[[], object]]] = {
     "assign-10k": case_assign_10k,
     "irt2-line": case_irt2_line,
     "bootstrap-cap": case_bootstrap_cap,
+    "judge-think": case_judge_think,
+    "extract-think": case_extract_think,
+    "extract-spaces": case_extract_spaces,
+    "extract-keys": case_extract_keys,
+    "evidence-long": case_evidence_long,
+    "template-loops": case_template_loops,
+    "regex-huge": case_regex_huge,
 }
 
 

@@ -16,11 +16,21 @@ Python internals (an attribute or key starting with ``_``, as in
 compiled and refused by the sandbox if it gets there another way; one nested past the
 parser's limits is a configuration error too, never a RecursionError. As in Jinja2 (and minijinja), one trailing newline of the template is
 dropped, so a prompt file that ends with a newline renders without it.
+
+The work of one rendering is bounded: at most :data:`MAX_STEPS` loop iterations, calls
+and filters (nested ``range`` loops, a macro calling itself twice), no value or prompt
+past :data:`MAX_SIZE` characters (``'x' * 2000000000``, ``'x'|center(2000000000)``, a
+format width of that size), ``range`` past 100,000 items (Jinja's sandbox), and no
+``lipsum``. Each is a PromptRenderError naming the template, raised before the value is
+built.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextvars
+import functools
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,12 +53,130 @@ DEFAULT_TEMPLATE = (
     "{% if RETRIEVAL is defined %}\n\nContext:\n{{ RETRIEVAL }}{% endif %}"
 )
 
-_ENV = ImmutableSandboxedEnvironment(
-    undefined=jinja2.StrictUndefined,
-    autoescape=False,
-    keep_trailing_newline=False,
-    auto_reload=False,
-)
+#: The most steps (loop iterations and calls, filters included) one rendering may take.
+MAX_STEPS = 250_000
+#: The most characters (or items) a rendering may build: the whole prompt, and any one value.
+MAX_SIZE = 64 * 1024 * 1024
+TOO_LARGE = "the template computes a value too large to hold"
+TOO_MUCH = f"the template takes more than {MAX_STEPS:,} steps (loop iterations and calls) to render"
+
+
+class TemplateWorkError(Exception):
+    """A rendering went past `MAX_STEPS` or `MAX_SIZE` (turned into a PromptRenderError)."""
+
+
+_STEPS: contextvars.ContextVar[list[int]] = contextvars.ContextVar("template_steps")
+# A width or count past this in a format string ("%2000000000d", "{:>2000000000}") is refused.
+_WIDE_FORMAT = re.compile(r"\d{9,}")
+
+
+def _charge(steps: int = 1) -> None:
+    budget = _STEPS.get(None)
+    if budget is None:
+        return
+    budget[0] -= steps
+    if budget[0] < 0:
+        raise TemplateWorkError(TOO_MUCH)
+
+
+def _check_size_arguments(args: Iterable[Any]) -> None:
+    for value in args:
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_SIZE:
+            raise TemplateWorkError(TOO_LARGE)
+
+
+def _check_format(template: Any) -> None:
+    """Refuse a format string asking for a width past `MAX_SIZE` ("%2000000000d")."""
+    if isinstance(template, str) and any(int(width) > MAX_SIZE for width in _WIDE_FORMAT.findall(template)):
+        raise TemplateWorkError(TOO_LARGE)
+
+
+def _power_too_large(base: Any, exponent: Any) -> bool:
+    """Whether ``base ** exponent`` of two integers would have more than 8 x `MAX_SIZE` bits."""
+    if not (isinstance(base, int) and isinstance(exponent, int)) or exponent <= 0 or abs(base) <= 1:
+        return False
+    return exponent * abs(base).bit_length() > 8 * MAX_SIZE
+
+
+def _bounded_filter(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(function)  # keeps jinja's pass_context & co. markers
+    def bounded(*args: Any, **kwargs: Any) -> Any:
+        _charge()
+        _check_size_arguments((*args[1:], *kwargs.values()))
+        if name == "format":
+            _check_format(next((a for a in args if isinstance(a, str)), None))
+        return function(*args, **kwargs)
+
+    return bounded
+
+
+class _BoundedSandbox(ImmutableSandboxedEnvironment):
+    """Jinja's immutable sandbox with the work of a rendering bounded.
+
+    Every loop iteration, call and filter costs a step (at most `MAX_STEPS` a rendering);
+    ``*`` and ``**`` may not build a value past `MAX_SIZE`; a call or filter given a count
+    or width past `MAX_SIZE` ("x"|center(2000000000)) is refused; ``lipsum`` is not offered.
+    """
+
+    intercepted_binops = frozenset({"*", "**", "%"})
+
+    def call_binop(self, context: jinja2.runtime.Context, operator: str, left: Any, right: Any) -> Any:
+        _charge()
+        if operator == "*":
+            for sized, count in ((left, right), (right, left)):
+                if (
+                    isinstance(sized, str | list | tuple)
+                    and isinstance(count, int)
+                    and len(sized) * count > MAX_SIZE
+                ):
+                    raise TemplateWorkError(TOO_LARGE)
+        elif operator == "%":
+            _check_format(left)
+        elif _power_too_large(left, right):
+            raise TemplateWorkError(TOO_LARGE)
+        return super().call_binop(context, operator, left, right)
+
+    def call(self, context: jinja2.runtime.Context, obj: Any, /, *args: Any, **kwargs: Any) -> Any:
+        _charge()
+        _check_size_arguments((*args, *kwargs.values()))
+        if getattr(obj, "__name__", "") in ("format", "format_map"):
+            # The sandbox hands str.format over wrapped (its safe formatter): the string is the bound one's.
+            _check_format(getattr(getattr(obj, "__wrapped__", obj), "__self__", None))
+        return super().call(context, obj, *args, **kwargs)
+
+    def bounded_iter(self, iterable: Any) -> Iterator[Any]:
+        """``iterable``, one step charged per item (every ``for`` loop goes through it)."""
+        for item in iterable:
+            _charge()
+            yield item
+
+
+def _new_environment() -> _BoundedSandbox:
+    environment = _BoundedSandbox(
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=False,
+        auto_reload=False,
+    )
+    environment.globals.pop("lipsum", None)
+    environment.filters = {name: _bounded_filter(name, f) for name, f in environment.filters.items()}
+    return environment
+
+
+_ENV = _new_environment()
+
+
+def _bound_loops(ast: jinja2.nodes.Template) -> jinja2.nodes.Template:
+    """``ast`` with the iterable of every ``for`` loop passed through `_BoundedSandbox.bounded_iter`."""
+    for loop in ast.find_all(jinja2.nodes.For):
+        loop.iter = jinja2.nodes.Call(
+            jinja2.nodes.EnvironmentAttribute("bounded_iter"),
+            [loop.iter],
+            [],
+            None,
+            None,
+        )
+    return ast
 
 
 class PromptRenderError(ConfigError):
@@ -67,8 +195,13 @@ class PromptTemplate:
     def render(self, variables: Mapping[str, str]) -> str:
         """Render with ``variables``; raises PromptRenderError naming the origin."""
         assert self.compiled is not None
+        token = _STEPS.set([MAX_STEPS])
         try:
-            return self.compiled.render(variables)
+            return _join_bounded(self.compiled.generate(variables))
+        except TemplateWorkError as exc:
+            raise PromptRenderError(f"{self.origin}: {exc}") from None
+        except (MemoryError, OverflowError):
+            raise PromptRenderError(f"{self.origin}: {TOO_LARGE}") from None
         except jinja2.UndefinedError as exc:
             raise PromptRenderError(f"{self.origin}: {exc.message}") from None
         except jinja2.exceptions.SecurityError as exc:
@@ -79,6 +212,20 @@ class PromptTemplate:
             raise PromptRenderError(f"{self.origin}: {exc}") from None
         except Exception as exc:  # noqa: BLE001 - a filter raising on a value (e.g. int('x'))
             raise PromptRenderError(f"{self.origin}: {type(exc).__name__}: {exc}") from None
+        finally:
+            _STEPS.reset(token)
+
+
+def _join_bounded(pieces: Iterator[str]) -> str:
+    """The pieces of a rendering joined, stopping with TemplateWorkError past `MAX_SIZE` characters."""
+    kept: list[str] = []
+    size = 0
+    for piece in pieces:
+        size += len(piece)
+        if size > MAX_SIZE:
+            raise TemplateWorkError(TOO_LARGE)
+        kept.append(piece)
+    return "".join(kept)
 
 
 def compile_template(
@@ -95,10 +242,13 @@ def compile_template(
         ast = _ENV.parse(source)
         check_no_internals(ast, origin)
         used = frozenset(jinja2.meta.find_undeclared_variables(ast))
-        compiled = _ENV.from_string(source)
+        compiled = _ENV.from_string(_bound_loops(ast))
     except jinja2.TemplateSyntaxError as exc:
         raise ConfigError(f"{origin}: template syntax error at line {exc.lineno}: {exc.message}") from None
-    except (RecursionError, SyntaxError, MemoryError):
+    except (MemoryError, OverflowError):
+        # Jinja folds constant expressions when it compiles: 'x' * 2000000000 is built then.
+        raise ConfigError(f"{origin}: {TOO_LARGE}") from None
+    except (RecursionError, SyntaxError):
         # Jinja's parser and code generator recurse per nesting level, and Python's compiler
         # refuses the generated code past ~100 nested blocks (IndentationError).
         raise ConfigError(f"{origin}: {TOO_DEEP}") from None

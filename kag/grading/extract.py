@@ -5,58 +5,73 @@ as the answer only when it *is* the option key. Models that explain themselves
 ("The answer is B.") fail it even when right. Extraction reads the key a reader would
 read; the caller then grades the extracted key with the same rule.
 
-``letter`` (:func:`extract_letter`) works in tiers; the first tier that finds a key
-decides, and a tier that finds two different keys gives "not extracted" (None) rather than
-falling through to a weaker tier:
+``letter`` (:func:`extract_letter`) reads every mention of an option key, each in a
+window of a few words around it (so the time is linear in the reply's length):
 
-0. ``<think>…</think>`` blocks are removed first (reasoning is not the answer), as is a
-   ``<think>`` block left open (a truncated reasoning: everything from it to the end) and
-   everything up to a ``</think>`` whose opening tag was in the prompt.
+0. Reasoning blocks are removed first (:func:`strip_think`): ``<think>``, ``<thinking>``
+   and ``<reasoning>``, as the triplets parser removes them.
 1. **The whole reply is a key**, give or take markdown and punctuation around it:
    ``B``, ``(b)``, ``**B**``, ``b.``, ``"B"``, ``[B]``.
-2. **Answer markers**: a key right after ``answer``, ``option`` or ``choice`` (singular,
-   optionally "final/correct/best/right" before it) and a gap of spaces, ``: = - *``,
-   brackets, quotes and the verbs "is/was/would be/…": ``The answer is B.``,
-   ``Answer: (b)``, ``**Final answer:** C``, ``correct option is **B**``; a LaTeX
-   ``\boxed{B}``; or a key right before "is correct/right/the answer". Every marker in
-   the reply is read: they must all name the same key.
-3. **A leading key**: the reply starts with a key followed by ``)`` ``]`` ``.`` ``:``
-   ``,``, closing bold, a dash or a line end: ``B) because …``, ``(C) Vitamin C``,
-   ``Yes, the study shows …``.
-4. **The only standalone key**: every key in the reply standing as a word of its own;
-   extracted when they are all the same key (``I'd go with B here``), not extracted when
-   there are two different ones (``A or B``) or none.
+2. Otherwise each mention of a key as a whole word is read:
 
-In tiers 2 and 3 a key followed by another key through "or", "and", ",", "/" or "&"
-(``answer is A or B``, ``B/C``) is ambiguous: not extracted.
+   - **not a key** when it is part of a contraction, abbreviation or compound (``I'd``,
+     ``it's``, ``i.e.``, ``e.g.``, ``8 a.m.``, ``B-cell``), of a name (after ``vitamin``,
+     ``hepatitis``, ``type``, ``group``, ``class``, ``stage``, … ; before ``cells``,
+     ``wave``, ``antigen``, …; an upper-case letter, a dot and a lower-case word that
+     is not a common English word: ``E. coli``, ``C. difficile``), or the article ``a`` /
+     the pronoun ``I`` (see below);
+   - **rejected** when a negation comes right before it (``not``, ``isn't``, ``never``,
+     ``except``, ``rather than``, ``instead of``, ``rule out``, ``eliminate``,
+     ``none of``, ``over``, …) or a negative verdict right after it (``is incorrect``,
+     ``is wrong``, ``is not``, ``is unlikely``, ``can be ruled out``,
+     ``a (common) distractor``, ``: incorrect``, ``❌``); a rejection covers the keys
+     listed with it (``rule out A and B``, ``A, B and C are wrong``);
+   - **given as the answer** after an answer marker (``answer``, ``the correct/best
+     option|choice``, ``choose``/``pick``/``select``/``go with``/``opt for``/``lean
+     toward``, ``\boxed{``, with the verbs and markdown of ``the final answer would most
+     likely be: **B**`` between);
+   - **said to be right** before a positive verdict (``is correct``, ``is the answer``,
+     ``is most likely``, ``: correct``, ``✅``), after a conclusion
+     (``therefore``/``thus``/``hence``/``so``), or alone on its line (``**B**``);
+   - **mentioned** otherwise (``option B`` alone is a mention).
 
-The English article: when ``A`` is an option key, ``a``/``A`` followed by a space and a
-word is read as the article, not a key, when it is lower-case (``a patient``) or
-upper-case at the start of a sentence (``A patient with …``), unless that word never
-follows the article ("or", "and", "is", "because", …: ``A or B``, ``A is right``).
-After a marker (tier 2) upper-case ``A`` is always a key (``The answer is A because …``)
-and lower-case ``a`` before a word is the article (``the answer is a matter of …``);
-mid-sentence upper-case ``A`` is a key in tier 4 (``I choose A since …``). So a reply
-that starts with the article is still read by its clearer marker, and an article never
-makes a reply ambiguous.
+3. The key given as the answer, when every such mention gives the same one and it is not
+   rejected; none when they give different keys, or one is offered with another
+   (``the answer is A or B``, ``B/C``). With no key given as the answer, the keys said to
+   be right, read the same way.
+4. Else the key the reply starts with, followed by ``)`` ``]`` ``.`` ``:`` ``,``, bold, a
+   dash or a line end (``B) because …``, ``Option C - …``); none when another key is
+   listed with it (``B, C and D are false``).
+5. Else the only key mentioned and not rejected (``I'd go with B here``, ``A is wrong;
+   so C.``); none when there are two (``A or B``) or none.
+
+The article and the pronoun: when ``A`` is a key, ``a``/``A`` followed by a space and a
+word (or ``A 45-year-old``) is the article when lower-case, or upper-case at the start of
+a sentence (``A patient with …``), unless that word never follows the article ("or",
+"and", "is", "because", …: ``A or B``, ``A is right``); after an answer marker an
+upper-case ``A`` is a key (``The answer is A because …``). When ``I`` is a key, ``I``
+before a lower-case word is the pronoun (``I think``), except after a marker.
 
 Keys compare under the grading rule (ASCII case-insensitive only, so ``É`` is not ``é``)
 and may be words (``yes``/``no``/``maybe``); a key is found only as a whole word (not
-followed or preceded by a letter or digit: ``B12`` holds no key ``B``). The key returned
-is spelled as in the dataset.
+followed or preceded by a letter or digit: ``B12`` holds no key ``B``). Option texts are
+not read: ``Vitamin C`` alone names no key. The key returned is spelled as in the
+dataset.
 
 Sources: lm-evaluation-harness' ``MultiChoiceRegexFilter``
 (``lm_eval/filters/extraction.py``) falls back from a task pattern to the option keys
 after a colon (``:\s*([A-D])``), the origin of the "Answer: (b)" marker here; inspect_ai's
-``ANSWER_PATTERN_LETTER`` (``inspect_ai/_util/pattern.py``,
-``(?i)ANSWER\s*:\s*([A-Za-z])(?:[^\w]|\n|$)``) requires the key to end at a non-word
-character, the whole-word rule here. The tiering, the think-block removal, the
-ambiguity rule and the article rule are kag's.
+``ANSWER_PATTERN_LETTER`` (``inspect_ai/_util/pattern.py``) and ``parse_answers``
+(``solver/_multiple_choice.py``) require the key to end at a non-word character, the
+whole-word rule here (inspect_ai takes the last ``ANSWER:`` line; kag gives none when two
+answers disagree). The windowed reading, negations, names and the ambiguity rule are kag's.
 
 ``regex:PATTERN`` (:func:`extract_regex`): the first capture group of the first match, or
 the whole match when the pattern has no group; Python ``regex`` syntax; each search is
-limited to :data:`REGEX_TIMEOUT_S` seconds. :meth:`ExtractSpec.extract` removes the
-reasoning blocks (tier 0) before either kind.
+limited to :data:`REGEX_TIMEOUT_S` seconds. A pattern that recurses (``(?R)``, ``(?1)``,
+``(?&name)``) or asks for more than :data:`MAX_REPEAT` counted repetitions in all
+(``(?:a{1000000}){1000000}``) is refused before it is compiled: the engine would exhaust
+memory. :meth:`ExtractSpec.extract` removes the reasoning blocks (step 0) before either kind.
 """
 
 from __future__ import annotations
@@ -69,180 +84,64 @@ from functools import lru_cache
 import regex
 
 from kag.errors import UsageError
-from kag.textsafe import ascii_fold
+from kag.grading.letter import read_letter
 
 #: Seconds one regex search may take on one response before extraction stops with an error.
 REGEX_TIMEOUT_S = 1.0
 
-_THINK_BLOCK = regex.compile(r"(?is)<think\b[^>]*>.*?</think\s*>")
-_THINK_CLOSE = regex.compile(r"(?is)\A.*</think\s*>")  # its opening tag was in the prompt
-_THINK_OPEN = regex.compile(r"(?is)<think\b[^>]*>.*\Z")  # a reasoning cut off before its end
+# ---------------------------------------------------------------- reasoning blocks
 
-# Markdown and punctuation a reader looks through around a key.
-_OPEN = r"[\s*_\"'`(\[{]"
-_CLOSE = r"[\s*_\"'`)\]}.:!,;]"
-_END = r"(?![\p{L}\p{N}])"
-_START = r"(?<![\p{L}\p{N}])"
-_VERBS = r"(?:is|was|would|will|should|must|be|therefore|thus|probably|likely|clearly|definitely)"
-_MARKER = (
-    r"(?:\b(?:(?:final|correct|best|right)[^\S\n]+)?(?:answer|option|choice)(?![\p{L}\p{N}])"
-    rf"(?:[\s:=\-–—*_\"'`(\[{{]|\b{_VERBS}\b)*"
-    r"|\\boxed\{(?:\\text(?:bf)?\{)?)"
-)
-_AFTER_KEY_MARKER = (
-    r"[^\S\n]*[)\]}.:*_]*[^\S\n]+(?:is|was)[^\S\n]+(?:the[^\S\n]+)?(?:correct|right|best|answer)\b"
-)
-_ALTERNATIVE = r"[^\S\n]*(?:,|/|&|\bor\b|\band\b)[^\S\n]*[*_\"'`(\[{]*(?:option[^\S\n]+)?"
-_ARTICLE_FOLLOWS = regex.compile(r"[^\S\n]+(\p{L}+)")
-# Words that never follow the article "a": before them an "A" is a key ("A or B", "A is right").
-_NOT_AFTER_ARTICLE = frozenset(
-    {
-        "or",
-        "and",
-        "nor",
-        "but",
-        "is",
-        "was",
-        "seems",
-        "would",
-        "could",
-        "should",
-        "must",
-        "because",
-        "since",
-        "as",
-        "so",
-        "then",
-        "vs",
-        "versus",
-        "if",
-    }
-)
-_DECORATION = frozenset(" \t\r\x0b\x0c*_\"'`([{")
-_SENTENCE_END = frozenset(".!?:;\n")
-
-
-def _ascii_insensitive(key: str) -> str:
-    # (?i) would also fold non-ASCII letters ("É" ~ "é"), which the grading rule does not.
-    return "".join(
-        f"[{c.lower()}{c.upper()}]" if c.isascii() and c.isalpha() else regex.escape(c) for c in key
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class _KeyPatterns:
-    spelled: dict[str, str]  # folded key -> key as in the dataset
-    key: regex.Pattern[str]
-    whole: regex.Pattern[str]
-    marker: regex.Pattern[str]
-    leading: regex.Pattern[str]
-    alternative: regex.Pattern[str]
-
-
-@lru_cache(maxsize=256)
-def _patterns(keys: tuple[str, ...]) -> _KeyPatterns | None:
-    spelled: dict[str, str] = {}
-    for key in keys:
-        if key.strip():
-            spelled.setdefault(ascii_fold(key), key)
-    if not spelled:
-        return None
-    # Longest first, so that a key is never read as a shorter key it starts with.
-    alternatives = "|".join(_ascii_insensitive(k) for k in sorted(spelled, key=len, reverse=True))
-    key = rf"{_START}(?P<key>{alternatives}){_END}"
-    return _KeyPatterns(
-        spelled=spelled,
-        key=regex.compile(key),
-        whole=regex.compile(rf"{_OPEN}*(?P<key>{alternatives}){_CLOSE}*"),
-        marker=regex.compile(
-            rf"(?i:{_MARKER})(?:(?i:option|choice)[^\S\n]+)?{key}|{key}(?={_AFTER_KEY_MARKER})"
-        ),
-        leading=regex.compile(
-            rf"{_OPEN}*(?:(?i:option|choice)[^\S\n]+)?{key}(?:[)\]}}.:,]|\*\*|__|[^\S\n]*[-–—\n]|\Z)"
-        ),
-        alternative=regex.compile(rf"{_ALTERNATIVE}{key}"),
-    )
+_REASONING_OPEN = regex.compile(r"(?i)<(think|thinking|reasoning)\b[^<>]*>")
+_REASONING_CLOSE = {name: regex.compile(rf"(?i)</{name}\s*>") for name in ("think", "thinking", "reasoning")}
+_ANY_REASONING_CLOSE = regex.compile(r"(?i)</(?:think|thinking|reasoning)\s*>")
 
 
 def strip_think(response: str) -> str:
-    """``response`` without its reasoning blocks (see tier 0 in the module docstring)."""
-    if "think" not in response.casefold():
+    """``response`` without its reasoning blocks, each replaced by a space.
+
+    The blocks are ``<think>…</think>``, ``<thinking>…</thinking>`` and
+    ``<reasoning>…</reasoning>`` (tag names in any case, attributes allowed in the opening
+    tag), as in the triplets parser. An opening tag pairs with the nearest closing tag of
+    its name after it; what remains is then cut after the last closing tag (its opening tag
+    was in the prompt) and before the first opening tag (a reasoning cut off before its
+    end). Time is linear in the length: an opening tag that finds no closing tag marks its
+    name as unclosed, and later opening tags of that name are not searched from again.
+    """
+    if _REASONING_OPEN.search(response) is None and _ANY_REASONING_CLOSE.search(response) is None:
         return response
-    text = _THINK_BLOCK.sub(" ", response)
-    text = _THINK_CLOSE.sub(" ", text)
-    return _THINK_OPEN.sub(" ", text)
-
-
-def _is_article(text: str, match: regex.Match[str], in_marker: bool) -> bool:
-    word = match.group("key")
-    if word not in ("a", "A"):
-        return False
-    follows = _ARTICLE_FOLLOWS.match(text, match.end("key"))
-    if follows is None or follows.group(1).casefold() in _NOT_AFTER_ARTICLE:
-        return False
-    if word == "a":
-        return True
-    return not in_marker and _starts_sentence(text, match.start("key"))
-
-
-def _starts_sentence(text: str, position: int) -> bool:
-    # Walks back over spaces and markdown only: a bounded look, however long the reply.
-    while position > 0 and text[position - 1] in _DECORATION:
-        position -= 1
-    return position == 0 or text[position - 1] in _SENTENCE_END
-
-
-def _ambiguous(text: str, match: regex.Match[str], patterns: _KeyPatterns) -> bool:
-    """Whether the key of ``match`` is offered together with a different one ("A or B")."""
-    other = patterns.alternative.match(text, match.end("key"))
-    if other is None or _is_article(text, other, in_marker=False):
-        return False
-    return ascii_fold(other.group("key")) != ascii_fold(match.group("key"))
-
-
-def _single(keys: set[str], patterns: _KeyPatterns) -> str | None:
-    return patterns.spelled[keys.pop()] if len(keys) == 1 else None
+    pieces: list[str] = []
+    kept = position = 0
+    unclosed: set[str] = set()
+    while (opened := _REASONING_OPEN.search(response, position)) is not None:
+        name = opened.group(1).lower()
+        closed = None if name in unclosed else _REASONING_CLOSE[name].search(response, opened.end())
+        if closed is None:
+            unclosed.add(name)
+            position = opened.start() + 1
+            continue
+        pieces += (response[kept : opened.start()], " ")
+        kept = position = closed.end()
+    pieces.append(response[kept:])
+    text = "".join(pieces)
+    last_close = None
+    for last_close in _ANY_REASONING_CLOSE.finditer(text):
+        pass
+    if last_close is not None:
+        text = " " + text[last_close.end() :]
+    opened = _REASONING_OPEN.search(text)
+    if opened is not None:
+        text = text[: opened.start()] + " "
+    return text
 
 
 def extract_letter(response: str, option_keys: Collection[str]) -> str | None:
     """The option key a reader takes from ``response``, as spelled in ``option_keys``; None if none.
 
-    See the module docstring for the tiers and their precedence, the ambiguity rule and
-    the article rule. Empty keys are ignored; no keys means nothing is extracted.
+    See the module docstring for the rule: reasoning blocks removed (`strip_think`), then
+    :func:`kag.grading.letter.read_letter`. Empty keys are ignored; no keys means nothing
+    is extracted. Time is linear in the length of ``response``.
     """
-    patterns = _patterns(tuple(option_keys))
-    if patterns is None:
-        return None
-    text = strip_think(response)
-
-    whole = patterns.whole.fullmatch(text)
-    if whole is not None:
-        return patterns.spelled[ascii_fold(whole.group("key"))]
-
-    found: set[str] = set()
-    for match in patterns.marker.finditer(text):
-        if _is_article(text, match, in_marker=True):
-            continue
-        if _ambiguous(text, match, patterns):
-            return None
-        found.add(ascii_fold(match.group("key")))
-    if found:
-        return _single(found, patterns)
-
-    leading = patterns.leading.match(text)
-    if leading is not None and not _is_article(text, leading, in_marker=False):
-        return (
-            None
-            if _ambiguous(text, leading, patterns)
-            else patterns.spelled[ascii_fold(leading.group("key"))]
-        )
-
-    found = {
-        ascii_fold(match.group("key"))
-        for match in patterns.key.finditer(text)
-        if not _is_article(text, match, in_marker=False)
-    }
-    return _single(found, patterns)
+    return read_letter(strip_think(response), option_keys)
 
 
 @lru_cache(maxsize=64)
@@ -250,10 +149,72 @@ def compile_pattern(source: str) -> regex.Pattern[str]:
     """Compile a ``regex:`` pattern; UsageError naming ``--extract`` when it is empty or invalid."""
     if not source:
         raise UsageError("--extract regex:PATTERN: the pattern is empty")
+    problem = _unbounded_construct(source)
+    if problem is not None:
+        raise UsageError(f"--extract regex:{source}: {problem}")
     try:
         return regex.compile(source)
     except regex.error as exc:
         raise UsageError(f"--extract regex:{source}: invalid pattern: {exc}") from None
+    except (MemoryError, RecursionError, OverflowError):
+        raise UsageError(f"--extract regex:{source}: the pattern is too large to compile") from None
+
+
+#: The most repetitions a ``regex:`` pattern may ask for, counted over nested repeats:
+#: ``(?:a{1000}){100}`` asks for 100,000. The engine unrolls counted repeats when it
+#: compiles, so ``(?:a{1000000}){1000000}`` would need terabytes.
+MAX_REPEAT = 100_000
+
+_RECURSION = regex.compile(r"\(\?(?:R|[+-]?\d|&|P>)")
+_COUNTED = regex.compile(r"\{(\d+)?(?:,(\d*))?\}")
+
+
+def _unbounded_construct(source: str) -> str | None:
+    """Why ``source`` would exhaust memory (recursion, counted repeats past `MAX_REPEAT`), or None.
+
+    One pass over the pattern's text that knows escapes, character classes and groups:
+    enough to find every recursion and to weigh every counted repeat by the repeats it
+    holds (a character weighs 1, ``X{n}`` weighs n times X, a group its heaviest part).
+    """
+    frames: list[int] = [1]  # the heaviest part of each open group, outermost first
+    last = 1  # the weight of the last atom (character, class or group)
+    index, size = 0, len(source)
+    while index < size:
+        char = source[index]
+        if char == "\\":
+            index, last = index + 2, 1
+        elif char == "[":
+            index, last = _class_end(source, index), 1
+        elif char == "(":
+            if _RECURSION.match(source, index):
+                return "recursive patterns ((?R), (?1), (?&name)) are not supported"
+            frames.append(1)
+            index += 1
+        elif char == ")" and len(frames) > 1:
+            last = frames.pop()
+            index += 1
+        elif char == "{" and (counted := _COUNTED.match(source, index)) is not None:
+            low, high = counted.group(1), counted.group(2)
+            last *= max(int(high or low or "0"), 1)
+            if last > MAX_REPEAT:
+                return f"counted repeats may ask for at most {MAX_REPEAT:,} repetitions in all"
+            index = counted.end()
+        else:
+            index, last = index + 1, 1
+        frames[-1] = max(frames[-1], last)
+    return None
+
+
+def _class_end(source: str, index: int) -> int:
+    """Where the character class opening at ``index`` ends (past its ``]``)."""
+    index += 1
+    if source[index : index + 1] == "^":
+        index += 1
+    if source[index : index + 1] == "]":  # a "]" first is a member
+        index += 1
+    while index < len(source) and source[index] != "]":
+        index += 2 if source[index] == "\\" else 1
+    return index + 1
 
 
 def extract_regex(

@@ -190,7 +190,7 @@ def render_judge_prompt(prompt: JudgePrompt, item: JudgeItem) -> str:
 
 def parse_verdict(reply: str) -> Verdict:
     """The first whole word ``CORRECT`` or ``INCORRECT`` of ``reply`` once its
-    ``<think>…</think>`` reasoning is removed; UNUSABLE when there is none.
+    reasoning blocks are removed (`strip_think`); UNUSABLE when there is none.
 
     Case-sensitive ("Correct" is not a verdict); a word is delimited by anything but an
     ASCII letter, digit or underscore, so "**CORRECT**" and "CORRECT." count, "INCORRECT"

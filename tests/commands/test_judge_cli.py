@@ -320,3 +320,22 @@ def test_a_setup_without_one_usable_verdict_is_named(project: Path, server: Fake
     server.state.replies = dict(REPLIES)
     again = judge("--format", "json")
     assert again.exit_code == 0 and "usable verdict" not in again.stderr
+
+
+@pytest.mark.parametrize(
+    ("prompt", "message"),
+    [
+        ("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", "steps"),
+        ("{{ 'x' * 2000000000 }}", "too large to hold"),
+        ("{{ lipsum(1000000) }}", "undefined template variable 'lipsum'"),
+    ],
+)
+def test_a_prompt_that_only_computes_is_stopped_before_any_request(
+    project: Path, server: FakeServer, prompt: str, message: str
+) -> None:
+    (project / "work.md").write_text(prompt + "{{ QUESTION }}{{ RESPONSE }}{{ REFERENCE }}")
+    result = judge("--prompt", "work.md")
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.startswith("kag: error: work.md: ") and message in result.stderr
+    assert result.stderr.count("\n") == 1
+    assert server.chat_requests() == []

@@ -221,6 +221,8 @@ def test_fail_under_on_the_extracted_grade(tree: list[str]):
         (["--grade", "loose", "--extract", "letter"], "--grade loose: expected strict or extracted"),
         (["--extract", "word"], "--extract: expected 'letter' or 'regex:PATTERN'"),
         (["--extract", "regex:("], "--extract regex:(: invalid pattern"),
+        (["--extract", "regex:(?:a{1000000}){1000000}"], "at most 100,000 repetitions"),
+        (["--extract", "regex:((?R)|a)"], "recursive patterns"),
     ],
 )
 def test_bad_extract_and_grade_are_usage_errors(tree: list[str], args: list[str], message: str):

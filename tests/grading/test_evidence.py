@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import orjson
@@ -99,3 +100,24 @@ def test_found_equals_the_plain_normalized_search(names: list[str], text: str) -
     """The fast text normalization finds exactly what the triplet grader's own functions find."""
     expected = tuple(contains_words(normalize_prompt(text), normalize_title(name)) for name in names)
     assert evidence_found(names, text) == expected
+
+
+def test_a_long_name_against_a_long_text_is_searched_a_bounded_number_of_times() -> None:
+    # A 15 kB name that occurs at every offset of a 30 kB text, never as whole words: one
+    # search from each occurrence used to cost a pass over the text per offset.
+    name, text = "a" * 15_000, "a" * 30_000
+    finds = 0
+
+    def profile(frame: object, event: str, arg: object) -> None:
+        nonlocal finds
+        if event == "c_call" and getattr(arg, "__name__", "") == "find":
+            finds += 1
+
+    sys.setprofile(profile)
+    try:
+        found = evidence_found([name], text)
+    finally:
+        sys.setprofile(None)
+    assert found == (False,)
+    assert finds <= 20
+    assert evidence_found([name], text + " " + name) == (True,)

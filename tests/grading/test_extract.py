@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -25,11 +28,63 @@ from kag.grading.mcq import is_correct
 from tests.conftest import TEST_DATA
 
 CASES = json.loads((TEST_DATA / "extract" / "letter_cases.json").read_text("utf-8"))["cases"]
+# Replies in the styles models write, each with the key a reader takes from it (null: none).
+REPLIES = [
+    json.loads(line) for line in (TEST_DATA / "extract" / "replies.jsonl").read_text("utf-8").splitlines()
+]
 
 
 @pytest.mark.parametrize(("response", "keys", "expected", "why"), CASES, ids=[case[3] for case in CASES])
 def test_letter_table(response: str, keys: list[str], expected: str | None, why: str) -> None:
     assert extract_letter(response, keys) == expected
+
+
+@pytest.mark.parametrize("case", REPLIES, ids=[f"{n}-{case['style']}" for n, case in enumerate(REPLIES)])
+def test_letter_replies(case: dict[str, Any]) -> None:
+    assert extract_letter(case["reply"], case["keys"]) == case["expected"], case["reply"]
+
+
+def test_letter_corpus_is_large_and_varied() -> None:
+    assert len(REPLIES) >= 300
+    assert sum(case["expected"] is None for case in REPLIES) >= 60
+    assert len({case["style"] for case in REPLIES}) >= 15
+
+
+def _calls(function: Callable[[], object]) -> int:
+    """How many Python and C functions ``function`` calls: an operation count, not a time."""
+    count = 0
+
+    def profile(frame: object, event: str, arg: object) -> None:
+        nonlocal count
+        if event in ("call", "c_call"):
+            count += 1
+
+    sys.setprofile(profile)
+    try:
+        function()
+    finally:
+        sys.setprofile(None)
+    return count
+
+
+@pytest.mark.parametrize(
+    "unit",
+    ["B ", "The answer is B. ", "A or B, ", "not C; ", "<think>B ", "vitamin C i.e. ", "b" + " " * 99],
+)
+def test_letter_work_grows_linearly(unit: str) -> None:
+    small, large = unit * 200, unit * 2000
+    keys = ["A", "B", "C", "D"]
+    assert (
+        _calls(lambda: extract_letter(large, keys)) <= 12 * _calls(lambda: extract_letter(small, keys)) + 100
+    )
+
+
+def test_letter_reads_a_bounded_window() -> None:
+    # Whatever lies beyond the window around a key does not change how it is read.
+    filler = "x " * 5000
+    assert extract_letter("B" + " " * 60_000 + "x", ["A", "B"]) == "B"
+    assert extract_letter(filler + "The answer is not B." + filler + "C", ["A", "B", "C"]) == "C"
+    assert extract_letter("I pick A" + " " * 100 + "; option B is a distractor.", ["A", "B"]) == "A"
 
 
 def test_real_replies_extract_to_their_strict_grade(med_kag: Path) -> None:
@@ -55,6 +110,33 @@ def test_strip_think() -> None:
     assert strip_think("<think>unfinished").strip() == ""
     assert strip_think("reasoning</think>C").strip() == "C"
     assert strip_think("no tags") == "no tags"
+
+
+@pytest.mark.parametrize(
+    ("reply", "kept"),
+    [
+        ("<thinking>A?</thinking>B", "B"),  # as the triplets parser removes them
+        ("<reasoning>A?</reasoning> B", "B"),
+        ("<Thinking>A</Thinking><think>C</think>D", "D"),
+        ('<think type="x">A</think>B', "B"),  # attributes in the opening tag
+        ("<thinking>A</think>B", "B"),  # a closing tag of another name: its opening was in the prompt
+        ("<think>a <think>b</think> c", "c"),  # nearest closing tag
+        ("x</thinking>y</think>z", "z"),  # after the last closing tag
+        ("B<reasoning>A?", "B"),  # cut off before its end
+        ("<think" * 5 + "B", "<think<think<think<think<thinkB"),  # not a tag
+        ("<think>" * 3 + "B", ""),
+    ],
+)
+def test_strip_think_reasoning_blocks(reply: str, kept: str) -> None:
+    assert strip_think(reply).strip() == kept
+
+
+@pytest.mark.parametrize(
+    "unit", ["<think", "<think>", "</think>", "<thinking><reasoning>x", "<think>a</think>"]
+)
+def test_strip_think_work_grows_linearly(unit: str) -> None:
+    small, large = unit * 500, unit * 5000
+    assert _calls(lambda: strip_think(large)) <= 12 * _calls(lambda: strip_think(small)) + 100
 
 
 def test_keys_as_spelled_in_the_dataset() -> None:
@@ -153,8 +235,29 @@ def test_parse_regex() -> None:
         ("regex:", r"--extract regex:PATTERN: the pattern is empty"),
         ("regex:(a", r"--extract regex:\(a: invalid pattern: missing \) at position 2"),
         ("regex:[z-a]", r"--extract regex:\[z-a\]: invalid pattern: bad character range"),
+        # patterns whose compilation or search would exhaust memory are refused before either
+        (
+            "regex:(?:a{1000000}){1000000}",
+            r": counted repeats may ask for at most 100,000 repetitions in all$",
+        ),
+        ("regex:a{4294967294}", r"at most 100,000 repetitions"),
+        ("regex:(?:(?:a{100}){100}){11}", r"at most 100,000 repetitions"),
+        ("regex:(x|(?:a{1000}){101})", r"at most 100,000 repetitions"),
+        ("regex:((?R)|a)", r"--extract regex:\(\(\?R\)\|a\): recursive patterns"),
+        ("regex:(a(?1)?)", r"recursive patterns"),
+        ("regex:(?P<x>a(?&x)?)", r"recursive patterns"),
+        ("regex:(?P<x>a(?P>x)?)", r"recursive patterns"),
     ],
 )
 def test_parse_errors_name_the_option(value: str, message: str) -> None:
     with pytest.raises(UsageError, match=message):
         parse_extract_spec(value)
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [r"(?:a{100}){1000}", r"a{100000}", r"[{]{5}", r"\{1000000\}", r"[a{]1000000}", r"a{,5}", r"x{}",
+     r"(?:[^)]{300}){300}", r"(?i-s:x){3}", r"\(?R\)", r"[(?R)]"],
+)  # fmt: skip
+def test_bounded_patterns_compile(pattern: str) -> None:
+    assert parse_extract_spec(f"regex:{pattern}").pattern is not None

@@ -50,6 +50,9 @@ C, I, U = Verdict.CORRECT, Verdict.INCORRECT, Verdict.UNUSABLE
         ("NOT CORRECT", C),  # ... even after a negation: the prompt asks for one word
         ("<think>Is it CORRECT? No.</think>\nINCORRECT", I),  # reasoning is not the verdict
         ("<think>INCORRECT or CORRECT, let me think", U),  # reasoning cut off: no verdict
+        ("<thinking>CORRECT?</thinking> INCORRECT", I),  # thinking and reasoning blocks too
+        ("<reasoning>CORRECT</reasoning>", U),
+        ("<think" * 20_000 + " CORRECT", C),  # not tags (read in linear time)
         ("Correct", U),  # case-sensitive
         ("correct", U),
         ("CORRECTLY answered", U),  # not a whole word

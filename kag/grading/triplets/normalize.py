@@ -19,6 +19,7 @@ and for `normalize_title` unless what is left still ends with a suffix.
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Iterator
 
 import regex
 
@@ -95,17 +96,53 @@ def relation_key(normalized_relation: str) -> str:
 def contains_words(haystack: str, needle: str) -> bool:
     """Whether ``needle`` occurs in ``haystack`` bounded by non-alphanumerics or the ends.
 
-    Both are expected normalized. An empty needle never occurs.
+    Both are expected normalized. An empty needle never occurs. Time is linear in the two
+    lengths: after a few occurrences that are not bounded (``"aa"`` in ``"aaaa"``), the rest
+    are found by one Knuth-Morris-Pratt pass instead of a search from each.
     """
     if not needle:
         return False
     size = len(needle)
-    start = haystack.find(needle)
-    while start != -1:
+
+    def bounded(start: int) -> bool:
         end = start + size
-        if (start == 0 or not haystack[start - 1].isalnum()) and (
+        return (start == 0 or not haystack[start - 1].isalnum()) and (
             end == len(haystack) or not haystack[end].isalnum()
-        ):
+        )
+
+    start = haystack.find(needle)
+    for _ in range(_FIND_TRIES):
+        if start == -1:
+            return False
+        if bounded(start):
             return True
         start = haystack.find(needle, start + 1)
-    return False
+    return start != -1 and any(bounded(found) for found in _iter_occurrences(haystack, needle, start))
+
+
+# Searches from each unbounded occurrence before the linear pass takes over: each costs up to
+# one pass over the haystack, and a real text rarely holds a name glued to a word this often.
+_FIND_TRIES = 16
+
+
+def _iter_occurrences(haystack: str, needle: str, start: int) -> Iterator[int]:
+    """The start of every occurrence of ``needle`` in ``haystack`` at or after ``start`` (KMP)."""
+    size = len(needle)
+    failure = [0] * size
+    matched = 0
+    for index in range(1, size):
+        while matched and needle[index] != needle[matched]:
+            matched = failure[matched - 1]
+        if needle[index] == needle[matched]:
+            matched += 1
+        failure[index] = matched
+    matched = 0
+    for index in range(start, len(haystack)):
+        char = haystack[index]
+        while matched and char != needle[matched]:
+            matched = failure[matched - 1]
+        if char == needle[matched]:
+            matched += 1
+            if matched == size:
+                yield index - size + 1
+                matched = failure[matched - 1]

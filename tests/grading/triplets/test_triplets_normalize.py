@@ -85,3 +85,32 @@ def test_title_idempotent_on_arbitrary_text(value: str) -> None:
     once = normalize_title(value)
     assume(not ends_with_legal_suffix(once))
     assert normalize_title(once) == once
+
+
+def _bounded_occurrence(haystack: str, needle: str) -> bool:
+    size = len(needle)
+    return bool(needle) and any(
+        haystack.startswith(needle, start)
+        and (start == 0 or not haystack[start - 1].isalnum())
+        and (start + size == len(haystack) or not haystack[start + size].isalnum())
+        for start in range(len(haystack))
+    )
+
+
+@given(st.text(alphabet="ab é", max_size=80), st.text(alphabet="ab é", max_size=6))
+def test_contains_words_equals_a_search_from_every_position(haystack: str, needle: str) -> None:
+    # Periodic needles over a small alphabet reach the linear pass after the first searches.
+    assert contains_words(haystack, needle) is _bounded_occurrence(haystack, needle)
+
+
+@pytest.mark.parametrize(
+    ("haystack", "needle", "expected"),
+    [
+        ("a" * 1000, "a" * 500, False),  # 501 occurrences, none bounded
+        ("a" * 1000 + " " + "a" * 500, "a" * 500, True),  # the last one is
+        ("ab" * 100 + " ab", "ab", True),
+        ("aba" * 50, "aba", False),
+    ],
+)
+def test_contains_words_after_many_unbounded_occurrences(haystack: str, needle: str, expected: bool) -> None:
+    assert contains_words(haystack, needle) is expected
