@@ -152,7 +152,7 @@ def completion(
 
 
 def _register() -> None:
-    from kag.commands import benchmark, compare, find, graph, irt2, judge, stats, triplets
+    from kag.commands import benchmark, compare, find, graph, irt2, judge, stats, triplets, view
 
     stats_app = stats.register(app)
     find.register(stats_app)
@@ -162,6 +162,7 @@ def _register() -> None:
     graph.register(app)
     triplets.register(app)
     irt2.register(app)
+    view.register(app)
     app.command("completion", cls=KagCommand, epilog=COMPLETION_EXAMPLES)(completion)
 
 

@@ -1,0 +1,135 @@
+"""The retrieved context of a result file as triplets and as a laid-out graph.
+
+The retrieval text kag and the Rust tool write holds one statement a line,
+``(A)-[:REL]->(B)`` for a relationship and ``(A)-[key]->("value")`` for a property of A.
+Lines of another shape are kept as they are (the table shows them) and not drawn.
+The layout is a deterministic spring layout of at most :data:`MAX_NODES` nodes.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from kag.grading.triplets.normalize import contains_words, normalize_prompt
+
+MAX_LINES = 5000
+MAX_NODES = 120
+_LINE = re.compile(r"\((?P<a>[^()]{0,200})\)-\[(?P<rel>[^\]]{0,200})\]->\((?P<b>.{0,2000})\)")
+
+
+@dataclass(frozen=True)
+class Triplet:
+    subject: str
+    relation: str
+    object: str
+    property: bool  # a property line: ``object`` is the value
+
+
+@dataclass(frozen=True)
+class Node:
+    id: str
+    label: str
+    x: float
+    y: float
+    evidence: bool
+
+
+@dataclass(frozen=True)
+class Graph:
+    triplets: tuple[Triplet, ...]
+    other_lines: int
+    nodes: tuple[Node, ...]
+    edges: tuple[tuple[int, int, str], ...]
+    truncated: bool
+
+
+def parse_triplets(text: str) -> tuple[list[Triplet], int]:
+    """The triplets of a retrieval text (at most MAX_LINES lines read) and the count of other lines."""
+    out, other = [], 0
+    for line in text.splitlines()[:MAX_LINES]:
+        line = line.strip()
+        if not line:
+            continue
+        m = _LINE.fullmatch(line)
+        if m is None:
+            other += 1
+            continue
+        rel, b = m["rel"], m["b"]
+        prop = not rel.startswith(":") and b.startswith('"') and b.endswith('"') and len(b) >= 2
+        out.append(Triplet(m["a"], rel.lstrip(":").strip(), b[1:-1] if prop else b, prop))
+    return out, other
+
+
+def build_graph(text: str, evidence: tuple[str, ...] | list[str] = ()) -> Graph:
+    triplets, other = parse_triplets(text)
+    names: dict[str, str] = {}
+    for t in triplets:
+        if t.property and t.relation in {"name", "title", "label"} and t.subject not in names:
+            names[t.subject] = t.object
+    order: dict[str, int] = {}
+    edges: list[tuple[int, int, str]] = []
+    truncated = False
+    for t in triplets:
+        if t.property:
+            continue
+        for n in (t.subject, t.object):
+            if n not in order:
+                if len(order) >= MAX_NODES:
+                    truncated = True
+                    break
+                order[n] = len(order)
+        if t.subject in order and t.object in order:
+            edges.append((order[t.subject], order[t.object], t.relation))
+    ids = list(order)
+    wanted = [normalize_prompt(e) for e in evidence]
+    positions = _layout(len(ids), [(a, b) for a, b, _ in edges])
+    nodes = []
+    for i, node_id in enumerate(ids):
+        label = names.get(node_id, node_id)
+        text_norm = normalize_prompt(label)
+        hit = any(w and contains_words(text_norm, w) for w in wanted)
+        nodes.append(Node(node_id, label, positions[i][0], positions[i][1], hit))
+    return Graph(tuple(triplets), other, tuple(nodes), tuple(edges), truncated)
+
+
+def _layout(n: int, edges: list[tuple[int, int]], iterations: int = 60) -> list[tuple[float, float]]:
+    """Fruchterman-Reingold in the unit square from a circle (deterministic), scaled to 0..1."""
+    if n == 0:
+        return []
+    pos = [[0.5 + 0.45 * math.cos(2 * math.pi * i / n), 0.5 + 0.45 * math.sin(2 * math.pi * i / n)] for i in range(n)]
+    k = math.sqrt(1.0 / n)
+    temp = 0.1
+    for _ in range(iterations):
+        disp = [[0.0, 0.0] for _ in range(n)]
+        for i in range(n):
+            xi, yi = pos[i]
+            for j in range(i + 1, n):
+                dx, dy = xi - pos[j][0], yi - pos[j][1]
+                d2 = dx * dx + dy * dy or 1e-9
+                f = k * k / d2
+                disp[i][0] += dx * f
+                disp[i][1] += dy * f
+                disp[j][0] -= dx * f
+                disp[j][1] -= dy * f
+        for a, b in edges:
+            if a == b:
+                continue
+            dx, dy = pos[a][0] - pos[b][0], pos[a][1] - pos[b][1]
+            d = math.sqrt(dx * dx + dy * dy) or 1e-9
+            f = d / k
+            disp[a][0] -= dx * f
+            disp[a][1] -= dy * f
+            disp[b][0] += dx * f
+            disp[b][1] += dy * f
+        for i in range(n):
+            dx, dy = disp[i]
+            d = math.sqrt(dx * dx + dy * dy) or 1e-9
+            step = min(d, temp)
+            pos[i][0] += dx / d * step
+            pos[i][1] += dy / d * step
+        temp *= 0.95
+    xs, ys = [p[0] for p in pos], [p[1] for p in pos]
+    w, h = (max(xs) - min(xs)) or 1.0, (max(ys) - min(ys)) or 1.0
+    return [((p[0] - min(xs)) / w, (p[1] - min(ys)) / h) for p in pos]
