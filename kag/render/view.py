@@ -51,7 +51,7 @@ def overview(view: View, baseline: str | None) -> dict[str, Any]:
     return {
         "stats": summary_to_json(summary),
         "compare": comparison_run_to_json(run) if run is not None else None,
-        "small_samples": [{"setup": s.setup, "dataset": s.dataset, "files": s.total} for s in small_samples(summary)],
+        "small_samples": [{"setup": s.setup, "files": s.total} for s in small_samples(summary)],
         "unreadable": [{"path": u.path, "reason": u.reason} for u in view.snapshot.run.unreadable[:100]],
     }
 

@@ -20,14 +20,15 @@ from pathlib import Path
 from kag.datasets import Datasets
 from kag.errors import InputError
 from kag.grading.mcq.extracted import compile_spec, extracted_outcome
-from kag.grading.mcq.rule import DEFAULT_ABSTENTION, AnswerKey, compile_abstention, grade_fields
+from kag.grading.evidence import evidence_record
+from kag.grading.mcq.rule import DEFAULT_ABSTENTION, AnswerKey, Outcome, compile_abstention, grade_fields
 from kag.grading.open_grading import grade_open_response
 from kag.results.codec import parse_grading_fields
 from kag.results.io import read_result_bytes
 from kag.results.model import TMP_SUFFIX
 from kag.results.tree import EPOCHS_FOLDER, check_results_root, result_file_setup, sorted_entries
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 ANSWER_CHARS = 200  # the head of a response kept for the grid
 ERROR_CHARS = 2000
 
@@ -41,7 +42,7 @@ COLUMNS = (
     "error TEXT, reason TEXT, gen_ns INTEGER, ctx_len INTEGER, ret_ns INTEGER, vertices INTEGER, "
     "relationships INTEGER, properties INTEGER, provider TEXT, model TEXT, temperature REAL, "
     "max_tokens INTEGER, ag_retriever TEXT, ag_database TEXT, prompt_tokens INTEGER, "
-    "completion_tokens INTEGER, open_exact REAL, open_f1 REAL, PRIMARY KEY (tree, rel)"
+    "completion_tokens INTEGER, open_exact REAL, open_f1 REAL, evidence TEXT, PRIMARY KEY (tree, rel)"
 )
 _NAMES = tuple(c.split()[0] for c in COLUMNS.split(", PRIMARY KEY")[0].split(", "))
 _INSERT = f"INSERT OR REPLACE INTO files ({', '.join(_NAMES)}) VALUES ({', '.join('?' * len(_NAMES))})"
@@ -174,7 +175,7 @@ class Index:
         if q.mcq is not None and q.mcq.answer is None:
             return _row(root, rel, dataset, question, setup, epoch, SKIPPED, stamp)
         try:
-            fields = parse_grading_fields(read_result_bytes(path), True)
+            fields = parse_grading_fields(read_result_bytes(path), True, retrieval_text=bool(q.evidence))
         except Exception as exc:  # noqa: BLE001 - one bad file must never stop the scan
             reason = (exc.strerror or str(exc)) if isinstance(exc, OSError) else str(exc)
             return _row(root, rel, dataset, question, setup, epoch, UNREADABLE, stamp, reason=reason)
@@ -187,7 +188,9 @@ class Index:
         graded = grade_fields(fields, key, dataset, question, setup, abstention)  # type: ignore[arg-type]
         if spec is not None:
             graded = replace(graded, extracted=extracted_outcome(spec, graded.response, key))  # type: ignore[arg-type]
-        return _row(root, rel, dataset, question, setup, epoch, GRADED, stamp, graded=graded)
+        found = evidence_record(q.evidence, fields.retrieval_text, graded.outcome is Outcome.OK)
+        bits = "".join("1" if f else "0" for f in found.found) if found is not None else None
+        return _row(root, rel, dataset, question, setup, epoch, GRADED, stamp, graded=graded, evidence=bits)
 
 
 def _row(
@@ -203,11 +206,12 @@ def _row(
     reason: str | None = None,
     graded: object = None,
     open_: tuple[float, float] | None = None,
+    evidence: str | None = None,
 ) -> tuple[object, ...]:
     g = graded
     base: list[object] = [root, rel, dataset, question, setup, epoch, kind, stamp[0], stamp[1]]
     if g is None:
-        return (*base, None, None, None, None, None, None, reason, *([None] * 16))
+        return (*base, None, None, None, None, None, None, reason, *([None] * 17))
     from kag.grading.mcq.rule import GradedFile
 
     assert isinstance(g, GradedFile)
@@ -238,6 +242,7 @@ def _row(
         u.completion_tokens if u is not None else None,
         open_[0] if open_ is not None else None,
         open_[1] if open_ is not None else None,
+        evidence,
     )
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from kag.datasets import Datasets, Question
 from kag.errors import UsageError
+from kag.grading.evidence import EvidenceRecord
 from kag.grading.compare.records import Answer, answer_set, question_sort_key
 from kag.grading.compare.setups import ComparisonRun, compare_setups
 from kag.grading.mcq.metrics import GradeRun, Tally, Unreadable
@@ -83,11 +84,12 @@ class View:
         epochs: dict[tuple[str, str, str], list[int]] = {}
         skipped = ignored = 0
         unreadable: list[Unreadable] = []
+        evidence: dict[tuple[str, str], dict[str, EvidenceRecord]] = {}
         cur = self.index.db.execute(
             "SELECT tree, rel, dataset, question, setup, epoch, kind, outcome, abstained, non_option, "
             "extracted, answer, error, reason, gen_ns, ctx_len, ret_ns, vertices, relationships, "
             "properties, provider, model, temperature, max_tokens, ag_retriever, ag_database, "
-            "prompt_tokens, completion_tokens, open_exact, open_f1 FROM files"
+            "prompt_tokens, completion_tokens, open_exact, open_f1, evidence FROM files"
         )
         for row in cur:
             tree, rel, dataset, question, setup, epoch, kind = row[:7]
@@ -117,6 +119,9 @@ class View:
                 continue
             tally.add(graded)
             records.append(graded)
+            if row[30] is not None:
+                found = EvidenceRecord(tuple(c == "1" for c in row[30]), graded.outcome is Outcome.OK)
+                evidence.setdefault((name, dataset), {})[question] = found
             grid.setdefault((dataset, question), {})[name] = Cell(
                 graded.outcome.value, row[11], row[10], row[17], rel, tree
             )
@@ -139,6 +144,9 @@ class View:
             records=tuple(records),
             scorable_open_questions=sum(1 for q in ds.iter_questions() if q.open is not None) if any_open else None,
             extract=self.index.extract,
+            evidence={k: {q: evidence[k][q] for q in sorted(evidence[k])} for k in sorted(evidence)}
+            if ds.has_evidence
+            else None,
         )
         answers = _answers(run, ds)
         aset = answer_set(run, answers)
@@ -364,7 +372,7 @@ def _graded(row: tuple[Any, ...], name: str) -> GradedFile:
     """The per-file record of an index row: what `kag stats` builds for the same file."""
     (_, _, dataset, question, _, _, _, outcome, abstained, non_option, extracted, answer, error, _,
      gen_ns, ctx_len, ret_ns, vertices, relationships, properties, provider, model, temperature,
-     max_tokens, ag_retriever, ag_database, prompt_tokens, completion_tokens, _, _) = row
+     max_tokens, ag_retriever, ag_database, prompt_tokens, completion_tokens, _, _, _) = row
     retrieval = RetrievalSample(ret_ns, vertices, relationships, properties) if ret_ns is not None else None
     config = None
     if provider is not None:
