@@ -32,7 +32,9 @@ EXAMPLES = """Examples:
 
 
 def register(app: typer.Typer) -> None:
-    @kag_command(app, "view", "Browse a result tree in a local web page: every question, every setup.", EXAMPLES)
+    @kag_command(
+        app, "view", "Browse a result tree in a local web page: every question, every setup.", EXAMPLES
+    )
     def view(
         datasets: DatasetsOpt = None,
         results: TreesOpt = None,
@@ -48,13 +50,18 @@ def register(app: typer.Typer) -> None:
         index: Annotated[
             Path | None,
             typer.Option(
-                "--index", metavar="FILE", help="Index file [default: in the user cache folder]", show_default=False
+                "--index",
+                metavar="FILE",
+                help="Index file [default: in the user cache folder]",
+                show_default=False,
             ),
         ] = None,
         export: Annotated[
             Path | None,
             typer.Option(
-                "--export", metavar="DIR", help="Write a static snapshot (HTML, JSON) to DIR, no server.",
+                "--export",
+                metavar="DIR",
+                help="Write a static snapshot (HTML, JSON) to DIR, no server.",
                 show_default=False,
             ),
         ] = None,
@@ -62,17 +69,29 @@ def register(app: typer.Typer) -> None:
             int, typer.Option("--limit", min=1, metavar="N", help="Most question pages --export writes.")
         ] = 2000,
         dataset: Annotated[
-            str | None, typer.Option("--dataset", metavar="NAME", help="--export: only this dataset.", show_default=False)
+            str | None,
+            typer.Option(
+                "--dataset", metavar="NAME", help="--export: only this dataset.", show_default=False
+            ),
         ] = None,
         setup: Annotated[
             list[str] | None,
-            typer.Option("--setup", metavar="SETUP", help="--export: the grid's columns (repeatable).", show_default=False),
+            typer.Option(
+                "--setup",
+                metavar="SETUP",
+                help="--export: the grid's columns (repeatable).",
+                show_default=False,
+            ),
         ] = None,
         outcome: Annotated[
-            str | None, typer.Option("--outcome", metavar="OUTCOME", help="--export: ok, wrong or err.", show_default=False)
+            str | None,
+            typer.Option(
+                "--outcome", metavar="OUTCOME", help="--export: ok, wrong or err.", show_default=False
+            ),
         ] = None,
         flip: Annotated[
-            str | None, typer.Option("--flip", metavar="A,B", help="--export: A right and B not.", show_default=False)
+            str | None,
+            typer.Option("--flip", metavar="A,B", help="--export: A right and B not.", show_default=False),
         ] = None,
         _verbose: Verbose = 0,
         _quiet: Quiet = 0,
@@ -101,7 +120,8 @@ def register(app: typer.Typer) -> None:
         place = index
         if place is None:
             place = default_index_path(
-                [f"{t.label}={t.root}" for t in trees], f"{os.path.realpath(datasets)}|{prefix or ''}|{extract}"
+                [f"{t.label}={t.root}" for t in trees],
+                f"{os.path.realpath(datasets)}|{prefix or ''}|{extract}",
             )
         idx = Index(place, loaded, trees, prefix or "", extract)
         stats = idx.scan()

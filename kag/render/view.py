@@ -103,13 +103,20 @@ class ViewApp:
 
     def _route(self, segments: list[str], params: dict[str, list[str]]) -> Reply:
         v = self.view
-        baseline = (params.get("baseline") or [None])[-1] or None
+        chosen = params.get("baseline") or [""]
+        baseline = chosen[-1] or None
         match segments:
             case []:
-                return Reply(200, HTML, self._page("view_overview.j2", **overview(v, baseline), baseline=baseline).encode())
+                return Reply(
+                    200,
+                    HTML,
+                    self._page("view_overview.j2", **overview(v, baseline), baseline=baseline).encode(),
+                )
             case ["questions"]:
                 data = v.questions(params)
-                return Reply(200, HTML, self._page("view_questions.j2", data=data, params=_flat(params)).encode())
+                return Reply(
+                    200, HTML, self._page("view_questions.j2", data=data, params=_flat(params)).encode()
+                )
             case ["q", dataset, question]:
                 detail = v.question(dataset, question)
                 if detail is None:
@@ -124,7 +131,9 @@ class ViewApp:
                 return _not_found() if detail is None else Reply(200, JSON, _json(detail))
             case ["api", "reload"]:
                 stats = v.reload()
-                return Reply(200, JSON, _json({"seen": stats.seen, "read": stats.read, "removed": stats.removed}))
+                return Reply(
+                    200, JSON, _json({"seen": stats.seen, "read": stats.read, "removed": stats.removed})
+                )
             case ["static", name] if name in self.static:
                 return Reply(200, STATIC_TYPES[os.path.splitext(name)[1]], self.static[name])
         return _not_found()
@@ -161,7 +170,9 @@ def question_context(detail: dict[str, Any]) -> dict[str, Any]:
     return {"d": detail, "graphs": graphs}
 
 
-def render_page(template: str, title: str, link: Callable[..., str], csp: str | None = None, **context: Any) -> str:
+def render_page(
+    template: str, title: str, link: Callable[..., str], csp: str | None = None, **context: Any
+) -> str:
     return environment().get_template(template).render(title=title, link=link, csp=csp, **context)
 
 
@@ -198,9 +209,9 @@ def export(view: View, out: Path, title: str, params: dict[str, list[str]], limi
     try:
         (out / "q").mkdir(parents=True, exist_ok=True)
         (out / "static").mkdir(exist_ok=True)
-        for name, data in static_files().items():
+        for name, content in static_files().items():
             if name.endswith(".css"):
-                (out / "static" / name).write_bytes(data)
+                (out / "static" / name).write_bytes(content)
         data = {**first, "rows": rows, "page": 1, "pages": 1, "page_size": len(rows)}
         info = overview(view, None)
         (out / "index.html").write_text(
@@ -216,7 +227,8 @@ def export(view: View, out: Path, title: str, params: dict[str, list[str]], limi
                 continue
             details[f"{dataset}/{question}"] = detail
             (out / name).write_text(
-                render_page("view_question.j2", title, sub_link, EXPORT_CSP, **question_context(detail)), "utf-8"
+                render_page("view_question.j2", title, sub_link, EXPORT_CSP, **question_context(detail)),
+                "utf-8",
             )
         (out / "data.json").write_bytes(_json({"setups": info, "questions": data, "details": details}))
     except OSError as exc:

@@ -98,7 +98,10 @@ def _layout(n: int, edges: list[tuple[int, int]], iterations: int = 60) -> list[
     """Fruchterman-Reingold in the unit square from a circle (deterministic), scaled to 0..1."""
     if n == 0:
         return []
-    pos = [[0.5 + 0.45 * math.cos(2 * math.pi * i / n), 0.5 + 0.45 * math.sin(2 * math.pi * i / n)] for i in range(n)]
+    pos = [
+        [0.5 + 0.45 * math.cos(2 * math.pi * i / n), 0.5 + 0.45 * math.sin(2 * math.pi * i / n)]
+        for i in range(n)
+    ]
     k = math.sqrt(1.0 / n)
     temp = 0.1
     for _ in range(iterations):

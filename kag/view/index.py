@@ -19,8 +19,8 @@ from pathlib import Path
 
 from kag.datasets import Datasets
 from kag.errors import InputError
-from kag.grading.mcq.extracted import compile_spec, extracted_outcome
 from kag.grading.evidence import evidence_record
+from kag.grading.mcq.extracted import compile_spec, extracted_outcome
 from kag.grading.mcq.rule import DEFAULT_ABSTENTION, AnswerKey, Outcome, compile_abstention, grade_fields
 from kag.grading.open_grading import grade_open_response
 from kag.results.codec import parse_grading_fields
@@ -97,9 +97,7 @@ class Index:
             if row is None or row[0] != self.fingerprint:
                 # Other settings (datasets file changed, --prefix, --extract): grade again.
                 self.db.execute("DROP TABLE IF EXISTS files")
-                self.db.execute(
-                    "INSERT OR REPLACE INTO meta VALUES ('fingerprint', ?)", (self.fingerprint,)
-                )
+                self.db.execute("INSERT OR REPLACE INTO meta VALUES ('fingerprint', ?)", (self.fingerprint,))
             self.db.execute(f"CREATE TABLE IF NOT EXISTS files ({COLUMNS})")
             self.db.execute("CREATE INDEX IF NOT EXISTS by_question ON files (dataset, question)")
             self.db.commit()
@@ -131,6 +129,7 @@ class Index:
                     if rel not in known:
                         rows.append(_row(tree.root, rel, dataset, question, None, epoch, IGNORED))
                     continue
+                stamp: tuple[int | None, int | None]
                 try:
                     st = entry.stat(follow_symlinks=False)
                     stamp = (st.st_size, st.st_mtime_ns)
@@ -140,7 +139,9 @@ class Index:
                     continue
                 read += 1
                 rows.append(
-                    self._grade(tree.root, rel, dataset, question, setup, epoch, entry.path, stamp, abstention, spec)
+                    self._grade(
+                        tree.root, rel, dataset, question, setup, epoch, entry.path, stamp, abstention, spec
+                    )
                 )
                 if len(rows) >= 2000:
                     self.db.executemany(_INSERT, rows)
@@ -150,9 +151,7 @@ class Index:
             removed += len(gone)
             self.db.executemany("DELETE FROM files WHERE tree=? AND rel=?", gone)
         live = [t.root for t in self.trees]
-        self.db.execute(
-            f"DELETE FROM files WHERE tree NOT IN ({', '.join('?' * len(live))})", live
-        )
+        self.db.execute(f"DELETE FROM files WHERE tree NOT IN ({', '.join('?' * len(live))})", live)
         self.db.commit()
         return ScanStats(seen, read, removed)
 
@@ -182,7 +181,9 @@ class Index:
         if q.open is not None:
             exact, f1 = grade_open_response(fields.response, q.open.answers)
             graded = grade_fields(fields, AnswerKey("", ()), dataset, question, setup, abstention)  # type: ignore[arg-type]
-            return _row(root, rel, dataset, question, setup, epoch, OPEN, stamp, graded=graded, open_=(exact, f1))
+            return _row(
+                root, rel, dataset, question, setup, epoch, OPEN, stamp, graded=graded, open_=(exact, f1)
+            )
         assert q.mcq is not None and q.mcq.answer is not None
         key = AnswerKey(q.mcq.answer, tuple(q.mcq.options))
         graded = grade_fields(fields, key, dataset, question, setup, abstention)  # type: ignore[arg-type]

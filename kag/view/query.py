@@ -13,9 +13,9 @@ from typing import Any
 
 from kag.datasets import Datasets, Question
 from kag.errors import UsageError
-from kag.grading.evidence import EvidenceRecord
 from kag.grading.compare.records import Answer, answer_set, question_sort_key
 from kag.grading.compare.setups import ComparisonRun, compare_setups
+from kag.grading.evidence import EvidenceRecord
 from kag.grading.mcq.metrics import GradeRun, Tally, Unreadable
 from kag.grading.mcq.rule import GradedFile, Outcome, rust_trim
 from kag.grading.mcq.summary import Summary
@@ -23,7 +23,7 @@ from kag.grading.search.match import Matcher, literal_of, match_text
 from kag.grading.search.options import DEFAULT_TIMEOUT, compile_pattern
 from kag.results.codec import RetrievalSample, parse_result
 from kag.results.io import read_result_bytes
-from kag.results.model import ErrorResult, ModelConfig, AugmentedGeneration, Usage
+from kag.results.model import AugmentedGeneration, ErrorResult, ModelConfig, Usage
 from kag.view.index import GRADED, IGNORED, OPEN, SKIPPED, UNREADABLE, Index
 
 PAGE_SIZE = 50
@@ -142,7 +142,9 @@ class View:
             ignored_files=ignored,
             unreadable=tuple(unreadable),
             records=tuple(records),
-            scorable_open_questions=sum(1 for q in ds.iter_questions() if q.open is not None) if any_open else None,
+            scorable_open_questions=sum(1 for q in ds.iter_questions() if q.open is not None)
+            if any_open
+            else None,
             extract=self.index.extract,
             evidence={k: {q: evidence[k][q] for q in sorted(evidence[k])} for k in sorted(evidence)}
             if ds.has_evidence
@@ -223,7 +225,9 @@ class View:
                 continue
             keys.append(key)
         if sort.lstrip("-") == "correct":
-            keys.sort(key=lambda k: sum(1 for s in setups if (c := snap.grid[k].get(s)) and c.outcome == "ok"))
+            keys.sort(
+                key=lambda k: sum(1 for s in setups if (c := snap.grid[k].get(s)) and c.outcome == "ok")
+            )
         elif sort.lstrip("-") == "vertices":
             keys.sort(key=lambda k: max((c.vertices or 0) for c in snap.grid[k].values()))
         if sort.startswith("-"):
@@ -251,7 +255,14 @@ class View:
                     },
                 }
             )
-        return {"total": total, "page": page, "pages": pages, "page_size": PAGE_SIZE, "setups": setups, "rows": rows}
+        return {
+            "total": total,
+            "page": page,
+            "pages": pages,
+            "page_size": PAGE_SIZE,
+            "setups": setups,
+            "rows": rows,
+        }
 
     def _search(self, pattern: str, setups: tuple[str, ...]) -> frozenset[tuple[str, str]]:
         """The questions where one of ``setups``' responses matches ``pattern`` (`kag stats find`'s
@@ -268,7 +279,7 @@ class View:
                     continue
                 try:
                     result = parse_result(read_result_bytes(os.path.join(c.tree, c.rel)))
-                except Exception:  # noqa: BLE001 - a file that changed since the scan
+                except Exception:  # noqa: BLE001, S112 - a file that changed since the scan
                     continue
                 if isinstance(result, ErrorResult):
                     continue
@@ -308,7 +319,9 @@ class View:
                 "outcome": c.outcome,
                 "extracted": c.extracted,
                 "path": path,
-                "epochs": list(snap.epochs[(dataset, question, name)]) if (dataset, question, name) in snap.epochs else None,
+                "epochs": list(snap.epochs[(dataset, question, name)])
+                if (dataset, question, name) in snap.epochs
+                else None,
             }
             if r is not None:
                 entry.update(
@@ -326,7 +339,9 @@ class View:
             try:
                 result = parse_result(read_result_bytes(path))
             except Exception as exc:  # noqa: BLE001 - changed or gone since the scan
-                entry.update(response=None, error=f"cannot read the file now: {exc}", retrieval=None, prompt=None)
+                entry.update(
+                    response=None, error=f"cannot read the file now: {exc}", retrieval=None, prompt=None
+                )
                 out.append(entry)
                 continue
             if isinstance(result, ErrorResult):
@@ -370,15 +385,49 @@ def _norm(c: Cell) -> str:
 
 def _graded(row: tuple[Any, ...], name: str) -> GradedFile:
     """The per-file record of an index row: what `kag stats` builds for the same file."""
-    (_, _, dataset, question, _, _, _, outcome, abstained, non_option, extracted, answer, error, _,
-     gen_ns, ctx_len, ret_ns, vertices, relationships, properties, provider, model, temperature,
-     max_tokens, ag_retriever, ag_database, prompt_tokens, completion_tokens, _, _, _) = row
+    (
+        _,
+        _,
+        dataset,
+        question,
+        _,
+        _,
+        _,
+        outcome,
+        abstained,
+        non_option,
+        extracted,
+        answer,
+        error,
+        _,
+        gen_ns,
+        ctx_len,
+        ret_ns,
+        vertices,
+        relationships,
+        properties,
+        provider,
+        model,
+        temperature,
+        max_tokens,
+        ag_retriever,
+        ag_database,
+        prompt_tokens,
+        completion_tokens,
+        _,
+        _,
+        _,
+    ) = row
     retrieval = RetrievalSample(ret_ns, vertices, relationships, properties) if ret_ns is not None else None
     config = None
     if provider is not None:
         ag = AugmentedGeneration(ag_retriever, ag_database) if ag_retriever is not None else None
         config = ModelConfig(provider, model, temperature, max_tokens, ag)
-    usage = Usage(prompt_tokens, completion_tokens) if prompt_tokens is not None or completion_tokens is not None else None
+    usage = (
+        Usage(prompt_tokens, completion_tokens)
+        if prompt_tokens is not None or completion_tokens is not None
+        else None
+    )
     return GradedFile(
         dataset,
         question,

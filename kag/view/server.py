@@ -65,7 +65,7 @@ def _handler(app: App, on_error: Callable[[BaseException], None]) -> type[BaseHT
         server_version = "kag-view"
         sys_version = ""
 
-        def do_GET(self) -> None:  # noqa: N802 - the http.server name
+        def do_GET(self) -> None:
             try:
                 parts = urlsplit(self.path)
                 segments = split_path(parts.path)
@@ -86,7 +86,7 @@ def _handler(app: App, on_error: Callable[[BaseException], None]) -> type[BaseHT
             self.end_headers()
             self.wfile.write(reply.body)
 
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+        def log_message(self, format: str, *args: object) -> None:
             return  # requests are not logged: the terminal shows the URL only
 
     return Handler

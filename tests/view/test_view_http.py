@@ -55,11 +55,26 @@ def test_overview_numbers_equal_kag_stats_and_compare(tree: tuple[Path, Path], t
         block["overall"].pop("epochs", None)
         for d in block["per_dataset"].values():
             d.pop("epochs", None)
-    assert orjson.dumps(doc["stats"], option=orjson.OPT_INDENT_2).decode() == orjson.dumps(stats, option=orjson.OPT_INDENT_2).decode()
+    assert (
+        orjson.dumps(doc["stats"], option=orjson.OPT_INDENT_2).decode()
+        == orjson.dumps(stats, option=orjson.OPT_INDENT_2).decode()
+    )
     assert doc["stats"]["ignored_files"] == 1 and doc["stats"]["unreadable_files"] == 1
     assert doc["stats"]["skipped_files"] == 1
     compare = runner.invoke(
-        app, ["stats", "-d", str(datasets), "-r", str(root), "compare", "--baseline", "native", "--format", "json"]
+        app,
+        [
+            "stats",
+            "-d",
+            str(datasets),
+            "-r",
+            str(root),
+            "compare",
+            "--baseline",
+            "native",
+            "--format",
+            "json",
+        ],
     )
     assert compare.exit_code == 0, compare.output
     assert doc["compare"] == orjson.loads(compare.stdout)
@@ -68,7 +83,9 @@ def test_overview_numbers_equal_kag_stats_and_compare(tree: tuple[Path, Path], t
 def test_overview_equals_kag_stats_on_med_kag(med_kag: Path, tmp_path: Path) -> None:
     datasets, root = med_kag / "datasets" / "mirage.json", med_kag / "results"
     view = open_view(datasets, root, tmp_path / "index.sqlite", prefix="wekgr-")
-    assert overview(view, None)["stats"] == _stats_json("-d", str(datasets), "-r", str(root), "--prefix", "wekgr-")
+    assert overview(view, None)["stats"] == _stats_json(
+        "-d", str(datasets), "-r", str(root), "--prefix", "wekgr-"
+    )
 
 
 def test_grid_filters_and_paging(tree: tuple[Path, Path], tmp_path: Path) -> None:
@@ -149,7 +166,9 @@ def test_index_is_incremental_and_outside_a_read_only_tree(tree: tuple[Path, Pat
     finally:
         for p in [root, *root.rglob("*")]:
             p.chmod(0o755 if p.is_dir() else 0o644)
-    assert sorted(str(p) for p in root.rglob("*")) == [b for b in before if "kag.json" not in b or "q4" not in b]
+    assert sorted(str(p) for p in root.rglob("*")) == [
+        b for b in before if "kag.json" not in b or "q4" not in b
+    ]
 
 
 def test_export_writes_pages_and_refuses_past_the_limit(tree: tuple[Path, Path], tmp_path: Path) -> None:
@@ -180,7 +199,7 @@ def test_command_prints_the_url_first_and_exits_0_on_ctrl_c(tree: tuple[Path, Pa
         assert proc.stdout is not None
         url = proc.stdout.readline().strip()
         assert url.startswith("http://127.0.0.1:") and url.endswith("/")
-        with urllib.request.urlopen(url + "api/setups") as r:  # noqa: S310 - our own server
+        with urllib.request.urlopen(url + "api/setups") as r:
             assert json.loads(r.read())["stats"]["datasets"] == 1
         assert list((tmp_path / "cache" / "kag" / "view").glob("*.sqlite"))
     finally:
@@ -190,7 +209,11 @@ def test_command_prints_the_url_first_and_exits_0_on_ctrl_c(tree: tuple[Path, Pa
     assert "Traceback" not in err
 
 
-def test_command_warns_on_a_non_loopback_host_and_rejects_a_bad_tree(tree: tuple[Path, Path], tmp_path: Path) -> None:
+def test_command_warns_on_a_non_loopback_host_and_rejects_a_bad_tree(
+    tree: tuple[Path, Path], tmp_path: Path
+) -> None:
     datasets, _ = tree
-    result = runner.invoke(app, ["view", "-d", str(datasets), "-r", str(tmp_path / "none"), "--index", str(tmp_path / "i")])
+    result = runner.invoke(
+        app, ["view", "-d", str(datasets), "-r", str(tmp_path / "none"), "--index", str(tmp_path / "i")]
+    )
     assert result.exit_code == 2 and "results directory not found" in result.output
