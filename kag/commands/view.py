@@ -33,7 +33,7 @@ EXAMPLES = """Examples:
 
 def register(app: typer.Typer) -> None:
     @kag_command(
-        app, "view", "Browse a result tree in a local web page: every question, every setup.", EXAMPLES
+        app, "view", "Browse a result tree in a local web page.", EXAMPLES
     )
     def view(
         datasets: DatasetsOpt = None,
