@@ -67,6 +67,7 @@ class View:
         self.datasets = index.datasets
         self._lock = threading.Lock()
         self._search_cache: dict[tuple[str, tuple[str, ...]], frozenset[tuple[str, str]]] = {}
+        self._compared: dict[str, ComparisonRun | None] = {}
         self.snapshot = self._build()
 
     def reload(self) -> Any:
@@ -74,6 +75,7 @@ class View:
             stats = self.index.scan()
             self.snapshot = self._build()
             self._search_cache.clear()
+            self._compared.clear()
             return stats
 
     def _build(self) -> Snapshot:
@@ -172,10 +174,11 @@ class View:
             baseline = snap.summary.setups[0].setup
         if baseline not in snap.setups:
             raise UsageError(f"baseline {baseline!r}: no graded setup has that name")
-        answers = _answers(snap.run, self.datasets)
-        if not any(a.setup == baseline for a in answers):
-            return None
-        return compare_setups(answers, baseline)
+        if baseline not in self._compared:  # computed once per baseline and scan
+            answers = _answers(snap.run, self.datasets)
+            found = any(a.setup == baseline for a in answers)
+            self._compared[baseline] = compare_setups(answers, baseline) if found else None
+        return self._compared[baseline]
 
     # ------------------------------------------------------------------ the grid
 

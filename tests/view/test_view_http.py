@@ -217,3 +217,34 @@ def test_command_warns_on_a_non_loopback_host_and_rejects_a_bad_tree(
         app, ["view", "-d", str(datasets), "-r", str(tmp_path / "none"), "--index", str(tmp_path / "i")]
     )
     assert result.exit_code == 2 and "results directory not found" in result.output
+
+
+def test_labelled_trees_pair_their_setups(tree: tuple[Path, Path], tmp_path: Path) -> None:
+    import shutil
+
+    from kag.datasets import load_datasets
+    from kag.view.index import Index, Tree
+    from kag.view.query import View
+
+    datasets, root = tree
+    other = tmp_path / "other"
+    shutil.copytree(root, other)
+    index = Index(
+        tmp_path / "labelled.sqlite",
+        load_datasets(datasets),
+        [Tree("a", str(root)), Tree("b", str(other))],
+        "",
+        None,
+    )
+    index.scan()
+    view = View(index)
+    assert view.snapshot.setups == ("a/kag", "a/native", "b/kag", "b/native")
+    assert view.questions({"flip": ["a/native,b/kag"]})["total"] == 3
+    result = runner.invoke(
+        app,
+        ["stats", "-d", str(datasets), "-r", f"a={root}", "-r", f"b={other}", "--format", "json"],
+    )
+    expected = orjson.loads(result.stdout)
+    expected["setups"][0]["overall"].pop("epochs", None)  # the overview leaves the epoch blocks out
+    expected["setups"][0]["per_dataset"]["med"].pop("epochs", None)
+    assert overview(view, None)["stats"]["setups"][0] == expected["setups"][0]
