@@ -96,43 +96,30 @@ def build_graph(text: str, evidence: tuple[str, ...] | list[str] = ()) -> Graph:
 
 def _layout(n: int, edges: list[tuple[int, int]], iterations: int = 60) -> list[tuple[float, float]]:
     """Fruchterman-Reingold in the unit square from a circle (deterministic), scaled to 0..1."""
+    import numpy as np
+
     if n == 0:
         return []
-    pos = [
-        [0.5 + 0.45 * math.cos(2 * math.pi * i / n), 0.5 + 0.45 * math.sin(2 * math.pi * i / n)]
-        for i in range(n)
-    ]
+    angles = 2 * np.pi * np.arange(n) / n
+    pos = np.stack([0.5 + 0.45 * np.cos(angles), 0.5 + 0.45 * np.sin(angles)], axis=1)
     k = math.sqrt(1.0 / n)
     temp = 0.1
+    pairs = np.array([(a, b) for a, b in edges if a != b], dtype=np.int64).reshape(-1, 2)
     for _ in range(iterations):
-        disp = [[0.0, 0.0] for _ in range(n)]
-        for i in range(n):
-            xi, yi = pos[i]
-            for j in range(i + 1, n):
-                dx, dy = xi - pos[j][0], yi - pos[j][1]
-                d2 = dx * dx + dy * dy or 1e-9
-                f = k * k / d2
-                disp[i][0] += dx * f
-                disp[i][1] += dy * f
-                disp[j][0] -= dx * f
-                disp[j][1] -= dy * f
-        for a, b in edges:
-            if a == b:
-                continue
-            dx, dy = pos[a][0] - pos[b][0], pos[a][1] - pos[b][1]
-            d = math.sqrt(dx * dx + dy * dy) or 1e-9
-            f = d / k
-            disp[a][0] -= dx * f
-            disp[a][1] -= dy * f
-            disp[b][0] += dx * f
-            disp[b][1] += dy * f
-        for i in range(n):
-            dx, dy = disp[i]
-            d = math.sqrt(dx * dx + dy * dy) or 1e-9
-            step = min(d, temp)
-            pos[i][0] += dx / d * step
-            pos[i][1] += dy / d * step
+        delta = pos[:, None, :] - pos[None, :, :]
+        d2 = np.maximum((delta**2).sum(axis=2), 1e-9)
+        np.fill_diagonal(d2, np.inf)
+        disp = (delta * (k * k / d2)[:, :, None]).sum(axis=1)
+        if len(pairs):
+            dv = pos[pairs[:, 0]] - pos[pairs[:, 1]]
+            dist = np.maximum(np.sqrt((dv**2).sum(axis=1)), 1e-9)
+            pull = dv * (dist / k)[:, None]
+            np.subtract.at(disp, pairs[:, 0], pull)
+            np.add.at(disp, pairs[:, 1], pull)
+        length = np.maximum(np.sqrt((disp**2).sum(axis=1)), 1e-9)
+        pos += disp / length[:, None] * np.minimum(length, temp)[:, None]
         temp *= 0.95
-    xs, ys = [p[0] for p in pos], [p[1] for p in pos]
-    w, h = (max(xs) - min(xs)) or 1.0, (max(ys) - min(ys)) or 1.0
-    return [((p[0] - min(xs)) / w, (p[1] - min(ys)) / h) for p in pos]
+    low, span = pos.min(axis=0), pos.max(axis=0) - pos.min(axis=0)
+    span[span == 0] = 1.0
+    scaled = (pos - low) / span
+    return [(float(x), float(y)) for x, y in scaled]

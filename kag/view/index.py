@@ -16,6 +16,7 @@ import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from kag.datasets import Datasets
 from kag.errors import InputError
@@ -110,8 +111,8 @@ class Index:
     def scan(self) -> ScanStats:
         """Bring the index up to date with the trees: new and changed files read, gone ones dropped."""
         seen = read = removed = 0
-        abstention = compile_abstention(DEFAULT_ABSTENTION)
-        spec = compile_spec(self.extract) if self.extract is not None else None
+        if self.extract is not None:
+            compile_spec(self.extract)  # a bad pattern is a usage error before any file is read
         for tree in self.trees:
             check_results_root(tree.root)
             known = {
@@ -121,6 +122,7 @@ class Index:
                 )
             }
             rows = []
+            jobs: list[_Job] = []
             present: set[str] = set()
             for rel, dataset, question, epoch, entry, setup in _walk(tree.root, self.prefix):
                 seen += 1
@@ -138,15 +140,10 @@ class Index:
                 if known.get(rel) == stamp:
                     continue
                 read += 1
-                rows.append(
-                    self._grade(
-                        tree.root, rel, dataset, question, setup, epoch, entry.path, stamp, abstention, spec
-                    )
-                )
-                if len(rows) >= 2000:
-                    self.db.executemany(_INSERT, rows)
-                    rows.clear()
+                jobs.append((tree.root, rel, dataset, question, setup, epoch, entry.path, stamp))
             self.db.executemany(_INSERT, rows)
+            for part in self._graded(jobs):
+                self.db.executemany(_INSERT, part)
             gone = [(tree.root, rel) for rel in known if rel not in present]
             removed += len(gone)
             self.db.executemany("DELETE FROM files WHERE tree=? AND rel=?", gone)
@@ -155,43 +152,77 @@ class Index:
         self.db.commit()
         return ScanStats(seen, read, removed)
 
-    def _grade(
-        self,
-        root: str,
-        rel: str,
-        dataset: str,
-        question: str,
-        setup: str,
-        epoch: int,
-        path: str,
-        stamp: tuple[int | None, int | None],
-        abstention: object,
-        spec: object,
-    ) -> tuple[object, ...]:
-        q = self.datasets.get(dataset, question)
-        if q is None or (q.mcq is None and q.open is None):
-            return _row(root, rel, dataset, question, setup, epoch, IGNORED, stamp)
-        if q.mcq is not None and q.mcq.answer is None:
-            return _row(root, rel, dataset, question, setup, epoch, SKIPPED, stamp)
-        try:
-            fields = parse_grading_fields(read_result_bytes(path), True, retrieval_text=bool(q.evidence))
-        except Exception as exc:  # noqa: BLE001 - one bad file must never stop the scan
-            reason = (exc.strerror or str(exc)) if isinstance(exc, OSError) else str(exc)
-            return _row(root, rel, dataset, question, setup, epoch, UNREADABLE, stamp, reason=reason)
-        if q.open is not None:
-            exact, f1 = grade_open_response(fields.response, q.open.answers)
-            graded = grade_fields(fields, AnswerKey("", ()), dataset, question, setup, abstention)  # type: ignore[arg-type]
-            return _row(
-                root, rel, dataset, question, setup, epoch, OPEN, stamp, graded=graded, open_=(exact, f1)
-            )
-        assert q.mcq is not None and q.mcq.answer is not None
-        key = AnswerKey(q.mcq.answer, tuple(q.mcq.options))
-        graded = grade_fields(fields, key, dataset, question, setup, abstention)  # type: ignore[arg-type]
-        if spec is not None:
-            graded = replace(graded, extracted=extracted_outcome(spec, graded.response, key))  # type: ignore[arg-type]
-        found = evidence_record(q.evidence, fields.retrieval_text, graded.outcome is Outcome.OK)
-        bits = "".join("1" if f else "0" for f in found.found) if found is not None else None
-        return _row(root, rel, dataset, question, setup, epoch, GRADED, stamp, graded=graded, evidence=bits)
+    def _graded(self, jobs: list[_Job]) -> Iterator[list[tuple[object, ...]]]:
+        """The rows of the files to read, in chunks; a pool of worker processes for many files."""
+        from functools import partial
+
+        from kag.workers import default_workers, ordered_map
+
+        work = partial(_grade_chunk, _Context(self.datasets, self.extract))
+        chunks = (jobs[i : i + CHUNK_FILES] for i in range(0, len(jobs), CHUNK_FILES))
+        workers = default_workers() if len(jobs) >= POOL_FROM else 1
+        if workers == 1:
+            yield from map(work, chunks)
+            return
+        yield from ordered_map(
+            work, chunks, workers, died="a worker process died while indexing", failed="indexing failed"
+        )
+
+
+CHUNK_FILES = 1000
+POOL_FROM = 4000  # files to read from which worker processes are started
+
+_Job = tuple[str, str, str, str, str, int, str, tuple[int | None, int | None]]
+
+
+@dataclass(frozen=True)
+class _Context:
+    datasets: Datasets
+    extract: str | None
+
+
+def _grade_chunk(ctx: _Context, jobs: list[_Job]) -> list[tuple[object, ...]]:
+    abstention = compile_abstention(DEFAULT_ABSTENTION)
+    spec = compile_spec(ctx.extract) if ctx.extract is not None else None
+    return [_grade_one(ctx.datasets, *job, abstention, spec) for job in jobs]
+
+
+def _grade_one(
+    datasets: Datasets,
+    root: str,
+    rel: str,
+    dataset: str,
+    question: str,
+    setup: str,
+    epoch: int,
+    path: str,
+    stamp: tuple[int | None, int | None],
+    abstention: Any,
+    spec: Any,
+) -> tuple[object, ...]:
+    """The row of one result file: graded by kag's grading rule against its question."""
+    q = datasets.get(dataset, question)
+    if q is None or (q.mcq is None and q.open is None):
+        return _row(root, rel, dataset, question, setup, epoch, IGNORED, stamp)
+    if q.mcq is not None and q.mcq.answer is None:
+        return _row(root, rel, dataset, question, setup, epoch, SKIPPED, stamp)
+    try:
+        fields = parse_grading_fields(read_result_bytes(path), True, retrieval_text=bool(q.evidence))
+    except Exception as exc:  # noqa: BLE001 - one bad file must never stop the scan
+        reason = (exc.strerror or str(exc)) if isinstance(exc, OSError) else str(exc)
+        return _row(root, rel, dataset, question, setup, epoch, UNREADABLE, stamp, reason=reason)
+    if q.open is not None:
+        exact, f1 = grade_open_response(fields.response, q.open.answers)
+        graded = grade_fields(fields, AnswerKey("", ()), dataset, question, setup, abstention)
+        return _row(root, rel, dataset, question, setup, epoch, OPEN, stamp, graded=graded, open_=(exact, f1))
+    assert q.mcq is not None and q.mcq.answer is not None
+    key = AnswerKey(q.mcq.answer, tuple(q.mcq.options))
+    graded = grade_fields(fields, key, dataset, question, setup, abstention)
+    if spec is not None:
+        graded = replace(graded, extracted=extracted_outcome(spec, graded.response, key))
+    found = evidence_record(q.evidence, fields.retrieval_text, graded.outcome is Outcome.OK)
+    bits = "".join("1" if f else "0" for f in found.found) if found is not None else None
+    return _row(root, rel, dataset, question, setup, epoch, GRADED, stamp, graded=graded, evidence=bits)
 
 
 def _row(

@@ -73,9 +73,10 @@ class View:
     def reload(self) -> Any:
         with self._lock:
             stats = self.index.scan()
-            self.snapshot = self._build()
-            self._search_cache.clear()
-            self._compared.clear()
+            if stats.read or stats.removed:  # nothing changed: the pages stay as they are
+                self.snapshot = self._build()
+                self._search_cache.clear()
+                self._compared.clear()
             return stats
 
     def _build(self) -> Snapshot:

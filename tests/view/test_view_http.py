@@ -248,3 +248,17 @@ def test_labelled_trees_pair_their_setups(tree: tuple[Path, Path], tmp_path: Pat
     expected["setups"][0]["overall"].pop("epochs", None)  # the overview leaves the epoch blocks out
     expected["setups"][0]["per_dataset"]["med"].pop("epochs", None)
     assert overview(view, None)["stats"]["setups"][0] == expected["setups"][0]
+
+
+def test_worker_processes_index_the_same_rows(
+    tree: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import kag.view.index as index_module
+
+    datasets, root = tree
+    alone = open_view(datasets, root, tmp_path / "one.sqlite")
+    monkeypatch.setattr(index_module, "POOL_FROM", 1)
+    monkeypatch.setattr(index_module, "CHUNK_FILES", 3)
+    pooled = open_view(datasets, root, tmp_path / "pool.sqlite")
+    query = "SELECT * FROM files ORDER BY rel"
+    assert pooled.index.db.execute(query).fetchall() == alone.index.db.execute(query).fetchall()
