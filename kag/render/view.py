@@ -165,7 +165,7 @@ def question_context(detail: dict[str, Any]) -> dict[str, Any]:
     graphs = []
     for s in detail["setups"]:
         if s.get("retrieval"):
-            g = build_graph(s["retrieval"], detail["evidence"])
+            g = build_graph(s["retrieval"], tuple(detail["evidence"]))
             graphs.append((s["setup"], g, svg_graph(g)))
     return {"d": detail, "graphs": graphs}
 

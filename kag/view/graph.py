@@ -8,6 +8,7 @@ The layout is a deterministic spring layout of at most :data:`MAX_NODES` nodes.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass
@@ -62,7 +63,9 @@ def parse_triplets(text: str) -> tuple[list[Triplet], int]:
     return out, other
 
 
-def build_graph(text: str, evidence: tuple[str, ...] | list[str] = ()) -> Graph:
+@functools.lru_cache(maxsize=64)
+def build_graph(text: str, evidence: tuple[str, ...] = ()) -> Graph:
+    """The graph of a retrieval text (kept for the last 64 texts: a page opened again is not laid out again)."""
     triplets, other = parse_triplets(text)
     names: dict[str, str] = {}
     for t in triplets:
@@ -94,7 +97,7 @@ def build_graph(text: str, evidence: tuple[str, ...] | list[str] = ()) -> Graph:
     return Graph(tuple(triplets), other, tuple(nodes), tuple(edges), truncated)
 
 
-def _layout(n: int, edges: list[tuple[int, int]], iterations: int = 60) -> list[tuple[float, float]]:
+def _layout(n: int, edges: list[tuple[int, int]], iterations: int = 40) -> list[tuple[float, float]]:
     """Fruchterman-Reingold in the unit square from a circle (deterministic), scaled to 0..1."""
     import numpy as np
 
@@ -114,8 +117,9 @@ def _layout(n: int, edges: list[tuple[int, int]], iterations: int = 60) -> list[
             dv = pos[pairs[:, 0]] - pos[pairs[:, 1]]
             dist = np.maximum(np.sqrt((dv**2).sum(axis=1)), 1e-9)
             pull = dv * (dist / k)[:, None]
-            np.subtract.at(disp, pairs[:, 0], pull)
-            np.add.at(disp, pairs[:, 1], pull)
+            for axis in (0, 1):
+                disp[:, axis] -= np.bincount(pairs[:, 0], pull[:, axis], n)
+                disp[:, axis] += np.bincount(pairs[:, 1], pull[:, axis], n)
         length = np.maximum(np.sqrt((disp**2).sum(axis=1)), 1e-9)
         pos += disp / length[:, None] * np.minimum(length, temp)[:, None]
         temp *= 0.95
