@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from kag.grading.triplets.normalize import contains_words, normalize_prompt
 
 MAX_LINES = 5000
-MAX_NODES = 120
+MAX_NODES = 80
 _LINE = re.compile(r"\((?P<a>[^()]{0,200})\)-\[(?P<rel>[^\]]{0,200})\]->\((?P<b>.{0,2000})\)")
 
 
@@ -97,7 +97,7 @@ def build_graph(text: str, evidence: tuple[str, ...] = ()) -> Graph:
     return Graph(tuple(triplets), other, tuple(nodes), tuple(edges), truncated)
 
 
-def _layout(n: int, edges: list[tuple[int, int]], iterations: int = 40) -> list[tuple[float, float]]:
+def _layout(n: int, edges: list[tuple[int, int]], iterations: int = 30) -> list[tuple[float, float]]:
     """Fruchterman-Reingold in the unit square from a circle (deterministic), scaled to 0..1."""
     import numpy as np
 
