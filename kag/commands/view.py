@@ -32,9 +32,7 @@ EXAMPLES = """Examples:
 
 
 def register(app: typer.Typer) -> None:
-    @kag_command(
-        app, "view", "Browse a result tree in a local web page.", EXAMPLES
-    )
+    @kag_command(app, "view", "Browse a result tree in a local web page.", EXAMPLES)
     def view(
         datasets: DatasetsOpt = None,
         results: TreesOpt = None,
