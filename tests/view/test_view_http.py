@@ -209,9 +209,7 @@ def test_command_prints_the_url_first_and_exits_0_on_ctrl_c(tree: tuple[Path, Pa
     assert "Traceback" not in err
 
 
-def test_command_warns_on_a_non_loopback_host_and_rejects_a_bad_tree(
-    tree: tuple[Path, Path], tmp_path: Path
-) -> None:
+def test_command_rejects_a_missing_tree_in_one_line(tree: tuple[Path, Path], tmp_path: Path) -> None:
     datasets, _ = tree
     result = runner.invoke(
         app, ["view", "-d", str(datasets), "-r", str(tmp_path / "none"), "--index", str(tmp_path / "i")]
@@ -262,3 +260,12 @@ def test_worker_processes_index_the_same_rows(
     pooled = open_view(datasets, root, tmp_path / "pool.sqlite")
     query = "SELECT * FROM files ORDER BY rel"
     assert pooled.index.db.execute(query).fetchall() == alone.index.db.execute(query).fetchall()
+
+
+def test_only_loopback_hosts_count_as_local() -> None:
+    from kag.view.server import is_loopback, split_path
+
+    assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
+    assert not is_loopback("0.0.0.0") and not is_loopback("192.168.1.2")
+    assert split_path("/q/a%20b/c") == ["q", "a b", "c"]
+    assert split_path("/q/%2e%2e/x") is None and split_path("/q/a%2fb/c") is None
