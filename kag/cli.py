@@ -156,7 +156,7 @@ def completion(
 
 
 def _register() -> None:
-    from kag.commands import benchmark, compare, datasets, find, graph, init, irt2, judge, stats, triplets
+    from kag.commands import benchmark, compare, datasets, find, graph, init, irt2, judge, stats, triplets, view
 
     stats_app = stats.register(app)
     find.register(stats_app)
@@ -168,6 +168,7 @@ def _register() -> None:
     irt2.register(app)
     init.register(app)
     datasets.register(app)
+    view.register(app)
     app.command("completion", cls=KagCommand, epilog=COMPLETION_EXAMPLES)(completion)
 
 

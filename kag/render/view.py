@@ -1,0 +1,257 @@
+"""The pages and JSON answers of `kag view`, and its static export.
+
+Every value shown comes from :class:`kag.view.query.View` and is escaped by the templates
+(autoescaping, :mod:`kag.render.templating`); the numbers are the `kag stats --format json`
+and `kag stats compare --format json` documents of the same inputs.
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+import os
+from collections.abc import Callable
+from importlib import resources
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import orjson
+from markupsafe import Markup
+
+from kag.errors import InputError, UsageError
+from kag.grading.mcq.summary import small_samples
+from kag.render.compare import comparison_run_to_json
+from kag.render.stats import summary_to_json
+from kag.render.templating import environment
+from kag.view.graph import Graph, build_graph
+from kag.view.query import View
+from kag.view.server import Reply
+
+HTML = "text/html; charset=utf-8"
+JSON = "application/json"
+STATIC_TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8"}
+EXPORT_CSP = "default-src 'none'; style-src 'self' file:; img-src data:; base-uri 'none'"
+DEFAULT_EXPORT_LIMIT = 2000
+
+
+def static_files() -> dict[str, bytes]:
+    """The files under ``/static/``: the package's own, read once."""
+    folder = resources.files("kag.view") / "static"
+    return {p.name: p.read_bytes() for p in folder.iterdir() if p.name.endswith((".js", ".css"))}
+
+
+def _json(doc: object) -> bytes:
+    return orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
+
+
+def overview(view: View, baseline: str | None) -> dict[str, Any]:
+    """``stats`` (the `kag stats --format json` document), ``compare`` (`kag stats compare`'s), notes."""
+    summary = view.snapshot.summary
+    run = view.comparisons(baseline)
+    return {
+        "stats": summary_to_json(summary),
+        "compare": comparison_run_to_json(run) if run is not None else None,
+        "small_samples": [{"setup": s.setup, "files": s.total} for s in small_samples(summary)],
+        "unreadable": [{"path": u.path, "reason": u.reason} for u in view.snapshot.run.unreadable[:100]],
+    }
+
+
+def svg_graph(graph: Graph) -> Markup:
+    """The drawn subgraph: an inline SVG (no script), evidence nodes in their own class."""
+    width, height, pad = 760, 520, 40
+    if not graph.nodes:
+        return Markup("")
+
+    def xy(i: int) -> tuple[float, float]:
+        n = graph.nodes[i]
+        return pad + n.x * (width - 2 * pad), pad + n.y * (height - 2 * pad)
+
+    e = html.escape
+    parts = [f'<svg class="graph" viewBox="0 0 {width} {height}" role="img" aria-label="retrieved subgraph">']
+    for a, b, rel in graph.edges:
+        (x1, y1), (x2, y2) = xy(a), xy(b)
+        parts.append(
+            f'<line class="edge" x1="{x1:.1f}" y1="{y1:.1f}" x2="{x2:.1f}" y2="{y2:.1f}"><title>{e(rel)}</title></line>'
+        )
+    for i, n in enumerate(graph.nodes):
+        x, y = xy(i)
+        cls = "node evidence" if n.evidence else "node"
+        label = n.label if len(n.label) <= 24 else n.label[:23] + "…"
+        parts.append(
+            f'<g class="{cls}"><circle cx="{x:.1f}" cy="{y:.1f}" r="6"><title>{e(n.label)} ({e(n.id)})</title>'
+            f'</circle><text x="{x + 8:.1f}" y="{y + 4:.1f}">{e(label)}</text></g>'
+        )
+    parts.append("</svg>")
+    return Markup("".join(parts))
+
+
+class ViewApp:
+    """The routes of the server (see docs/view.md); unknown paths and names are 404."""
+
+    def __init__(self, view: View, title: str) -> None:
+        self.view = view
+        self.title = title
+        self.static = static_files()
+
+    def __call__(self, segments: list[str], params: dict[str, list[str]]) -> Reply:
+        try:
+            return self._route(segments, params)
+        except UsageError as exc:
+            if segments and segments[0] == "api":
+                return Reply(400, JSON, _json({"error": str(exc)}))
+            return Reply(400, HTML, self._page("view_error.j2", error=str(exc)).encode())
+
+    def _route(self, segments: list[str], params: dict[str, list[str]]) -> Reply:
+        v = self.view
+        chosen = params.get("baseline") or [""]
+        baseline = chosen[-1] or None
+        match segments:
+            case []:
+                return Reply(
+                    200,
+                    HTML,
+                    self._page("view_overview.j2", **overview(v, baseline), baseline=baseline).encode(),
+                )
+            case ["questions"]:
+                data = v.questions(params)
+                return Reply(
+                    200, HTML, self._page("view_questions.j2", data=data, params=_flat(params)).encode()
+                )
+            case ["q", dataset, question]:
+                detail = v.question(dataset, question)
+                if detail is None:
+                    return _not_found()
+                return Reply(200, HTML, self._page("view_question.j2", **question_context(detail)).encode())
+            case ["api", "setups"]:
+                return Reply(200, JSON, _json(overview(v, baseline)))
+            case ["api", "questions"]:
+                return Reply(200, JSON, _json(v.questions(params)))
+            case ["api", "question", dataset, question]:
+                detail = v.question(dataset, question)
+                return _not_found() if detail is None else Reply(200, JSON, _json(detail))
+            case ["api", "reload"]:
+                stats = v.reload()
+                return Reply(
+                    200, JSON, _json({"seen": stats.seen, "read": stats.read, "removed": stats.removed})
+                )
+            case ["static", name] if name in self.static:
+                return Reply(200, STATIC_TYPES[os.path.splitext(name)[1]], self.static[name])
+        return _not_found()
+
+    def _page(self, template: str, **context: Any) -> str:
+        return render_page(template, self.title, server_link, **context)
+
+
+def _not_found() -> Reply:
+    return Reply(404, "text/plain; charset=utf-8", b"not found\n")
+
+
+def _flat(params: dict[str, list[str]]) -> dict[str, Any]:
+    return {k: (v if k == "setup" else v[-1]) for k, v in params.items()}
+
+
+def server_link(kind: str, *args: str, **query: Any) -> str:
+    """The URL of a page of the server: ``q`` (dataset, question), ``questions``, ``overview``, ``static``."""
+    if kind == "q":
+        return "/q/" + "/".join(quote(a, safe="") for a in args)
+    if kind == "static":
+        return "/static/" + args[0]
+    base = "/questions" if kind == "questions" else "/"
+    clean = {k: v for k, v in query.items() if v not in (None, "", [])}
+    return base + ("?" + urlencode(clean, doseq=True) if clean else "")
+
+
+TABLE_ROWS = 1000
+
+
+def triplet_table(graph: Graph) -> Markup:
+    """The triplets as table rows (escaped here: a template loop costs ten times more)."""
+    e = html.escape
+    prop = ' class="prop"'
+    rows = [
+        f"<tr{prop if t.property else ''}><td>{e(t.subject)}</td><td>{e(t.relation)}</td>"
+        f"<td>{e(t.object)}</td></tr>"
+        for t in graph.triplets[:TABLE_ROWS]
+    ]
+    return Markup("".join(rows))
+
+
+@functools.lru_cache(maxsize=64)
+def _drawn(text: str, evidence: tuple[str, ...]) -> tuple[Graph, Markup, Markup]:
+    graph = build_graph(text, evidence)
+    return graph, svg_graph(graph), triplet_table(graph)
+
+
+def question_context(detail: dict[str, Any]) -> dict[str, Any]:
+    graphs = []
+    for s in detail["setups"]:
+        if s.get("retrieval"):
+            graphs.append((s["setup"], *_drawn(s["retrieval"], tuple(detail["evidence"]))))
+    return {"d": detail, "graphs": graphs}
+
+
+def render_page(
+    template: str, title: str, link: Callable[..., str], csp: str | None = None, **context: Any
+) -> str:
+    return environment().get_template(template).render(title=title, link=link, csp=csp, **context)
+
+
+# ---------------------------------------------------------------- the static export
+
+
+def export(view: View, out: Path, title: str, params: dict[str, list[str]], limit: int) -> int:
+    """Write the snapshot into ``out``: the overview, the grid of the filtered questions, one
+    page per question, ``data.json``. Returns the number of question pages. Refuses (UsageError)
+    past ``limit`` questions."""
+    first = view.questions({**params, "page": ["1"]})
+    total = first["total"]
+    if total > limit:
+        raise UsageError(
+            f"the filters select {total} questions, more than a browser page can hold "
+            f"(--limit {limit}): narrow them with --dataset/--flip/--outcome or raise --limit"
+        )
+    rows = list(first["rows"])
+    for page in range(2, first["pages"] + 1):
+        rows.extend(view.questions({**params, "page": [str(page)]})["rows"])
+    names = {(r["dataset"], r["question"]): f"q/{i:06d}.html" for i, r in enumerate(rows, 1)}
+
+    def link(kind: str, *args: str, **query: Any) -> str:
+        if kind == "q":
+            return names.get((args[0], args[1]), "#")
+        if kind == "static":
+            return "static/" + args[0]
+        return "questions.html" if kind == "questions" else "index.html"
+
+    def sub_link(kind: str, *args: str, **query: Any) -> str:
+        target = link(kind, *args, **query)
+        return target if target == "#" else ("../" + target if not target.startswith("q/") else target[2:])
+
+    try:
+        (out / "q").mkdir(parents=True, exist_ok=True)
+        (out / "static").mkdir(exist_ok=True)
+        for name, content in static_files().items():
+            if name.endswith(".css"):
+                (out / "static" / name).write_bytes(content)
+        data = {**first, "rows": rows, "page": 1, "pages": 1, "page_size": len(rows)}
+        info = overview(view, None)
+        (out / "index.html").write_text(
+            render_page("view_overview.j2", title, link, EXPORT_CSP, **info, baseline=None), "utf-8"
+        )
+        (out / "questions.html").write_text(
+            render_page("view_questions.j2", title, link, EXPORT_CSP, data=data, params={}), "utf-8"
+        )
+        details = {}
+        for (dataset, question), name in names.items():
+            detail = view.question(dataset, question)
+            if detail is None:
+                continue
+            details[f"{dataset}/{question}"] = detail
+            (out / name).write_text(
+                render_page("view_question.j2", title, sub_link, EXPORT_CSP, **question_context(detail)),
+                "utf-8",
+            )
+        (out / "data.json").write_bytes(_json({"setups": info, "questions": data, "details": details}))
+    except OSError as exc:
+        raise InputError(f"{out}: cannot write the export: {exc.strerror or exc}") from None
+    return len(names)

@@ -1,0 +1,327 @@
+"""The SQLite index of a result tree: one row per file at the result level of every
+question folder (epoch 1's files and the later epochs' ``epochs/<n>/`` files).
+
+Only the small fields are kept (the grade, the extracted answer's head, tokens, times,
+retrieval sizes, size and mtime); responses, prompts and retrieval texts are read from the
+file when a question is opened. A rescan reads again only the files whose (size, mtime)
+changed. The index lives outside the tree (the user cache folder, keyed by the tree's real
+path, unless a file is named); the tree is never written to.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from kag.datasets import Datasets
+from kag.errors import InputError
+from kag.grading.evidence import evidence_record
+from kag.grading.mcq.extracted import compile_spec, extracted_outcome
+from kag.grading.mcq.rule import DEFAULT_ABSTENTION, AnswerKey, Outcome, compile_abstention, grade_fields
+from kag.grading.open_grading import grade_open_response
+from kag.results.codec import parse_grading_fields
+from kag.results.io import read_result_bytes
+from kag.results.model import TMP_SUFFIX
+from kag.results.tree import EPOCHS_FOLDER, check_results_root, result_file_setup, sorted_entries
+
+SCHEMA_VERSION = 2
+ANSWER_CHARS = 200  # the head of a response kept for the grid
+ERROR_CHARS = 2000
+
+# Row kinds: what a file is to `kag stats` (graded, ignored, skipped, unreadable, open).
+GRADED, IGNORED, SKIPPED, UNREADABLE, OPEN = "graded", "ignored", "skipped", "unreadable", "open"
+
+COLUMNS = (
+    "tree TEXT NOT NULL, rel TEXT NOT NULL, dataset TEXT NOT NULL, question TEXT NOT NULL, "
+    "setup TEXT, epoch INTEGER NOT NULL, kind TEXT NOT NULL, size INTEGER, mtime INTEGER, "
+    "outcome TEXT, abstained INTEGER, non_option INTEGER, extracted TEXT, answer TEXT, "
+    "error TEXT, reason TEXT, gen_ns INTEGER, ctx_len INTEGER, ret_ns INTEGER, vertices INTEGER, "
+    "relationships INTEGER, properties INTEGER, provider TEXT, model TEXT, temperature REAL, "
+    "max_tokens INTEGER, ag_retriever TEXT, ag_database TEXT, prompt_tokens INTEGER, "
+    "completion_tokens INTEGER, open_exact REAL, open_f1 REAL, evidence TEXT, PRIMARY KEY (tree, rel)"
+)
+_NAMES = tuple(c.split()[0] for c in COLUMNS.split(", PRIMARY KEY")[0].split(", "))
+_INSERT = f"INSERT OR REPLACE INTO files ({', '.join(_NAMES)}) VALUES ({', '.join('?' * len(_NAMES))})"
+
+
+def default_index_path(roots: list[str], fingerprint: str) -> Path:
+    """``<user cache>/kag/view/<hash>.sqlite``: one index per set of trees and settings."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    key = hashlib.sha256("\0".join([*roots, fingerprint]).encode("utf-8", "surrogatepass")).hexdigest()
+    return Path(base) / "kag" / "view" / f"{key[:32]}.sqlite"
+
+
+@dataclass(frozen=True)
+class ScanStats:
+    """What one scan did: files seen, files (re)read, rows removed."""
+
+    seen: int
+    read: int
+    removed: int
+
+
+@dataclass(frozen=True)
+class Tree:
+    """A result tree and the label its setups show under (``""``: unlabelled)."""
+
+    label: str
+    root: str
+
+
+def _settings_fingerprint(datasets: Datasets, prefix: str, extract: str | None) -> str:
+    st = os.stat(datasets.path)
+    return f"v{SCHEMA_VERSION}|{os.path.realpath(datasets.path)}|{st.st_size}|{st.st_mtime_ns}|{prefix}|{extract}"
+
+
+class Index:
+    """The index file: opened (created when missing), then :meth:`scan` brings it up to date."""
+
+    def __init__(self, path: Path, datasets: Datasets, trees: list[Tree], prefix: str, extract: str | None):
+        self.path = path
+        self.datasets = datasets
+        self.trees = trees
+        self.prefix = prefix
+        self.extract = extract
+        self.fingerprint = _settings_fingerprint(datasets, prefix, extract)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.db = sqlite3.connect(str(path), check_same_thread=False)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=OFF")
+            self.db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
+            row = self.db.execute("SELECT value FROM meta WHERE key='fingerprint'").fetchone()
+            if row is None or row[0] != self.fingerprint:
+                # Other settings (datasets file changed, --prefix, --extract): grade again.
+                self.db.execute("DROP TABLE IF EXISTS files")
+                self.db.execute("INSERT OR REPLACE INTO meta VALUES ('fingerprint', ?)", (self.fingerprint,))
+            self.db.execute(f"CREATE TABLE IF NOT EXISTS files ({COLUMNS})")
+            self.db.execute("CREATE INDEX IF NOT EXISTS by_question ON files (dataset, question)")
+            self.db.commit()
+        except sqlite3.Error as exc:
+            raise InputError(f"{path}: cannot open the index: {exc}") from None
+
+    def close(self) -> None:
+        self.db.close()
+
+    def scan(self) -> ScanStats:
+        """Bring the index up to date with the trees: new and changed files read, gone ones dropped."""
+        seen = read = removed = 0
+        if self.extract is not None:
+            compile_spec(self.extract)  # a bad pattern is a usage error before any file is read
+        for tree in self.trees:
+            check_results_root(tree.root)
+            known = {
+                rel: (size, mtime)
+                for rel, size, mtime in self.db.execute(
+                    "SELECT rel, size, mtime FROM files WHERE tree=?", (tree.root,)
+                )
+            }
+            rows = []
+            jobs: list[_Job] = []
+            present: set[str] = set()
+            for rel, dataset, question, epoch, entry, setup in _walk(tree.root, self.prefix):
+                seen += 1
+                present.add(rel)
+                if setup is None:
+                    if rel not in known:
+                        rows.append(_row(tree.root, rel, dataset, question, None, epoch, IGNORED))
+                    continue
+                stamp: tuple[int | None, int | None]
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                    stamp = (st.st_size, st.st_mtime_ns)
+                except OSError:
+                    stamp = (None, None)
+                if known.get(rel) == stamp:
+                    continue
+                read += 1
+                jobs.append((tree.root, rel, dataset, question, setup, epoch, entry.path, stamp))
+            self.db.executemany(_INSERT, rows)
+            for part in self._graded(jobs):
+                self.db.executemany(_INSERT, part)
+            gone = [(tree.root, rel) for rel in known if rel not in present]
+            removed += len(gone)
+            self.db.executemany("DELETE FROM files WHERE tree=? AND rel=?", gone)
+        live = [t.root for t in self.trees]
+        self.db.execute(f"DELETE FROM files WHERE tree NOT IN ({', '.join('?' * len(live))})", live)
+        self.db.commit()
+        return ScanStats(seen, read, removed)
+
+    def _graded(self, jobs: list[_Job]) -> Iterator[list[tuple[object, ...]]]:
+        """The rows of the files to read, in chunks; a pool of worker processes for many files."""
+        from functools import partial
+
+        from kag.workers import default_workers, ordered_map
+
+        work = partial(_grade_chunk, _Context(self.datasets, self.extract))
+        chunks = (jobs[i : i + CHUNK_FILES] for i in range(0, len(jobs), CHUNK_FILES))
+        workers = default_workers() if len(jobs) >= POOL_FROM else 1
+        if workers == 1:
+            yield from map(work, chunks)
+            return
+        yield from ordered_map(
+            work, chunks, workers, died="a worker process died while indexing", failed="indexing failed"
+        )
+
+
+CHUNK_FILES = 1000
+POOL_FROM = 4000  # files to read from which worker processes are started
+
+_Job = tuple[str, str, str, str, str, int, str, tuple[int | None, int | None]]
+
+
+@dataclass(frozen=True)
+class _Context:
+    datasets: Datasets
+    extract: str | None
+
+
+def _grade_chunk(ctx: _Context, jobs: list[_Job]) -> list[tuple[object, ...]]:
+    abstention = compile_abstention(DEFAULT_ABSTENTION)
+    spec = compile_spec(ctx.extract) if ctx.extract is not None else None
+    return [_grade_one(ctx.datasets, *job, abstention, spec) for job in jobs]
+
+
+def _grade_one(
+    datasets: Datasets,
+    root: str,
+    rel: str,
+    dataset: str,
+    question: str,
+    setup: str,
+    epoch: int,
+    path: str,
+    stamp: tuple[int | None, int | None],
+    abstention: Any,
+    spec: Any,
+) -> tuple[object, ...]:
+    """The row of one result file: graded by kag's grading rule against its question."""
+    q = datasets.get(dataset, question)
+    if q is None or (q.mcq is None and q.open is None):
+        return _row(root, rel, dataset, question, setup, epoch, IGNORED, stamp)
+    if q.mcq is not None and q.mcq.answer is None:
+        return _row(root, rel, dataset, question, setup, epoch, SKIPPED, stamp)
+    try:
+        fields = parse_grading_fields(read_result_bytes(path), True, retrieval_text=bool(q.evidence))
+    except Exception as exc:  # noqa: BLE001 - one bad file must never stop the scan
+        reason = (exc.strerror or str(exc)) if isinstance(exc, OSError) else str(exc)
+        return _row(root, rel, dataset, question, setup, epoch, UNREADABLE, stamp, reason=reason)
+    if q.open is not None:
+        exact, f1 = grade_open_response(fields.response, q.open.answers)
+        graded = grade_fields(fields, AnswerKey("", ()), dataset, question, setup, abstention)
+        return _row(root, rel, dataset, question, setup, epoch, OPEN, stamp, graded=graded, open_=(exact, f1))
+    assert q.mcq is not None and q.mcq.answer is not None
+    key = AnswerKey(q.mcq.answer, tuple(q.mcq.options))
+    graded = grade_fields(fields, key, dataset, question, setup, abstention)
+    if spec is not None:
+        graded = replace(graded, extracted=extracted_outcome(spec, graded.response, key))
+    found = evidence_record(q.evidence, fields.retrieval_text, graded.outcome is Outcome.OK)
+    bits = "".join("1" if f else "0" for f in found.found) if found is not None else None
+    return _row(root, rel, dataset, question, setup, epoch, GRADED, stamp, graded=graded, evidence=bits)
+
+
+def _row(
+    root: str,
+    rel: str,
+    dataset: str,
+    question: str,
+    setup: str | None,
+    epoch: int,
+    kind: str,
+    stamp: tuple[int | None, int | None] = (None, None),
+    *,
+    reason: str | None = None,
+    graded: object = None,
+    open_: tuple[float, float] | None = None,
+    evidence: str | None = None,
+) -> tuple[object, ...]:
+    g = graded
+    base: list[object] = [root, rel, dataset, question, setup, epoch, kind, stamp[0], stamp[1]]
+    if g is None:
+        return (*base, None, None, None, None, None, None, reason, *([None] * 17))
+    from kag.grading.mcq.rule import GradedFile
+
+    assert isinstance(g, GradedFile)
+    r, c, u = g.retrieval, g.config, g.usage
+    ag = c.augmented_generation if c is not None else None
+    return (
+        *base,
+        g.outcome.value,
+        int(g.abstained),
+        int(g.non_option),
+        g.extracted.value if g.extracted is not None else None,
+        g.response[:ANSWER_CHARS] if g.response is not None else None,
+        g.error[:ERROR_CHARS] if g.error is not None else None,
+        reason,
+        g.generation_ns,
+        g.context_length,
+        r.time_ns if r is not None else None,
+        r.vertices if r is not None else None,
+        r.relationships if r is not None else None,
+        r.properties if r is not None else None,
+        c.provider if c is not None else None,
+        c.model if c is not None else None,
+        c.temperature if c is not None else None,
+        c.tokens if c is not None else None,
+        ag.retriever if ag is not None else None,
+        ag.database if ag is not None else None,
+        u.prompt_tokens if u is not None else None,
+        u.completion_tokens if u is not None else None,
+        open_[0] if open_ is not None else None,
+        open_[1] if open_ is not None else None,
+        evidence,
+    )
+
+
+def _walk(root: str, prefix: str) -> Iterator[tuple[str, str, str, int, os.DirEntry[str], str | None]]:
+    """(relative path, dataset, question, epoch, entry, setup or None when ignored) of every
+    file-level entry, as `kag stats` walks them: no link followed, hidden dataset folders
+    and ``.tmp`` writes passed over, entries at the wrong level ignored (question "")."""
+    for d in sorted_entries(root):
+        if d.name.startswith(".") and d.is_dir(follow_symlinks=False):
+            continue
+        if not d.is_dir(follow_symlinks=False):
+            if not d.name.endswith(TMP_SUFFIX):
+                yield d.name, "", "", 1, d, None
+            continue
+        try:
+            questions = sorted_entries(d.path)
+        except OSError:
+            continue
+        for q in questions:
+            if not q.is_dir(follow_symlinks=False):
+                if not q.name.endswith(TMP_SUFFIX):
+                    yield f"{d.name}/{q.name}", d.name, "", 1, q, None
+                continue
+            try:
+                entries = sorted_entries(q.path)
+            except OSError:
+                continue
+            for e in entries:
+                if e.name == EPOCHS_FOLDER and e.is_dir(follow_symlinks=False):
+                    yield from _epochs(e.path, f"{d.name}/{q.name}/{EPOCHS_FOLDER}", d.name, q.name, prefix)
+                    continue
+                if e.name.endswith(TMP_SUFFIX):
+                    continue
+                yield f"{d.name}/{q.name}/{e.name}", d.name, q.name, 1, e, result_file_setup(e, prefix)
+
+
+def _epochs(
+    folder: str, rel: str, dataset: str, question: str, prefix: str
+) -> Iterator[tuple[str, str, str, int, os.DirEntry[str], str | None]]:
+    """The later epochs' files (``epochs/<n>/``, n >= 2 in decimal): never counted as ignored."""
+    for n in sorted_entries(folder):
+        if not (n.is_dir(follow_symlinks=False) and n.name.isdigit() and not n.name.startswith("0")):
+            continue
+        epoch = int(n.name)
+        if epoch < 2:
+            continue
+        for e in sorted_entries(n.path):
+            setup = result_file_setup(e, prefix)
+            if setup is not None and not e.name.endswith(TMP_SUFFIX):
+                yield f"{rel}/{n.name}/{e.name}", dataset, question, epoch, e, setup

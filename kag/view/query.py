@@ -1,0 +1,462 @@
+"""What the pages of `kag view` show, computed from the index: the `kag stats` summary and
+the comparisons (through kag's grading functions, never recomputed here), the paired grid
+of questions with its filters, and one question's detail (read from its result files).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kag.datasets import Datasets, Question
+from kag.errors import UsageError
+from kag.grading.compare.records import Answer, answer_set, question_sort_key
+from kag.grading.compare.setups import ComparisonRun, compare_setups
+from kag.grading.evidence import EvidenceRecord
+from kag.grading.mcq.metrics import GradeRun, Tally, Unreadable
+from kag.grading.mcq.rule import GradedFile, Outcome, rust_trim
+from kag.grading.mcq.summary import Summary
+from kag.grading.search.match import Matcher, literal_of, match_text
+from kag.grading.search.options import DEFAULT_TIMEOUT, compile_pattern
+from kag.results.codec import RetrievalSample, parse_result
+from kag.results.io import read_result_bytes
+from kag.results.model import AugmentedGeneration, ErrorResult, ModelConfig, Usage
+from kag.view.index import GRADED, IGNORED, OPEN, SKIPPED, UNREADABLE, Index
+
+PAGE_SIZE = 50
+SORTS = ("question", "-question", "correct", "-correct", "vertices", "-vertices")
+OUTCOMES = tuple(o.value for o in Outcome)
+
+
+@dataclass(frozen=True, slots=True)
+class Cell:
+    """One setup's file of one question, as the grid shows it."""
+
+    outcome: str
+    answer: str | None
+    extracted: str | None
+    vertices: int | None
+    rel: str
+    tree: str
+
+
+@dataclass
+class Snapshot:
+    """Everything the pages read, rebuilt after each scan."""
+
+    run: GradeRun
+    summary: Summary
+    setups: tuple[str, ...]
+    grid: dict[tuple[str, str], dict[str, Cell]]
+    order: list[tuple[str, str]]
+    epochs: dict[tuple[str, str, str], tuple[int, int]] = field(default_factory=dict)
+
+
+def setup_name(label: str, setup: str) -> str:
+    return f"{label}/{setup}" if label else setup
+
+
+class View:
+    """The data behind the pages: the index, the snapshot of it, the question lookups."""
+
+    def __init__(self, index: Index) -> None:
+        self.index = index
+        self.datasets = index.datasets
+        self._lock = threading.Lock()
+        self._search_cache: dict[tuple[str, tuple[str, ...]], frozenset[tuple[str, str]]] = {}
+        self._compared: dict[str, ComparisonRun | None] = {}
+        self.snapshot = self._build()
+
+    def reload(self) -> Any:
+        with self._lock:
+            stats = self.index.scan()
+            if stats.read or stats.removed:  # nothing changed: the pages stay as they are
+                self.snapshot = self._build()
+                self._search_cache.clear()
+                self._compared.clear()
+            return stats
+
+    def _build(self) -> Snapshot:
+        labels = {t.root: t.label for t in self.index.trees}
+        tallies: dict[tuple[str, str], Tally] = {}
+        records: list[GradedFile] = []
+        grid: dict[tuple[str, str], dict[str, Cell]] = {}
+        epochs: dict[tuple[str, str, str], list[int]] = {}
+        skipped = ignored = 0
+        unreadable: list[Unreadable] = []
+        evidence: dict[tuple[str, str], dict[str, EvidenceRecord]] = {}
+        cur = self.index.db.execute(
+            "SELECT tree, rel, dataset, question, setup, epoch, kind, outcome, abstained, non_option, "
+            "extracted, answer, error, reason, gen_ns, ctx_len, ret_ns, vertices, relationships, "
+            "properties, provider, model, temperature, max_tokens, ag_retriever, ag_database, "
+            "prompt_tokens, completion_tokens, open_exact, open_f1, evidence FROM files"
+        )
+        for row in cur:
+            tree, rel, dataset, question, setup, epoch, kind = row[:7]
+            if epoch != 1:
+                if kind == GRADED:
+                    name = setup_name(labels.get(tree, ""), setup)
+                    seen = epochs.setdefault((dataset, question, name), [0, 0])
+                    seen[0] += row[7] == Outcome.OK.value
+                    seen[1] += 1
+                continue
+            if kind == IGNORED:
+                ignored += 1
+                continue
+            if kind == SKIPPED:
+                skipped += 1
+                continue
+            if kind == UNREADABLE:
+                unreadable.append(Unreadable(os.path.join(tree, rel), row[13] or ""))
+                continue
+            name = setup_name(labels.get(tree, ""), setup)
+            graded = _graded(row, name)
+            tally = tallies.get((name, dataset))
+            if tally is None:
+                tally = tallies[(name, dataset)] = Tally()
+            if kind == OPEN:
+                tally.add_open(row[28] or 0.0, row[29] or 0.0, graded.outcome is Outcome.ERR)
+                continue
+            tally.add(graded)
+            records.append(graded)
+            if row[30] is not None:
+                found = EvidenceRecord(tuple(c == "1" for c in row[30]), graded.outcome is Outcome.OK)
+                evidence.setdefault((name, dataset), {})[question] = found
+            grid.setdefault((dataset, question), {})[name] = Cell(
+                graded.outcome.value, row[11], row[10], row[17], rel, tree
+            )
+        for (dataset, question, name), counts in epochs.items():
+            first = grid.get((dataset, question), {}).get(name)
+            if first is not None:
+                counts[0] += first.outcome == Outcome.OK.value
+                counts[1] += 1
+        records.sort(key=lambda r: (r.dataset, r.question, r.setup))
+        unreadable.sort(key=lambda u: u.path)
+        ds = self.datasets
+        any_open = any(q.open is not None for q in ds.iter_questions())
+        run = GradeRun(
+            tallies={key: tallies[key].freeze() for key in sorted(tallies)},
+            datasets=len(ds.datasets),
+            scorable_questions=ds.scorable_questions,
+            skipped_files=skipped,
+            ignored_files=ignored,
+            unreadable=tuple(unreadable),
+            records=tuple(records),
+            scorable_open_questions=sum(1 for q in ds.iter_questions() if q.open is not None)
+            if any_open
+            else None,
+            extract=self.index.extract,
+            evidence={k: {q: evidence[k][q] for q in sorted(evidence[k])} for k in sorted(evidence)}
+            if ds.has_evidence
+            else None,
+        )
+        answers = _answers(run, ds)
+        aset = answer_set(run, answers)
+        return Snapshot(
+            run,
+            aset.summary,
+            tuple(sorted({name for name, _ in run.tallies})),
+            grid,
+            sorted(grid, key=question_sort_key),
+            {k: (v[0], v[1]) for k, v in epochs.items() if v[1] > 1},
+        )
+
+    # ------------------------------------------------------------------ the overview
+
+    def comparisons(self, baseline: str | None) -> ComparisonRun | None:
+        """Every setup against ``baseline`` (default: the best-ranked setup), as `kag stats compare`."""
+        snap = self.snapshot
+        if not snap.summary.setups:
+            return None
+        if baseline is None:
+            baseline = snap.summary.setups[0].setup
+        if baseline not in snap.setups:
+            raise UsageError(f"baseline {baseline!r}: no graded setup has that name")
+        if baseline not in self._compared:  # computed once per baseline and scan
+            answers = _answers(snap.run, self.datasets)
+            found = any(a.setup == baseline for a in answers)
+            self._compared[baseline] = compare_setups(answers, baseline) if found else None
+        return self._compared[baseline]
+
+    # ------------------------------------------------------------------ the grid
+
+    def questions(self, params: Mapping[str, Sequence[str]]) -> dict[str, Any]:
+        """The grid's rows for the query parameters (see docs/view.md), one page of them."""
+        snap = self.snapshot
+        dataset = _one(params, "dataset")
+        setups = [s for s in params.get("setup", []) if s] or list(snap.setups)
+        for s in setups:
+            if s not in snap.setups:
+                raise UsageError(f"setup={s}: no graded setup has that name")
+        outcome = _one(params, "outcome")
+        if outcome is not None and outcome not in OUTCOMES:
+            raise UsageError(f"outcome must be one of {', '.join(OUTCOMES)} (got {outcome!r})")
+        flip = _one(params, "flip")
+        flip_pair: tuple[str, str] | None = None
+        if flip is not None:
+            a, sep, b = flip.partition(",")
+            if not sep or a not in snap.setups or b not in snap.setups:
+                raise UsageError(f"flip=A,B takes two graded setup names (got {flip!r})")
+            flip_pair = (a, b)
+        disagree = _one(params, "disagree") in {"1", "true", "yes"}
+        sort = _one(params, "sort") or "question"
+        if sort not in SORTS:
+            raise UsageError(f"sort must be one of {', '.join(SORTS)} (got {sort!r})")
+        page = _int(_one(params, "page") or "1", "page")
+        pattern = _one(params, "q")
+        matched = self._search(pattern, tuple(setups)) if pattern else None
+        keys = []
+        for key in snap.order:
+            if dataset is not None and key[0] != dataset:
+                continue
+            cells = snap.grid[key]
+            chosen = [cells.get(s) for s in setups]
+            present = [c for c in chosen if c is not None]
+            if not present:
+                continue
+            if outcome is not None and not any(c.outcome == outcome for c in present):
+                continue
+            if flip_pair is not None:
+                ca, cb = cells.get(flip_pair[0]), cells.get(flip_pair[1])
+                if ca is None or cb is None or ca.outcome != "ok" or cb.outcome == "ok":
+                    continue
+            if disagree and len({_norm(c) for c in present}) < 2:
+                continue
+            if matched is not None and key not in matched:
+                continue
+            keys.append(key)
+        if sort.lstrip("-") == "correct":
+            keys.sort(
+                key=lambda k: sum(1 for s in setups if (c := snap.grid[k].get(s)) and c.outcome == "ok")
+            )
+        elif sort.lstrip("-") == "vertices":
+            keys.sort(key=lambda k: max((c.vertices or 0) for c in snap.grid[k].values()))
+        if sort.startswith("-"):
+            keys.reverse()
+        total = len(keys)
+        pages = max(1, -(-total // PAGE_SIZE))
+        page = min(max(page, 1), pages)
+        rows = []
+        for key in keys[(page - 1) * PAGE_SIZE : page * PAGE_SIZE]:
+            q = self.datasets.get(*key)
+            cells = snap.grid[key]
+            rows.append(
+                {
+                    "dataset": key[0],
+                    "question": key[1],
+                    "input": q.input[:300] if q is not None else "",
+                    "gold": q.mcq.answer if q is not None and q.mcq is not None else None,
+                    "cells": {
+                        s: (
+                            {"outcome": c.outcome, "answer": c.answer, "extracted": c.extracted}
+                            if (c := cells.get(s)) is not None
+                            else None
+                        )
+                        for s in setups
+                    },
+                }
+            )
+        return {
+            "total": total,
+            "page": page,
+            "pages": pages,
+            "page_size": PAGE_SIZE,
+            "setups": setups,
+            "rows": rows,
+        }
+
+    def _search(self, pattern: str, setups: tuple[str, ...]) -> frozenset[tuple[str, str]]:
+        """The questions where one of ``setups``' responses matches ``pattern`` (`kag stats find`'s
+        rules: the trimmed response, the ``regex`` module, a CPU budget per file)."""
+        cached = self._search_cache.get((pattern, setups))
+        if cached is not None:
+            return cached
+        m = Matcher(compile_pattern(pattern), False, 0, 1, DEFAULT_TIMEOUT, literal_of(pattern))
+        found = set()
+        for key, cells in self.snapshot.grid.items():
+            for s in setups:
+                c = cells.get(s)
+                if c is None or c.outcome == "err":
+                    continue
+                try:
+                    result = parse_result(read_result_bytes(os.path.join(c.tree, c.rel)))
+                except Exception:  # noqa: BLE001, S112 - a file that changed since the scan
+                    continue
+                if isinstance(result, ErrorResult):
+                    continue
+                hits, _ = match_text(rust_trim(result.result), m)
+                if hits:
+                    found.add(key)
+                    break
+        out = frozenset(found)
+        if len(self._search_cache) > 32:
+            self._search_cache.clear()
+        self._search_cache[(pattern, setups)] = out
+        return out
+
+    # ------------------------------------------------------------------ one question
+
+    def question(self, dataset: str, question: str) -> dict[str, Any] | None:
+        """A question and every setup's file, read now; None when the index has no such question."""
+        snap = self.snapshot
+        cells = snap.grid.get((dataset, question))
+        if cells is None:
+            return None
+        q = self.datasets.get(dataset, question)
+        rows = self.index.db.execute(
+            "SELECT tree, rel, setup, gen_ns, ctx_len, ret_ns, vertices, relationships, properties, "
+            "prompt_tokens, completion_tokens, model, provider FROM files "
+            "WHERE dataset=? AND question=? AND epoch=1",
+            (dataset, question),
+        ).fetchall()
+        by_rel = {(r[0], r[1]): r for r in rows}
+        out = []
+        for name in sorted(cells):
+            c = cells[name]
+            r = by_rel.get((c.tree, c.rel))
+            path = os.path.join(c.tree, c.rel)
+            entry: dict[str, Any] = {
+                "setup": name,
+                "outcome": c.outcome,
+                "extracted": c.extracted,
+                "path": path,
+                "epochs": list(snap.epochs[(dataset, question, name)])
+                if (dataset, question, name) in snap.epochs
+                else None,
+            }
+            if r is not None:
+                entry.update(
+                    generation_secs=r[3] / 1e9 if r[3] is not None else None,
+                    context_length=r[4],
+                    retrieval_secs=r[5] / 1e9 if r[5] is not None else None,
+                    vertices=r[6],
+                    relationships=r[7],
+                    properties=r[8],
+                    prompt_tokens=r[9],
+                    completion_tokens=r[10],
+                    model=r[11],
+                    provider=r[12],
+                )
+            try:
+                result = parse_result(read_result_bytes(path))
+            except Exception as exc:  # noqa: BLE001 - changed or gone since the scan
+                entry.update(
+                    response=None, error=f"cannot read the file now: {exc}", retrieval=None, prompt=None
+                )
+                out.append(entry)
+                continue
+            if isinstance(result, ErrorResult):
+                entry.update(response=None, error=result.error, retrieval=None, prompt=None)
+            else:
+                retrieval = result.stats.retrieval
+                entry.update(
+                    response=result.result,
+                    error=None,
+                    prompt=result.stats.prompt,
+                    retrieval=retrieval.result if retrieval is not None else None,
+                )
+            out.append(entry)
+        return {
+            "dataset": dataset,
+            "question": question,
+            "input": q.input if q is not None else None,
+            "options": dict(q.mcq.options) if q is not None and q.mcq is not None else None,
+            "gold": q.mcq.answer if q is not None and q.mcq is not None else None,
+            "evidence": list(q.evidence) if q is not None else [],
+            "setups": out,
+        }
+
+
+def _one(params: Mapping[str, Sequence[str]], name: str) -> str | None:
+    values = params.get(name)
+    return values[-1] if values and values[-1] != "" else None
+
+
+def _int(text: str, name: str) -> int:
+    if not text.isdigit() or len(text) > 9:
+        raise UsageError(f"{name} must be a positive whole number (got {text!r})")
+    return int(text)
+
+
+def _norm(c: Cell) -> str:
+    if c.outcome == "err":
+        return "\0err"
+    return rust_trim(c.answer or "").casefold()
+
+
+def _graded(row: tuple[Any, ...], name: str) -> GradedFile:
+    """The per-file record of an index row: what `kag stats` builds for the same file."""
+    (
+        _,
+        _,
+        dataset,
+        question,
+        _,
+        _,
+        _,
+        outcome,
+        abstained,
+        non_option,
+        extracted,
+        answer,
+        error,
+        _,
+        gen_ns,
+        ctx_len,
+        ret_ns,
+        vertices,
+        relationships,
+        properties,
+        provider,
+        model,
+        temperature,
+        max_tokens,
+        ag_retriever,
+        ag_database,
+        prompt_tokens,
+        completion_tokens,
+        _,
+        _,
+        _,
+    ) = row
+    retrieval = RetrievalSample(ret_ns, vertices, relationships, properties) if ret_ns is not None else None
+    config = None
+    if provider is not None:
+        ag = AugmentedGeneration(ag_retriever, ag_database) if ag_retriever is not None else None
+        config = ModelConfig(provider, model, temperature, max_tokens, ag)
+    usage = (
+        Usage(prompt_tokens, completion_tokens)
+        if prompt_tokens is not None or completion_tokens is not None
+        else None
+    )
+    return GradedFile(
+        dataset,
+        question,
+        name,
+        Outcome(outcome),
+        answer,
+        bool(abstained),
+        bool(non_option),
+        gen_ns,
+        ctx_len,
+        retrieval,
+        error,
+        config,
+        usage,
+        Outcome(extracted) if extracted is not None else None,
+    )
+
+
+def _answers(run: GradeRun, datasets: Datasets) -> list[Answer]:
+    out = []
+    for r in run.records or ():
+        q: Question | None = datasets.get(r.dataset, r.question)
+        gold = q.mcq.answer if q is not None and q.mcq is not None else None
+        outcome = r.outcome  # the strict grade, as `kag stats compare` pairs by default
+        response = r.response if r.response is not None else (r.error or "(error)")
+        vertices = r.retrieval.vertices if r.retrieval is not None else None
+        out.append(Answer(r.dataset, r.question, r.setup, outcome, response, gold, None, vertices, r.config))
+    return out

@@ -1,0 +1,99 @@
+"""`kag view` in a real browser: Playwright driving the system chromium (no browser download).
+Skipped when chromium or playwright is absent."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kag.render.view import export
+from tests.view.helpers import make_tree, open_view, serving
+
+CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "images" / "view-question.png"
+
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian package 'chromium' is not installed")
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        yield b
+        b.close()
+
+
+def _page(browser: object, requests: list[str]) -> object:
+    context = browser.new_context(viewport={"width": 900, "height": 700})  # type: ignore[attr-defined]
+    page = context.new_page()
+    page.on("request", lambda r: requests.append(r.url))
+    return page
+
+
+def test_overview_flip_question_subgraph_and_nothing_hostile_runs(browser: object, tmp_path: Path) -> None:
+    datasets, tree = make_tree(tmp_path)
+    view = open_view(datasets, tree, tmp_path / "index.sqlite")
+    requests: list[str] = []
+    with serving(view) as url:
+        page = _page(browser, requests)
+        page.goto(url)  # type: ignore[attr-defined]
+        assert "ACC" in page.inner_text("#setups")  # type: ignore[attr-defined]
+        page.click("a.flip >> nth=0")  # type: ignore[attr-defined] # kag right, the baseline native not
+        page.wait_for_selector("#grid")  # type: ignore[attr-defined]
+        assert page.inner_text("#count") == "2"  # type: ignore[attr-defined]
+        rows = page.locator("#grid tr.row a.open").all_inner_texts()  # type: ignore[attr-defined]
+        assert rows == ["med/q2", "med/q7"]
+        shared = page.url  # type: ignore[attr-defined]
+        page.keyboard.press("j")  # type: ignore[attr-defined]
+        page.keyboard.press("Enter")  # type: ignore[attr-defined]
+        page.wait_for_selector("svg.graph")  # type: ignore[attr-defined]
+        assert page.url.endswith("/q/med/q2")  # type: ignore[attr-defined]
+        assert page.locator("svg.graph g.node").count() == 3  # type: ignore[attr-defined]
+        # The hostile question q0: its response, input and node labels show as text.
+        page.goto(url + "q/med/q0")  # type: ignore[attr-defined]
+        page.wait_for_selector("svg.graph")  # type: ignore[attr-defined]
+        assert page.locator("svg.graph g.node.evidence").count() == 1  # type: ignore[attr-defined]
+        assert "<script>window.pwned=1</script>" in page.inner_text("pre.response")  # type: ignore[attr-defined]
+        assert page.evaluate("window.pwned === undefined")  # type: ignore[attr-defined]
+        assert page.locator("img").count() == 0  # type: ignore[attr-defined]
+        SCREENSHOT.parent.mkdir(exist_ok=True)
+        page.set_viewport_size({"width": 800, "height": 600})  # type: ignore[attr-defined]
+        page.goto(url + "q/med/q2")  # type: ignore[attr-defined]
+        page.screenshot(path=str(SCREENSHOT), full_page=True)  # type: ignore[attr-defined]
+        # A shared URL reloads to the same rows.
+        other = _page(browser, requests)
+        other.goto(shared)  # type: ignore[attr-defined]
+        assert other.locator("#grid tr.row a.open").all_inner_texts() == rows  # type: ignore[attr-defined]
+        other.keyboard.press("/")  # type: ignore[attr-defined]
+        assert other.evaluate("document.activeElement.id") == "q"  # type: ignore[attr-defined]
+    assert requests and all(r.startswith(url) for r in requests), requests
+
+
+def test_static_export_opens_from_file(browser: object, tmp_path: Path) -> None:
+    datasets, tree = make_tree(tmp_path)
+    view = open_view(datasets, tree, tmp_path / "index.sqlite")
+    out = tmp_path / "site"
+    export(view, out, "t", {"flip": ["kag,native"]}, 100)
+    requests: list[str] = []
+    page = _page(browser, requests)
+    page.goto((out / "index.html").as_uri())  # type: ignore[attr-defined]
+    assert "ACC" in page.inner_text("#setups")  # type: ignore[attr-defined]
+    page.click("nav a >> text=Questions")  # type: ignore[attr-defined]
+    assert page.inner_text("#count") == "2"  # type: ignore[attr-defined]
+    page.click("#grid a.open >> nth=0")  # type: ignore[attr-defined]
+    page.wait_for_selector("svg.graph")  # type: ignore[attr-defined]
+    assert page.evaluate("window.pwned === undefined")  # type: ignore[attr-defined]
+    assert page.evaluate("getComputedStyle(document.body).margin") == "0px"  # the stylesheet loaded
+    assert all(r.startswith("file://") for r in requests), requests
