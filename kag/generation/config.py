@@ -22,7 +22,7 @@ import logging
 import math
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,13 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from kag.datasets import name_problem
 from kag.errors import ConfigError, toml_type_name
 from kag.generation.secrets import display_url, url_credentials
+from kag.generation.settings import (
+    NO_SETTINGS,
+    SETTING_KEYS,
+    GenerationSettings,
+    parse_settings,
+    refuse_unknown,
+)
 from kag.generation.templates import (
     DEFAULT_TEMPLATE,
     TOO_DEEP,
@@ -115,6 +122,8 @@ class Config:
     retrievers: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, repr=False)
     raw_providers: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, repr=False)
     secrets: frozenset[str] = field(default=frozenset(), repr=False)
+    # The file after template rendering (secrets and all: redact before showing it).
+    rendered: str = field(default="", repr=False)
 
 
 @dataclass(frozen=True)
@@ -129,6 +138,7 @@ class Setup:
     template: PromptTemplate | None = None
     datasets: tuple[str, ...] | None = None
     augmented_generation: AugmentedGeneration | None = None
+    settings: GenerationSettings = NO_SETTINGS
 
     def model_config(self) -> ModelConfig:
         """The ``ok.stats.config`` block (``provider`` is the component name, as in Rust)."""
@@ -148,6 +158,8 @@ class Setup:
 class Benchmark:
     path: Path
     setups: Mapping[str, Setup]
+    # The file after template rendering (see Config.rendered).
+    rendered: str = field(default="", repr=False)
 
 
 # ---------------------------------------------------------------- rendering and parsing
@@ -235,10 +247,11 @@ def parse_toml(text: str, path: Path, rendered: bool) -> dict[str, Any]:
         raise ConfigError(f"{path}: not valid TOML: {exc}{note}") from None
 
 
-def _load_table(path: Path, what: str) -> dict[str, Any]:
+def _load_table(path: Path, what: str) -> tuple[dict[str, Any], str]:
+    """The parsed file and its rendered text."""
     raw = _read_text(path, what)
     text = render_file(path, what)
-    return parse_toml(text, path, rendered=text != raw)
+    return parse_toml(text, path, rendered=text != raw), text
 
 
 # ---------------------------------------------------------------- validation helpers
@@ -270,12 +283,6 @@ def _string(
     if not secret and required and not value.strip():
         raise ConfigError(f"{path}: {where}: '{key}' must not be empty")
     return value
-
-
-def _warn_unknown(path: Path, where: str, table: Mapping[str, Any], known: Iterable[str]) -> None:
-    extra = sorted(set(table) - set(known))
-    if extra:
-        log.warning("%s: %s: ignored unknown key(s) %s", path, where, ", ".join(repr(k) for k in extra))
 
 
 def _collect_secrets(value: Any, into: set[str]) -> None:
@@ -331,7 +338,10 @@ def _urls(path: Path, where: str, table: Mapping[str, Any], default: str) -> tup
     return tuple(urls)
 
 
-def _provider(path: Path, name: str, table: Any) -> ProviderConfig:
+PROVIDER_KEYS = {"Ollama": ("type", "url"), "OpenAI": ("type", "url", "key"), "FastEmbed": ("type", "model")}
+
+
+def _provider(path: Path, name: str, table: Any, text: str = "") -> ProviderConfig:
     where = f"providers.{name}"
     _check_name(path, where, name)
     if not isinstance(table, dict):
@@ -341,12 +351,12 @@ def _provider(path: Path, name: str, table: Any) -> ProviderConfig:
         raise ConfigError(
             f"{path}: {where}: missing required key 'type' (one of {', '.join(PROVIDER_TYPES)})"
         )
+    if isinstance(kind, str) and kind in PROVIDER_KEYS:
+        refuse_unknown(path, where, table, PROVIDER_KEYS[kind], text, ("providers", name))
     if kind == "Ollama":
-        _warn_unknown(path, where, table, ("type", "url"))
         urls = _urls(path, where, table, OLLAMA_DEFAULT_URL)
         return OllamaProvider(name, urls[0], urls=urls)
     if kind == "OpenAI":
-        _warn_unknown(path, where, table, ("type", "url", "key"))
         key = _string(path, where, table, "key", required=True, secret=True)
         assert key is not None
         urls = _urls(path, where, table, OPENAI_DEFAULT_URL)
@@ -359,7 +369,6 @@ def _provider(path: Path, name: str, table: Any) -> ProviderConfig:
             )
         return OpenAIProvider(name, key, urls[0], urls=urls)
     if kind == "FastEmbed":
-        _warn_unknown(path, where, table, ("type", "model"))
         return FastEmbedProvider(name, _string(path, where, table, "model"))
     raise ConfigError(
         f"{path}: {where}: unknown provider type {kind!r} (expected one of {', '.join(PROVIDER_TYPES)})"
@@ -380,18 +389,18 @@ def _raw_components(path: Path, data: Mapping[str, Any], section: str) -> dict[s
 def load_config(path: str | Path) -> Config:
     """Load and validate the configuration file (see the module docstring)."""
     path = Path(path)
-    data = _load_table(path, "configuration file")
+    data, text = _load_table(path, "configuration file")
     extra = sorted(set(data) - {"providers", "databases", "retrievers"})
     if extra:
         log.warning("%s: ignored unknown top-level key(s) %s", path, ", ".join(repr(k) for k in extra))
     raw_providers = _raw_components(path, data, "providers")
-    providers = {name: _provider(path, name, table) for name, table in raw_providers.items()}
+    providers = {name: _provider(path, name, table, text) for name, table in raw_providers.items()}
     databases = _raw_components(path, data, "databases")
     retrievers = _raw_components(path, data, "retrievers")
     secrets: set[str] = set()
     for section in (raw_providers, databases, retrievers):
         _collect_secrets(section, secrets)
-    return Config(path, providers, databases, retrievers, raw_providers, frozenset(secrets))
+    return Config(path, providers, databases, retrievers, raw_providers, frozenset(secrets), text)
 
 
 # ---------------------------------------------------------------- setups
@@ -470,7 +479,9 @@ def _tokens(path: Path, where: str, table: Mapping[str, Any]) -> int | None:
     return value
 
 
-def _augmented(path: Path, where: str, table: Mapping[str, Any]) -> AugmentedGeneration | None:
+def _augmented(
+    path: Path, where: str, table: Mapping[str, Any], text: str = "", header: tuple[str, ...] = ()
+) -> AugmentedGeneration | None:
     value = table.get("augmented_generation")
     if value is None:
         return None
@@ -480,7 +491,7 @@ def _augmented(path: Path, where: str, table: Mapping[str, Any]) -> AugmentedGen
             ' {retriever = "...", database = "..."}'
         )
     inner = f"{where} augmented_generation"
-    _warn_unknown(path, inner, value, ("retriever", "database"))
+    refuse_unknown(path, inner, value, ("retriever", "database"), text, (*header, "augmented_generation"))
     retriever = _string(path, inner, value, "retriever", required=True)
     database = _string(path, inner, value, "database", required=True)
     assert retriever is not None and database is not None
@@ -500,6 +511,7 @@ def _datasets_filter(path: Path, where: str, table: Mapping[str, Any]) -> tuple[
     return tuple(value)
 
 
+# The Rust tool's keys, then kag's generation settings.
 SETUP_KEYS = (
     "provider",
     "model",
@@ -508,21 +520,26 @@ SETUP_KEYS = (
     "system_prompt",
     "datasets",
     "augmented_generation",
+    *SETTING_KEYS,
+    "options",
+    "extra_body",
 )
 
 
-def _setup(path: Path, name: str, table: Any, config: Config) -> Setup:
+def _setup(path: Path, name: str, table: Any, config: Config, text: str = "") -> Setup:
     where = f"[{name}]"
     _check_name(path, where, name)
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: {where}: a setup must be a table (got {toml_type_name(table)})")
-    _warn_unknown(path, where, table, SETUP_KEYS)
+    refuse_unknown(path, where, table, SETUP_KEYS, text, (name,))
     provider = _string(path, where, table, "provider", required=True)
     model = _string(path, where, table, "model", required=True)
     temperature = _number(path, where, table, "temperature", required=True)
     assert provider is not None and model is not None and temperature is not None
-    augmented = _augmented(path, where, table)
+    augmented = _augmented(path, where, table, text, (name,))
     check_generation(path, where, config, provider, temperature, augmented)
+    chosen = config.providers[provider]
+    settings = parse_settings(path, where, table, chosen.name, isinstance(chosen, OllamaProvider))
     source = _string(path, where, table, "system_prompt")
     origin = f"{path}: {where} system_prompt"
     template = compile_template(source if source is not None else DEFAULT_TEMPLATE, origin)
@@ -537,17 +554,18 @@ def _setup(path: Path, name: str, table: Any, config: Config) -> Setup:
         template=template,
         datasets=_datasets_filter(path, where, table),
         augmented_generation=augmented,
+        settings=settings,
     )
 
 
 def load_benchmark(path: str | Path, config: Config) -> Benchmark:
     """Load and validate the benchmark file against the configuration."""
     path = Path(path)
-    data = _load_table(path, "benchmark file")
+    data, text = _load_table(path, "benchmark file")
     if not data:
         raise ConfigError(f"{path}: the benchmark file defines no setup (add a [<setup>] table)")
-    setups = {name: _setup(path, name, table, config) for name, table in data.items()}
-    return Benchmark(path, setups)
+    setups = {name: _setup(path, name, table, config, text) for name, table in data.items()}
+    return Benchmark(path, setups, text)
 
 
 def generation_setup(

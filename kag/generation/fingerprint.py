@@ -7,7 +7,10 @@ reaches the model for one task:
   ``augmented_generation`` pair;
 - the prompt template's source text (after ``file()`` inclusion);
 - the retriever's configuration table when the setup retrieves;
-- the question's ``input`` and MCQ ``options``.
+- the question's ``input`` and MCQ ``options``;
+- the setup's generation settings (``seed``, ``top_p``, ``stop``, ``system``, the
+  passthrough table...), only when it sets any: a setup without them keeps the fingerprint
+  it always had (results of older kag versions and of the Rust tool stay current).
 
 Left out on purpose: the setup's name (it is the file name already), provider URLs and
 keys, database connection settings (moving a server does not change an answer), and the
@@ -31,7 +34,7 @@ FINGERPRINT_VERSION = 1
 def task_fingerprint(setup: Setup, question: Question, retriever: Mapping[str, Any] | None = None) -> str:
     """The hex SHA-256 of the task's canonical description (see the module docstring)."""
     aug = setup.augmented_generation
-    document = {
+    document: dict[str, Any] = {
         "version": FINGERPRINT_VERSION,
         "provider": setup.provider,
         "model": setup.model,
@@ -43,5 +46,7 @@ def task_fingerprint(setup: Setup, question: Question, retriever: Mapping[str, A
         "input": question.input,
         "options": question.mcq.options if question.mcq is not None else None,
     }
+    if setup.settings:
+        document["settings"] = setup.settings.to_json()
     data = orjson.dumps(document, option=orjson.OPT_SORT_KEYS, default=str)
     return hashlib.sha256(data).hexdigest()

@@ -195,7 +195,7 @@ class Generator:
         except PromptRenderError as exc:
             return ErrorResult(self.redact(f"{RENDER_FAILED}: {exc}")), 0
         provider = self.provider(setup.provider)
-        request = ChatRequest(setup.model, prompt, setup.temperature, setup.tokens)
+        request = ChatRequest(setup.model, prompt, setup.temperature, setup.tokens, setup.settings)
         call_seconds = [0.0]
 
         async def attempt() -> Any:

@@ -1,13 +1,17 @@
 """Model providers: one client per configured provider for the whole run.
 
 - ``Ollama``: native API, ``POST /api/chat`` (``stream: false``; ``tokens`` is sent as
-  ``options.num_ctx`` as the Rust tool does) and ``POST /api/embed``;
-- ``OpenAI``: any OpenAI-compatible server, ``POST <url>/chat/completions`` (``tokens`` is
-  ``max_tokens``) and ``POST <url>/embeddings``;
+  ``options.num_ctx`` as the Rust tool does, ``max_tokens`` as ``options.num_predict``, the
+  other settings under their own names in ``options``, the setup's ``options`` table merged
+  last) and ``POST /api/embed``;
+- ``OpenAI``: any OpenAI-compatible server, ``POST <url>/chat/completions`` (``tokens`` and
+  ``max_tokens`` are ``max_tokens``, the other settings body keys of their own names, the
+  setup's ``extra_body`` table merged last) and ``POST <url>/embeddings``;
 - ``FastEmbed``: in-process ONNX embeddings (``kag.embedding``) run in a worker thread;
   it cannot generate.
 
-The prompt goes as one user message, as the Rust tool sent it. Each method makes one
+The prompt goes as one user message, as the Rust tool sent it, after the setup's
+``system`` message when it has one. Each method makes one
 attempt and raises ``ProviderError`` (transient or not); retries live in ``retry``.
 aiohttp is imported when a provider sends its first request, not with this module.
 """
@@ -25,7 +29,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
-from kag.generation.config import FastEmbedProvider, OllamaProvider, OpenAIProvider, ProviderConfig
+from kag.generation.config import (
+    NO_SETTINGS,
+    FastEmbedProvider,
+    GenerationSettings,
+    OllamaProvider,
+    OpenAIProvider,
+    ProviderConfig,
+)
 from kag.generation.endpoints import EndpointFailure, EndpointPool, EndpointStats
 from kag.generation.retry import ProviderError, parse_retry_after
 from kag.generation.secrets import Redactor, display_url, url_credentials
@@ -46,6 +57,28 @@ class ChatRequest:
     prompt: str
     temperature: float
     tokens: int | None = None
+    settings: GenerationSettings = NO_SETTINGS
+
+    def messages(self) -> list[dict[str, str]]:
+        """The setup's ``system`` message (when it has one), then the prompt as the user's."""
+        system = self.settings.system
+        head = [{"role": "system", "content": system}] if system is not None else []
+        return [*head, {"role": "user", "content": self.prompt}]
+
+
+# The settings sent under their own names: OpenAI-compatible body keys and Ollama options.
+SHARED_SETTINGS = ("seed", "top_p", "top_k", "presence_penalty", "frequency_penalty")
+
+
+def _shared(settings: GenerationSettings) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name in SHARED_SETTINGS:
+        value = getattr(settings, name)
+        if value is not None:
+            out[name] = value
+    if settings.stop is not None:
+        out["stop"] = list(settings.stop)
+    return out
 
 
 @dataclass(frozen=True)
@@ -360,12 +393,17 @@ class OllamaClient(HttpProvider):
         super().__init__(config.name, config.urls, timeout, connections, redact=redact)
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
+        settings = request.settings
         options: dict[str, Any] = {"temperature": request.temperature}
         if request.tokens is not None:
             options["num_ctx"] = request.tokens
+        options |= _shared(settings)
+        if settings.max_tokens is not None:
+            options["num_predict"] = settings.max_tokens
+        options |= settings.passthrough
         payload = {
             "model": request.model,
-            "messages": [{"role": "user", "content": request.prompt}],
+            "messages": request.messages(),
             "stream": False,
             "options": options,
         }
@@ -391,13 +429,18 @@ class OpenAIClient(HttpProvider):
         super().__init__(config.name, config.urls, timeout, connections, headers, redact, secrets)
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
+        settings = request.settings
         payload: dict[str, Any] = {
             "model": request.model,
-            "messages": [{"role": "user", "content": request.prompt}],
+            "messages": request.messages(),
             "temperature": request.temperature,
         }
         if request.tokens is not None:
             payload["max_tokens"] = request.tokens
+        payload |= _shared(settings)
+        if settings.max_tokens is not None:
+            payload["max_tokens"] = settings.max_tokens
+        payload |= settings.passthrough
         data, url = await self.post_json("/chat/completions", payload)
         choices = data.get("choices") if isinstance(data, dict) else None
         first = choices[0] if isinstance(choices, list) and choices else None

@@ -388,15 +388,12 @@ def test_bad_benchmark_names_file_setup_and_problem(
         load_benchmark(path, load_config(cfg_path))
 
 
-def test_high_temperature_warns_and_unknown_keys_warn(
-    tmp_path: Path, cfg_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    path = bench(tmp_path, "[s]\nprovider = 'local'\nmodel = 'm'\ntemperature = 1.6\ntoken = 5\n")
+def test_high_temperature_warns(tmp_path: Path, cfg_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = bench(tmp_path, "[s]\nprovider = 'local'\nmodel = 'm'\ntemperature = 1.6\n")
     with caplog.at_level(logging.WARNING, logger="kag"):
         load_benchmark(path, load_config(cfg_path))
     messages = [r.getMessage() for r in caplog.records]
     assert any("[s]: high temperature (1.6)" in m for m in messages)
-    assert any("[s]: ignored unknown key(s) 'token'" in m for m in messages)
 
 
 def test_temperature_at_the_threshold_does_not_warn(
