@@ -139,10 +139,8 @@ def setup_name(model: str) -> str:
 
 def _length_cap(d: _Defaults) -> str:
     """The reply-length line of the setup: an MCQ answer is a letter, and a capped reply keeps
-    a first run short (for Ollama, ``tokens`` is the context size, so nothing is set)."""
-    if d.type == "Ollama":
-        return ""
-    return "tokens = 16        # OpenAI API: max_tokens, the longest reply\n"
+    a first run short (OpenAI-compatible ``max_tokens``, Ollama ``options.num_predict``)."""
+    return "max_tokens = 16    # the longest reply, in tokens\n"
 
 
 def render_files(provider: StarterProvider, url: str | None, model: str | None) -> dict[str, bytes]:

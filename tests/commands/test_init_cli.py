@@ -55,6 +55,13 @@ def test_init_then_benchmark_runs_against_the_server(
         seen = [r for r in server.requests if r.path == path]
         assert len(seen) == 5
         assert all(r.model == "tiny:1b" for r in seen)
+        # The starter setup caps the reply: OpenAI max_tokens, Ollama options.num_predict.
+        caps = [
+            r.body["max_tokens"] if provider == "llama-cpp" else r.body["options"]["num_predict"]
+            for r in seen
+            if r.body
+        ]
+        assert caps == [16] * 5
     graded = kag("stats", "-d", "datasets.json", "-r", "results", "--format", "json")
     assert graded.exit_code == 0, graded.output
     overall = orjson.loads(graded.stdout)["setups"][0]
