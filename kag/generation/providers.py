@@ -29,7 +29,7 @@ from kag.generation.config import FastEmbedProvider, OllamaProvider, OpenAIProvi
 from kag.generation.endpoints import EndpointFailure, EndpointPool, EndpointStats
 from kag.generation.retry import ProviderError, parse_retry_after
 from kag.generation.secrets import Redactor, display_url, url_credentials
-from kag.results import Usage
+from kag.results import MAX_RESULT_BYTES, Usage
 
 if TYPE_CHECKING:
     import aiohttp
@@ -109,6 +109,39 @@ def _one_line(detail: object) -> str:
 
 def _is_transient_status(status: int) -> bool:
     return status in (408, 425, 429) or status >= 500
+
+
+#: Largest reply body read (bytes, after any content decoding): the size cap of a result
+#: file, which a longer answer could not be stored in anyway. A server that streams an
+#: endless body costs this much memory at most.
+MAX_REPLY_BYTES = MAX_RESULT_BYTES
+
+
+class _ReplyTooLarge(Exception):
+    def __init__(self, size: int | None) -> None:
+        super().__init__(size)
+        self.size = size
+
+
+async def _read_capped(response: aiohttp.ClientResponse) -> bytes:
+    """The body of ``response``, read in chunks; _ReplyTooLarge as soon as it passes
+    MAX_REPLY_BYTES (or announces a length past it), before the rest is read."""
+    length = response.content_length
+    if length is not None and length > MAX_REPLY_BYTES:
+        raise _ReplyTooLarge(length)
+    parts: list[bytes] = []
+    size = 0
+    async for chunk in response.content.iter_chunked(1 << 16):
+        size += len(chunk)
+        if size > MAX_REPLY_BYTES:
+            raise _ReplyTooLarge(None)
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+def _too_large(url: str, exc: _ReplyTooLarge) -> str:
+    announced = f" (it announced {exc.size:,} bytes)" if exc.size is not None else ""
+    return f"the reply from {url} is larger than the {MAX_REPLY_BYTES // (1024 * 1024)} MiB cap for a reply{announced}"
 
 
 @dataclass(frozen=True)
@@ -251,7 +284,7 @@ class HttpProvider:
             _reused.set(False)
             try:
                 async with session.post(url, data=body, allow_redirects=False) as response:
-                    content = await response.read()
+                    content = await _read_capped(response)
                     return _Reply(
                         response.status, response.reason or "", response.headers.get("retry-after"), content
                     )
@@ -281,6 +314,8 @@ class HttpProvider:
         try:
             async with asyncio.timeout(self.timeout):
                 reply = await self._exchange(session, target, body)
+        except _ReplyTooLarge as exc:
+            raise ProviderError(_too_large(url, exc), transient=False) from None
         except TimeoutError:
             if not _connected.get():
                 raise EndpointFailure(f"cannot connect to {url} within {self.timeout:g} s") from None
