@@ -315,7 +315,8 @@ class HttpProvider:
             async with asyncio.timeout(self.timeout):
                 reply = await self._exchange(session, target, body)
         except _ReplyTooLarge as exc:
-            raise ProviderError(_too_large(url, exc), transient=False) from None
+            # The server's fault (another endpoint may answer in size): counts against it.
+            raise EndpointFailure(_too_large(url, exc), answered=True) from None
         except TimeoutError:
             if not _connected.get():
                 raise EndpointFailure(f"cannot connect to {url} within {self.timeout:g} s") from None
@@ -332,21 +333,24 @@ class HttpProvider:
                 f"cannot connect to {url}: {_one_line(cause) or type(exc).__name__}"
             ) from None
         except aiohttp.ClientResponseError as exc:
-            # raise_for_status is off: this is a reply that is not HTTP.
-            raise ProviderError(
+            # raise_for_status is off: this is a reply that is not HTTP (the server's fault).
+            raise EndpointFailure(
                 f"connection to {url} failed: malformed HTTP response: {_one_line(exc.message)}",
-                transient=True,
+                answered=True,
             ) from None
         except (aiohttp.ClientError, OSError) as exc:
             raise EndpointFailure(
                 f"connection to {url} failed: {_one_line(exc) or type(exc).__name__}", resend=_not_sent(exc)
             ) from None
         if reply.status >= 400:
-            raise ProviderError(
-                f"HTTP {reply.status} {reply.reason} from {url}: {_error_detail(reply.content, self._redact)}",
-                transient=_is_transient_status(reply.status),
-                retry_after=parse_retry_after(reply.retry_after),
+            message = (
+                f"HTTP {reply.status} {reply.reason} from {url}: {_error_detail(reply.content, self._redact)}"
             )
+            if _is_transient_status(reply.status):  # the server's own trouble: another one may answer
+                raise EndpointFailure(
+                    message, answered=True, retry_after=parse_retry_after(reply.retry_after)
+                )
+            raise ProviderError(message, transient=False)
         try:
             return orjson.loads(reply.content), url
         except orjson.JSONDecodeError as exc:
@@ -357,8 +361,8 @@ class HttpProvider:
                     transient=False,
                 ) from None
             start = self._redact(reply.content[:REDACTED_WINDOW].decode("utf-8", "replace"))[:80]
-            raise ProviderError(
-                f"the reply from {url} is not valid JSON: {start!r}", transient=True
+            raise EndpointFailure(
+                f"the reply from {url} is not valid JSON: {start!r}", answered=True
             ) from None
 
     async def aclose(self) -> None:
