@@ -386,6 +386,11 @@ def _run(
             f"{summary.unreachable}: unreachable for {max_connection_failures} task(s) in a row;"
             f" {summary.not_run} task(s) not run: start the server and run again with --continue"
         )
+    if summary.unreached:
+        raise InputError(
+            f"{summary.unreached} task(s) not run: their request reached no server (no result file"
+            " written); start the server and run again with --continue"
+        )
     if summary.no_answer:
         raise InputError(
             f"no task got an answer ({summary.errors + summary.kept} failed); see the warnings above"

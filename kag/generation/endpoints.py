@@ -45,6 +45,9 @@ class EndpointFailure(ProviderError):
     dropped after the request went out is ``resend=False``: the server may have acted on it,
     so the retry policy decides and the attempt counts. Always transient.
 
+    A request whose every try failed unreached (``reached_any`` false) never reached a
+    server: a benchmark writes no result for it.
+
     ``answered``: the endpoint did answer, with an error that is its own (HTTP 5xx, 429,
     a reply that is not HTTP or not JSON): it counts against the endpoint like a failure
     to connect, and the request goes to another endpoint at once. With ``retry_after``
@@ -57,6 +60,14 @@ class EndpointFailure(ProviderError):
         super().__init__(message, transient=True, retry_after=retry_after)
         self.resend = resend
         self.answered = answered
+        # Whether this endpoint, or one tried before it for the same request, got the request.
+        self.reached_any = self.reached
+
+    @property
+    def reached(self) -> bool:
+        """Whether the server got the request: it answered, or the connection was lost
+        after the request went out."""
+        return self.answered or not self.resend
 
 
 class NoEndpointAvailable(ProviderError):
@@ -299,6 +310,7 @@ class EndpointPool:
         ``NoEndpointAvailable`` as ``acquire`` does.
         """
         tried: set[int] = set()
+        reached = False  # an endpoint tried before got the request (its error was its own)
         while True:
             index = -1
             try:
@@ -307,6 +319,8 @@ class EndpointPool:
                     return await send(lease.url)
             except EndpointFailure as exc:  # the endpoint is set aside by now
                 tried.add(index)
+                exc.reached_any = reached or exc.reached
+                reached = exc.reached_any
                 if not exc.resend or len(tried) == len(self._endpoints):
                     raise
 

@@ -37,7 +37,16 @@ from kag.results import (
     temporary_name,
     write_atomic,
 )
-from tests.bench_helpers import SECRET, bench_args, fresh, invoke, make_project, mcq, server_fixture
+from tests.bench_helpers import (
+    FAKE_CONFIG,
+    SECRET,
+    bench_args,
+    fresh,
+    invoke,
+    make_project,
+    mcq,
+    server_fixture,
+)
 from tests.conftest import REPO
 from tests.fakeserver import FakeServer
 
@@ -365,14 +374,14 @@ def test_an_unreachable_server_stops_the_run_and_the_rest_stays_resumable(
     assert result.exit_code == 2
     line = one_error_line(result.stderr)
     assert f"http://***@{url[len('http://') :]}: unreachable for 20 task(s) in a row" in line
-    assert "10 task(s) not run" in line
+    assert "30 task(s) not run" in line  # the 20 that reached no server and the 10 never started
     assert "hunter2pass" not in line and "alice" not in line
-    assert len(out_files(root)) == 20  # the 20 failures; the other 10 have no file
+    assert len(out_files(root)) == 0  # a server outage is not a model's answer: no file
     monkeypatch.setenv("FAKE_URL", server.url)
     monkeypatch.setenv("FAKE_KEY", SECRET)
     again = invoke(bench_args(root, "--setup", "s2", "--continue"))
     assert again.exit_code == 0, again.stderr
-    assert "10 task(s) run: 10 ok" in again.stderr
+    assert "30 task(s) run: 30 ok" in again.stderr
 
 
 def test_max_connection_failures_sets_the_limit(
@@ -382,7 +391,7 @@ def test_max_connection_failures_sets_the_limit(
     monkeypatch.setenv("FAKE_URL", dead_url())
     result = invoke(bench_args(root, "--setup", "s2", "--retries", "0", "--max-connection-failures", "3"))
     assert result.exit_code == 2
-    assert "unreachable for 3 task(s) in a row; 5 task(s) not run" in one_error_line(result.stderr)
+    assert "unreachable for 3 task(s) in a row; 8 task(s) not run" in one_error_line(result.stderr)
 
 
 # ---------------------------------------------------------------- item 6: names too long
@@ -542,3 +551,20 @@ def test_two_continue_runs_at_once_send_each_task_once(tmp_path: Path, server: F
     codes = sorted(code for code, _ in outcomes)
     assert codes in ([0, 0], [0, 2]), outcomes
     assert len(server.chat_requests()) == 12  # 6 questions x 2 setups, each sent once
+
+
+def test_tasks_that_reached_no_server_are_not_run_and_a_server_error_is_an_error_file(
+    tmp_path: Path, server: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = make_project(tmp_path, n=3)
+    (root / "config.toml").write_text(
+        FAKE_CONFIG.replace("url = \"{{ env('FAKE_URL') }}\"\n", f'url = "{dead_url()}"\n')
+    )
+    server.set_faults({}, default="500")
+    result = invoke(bench_args(root, "--retries", "0"))
+    assert result.exit_code == 2
+    line = one_error_line(result.stderr)
+    assert "3 task(s) not run: their request reached no server" in line and "--continue" in line
+    files = out_files(root)  # s1 (OpenAI) got HTTP 500: error files; s2 (Ollama) is down: none
+    assert sorted(files) == [f"mcq/{i}/s1.json" for i in range(3)]
+    assert all(b"HTTP 500" in data for data in files.values())
