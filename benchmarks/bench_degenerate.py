@@ -21,6 +21,10 @@ Cases (each input is generated in the child, deterministically):
   predicted triplets (90% of them equal to a gold triplet, in shuffled order, the rest with
   another target). Target: bounded memory (the alignment matrix is 800 MB of float64).
 - ``irt2-line``: `iter_line_blocks` over a 48 MiB prediction line (1 MiB blocks).
+- ``endless-reply``: one chat request (8 s deadline) to a loopback server whose 200 reply
+  streams spaces for ever. Before: the body was read until the deadline (8.9 s, 1207 MB
+  peak here, more on a faster machine); after: refused at the 64 MiB reply cap (1.4 s,
+  114 MB peak).
 - ``bootstrap-cap``: `paired_bootstrap_diff` over 10,000 paired answers at 1,000,000
   resamples, the most `kag stats compare --resamples` accepts: the cost at the bound.
 - ``judge-think``: `parse_verdict` on a 600 KB judge reply of repeated ``<think`` (the
@@ -188,6 +192,53 @@ def case_template_loops() -> Callable[[], object]:
     return run
 
 
+def case_endless_reply() -> Callable[[], object]:
+    import asyncio
+    import threading
+
+    from kag.generation.config import OpenAIProvider
+    from kag.generation.providers import ChatRequest, OpenAIClient
+
+    ready = threading.Event()
+    port: list[int] = []
+
+    async def endless(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n[")
+        block = b" " * MB
+        try:
+            while True:
+                writer.write(block)
+                await writer.drain()
+        except (ConnectionError, OSError):
+            pass
+
+    async def serve() -> None:
+        server = await asyncio.start_server(endless, "127.0.0.1", 0)
+        port.append(server.sockets[0].getsockname()[1])
+        ready.set()
+        await server.serve_forever()
+
+    threading.Thread(target=lambda: asyncio.run(serve()), daemon=True).start()
+    ready.wait()
+
+    def run() -> object:
+        client = OpenAIClient(OpenAIProvider("o", "k", f"http://127.0.0.1:{port[0]}/v1"), 8.0, 1)
+
+        async def ask() -> object:
+            try:
+                return await client.chat(ChatRequest("m", "hi", 0.0))
+            finally:
+                await client.aclose()
+
+        try:
+            return asyncio.run(ask())
+        except Exception as exc:  # noqa: BLE001 - the refusal is the figure
+            return f"{type(exc).__name__}: {str(exc)[:90]}"
+
+    return run
+
+
 def case_regex_huge() -> Callable[[], object]:
     from kag.grading.extract import parse_extract_spec
 
@@ -195,6 +246,7 @@ def case_regex_huge() -> Callable[[], object]:
 
 
 CASES: dict[str, Callable[[], Callable[[], object]]] = {
+    "endless-reply": case_endless_reply,
     "parse-nested": case_parse_nested,
     "parse-strings": case_parse_strings,
     "parse-think": case_parse_think,

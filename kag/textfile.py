@@ -48,10 +48,33 @@ def _not_utf8(
     return error(f"{path}:{line}: {what} is not UTF-8 text (byte {offset})")
 
 
+#: Largest file read whole (bytes): far above any configuration, prompt, prices or
+#: datasets file, low enough that ``/dev/zero`` or a runaway file is refused at once.
+MAX_FILE_BYTES = 256 * 1024 * 1024
+_CHUNK = 1 << 20
+
+
+def too_large(path: Path | str, what: str, error: type[KagError] = InputError) -> KagError:
+    return error(f"{path}: {what} is larger than the {MAX_FILE_BYTES // (1024 * 1024)} MiB size cap")
+
+
 def read_bytes_file(path: Path, what: str, error: type[KagError] = InputError) -> bytes:
-    """The bytes of ``path``; `read_failure` as ``error`` when it cannot be read."""
+    """The bytes of ``path``, at most :data:`MAX_FILE_BYTES` of them (a device such as
+    ``/dev/zero`` or a pipe is read up to the cap, then refused); `read_failure` as
+    ``error`` when it cannot be read, or ``too_large``."""
     try:
-        return path.read_bytes()
+        with open(path, "rb") as handle:
+            info = os.fstat(handle.fileno())
+            if stat.S_ISREG(info.st_mode) and info.st_size > MAX_FILE_BYTES:
+                raise too_large(path, what, error)
+            parts: list[bytes] = []
+            size = 0
+            while chunk := handle.read(_CHUNK):
+                size += len(chunk)
+                if size > MAX_FILE_BYTES:
+                    raise too_large(path, what, error)
+                parts.append(chunk)
+            return b"".join(parts)
     except OSError as exc:
         raise read_failure(path, what, exc, error) from None
 

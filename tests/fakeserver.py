@@ -27,7 +27,8 @@ connection), ``dropnext`` (a normal keep-alive reply; the next request on that c
 is read, logged with the behaviour ``dropped``, and the connection closed cleanly without
 a reply: a server whose idle timeout fires as the request arrives), ``noreply`` (the
 connection is closed cleanly without a reply), ``echo401`` (401 whose message quotes the
-``Authorization`` key back, as some servers do).
+``Authorization`` key back, as some servers do), ``endless`` (200 whose body streams for
+ever), ``huge:<bytes>`` (200 announcing a body of that many bytes, then silence).
 
 TLS: ``FakeServer(tls=(certfile, keyfile))`` serves HTTPS; ``make_certificate`` writes a
 self-signed certificate for 127.0.0.1 (with the ``openssl`` command).
@@ -277,6 +278,24 @@ class _Handler:
         if name == "garbage":
             writer.write(b"NOT HTTP AT ALL\r\n\r\n")
             await writer.drain()
+            return False
+        if name == "endless":  # a 200 whose body never ends (no length, never closed)
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n")
+            block = b'{"choices": ' + b" " * (1 << 16)
+            try:
+                while True:
+                    writer.write(block)
+                    await writer.drain()
+                    block = b" " * (1 << 16)
+            except (ConnectionError, OSError):
+                return False
+        if name == "huge":  # announces a body of <argument> bytes
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+                % int(argument)
+            )
+            await writer.drain()
+            await asyncio.sleep(3600)
             return False
         if name == "badjson":
             await self.send(writer, 200, b'{"choices": [ this is not json')

@@ -230,3 +230,18 @@ def test_an_os_error_without_errno_is_named_by_its_type(tmp_path: Path) -> None:
     assert str(textfile.read_failure(tmp_path, "notes file", OSError())) == (
         f"{tmp_path}: cannot read the notes file: OSError"
     )
+
+
+@pytest.mark.parametrize("path", ["/dev/zero", "big"])
+def test_a_file_past_the_size_cap_is_refused_without_reading_it_all(
+    tmp_path: Path, path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(textfile, "MAX_FILE_BYTES", 4 << 20)
+    target = Path(path) if path.startswith("/") else tmp_path / path
+    if not path.startswith("/"):
+        with open(target, "wb") as handle:
+            handle.truncate(8 << 20)  # sparse: announced by its size, refused before any read
+    with pytest.raises(
+        InputError, match=rf"^{re.escape(str(target))}: prices file is larger than the 4 MiB size cap$"
+    ):
+        read_text_file(target, "prices file")

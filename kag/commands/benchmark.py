@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from enum import Enum
 from pathlib import Path
@@ -307,15 +308,20 @@ def register(app: typer.Typer) -> None:
             shard=slice_,
             epochs=epochs,
         )
-        plan = plan_benchmark(cfg, bench, data, plan_options)
         if dry_run:
+            plan = plan_benchmark(cfg, bench, data, plan_options)
             sys.stdout.write(render_plan(plan, resume) + "\n")
             return
+        # Every check of the plan (names, lengths, links, prompts) before the output folder
+        # is created; the files are read only under the lock, below.
+        plan_benchmark(cfg, bench, data, dataclasses.replace(plan_options, resume=False, check_only=True))
         check_output(output)
         # One writer per shard: two runs of the same shard refuse each other, different
-        # shards share the tree (each writes only its own files).
+        # shards share the tree (each writes only its own files). The lock is taken before
+        # the plan reads the tree: a run that waited for another plans from its results.
         lock = lock_tree(output, part=f"shard-{slice_.index}-of-{slice_.count}" if slice_ else None)
         try:
+            plan = plan_benchmark(cfg, bench, data, plan_options)
             _run(plan, cfg, parallel, timeout, retries, backoff, max_connection_failures, fail_on_error)
         finally:
             lock.release()
@@ -345,6 +351,16 @@ def _run(
             f"{plan.stale_kept} result file(s) are stale (their setup, prompt template or question "
             "changed); --rerun-stale re-runs them"
         )
+    if plan.replaced_ok:
+        warn(
+            f"{plan.replaced_ok} ok result(s) in {plan.root} will be replaced by this run;"
+            " --continue keeps them and runs only the missing ones"
+        )
+    if plan.kept_errors:
+        warn(
+            f"{plan.kept_errors} kept result file(s) are errors (graded as ERR);"
+            " --retry-errors runs them again"
+        )
     info(f"kag: benchmark: {len(plan.tasks)} task(s) to run ({plan.skipped} kept) with --parallel {parallel}")
     options = RunOptions(
         parallel=parallel,
@@ -369,6 +385,11 @@ def _run(
         raise InputError(
             f"{summary.unreachable}: unreachable for {max_connection_failures} task(s) in a row;"
             f" {summary.not_run} task(s) not run: start the server and run again with --continue"
+        )
+    if summary.unreached:
+        raise InputError(
+            f"{summary.unreached} task(s) not run: their request reached no server (no result file"
+            " written); start the server and run again with --continue"
         )
     if summary.no_answer:
         raise InputError(

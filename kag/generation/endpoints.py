@@ -4,13 +4,17 @@ An ``EndpointPool`` holds the base URLs of one provider (``url = ["http://a:8000
 "http://b:8000/v1"]``). Each request goes to the endpoint with the fewest requests in flight
 (ties: round robin from where the last pick stopped, so the order is deterministic). A
 request that gets no reply because the endpoint is unreachable (refused, DNS, TLS, connect
-or read timeout) raises ``EndpointFailure``: the endpoint is set aside for a cooldown
-(``base * factor**(n-1)`` seconds after its n-th failure in a row, at most ``cap``) and
-``EndpointPool.run`` sends the request to an endpoint not yet tried, within the same
-attempt of the task's retry policy. After its cooldown an endpoint gets one trial request;
-a success puts it back, a failure sets it aside for longer. When every endpoint is set
-aside, a request waits for the first to come back, at most ``max_wait`` seconds, then
-raises ``NoEndpointAvailable`` naming the URLs and their last errors.
+or read timeout) raises ``EndpointFailure``; so does an error that is the server's own
+(HTTP 5xx or 429, a reply that is not HTTP or not JSON, ``answered``): the endpoint is set
+aside for a cooldown (``base * factor**(n-1)`` seconds after its n-th failure in a row, at
+most ``cap``) and ``EndpointPool.run`` sends the request to an endpoint not yet tried,
+within the same attempt of the task's retry policy. A ``Retry-After`` holds that endpoint
+alone for as long (at most ``max_hold``). After its cooldown an endpoint gets one trial
+request; a success puts it back, a failure sets it aside for longer. When every endpoint is
+set aside, the request goes to the one whose cooldown ends first, at once: the retry
+policy's backoff paces the requests, so a run whose every URL is dead ends as fast as one
+with a single dead URL. When every endpoint is held by ``Retry-After``,
+``NoEndpointAvailable`` carries the wait until the first is free.
 
 One event loop drives a pool: a pick and its counting happen without an ``await`` between
 them, so concurrent tasks of that loop never see a half-updated pool. URLs in messages and
@@ -40,16 +44,35 @@ class EndpointFailure(ProviderError):
     an attempt (the endpoint could not be reached, or never answered in time). A connection
     dropped after the request went out is ``resend=False``: the server may have acted on it,
     so the retry policy decides and the attempt counts. Always transient.
+
+    A request whose every try failed unreached (``reached_any`` false) never reached a
+    server: a benchmark writes no result for it.
+
+    ``answered``: the endpoint did answer, with an error that is its own (HTTP 5xx, 429,
+    a reply that is not HTTP or not JSON): it counts against the endpoint like a failure
+    to connect, and the request goes to another endpoint at once. With ``retry_after``
+    (a 429's or 503's ``Retry-After``) the endpoint is held that long, and only it.
     """
 
-    def __init__(self, message: str, *, resend: bool = True) -> None:
-        super().__init__(message, transient=True)
+    def __init__(
+        self, message: str, *, resend: bool = True, answered: bool = False, retry_after: float | None = None
+    ) -> None:
+        super().__init__(message, transient=True, retry_after=retry_after)
         self.resend = resend
+        self.answered = answered
+        # Whether this endpoint, or one tried before it for the same request, got the request.
+        self.reached_any = self.reached
+
+    @property
+    def reached(self) -> bool:
+        """Whether the server got the request: it answered, or the connection was lost
+        after the request went out."""
+        return self.answered or not self.resend
 
 
 class NoEndpointAvailable(ProviderError):
-    """Every endpoint of a pool stayed set aside for ``max_wait`` seconds (transient: the
-    retry policy may try again later)."""
+    """Every endpoint of a pool is held by its server's ``Retry-After`` (transient, with
+    ``retry_after`` the time until the first is free: the retry policy waits that long)."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message, transient=True)
@@ -58,13 +81,13 @@ class NoEndpointAvailable(ProviderError):
 @dataclass(frozen=True)
 class Cooldown:
     """How long a failing endpoint is set aside: ``min(cap, base * factor**(n-1))`` seconds
-    after its n-th failure in a row; ``max_wait`` bounds how long a request waits when every
-    endpoint is set aside."""
+    after its n-th failure in a row; ``max_hold`` bounds how long a server's ``Retry-After``
+    holds its endpoint."""
 
     base: float = 1.0
     factor: float = 2.0
     cap: float = 60.0
-    max_wait: float = 30.0
+    max_hold: float = 600.0
 
     def seconds(self, failures_in_a_row: int) -> float:
         """The cooldown after ``failures_in_a_row`` (>= 1) failures; never above ``cap``."""
@@ -102,6 +125,7 @@ class _Endpoint:
     in_flight: int = 0
     streak: int = 0  # failures in a row
     down_until: float | None = None  # set aside until then (None: in service)
+    held_until: float | None = None  # its server asked to wait until then (Retry-After)
     probing: bool = False  # its one trial request after a cooldown is in flight
     generation: int = 0  # bumped at each set-aside: older requests' outcomes are stale
     last_error: str = ""
@@ -158,7 +182,6 @@ class EndpointPool:
         self.label = label
         self._clock = clock
         self._cursor = 0  # where the next tie-break starts
-        self._waiters: set[asyncio.Future[None]] = set()  # requests waiting for an endpoint
 
     @property
     def urls(self) -> tuple[str, ...]:
@@ -181,12 +204,21 @@ class EndpointPool:
     # -- picking
 
     @staticmethod
-    def _is_aside(endpoint: _Endpoint, now: float) -> bool:
-        return endpoint.down_until is not None and (now < endpoint.down_until or endpoint.probing)
+    def _is_held(endpoint: _Endpoint, now: float) -> bool:
+        return endpoint.held_until is not None and now < endpoint.held_until
 
-    def _pick(self, exclude: frozenset[int]) -> Lease | None:
+    @classmethod
+    def _is_aside(cls, endpoint: _Endpoint, now: float) -> bool:
+        return cls._is_held(endpoint, now) or (
+            endpoint.down_until is not None and (now < endpoint.down_until or endpoint.probing)
+        )
+
+    def _pick(self, exclude: frozenset[int], force: bool = False) -> Lease | None:
         """The least-loaded usable endpoint not in ``exclude``, counted as acquired; None
-        when there is none."""
+        when there is none. With ``force``, when every candidate is set aside after
+        failures, the one whose cooldown ends first (as a trial): the retry policy's
+        backoff then paces the requests, as with a single URL. An endpoint held by its
+        server's ``Retry-After`` is never forced."""
         now = self._clock()
         best: _Endpoint | None = None
         count = len(self._endpoints)
@@ -196,6 +228,9 @@ class EndpointPool:
                 continue
             if best is None or endpoint.in_flight < best.in_flight:
                 best = endpoint
+        if best is None and force:
+            waiting = [e for e in self._endpoints if e.index not in exclude and not self._is_held(e, now)]
+            best = min(waiting, key=lambda e: (e.down_until or now, e.in_flight), default=None)
         if best is None:
             return None
         probe = best.down_until is not None  # its cooldown is over: this is its trial request
@@ -205,42 +240,21 @@ class EndpointPool:
         self._cursor = (best.index + 1) % count
         return Lease(best, probe)
 
-    def _unavailable(self, exclude: frozenset[int]) -> str:
+    def _unavailable(self, exclude: frozenset[int]) -> NoEndpointAvailable:
+        now = self._clock()
         candidates = [e for e in self._endpoints if e.index not in exclude] or self._endpoints
         described = ", ".join(f"{e.shown} ({e.last_error})" if e.last_error else e.shown for e in candidates)
         owner = f" of {self.label}" if self.label else ""
-        return (
-            f"no endpoint{owner} came back within {self.cooldown.max_wait:g} s; "
-            f"all are set aside after connection failures: {described}"
-        )
+        waits = [e.held_until - now for e in candidates if e.held_until is not None]
+        error = NoEndpointAvailable(f"every endpoint{owner} asked to wait (Retry-After): {described}")
+        error.retry_after = max(0.0, min(waits)) if waits else None
+        return error
 
     async def _wait_for_lease(self, exclude: frozenset[int]) -> Lease:
-        lease = self._pick(exclude)
-        if lease is not None:
-            return lease
-        deadline = self._clock() + self.cooldown.max_wait
-        while True:
-            now = self._clock()
-            if now >= deadline:
-                raise NoEndpointAvailable(self._unavailable(exclude))
-            # Woken by the clock (the first cooldown that ends) or by a finished request
-            # (a trial that succeeded, a slot freed), whichever comes first.
-            returns = [
-                e.down_until
-                for e in self._endpoints
-                if e.index not in exclude and e.down_until is not None and not e.probing
-            ]
-            timeout = min([deadline - now, *(max(0.0, r - now) for r in returns)])
-            waiter = asyncio.get_running_loop().create_future()
-            self._waiters.add(waiter)
-            try:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(waiter, timeout)
-            finally:
-                self._waiters.discard(waiter)
-            lease = self._pick(exclude)
-            if lease is not None:
-                return lease
+        lease = self._pick(exclude, force=True)
+        if lease is None:
+            raise self._unavailable(exclude)
+        return lease
 
     # -- outcomes
 
@@ -258,12 +272,12 @@ class EndpointPool:
                 endpoint.streak += 1
                 endpoint.generation += 1
                 endpoint.down_until = self._clock() + self.cooldown.seconds(endpoint.streak)
+            if failure.retry_after is not None and len(self._endpoints) > 1:
+                endpoint.held_until = self._clock() + min(failure.retry_after, self.cooldown.max_hold)
         elif lease._generation == endpoint.generation:
             endpoint.streak = 0
             endpoint.down_until = None
-        for waiter in self._waiters:
-            if not waiter.done():
-                waiter.set_result(None)
+            endpoint.held_until = None
 
     @contextlib.asynccontextmanager
     async def acquire(self, exclude: frozenset[int] = frozenset()) -> AsyncIterator[Lease]:
@@ -271,8 +285,8 @@ class EndpointPool:
         for one request. An ``EndpointFailure`` raised inside sets it aside and propagates;
         any other exception, or none, counts as a reply (the endpoint answered).
 
-        Waits up to ``cooldown.max_wait`` seconds when every candidate is set aside, then
-        raises ``NoEndpointAvailable``.
+        When every candidate is set aside, takes the one whose cooldown ends first;
+        raises ``NoEndpointAvailable`` when every candidate is held by ``Retry-After``.
         """
         lease = await self._wait_for_lease(exclude)
         failure: EndpointFailure | None = None
@@ -296,6 +310,7 @@ class EndpointPool:
         ``NoEndpointAvailable`` as ``acquire`` does.
         """
         tried: set[int] = set()
+        reached = False  # an endpoint tried before got the request (its error was its own)
         while True:
             index = -1
             try:
@@ -304,6 +319,8 @@ class EndpointPool:
                     return await send(lease.url)
             except EndpointFailure as exc:  # the endpoint is set aside by now
                 tried.add(index)
+                exc.reached_any = reached or exc.reached
+                reached = exc.reached_any
                 if not exc.resend or len(tried) == len(self._endpoints):
                     raise
 

@@ -16,7 +16,7 @@ from kag import __version__
 from kag.datasets import Question
 from kag.errors import KagError
 from kag.generation.config import Config, Setup
-from kag.generation.endpoints import EndpointStats
+from kag.generation.endpoints import EndpointFailure, EndpointStats
 from kag.generation.fingerprint import task_fingerprint
 from kag.generation.providers import ChatRequest, Provider, open_provider
 from kag.generation.retry import ProviderError, RetryPolicy, call_with_retries
@@ -43,6 +43,19 @@ class RunOptions:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     # Tasks in a row whose server could not be reached before the run stops (0: never).
     max_connection_failures: int = DEFAULT_MAX_CONNECTION_FAILURES
+
+
+@dataclass(frozen=True)
+class Unreached:
+    """A task whose request never reached a server (refused, not resolved, no connection in
+    time, on every endpoint and every attempt): not a model's answer, so no result file."""
+
+    error: str
+
+
+def never_reached(error: ProviderError) -> bool:
+    """Whether ``error`` is a request that no server got."""
+    return isinstance(error, EndpointFailure) and not error.reached_any
 
 
 @dataclass(frozen=True)
@@ -165,11 +178,12 @@ class Generator:
 
     async def generate(
         self, setup: Setup, text: str, choices: str | None = None, fingerprint: str | None = None
-    ) -> tuple[Result, int]:
+    ) -> tuple[Result | Unreached, int]:
         """Retrieval, rendering and the model call for one input; returns (result, attempts).
 
-        Failures become ErrorResult (messages start like the Rust tool's); secrets are
-        redacted from every message.
+        Failures become ErrorResult (messages start like the Rust tool's), except a model
+        call that never reached a server (``Unreached``); secrets are redacted from every
+        message.
         """
         start = time.perf_counter()
         retrieval: Retrieval | None = None
@@ -197,18 +211,25 @@ class Generator:
         provider = self.provider(setup.provider)
         request = ChatRequest(setup.model, prompt, setup.temperature, setup.tokens, setup.settings)
         call_seconds = [0.0]
+        reached = [False]  # a server got one of the attempts
 
         async def attempt() -> Any:
             began = time.perf_counter()
-            response = await provider.chat(request)
+            try:
+                response = await provider.chat(request)
+            except ProviderError as exc:
+                reached[0] = reached[0] or not never_reached(exc)
+                raise
             call_seconds[0] = time.perf_counter() - began
             return response
 
         try:
             response, attempts = await call_with_retries(attempt, self.options.retry, self._on_retry)
         except ProviderError as exc:
-            message = f"{GENERATION_FAILED}: {exc} (after {exc.attempts} attempt(s))"
-            return ErrorResult(self.redact(message)), exc.attempts
+            message = self.redact(f"{GENERATION_FAILED}: {exc} (after {exc.attempts} attempt(s))")
+            if not reached[0] and never_reached(exc):
+                return Unreached(message), exc.attempts
+            return ErrorResult(message), exc.attempts
         stats = OkStats(
             prompt=prompt,
             retrieval=retrieval,
@@ -236,7 +257,8 @@ def generate_once(
         generator = Generator(config, options, reporter)
         try:
             current_label.set("generation")
-            return await generator.generate(setup, text, None, fingerprint)
+            result, attempts = await generator.generate(setup, text, None, fingerprint)
+            return (ErrorResult(result.error) if isinstance(result, Unreached) else result), attempts
         finally:
             await generator.aclose()
 

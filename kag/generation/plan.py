@@ -58,6 +58,7 @@ class PlanOptions:
     inspect: bool = False  # read existing files even without --continue (--dry-run)
     shard: Shard | None = None  # --shard K/N: only the tasks of this slice
     epochs: int = 1  # --epochs N: each (question, setup) asked N times
+    check_only: bool = False  # every check, no result file read (before the tree's lock is taken)
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,14 @@ class Plan:
     stale_kept: int  # stale results kept (no --rerun-stale)
     leftovers: tuple[Path, ...]  # `.tmp` files of interrupted writes, to remove
     root: Path | None = None  # the result tree: no link below it is followed when writing
+    replaced_ok: int = 0  # ok results a run without --continue overwrites
+
+    @property
+    def kept_errors(self) -> int:
+        """Error results kept as they are (``--continue`` without ``--retry-errors``)."""
+        return sum(row.errors for row in self.rows) - sum(
+            1 for task in self.tasks if task.state is FileState.ERROR
+        )
 
     @property
     def stale(self) -> int:
@@ -316,7 +325,7 @@ def plan_benchmark(config: Config, benchmark: Benchmark, datasets: Datasets, opt
     rows: dict[tuple[str, str], PlanRow] = {}
     leftovers: list[Path] = []
     questions_seen: list[Question] = []
-    total = skipped = stale_kept = 0
+    total = skipped = stale_kept = replaced_ok = 0
     for dataset, selected in chosen.items():
         active = [s for s in setups if s.runs_on(dataset)]
         if active:
@@ -344,10 +353,17 @@ def plan_benchmark(config: Config, benchmark: Benchmark, datasets: Datasets, opt
                 path = epoch_result_path(
                     options.output, dataset, question.id, options.prefix, setup.name, epoch
                 )
-                if inspect:
+                if inspect and not options.check_only:
                     state = _inspect(path, fingerprint)
                 else:
                     state = FileState.EXISTS if os.path.lexists(path) else FileState.MISSING
+                    # Overwritten without --continue: the run warns how many answers go.
+                    if (
+                        state is FileState.EXISTS
+                        and not options.check_only
+                        and _inspect(path, fingerprint) in (FileState.OK, FileState.STALE)
+                    ):
+                        replaced_ok += 1
                 row = rows.setdefault((setup.name, dataset), PlanRow(setup.name, dataset))
                 row.tasks += 1
                 total += 1
@@ -377,7 +393,14 @@ def plan_benchmark(config: Config, benchmark: Benchmark, datasets: Datasets, opt
     _check_prompts(benchmark, setups, questions_seen)
     ordered_rows = sorted(rows.values(), key=lambda r: (list(benchmark.setups).index(r.setup), r.dataset))
     return Plan(
-        tuple(tasks), tuple(ordered_rows), total, skipped, stale_kept, tuple(leftovers), options.output
+        tuple(tasks),
+        tuple(ordered_rows),
+        total,
+        skipped,
+        stale_kept,
+        tuple(leftovers),
+        options.output,
+        replaced_ok,
     )
 
 

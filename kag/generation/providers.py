@@ -40,7 +40,7 @@ from kag.generation.config import (
 from kag.generation.endpoints import EndpointFailure, EndpointPool, EndpointStats
 from kag.generation.retry import ProviderError, parse_retry_after
 from kag.generation.secrets import Redactor, display_url, url_credentials
-from kag.results import Usage
+from kag.results import MAX_RESULT_BYTES, Usage
 
 if TYPE_CHECKING:
     import aiohttp
@@ -142,6 +142,39 @@ def _one_line(detail: object) -> str:
 
 def _is_transient_status(status: int) -> bool:
     return status in (408, 425, 429) or status >= 500
+
+
+#: Largest reply body read (bytes, after any content decoding): the size cap of a result
+#: file, which a longer answer could not be stored in anyway. A server that streams an
+#: endless body costs this much memory at most.
+MAX_REPLY_BYTES = MAX_RESULT_BYTES
+
+
+class _ReplyTooLarge(Exception):
+    def __init__(self, size: int | None) -> None:
+        super().__init__(size)
+        self.size = size
+
+
+async def _read_capped(response: aiohttp.ClientResponse) -> bytes:
+    """The body of ``response``, read in chunks; _ReplyTooLarge as soon as it passes
+    MAX_REPLY_BYTES (or announces a length past it), before the rest is read."""
+    length = response.content_length
+    if length is not None and length > MAX_REPLY_BYTES:
+        raise _ReplyTooLarge(length)
+    parts: list[bytes] = []
+    size = 0
+    async for chunk in response.content.iter_chunked(1 << 16):
+        size += len(chunk)
+        if size > MAX_REPLY_BYTES:
+            raise _ReplyTooLarge(None)
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+def _too_large(url: str, exc: _ReplyTooLarge) -> str:
+    announced = f" (it announced {exc.size:,} bytes)" if exc.size is not None else ""
+    return f"the reply from {url} is larger than the {MAX_REPLY_BYTES // (1024 * 1024)} MiB cap for a reply{announced}"
 
 
 @dataclass(frozen=True)
@@ -284,7 +317,7 @@ class HttpProvider:
             _reused.set(False)
             try:
                 async with session.post(url, data=body, allow_redirects=False) as response:
-                    content = await response.read()
+                    content = await _read_capped(response)
                     return _Reply(
                         response.status, response.reason or "", response.headers.get("retry-after"), content
                     )
@@ -314,6 +347,9 @@ class HttpProvider:
         try:
             async with asyncio.timeout(self.timeout):
                 reply = await self._exchange(session, target, body)
+        except _ReplyTooLarge as exc:
+            # The server's fault (another endpoint may answer in size): counts against it.
+            raise EndpointFailure(_too_large(url, exc), answered=True) from None
         except TimeoutError:
             if not _connected.get():
                 raise EndpointFailure(f"cannot connect to {url} within {self.timeout:g} s") from None
@@ -330,21 +366,24 @@ class HttpProvider:
                 f"cannot connect to {url}: {_one_line(cause) or type(exc).__name__}"
             ) from None
         except aiohttp.ClientResponseError as exc:
-            # raise_for_status is off: this is a reply that is not HTTP.
-            raise ProviderError(
+            # raise_for_status is off: this is a reply that is not HTTP (the server's fault).
+            raise EndpointFailure(
                 f"connection to {url} failed: malformed HTTP response: {_one_line(exc.message)}",
-                transient=True,
+                answered=True,
             ) from None
         except (aiohttp.ClientError, OSError) as exc:
             raise EndpointFailure(
                 f"connection to {url} failed: {_one_line(exc) or type(exc).__name__}", resend=_not_sent(exc)
             ) from None
         if reply.status >= 400:
-            raise ProviderError(
-                f"HTTP {reply.status} {reply.reason} from {url}: {_error_detail(reply.content, self._redact)}",
-                transient=_is_transient_status(reply.status),
-                retry_after=parse_retry_after(reply.retry_after),
+            message = (
+                f"HTTP {reply.status} {reply.reason} from {url}: {_error_detail(reply.content, self._redact)}"
             )
+            if _is_transient_status(reply.status):  # the server's own trouble: another one may answer
+                raise EndpointFailure(
+                    message, answered=True, retry_after=parse_retry_after(reply.retry_after)
+                )
+            raise ProviderError(message, transient=False)
         try:
             return orjson.loads(reply.content), url
         except orjson.JSONDecodeError as exc:
@@ -355,8 +394,8 @@ class HttpProvider:
                     transient=False,
                 ) from None
             start = self._redact(reply.content[:REDACTED_WINDOW].decode("utf-8", "replace"))[:80]
-            raise ProviderError(
-                f"the reply from {url} is not valid JSON: {start!r}", transient=True
+            raise EndpointFailure(
+                f"the reply from {url} is not valid JSON: {start!r}", answered=True
             ) from None
 
     async def aclose(self) -> None:

@@ -4,7 +4,8 @@ result file per task, report progress through callbacks, and never print.
 One task = retrieval (KAG setups) -> prompt rendering -> one model call (with retries) ->
 one result file written atomically through ``kag.results.write_result``. A task that fails
 (retrieval, rendering, or the model after its retries) becomes an ``error`` result file
-and the run goes on. Concurrency: ``parallel`` workers pull tasks from one shared
+and the run goes on; one whose request never reached a server (``Unreached``) gets no
+file: ``--continue`` runs it once the server is back. Concurrency: ``parallel`` workers pull tasks from one shared
 iterator, so at most ``parallel`` model calls are in flight, and a stop request (Ctrl-C)
 stops scheduling at once; in-flight calls are cancelled, results already received are
 still written: no file is ever half-written, and a cancelled task leaves no file, so
@@ -28,12 +29,12 @@ from kag.errors import KagError
 from kag.generation.config import Config
 from kag.generation.endpoints import EndpointStats
 from kag.generation.generator import (
-    GENERATION_FAILED,
     Generator,
     NullReporter,
     Reporter,
     RunOptions,
     TaskOutcome,
+    Unreached,
     current_label,
 )
 from kag.generation.plan import Plan, Task
@@ -67,6 +68,7 @@ class Summary:
     fatal: str | None = None  # a result file could not be written: the run stopped
     disk_full: bool = False  # the file system refused a result: the run stopped
     unreachable: str | None = None  # the URL no task could reach: the run stopped
+    unreached: int = 0  # tasks whose request reached no server: no file written, not run
     # Requests and failures per endpoint of each provider with more than one URL.
     endpoints: dict[str, tuple[EndpointStats, ...]] = field(default_factory=dict)
 
@@ -78,15 +80,6 @@ class Summary:
     def no_answer(self) -> bool:
         """Tasks ran and not one got an answer."""
         return self.done > 0 and self.ok == 0
-
-
-def _unreachable(result: Result) -> bool:
-    # The providers word every failure to connect (refused, DNS, TLS, no connection in
-    # time) "cannot connect to"; a provider with several URLs fails so only once each of
-    # them did, or says "no endpoint ... came back" when all stayed set aside.
-    return isinstance(result, ErrorResult) and result.error.startswith(
-        (f"{GENERATION_FAILED}: cannot connect to ", f"{GENERATION_FAILED}: no endpoint ")
-    )
 
 
 def store_result(root: Path | None, path: Path, result: Result) -> bool:
@@ -193,7 +186,8 @@ async def run_plan(
             log.debug("task %s raised", task.label, exc_info=True)
             result = ErrorResult(generator.redact(f"internal error: {type(exc).__name__}: {exc}"))
             attempts = 0
-        if _unreachable(result):
+        if isinstance(result, Unreached):
+            summary.unreached += 1
             failures_in_row[0] += 1
             if limit and failures_in_row[0] >= limit and summary.unreachable is None:
                 provider = generator.config.providers.get(task.setup.provider)
@@ -206,6 +200,11 @@ async def run_plan(
                 halt()
         else:  # the server answered (even with an error)
             failures_in_row[0] = 0
+        if isinstance(result, Unreached):  # a server outage is not a model's answer: no file
+            reporter.task_done(
+                TaskOutcome(task.label, task.path, False, attempts, time.perf_counter() - began, result.error)
+            )
+            return
         await write_slots.acquire()
         future = loop.run_in_executor(executor, store_result, plan.root, task.path, result)
         writes.add(future)

@@ -352,9 +352,17 @@ class VerdictCache:
                 os.close(fd)
                 fd = inner
             try:
-                file_fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+                # O_NONBLOCK: a FIFO planted at a verdict file must not wait for a writer.
+                file_fd = os.open(
+                    parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=fd
+                )
             except OSError:
                 return None  # missing, or a planted link: asked again and replaced
+            if not stat.S_ISREG(os.fstat(file_fd).st_mode):
+                os.close(file_fd)
+                raise InputError(
+                    f"{shown / parts[-1]}: not a regular file where a verdict file belongs; remove it"
+                )
             with os.fdopen(file_fd, "rb") as handle:
                 data = handle.read(MAX_STORED_REPLY * 8 + 4096)
         finally:

@@ -330,14 +330,16 @@ def write_result(path: str | Path, result: Result, root: str | Path | None = Non
 
 
 def read_result_nofollow(path: str | Path) -> Result:
-    """:func:`read_result` that refuses a symbolic link at the file itself (UnreadableResult)."""
+    """:func:`read_result` through :func:`read_result_bytes`: a symbolic link, a FIFO, a
+    directory or a file over :data:`MAX_RESULT_BYTES` at the file itself is an
+    UnreadableResult naming the path (never followed, never waited on, never read whole)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        data = read_result_bytes(str(path))
     except OSError as exc:
-        reason = "a symbolic link" if exc.errno == errno.ELOOP else exc.strerror
+        reason = "a symbolic link" if exc.errno == errno.ELOOP else exc.strerror or type(exc).__name__
         raise UnreadableResult(f"{path}: {reason}") from None
-    with os.fdopen(fd, "rb") as handle:
-        data = handle.read()
+    except InputError as exc:
+        raise UnreadableResult(f"{path}: {exc}") from None
     try:
         return parse_result(data)
     except UnreadableResult as exc:
@@ -380,16 +382,62 @@ class TreeLock:
         self.release()
 
 
+_LOCK_FLAGS = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a regular file"
+
+
+def _open_lock_file(path: Path) -> int:
+    """The lock file at ``path`` open for writing, created when absent; InputError naming
+    the path when something else is there: a link (symbolic or hard: a hard link would be
+    written through to a file outside the tree), a FIFO (opened without waiting for a
+    writer), a directory, a device or a socket. Nothing is truncated before these checks."""
+    try:
+        fd = os.open(path, _LOCK_FLAGS, 0o666)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.EISDIR, errno.ENXIO, errno.EOPNOTSUPP):
+            try:
+                kind = _kind(os.lstat(path).st_mode)
+            except OSError:
+                kind = exc.strerror or "not a regular file"
+            raise InputError(f"{path}: {kind} where the lock file belongs; remove it") from None
+        raise InputError(f"{path}: cannot open the lock file: {exc.strerror}") from None
+    try:
+        info = os.fstat(fd)
+    except OSError as exc:  # pragma: no cover - fstat of an open descriptor
+        os.close(fd)
+        raise InputError(f"{path}: cannot open the lock file: {exc.strerror}") from None
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise InputError(f"{path}: {_kind(info.st_mode)} where the lock file belongs; remove it")
+    if info.st_nlink != 1:
+        os.close(fd)
+        raise InputError(
+            f"{path}: the lock file has {info.st_nlink} hard links (it may be another file of"
+            " the system); remove it"
+        )
+    return fd
+
+
 def lock_tree(root: str | Path, part: str | None = None) -> TreeLock:
     """Take the writer's lock of the tree at ``root`` without waiting; TreeBusy naming the
     holder's pid when another process has it."""
     name = f"{LOCK_NAME}-{part}{TMP_SUFFIX}" if part else f"{LOCK_NAME}{TMP_SUFFIX}"
     path = Path(root) / name
     while True:
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
-        except OSError as exc:
-            raise InputError(f"{path}: cannot open the lock file: {exc.strerror}") from None
+        fd = _open_lock_file(path)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:

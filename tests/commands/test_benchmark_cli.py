@@ -529,3 +529,34 @@ def test_v_and_q_after_the_options_set_the_verbosity(tmp_path: Path, server: Fak
     assert quiet.exit_code == 0
     assert quiet.stderr == ""
     assert (root / "out/mcq/0/s1.json").is_file()
+
+
+def test_a_run_without_continue_warns_how_many_ok_results_it_replaces(
+    tmp_path: Path, server: FakeServer
+) -> None:
+    root = make_project(tmp_path, n=3)
+    assert invoke(bench_args(root)).exit_code == 0
+    (root / "out" / "mcq" / "0" / "s1.json").write_bytes(b"{not a result")  # not counted
+    server.reset()
+    again = invoke(bench_args(root))
+    assert again.exit_code == 0, again.stderr
+    lines = again.stderr.splitlines()
+    warning = next(i for i, line in enumerate(lines) if "will be replaced" in line)
+    assert "5 ok result(s)" in lines[warning] and "--continue keeps them" in lines[warning]
+    assert warning < next(i for i, line in enumerate(lines) if "task(s) to run" in line)
+    fresh_run = invoke(bench_args(root, out="other"))
+    assert "will be replaced" not in fresh_run.stderr
+    kept = invoke(bench_args(root, "--continue"))
+    assert "will be replaced" not in kept.stderr
+
+
+def test_continue_says_how_many_kept_files_are_errors(tmp_path: Path, server: FakeServer) -> None:
+    root = make_project(tmp_path, n=2)
+    server.set_faults({}, default="400")
+    invoke(bench_args(root, "--setup", "s1"))
+    server.set_faults({}, default="ok")
+    kept = invoke(bench_args(root, "--continue"))
+    assert kept.exit_code == 0, kept.stderr
+    assert "2 kept result file(s) are errors (graded as ERR); --retry-errors runs them again" in kept.stderr
+    retried = invoke(bench_args(root, "--retry-errors"))
+    assert "kept result file(s) are errors" not in retried.stderr

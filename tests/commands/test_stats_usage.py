@@ -307,3 +307,12 @@ def test_the_documented_example_is_what_kag_prints(tmp_path: Path, repo: Path, m
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.stderr
     assert result.stdout == expected
+
+
+def test_prices_from_dev_zero_end_with_one_clear_line(tree, monkeypatch: pytest.MonkeyPatch):
+    from kag import textfile
+
+    monkeypatch.setattr(textfile, "MAX_FILE_BYTES", 4 << 20)
+    result = stats(tree, "--format", "json", "--prices", "/dev/zero")
+    assert result.exit_code == 2
+    assert result.stderr.strip() == "kag: error: /dev/zero: prices file is larger than the 4 MiB size cap"

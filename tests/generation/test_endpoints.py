@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import socket
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import aiohttp
@@ -23,6 +24,8 @@ from kag.generation.endpoints import (
 )
 from kag.generation.retry import ProviderError, RetryPolicy, call_with_retries
 from kag.generation.secrets import display_url
+from tests.bench_helpers import bench_args, invoke, make_project
+from tests.fakeserver import FakeServer
 
 T = TypeVar("T")
 DEADLINE = 60.0  # a wrong pool would hang a test; this turns the hang into a failure
@@ -317,7 +320,7 @@ def test_failures_of_requests_sent_together_set_aside_once() -> None:
 
 def test_a_single_url_is_never_set_aside() -> None:
     async def go() -> None:
-        pool = EndpointPool(["http://only"], cooldown=Cooldown(base=1000, max_wait=0.0))
+        pool = EndpointPool(["http://only"], cooldown=Cooldown(base=1000))
         await _fail_on(pool, 0)
         async with pool.acquire() as lease:  # no wait, no NoEndpointAvailable
             assert lease.index == 0
@@ -355,32 +358,35 @@ def test_a_cancelled_trial_leaves_the_endpoint_waiting_for_another() -> None:
     run(go())
 
 
-def test_a_waiting_request_takes_an_endpoint_whose_trial_succeeded() -> None:
-    """Every endpoint set aside, the only one past its cooldown busy with its trial: other
-    requests wait for that trial and go there as soon as it succeeds."""
+def test_every_endpoint_set_aside_sends_at_once_to_the_first_back() -> None:
+    """No request waits for a cooldown: the retry policy's backoff paces them, as with one URL."""
 
     async def go() -> None:
         clock = Clock()
-        pool = EndpointPool(
-            ["http://a", "http://b"], cooldown=Cooldown(base=5, cap=5, max_wait=30), clock=clock
-        )
-        await _fail_on(pool, 0)
-        await _fail_on(pool, 1)
-        clock.now = 5.0
-        release = asyncio.Event()
+        pool = EndpointPool(["http://a", "http://b"], cooldown=Cooldown(base=5, cap=50), clock=clock)
+        await _fail_on(pool, 0)  # a: back at 5
+        clock.now = 1.0
+        await _fail_on(pool, 1)  # b: back at 6
+        assert await _index_of_next(pool, frozenset()) == 0
+        assert [s.set_aside for s in pool.stats()] == [False, True]  # a's trial succeeded
 
-        async def trial() -> None:
+    run(go())
+
+
+def test_retry_after_holds_its_endpoint_only() -> None:
+    async def go() -> None:
+        clock = Clock()
+        pool = EndpointPool(["http://a", "http://b"], clock=clock)
+        with pytest.raises(EndpointFailure):
             async with pool.acquire(exclude=frozenset({1})):
-                await release.wait()
-
-        first = asyncio.create_task(trial())
-        await asyncio.sleep(0)
-        waiting = asyncio.create_task(_index_of_next(pool, frozenset({1})))
-        await asyncio.sleep(0.01)
-        assert not waiting.done()
-        release.set()
-        await first
-        assert await waiting == 0  # woken by the trial's end (the clock stands still)
+                raise EndpointFailure("HTTP 429", answered=True, retry_after=600)
+        for _ in range(3):
+            assert await _index_of_next(pool, frozenset()) == 1
+        with pytest.raises(NoEndpointAvailable) as held:
+            await _index_of_next(pool, frozenset({1}))
+        assert held.value.retry_after == 600 and "Retry-After" in str(held.value)
+        clock.now = 600.0
+        assert await _index_of_next(pool, frozenset({1})) == 0
 
     run(go())
 
@@ -494,26 +500,39 @@ def test_a_url_that_refuses_from_the_start_costs_no_task() -> None:
     run(go())
 
 
-def test_every_url_dead_is_a_clear_error_naming_them() -> None:
+def test_every_url_dead_fails_as_fast_as_one_dead_url() -> None:
     async def go() -> None:
         urls = [f"http://user:hunter2@127.0.0.1:{refused_port()}/v1" for _ in range(2)]
-        pool = EndpointPool(urls, cooldown=Cooldown(base=60, max_wait=0.05), label="provider 'vllm'")
+        pool = EndpointPool(urls, cooldown=Cooldown(base=60), label="provider 'vllm'")
         async with client() as session:
             with pytest.raises(EndpointFailure) as first:
-                await pool.run(sender(session, "q"))
-            with pytest.raises(NoEndpointAvailable) as second:
                 await pool.run(sender(session, "q"))
             policy = RetryPolicy(retries=2, backoff=0.001)
             with pytest.raises(ProviderError) as third:
                 await call_with_retries(lambda: pool.run(sender(session, "q")), policy)
         assert first.value.transient and "cannot connect" in str(first.value)
-        message = str(second.value)
-        assert message.startswith("no endpoint of provider 'vllm' came back within 0.05 s")
-        for url in urls:
-            assert display_url(url) in message
-        assert "cannot connect" in message  # each URL with its last error
-        assert "hunter2" not in message
-        assert isinstance(third.value, NoEndpointAvailable) and third.value.attempts == 3
-        assert [(s.requests, s.failures) for s in pool.stats()] == [(1, 1), (1, 1)]
+        # Each attempt tried every URL at once (no wait for a cooldown): 1 + 3 attempts.
+        assert isinstance(third.value, EndpointFailure) and third.value.attempts == 3
+        assert [(s.requests, s.failures) for s in pool.stats()] == [(4, 4), (4, 4)]
 
     run(go())
+
+
+# ---------------------------------------------------------------- a misbehaving server among healthy ones
+
+
+@pytest.mark.parametrize("behaviour", ["500", "garbage", "badjson", "429:600", "endless"])
+def test_a_misbehaving_server_beside_a_healthy_one_costs_no_task(tmp_path: Path, behaviour: str) -> None:
+    with FakeServer(reply="b") as bad, FakeServer(reply="b") as healthy:
+        bad.set_faults({}, default=behaviour)
+        root = make_project(tmp_path, n=20)  # 2 setups: 40 tasks
+        (root / "config.toml").write_text(
+            f'[providers.oa]\ntype = "OpenAI"\nurl = ["{bad.url}/v1", "{healthy.url}/v1"]\nkey = "k"\n\n'
+            f'[providers.ol]\ntype = "Ollama"\nurl = ["{bad.url}", "{healthy.url}"]\n'
+        )
+        result = invoke(bench_args(root, "-p", "4", "--timeout", "60"))
+        assert result.exit_code == 0, result.stderr
+        assert "0 error(s)" in result.stderr and "40 ok" in result.stderr
+        assert len(healthy.chat_requests()) == 40
+        if behaviour.startswith("429"):  # held for its Retry-After: asked once per provider
+            assert len(bad.chat_requests()) <= 2 * 4

@@ -632,3 +632,18 @@ def test_no_connection_within_the_deadline_sets_the_endpoint_aside(server: FakeS
     assert response.text == "B"
     stats = client.endpoint_stats()
     assert [(s.requests, s.failures) for s in stats] == [(1, 1), (1, 0)] and stats[0].set_aside
+
+
+@pytest.mark.parametrize("behaviour", ["endless", f"huge:{80 * 1024 * 1024}"])
+def test_a_reply_past_the_size_cap_is_a_clear_error_read_no_further(
+    server: FakeServer, behaviour: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kag.generation import providers
+
+    monkeypatch.setattr(providers, "MAX_REPLY_BYTES", 1 << 20)  # the same rule at 1 MiB
+    server.set_faults({}, default=behaviour)
+    with pytest.raises(ProviderError) as caught:
+        run(_call(openai(server, timeout=60), "chat", ChatRequest("m", "hi", 0.0)))
+    assert "is larger than the 1 MiB cap for a reply" in str(caught.value)
+    if behaviour.startswith("huge"):
+        assert f"it announced {80 * 1024 * 1024:,} bytes" in str(caught.value)

@@ -143,6 +143,28 @@ def test_an_unreadable_cache_entry_is_asked_again(tmp_path: Path) -> None:
     assert cache.read(key) is None
 
 
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+def test_a_fifo_or_directory_at_a_verdict_file_is_named_without_waiting(tmp_path: Path, kind: str) -> None:
+    cache = VerdictCache(tmp_path, Judge("oa", "m"))
+    key = verdict_key(cache.judge, "p", item())
+    cache.write(key, Verdict.CORRECT, "CORRECT")
+    path = cache.path(key)
+    path.unlink()
+    if kind == "fifo":
+        os.mkfifo(path)
+        # A writer that never writes: an open that waited for one would return, then block in read.
+        keep = os.open(path, os.O_RDWR)
+    else:
+        path.mkdir()
+    try:
+        with pytest.raises(InputError) as caught:
+            cache.read(key)
+    finally:
+        if kind == "fifo":
+            os.close(keep)
+    assert str(caught.value).startswith(f"{path}: not a regular file")
+
+
 def test_a_link_planted_at_the_cache_folder_is_refused(tmp_path: Path) -> None:
     root, outside = tmp_path / "results", tmp_path / "outside"
     root.mkdir()

@@ -11,25 +11,42 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
 
 from kag.commands._common import write_report
+from kag.errors import InputError
 from kag.results import (
+    MAX_RESULT_BYTES,
     TMP_SUFFIX,
     ErrorResult,
     OkResult,
+    OkStats,
+    TreeBusy,
+    UnreadableResult,
     dump_result,
     lock_tree,
     read_result,
+    read_result_nofollow,
     temporary_name,
     write_atomic,
 )
-from tests.bench_helpers import SECRET, bench_args, fresh, invoke, make_project, mcq, server_fixture
+from tests.bench_helpers import (
+    FAKE_CONFIG,
+    SECRET,
+    bench_args,
+    fresh,
+    invoke,
+    make_project,
+    mcq,
+    server_fixture,
+)
 from tests.conftest import REPO
 from tests.fakeserver import FakeServer
 
@@ -357,14 +374,14 @@ def test_an_unreachable_server_stops_the_run_and_the_rest_stays_resumable(
     assert result.exit_code == 2
     line = one_error_line(result.stderr)
     assert f"http://***@{url[len('http://') :]}: unreachable for 20 task(s) in a row" in line
-    assert "10 task(s) not run" in line
+    assert "30 task(s) not run" in line  # the 20 that reached no server and the 10 never started
     assert "hunter2pass" not in line and "alice" not in line
-    assert len(out_files(root)) == 20  # the 20 failures; the other 10 have no file
+    assert len(out_files(root)) == 0  # a server outage is not a model's answer: no file
     monkeypatch.setenv("FAKE_URL", server.url)
     monkeypatch.setenv("FAKE_KEY", SECRET)
     again = invoke(bench_args(root, "--setup", "s2", "--continue"))
     assert again.exit_code == 0, again.stderr
-    assert "10 task(s) run: 10 ok" in again.stderr
+    assert "30 task(s) run: 30 ok" in again.stderr
 
 
 def test_max_connection_failures_sets_the_limit(
@@ -374,7 +391,7 @@ def test_max_connection_failures_sets_the_limit(
     monkeypatch.setenv("FAKE_URL", dead_url())
     result = invoke(bench_args(root, "--setup", "s2", "--retries", "0", "--max-connection-failures", "3"))
     assert result.exit_code == 2
-    assert "unreachable for 3 task(s) in a row; 5 task(s) not run" in one_error_line(result.stderr)
+    assert "unreachable for 3 task(s) in a row; 8 task(s) not run" in one_error_line(result.stderr)
 
 
 # ---------------------------------------------------------------- item 6: names too long
@@ -397,3 +414,157 @@ def test_names_the_file_system_cannot_hold_are_refused_before_any_request(
     assert prefix.exit_code == 2
     assert "result file name" in one_error_line(prefix.stderr)
     assert server.chat_requests() == []
+
+
+# ---------------------------------------------------------------- special files at lock and result paths
+
+
+def _returns_within(call: Any, fifo: Path, seconds: float = 20.0) -> Any:
+    """``call()`` run in a thread; fails (and unblocks it by opening ``fifo`` for writing)
+    when it waits on the FIFO instead of returning."""
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = call()
+        except BaseException as exc:  # noqa: BLE001 - handed back to the test
+            box["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+        os.close(fd)
+        thread.join(5)
+        pytest.fail(f"blocked on the FIFO {fifo}")
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
+
+
+def test_a_hard_link_at_the_lock_file_is_refused_and_not_written_through(tmp_path: Path) -> None:
+    outside = tmp_path / "precious.txt"
+    outside.write_text("do not touch\n")
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    lock = tree / ".kag-benchmark-lock-shard-2-of-3.tmp"
+    os.link(outside, lock)
+    with pytest.raises(InputError) as caught:
+        lock_tree(tree, "shard-2-of-3")
+    assert str(lock) in str(caught.value) and "hard links" in str(caught.value)
+    assert outside.read_text() == "do not touch\n"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+def test_a_fifo_or_directory_at_the_lock_file_is_a_clear_error_naming_it(tmp_path: Path, kind: str) -> None:
+    lock = tmp_path / ".kag-benchmark-lock.tmp"
+    if kind == "fifo":
+        os.mkfifo(lock)
+    else:
+        lock.mkdir()
+    with pytest.raises(InputError) as caught:
+        _returns_within(lambda: lock_tree(tmp_path), lock)
+    assert str(caught.value).startswith(f"{lock}: a {'FIFO' if kind == 'fifo' else 'directory'}")
+
+
+def test_a_fifo_at_a_result_file_is_unreadable_without_waiting(tmp_path: Path) -> None:
+    fifo = tmp_path / "s1.json"
+    os.mkfifo(fifo)
+    with pytest.raises(UnreadableResult, match=f"^{fifo}: not a regular file"):
+        _returns_within(lambda: read_result_nofollow(fifo), fifo)
+
+
+def test_a_fifo_at_a_result_file_when_the_model_fails_does_not_block_the_run(
+    tmp_path: Path, server: FakeServer
+) -> None:
+    root = make_project(tmp_path / "p", n=1)
+    fifo = root / "out" / "mcq" / "0" / "s1.json"
+    fifo.parent.mkdir(parents=True)
+    os.mkfifo(fifo)
+    server.set_faults({}, default="400")
+    result = _returns_within(lambda: invoke(bench_args(root, "--continue", "--setup", "s1")), fifo)
+    assert "Traceback" not in result.stderr
+    assert isinstance(read_result(fifo), ErrorResult)  # the FIFO was replaced, never read
+
+
+def test_a_directory_at_a_result_file_names_its_path(tmp_path: Path, server: FakeServer) -> None:
+    root = make_project(tmp_path / "p", n=1)
+    folder = root / "out" / "mcq" / "0" / "s1.json"
+    folder.mkdir(parents=True)
+    result = invoke(bench_args(root, "--setup", "s1"))
+    assert result.exit_code == 2
+    line = one_error_line(result.stderr)
+    assert str(folder) in line and "Is a directory" in line
+
+
+def test_continue_reads_a_result_over_the_size_cap_as_unreadable(tmp_path: Path, server: FakeServer) -> None:
+    root = make_project(tmp_path / "p", n=1)
+    path = root / "out" / "mcq" / "0" / "s1.json"
+    path.parent.mkdir(parents=True)
+    huge = OkResult("a" * (MAX_RESULT_BYTES + 1), OkStats())
+    path.write_bytes(dump_result(huge))
+    result = invoke(bench_args(root, "--continue", "--setup", "s1"))
+    assert result.exit_code == 0, result.stderr
+    assert len(server.chat_requests()) == 1  # run again, as `kag stats` calls it unreadable
+    assert read_result(path) == OkResult("b", read_result(path).stats)
+
+
+def test_planning_happens_with_the_lock_held(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kag.generation import plan as plan_module
+
+    root = make_project(tmp_path / "p", n=1)
+    real = plan_module.plan_benchmark
+    seen: list[str] = []
+
+    def planning(*args: Any, **kwargs: Any) -> Any:
+        if not args[-1].check_only:  # the plan that reads the result files
+            try:
+                lock_tree(root / "out").release()
+                seen.append("free")
+            except TreeBusy:
+                seen.append("held")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(plan_module, "plan_benchmark", planning)
+    result = invoke(bench_args(root, "--continue"))
+    assert result.exit_code == 0, result.stderr
+    assert seen == ["held"]
+
+
+def test_two_continue_runs_at_once_send_each_task_once(tmp_path: Path, server: FakeServer) -> None:
+    root = make_project(tmp_path / "p", n=6)
+    server.state.latency = 0.02
+    env = {**os.environ, "FAKE_URL": server.url, "FAKE_KEY": SECRET, "HF_HUB_OFFLINE": "1"}
+    runs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "kag", *bench_args(root, "--continue", "-p", "2")],
+            cwd=root,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    outcomes = [(run.wait(timeout=120), run.communicate()[1]) for run in runs]
+    codes = sorted(code for code, _ in outcomes)
+    assert codes in ([0, 0], [0, 2]), outcomes
+    assert len(server.chat_requests()) == 12  # 6 questions x 2 setups, each sent once
+
+
+def test_tasks_that_reached_no_server_are_not_run_and_a_server_error_is_an_error_file(
+    tmp_path: Path, server: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = make_project(tmp_path, n=3)
+    (root / "config.toml").write_text(
+        FAKE_CONFIG.replace("url = \"{{ env('FAKE_URL') }}\"\n", f'url = "{dead_url()}"\n')
+    )
+    server.set_faults({}, default="500")
+    result = invoke(bench_args(root, "--retries", "0"))
+    assert result.exit_code == 2
+    line = one_error_line(result.stderr)
+    assert "3 task(s) not run: their request reached no server" in line and "--continue" in line
+    files = out_files(root)  # s1 (OpenAI) got HTTP 500: error files; s2 (Ollama) is down: none
+    assert sorted(files) == [f"mcq/{i}/s1.json" for i in range(3)]
+    assert all(b"HTTP 500" in data for data in files.values())
