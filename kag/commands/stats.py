@@ -162,6 +162,7 @@ def stats(
         _explain_little(graded, loaded, Path(tree), prefix or "", dataset_globs)
     summary = summarize(graded)
     warn_small_samples(summary)
+    _warn_unbelievable_usage(graded)
     if price_list is not None:
         summary = _priced(summary, graded, price_list)
     comparisons = None
@@ -181,6 +182,14 @@ def stats(
         verdict = regression_verdict(comparisons)
     if verdict is not None:
         raise GateFailed(verdict)
+
+
+def _warn_unbelievable_usage(graded: GradeRun) -> None:
+    from kag.results.codec import MAX_COUNT
+
+    count = sum(m.unbelievable_usage for m in graded.tallies.values())
+    if count:
+        warn(f"{count} result file(s) record a token count above {MAX_COUNT}: their usage is left out")
 
 
 def _explain_little(
