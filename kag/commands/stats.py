@@ -198,14 +198,14 @@ def _explain_little(
     """Warnings naming why nothing, or little, was graded (only then is the tree looked at again)."""
     import os
 
-    from kag.grading.mcq.diagnose import diagnose_tree, needs_diagnosis
+    from kag.grading.mcq.diagnose import diagnose_tree, graded_files, needs_diagnosis
 
     if not needs_diagnosis(graded):
         return
     passed = ""
     if graded.ignored_files or graded.unreadable_files:
         passed = f" ({graded.ignored_files} ignored, {graded.unreadable_files} unreadable; kag -v stats lists them)"
-    count = sum(m.total for m in graded.tallies.values())
+    count = graded_files(graded)
     if count:
         warn(f"only {count} result file(s) graded in {root}{passed}")
     else:

@@ -44,6 +44,7 @@ from kag.generation.templates import PromptTemplate, compile_template, format_ch
 from kag.grading.extract import strip_think
 from kag.grading.mcq.rule import is_correct  # the strict MCQ grade (the one import of it here)
 from kag.grading.open_answers import exact_match
+from kag.grading.open_grading import check_open_gold
 from kag.results import (
     ErrorResult,
     LinkInTree,
@@ -243,7 +244,9 @@ def collect_items(
     path: ``ok`` files of open questions and, with ``with_mcq``, of MCQs with an answer key,
     of the setups matching a glob of ``setups`` (all when empty). Files of questions not in
     the datasets file, error files and free-form questions are passed over; unreadable
-    files are listed in ``unreadable``. No link is followed."""
+    files are listed in ``unreadable``. No link is followed. Raises InputError for an
+    accepted answer that is no gold (:func:`~kag.grading.open_grading.check_open_gold`)."""
+    check_open_gold(datasets)
     listing = list_results(root, prefix)
     items: list[JudgeItem] = []
     unreadable: list[str] = []
