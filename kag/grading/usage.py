@@ -80,7 +80,9 @@ def _overflow(prices: Prices, model: str, block: Block, prompt: int, completion:
     """The error of a cost past the largest float: the prices file's price is to blame (a
     token count is at most MAX_COUNT per file), and an infinite cost must not read as none."""
     setup, dataset = block
-    where = f"setup '{escape_controls(setup)}'" + (f", dataset '{escape_controls(dataset)}'" if dataset else "")
+    where = f"setup '{escape_controls(setup)}'" + (
+        f", dataset '{escape_controls(dataset)}'" if dataset else ""
+    )
     price = prices.models[model]
     return InputError(
         f'{prices.path}: models."{escape_controls(model)}": the cost of {where} ({prompt} prompt and '

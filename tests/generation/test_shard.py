@@ -14,8 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from scipy.stats import chi2
 
-from kag.errors import UsageError
 from kag.cli import app
+from kag.errors import UsageError
 from kag.generation.shard import MAX_SHARDS, Shard, parse_shard, shard_number
 from tests.conftest import REPO
 

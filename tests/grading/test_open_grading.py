@@ -14,7 +14,11 @@ from kag.grading.open_grading import check_open_gold
 
 def datasets_with(tmp_path: Path, **questions: list[str]):
     path = tmp_path / "datasets.json"
-    doc = {"trivia": {qid: {"input": "?", "output": {"type": "Open", "answers": a}} for qid, a in questions.items()}}
+    doc = {
+        "trivia": {
+            qid: {"input": "?", "output": {"type": "Open", "answers": a}} for qid, a in questions.items()
+        }
+    }
     path.write_text(json.dumps(doc))
     return load_datasets(path)
 

@@ -333,7 +333,11 @@ def usage_sample(graded: GradedFile) -> tuple[int, int] | None:
     if usage is None:
         return None
     prompt, completion = usage.prompt_tokens, usage.completion_tokens
-    if prompt is None or completion is None or not (0 <= prompt <= MAX_COUNT and 0 <= completion <= MAX_COUNT):
+    if (
+        prompt is None
+        or completion is None
+        or not (0 <= prompt <= MAX_COUNT and 0 <= completion <= MAX_COUNT)
+    ):
         return None
     return prompt, completion
 
