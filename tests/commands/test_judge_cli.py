@@ -17,7 +17,8 @@ import pytest
 from typer.testing import CliRunner
 
 from kag.cli import app
-from kag.grading.judge import CACHE_FOLDER, DEFAULT_PROMPT
+from kag.grading.judge import CACHE_FOLDER
+from kag.grading.judge_prompt import DEFAULT_PROMPT
 from tests.bench_helpers import FAKE_CONFIG, fresh, server_fixture
 from tests.conftest import REPO
 from tests.fakeserver import FakeServer

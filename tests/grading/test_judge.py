@@ -15,7 +15,6 @@ from kag.errors import ConfigError, InputError
 from kag.generation.config import Config, load_config
 from kag.grading.judge import (
     CACHE_FOLDER,
-    DEFAULT_PROMPT,
     Judge,
     JudgedItem,
     JudgeItem,
@@ -23,16 +22,14 @@ from kag.grading.judge import (
     Verdict,
     VerdictCache,
     collect_items,
-    compile_judge_prompt,
     judge_endpoint,
     judge_folder,
-    load_judge_prompt,
     parse_verdict,
     render_judge_prompt,
-    sha256_text,
     summarize_verdicts,
     verdict_key,
 )
+from kag.grading.judge_prompt import DEFAULT_PROMPT, compile_judge_prompt, load_judge_prompt, sha256_text
 from kag.results import LinkInTree
 from tests.judge_helpers import make_tree
 
