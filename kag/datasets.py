@@ -79,6 +79,18 @@ def name_problem(name: str) -> str | None:
     return None
 
 
+def entry_name_problem(name: str) -> str | None:
+    """Why `name` cannot name a dataset or a question, or None when it can: a directory
+    name (:func:`name_problem`) that does not start with ``.``. The walks of a result tree
+    pass over hidden folders (``.kag-judge`` holds the judge's verdicts), so a dataset
+    ``.secret-set`` would be run but never graded, and ``.kag-judge`` would write into the
+    judge's cache."""
+    why = name_problem(name)
+    if why is None and name.startswith("."):
+        return "starts with '.' (hidden folders of a result tree are never graded)"
+    return why
+
+
 def _parse_evidence(where: str, entry: dict[str, object], problems: list[str]) -> tuple[str, ...] | None:
     """The ``evidence`` names of an entry (() when absent); None after a problem."""
     names = entry.get("evidence")
@@ -218,7 +230,7 @@ def parse_datasets(data: bytes, path: Path) -> Datasets:
     problems: list[str] = []
     datasets: dict[str, dict[str, Question]] = {}
     for name, questions in raw.items():
-        why = name_problem(name)
+        why = entry_name_problem(name)
         if why:
             problems.append(f"dataset name {name!r} {why}")
             continue
@@ -227,7 +239,7 @@ def parse_datasets(data: bytes, path: Path) -> Datasets:
             continue
         parsed: dict[str, Question] = {}
         for qid, entry in questions.items():
-            why = name_problem(qid)
+            why = entry_name_problem(qid)
             if why:
                 problems.append(f"{name}: question id {qid!r} {why}")
                 continue

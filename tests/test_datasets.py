@@ -191,3 +191,39 @@ def test_open_answers_are_parsed_and_leave_mcq_counts_alone(tmp_path: Path):
     second = loaded.get("geo", "2")
     assert second is not None and second.open is None and second.scorable
     assert loaded.scorable_questions == 1
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        ({".secret-set": {"1": {"input": "q"}}}, "dataset name '.secret-set' starts with '.'"),
+        ({".kag-judge": {"1": {"input": "q"}}}, "dataset name '.kag-judge' starts with '.'"),
+        ({"ds": {".hidden": {"input": "q"}}}, "ds: question id '.hidden' starts with '.'"),
+    ],
+)
+def test_names_starting_with_a_dot_are_refused(tmp_path: Path, doc: dict, message: str):
+    """A result tree's hidden folders are never graded (and .kag-judge is the judge's cache)."""
+    path = write(tmp_path, doc)
+    with pytest.raises(InputError) as info:
+        load_datasets(path)
+    text = str(info.value)
+    assert text.startswith(f"{path}: 1 problem(s) in the datasets file:")
+    assert message in text and "never graded" in text
+
+
+def test_a_dot_inside_a_name_is_fine(tmp_path: Path):
+    loaded = load_datasets(write(tmp_path, {"v1.2": {"q.1": {"input": "q"}, "x...": {"input": "q"}}}))
+    assert list(loaded.datasets["v1.2"]) == ["q.1", "x..."]
+
+
+def test_stats_refuses_a_hidden_dataset_name_with_exit_2(tmp_path: Path):
+    from typer.testing import CliRunner
+
+    from kag.cli import app
+
+    path = write(tmp_path, {"ds": {"1": {"input": "q"}}, ".secret-set": {"1": {"input": "q"}}})
+    (tmp_path / "results").mkdir()
+    result = CliRunner().invoke(app, ["stats", "-d", str(path), "-r", str(tmp_path / "results")])
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.startswith(f"kag: error: {path}: 1 problem(s) in the datasets file:")
+    assert "dataset name '.secret-set' starts with '.'" in result.stderr

@@ -510,9 +510,21 @@ def one_tree(values: Sequence[str | Path] | str | Path | None, command: str) -> 
     """The one result tree a command reads (``.`` by default); UsageError for several or
     labelled trees, which ``command`` does not report."""
     source = parse_trees(values)
-    if not isinstance(source, Path):
-        raise UsageError(f"{command} reads one result tree: give -r DIR, not LABEL=DIR")
-    return source
+    if isinstance(source, (str, Path)):
+        return Path(source)
+    if len(source) > 1:
+        given = " ".join(f"-r {t.label}={t.root}" for t in source[:3]) + (" ..." if len(source) > 3 else "")
+        raise UsageError(f"{command} reads one result tree: give one -r DIR, not LABEL=DIR (got {given})")
+    tree = source[0]
+    value = f"-r {tree.label}={tree.root}"
+    if os.path.isdir(tree.root):
+        raise UsageError(
+            f"{command} reads one result tree: give -r DIR, not LABEL=DIR (-r {tree.root}, not {value})"
+        )
+    raise UsageError(
+        f"{command} reads one result tree: give -r DIR, not LABEL=DIR ({value}: neither "
+        f"'{tree.label}={tree.root}' nor '{tree.root}' is a directory)"
+    )
 
 
 def html_report(

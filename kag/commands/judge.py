@@ -95,10 +95,10 @@ def register(stats_app: typer.Typer) -> None:
             JudgeOptions,
             VerdictCache,
             collect_items,
-            load_judge_prompt,
             run_judge,
             summarize_verdicts,
         )
+        from kag.grading.judge_prompt import load_judge_prompt
         from kag.render.judge import no_verdict_note, render_judge_json, render_judge_text
         from kag.render.progress import run_progress
 

@@ -169,6 +169,7 @@ def stats(
         _explain_little(graded, loaded, Path(tree), prefix or "", dataset_globs)
     summary = summarize(graded)
     warn_small_samples(summary)
+    _warn_unbelievable_usage(graded)
     if price_list is not None:
         summary = _priced(summary, graded, price_list)
     comparisons = None
@@ -190,20 +191,28 @@ def stats(
         raise GateFailed(verdict)
 
 
+def _warn_unbelievable_usage(graded: GradeRun) -> None:
+    from kag.results.codec import MAX_COUNT
+
+    count = sum(m.unbelievable_usage for m in graded.tallies.values())
+    if count:
+        warn(f"{count} result file(s) record a token count above {MAX_COUNT}: their usage is left out")
+
+
 def _explain_little(
     graded: GradeRun, loaded: Datasets, root: Path, prefix: str, globs: tuple[str, ...]
 ) -> None:
     """Warnings naming why nothing, or little, was graded (only then is the tree looked at again)."""
     import os
 
-    from kag.grading.mcq.diagnose import diagnose_tree, needs_diagnosis
+    from kag.grading.mcq.diagnose import diagnose_tree, graded_files, needs_diagnosis
 
     if not needs_diagnosis(graded):
         return
     passed = ""
     if graded.ignored_files or graded.unreadable_files:
         passed = f" ({graded.ignored_files} ignored, {graded.unreadable_files} unreadable; kag -v stats lists them)"
-    count = sum(m.total for m in graded.tallies.values())
+    count = graded_files(graded)
     if count:
         warn(f"only {count} result file(s) graded in {root}{passed}")
     else:

@@ -15,6 +15,11 @@ from dataclasses import dataclass
 from kag.errors import UsageError
 
 _SHARD = re.compile(r"\s*([0-9]+)\s*/\s*([0-9]+)\s*")
+#: The most shards a run can be cut into: far more machines than any cluster has, and few
+#: enough that the modulo bias of the 64-bit hash stays below 2**-44.
+MAX_SHARDS = 1_000_000
+# How much of a rejected --shard value a message repeats.
+_SHOWN = 40
 # Written into every digest: a different use of BLAKE2b over the same names gives other bits.
 _PERSON = b"kag-shard-v1"
 
@@ -56,14 +61,28 @@ class Shard:
         return self.count == 1 or shard_number(dataset, question, setup, self.count) == self.index
 
 
+def _bounded(digits: str) -> int | None:
+    """The number the ASCII ``digits`` write, or None past :data:`MAX_SHARDS` (without
+    building a huge int: Python refuses to read one of more than 4300 digits)."""
+    digits = digits.lstrip("0") or "0"
+    if len(digits) > len(str(MAX_SHARDS)):
+        return None
+    number = int(digits)
+    return number if number <= MAX_SHARDS else None
+
+
 def parse_shard(text: str, option: str = "--shard") -> Shard:
-    """``"K/N"`` (1 <= K <= N) as a Shard; ``UsageError`` naming ``option`` otherwise."""
+    """``"K/N"`` (1 <= K <= N <= :data:`MAX_SHARDS`) as a Shard; ``UsageError`` naming
+    ``option`` (and the value, cut short when it is long) otherwise."""
+    shown = repr(text) if len(text) <= _SHOWN else f"{text[:_SHOWN]!r}... ({len(text)} characters)"
     match = _SHARD.fullmatch(text)
     if match is None:
-        raise UsageError(f"{option}: expected K/N, as in 2/8 (got {text!r})")
-    index, count = int(match[1]), int(match[2])
+        raise UsageError(f"{option}: expected K/N, as in 2/8 (got {shown})")
+    index, count = _bounded(match[1]), _bounded(match[2])
+    if count is None:
+        raise UsageError(f"{option}: N must be at most {MAX_SHARDS} (got {shown})")
     if count < 1:
-        raise UsageError(f"{option}: N must be at least 1 (got {text!r})")
-    if not 1 <= index <= count:
-        raise UsageError(f"{option}: K must be between 1 and N, counting from 1 (got {text!r})")
+        raise UsageError(f"{option}: N must be at least 1 (got {shown})")
+    if index is None or not 1 <= index <= count:
+        raise UsageError(f"{option}: K must be between 1 and N, counting from 1 (got {shown})")
     return Shard(index, count)

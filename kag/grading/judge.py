@@ -10,8 +10,9 @@ What is judged: every ``ok`` result file of an open question (``"type": "Open"``
 The cache lives in the result tree: ``<results>/.kag-judge/<judge>/<key>.verdict``. Its
 folder is hidden: `kag stats` passes over hidden folders at the dataset level without
 counting them, and `kag stats find` skips them unless ``--hidden``, so no report of the tree
-changes. The key is the SHA-256 of the judge (provider, model), the prompt template's
-SHA-256, the question, the reference and the response: a change to any of them asks again. Files are written with
+changes. The key is the SHA-256 of the judge (provider, model, and the server it is asked
+at: :func:`judge_endpoint`), the prompt template's SHA-256, the question, the reference and
+the response: a change to any of them asks again. Files are written with
 :func:`kag.results.write_atomic` below the tree's root, folders created and opened without
 following a link; reading opens every folder with ``O_NOFOLLOW`` as well.
 """
@@ -30,6 +31,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from fnmatch import fnmatchcase
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import orjson
 
@@ -40,44 +42,29 @@ from kag.generation.generator import NullReporter, Reporter, RetryNotice, TaskOu
 from kag.generation.providers import ChatRequest, open_provider
 from kag.generation.retry import ProviderError, RetryPolicy, call_with_retries
 from kag.generation.secrets import Redactor
-from kag.generation.templates import PromptTemplate, compile_template, format_choices
+from kag.generation.templates import format_choices
 from kag.grading.extract import strip_think
+from kag.grading.judge_prompt import JudgePrompt
 from kag.grading.mcq.rule import is_correct  # the strict MCQ grade (the one import of it here)
 from kag.grading.open_answers import exact_match
+from kag.grading.open_grading import check_open_gold
 from kag.results import (
     ErrorResult,
     LinkInTree,
     UnreadableResult,
     list_results,
     read_result_nofollow,
+    temporary_name,
     write_atomic,
 )
-from kag.textfile import read_text_file
-
-JUDGE_VARIABLES = frozenset({"QUESTION", "REFERENCE", "RESPONSE"})
-
-DEFAULT_PROMPT = """\
-You are grading an answer to a question against the reference answer.
-
-Question:
-{{ QUESTION }}
-
-Reference answer (any line below counts as correct):
-{{ REFERENCE }}
-
-Response to grade:
-{{ RESPONSE }}
-
-Does the response give the same answer as the reference? Ignore wording, case and \
-explanations; judge only the answer. Reply with exactly one word: CORRECT or INCORRECT.
-"""
 
 CACHE_FOLDER = ".kag-judge"
 CACHE_SUFFIX = ".verdict"
 # The judge's reply is kept beside its verdict for a reader who wants to know why; a
 # reasoning model's essay is cut to this many characters.
 MAX_STORED_REPLY = 4000
-CACHE_VERSION = 1
+# 2: the key holds the judge's endpoint (a verdict cached by version 1 is asked for again).
+CACHE_VERSION = 2
 
 # Whole words only: "INCORRECT" must not be read as "CORRECT". Case-sensitive, as the
 # prompt asks for the upper-case word; "correct" inside an explanation is not a verdict.
@@ -102,14 +89,6 @@ class Judge:
 
     provider: str
     model: str
-
-
-@dataclass(frozen=True)
-class JudgePrompt:
-    """The compiled prompt template and the SHA-256 (hex) of its source text."""
-
-    template: PromptTemplate
-    sha256: str
 
 
 @dataclass(frozen=True)
@@ -160,25 +139,6 @@ class JudgeSummary:
 
 
 # ---------------------------------------------------------------- prompt and verdict
-
-
-def sha256_text(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-
-
-def compile_judge_prompt(source: str, origin: str) -> JudgePrompt:
-    """Compile a judge prompt (Jinja, in the same sandbox as benchmark prompts) that may use
-    QUESTION, REFERENCE and RESPONSE; ConfigError naming ``origin`` for anything else."""
-    template = compile_template(source, origin, JUDGE_VARIABLES, "a judge prompt")
-    return JudgePrompt(template, sha256_text(source))
-
-
-def load_judge_prompt(path: str | Path | None) -> JudgePrompt:
-    """The prompt template in ``path`` (UTF-8), or the built-in :data:`DEFAULT_PROMPT` when None."""
-    if path is None:
-        return compile_judge_prompt(DEFAULT_PROMPT, "the built-in judge prompt")
-    source = read_text_file(Path(path), "judge prompt", InputError, universal_newlines=True)
-    return compile_judge_prompt(source, str(path))
 
 
 def render_judge_prompt(prompt: JudgePrompt, item: JudgeItem) -> str:
@@ -243,7 +203,9 @@ def collect_items(
     path: ``ok`` files of open questions and, with ``with_mcq``, of MCQs with an answer key,
     of the setups matching a glob of ``setups`` (all when empty). Files of questions not in
     the datasets file, error files and free-form questions are passed over; unreadable
-    files are listed in ``unreadable``. No link is followed."""
+    files are listed in ``unreadable``. No link is followed. Raises InputError for an
+    accepted answer that is no gold (:func:`~kag.grading.open_grading.check_open_gold`)."""
+    check_open_gold(datasets)
     listing = list_results(root, prefix)
     items: list[JudgeItem] = []
     unreadable: list[str] = []
@@ -283,13 +245,41 @@ def judge_folder(judge: Judge) -> str:
     return f"{readable}-{digest}"
 
 
-def verdict_key(judge: Judge, prompt_sha256: str, item: JudgeItem) -> str:
-    """The cache key of a verdict: SHA-256 (hex) of the judge, the prompt's SHA-256, the
-    question text, the reference and the response (the prompt's three variables)."""
+def judge_endpoint(config: Config, judge: Judge) -> tuple[str, ...]:
+    """Where the judge is asked: its provider's type, then every URL of the provider (sorted,
+    so that reordering a failover list changes nothing), each without its user and password
+    (a rotated credential is the same server), scheme and host lower-cased, no final ``/``.
+    () for a provider that is not configured or not served over HTTP."""
+    provider = config.providers.get(judge.provider)
+    urls = getattr(provider, "urls", None)
+    if provider is None or not urls:
+        return ()
+    return (provider.type, *sorted({_endpoint_url(url) for url in urls}))
+
+
+def _endpoint_url(url: str) -> str:
+    parts = urlsplit(url.strip())
+    host = (parts.hostname or "").lower()
+    if ":" in host:
+        host = f"[{host}]"  # an IPv6 address
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    netloc = host if port is None else f"{host}:{port}"
+    return urlunsplit((parts.scheme.lower(), netloc, parts.path.rstrip("/"), parts.query, ""))
+
+
+def verdict_key(judge: Judge, prompt_sha256: str, item: JudgeItem, endpoint: Sequence[str] = ()) -> str:
+    """The cache key of a verdict: SHA-256 (hex) of the judge, the server it is asked at
+    (:func:`judge_endpoint`), the prompt's SHA-256, the question text, the reference and the
+    response (the prompt's three variables). The same provider name and model behind
+    another URL is another judge: its verdicts are its own."""
     payload = [
         CACHE_VERSION,
         judge.provider,
         judge.model,
+        list(endpoint),
         prompt_sha256,
         item.question_text,
         item.reference,
@@ -326,6 +316,47 @@ class VerdictCache:
                 return
             if not stat.S_ISDIR(info.st_mode):
                 raise LinkInTree(f"{shown}: a symbolic link or a file where the judge's cache folder belongs")
+
+    def check_writable(self) -> None:
+        """InputError naming the full path of the folder when the verdicts cannot be written
+        there (a read-only tree, a folder of another user): found before any request is
+        sent, so that no verdict is asked for and thrown away. The deepest folder of
+        ``<root>/.kag-judge/<judge>`` that exists gets a probe file, created and removed at
+        once; no folder is created and no link followed (LinkInTree)."""
+        try:
+            fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError as exc:
+            raise InputError(
+                f"{os.path.abspath(self.root)}: cannot open the result tree ({exc.strerror})"
+            ) from None
+        shown = self.root
+        try:
+            for part in self.relative("00")[:-1]:
+                try:
+                    inner = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                except FileNotFoundError:
+                    break
+                except OSError as exc:
+                    if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                        raise LinkInTree(
+                            f"{shown / part}: a symbolic link or a file where a folder belongs"
+                        ) from None
+                    raise InputError(f"{os.path.abspath(shown / part)}: {exc.strerror}") from None
+                os.close(fd)
+                fd = inner
+                shown = shown / part
+            probe = temporary_name(".kag-judge-probe")
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            try:
+                os.close(os.open(probe, flags, 0o600, dir_fd=fd))
+            except OSError as exc:
+                raise InputError(
+                    f"{os.path.abspath(shown)}: cannot write the judge's verdicts here ({exc.strerror});"
+                    " no request was sent"
+                ) from None
+            os.unlink(probe, dir_fd=fd)
+        finally:
+            os.close(fd)
 
     def read(self, key: str) -> Verdict | None:
         """The cached verdict, or None when there is none (or it is unreadable: asked again).
@@ -431,7 +462,8 @@ def run_judge(
     cache.check()
     reporter = reporter or NullReporter()
     prompts = [render_judge_prompt(prompt, item) for item in items]
-    keys = [verdict_key(judge, prompt.sha256, item) for item in items]
+    endpoint = judge_endpoint(config, judge)
+    keys = [verdict_key(judge, prompt.sha256, item, endpoint) for item in items]
     verdicts: list[JudgedItem | None] = [None] * len(items)
     todo: list[int] = []
     for index, key in enumerate(keys):
@@ -440,6 +472,8 @@ def run_judge(
             todo.append(index)
         else:
             verdicts[index] = JudgedItem(items[index], cached, cached=True)
+    if todo:
+        cache.check_writable()
     started = time.perf_counter()
     redact = Redactor.for_config(config)
     if todo:

@@ -10,12 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from kag.errors import InputError
 from kag.grading.mcq.metrics import Metrics
 from kag.grading.mcq.rule import Outcome
-from kag.grading.open_answers import exact_match, token_f1
+from kag.grading.open_answers import exact_match, normalize_answer, token_f1
 from kag.results.codec import RetrievalSample
 from kag.results.model import Usage
+
+if TYPE_CHECKING:
+    from kag.datasets import Datasets, Question
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +62,35 @@ class OpenGradedFile:
         if self.response is None:
             return Outcome.ERR
         return Outcome.OK if self.exact_match == 1 else Outcome.WRONG
+
+
+def check_open_gold(datasets: Datasets) -> None:
+    """Refuse accepted answers that normalize to nothing (``""``, ``"The"``, ``"!!!"``):
+    every empty or article-only reply would match them exactly, so they are no gold.
+
+    Raises InputError naming the datasets file, the first such question and answer, and how
+    many questions have one. Linear in the size of the answers.
+    """
+    bad: list[tuple[Question, int]] = []
+    for q in datasets.iter_questions():
+        if q.open is None:
+            continue
+        empty = next((i for i, a in enumerate(q.open.answers) if not normalize_answer(a)), None)
+        if empty is not None:
+            bad.append((q, empty))
+    if not bad:
+        return
+    q, index = bad[0]
+    assert q.open is not None
+    answer = q.open.answers[index]
+    shown = repr(answer) if len(answer) <= 40 else f"{answer[:40]!r}..."
+    more = f" ({len(bad) - 1} more question(s) have one)" if len(bad) > 1 else ""
+    raise InputError(
+        f"{datasets.path}: {q.dataset}/{q.id}: 'output.answers' item {index + 1}, "
+        f"{shown}, "
+        f"normalizes to nothing (case, punctuation and articles are ignored), so an empty reply "
+        f"would match it: it cannot be gold{more}"
+    )
 
 
 def grade_open_response(response: str | None, answers: Sequence[str]) -> tuple[float, float]:

@@ -8,13 +8,16 @@ priced once per model, so the cost does not depend on the order of the files.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from kag.errors import InputError
 from kag.grading.mcq.metrics import usage_sample
 from kag.grading.mcq.rule import GradedFile
 from kag.pricing import Prices
+from kag.textsafe import escape_controls
 
 #: A block of the report: (setup, dataset), or (setup, None) for the setup overall.
 Block = tuple[str, str | None]
@@ -67,5 +70,22 @@ def price_records(records: Iterable[GradedFile], prices: Prices) -> Costs:
                 total = None
             elif total is not None:
                 total += cost
+                if not math.isfinite(total):
+                    raise _overflow(prices, model, block, prompt, completion)
         by_block[block] = total
     return Costs(MappingProxyType(by_block), tuple(sorted(missing)))
+
+
+def _overflow(prices: Prices, model: str, block: Block, prompt: int, completion: int) -> InputError:
+    """The error of a cost past the largest float: the prices file's price is to blame (a
+    token count is at most MAX_COUNT per file), and an infinite cost must not read as none."""
+    setup, dataset = block
+    where = f"setup '{escape_controls(setup)}'" + (
+        f", dataset '{escape_controls(dataset)}'" if dataset else ""
+    )
+    price = prices.models[model]
+    return InputError(
+        f'{prices.path}: models."{escape_controls(model)}": the cost of {where} ({prompt} prompt and '
+        f"{completion} completion tokens at {price.prompt:g} and {price.completion:g} USD per 1M) "
+        "is too large to compute; check the prices"
+    )

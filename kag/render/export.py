@@ -5,7 +5,10 @@ run: the MCQ records and the open-question records merged in (dataset, question,
 order. Both formats load as they are into pandas (``read_csv`` /
 ``read_json(lines=True)``) or DuckDB (``read_csv`` / ``read_json``). Names
 and responses keep their exact text: these are machine formats, nothing is escaped for a
-terminal (CSV quotes what needs quoting, JSON escapes what JSON must).
+terminal (CSV quotes what needs quoting, JSON escapes what JSON must). One exception, in CSV
+only: a text cell that a spreadsheet would read as a formula (it starts with ``=``, ``+``,
+``-``, ``@``, a tab or a carriage return) gets a ``'`` in front, as OWASP advises against CSV
+injection; JSON Lines keeps every text exact.
 
 Every row has every column; a value that does not apply is empty (CSV) or null (JSON).
 ``extracted_outcome`` is the grade under ``--extract`` (OK, WRONG or ERR = not extracted)
@@ -20,7 +23,6 @@ from __future__ import annotations
 
 import csv
 import heapq
-import io
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -115,17 +117,42 @@ def iter_rows(
         yield export_row(record, answer)
 
 
+#: The first characters that make a spreadsheet read a cell as a formula (OWASP, "CSV
+#: Injection"): such a text cell is written with :data:`FORMULA_GUARD` in front.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+FORMULA_GUARD = "'"
+
+
+def neutralise_cell(value: object) -> object:
+    """``value`` with :data:`FORMULA_GUARD` in front when it is a text starting with one of
+    :data:`FORMULA_STARTS`; any other value (numbers included) unchanged."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return FORMULA_GUARD + value
+    return value
+
+
+class _Echo:
+    """A file whose ``write`` returns what it is given: ``csv.writer(...).writerow`` then
+    returns the row's text."""
+
+    def write(self, text: str) -> str:
+        return text
+
+
 def render_csv(
     records: Iterable[GradedFile], datasets: Datasets, open_records: Iterable[OpenGradedFile] = ()
 ) -> str:
-    """RFC 4180 CSV with a header row (fields quoted when they hold a comma, a quote or a
-    line break; ``\\n`` ends a row); absent values are empty fields."""
-    buffer = io.StringIO(newline="")
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(COLUMNS)
+    """RFC 4180 CSV with a header row (fields quoted when they hold a comma, a quote, a
+    line feed or a carriage return; ``\\n`` ends a row); absent values are empty fields;
+    text cells go through :func:`neutralise_cell`."""
+    # The csv module quotes a field holding a character of the line terminator, and a lone
+    # "\r" is not one of "\n": rows are written ending in "\r\n" (so every field with "\r" or
+    # "\n" is quoted) and that ending, the only one outside quotes, becomes "\n".
+    writer = csv.writer(_Echo(), lineterminator="\r\n")
+    lines = [writer.writerow(COLUMNS)[:-2] + "\n"]
     for row in iter_rows(records, datasets, open_records):
-        writer.writerow(row.values())
-    return buffer.getvalue()
+        lines.append(writer.writerow([neutralise_cell(v) for v in row.values()])[:-2] + "\n")
+    return "".join(lines)
 
 
 def render_jsonl(

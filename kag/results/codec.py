@@ -250,6 +250,11 @@ def dump_result(result: Result) -> bytes:
 
 _SHAPE = "expected an object with exactly one key, 'ok' or 'error'"
 NANOS_PER_SEC = 1_000_000_000
+#: The largest count (tokens, vertices, relationships, properties) a result file is
+#: believed: far above any model's context or retrieved subgraph, and small enough that the
+#: sums over any tree stay within the 64-bit integers of JSON readers (orjson among them).
+#: A larger count is treated as a negative one is: the file gives no sample of it.
+MAX_COUNT = 2**32 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -313,7 +318,9 @@ def _raw_retrieval(value: Any) -> RetrievalSample | None:
         return None
     time_ns = _raw_timing_ns(inner.get("time"))
     v, r, p = _int(counts.get("vertices")), _int(counts.get("relationships")), _int(counts.get("properties"))
-    if time_ns is None or v is None or r is None or p is None or v < 0 or r < 0 or p < 0:
+    if time_ns is None or v is None or r is None or p is None:
+        return None
+    if not (0 <= v <= MAX_COUNT and 0 <= r <= MAX_COUNT and 0 <= p <= MAX_COUNT):
         return None
     return RetrievalSample(time_ns, v, r, p)
 

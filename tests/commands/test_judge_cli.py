@@ -7,6 +7,9 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import orjson
@@ -14,7 +17,8 @@ import pytest
 from typer.testing import CliRunner
 
 from kag.cli import app
-from kag.grading.judge import CACHE_FOLDER, DEFAULT_PROMPT
+from kag.grading.judge import CACHE_FOLDER
+from kag.grading.judge_prompt import DEFAULT_PROMPT
 from tests.bench_helpers import FAKE_CONFIG, fresh, server_fixture
 from tests.conftest import REPO
 from tests.fakeserver import FakeServer
@@ -338,4 +342,137 @@ def test_a_prompt_that_only_computes_is_stopped_before_any_request(
     assert result.exit_code == 2 and result.stdout == ""
     assert result.stderr.startswith("kag: error: work.md: ") and message in result.stderr
     assert result.stderr.count("\n") == 1
+    assert server.chat_requests() == []
+
+
+# ---------------------------------------------------------------- the judge's server, the tree, odd inputs
+
+
+def test_another_url_behind_the_same_provider_asks_again(
+    project: Path, server: FakeServer, monkeypatch
+) -> None:
+    assert judge().exit_code == 0 and len(server.chat_requests()) == 5
+    with FakeServer(reply="CORRECT") as other:
+        monkeypatch.setenv("FAKE_URL", other.url)  # same provider name "oa", same model
+        moved = judge("--format", "json")
+        assert moved.exit_code == 0, moved.stderr
+        assert len(other.chat_requests()) == 5  # none of the first server's verdicts reused
+        assert rows(moved.stdout)["s1"]["correct"] == 3
+        other.reset()
+        assert judge().exit_code == 0 and other.chat_requests() == []  # its own verdicts are cached
+    # The first server's verdicts are still there for it.
+    server.reset()
+    monkeypatch.setenv("FAKE_URL", server.url)
+    again = judge("--format", "json")
+    assert again.exit_code == 0, again.stderr
+    assert server.chat_requests() == []
+    assert rows(again.stdout)["s1"]["correct"] == 1
+
+
+@contextmanager
+def unprivileged() -> Iterator[None]:
+    """Run as the user nobody when the tests run as root (who may write anywhere)."""
+    if os.geteuid() != 0:
+        yield
+        return
+    os.setegid(65534)
+    os.seteuid(65534)
+    try:
+        yield
+    finally:
+        os.seteuid(0)
+        os.setegid(0)
+
+
+@pytest.fixture
+def open_project(server: FakeServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """The project in a folder the user nobody can enter (pytest's tmp_path is root's own)."""
+    top = Path(tempfile.mkdtemp(prefix="kag-judge-ro-"))
+    try:
+        top.chmod(0o755)
+        make_tree(top / "results")
+        (top / "config.toml").write_text(FAKE_CONFIG)
+        monkeypatch.chdir(top)
+        yield top
+    finally:
+        for folder in [top, *top.rglob("*")]:
+            if folder.is_dir() and not folder.is_symlink():
+                folder.chmod(0o755)
+        shutil.rmtree(top)
+
+
+def read_only(root: Path) -> None:
+    for folder in [root, *root.rglob("*")]:
+        if folder.is_dir():
+            folder.chmod(0o555)
+
+
+def test_a_read_only_tree_is_refused_before_any_request(open_project: Path, server: FakeServer) -> None:
+    results = open_project / "results"
+    read_only(results)
+    with unprivileged():
+        result = judge()
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr == (
+        f"kag: error: {results}: cannot write the judge's verdicts here (Permission denied); "
+        "no request was sent\n"
+    )
+    assert server.chat_requests() == []
+
+
+def test_a_read_only_cache_folder_is_named_in_full(open_project: Path, server: FakeServer) -> None:
+    results = open_project / "results"
+    assert judge().exit_code == 0 and len(server.chat_requests()) == 5
+    read_only(results)
+    server.reset()
+    with unprivileged():
+        cached = judge()  # every verdict is cached: reading needs no write
+        assert cached.exit_code == 0, cached.stderr
+        assert server.chat_requests() == []
+        more = judge("--mcq")
+    assert more.exit_code == 2 and server.chat_requests() == []
+    [folder] = (results / CACHE_FOLDER).iterdir()
+    assert more.stderr.startswith(f"kag: error: {folder}: cannot write the judge's verdicts here")
+
+
+def test_a_labelled_tree_is_refused_naming_the_value(project: Path, server: FakeServer) -> None:
+    labelled = CliRunner().invoke(app, [*BASE[:-1], "run1=results"])
+    assert labelled.exit_code == 2
+    assert labelled.stderr == (
+        "kag: error: kag stats judge reads one result tree: give -r DIR, not LABEL=DIR "
+        "(-r results, not -r run1=results)\n"
+    )
+    missing = CliRunner().invoke(app, [*BASE[:-1], "run1=nope"])
+    assert missing.exit_code == 2 and "neither 'run1=nope' nor 'nope' is a directory" in missing.stderr
+    assert server.chat_requests() == []
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda p: p.mkdir(), "judge prompt is a directory"),
+        (lambda p: os.mkfifo(p), "judge prompt is a FIFO, not a regular file"),
+        (lambda p: p.symlink_to("/dev/zero"), "judge prompt is a character device, not a regular file"),
+        (lambda p: p.write_bytes(b"\xff\xfe{{ RESPONSE }}"), "judge prompt is not UTF-8 text"),
+        (lambda p: p.write_text(""), "judge prompt is empty"),
+        (lambda p: p.write_text(" \n\t\n"), "judge prompt is empty"),
+    ],
+    ids=["directory", "fifo", "dev-zero", "not-utf8", "empty", "blank"],
+)
+def test_odd_prompt_files_are_refused(project: Path, server: FakeServer, make, message: str) -> None:
+    make(project / "odd")
+    result = judge("--prompt", "odd")
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.startswith("kag: error: odd") and message in result.stderr
+    assert result.stderr.count("\n") == 1
+    assert server.chat_requests() == []
+
+
+def test_an_alias_that_normalizes_to_nothing_is_refused(project: Path, server: FakeServer) -> None:
+    data = orjson.loads((project / "datasets.json").read_bytes())
+    data["geo"]["2"]["output"]["answers"].append("The")
+    (project / "datasets.json").write_bytes(orjson.dumps(data))
+    result = judge()
+    assert result.exit_code == 2
+    assert result.stderr.startswith("kag: error: datasets.json: geo/2: 'output.answers' item 3, 'The', ")
     assert server.chat_requests() == []

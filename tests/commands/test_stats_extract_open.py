@@ -455,3 +455,37 @@ def test_open_rows_interleave_with_mcq_rows_and_stay_out_of_the_pairings(tmp_pat
     assert [r.question for r in run.records or ()] == ["2"]
     assert [(r.question, r.outcome) for r in run.open_records or ()] == [("1", "ok"), ("3", "wrong")]
     assert grade_tree(load_datasets(path), tmp_path / "results").open_records is None
+
+
+def test_a_tree_of_open_answers_only_is_not_called_ungraded(tmp_path: Path):
+    datasets = {"trivia": {"1": open_q("Paris"), "2": open_q("Rome")}}
+    files: dict[tuple[str, str, str], Result] = {
+        ("trivia", "1", "s"): ok("Paris"),
+        ("trivia", "2", "s"): ok("Lyon"),
+    }
+    ds = build(tmp_path, datasets, files)
+    for fmt in ("text", "json"):
+        result = stats("-d", str(ds), "-r", str(tmp_path / "results"), "--format", fmt)
+        assert result.exit_code == 0, result.stderr
+        # two files graded (EM and F1): no "no result file was graded", no accuracy from 0 files
+        assert result.stderr == ""
+    assert json.loads(result.stdout)["setups"][0]["overall"]["open"]["total"] == 2
+
+
+def test_setups_without_multiple_choice_files_are_not_small_samples(tree: list[str]):
+    result = stats(*tree)
+    assert result.exit_code == 0
+    note = next(line for line in result.stderr.splitlines() if "few graded files" in line)
+    assert "alpha 4" in note and "beta 4" in note and "gamma" not in note
+
+
+@pytest.mark.parametrize("alias", ["", "The", "!!!"])
+def test_an_alias_that_normalizes_to_nothing_is_refused(tmp_path: Path, alias: str):
+    datasets = {"trivia": {"1": open_q("Paris"), "2": open_q("Rome", alias)}}
+    ds = build(tmp_path, datasets, {("trivia", "2", "s"): ok("")})
+    result = stats("-d", str(ds), "-r", str(tmp_path / "results"), "--format", "json")
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr == (
+        f"kag: error: {ds}: trivia/2: 'output.answers' item 2, {alias!r}, normalizes to nothing (case,"
+        " punctuation and articles are ignored), so an empty reply would match it: it cannot be gold\n"
+    )

@@ -164,10 +164,14 @@ def test_bad_tree_options_are_usage_errors(two_trees: Path, args: list[str], mes
 def test_find_and_judge_read_one_tree(two_trees: Path) -> None:
     find = stats("-r", "run1=A", "find", "A")
     assert find.exit_code == 2
-    assert find.stderr == "kag: error: kag stats find reads one result tree: give -r DIR, not LABEL=DIR\n"
+    assert find.stderr == (
+        "kag: error: kag stats find reads one result tree: give -r DIR, not LABEL=DIR (-r A, not -r run1=A)\n"
+    )
     judge = stats("-r", "a=A", "-r", "b=B", "judge", "-d", "datasets.json", "-p", "x", "-m", "y")
     assert judge.exit_code == 2
-    assert judge.stderr == "kag: error: kag stats judge reads one result tree: give -r DIR, not LABEL=DIR\n"
+    assert judge.stderr == (
+        "kag: error: kag stats judge reads one result tree: give one -r DIR, not LABEL=DIR (got -r a=A -r b=B)\n"
+    )
 
 
 def test_html_report_names_the_trees_and_labelled_setups(two_trees: Path) -> None:

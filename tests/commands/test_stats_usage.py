@@ -214,6 +214,60 @@ def test_tally_sums_only_complete_usage_samples():
     assert Tally().freeze().usage is None
 
 
+U64_MAX = 2**64 - 1
+
+
+def test_token_counts_of_2_64_are_left_out_with_a_warning_not_a_traceback(tree):
+    _, root = tree
+    # a hostile server's counts, in two files of one block: their sum leaves 64 bits
+    for question in ("q1", "q2"):
+        write_result(
+            result_path(root, "ds", question, "", "huge"), _ok("a", "gpt-x", Usage(U64_MAX, 1)), root
+        )
+    write_result(
+        result_path(root, "ds2", "q1", "", "huge"), _ok("a", "gpt-x", Usage(2**32 - 1, 2**32 - 1)), root
+    )
+    result = stats(tree, "--format", "json")
+    assert result.exit_code == 0, result.stderr
+    huge = blocks(result.stdout)["huge"]
+    assert huge["per_dataset"]["ds"]["usage"] is None
+    assert huge["overall"]["usage"]["samples"] == 1
+    assert huge["overall"]["usage"]["prompt_tokens"] == 2**32 - 1  # the bound itself is believed
+    assert warnings_of(result.stderr) == [
+        "kag: warning: 2 result file(s) record a token count above 4294967295: their usage is left out"
+    ]
+    assert blocks(result.stdout)["big"]["overall"]["usage"]["prompt_tokens"] == 1300
+
+
+def test_retrieval_counts_of_2_64_give_no_retrieval_sample(tree):
+    _, root = tree
+    retrieval = neo4j_retrieval("ctx", U64_MAX, 1, 1, time=Timing(0, 1))
+    for question in ("q1", "q2"):
+        write_result(
+            result_path(root, "ds", question, "", "huge"), _ok("a", "gpt-x", retrieval=retrieval), root
+        )
+    result = stats(tree, "--format", "json")
+    assert result.exit_code == 0, result.stderr
+    assert blocks(result.stdout)["huge"]["overall"]["retrieval"] is None
+
+
+def test_a_cost_past_the_largest_float_is_an_error_not_no_price(tree, tmp_path: Path):
+    prices = tmp_path / "prices.toml"
+    prices.write_text('[models."gpt-x"]\nprompt = 1e308\ncompletion = 0\n')
+    for fmt in ("json", "markdown"):
+        result = stats(tree, "--format", fmt, "--prices", str(prices))
+        assert result.exit_code == 2 and result.stdout == ""
+        assert result.stderr.splitlines()[-1].startswith(
+            f'kag: error: {prices}: models."gpt-x": the cost of '
+        )
+        assert "too large to compute" in result.stderr and "Traceback" not in result.stderr
+    # the same price on no prompt tokens costs nothing, and 1e300 on a few is finite
+    prices.write_text('[models."gpt-x"]\nprompt = 1e300\ncompletion = 0\n')
+    result = stats(tree, "--format", "json", "--prices", str(prices))
+    assert result.exit_code == 0, result.stderr
+    assert blocks(result.stdout)["big"]["overall"]["usage"]["cost_usd"] == 1300 * 1e300 / 1e6
+
+
 # ---------------------------------------------------------------- per-question export
 
 EXPECTED_ROWS = [

@@ -14,8 +14,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from scipy.stats import chi2
 
+from kag.cli import app
 from kag.errors import UsageError
-from kag.generation.shard import Shard, parse_shard, shard_number
+from kag.generation.shard import MAX_SHARDS, Shard, parse_shard, shard_number
 from tests.conftest import REPO
 
 names = st.text(min_size=0, max_size=12)
@@ -58,6 +59,44 @@ def test_parse_shard_rejects_with_the_option_named(text: str, fragment: str) -> 
 def test_parse_shard_names_the_option_it_is_given() -> None:
     with pytest.raises(UsageError, match=r"^--slice: "):
         parse_shard("9/3", option="--slice")
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("1/" + "9" * 5000, f"N must be at most {MAX_SHARDS}"),
+        ("9" * 5000 + "/3", "K must be between 1 and N"),
+        (f"1/{MAX_SHARDS + 1}", f"N must be at most {MAX_SHARDS}"),
+        ("1/" + "9" * 5000 + "x", "expected K/N"),
+    ],
+)
+def test_parse_shard_refuses_huge_numbers_in_one_short_line(text: str, fragment: str) -> None:
+    with pytest.raises(UsageError) as caught:
+        parse_shard(text)
+    message = str(caught.value)
+    assert message.startswith("--shard: ") and fragment in message
+    assert len(message) < 200
+    assert f"({len(text)} characters)" in message if len(text) > 40 else repr(text) in message
+
+
+def test_parse_shard_reads_leading_zeros_of_any_length() -> None:
+    assert parse_shard("0" * 5000 + "2/" + "0" * 5000 + "3") == Shard(2, 3)
+    assert parse_shard(f"{MAX_SHARDS}/{MAX_SHARDS}") == Shard(MAX_SHARDS, MAX_SHARDS)
+
+
+def test_benchmark_refuses_a_huge_shard_count_with_exit_2(tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    for name in ("config.toml", "bench.toml", "datasets.json"):
+        (tmp_path / name).write_text("")
+    args = ["benchmark", "-c", str(tmp_path / "config.toml"), "-b", str(tmp_path / "bench.toml")]
+    args += ["-d", str(tmp_path / "datasets.json"), "-o", str(tmp_path / "out")]
+    result = CliRunner().invoke(app, [*args, "--shard", "1/" + "7" * 5000])
+    assert result.exit_code == 2
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert result.stderr.startswith("kag: error: --shard: N must be at most")
+    assert len(result.stderr.splitlines()) == 1 and "Traceback" not in result.stderr
+    assert not (tmp_path / "out").exists()
 
 
 def test_shard_rejects_k_outside_one_to_n() -> None:

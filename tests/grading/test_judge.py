@@ -12,9 +12,9 @@ import pytest
 
 from kag.datasets import load_datasets
 from kag.errors import ConfigError, InputError
+from kag.generation.config import Config, load_config
 from kag.grading.judge import (
     CACHE_FOLDER,
-    DEFAULT_PROMPT,
     Judge,
     JudgedItem,
     JudgeItem,
@@ -22,15 +22,14 @@ from kag.grading.judge import (
     Verdict,
     VerdictCache,
     collect_items,
-    compile_judge_prompt,
+    judge_endpoint,
     judge_folder,
-    load_judge_prompt,
     parse_verdict,
     render_judge_prompt,
-    sha256_text,
     summarize_verdicts,
     verdict_key,
 )
+from kag.grading.judge_prompt import DEFAULT_PROMPT, compile_judge_prompt, load_judge_prompt, sha256_text
 from kag.results import LinkInTree
 from tests.judge_helpers import make_tree
 
@@ -114,6 +113,37 @@ def test_the_key_depends_on_judge_prompt_question_reference_and_response_only() 
     assert len({key, *different}) == 7
     # The same answer to the same question by another setup is judged once.
     assert verdict_key(judge, "p", item(setup="s2", path="elsewhere")) == key
+
+
+def test_the_key_depends_on_the_judge_endpoint() -> None:
+    judge = Judge("oa", "m")
+    here = verdict_key(judge, "p", item(), ("OpenAI", "http://127.0.0.1:8000/v1"))
+    there = verdict_key(judge, "p", item(), ("OpenAI", "http://127.0.0.1:8001/v1"))
+    assert len({here, there, verdict_key(judge, "p", item())}) == 3
+
+
+def config_with(tmp_path: Path, provider: str) -> Config:
+    path = tmp_path / "config.toml"
+    path.write_text(f"[providers.oa]\n{provider}\n")
+    return load_config(path)
+
+
+@pytest.mark.parametrize(
+    ("provider", "endpoint"),
+    [
+        ('type = "OpenAI"\nurl = "http://h:1/v1"\nkey = ""', ("OpenAI", "http://h:1/v1")),
+        ('type = "OpenAI"\nurl = "http://H:1/v1/"\nkey = ""', ("OpenAI", "http://h:1/v1")),
+        ('type = "Ollama"\nurl = "http://user:secret@h:1"', ("Ollama", "http://h:1")),  # no credential
+        ('type = "Ollama"\nurl = ["http://b:1", "http://a:1"]', ("Ollama", "http://a:1", "http://b:1")),
+        ('type = "Ollama"\nurl = ["http://a:1", "http://b:1"]', ("Ollama", "http://a:1", "http://b:1")),
+        ('type = "Ollama"\nurl = "http://[::1]:1"', ("Ollama", "http://[::1]:1")),
+        ('type = "FastEmbed"', ()),
+    ],
+)
+def test_judge_endpoint_is_the_type_and_the_sorted_urls_without_credentials(
+    tmp_path: Path, provider: str, endpoint: tuple[str, ...]
+) -> None:
+    assert judge_endpoint(config_with(tmp_path, provider), Judge("oa", "m")) == endpoint
 
 
 def test_judge_folder_is_one_safe_name_per_pair() -> None:

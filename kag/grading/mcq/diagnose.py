@@ -47,8 +47,13 @@ class TreeDiagnosis:
 def needs_diagnosis(run: GradeRun) -> bool:
     """True when nothing was graded, or when more files were passed over (ignored or
     unreadable) than graded: the cases where a normal-looking report misleads."""
-    graded = sum(m.total for m in run.tallies.values())
+    graded = graded_files(run)
     return graded == 0 or run.ignored_files + run.unreadable_files > graded
+
+
+def graded_files(run: GradeRun) -> int:
+    """The files graded: those of multiple-choice questions and those of open ones."""
+    return sum(m.total + m.open_total for m in run.tallies.values())
 
 
 def _dirs(path: str) -> list[os.DirEntry[str]]:

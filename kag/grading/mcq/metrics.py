@@ -13,7 +13,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, TypeVar
 
 from kag.grading.mcq.rule import GradedFile, Outcome
-from kag.results.codec import NANOS_PER_SEC
+from kag.results.codec import MAX_COUNT, NANOS_PER_SEC
 
 if TYPE_CHECKING:
     from kag.grading.mcq.epoch_walk import EpochOutcomes
@@ -120,6 +120,8 @@ class _Counts:
     usage_samples: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    # Files whose usage has a count above MAX_COUNT: left out of the usage, and warned about.
+    unbelievable_usage: int = 0
 
 
 _C = TypeVar("_C", bound=type[_Counts])
@@ -181,6 +183,8 @@ class Tally(_Counts):
             self.prompt_tokens += tokens[0]
             self.completion_tokens += tokens[1]
             self.usage_samples += 1
+        elif usage_beyond_bound(graded):
+            self.unbelievable_usage += 1
 
     def add_open(self, exact: float, f1: float, error: bool) -> None:
         """Count one graded open-answer file (an error file scores 0 on both)."""
@@ -322,15 +326,30 @@ class UsageMetrics:
 
 def usage_sample(graded: GradedFile) -> tuple[int, int] | None:
     """(prompt_tokens, completion_tokens) of an ``ok`` file whose ``ok.stats.usage`` has both
-    counts as integers >= 0; None otherwise (no usage, a count missing or negative), so that
-    the two means are taken over the same files."""
+    counts as integers in [0, MAX_COUNT]; None otherwise (no usage, a count missing, negative
+    or past belief: see :func:`usage_beyond_bound`), so that the two means are taken over the
+    same files."""
     usage = graded.usage
     if usage is None:
         return None
     prompt, completion = usage.prompt_tokens, usage.completion_tokens
-    if prompt is None or completion is None or prompt < 0 or completion < 0:
+    if (
+        prompt is None
+        or completion is None
+        or not (0 <= prompt <= MAX_COUNT and 0 <= completion <= MAX_COUNT)
+    ):
         return None
     return prompt, completion
+
+
+def usage_beyond_bound(graded: GradedFile) -> bool:
+    """Whether the file's usage records a token count above :data:`MAX_COUNT` (2**32 - 1):
+    no model call uses that many, and summing such counts (a hostile server's 2**64 - 1)
+    would leave the integers JSON can carry."""
+    usage = graded.usage
+    if usage is None:
+        return False
+    return any(n is not None and n > MAX_COUNT for n in (usage.prompt_tokens, usage.completion_tokens))
 
 
 _TALLY_FIELDS = tuple(f.name for f in fields(Tally))  # type: ignore[arg-type]

@@ -114,12 +114,13 @@ class SmallSample:
 
 def small_samples(summary: Summary, minimum: int = MIN_SAMPLE) -> list[SmallSample]:
     """The setups (in rank order) whose total is under ``minimum`` or under half of the
-    largest setup's total: their rank says little. Empty when there are no setups."""
+    largest setup's total: their rank says little. Empty when there are no setups. A setup
+    without multiple-choice files (only open questions) has no accuracy: it is not listed."""
     if not summary.setups:
         return []
     largest = max(s.overall.total for s in summary.setups)
     return [
         SmallSample(s.setup, s.overall.total, largest, s.overall.accuracy_ci95)
         for s in summary.setups
-        if s.overall.total < minimum or 2 * s.overall.total < largest
+        if 0 < s.overall.total and (s.overall.total < minimum or 2 * s.overall.total < largest)
     ]

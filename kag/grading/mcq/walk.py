@@ -47,7 +47,7 @@ from kag.grading.mcq.rule import (
     compile_abstention,
     grade_fields,
 )
-from kag.grading.open_grading import OpenGradedFile, grade_open_response
+from kag.grading.open_grading import OpenGradedFile, check_open_gold, grade_open_response
 from kag.results.codec import parse_grading_fields
 from kag.results.io import read_result_bytes
 from kag.results.model import TMP_SUFFIX
@@ -384,6 +384,8 @@ def grade_tree(
     selected = [name for name in datasets.datasets if matches_any(name, ds_globs)]
     scorable = sum(1 for name in selected for q in datasets.datasets[name].values() if q.scorable)
     any_open = any(q.open is not None for q in datasets.iter_questions())
+    if any_open:
+        check_open_gold(datasets)  # before any file is read
     open_questions = sum(1 for n in selected for q in datasets.datasets[n].values() if q.open is not None)
     glob_prefix = f"{setup_label}/" if setup_label is not None else ""
     config = _Config(
