@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from enum import StrEnum
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -182,7 +182,7 @@ StatsPrefixOpt = Annotated[
 StatsFormatOpt = Annotated[
     str | None,
     _format_option(
-        "text, json, markdown, html (a self-contained page; with --output), or csv or jsonl "
+        "text, json, markdown, html (a self-contained page; with --output), junit, or csv or jsonl "
         "(one row per graded file)  [default: text]",
         metavar="FORMAT",
     ),
@@ -203,7 +203,7 @@ SetupOpt = Annotated[list[str] | None, _setup("Only setups matching GLOB (repeat
 DatasetOpt = Annotated[list[str] | None, _dataset("Only datasets matching GLOB (repeatable).")]
 OutputOpt = Annotated[Path | None, _output("Write the report to FILE, not stdout.")]
 ReportFormatOpt = Annotated[
-    ReportFormat | None, _format_option("text, json, markdown or html [default: text]")
+    ReportFormat | None, _format_option("text, json, markdown, html or junit [default: text]")
 ]
 TableFormatOpt = Annotated[TableFormat | None, _format_option("text, json or markdown [default: text]")]
 
@@ -494,3 +494,55 @@ def write_report(path: str, text: str) -> None:
         write_atomic(path, (text.encode("utf-8"),))
     except (OSError, NoSpace) as exc:
         raise InputError(f"{path}: cannot write the report: {exc.strerror}") from None
+
+
+# `--summary` and `--annotations`: the GitHub Actions outputs of `kag stats` and `kag stats compare`.
+SummaryOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--summary",
+        metavar="FILE",
+        help="Append a markdown summary to FILE [default: $GITHUB_STEP_SUMMARY when set].",
+        show_default=False,
+    ),
+]
+AnnotationsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--annotations",
+        metavar="KIND",
+        help="github: workflow commands for gate failures and notes on stderr; none: off "
+        "[default: github when GITHUB_ACTIONS=true].",
+        show_default=False,
+    ),
+]
+
+
+def ci_outputs(
+    summary_file: Path | None,
+    annotations: str | None,
+    markdown: Callable[[], str],
+    gates: Sequence[tuple[str, str | None]],
+    notes: Sequence[str] = (),
+) -> None:
+    """Append the summary ``markdown()`` to ``summary_file`` (else ``$GITHUB_STEP_SUMMARY``
+    when set) and write the workflow commands of the failed ``gates`` and the ``notes`` on
+    stderr when ``annotations`` is github (default: when ``GITHUB_ACTIONS`` is true)."""
+    from kag.render.github import annotations as workflow_commands
+
+    if annotations not in (None, "github", "none"):
+        raise UsageError(f"--annotations must be github or none (got {annotations!r})")
+    target = summary_file if summary_file is not None else os.environ.get("GITHUB_STEP_SUMMARY") or None
+    if target is not None:
+        data = markdown().encode("utf-8")
+        try:
+            fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+        except OSError as exc:
+            raise InputError(f"{target}: cannot write the summary: {exc.strerror}") from None
+    on = annotations == "github" or (annotations is None and os.environ.get("GITHUB_ACTIONS") == "true")
+    if on:
+        failed = [(f"kag {name}", verdict) for name, verdict in gates if verdict is not None]
+        for line in workflow_commands(failed, list(notes)):
+            print(line, file=sys.stderr)
