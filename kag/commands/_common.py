@@ -520,18 +520,18 @@ AnnotationsOpt = Annotated[
 
 def ci_outputs(
     summary_file: Path | None,
-    annotations: str | None,
+    annotate: str | None,
     markdown: Callable[[], str],
     gates: Sequence[tuple[str, str | None]],
     notes: Sequence[str] = (),
 ) -> None:
     """Append the summary ``markdown()`` to ``summary_file`` (else ``$GITHUB_STEP_SUMMARY``
     when set) and write the workflow commands of the failed ``gates`` and the ``notes`` on
-    stderr when ``annotations`` is github (default: when ``GITHUB_ACTIONS`` is true)."""
-    from kag.render.github import annotations as workflow_commands
+    stderr when ``annotate`` (``--annotations``) is github (default: when ``GITHUB_ACTIONS`` is true)."""
+    from kag.render.github import workflow_annotations
 
-    if annotations not in (None, "github", "none"):
-        raise UsageError(f"--annotations must be github or none (got {annotations!r})")
+    if annotate not in (None, "github", "none"):
+        raise UsageError(f"--annotations must be github or none (got {annotate!r})")
     target = summary_file if summary_file is not None else os.environ.get("GITHUB_STEP_SUMMARY") or None
     if target is not None:
         data = markdown().encode("utf-8")
@@ -541,8 +541,8 @@ def ci_outputs(
                 handle.write(data)
         except OSError as exc:
             raise InputError(f"{target}: cannot write the summary: {exc.strerror}") from None
-    on = annotations == "github" or (annotations is None and os.environ.get("GITHUB_ACTIONS") == "true")
+    on = annotate == "github" or (annotate is None and os.environ.get("GITHUB_ACTIONS") == "true")
     if on:
         failed = [(f"kag {name}", verdict) for name, verdict in gates if verdict is not None]
-        for line in workflow_commands(failed, list(notes)):
+        for line in workflow_annotations(failed, list(notes)):
             print(line, file=sys.stderr)

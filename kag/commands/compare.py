@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from kag.commands._common import (
+    AnnotationsOpt,
     DatasetOpt,
     DatasetsOpt,
     ExtractOpt,
@@ -26,14 +27,13 @@ from kag.commands._common import (
     Quiet,
     ReportFormatOpt,
     SetupOpt,
+    SummaryOpt,
     TableFormatOpt,
     TreesOpt,
     Verbose,
-    SummaryOpt,
-    AnnotationsOpt,
     check_globs,
-    ci_outputs,
     check_setup_globs,
+    ci_outputs,
     emit_report,
     html_report,
     kag_command,
@@ -269,7 +269,18 @@ def register(stats_app: typer.Typer) -> None:
         )
         answers = loaded.answers
         if against is not None:
-            _against(loaded, against, fail_if_regressed, alpha, resamples, seed, fmt, output, summary_file, annotations)
+            _against(
+                loaded,
+                against,
+                fail_if_regressed,
+                alpha,
+                resamples,
+                seed,
+                fmt,
+                output,
+                summary_file,
+                annotations,
+            )
             return
         if len(answers.setups) < 2:
             raise UsageError(f"only one setup ({answers.setups[0]}) has graded answers: nothing to compare")
@@ -383,7 +394,9 @@ def register(stats_app: typer.Typer) -> None:
         notes = result.notes()
         for note in notes:
             warn(note)
-        gates: list[tuple[str, str | None]] = [("--fail-if-regressed", regressed_verdict(result))] if gate else []
+        gates: list[tuple[str, str | None]] = (
+            [("--fail-if-regressed", regressed_verdict(result))] if gate else []
+        )
         if fmt is ReportFormat.JUNIT:
             text = _junit(loaded, gates)
         elif fmt is ReportFormat.JSON:

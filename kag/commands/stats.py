@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from kag.commands._common import (
+    AnnotationsOpt,
     ExtractOpt,
     GradeOpt,
     Quiet,
@@ -27,10 +28,9 @@ from kag.commands._common import (
     StatsSetupOpt,
     StatsVerbose,
     SummaryOpt,
-    AnnotationsOpt,
     check_globs,
-    ci_outputs,
     check_setup_globs,
+    ci_outputs,
     emit_report,
     html_report,
     parse_trees,
@@ -181,7 +181,9 @@ def stats(
         text = EXPORTERS[ExportFormat(fmt_name)](graded.records or (), loaded, graded.open_records or ())
     gates: list[tuple[str, str | None]] = []
     if fail_under is not None:
-        gates.append((f"--fail-under {fail_under:g}", fail_under_verdict(summary, fail_under, extracted=extracted)))
+        gates.append(
+            (f"--fail-under {fail_under:g}", fail_under_verdict(summary, fail_under, extracted=extracted))
+        )
     if comparisons is not None:
         gates.append((f"--fail-if-worse-than {fail_if_worse_than}", regression_verdict(comparisons)))
     if junit:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from kag.render.table import Table, pct, table_markdown
+from kag.render.table import Table, table_markdown
 
 if TYPE_CHECKING:
     from kag.grading.compare.setups import ComparisonRun
@@ -47,7 +47,7 @@ def workflow_command(command: str, message: str, title: str | None = None) -> st
     return f"::{command}{props}::{escape_data(message)}"
 
 
-def annotations(errors: Sequence[tuple[str, str]], warnings: Sequence[str]) -> list[str]:
+def workflow_annotations(errors: Sequence[tuple[str, str]], warnings: Sequence[str]) -> list[str]:
     """The workflow commands of the gate failures (title, message) and of the warnings,
     :data:`MAX_ANNOTATIONS` of each; the last warning slot says how many were left out."""
     lines = [workflow_command("error", message, title) for title, message in errors[:MAX_ANNOTATIONS]]
@@ -66,7 +66,11 @@ def _flips_table(run: ComparisonRun, now_then: bool) -> str | None:
     )[:MAX_LISTED]
     if not rows:
         return None
-    gained, lost = ("right now, wrong before", "wrong now, right before") if now_then else ("+ setup only", "- baseline only")
+    gained, lost = (
+        ("right now, wrong before", "wrong now, right before")
+        if now_then
+        else ("+ setup only", "- baseline only")
+    )
     table = Table(
         ("SETUP", gained, lost, "PAIRED"),
         tuple((c.setup, str(c.setup_only), str(c.baseline_only), str(c.n)) for c in rows),
@@ -126,8 +130,3 @@ def cap_summary(text: str, limit: int = MAX_SUMMARY_BYTES) -> str:
     cut = data[:room]
     end = cut.rfind(b"\n")
     return cut[: end + 1 if end >= 0 else 0].decode("utf-8", errors="ignore") + note
-
-
-def summary_pct(value: float | None) -> str:
-    """An accuracy as the summary shows it (``52.00%``)."""
-    return pct(value) + "%" if value is not None else "-"

@@ -231,13 +231,21 @@ def render_junit(
     if gates:
         failed = sum(1 for g in gates if g.verdict is not None)
         suite = ET.SubElement(
-            root, "testsuite", name=GATES_SUITE, tests=str(len(gates)), failures=str(failed), errors="0", skipped="0"
+            root,
+            "testsuite",
+            name=GATES_SUITE,
+            tests=str(len(gates)),
+            failures=str(failed),
+            errors="0",
+            skipped="0",
         )
         _add_properties(suite, {"prefix": prefix, "kag_version": version})
         for gate in gates:
             element = ET.SubElement(suite, "testcase", classname=GATES_SUITE, name=xml_text(gate.name))
             if gate.verdict is not None:
-                failure = ET.SubElement(element, "failure", type="gate", message=xml_text(_cut(gate.verdict, 1000)))
+                failure = ET.SubElement(
+                    element, "failure", type="gate", message=xml_text(_cut(gate.verdict, 1000))
+                )
                 failure.text = xml_text(gate.verdict)
         totals[0] += len(gates)
         totals[1] += failed

@@ -12,10 +12,10 @@ import pytest
 from typer.testing import CliRunner
 
 from kag.cli import app
-from kag.grading.compare.against import EXPORT_VERSION, read_previous
 from kag.errors import InputError
+from kag.grading.compare.against import EXPORT_VERSION, read_previous
 from kag.render.export import JSONL_VERSION
-from kag.render.github import MAX_ANNOTATIONS, annotations, cap_summary, escape_data, escape_property
+from kag.render.github import MAX_ANNOTATIONS, cap_summary, escape_data, escape_property, workflow_annotations
 from kag.render.junit import xml_text
 
 XSD = Path(__file__).parents[1] / "data" / "junit" / "junit-10.xsd"
@@ -80,7 +80,17 @@ def test_stats_junit_extracted_counts_not_extracted_as_errors(example: list[str]
 
 
 def test_compare_junit_has_the_gate_suite(example: list[str]) -> None:
-    result = kag("stats", "compare", *example, "--format", "junit", "--fail-if-worse-than", "qwen35-9b-kag", "--resamples", "50")
+    result = kag(
+        "stats",
+        "compare",
+        *example,
+        "--format",
+        "junit",
+        "--fail-if-worse-than",
+        "qwen35-9b-kag",
+        "--resamples",
+        "50",
+    )
     assert result.exit_code in (0, 1), result.stderr
     _validate(result.stdout)
     assert 'name="kag.gates"' in result.stdout and "--fail-if-worse-than qwen35-9b-kag" in result.stdout
@@ -95,7 +105,7 @@ def test_junit_with_control_characters_is_valid(tmp_path: Path, repo: Path) -> N
     shutil.copytree(repo / "examples/results", tree)
     target = next(p for p in sorted(tree.rglob("*.json")) if '"ok"' in p.read_text())
     doc = json.loads(target.read_text())
-    doc["ok"]["result"] = "Z\x01\x1b[31m<&>\"]]>"
+    doc["ok"]["result"] = 'Z\x01\x1b[31m<&>"]]>'
     target.write_text(json.dumps(doc))
     result = kag("stats", "-d", repo / "examples/dataset/datasets.json", "-r", tree, "--format", "junit")
     assert result.exit_code == 0, result.stderr
@@ -106,7 +116,9 @@ def test_junit_with_control_characters_is_valid(tmp_path: Path, repo: Path) -> N
 def test_workflow_commands_are_escaped_and_capped() -> None:
     assert escape_data("50% a\r\nb") == "50%25 a%0D%0Ab"
     assert escape_property("a:b,c%\n") == "a%3Ab%2Cc%25%0A"
-    lines = annotations([("t:1", f"e{i}") for i in range(12)], [f"w{i}\n::error::x" for i in range(15)])
+    lines = workflow_annotations(
+        [("t:1", f"e{i}") for i in range(12)], [f"w{i}\n::error::x" for i in range(15)]
+    )
     errors = [line for line in lines if line.startswith("::error")]
     warnings = [line for line in lines if line.startswith("::warning")]
     assert len(errors) == MAX_ANNOTATIONS and len(warnings) == MAX_ANNOTATIONS
@@ -156,8 +168,7 @@ def test_against_flags_ten_answers_turned_wrong(med_kag: Path, tmp_path: Path) -
     assert same.exit_code == 0, same.stderr
     setup = "wekgr-qwen35-9b-ollama-native"
     right = [r for r in rows if r["setup"] == setup and r["outcome"] == "OK"][:10]
-    datasets = json.loads((med_kag / "datasets" / "mirage.json").read_text())
-    del datasets  # the answer keys: a wrong key is any other option letter
+    # "Z" is no option letter: each of the ten turns wrong
     for r in right:
         path = tree / r["dataset"] / r["question"] / f"{setup}.json"
         doc = json.loads(path.read_text())
@@ -175,7 +186,10 @@ def test_against_flags_ten_answers_turned_wrong(med_kag: Path, tmp_path: Path) -
     _validate((tmp_path / "j.xml").read_text())
     assert _junit_counts(tmp_path / "j.xml")["kag.gates"] == (1, 1, 0, 0)
     text = summary.read_text()
-    assert "### Right before, not now" in text and f"`{setup}`: {right[0]['dataset']}/{right[0]['question']}" in text
+    assert (
+        "### Right before, not now" in text
+        and f"`{setup}`: {right[0]['dataset']}/{right[0]['question']}" in text
+    )
     as_json = kag("stats", "compare", *args, "--against", previous, "--format", "json", "--resamples", "200")
     assert as_json.exit_code == 0  # no gate asked
     doc = json.loads(as_json.stdout)
@@ -184,17 +198,22 @@ def test_against_flags_ten_answers_turned_wrong(med_kag: Path, tmp_path: Path) -
 
 
 def test_against_names_questions_on_one_side_only(med_kag: Path, tmp_path: Path) -> None:
-    args, tree = _med_tree(med_kag, tmp_path)
+    args, _ = _med_tree(med_kag, tmp_path)
     previous = tmp_path / "previous.jsonl"
     assert kag("stats", *args, "--format", "jsonl", "-o", previous).exit_code == 0
     lines = previous.read_text().splitlines()
     # rows without "v" (older exports) are read as version 1
-    old = [orjson.dumps({k: v for k, v in orjson.loads(line).items() if k != "v"}).decode() for line in lines[1:]]
+    old = [
+        orjson.dumps({k: v for k, v in orjson.loads(line).items() if k != "v"}).decode() for line in lines[1:]
+    ]
     previous.write_text("\n".join(old) + "\n")
     first = orjson.loads(lines[0])
     result = kag("stats", "compare", *args, "--against", previous, "--resamples", "100")
     assert result.exit_code == 0, result.stderr
-    assert f"1 graded file(s) only now, not paired: {first['dataset']}/{first['question']}/{first['setup']}" in result.stderr
+    assert (
+        f"1 graded file(s) only now, not paired: {first['dataset']}/{first['question']}/{first['setup']}"
+        in result.stderr
+    )
 
 
 @pytest.mark.parametrize(
@@ -202,8 +221,14 @@ def test_against_names_questions_on_one_side_only(med_kag: Path, tmp_path: Path)
     [
         ("[1]", ":1: a row must be a JSON object"),
         ('{"dataset": "d", "question": "q"}', ":1: key 'setup' must be a string"),
-        ('{"dataset": "d", "question": "q", "setup": "s", "outcome": "MAYBE"}', ":1: key 'outcome' must be OK"),
-        ('{"dataset": "d", "question": "q", "setup": "s", "outcome": "OK", "v": 99}', ":1: key 'v': row version 99"),
+        (
+            '{"dataset": "d", "question": "q", "setup": "s", "outcome": "MAYBE"}',
+            ":1: key 'outcome' must be OK",
+        ),
+        (
+            '{"dataset": "d", "question": "q", "setup": "s", "outcome": "OK", "v": 99}',
+            ":1: key 'v': row version 99",
+        ),
         ("{", ":1: not JSON"),
     ],
 )

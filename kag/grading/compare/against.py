@@ -165,8 +165,8 @@ def compare_against(
     ``significant`` as in :func:`~kag.grading.compare.setups.compare_setups`."""
     then = previous.extracted if extracted and previous.extracted else previous.correct
     now: dict[str, dict[tuple[str, str], bool]] = {}
-    for a in answers:
-        now.setdefault(a.setup, {})[a.key] = a.correct
+    for answer in answers:
+        now.setdefault(answer.setup, {})[answer.key] = answer.correct
     current_only: list[Key] = []
     lost: list[tuple[str, str, str]] = []
     raw = []

@@ -44,7 +44,11 @@ def skipped_files(
                 if question.open is not None or question.mcq is None or question.mcq.answer is not None:
                     continue
                 folder = os.path.join(root, dataset, qid)
-                if not os.path.isdir(folder) or os.path.islink(folder) or os.path.islink(os.path.dirname(folder)):
+                if (
+                    not os.path.isdir(folder)
+                    or os.path.islink(folder)
+                    or os.path.islink(os.path.dirname(folder))
+                ):
                     continue
                 try:
                     entries = sorted_entries(folder)
