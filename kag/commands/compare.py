@@ -209,8 +209,8 @@ def register(stats_app: typer.Typer) -> None:
         against: Annotated[
             Path | None,
             typer.Option(
-                metavar="PREVIOUS.jsonl",
-                help="Each setup against its earlier run: the rows of a kag stats --format jsonl export.",
+                metavar="FILE",
+                help="Each setup against its earlier run: FILE holds the rows of a kag stats --format jsonl export.",
                 show_default=False,
             ),
         ] = None,
@@ -249,7 +249,7 @@ def register(stats_app: typer.Typer) -> None:
         if epochs == "all" and fmt in (ReportFormat.HTML, ReportFormat.JUNIT):
             raise UsageError(f"--epochs all: the formats are text, markdown and json (not {fmt.value})")
         if fail_if_regressed and against is None:
-            raise UsageError("--fail-if-regressed needs --against PREVIOUS.jsonl")
+            raise UsageError("--fail-if-regressed needs --against FILE (a kag stats --format jsonl export)")
         if against is not None and (base or epochs == "all" or fmt is ReportFormat.HTML):
             raise UsageError(
                 "--against compares each setup with its earlier run: no --baseline, "
