@@ -156,7 +156,19 @@ def completion(
 
 
 def _register() -> None:
-    from kag.commands import benchmark, compare, datasets, find, graph, init, irt2, judge, stats, triplets, view
+    from kag.commands import (
+        benchmark,
+        compare,
+        datasets,
+        find,
+        graph,
+        init,
+        irt2,
+        judge,
+        stats,
+        triplets,
+        view,
+    )
 
     stats_app = stats.register(app)
     find.register(stats_app)

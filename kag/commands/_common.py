@@ -10,7 +10,6 @@ passed to that one declaration, so ``--help`` of every command reads as before.
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Iterable, Sequence
 from enum import StrEnum
 from fnmatch import fnmatchcase
@@ -21,13 +20,10 @@ import typer
 from typer.core import TyperCommand
 
 from kag.console import set_verbosity, verbosity
-from kag.errors import InputError, KagError, UsageError
+from kag.errors import KagError, UsageError
 from kag.render.formats import ExportFormat, FindFormat, ReportFormat, TableFormat
 
 if TYPE_CHECKING:
-    from kag.grading.compare.analysis import Analysis
-    from kag.grading.compare.records import AnswerSet
-    from kag.grading.mcq.summary import Summary
     from kag.grading.mcq.trees import ResultSource
 
 
@@ -227,7 +223,7 @@ StatsPrefixOpt = Annotated[
 StatsFormatOpt = Annotated[
     str | None,
     _format_option(
-        "text, json, markdown, html (a self-contained page; with --output), or csv or jsonl "
+        "text, json, markdown, html (a self-contained page; with --output), junit, or csv or jsonl "
         "(one row per graded file)  [default: text]",
         metavar="FORMAT",
         values=(*(f.value for f in ReportFormat), *(f.value for f in ExportFormat)),
@@ -249,7 +245,7 @@ SetupOpt = Annotated[list[str] | None, _setup("Only setups matching GLOB (repeat
 DatasetOpt = Annotated[list[str] | None, _dataset("Only datasets matching GLOB (repeatable).")]
 OutputOpt = Annotated[Path | None, _output("Write the report to FILE, not stdout.")]
 ReportFormatOpt = Annotated[
-    ReportFormat | None, _format_option("text, json, markdown or html [default: text]")
+    ReportFormat | None, _format_option("text, json, markdown, html or junit [default: text]")
 ]
 TableFormatOpt = Annotated[TableFormat | None, _format_option("text, json or markdown [default: text]")]
 
@@ -525,81 +521,3 @@ def one_tree(values: Sequence[str | Path] | str | Path | None, command: str) -> 
         f"{command} reads one result tree: give -r DIR, not LABEL=DIR ({value}: neither "
         f"'{tree.label}={tree.root}' nor '{tree.root}' is a directory)"
     )
-
-
-def html_report(
-    answers: AnswerSet,
-    datasets: str | Path,
-    source: ResultSource,
-    prefix: str,
-    *,
-    compare: bool = False,
-    **options: Any,
-) -> tuple[str, Analysis]:
-    """The HTML page of ``answers`` (:func:`kag.render.html.render_html_report` with
-    ``options``) under its header (datasets file, trees, prefix, kag version), titled as a
-    comparison for ``kag stats compare`` (``compare``); each note of the analysis is warned."""
-    from kag import __version__
-    from kag.console import warn
-    from kag.grading.mcq.trees import describe_source
-    from kag.render.html import COMPARE_TITLE, STATS_TITLE, PageMeta, render_html_report
-
-    trees = () if isinstance(source, (str, Path)) else tuple((t.label, str(t.root)) for t in source)
-    meta = PageMeta(
-        title=COMPARE_TITLE if compare else STATS_TITLE,
-        datasets=str(datasets),
-        results=describe_source(source),
-        prefix=prefix or None,
-        version=__version__,
-        trees=trees,
-    )
-    page, analysis = render_html_report(answers, meta, **options)
-    for note in analysis.notes:
-        warn(note)
-    return page, analysis
-
-
-def warn_small_samples(summary: Summary) -> None:
-    """One warning naming the setups whose accuracy rests on few graded files."""
-    from kag.console import warn
-    from kag.grading.mcq.summary import MIN_SAMPLE, small_samples
-    from kag.render.stats import small_samples_note
-
-    smalls = small_samples(summary)
-    if smalls:
-        warn(small_samples_note(smalls, MIN_SAMPLE))
-
-
-def check_page_output(html: bool, output: Path | None) -> None:
-    """UsageError (exit 2) for ``--format html`` without ``-o`` when stdout is a terminal: a
-    whole page of markup is no use there (a pipe or a redirection still gets it)."""
-    if html and output is None and sys.stdout.isatty():
-        raise UsageError(
-            "--format html writes a whole HTML page: give -o FILE (or redirect stdout to a file)"
-        )
-
-
-def emit_report(text: str, output: Path | None) -> None:
-    """The report on stdout (ending in a newline), or written atomically to ``output``."""
-    from kag.console import info
-
-    if text and not text.endswith("\n"):
-        text += "\n"
-    if output is None:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    else:
-        write_report(str(output), text)
-        info(f"Wrote {output}")
-
-
-def write_report(path: str, text: str) -> None:
-    """Write a report file through :func:`kag.results.write_output`: a regular file atomically
-    (an exclusive temporary, no link followed, rename), a pipe or a device in place;
-    InputError naming the path."""
-    from kag.results import NoSpace, write_output  # not imported by `kag --help`
-
-    try:
-        write_output(path, (text.encode("utf-8"),))
-    except (OSError, NoSpace) as exc:
-        raise InputError(f"{path}: cannot write the report: {exc.strerror}") from None

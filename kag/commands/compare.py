@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from kag.commands._ci import AnnotationsOpt, SummaryOpt, ci_outputs
 from kag.commands._common import (
     DatasetOpt,
     DatasetsOpt,
@@ -30,11 +31,8 @@ from kag.commands._common import (
     TreesOpt,
     Verbose,
     check_globs,
-    check_page_output,
     check_setup_globs,
     complete_setups,
-    emit_report,
-    html_report,
     kag_command,
     parse_trees,
     pick_datasets,
@@ -43,8 +41,8 @@ from kag.commands._common import (
     pick_option,
     setups_in,
     warn_prefix,
-    warn_small_samples,
 )
+from kag.commands._report import check_page_output, emit_report, html_report, warn_small_samples
 from kag.errors import GateFailed, UsageError
 from kag.render.formats import ReportFormat, TableFormat
 
@@ -60,6 +58,7 @@ class _Loaded:
     results: str
     prefix: str
     source: ResultSource
+    extracted: bool = False
 
 
 def _load(
@@ -117,7 +116,7 @@ def _load(
             f"{root}: no graded result file (prefix {pfx!r}, setups {list(setups) or 'all'}, "
             f"datasets {list(globs) or 'all'})"
         )
-    return _Loaded(loaded, str(datasets_path), root, pfx, source)
+    return _Loaded(loaded, str(datasets_path), root, pfx, source, extracted)
 
 
 def _tell_significant(comparisons: Sequence[Any], baseline: str, alpha: float, method: str) -> None:
@@ -208,10 +207,27 @@ def register(stats_app: typer.Typer) -> None:
                 help="1: epoch 1 (McNemar); all: per-question mean scores over every epoch (paired bootstrap).",
             ),
         ] = "1",
+        against: Annotated[
+            Path | None,
+            typer.Option(
+                metavar="FILE",
+                help="Each setup against its earlier run: FILE holds the rows of a kag stats --format jsonl export.",
+                show_default=False,
+            ),
+        ] = None,
+        fail_if_regressed: Annotated[
+            bool,
+            typer.Option(
+                "--fail-if-regressed",
+                help="With --against: exit 1 when a setup is significantly worse than it was (Holm).",
+            ),
+        ] = False,
         output_format: ReportFormatOpt = None,
         output: OutputOpt = None,
         extract: ExtractOpt = None,
         grade: GradeOpt = None,
+        summary_file: SummaryOpt = None,
+        annotations: AnnotationsOpt = None,
         verbose: Verbose = 0,
         quiet: Quiet = 0,
     ) -> None:
@@ -231,8 +247,15 @@ def register(stats_app: typer.Typer) -> None:
         base = fail_if_worse_than or baseline
         if epochs not in ("1", "all"):
             raise UsageError(f"--epochs must be 1 or all (got {epochs!r})")
-        if epochs == "all" and fmt is ReportFormat.HTML:
-            raise UsageError("--epochs all: the formats are text, markdown and json (not html)")
+        if epochs == "all" and fmt in (ReportFormat.HTML, ReportFormat.JUNIT):
+            raise UsageError(f"--epochs all: the formats are text, markdown and json (not {fmt.value})")
+        if fail_if_regressed and against is None:
+            raise UsageError("--fail-if-regressed needs --against FILE (a kag stats --format jsonl export)")
+        if against is not None and (base or epochs == "all" or fmt is ReportFormat.HTML):
+            raise UsageError(
+                "--against compares each setup with its earlier run: no --baseline, "
+                "--fail-if-worse-than, --epochs all or --format html"
+            )
         check_page_output(fmt is ReportFormat.HTML, output)
         loaded = _load(
             ctx,
@@ -247,6 +270,20 @@ def register(stats_app: typer.Typer) -> None:
             epochs=epochs == "all",
         )
         answers = loaded.answers
+        if against is not None:
+            _against(
+                loaded,
+                against,
+                fail_if_regressed,
+                alpha,
+                resamples,
+                seed,
+                fmt,
+                output,
+                summary_file,
+                annotations,
+            )
+            return
         if len(answers.setups) < 2:
             raise UsageError(f"only one setup ({answers.setups[0]}) has graded answers: nothing to compare")
         warn_small_samples(answers.summary)
@@ -275,15 +312,117 @@ def register(stats_app: typer.Typer) -> None:
             run = lib.compare_setups(
                 answers.answers, base or lib.best_setup(answers.answers), None, alpha, resamples, seed
             )
-            text = COMPARISON_RENDERERS[TableFormat(fmt)](run)
-        emit_report(text, output)
-        _tell_significant(run.comparisons, run.baseline, alpha, "Holm")
+            text = "" if fmt is ReportFormat.JUNIT else COMPARISON_RENDERERS[TableFormat(fmt)](run)
+        gates: list[tuple[str, str | None]] = []
         if fail_if_worse_than:
             from kag.grading.gates import regression_verdict
 
-            verdict = regression_verdict(run)
-            if verdict is not None:
-                raise GateFailed(verdict)
+            gates.append((f"--fail-if-worse-than {fail_if_worse_than}", regression_verdict(run)))
+        if fmt is ReportFormat.JUNIT:
+            text = _junit(loaded, gates)
+        emit_report(text, output)
+        _tell_significant(run.comparisons, run.baseline, alpha, "Holm")
+        _ci(loaded, run, gates, summary_file, annotations)
+        verdict = next((v for _, v in gates if v is not None), None)
+        if verdict is not None:
+            raise GateFailed(verdict)
+
+    def _junit(loaded: _Loaded, gates: list[tuple[str, str | None]]) -> str:
+        from kag import __version__
+        from kag.render.junit import Gate, cases_from_answers, render_junit
+
+        cases = cases_from_answers(loaded.answers.answers, extracted=loaded.extracted)
+        return render_junit(
+            cases,
+            [Gate(n, v) for n, v in gates],
+            prefix=loaded.prefix,
+            version=__version__,
+            grade="extracted" if loaded.extracted else None,
+        )
+
+    def _ci(
+        loaded: _Loaded,
+        run: Any,
+        gates: list[tuple[str, str | None]],
+        summary_file: Path | None,
+        annotations: str | None,
+        notes: Sequence[str] = (),
+        lost: Sequence[tuple[str, str, str]] = (),
+    ) -> None:
+        from kag.render.github import summary_markdown
+
+        against = bool(lost) or run.baseline not in loaded.answers.setups
+        ci_outputs(
+            summary_file,
+            annotations,
+            lambda: summary_markdown(
+                "kag stats compare",
+                loaded.answers.summary,
+                run,
+                against=against,
+                lost=lost,
+                gates=gates,
+                notes=notes,
+            ),
+            gates,
+            notes,
+        )
+
+    def _against(
+        loaded: _Loaded,
+        path: Path,
+        gate: bool,
+        alpha: float,
+        resamples: int,
+        seed: int,
+        fmt: ReportFormat,
+        output: Path | None,
+        summary_file: Path | None,
+        annotations: str | None,
+    ) -> None:
+        """`compare --against PREVIOUS.jsonl`: each setup now against its earlier run."""
+        from kag.console import warn
+        from kag.grading.compare.against import compare_against, read_previous, regressed_verdict
+        from kag.render.compare import COMPARISON_RENDERERS, comparison_run_to_json
+
+        previous = read_previous(path)
+        result = compare_against(
+            loaded.answers.answers,
+            previous,
+            extracted=loaded.extracted,
+            alpha=alpha,
+            n_resamples=resamples,
+            seed=seed,
+        )
+        notes = result.notes()
+        for note in notes:
+            warn(note)
+        gates: list[tuple[str, str | None]] = (
+            [("--fail-if-regressed", regressed_verdict(result))] if gate else []
+        )
+        if fmt is ReportFormat.JUNIT:
+            text = _junit(loaded, gates)
+        elif fmt is ReportFormat.JSON:
+            import orjson
+
+            document = {
+                **comparison_run_to_json(result.run),
+                "against": {
+                    "file": str(path),
+                    "previous_only": len(result.previous_only),
+                    "current_only": len(result.current_only),
+                    "previous_setups": list(result.previous_setups),
+                },
+            }
+            text = orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() + "\n"
+        else:
+            text = COMPARISON_RENDERERS[TableFormat(fmt)](result.run)
+        emit_report(text, output)
+        _tell_significant(result.run.comparisons, result.run.baseline, alpha, "Holm")
+        _ci(loaded, result.run, gates, summary_file, annotations, notes, result.lost)
+        verdict = next((v for _, v in gates if v is not None), None)
+        if verdict is not None:
+            raise GateFailed(verdict)
 
     def _compare_means(
         answers: AnswerSet,

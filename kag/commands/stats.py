@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from kag.commands._ci import AnnotationsOpt, SummaryOpt, ci_outputs
 from kag.commands._common import (
     ExtractOpt,
     GradeOpt,
@@ -27,18 +28,15 @@ from kag.commands._common import (
     StatsSetupOpt,
     StatsVerbose,
     check_globs,
-    check_page_output,
     check_setup_globs,
-    emit_report,
-    html_report,
     parse_percent,
     parse_trees,
     pick_datasets,
     pick_grade,
     tree_place,
     warn_prefix,
-    warn_small_samples,
 )
+from kag.commands._report import check_page_output, emit_report, html_report, warn_small_samples
 from kag.console import warn
 from kag.errors import GateFailed, UsageError
 from kag.render.formats import ExportFormat, ReportFormat, TableFormat
@@ -110,6 +108,8 @@ def stats(
             show_default=False,
         ),
     ] = None,
+    summary_file: SummaryOpt = None,
+    annotations: AnnotationsOpt = None,
     verbose: StatsVerbose = 0,
     quiet: Quiet = 0,
 ) -> None:
@@ -150,13 +150,14 @@ def stats(
     check_globs("--dataset", dataset_globs, "dataset", f"in {datasets}", sorted(loaded.datasets))
     analysed = fmt_name == "html" or fail_if_worse_than is not None
     exported = fmt_name in {f.value for f in ExportFormat}
+    junit = fmt_name == ReportFormat.JUNIT
     graded = grade_source(
         loaded,
         root,
         prefix or "",
         setups=tuple(setup or ()),
         dataset_globs=dataset_globs,
-        keep_records=analysed or exported or price_list is not None,
+        keep_records=analysed or exported or junit or price_list is not None,
         extract=extract_spec,
         # The epoch blocks are read by the JSON document and the text's epochs section, the
         # evidence blocks (JSON keys) by the JSON document only.
@@ -181,12 +182,20 @@ def stats(
         from kag.render.export import RENDERERS as EXPORTERS
 
         text = EXPORTERS[ExportFormat(fmt_name)](graded.records or (), loaded, graded.open_records or ())
-    elif fmt_name != "html":
+    gates: list[tuple[str, str | None]] = []
+    if fail_under is not None:
+        gates.append(
+            (f"--fail-under {fail_under:g}", fail_under_verdict(summary, fail_under, extracted=extracted))
+        )
+    if comparisons is not None:
+        gates.append((f"--fail-if-worse-than {fail_if_worse_than}", regression_verdict(comparisons)))
+    if junit:
+        text = _junit(graded, loaded, root, prefix or "", tuple(setup or ()), dataset_globs, extracted, gates)
+    elif not exported and fmt_name != "html":
         text = render(summary, TableFormat(fmt_name))
     emit_report(text, output)
-    verdict = fail_under_verdict(summary, fail_under, extracted=extracted) if fail_under is not None else None
-    if verdict is None and comparisons is not None:
-        verdict = regression_verdict(comparisons)
+    _ci_outputs(summary_file, annotations, summary, comparisons, gates, graded)
+    verdict = next((v for _, v in gates if v is not None), None)
     if verdict is not None:
         raise GateFailed(verdict)
 
@@ -197,6 +206,67 @@ def _warn_unbelievable_usage(graded: GradeRun) -> None:
     count = sum(m.unbelievable_usage for m in graded.tallies.values())
     if count:
         warn(f"{count} result file(s) record a token count above {MAX_COUNT}: their usage is left out")
+
+
+def _junit(
+    graded: GradeRun,
+    loaded: Datasets,
+    root: ResultSource,
+    prefix: str,
+    setups: tuple[str, ...],
+    dataset_globs: tuple[str, ...],
+    extracted: bool,
+    gates: list[tuple[str, str | None]],
+) -> str:
+    """The JUnit document of the graded files, the skipped ones and the gates."""
+    from kag import __version__
+    from kag.grading.mcq.skipped import skipped_files
+    from kag.render.junit import Gate, cases_from_records, render_junit
+
+    skipped = skipped_files(loaded, root, prefix, setups, dataset_globs)
+    cases = cases_from_records(
+        graded.records or (), loaded, graded.open_records or (), skipped, extracted=extracted
+    )
+    return render_junit(
+        cases,
+        [Gate(n, v) for n, v in gates],
+        prefix=prefix,
+        version=__version__,
+        grade="extracted" if extracted else None,
+    )
+
+
+def quality_notes(graded: GradeRun) -> list[str]:
+    """The data-quality notes of a grading run (the summary's and the annotations')."""
+    notes = []
+    if graded.unreadable:
+        names = ", ".join(u.path for u in graded.unreadable[:5])
+        notes.append(f"{len(graded.unreadable)} unreadable result file(s): {names}")
+    if graded.skipped_files:
+        notes.append(f"{graded.skipped_files} result file(s) of questions without an answer key skipped")
+    if graded.ignored_files:
+        notes.append(f"{graded.ignored_files} file(s) ignored (not result files; kag -v stats lists them)")
+    return notes
+
+
+def _ci_outputs(
+    summary_file: Path | None,
+    annotations: str | None,
+    summary: Summary,
+    comparisons: ComparisonRun | None,
+    gates: list[tuple[str, str | None]],
+    graded: GradeRun,
+) -> None:
+    from kag.render.github import summary_markdown
+
+    notes = quality_notes(graded)
+    ci_outputs(
+        summary_file,
+        annotations,
+        lambda: summary_markdown("kag stats", summary, comparisons, gates=gates, notes=notes),
+        gates,
+        notes,
+    )
 
 
 def _explain_little(

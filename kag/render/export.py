@@ -39,6 +39,10 @@ if TYPE_CHECKING:
 #: The separator of an open question's accepted answers in the ``answer`` column.
 ANSWERS_SEPARATOR = " | "
 
+#: The version of the JSON Lines rows (their last key, ``"v"``): `kag stats compare --against`
+#: reads rows of this version and older ones (rows without ``"v"`` are version 1).
+JSONL_VERSION = 1
+
 #: The columns, in order (also the keys of every JSON Lines object).
 COLUMNS = (
     "dataset",
@@ -158,8 +162,12 @@ def render_csv(
 def render_jsonl(
     records: Iterable[GradedFile], datasets: Datasets, open_records: Iterable[OpenGradedFile] = ()
 ) -> str:
-    """JSON Lines: one object per graded file (keys :data:`COLUMNS`), absent values null."""
-    return "".join(orjson.dumps(row).decode() + "\n" for row in iter_rows(records, datasets, open_records))
+    """JSON Lines: one object per graded file (keys :data:`COLUMNS`, then ``"v"``, the row
+    version :data:`JSONL_VERSION`), absent values null."""
+    return "".join(
+        orjson.dumps({**row, "v": JSONL_VERSION}).decode() + "\n"
+        for row in iter_rows(records, datasets, open_records)
+    )
 
 
 RENDERERS: Mapping[

@@ -19,6 +19,7 @@ class ReportFormat(StrEnum):
     JSON = "json"
     MARKDOWN = "markdown"
     HTML = "html"
+    JUNIT = "junit"  # JUnit XML for CI systems (:mod:`kag.render.junit`)
 
 
 class TableFormat(StrEnum):

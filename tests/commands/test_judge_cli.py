@@ -377,9 +377,10 @@ def unprivileged() -> Iterator[None]:
         return
     # Python's own files may lie below /root (mode 0700): what the command imports lazily is
     # imported here, while root can still read it.
-    import kag.workers  # noqa: F401
-    import multiprocessing.connection  # noqa: F401
+    import multiprocessing.connection
     import multiprocessing.pool  # noqa: F401
+
+    import kag.workers  # noqa: F401
 
     os.setegid(65534)
     os.seteuid(65534)

@@ -163,7 +163,7 @@ def test_fail_under_with_nothing_graded_fails(example: list[str], tmp_path: Path
         ([], "kag: error: missing option '--datasets' / '-d'"),
         (
             ["-d", "x.json", "--format", "yaml"],
-            "kag: error: --format must be one of text, json, markdown, html, csv, jsonl (got 'yaml')",
+            "kag: error: --format must be one of text, json, markdown, html, junit, csv, jsonl (got 'yaml')",
         ),
         (
             ["-d", "/nonexistent/datasets.json"],

@@ -299,8 +299,8 @@ def test_jsonl_one_object_per_graded_file_in_order(tree):
     lines = result.stdout.split("\n")
     assert lines[-1] == "" and len(lines) == len(EXPECTED_ROWS) + 1
     rows = [json.loads(line) for line in lines[:-1]]
-    assert rows == expected_objects()
-    assert [list(r) for r in rows] == [[*HEAD, *EMPTY_GRADES, *TAIL]] * len(rows)
+    assert rows == [{**row, "v": 1} for row in expected_objects()]
+    assert [list(r) for r in rows] == [[*HEAD, *EMPTY_GRADES, *TAIL, "v"]] * len(rows)
 
 
 def test_csv_round_trips_through_the_csv_module(tree):

@@ -35,8 +35,10 @@ def test_every_format_maps_to_one_renderer(family: type[StrEnum], renderers: dic
 
 
 def test_report_formats_are_the_table_formats_and_the_page() -> None:
-    """`kag stats` and `kag stats compare` render html as the page, everything else as tables."""
-    assert {f.value for f in ReportFormat} == {f.value for f in TableFormat} | {ReportFormat.HTML.value}
+    """`kag stats` and `kag stats compare` render html as the page, junit as JUnit XML,
+    everything else as tables."""
+    pages = {ReportFormat.HTML.value, ReportFormat.JUNIT.value}
+    assert {f.value for f in ReportFormat} == {f.value for f in TableFormat} | pages
 
 
 def test_stats_formats_are_the_report_formats_and_the_exports() -> None:

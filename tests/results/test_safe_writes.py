@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 import pytest
 
-from kag.commands._common import write_report
+from kag.commands._report import write_report
 from kag.errors import InputError
 from kag.results import (
     MAX_RESULT_BYTES,

@@ -1,0 +1,245 @@
+"""CI outputs: `--format junit` (valid against Jenkins' schema, read back by junitparser),
+the GitHub step summary and workflow commands, and `kag stats compare --against`."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import orjson
+import pytest
+from typer.testing import CliRunner
+
+from kag.cli import app
+from kag.errors import InputError
+from kag.grading.compare.against import EXPORT_VERSION, read_previous
+from kag.render.export import JSONL_VERSION
+from kag.render.github import MAX_ANNOTATIONS, cap_summary, escape_data, escape_property, workflow_annotations
+from kag.render.junit import xml_text
+
+XSD = Path(__file__).parents[1] / "data" / "junit" / "junit-10.xsd"
+
+runner = CliRunner()
+
+
+def kag(*args: str | Path, env: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+    base = {"GITHUB_ACTIONS": "", "GITHUB_STEP_SUMMARY": ""}
+    return runner.invoke(app, [str(a) for a in args], env={**base, **(env or {})})
+
+
+@pytest.fixture
+def example(repo: Path) -> list[str]:
+    return ["-d", str(repo / "examples/dataset/datasets.json"), "-r", str(repo / "examples/results")]
+
+
+def _validate(text: str) -> None:
+    xmlschema = pytest.importorskip("xmlschema")
+    xmlschema.XMLSchema(str(XSD)).validate(text)
+
+
+def _junit_counts(path: Path) -> dict[str, tuple[int, int, int, int]]:
+    junitparser = pytest.importorskip("junitparser")
+    xml = junitparser.JUnitXml.fromfile(str(path))
+    return {s.name: (s.tests, s.failures, s.errors, s.skipped) for s in xml}
+
+
+def test_stats_junit_is_valid_and_counts_equal_the_json(example: list[str], tmp_path: Path) -> None:
+    out = tmp_path / "junit.xml"
+    result = kag("stats", *example, "--format", "junit", "-o", out, "--fail-under", "80")
+    assert result.exit_code == 1, result.stderr  # the gate fails: the report is still written
+    text = out.read_text()
+    _validate(text)
+    report = json.loads(kag("stats", *example, "--format", "json").stdout)
+    counts = _junit_counts(out)
+    expected = {}
+    for s in report["setups"]:
+        for dataset, m in s["per_dataset"].items():
+            expected[f"{s['setup']}/{dataset}"] = (m["total"], m["incorrect"], m["errors"])
+    got = {name: c[:3] for name, c in counts.items() if name != "kag.gates"}
+    # skipped files add testcases of their own
+    skipped = sum(c[3] for c in counts.values())
+    assert skipped == report["skipped_files"] > 0
+    assert {k: (t - counts[k][3], f, e) for k, (t, f, e) in got.items()} == expected
+    assert counts["kag.gates"] == (1, 1, 0, 0)
+    assert "--fail-under 80" in text and "ACC% below 80" in text
+    assert '<property name="kag_version"' in text and '<property name="model"' in text
+
+
+def test_stats_junit_extracted_counts_not_extracted_as_errors(example: list[str]) -> None:
+    result = kag("stats", *example, "--format", "junit", "--grade", "extracted", "--extract", "letter")
+    assert result.exit_code == 0, result.stderr
+    _validate(result.stdout)
+    report = json.loads(
+        kag("stats", *example, "--format", "json", "--grade", "extracted", "--extract", "letter").stdout
+    )
+    o = report["setups"][0]["overall"]
+    assert 'name="grade" value="extracted"' in result.stdout
+    suites = [s for s in report["setups"] if s["setup"] == report["setups"][0]["setup"]]
+    assert suites and o["total"] >= 1
+
+
+def test_compare_junit_has_the_gate_suite(example: list[str]) -> None:
+    result = kag(
+        "stats",
+        "compare",
+        *example,
+        "--format",
+        "junit",
+        "--fail-if-worse-than",
+        "qwen35-9b-kag",
+        "--resamples",
+        "50",
+    )
+    assert result.exit_code in (0, 1), result.stderr
+    _validate(result.stdout)
+    assert 'name="kag.gates"' in result.stdout and "--fail-if-worse-than qwen35-9b-kag" in result.stdout
+
+
+def test_xml_text_escapes_what_xml_forbids() -> None:
+    assert xml_text("a\x00b\x1bc\td\ne\ufffe") == "a\\x00b\\x1bc\td\ne\\ufffe"
+
+
+def test_junit_with_control_characters_is_valid(tmp_path: Path, repo: Path) -> None:
+    tree = tmp_path / "results"
+    shutil.copytree(repo / "examples/results", tree)
+    target = next(p for p in sorted(tree.rglob("*.json")) if '"ok"' in p.read_text())
+    doc = json.loads(target.read_text())
+    doc["ok"]["result"] = 'Z\x01\x1b[31m<&>"]]>'
+    target.write_text(json.dumps(doc))
+    result = kag("stats", "-d", repo / "examples/dataset/datasets.json", "-r", tree, "--format", "junit")
+    assert result.exit_code == 0, result.stderr
+    _validate(result.stdout)
+    assert "Z\\x01\\x1b[31m&lt;&amp;&gt;" in result.stdout
+
+
+def test_workflow_commands_are_escaped_and_capped() -> None:
+    assert escape_data("50% a\r\nb") == "50%25 a%0D%0Ab"
+    assert escape_property("a:b,c%\n") == "a%3Ab%2Cc%25%0A"
+    lines = workflow_annotations(
+        [("t:1", f"e{i}") for i in range(12)], [f"w{i}\n::error::x" for i in range(15)]
+    )
+    errors = [line for line in lines if line.startswith("::error")]
+    warnings = [line for line in lines if line.startswith("::warning")]
+    assert len(errors) == MAX_ANNOTATIONS and len(warnings) == MAX_ANNOTATIONS
+    assert errors[0] == "::error title=t%3A1::e0"
+    assert all("\n" not in line for line in lines) and warnings[0] == "::warning::w0%0A::error::x"
+    assert "6 more warning(s)" in warnings[-1]
+
+
+def test_summary_is_capped_under_one_mib() -> None:
+    text = cap_summary("x" * 100 + "\n" + ("y" * 1000 + "\n") * 2000)
+    assert len(text.encode()) < 1 << 20 and "cut to stay under" in text
+
+
+def test_summary_and_annotations_under_github_actions(example: list[str], tmp_path: Path) -> None:
+    summary = tmp_path / "summary.md"
+    summary.write_text("earlier step\n")
+    env = {"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary)}
+    result = kag("stats", *example, "--fail-under", "80", "--fail-if-worse-than", "qwen35-9b-kag", env=env)
+    assert result.exit_code == 1
+    text = summary.read_text()
+    assert text.startswith("earlier step\n## kag stats\n")  # appended
+    assert "| GATE | RESULT |" in text and "FAILED: --fail-under 80" in text
+    assert "ACC%" in text and "### Comparisons against `qwen35-9b-kag`" in text and "p (Holm)" in text
+    assert "### Data quality" in text and "skipped" in text
+    assert "::error title=kag --fail-under 80::--fail-under 80: ACC%25 below 80" in result.stderr
+    assert "::warning::" in result.stderr and "::" not in result.stdout
+    off = kag("stats", *example, "--annotations", "none", env=env)
+    assert "::warning" not in off.stderr and "::error" not in off.stderr
+    plain = kag("stats", *example, "--summary", tmp_path / "own.md", "--annotations", "github")
+    assert (tmp_path / "own.md").read_text().startswith("## kag stats\n") and "::warning::" in plain.stderr
+    assert kag("stats", *example, "--annotations", "gitlab").exit_code == 2
+
+
+def _med_tree(med_kag: Path, tmp_path: Path) -> tuple[list[str], Path]:
+    tree = tmp_path / "results"
+    shutil.copytree(med_kag / "results", tree)
+    return ["-d", str(med_kag / "datasets" / "mirage.json"), "-r", str(tree)], tree
+
+
+def test_against_flags_ten_answers_turned_wrong(med_kag: Path, tmp_path: Path) -> None:
+    args, tree = _med_tree(med_kag, tmp_path)
+    previous = tmp_path / "previous.jsonl"
+    assert kag("stats", *args, "--format", "jsonl", "-o", previous).exit_code == 0
+    rows = [orjson.loads(line) for line in previous.read_text().splitlines()]
+    assert {r["v"] for r in rows} == {JSONL_VERSION} == {EXPORT_VERSION}
+    same = kag("stats", "compare", *args, "--against", previous, "--fail-if-regressed", "--resamples", "200")
+    assert same.exit_code == 0, same.stderr
+    setup = "wekgr-qwen35-9b-ollama-native"
+    right = [r for r in rows if r["setup"] == setup and r["outcome"] == "OK"][:10]
+    # "Z" is no option letter: each of the ten turns wrong
+    for r in right:
+        path = tree / r["dataset"] / r["question"] / f"{setup}.json"
+        doc = json.loads(path.read_text())
+        doc["ok"]["result"] = "Z"
+        path.write_text(json.dumps(doc))
+    summary = tmp_path / "summary.md"
+    worse = kag(
+        "stats", "compare", *args, "--against", previous, "--fail-if-regressed", "--resamples", "200",
+        "--format", "junit", "-o", tmp_path / "j.xml",
+        env={"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary)},
+    )  # fmt: skip
+    assert worse.exit_code == 1, worse.stderr
+    assert f"{setup}: 52.00% before, 42.00% now on 100 paired questions, Holm p = " in worse.stderr
+    assert "::error title=kag --fail-if-regressed::" in worse.stderr
+    _validate((tmp_path / "j.xml").read_text())
+    assert _junit_counts(tmp_path / "j.xml")["kag.gates"] == (1, 1, 0, 0)
+    text = summary.read_text()
+    assert (
+        "### Right before, not now" in text
+        and f"`{setup}`: {right[0]['dataset']}/{right[0]['question']}" in text
+    )
+    as_json = kag("stats", "compare", *args, "--against", previous, "--format", "json", "--resamples", "200")
+    assert as_json.exit_code == 0  # no gate asked
+    doc = json.loads(as_json.stdout)
+    mine = next(c for c in doc["comparisons"] if c["setup"] == setup)
+    assert mine["baseline_only"] == 10 and mine["setup_only"] == 0
+
+
+def test_against_names_questions_on_one_side_only(med_kag: Path, tmp_path: Path) -> None:
+    args, _ = _med_tree(med_kag, tmp_path)
+    previous = tmp_path / "previous.jsonl"
+    assert kag("stats", *args, "--format", "jsonl", "-o", previous).exit_code == 0
+    lines = previous.read_text().splitlines()
+    # rows without "v" (older exports) are read as version 1
+    old = [
+        orjson.dumps({k: v for k, v in orjson.loads(line).items() if k != "v"}).decode() for line in lines[1:]
+    ]
+    previous.write_text("\n".join(old) + "\n")
+    first = orjson.loads(lines[0])
+    result = kag("stats", "compare", *args, "--against", previous, "--resamples", "100")
+    assert result.exit_code == 0, result.stderr
+    assert (
+        f"1 graded file(s) only now, not paired: {first['dataset']}/{first['question']}/{first['setup']}"
+        in result.stderr
+    )
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("[1]", ":1: a row must be a JSON object"),
+        ('{"dataset": "d", "question": "q"}', ":1: key 'setup' must be a string"),
+        (
+            '{"dataset": "d", "question": "q", "setup": "s", "outcome": "MAYBE"}',
+            ":1: key 'outcome' must be OK",
+        ),
+        (
+            '{"dataset": "d", "question": "q", "setup": "s", "outcome": "OK", "v": 99}',
+            ":1: key 'v': row version 99",
+        ),
+        ("{", ":1: not JSON"),
+    ],
+)
+def test_bad_export_rows_name_file_line_and_key(tmp_path: Path, line: str, message: str) -> None:
+    path = tmp_path / "p.jsonl"
+    path.write_text(line + "\n")
+    with pytest.raises(InputError, match=message.replace("(", r"\(").replace("[", r"\[")):
+        read_previous(path)
+
+
+def test_against_usage_errors(example: list[str], tmp_path: Path) -> None:
+    assert "needs --against" in kag("stats", "compare", *example, "--fail-if-regressed").stderr
+    missing = kag("stats", "compare", *example, "--against", tmp_path / "nope.jsonl")
+    assert missing.exit_code == 2 and "nope.jsonl: export file not found" in missing.stderr
