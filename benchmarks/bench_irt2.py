@@ -38,7 +38,7 @@ REPO = Path(__file__).resolve().parent.parent
 # .venv uses the shared one, importing kag from PYTHONPATH); `python -m kag` without one.
 _SCRIPT = Path(sys.executable).parent / "kag"
 KAG = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "kag"]
-TARGET_RATIO = 5.0
+TARGET_RATIO = 10.0
 VERTICES = 20_000
 RELATIONS = 50
 

@@ -432,3 +432,46 @@ def test_an_error_in_a_worker_is_reported_by_the_parent(
     with pytest.raises(KagError) as info:
         search(tmp_path, SearchOptions("know"), jobs=2)
     assert str(info.value) == "a search worker failed: PermissionError: [Errno 13] Permission denied"
+
+
+_QUICK_PATTERNS = [
+    "^C$",
+    "B|C",
+    "c",
+    "^b",
+    "a$",
+    r"\bC\b",
+    "é",
+    "(?m)^B$",
+    r"A\nB",
+    "[ab]+",
+    r"\\",
+    '"',
+    "x*",
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.text(alphabet=st.sampled_from(list('ABCabcé\n "\\\t\u00c9x')), max_size=12),
+    pattern=st.sampled_from(_QUICK_PATTERNS),
+    ignore_case=st.booleans(),
+    hits_per_file=st.sampled_from([None, 1, 2]),
+)
+def test_quick_search_never_drops_a_hit(
+    text: str, pattern: str, ignore_case: bool, hits_per_file: int | None
+) -> None:
+    """The one ``search`` that rules a response out before ``finditer`` runs gives exactly
+    the hits of ``finditer`` alone: anchors, case-insensitivity, line breaks, escapes and
+    non-ASCII text included."""
+    compiled = compile_pattern(pattern, ignore_case)
+    m = match_module.Matcher(compiled, False, 3, hits_per_file, 1.0, literal_of(pattern, ignore_case))
+    expected: list[Any] = []
+    for found in compiled.finditer(text):
+        start, end = found.span()
+        expected.append(
+            (start, text[start:end], text[max(0, start - 3) : start], text[end : end + 3], len(text))
+        )
+        if hits_per_file is not None and len(expected) >= hits_per_file:
+            break
+    assert match_module.match_text(text, m) == (expected, False)
