@@ -24,7 +24,7 @@ from kag.errors import InputError, UsageError
 from kag.grading.mcq.metrics import GradeRun, duration_secs
 from kag.grading.mcq.rule import DEFAULT_ABSTENTION, AnswerKey, GradedFile, compile_abstention, grade_fields
 from kag.grading.mcq.summary import Summary, summarize
-from kag.grading.mcq.trees import SEPARATOR, LabelledTree, ResultSource, grade_source, label_problem
+from kag.grading.mcq.trees import LabelledTree, ResultSource, file_place, grade_source, label_problem
 from kag.grading.open_grading import OpenGradedFile
 from kag.results.codec import parse_grading_fields
 from kag.results.io import read_result_bytes
@@ -204,17 +204,6 @@ def grade(
     return Report(summarize(run))
 
 
-def _tree_of(source: ResultSource, setup: str) -> tuple[str | None, str, str]:
-    """(label, tree root, the setup's name inside its tree) of a reported setup name."""
-    if isinstance(source, (str, Path)):
-        return None, str(source), setup
-    label, _, name = setup.partition(SEPARATOR)
-    for tree in source:
-        if tree.label == label:
-            return label, tree.root, name
-    raise AssertionError(f"setup {setup!r} of no given tree")  # grade_trees labels every setup
-
-
 def _secs(ns: int | None) -> float | None:
     return duration_secs(ns) if ns is not None else None
 
@@ -228,7 +217,7 @@ def _record(
     path: str | None,
     extracted: str | None,
 ) -> Record:
-    label, root, name = _tree_of(source, graded.setup)
+    label, root, name = file_place(source, graded.setup)
     question = loaded.get(graded.dataset, graded.question)
     gold: str | None = None
     if question is not None and question.mcq is not None:
@@ -318,7 +307,7 @@ def _later_epochs(
     from kag.grading.mcq.extracted import extracted_outcome
 
     abstention = compile_abstention(DEFAULT_ABSTENTION)
-    _label, root, name = _tree_of(source, graded.setup)
+    _label, root, name = file_place(source, graded.setup)
     epoch = 2
     while True:
         path = str(epoch_result_path(root, graded.dataset, graded.question, prefix, name, epoch))

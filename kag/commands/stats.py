@@ -181,7 +181,9 @@ def stats(
     if exported:
         from kag.render.export import RENDERERS as EXPORTERS
 
-        text = EXPORTERS[ExportFormat(fmt_name)](graded.records or (), loaded, graded.open_records or ())
+        text = EXPORTERS[ExportFormat(fmt_name)](
+            graded.records or (), loaded, graded.open_records or (), source=root, prefix=prefix or ""
+        )
     gates: list[tuple[str, str | None]] = []
     if fail_under is not None:
         gates.append(

@@ -30,8 +30,10 @@ import orjson
 
 from kag.grading.mcq.metrics import duration_secs
 from kag.grading.mcq.rule import GradedFile
+from kag.grading.mcq.trees import ResultSource, file_place
 from kag.grading.open_grading import OpenGradedFile
 from kag.render.formats import ExportFormat
+from kag.results.tree import result_path
 
 if TYPE_CHECKING:
     from kag.datasets import Datasets
@@ -41,7 +43,7 @@ ANSWERS_SEPARATOR = " | "
 
 #: The version of the JSON Lines rows (their last key, ``"v"``): `kag stats compare --against`
 #: reads rows of this version and older ones (rows without ``"v"`` are version 1).
-JSONL_VERSION = 1
+JSONL_VERSION = 2
 
 #: The columns, in order (also the keys of every JSON Lines object).
 COLUMNS = (
@@ -62,15 +64,26 @@ COLUMNS = (
     "properties",
     "prompt_tokens",
     "completion_tokens",
+    "model",
+    "provider",
+    "label",
+    "epoch",
+    "path",
 )
 
 
-def export_row(record: GradedFile | OpenGradedFile, answer: str | None) -> dict[str, Any]:
+def export_row(
+    record: GradedFile | OpenGradedFile,
+    answer: str | None,
+    place: tuple[str | None, str | None] = (None, None),
+) -> dict[str, Any]:
     """One row: ``outcome`` is OK, WRONG or ERR; ``answer`` the answer key; ``response`` the
     response verbatim (None for ERR); ``extracted_outcome`` the ``--extract`` grade of an
     MCQ record; ``exact_match`` and ``f1`` those of an open record; times in seconds;
     ``vertices``/``relationships``/``properties``/``retrieval_secs`` only for files with a
-    complete retrieval sample; token counts as the result file records them. Absent values
+    complete retrieval sample; token counts as the result file records them; ``model`` and
+    ``provider`` those the file records; ``place`` the (label, path) of the file (its tree's
+    label, None for one tree), ``epoch`` 1 (the file ``kag stats`` grades). Absent values
     are None."""
     extracted: str | None = None
     exact: float | None = None
@@ -81,6 +94,7 @@ def export_row(record: GradedFile | OpenGradedFile, answer: str | None) -> dict[
         extracted = record.extracted.name if record.extracted is not None else None
     r = record.retrieval
     u = record.usage
+    config = None if isinstance(record, OpenGradedFile) else record.config
     return {
         "dataset": record.dataset,
         "question": record.question,
@@ -99,15 +113,26 @@ def export_row(record: GradedFile | OpenGradedFile, answer: str | None) -> dict[
         "properties": r.properties if r is not None else None,
         "prompt_tokens": u.prompt_tokens if u is not None else None,
         "completion_tokens": u.completion_tokens if u is not None else None,
+        "model": config.model if config is not None else None,
+        "provider": config.provider if config is not None else None,
+        "label": place[0],
+        "epoch": 1,
+        "path": place[1],
     }
 
 
 def iter_rows(
-    records: Iterable[GradedFile], datasets: Datasets, open_records: Iterable[OpenGradedFile] = ()
+    records: Iterable[GradedFile],
+    datasets: Datasets,
+    open_records: Iterable[OpenGradedFile] = (),
+    *,
+    source: ResultSource | None = None,
+    prefix: str = "",
 ) -> Iterator[dict[str, Any]]:
     """:func:`export_row` of each record with its answer key (an open question's accepted
     answers joined with :data:`ANSWERS_SEPARATOR`); both inputs sorted by (dataset,
-    question, setup), merged in that order."""
+    question, setup), merged in that order. With ``source`` (the trees graded) and
+    ``prefix``, each row names its tree's label and its file's path."""
     merged: Iterable[GradedFile | OpenGradedFile] = heapq.merge(
         records, open_records, key=lambda r: (r.dataset, r.question, r.setup)
     )
@@ -118,7 +143,11 @@ def iter_rows(
             answer = question.mcq.answer
         elif question is not None and question.open is not None:
             answer = ANSWERS_SEPARATOR.join(question.open.answers)
-        yield export_row(record, answer)
+        place: tuple[str | None, str | None] = (None, None)
+        if source is not None:
+            label, root, name = file_place(source, record.setup)
+            place = (label, str(result_path(root, record.dataset, record.question, prefix, name)))
+        yield export_row(record, answer, place)
 
 
 #: The first characters that make a spreadsheet read a cell as a formula (OWASP, "CSV
@@ -144,7 +173,12 @@ class _Echo:
 
 
 def render_csv(
-    records: Iterable[GradedFile], datasets: Datasets, open_records: Iterable[OpenGradedFile] = ()
+    records: Iterable[GradedFile],
+    datasets: Datasets,
+    open_records: Iterable[OpenGradedFile] = (),
+    *,
+    source: ResultSource | None = None,
+    prefix: str = "",
 ) -> str:
     """RFC 4180 CSV with a header row (fields quoted when they hold a comma, a quote, a
     line feed or a carriage return; ``\\n`` ends a row); absent values are empty fields;
@@ -154,25 +188,28 @@ def render_csv(
     # "\n" is quoted) and that ending, the only one outside quotes, becomes "\n".
     writer = csv.writer(_Echo(), lineterminator="\r\n")
     lines = [writer.writerow(COLUMNS)[:-2] + "\n"]
-    for row in iter_rows(records, datasets, open_records):
+    for row in iter_rows(records, datasets, open_records, source=source, prefix=prefix):
         lines.append(writer.writerow([neutralise_cell(v) for v in row.values()])[:-2] + "\n")
     return "".join(lines)
 
 
 def render_jsonl(
-    records: Iterable[GradedFile], datasets: Datasets, open_records: Iterable[OpenGradedFile] = ()
+    records: Iterable[GradedFile],
+    datasets: Datasets,
+    open_records: Iterable[OpenGradedFile] = (),
+    *,
+    source: ResultSource | None = None,
+    prefix: str = "",
 ) -> str:
     """JSON Lines: one object per graded file (keys :data:`COLUMNS`, then ``"v"``, the row
     version :data:`JSONL_VERSION`), absent values null."""
     return "".join(
         orjson.dumps({**row, "v": JSONL_VERSION}).decode() + "\n"
-        for row in iter_rows(records, datasets, open_records)
+        for row in iter_rows(records, datasets, open_records, source=source, prefix=prefix)
     )
 
 
-RENDERERS: Mapping[
-    ExportFormat, Callable[[Iterable[GradedFile], Datasets, Iterable[OpenGradedFile]], str]
-] = {
+RENDERERS: Mapping[ExportFormat, Callable[..., str]] = {
     ExportFormat.CSV: render_csv,
     ExportFormat.JSONL: render_jsonl,
 }

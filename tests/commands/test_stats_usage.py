@@ -288,8 +288,25 @@ TAIL = [
 EMPTY_GRADES = {"extracted_outcome": None, "exact_match": None, "f1": None}
 
 
-def expected_objects() -> list[dict]:
-    return [dict(zip(HEAD, row[:6]), **EMPTY_GRADES, **dict(zip(TAIL, row[6:]))) for row in EXPECTED_ROWS]
+PLACE = ["model", "provider", "label", "epoch", "path"]
+MODELS = {"big": "gpt-x", "small": "local"}
+
+
+def expected_objects(root: Path) -> list[dict]:
+    """The rows, each with the model and provider its file records (none for an error file),
+    no label (one tree), epoch 1 and the file's path."""
+
+    def place(row: list) -> dict:
+        dataset, question, setup, outcome = row[:4]
+        err = outcome == "ERR"
+        path = str(result_path(root, dataset, question, "", setup))
+        model, provider = (None, None) if err else (MODELS[setup], "openai")
+        return {"model": model, "provider": provider, "label": None, "epoch": 1, "path": path}
+
+    return [
+        dict(zip(HEAD, row[:6]), **EMPTY_GRADES, **dict(zip(TAIL, row[6:])), **place(row))
+        for row in EXPECTED_ROWS
+    ]
 
 
 def test_jsonl_one_object_per_graded_file_in_order(tree):
@@ -299,8 +316,8 @@ def test_jsonl_one_object_per_graded_file_in_order(tree):
     lines = result.stdout.split("\n")
     assert lines[-1] == "" and len(lines) == len(EXPECTED_ROWS) + 1
     rows = [json.loads(line) for line in lines[:-1]]
-    assert rows == [{**row, "v": 1} for row in expected_objects()]
-    assert [list(r) for r in rows] == [[*HEAD, *EMPTY_GRADES, *TAIL, "v"]] * len(rows)
+    assert rows == [{**row, "v": 2} for row in expected_objects(tree[1])]
+    assert [list(r) for r in rows] == [[*HEAD, *EMPTY_GRADES, *TAIL, *PLACE, "v"]] * len(rows)
 
 
 def test_csv_round_trips_through_the_csv_module(tree):
@@ -308,8 +325,8 @@ def test_csv_round_trips_through_the_csv_module(tree):
     assert result.exit_code == 0, result.stderr
     # stdout_bytes: click's `stdout` turns \r\n into \n
     rows = list(csv.reader(io.StringIO(result.stdout_bytes.decode(), newline="")))
-    assert rows[0] == [*HEAD, *EMPTY_GRADES, *TAIL]
-    as_text = [["" if v is None else str(v) for v in obj.values()] for obj in expected_objects()]
+    assert rows[0] == [*HEAD, *EMPTY_GRADES, *TAIL, *PLACE]
+    as_text = [["" if v is None else str(v) for v in obj.values()] for obj in expected_objects(tree[1])]
     assert rows[1:] == as_text
     assert rows[3][5] == HOSTILE  # commas, quotes, \n and \r\n come back byte for byte
 
@@ -370,3 +387,18 @@ def test_prices_from_dev_zero_end_with_one_clear_line(tree, monkeypatch: pytest.
     result = stats(tree, "--format", "json", "--prices", "/dev/zero")
     assert result.exit_code == 2
     assert result.stderr.strip() == "kag: error: /dev/zero: prices file is larger than the 4 MiB size cap"
+
+
+def test_export_rows_name_the_label_and_path_of_each_tree(tree):
+    datasets, root = tree
+    args = ["stats", "-d", str(datasets), "-r", f"a={root}", "-r", f"b={root}", "--format", "jsonl"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.stderr
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    assert len(rows) == 2 * len(EXPECTED_ROWS)
+    assert {r["label"] for r in rows} == {"a", "b"}
+    for r in rows:
+        label, setup = r["setup"].split("/")
+        assert r["label"] == label
+        assert r["path"] == str(result_path(root, r["dataset"], r["question"], "", setup))
+        assert r["epoch"] == 1 and r["v"] == 2

@@ -67,6 +67,18 @@ def split_labelled(name: str) -> tuple[str, str]:
     return label, setup
 
 
+def file_place(source: ResultSource, setup: str) -> tuple[str | None, str, str]:
+    """(label, tree root, the setup's name inside its tree) of a setup as a report over
+    ``source`` names it (``LABEL/setup`` among labelled trees; label None for one tree)."""
+    if isinstance(source, (str, Path)):
+        return None, str(source), setup
+    label, name = split_labelled(setup)
+    for tree in source:
+        if tree.label == label:
+            return label, tree.root, name
+    raise ValueError(f"setup {setup!r}: no tree is labelled {label!r}")
+
+
 def check_trees(trees: Sequence[LabelledTree]) -> None:
     """UsageError when there is no tree, a label is invalid or given twice."""
     if not trees:
