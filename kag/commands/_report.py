@@ -48,15 +48,22 @@ def html_report(
     return page, analysis
 
 
-def warn_small_samples(summary: Summary) -> None:
-    """One warning naming the setups whose accuracy rests on few graded files."""
-    from kag.console import warn
+def small_samples_warning(summary: Summary) -> str | None:
+    """The warning naming the setups whose accuracy rests on few graded files, or None."""
     from kag.grading.mcq.summary import MIN_SAMPLE, small_samples
     from kag.render.stats import small_samples_note
 
     smalls = small_samples(summary)
-    if smalls:
-        warn(small_samples_note(smalls, MIN_SAMPLE))
+    return small_samples_note(smalls, MIN_SAMPLE) if smalls else None
+
+
+def warn_small_samples(summary: Summary) -> None:
+    """One warning naming the setups whose accuracy rests on few graded files."""
+    from kag.console import warn
+
+    note = small_samples_warning(summary)
+    if note:
+        warn(note)
 
 
 def check_page_output(html: bool, output: Path | None) -> None:

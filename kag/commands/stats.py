@@ -36,7 +36,13 @@ from kag.commands._common import (
     tree_place,
     warn_prefix,
 )
-from kag.commands._report import check_page_output, emit_report, html_report, warn_small_samples
+from kag.commands._report import (
+    check_page_output,
+    emit_report,
+    html_report,
+    small_samples_warning,
+    warn_small_samples,
+)
 from kag.console import warn
 from kag.errors import GateFailed, UsageError
 from kag.render.formats import ExportFormat, ReportFormat, TableFormat
@@ -262,6 +268,9 @@ def _ci_outputs(
     from kag.render.github import summary_markdown
 
     notes = quality_notes(graded)
+    small = small_samples_warning(summary)
+    if small:
+        notes.append(small)
     ci_outputs(
         summary_file,
         annotations,

@@ -145,6 +145,9 @@ def test_summary_and_annotations_under_github_actions(example: list[str], tmp_pa
     assert "### Data quality" in text and "skipped" in text
     assert "::error title=kag --fail-under 80::--fail-under 80: ACC%25 below 80" in result.stderr
     assert "::warning::" in result.stderr and "::" not in result.stdout
+    # The few-graded-files warning is a workflow warning too (4 files a setup here).
+    assert "::warning::few graded files: qwen35-9b-kag 4" in result.stderr
+    assert "few graded files" in text
     off = kag("stats", *example, "--annotations", "none", env=env)
     assert "::warning" not in off.stderr and "::error" not in off.stderr
     plain = kag("stats", *example, "--summary", tmp_path / "own.md", "--annotations", "github")
