@@ -33,12 +33,9 @@ from kag.grading.compare.paired import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
     EXACT_BELOW,
-    holm,
-    mcnemar,
-    paired_bootstrap_diff,
 )
 from kag.grading.compare.records import Answer, question_sort_key
-from kag.grading.compare.setups import Comparison, ComparisonRun
+from kag.grading.compare.setups import ComparisonRun, compare_pairs
 from kag.textfile import open_binary_file
 
 #: The version of the rows ``kag stats --format jsonl`` writes (their ``"v"`` key).
@@ -169,39 +166,16 @@ def compare_against(
         now.setdefault(answer.setup, {})[answer.key] = answer.correct
     current_only: list[Key] = []
     lost: list[tuple[str, str, str]] = []
-    raw = []
+    pairs = []
     for setup in sorted(now):
         mine = now[setup]
         keys = sorted((k for k in mine if (k[0], k[1], setup) in then), key=question_sort_key)
         current_only.extend((d, q, setup) for d, q in mine if (d, q, setup) not in then)
         a = [mine[k] for k in keys]
         b = [then[(k[0], k[1], setup)] for k in keys]
-        only_now = sum(1 for x, y in zip(a, b, strict=True) if x and not y)
-        only_then = sum(1 for x, y in zip(a, b, strict=True) if y and not x)
-        ci = paired_bootstrap_diff(a, b, n_resamples, seed, confidence) if keys else None
-        test = mcnemar(only_now, only_then, exact_below) if keys else None
-        raw.append((setup, len(keys), sum(a), sum(b), only_now, only_then, ci, test))
+        pairs.append((setup, a, b))
         lost.extend((setup, d, q) for (d, q), x, y in zip(keys, a, b, strict=True) if y and not x)
-    adjusted = iter(holm([r[7].p_value for r in raw if r[7] is not None]))
-    comparisons = []
-    for setup, n, ca, cb, only_now, only_then, ci, test in raw:
-        p_holm = next(adjusted) if test is not None else None
-        comparisons.append(
-            Comparison(
-                setup=setup,
-                baseline=previous.path,
-                n=n,
-                setup_correct=ca,
-                baseline_correct=cb,
-                setup_only=only_now,
-                baseline_only=only_then,
-                diff=(ca - cb) / n if n else None,
-                ci=ci,
-                test=test,
-                p_holm=p_holm,
-                significant=p_holm is not None and p_holm <= alpha and only_now != only_then,
-            )
-        )
+    comparisons = compare_pairs(pairs, previous.path, alpha, n_resamples, seed, confidence, exact_below)
     previous_only = sorted(k for k in then if k[2] in now and (k[0], k[1]) not in now[k[2]])
     gone = sorted({k[2] for k in then if k[2] not in now})
     run = ComparisonRun(previous.path, tuple(comparisons), alpha, seed, n_resamples, confidence, exact_below)

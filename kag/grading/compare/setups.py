@@ -106,19 +106,37 @@ def compare_setups(
         raise ValueError(f"baseline {baseline!r} has no graded answers")
     names = [s for s in (setups if setups is not None else sorted(by_setup)) if s != baseline]
     base = by_setup[baseline]
-    raw: list[tuple[str, int, int, int, int, int, BootstrapCI | None, McNemar | None]] = []
+    pairs = []
     for name in names:
         mine = by_setup.get(name, {})
         keys = paired_keys(mine, base)
-        a = [mine[k].correct for k in keys]
-        bb = [base[k].correct for k in keys]
-        only_a = sum(1 for x, y in zip(a, bb, strict=True) if x and not y)
-        only_b = sum(1 for x, y in zip(a, bb, strict=True) if y and not x)
-        ci = paired_bootstrap_diff(a, bb, n_resamples, seed, confidence) if keys else None
-        test = mcnemar(only_a, only_b, exact_below) if keys else None
-        raw.append((name, len(keys), sum(a), sum(bb), only_a, only_b, ci, test))
-    tested = [r[7].p_value for r in raw if r[7] is not None]
-    adjusted = iter(holm(tested))
+        pairs.append((name, [mine[k].correct for k in keys], [base[k].correct for k in keys]))
+    comparisons = compare_pairs(pairs, baseline, alpha, n_resamples, seed, confidence, exact_below)
+    return ComparisonRun(baseline, comparisons, alpha, seed, n_resamples, confidence, exact_below)
+
+
+def compare_pairs(
+    pairs: Sequence[tuple[str, Sequence[bool], Sequence[bool]]],
+    baseline: str,
+    alpha: float,
+    n_resamples: int,
+    seed: int,
+    confidence: float,
+    exact_below: int,
+) -> tuple[Comparison, ...]:
+    """One :class:`Comparison` per (setup, its correctness, the baseline's on the same
+    questions): the paired bootstrap of the difference, McNemar on the discordant pairs
+    (b = setup only right, c = baseline only right), Holm over the setups with a paired
+    question; ``significant`` = Holm-adjusted p <= alpha and b != c. No pair: n = 0, no
+    test, no interval."""
+    raw: list[tuple[str, int, int, int, int, int, BootstrapCI | None, McNemar | None]] = []
+    for name, a, b in pairs:
+        only_a = sum(1 for x, y in zip(a, b, strict=True) if x and not y)
+        only_b = sum(1 for x, y in zip(a, b, strict=True) if y and not x)
+        ci = paired_bootstrap_diff(list(a), list(b), n_resamples, seed, confidence) if a else None
+        test = mcnemar(only_a, only_b, exact_below) if a else None
+        raw.append((name, len(a), sum(a), sum(b), only_a, only_b, ci, test))
+    adjusted = iter(holm([r[7].p_value for r in raw if r[7] is not None]))
     comparisons = []
     for name, n, ca, cb, only_a, only_b, ci, test in raw:
         p_holm = next(adjusted) if test is not None else None
@@ -138,4 +156,4 @@ def compare_setups(
                 significant=p_holm is not None and p_holm <= alpha and only_a != only_b,
             )
         )
-    return ComparisonRun(baseline, tuple(comparisons), alpha, seed, n_resamples, confidence, exact_below)
+    return tuple(comparisons)
