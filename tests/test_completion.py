@@ -40,7 +40,10 @@ def candidates(line: str) -> list[str]:
         ("kag stats --format ", ["text", "json", "markdown", "html", "junit", "csv", "jsonl"]),
         ("kag stats --format js", ["json", "jsonl"]),
         ("kag stats judge --format ", ["text", "json"]),
-        ("kag stats compare --format ", ["text", "json", "markdown", "html", "junit"]),  # an enum completes itself
+        (
+            "kag stats compare --format ",
+            ["text", "json", "markdown", "html", "junit"],
+        ),  # an enum completes itself
         ("kag irt2 --task ", ["linking", "kgc", "ranking"]),
         ("kag irt2 --task r", ["ranking"]),
         ("kag irt2 --split ", ["validation", "test"]),
