@@ -156,12 +156,26 @@ def completion(
 
 
 def _register() -> None:
-    from kag.commands import benchmark, compare, datasets, find, graph, init, irt2, judge, stats, triplets, view
+    from kag.commands import (
+        benchmark,
+        compare,
+        datasets,
+        find,
+        graph,
+        init,
+        irt2,
+        judge,
+        runs,
+        stats,
+        triplets,
+        view,
+    )
 
     stats_app = stats.register(app)
     find.register(stats_app)
     compare.register(stats_app)
     judge.register(stats_app)
+    runs.register(stats_app)
     benchmark.register(app)
     graph.register(app)
     triplets.register(app)
