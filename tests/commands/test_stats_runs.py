@@ -35,7 +35,18 @@ def test_the_table_lists_each_run(ran: Path) -> None:
     result = invoke(["stats", "runs", "-r", str(out)])
     assert result.exit_code == 0, result.stderr
     header, row = result.stdout.splitlines()
-    assert header.split() == ["started", "finished", "kag", "setups", "ok", "error", "kept", "not", "run", "commit"]
+    assert header.split() == [
+        "started",
+        "finished",
+        "kag",
+        "setups",
+        "ok",
+        "error",
+        "kept",
+        "not",
+        "run",
+        "commit",
+    ]
     cells = row.split()
     assert cells[3:8] == ["s1,s2", "8", "0", "0", "0"]
     assert cells[0].endswith("Z") and cells[1].endswith("Z")

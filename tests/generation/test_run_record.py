@@ -26,12 +26,15 @@ server = server_fixture("b")
 
 URL_SECRET = "pw-Planted_9e8d7c6b"
 # A spare provider whose URL carries a password: it is in the record's endpoints, masked.
-CONFIG = FAKE_CONFIG + """
+CONFIG = (
+    FAKE_CONFIG
+    + """
 [providers.spare]
 type = "OpenAI"
 url = "http://user:{{ env('URL_SECRET') }}@127.0.0.1:9/v1"
 key = ""
 """
+)
 
 
 @pytest.fixture(autouse=True)
@@ -104,11 +107,14 @@ def test_a_normal_run_records_every_field(tmp_path: Path, server: FakeServer) ->
     assert record["config"]["path"] == str(root / "config.toml")
     assert record["config"]["sha256"] == sha256(root / "config.toml")
     rendered = record["config"]["rendered"]
-    assert server.url in rendered and "key = \"***\"" in rendered and "http://***@127.0.0.1:9/v1" in rendered
+    assert server.url in rendered and 'key = "***"' in rendered and "http://***@127.0.0.1:9/v1" in rendered
     assert record["config"]["rendered_sha256"] == hashlib.sha256(rendered.encode()).hexdigest()
     assert record["benchmark"]["sha256"] == sha256(root / "bench.toml")
     assert "Answer with the key." in record["benchmark"]["rendered"]  # file('prompt.md') rendered
-    assert record["datasets_file"] == {"path": str(root / "datasets.json"), "sha256": sha256(root / "datasets.json")}
+    assert record["datasets_file"] == {
+        "path": str(root / "datasets.json"),
+        "sha256": sha256(root / "datasets.json"),
+    }
     assert record["setups"] == ["s1", "s2"]
     assert record["datasets"] == ["mcq"]
     assert record["questions"] == {"mcq": 3}
@@ -137,7 +143,14 @@ def test_errors_and_a_second_run_get_their_own_record(tmp_path: Path, server: Fa
     assert run(root, "--retry-errors").returncode == 0
     records = read_run_records(root / "out")
     assert len(records) == 2 and records[0].data == first
-    assert records[1].data["tasks"] == {"planned": 2, "skipped": 4, "ok": 2, "error": 0, "kept": 0, "not_run": 0}
+    assert records[1].data["tasks"] == {
+        "planned": 2,
+        "skipped": 4,
+        "ok": 2,
+        "error": 0,
+        "kept": 0,
+        "not_run": 0,
+    }
     assert records[1].finished is not None and records[0].name < records[1].name
 
 
