@@ -120,3 +120,10 @@ def test_stats_find_and_the_judge_listing_pass_over_the_records(ran: Path) -> No
     shutil.rmtree(out / ".kag")
     assert readers(ran) == with_records
     assert list_results(out).files == listing.files
+
+
+def test_the_view_index_walk_passes_over_the_records(ran: Path) -> None:
+    from kag.view.index import _walk
+
+    walked = [rel for rel, *_ in _walk(str(ran / "out"), "")]
+    assert len(walked) == 8 and not any(".kag" in rel for rel in walked)
