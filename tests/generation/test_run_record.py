@@ -189,3 +189,16 @@ def test_sigkill_mid_run_leaves_a_record_not_finished(tmp_path: Path, server: Fa
     assert record["finished"] is None
     assert record["tasks"]["planned"] == 40 and record["tasks"]["not_run"] == 40
     assert_no_secret(next(runs_folder(root / "out").iterdir()).read_bytes())
+
+
+def test_a_link_planted_at_the_records_folder_is_not_followed(tmp_path: Path, server: FakeServer) -> None:
+    root = project(tmp_path / "p")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (root / "out").mkdir()
+    os.symlink(outside, root / "out" / ".kag")
+    done = run(root)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert ".kag" in done.stderr
+    assert list(outside.rglob("*")) == []
+    assert not server.chat_requests()  # refused before any task
