@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,15 @@ import pytest
 from kag import __version__
 from kag.generation.secrets import secret_forms
 from kag.results import read_run_records, runs_folder
-from tests.bench_helpers import FAKE_CONFIG, SECRET, bench_args, fresh, make_project, server_fixture
+from tests.bench_helpers import (
+    FAKE_CONFIG,
+    SECRET,
+    bench_args,
+    fresh,
+    make_project,
+    server_fixture,
+    tree_files,
+)
 from tests.conftest import REPO
 from tests.fakeserver import FakeServer
 
@@ -177,10 +186,10 @@ def test_sigkill_mid_run_leaves_a_record_not_finished(tmp_path: Path, server: Fa
     process = spawn(root, "-p", "4")
     try:
         # The record is written before the first task; then wait for a few results.
-        while len([p for p in (root / "out").rglob("*.json")]) < 6 if (root / "out").exists() else True:
+        while len(tree_files(root / "out", "*.json")) < 6 if (root / "out").exists() else True:
             if process.poll() is not None:
                 raise AssertionError(f"the benchmark ended early: {process.communicate()}")
-            os.sched_yield()
+            time.sleep(0.02)
     finally:
         process.send_signal(signal.SIGKILL)
         process.communicate()
