@@ -165,6 +165,7 @@ def _register() -> None:
         init,
         irt2,
         judge,
+        runs,
         stats,
         triplets,
         view,
@@ -174,6 +175,7 @@ def _register() -> None:
     find.register(stats_app)
     compare.register(stats_app)
     judge.register(stats_app)
+    runs.register(stats_app)
     benchmark.register(app)
     graph.register(app)
     triplets.register(app)

@@ -113,3 +113,9 @@ def bench_args(root: Path, *extra: str, out: str = "out") -> list[str]:
 
 def invoke(argv: list[str], **kwargs: Any) -> Any:
     return CliRunner().invoke(app, argv, **kwargs)
+
+
+def tree_files(out: Path, pattern: str = "*") -> list[Path]:
+    """The files of the result tree ``out`` matching ``pattern`` at any depth, sorted, kag's
+    own ``.kag/`` folder (run records) left out: every one is a result (or a ``.tmp``)."""
+    return sorted(p for p in out.rglob(pattern) if p.is_file() and ".kag" not in p.relative_to(out).parts)

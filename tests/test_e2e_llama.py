@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 from kag.cli import app
 from kag.datasets import load_datasets
 from kag.results import OkResult, read_result
+from tests.bench_helpers import tree_files
 from tests.llama_server import llama_server_fixture
 
 pytestmark = pytest.mark.slow
@@ -64,7 +65,7 @@ def test_benchmark_two_setups_then_stats_grades_the_tree(project: Path) -> None:
         for setup in ("smollm2-135m-native", "smollm2-135m-terse")
         if setup == "smollm2-135m-native" or q.dataset == "mcq-form"
     }
-    found = {(p.parent.parent.name, p.parent.name, p.stem) for p in (project / "results").rglob("*.json")}
+    found = {(p.parent.parent.name, p.parent.name, p.stem) for p in tree_files(project / "results", "*.json")}
     assert found == expected and len(found) == 10
     for dataset, question, setup in found:
         file = read_result(project / "results" / dataset / question / f"{setup}.json")

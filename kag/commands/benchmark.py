@@ -31,6 +31,7 @@ from kag.render.progress import PlainProgress, run_progress
 
 if TYPE_CHECKING:
     from kag.generation.plan import Plan
+    from kag.generation.run_record import RunRecorder
     from kag.generation.runner import Summary
 
 
@@ -322,9 +323,43 @@ def register(app: typer.Typer) -> None:
         lock = lock_tree(output, part=f"shard-{slice_.index}-of-{slice_.count}" if slice_ else None)
         try:
             plan = plan_benchmark(cfg, bench, data, plan_options)
-            _run(plan, cfg, parallel, timeout, retries, backoff, max_connection_failures, fail_on_error)
+            recorder = _start_record(output, cfg, bench, datasets, plan, data, limit, epochs, shard)
+            _run(
+                plan,
+                cfg,
+                parallel,
+                timeout,
+                retries,
+                backoff,
+                max_connection_failures,
+                fail_on_error,
+                recorder,
+            )
         finally:
             lock.release()
+
+
+def _start_record(
+    output: Path,
+    cfg: Any,
+    bench: Any,
+    datasets: Path,
+    plan: Plan,
+    data: Any,
+    limit: int | None,
+    epochs: int,
+    shard: str | None,
+) -> RunRecorder:
+    """Write the run record of a run that starts now (``<output>/.kag/runs/``)."""
+    from kag.generation.run_record import RunRecorder, Selection
+
+    setups = list(dict.fromkeys(r.setup for r in plan.rows))
+    names = list(dict.fromkeys(r.dataset for r in plan.rows))
+    counts = {n: min(len(data.datasets.get(n, {})), limit or len(data.datasets.get(n, {}))) for n in names}
+    selection = Selection(setups, counts, epochs, shard)
+    return RunRecorder.start(
+        output, sys.argv, cfg, bench, datasets, selection, tasks=len(plan.tasks), kept=plan.skipped
+    )
 
 
 def _run(
@@ -336,6 +371,7 @@ def _run(
     backoff: float,
     max_connection_failures: int,
     fail_on_error: bool,
+    recorder: RunRecorder,
 ) -> None:
     """The run itself, with the tree's lock held: clean-up, tasks, summary, exit code."""
     from kag.generation.generator import RunOptions
@@ -370,6 +406,9 @@ def _run(
     )
     with run_progress("benchmark", len(plan.tasks)) as reporter:
         summary = run_benchmark(plan, cfg, options, reporter)
+    problem = recorder.finish(summary)
+    if problem is not None:
+        warn(f"the run record was not completed: {problem}")
     info(summary_line(summary))
     for line in endpoint_lines(summary):
         info(line)

@@ -36,6 +36,7 @@ from pathlib import Path
 
 from kag.errors import InputError
 from kag.results.model import RESULT_SUFFIX
+from kag.results.runs import KAG_FOLDER
 from kag.textsafe import is_utf8
 
 
@@ -122,12 +123,14 @@ def list_results(root: str | Path, prefix: str = "") -> TreeListing:
     """List ``<root>/<dataset>/<question>/<prefix><setup>.json`` files, sorted by path.
 
     Symbolic links are never followed. ``.tmp`` files, other names, and entries at other
-    depths are returned in ``ignored``.
+    depths are returned in ``ignored``; kag's own ``.kag`` folder is passed over.
     """
     root = str(root)
     check_results_root(root)
     listing = TreeListing()
     for d in sorted(scandir_entries(root), key=lambda e: e.name):
+        if d.name == KAG_FOLDER and d.is_dir(follow_symlinks=False):
+            continue  # kag's own records (run records): not part of the tree
         if not d.is_dir(follow_symlinks=False):
             listing.ignored.append(d.path)
             continue
@@ -149,7 +152,7 @@ def iter_result_files_deep(root: str | Path, prefix: str = "", hidden: bool = Tr
 
     Symbolic links are never followed (the ``find`` walk, like the Rust tool's). With
     ``hidden`` False, folders below ``root`` whose name starts with ``.`` are passed over
-    (as ripgrep does). Raises InputError when ``root`` is not a folder.
+    (as ripgrep does); kag's own ``.kag`` folders (run records) always are. Raises InputError when ``root`` is not a folder.
     """
     root = str(root)
     check_results_root(root)
@@ -165,7 +168,7 @@ def list_result_files_deep(folder: str, prefix: str = "", hidden: bool = True) -
         current = stack.pop()
         for entry in scandir_entries(current):
             if entry.is_dir(follow_symlinks=False):
-                if hidden or not entry.name.startswith("."):
+                if entry.name != KAG_FOLDER and (hidden or not entry.name.startswith(".")):
                     stack.append(entry.path)
             elif entry.is_file(follow_symlinks=False) and setup_from_name(entry.name, prefix) is not None:
                 found.append(entry.path)
@@ -224,7 +227,11 @@ def _units(
     units: list[tuple[str, str, bool]] = []
     for entry in scandir_entries(folder):
         if entry.is_dir(follow_symlinks=False):
-            if (keep is None or keep(entry.name)) and (hidden or not entry.name.startswith(".")):
+            if (
+                (keep is None or keep(entry.name))
+                and entry.name != KAG_FOLDER
+                and (hidden or not entry.name.startswith("."))
+            ):
                 units.append((entry.name + os.sep, entry.path, True))
         elif (
             (keep is None or keep(""))

@@ -26,6 +26,7 @@ from tests.bench_helpers import (
     invoke,
     make_project,
     server_fixture,
+    tree_files,
 )
 from tests.conftest import REPO
 from tests.fakeserver import FakeServer, make_certificate
@@ -41,7 +42,7 @@ def _reset(server: FakeServer, monkeypatch: pytest.MonkeyPatch) -> None:
 def results(root: Path) -> dict[str, Any]:
     """Every file of the output tree, parsed (read_result raises on any unreadable file)."""
     out = root / "out"
-    return {str(p.relative_to(out)): read_result(p) for p in sorted(out.rglob("*")) if p.is_file()}
+    return {str(p.relative_to(out)): read_result(p) for p in tree_files(out, "*") if p.is_file()}
 
 
 def prompts_seen(server: FakeServer) -> set[tuple[str, str]]:
@@ -315,7 +316,7 @@ def test_a_planted_key_reaches_the_server_and_nothing_else(tmp_path: Path, serve
     assert generation.exit_code == 1 and "***" in generation.stdout
     dry = invoke(bench_args(root, "--dry-run", "--continue"))
     outputs = [result.stdout, result.stderr, generation.stdout, generation.stderr, dry.stdout, dry.stderr]
-    outputs += [p.read_text() for p in (root / "out").rglob("*") if p.is_file()]
+    outputs += [p.read_text() for p in tree_files(root / "out", "*") if p.is_file()]
     assert len(outputs) == 6 + 8
     assert not [text for text in outputs if SECRET in text]
 
@@ -448,7 +449,7 @@ def spawn(root: Path, *extra: str) -> subprocess.Popen[str]:
 def wait_for_files(root: Path, count: int, process: subprocess.Popen[str], limit: float = 60.0) -> int:
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline:
-        found = len(list((root / "out").rglob("*.json"))) if (root / "out").exists() else 0
+        found = len(list(tree_files(root / "out", "*.json"))) if (root / "out").exists() else 0
         if found >= count:
             return found
         if process.poll() is not None:
@@ -459,7 +460,7 @@ def wait_for_files(root: Path, count: int, process: subprocess.Popen[str], limit
 
 def check_tree_and_resume(root: Path, server: FakeServer, n: int) -> None:
     out = root / "out"
-    every = [p for p in out.rglob("*") if p.is_file()]
+    every = [p for p in tree_files(out, "*") if p.is_file()]
     # A kill may leave a temporary (a write cut short) and the lock file: both end in
     # `.tmp`, are never a result, and are gone after the next run.
     assert all(p.name.endswith((".json", ".tmp")) for p in every)

@@ -19,7 +19,16 @@ import orjson
 import pytest
 
 from kag.results import EPOCHS_FOLDER, OkResult, epoch_result_path, read_result, result_to_json
-from tests.bench_helpers import PROMPT, bench_args, bench_toml, fresh, invoke, server_fixture, setup_toml
+from tests.bench_helpers import (
+    PROMPT,
+    bench_args,
+    bench_toml,
+    fresh,
+    invoke,
+    server_fixture,
+    setup_toml,
+    tree_files,
+)
 from tests.conftest import REPO
 from tests.fakeserver import FakeServer
 
@@ -60,7 +69,7 @@ def make_project(root: Path, urls: list[str], n: int = 6, setups: str = BENCH) -
 def tree(out: Path) -> dict[str, Any]:
     """Every file below ``out`` (relative path -> its JSON without the timing fields)."""
     found: dict[str, Any] = {}
-    for path in sorted(out.rglob("*")):
+    for path in tree_files(out, "*"):
         if path.is_file():
             data = result_to_json(read_result(path))
             if "ok" in data:
@@ -135,7 +144,7 @@ def test_a_url_with_a_query_string_is_refused_before_any_request_without_showing
     assert result.exit_code == 2
     assert "'url[1]' must not carry a query string or fragment" in result.stderr
     assert "?api-key=***" in result.stderr and "hunter2" not in result.stderr + result.stdout
-    assert not (root / "out").exists() or not any((root / "out").rglob("*.json"))
+    assert not (root / "out").exists() or not any(tree_files(root / "out", "*.json"))
 
 
 # ---------------------------------------------------------------- shards
@@ -281,8 +290,8 @@ def test_continue_runs_exactly_the_missing_epochs(tmp_path: Path, server: FakeSe
     asked = sorted((r.prompt or "").split("\n")[0] for r in server.chat_requests())
     assert asked == ["Question: question number 1", "Question: question number 2"]
     assert not leftover.exists()
-    assert all(isinstance(read_result(p), OkResult) for p in out.rglob("*.json"))
-    assert len(list(out.rglob("*.json"))) == 9
+    assert all(isinstance(read_result(p), OkResult) for p in tree_files(out, "*.json"))
+    assert len(list(tree_files(out, "*.json"))) == 9
     # --retry-errors covers the later epochs too.
     server.reset()
     (out / "mcq/0/epochs/2/s1.json").write_bytes(b'{"error": "Failed to generate a response"}')

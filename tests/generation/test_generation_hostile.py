@@ -18,7 +18,7 @@ import orjson
 import pytest
 
 from kag.results import ErrorResult, OkResult, read_result
-from tests.bench_helpers import bench_args, bench_toml, fresh, invoke, server_fixture, setup_toml
+from tests.bench_helpers import bench_args, bench_toml, fresh, invoke, server_fixture, setup_toml, tree_files
 from tests.fakeserver import FakeServer
 
 # '"' and '\\' make its JSON-escaped spelling differ from the raw one.
@@ -27,7 +27,7 @@ PASSWORD = "s3cret-Pa55word"
 
 
 def results(out: Path) -> dict[str, Any]:
-    return {str(p.relative_to(out)): read_result(p) for p in sorted(out.rglob("*.json"))}
+    return {str(p.relative_to(out)): read_result(p) for p in tree_files(out, "*.json")}
 
 
 server = server_fixture("b")
@@ -276,7 +276,7 @@ def test_url_credentials_are_sent_and_never_shown(tmp_path: Path, server: FakeSe
     error = files["mcq/1/s1.json"]
     assert isinstance(error, ErrorResult)
     assert f"from http://***@{server.url.removeprefix('http://')}/api/chat" in error.error
-    raw_files = b"".join(p.read_bytes() for p in (root / "out").rglob("*.json"))
+    raw_files = b"".join(p.read_bytes() for p in (root / "out").rglob("*.json"))  # run records too
     for text in (result.stdout, result.stderr, raw_files.decode()):
         assert PASSWORD not in text and "alice:" not in text
     assert "http://***@" in result.stderr

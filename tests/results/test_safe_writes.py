@@ -46,6 +46,7 @@ from tests.bench_helpers import (
     make_project,
     mcq,
     server_fixture,
+    tree_files,
 )
 from tests.conftest import REPO
 from tests.fakeserver import FakeServer
@@ -61,7 +62,7 @@ def _reset(server: FakeServer, monkeypatch: pytest.MonkeyPatch) -> None:
 def out_files(root: Path) -> dict[str, bytes]:
     """Every regular file of the output tree and its bytes."""
     out = root / "out"
-    return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+    return {str(p.relative_to(out)): p.read_bytes() for p in tree_files(out, "*") if p.is_file()}
 
 
 def one_error_line(stderr: str) -> str:
@@ -174,7 +175,7 @@ def test_a_second_run_on_the_same_tree_exits_2_naming_the_holder(tmp_path: Path,
     )
     try:
         deadline = time.monotonic() + 60
-        while not list((root / "out").rglob("*.json")):
+        while not list(tree_files(root / "out", "*.json")):
             assert first.poll() is None and time.monotonic() < deadline, first.communicate()
             time.sleep(0.02)
         requests_before = len(server.chat_requests())

@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from kag.results import ErrorResult, OkResult, read_result
-from tests.bench_helpers import bench_args, invoke, server_fixture
+from tests.bench_helpers import bench_args, invoke, server_fixture, tree_files
 from tests.conftest import REPO
 from tests.fakeserver import FakeServer, fake_embedding
 from tests.graph_helpers import einstein_files
@@ -214,7 +214,7 @@ def test_a_missing_database_file_stops_before_any_request(
         and "kg.lbug: no such database (build it with `kag graph import" in run.stderr
     )
     assert server.requests == []
-    assert not (root / "out").exists() or not any((root / "out").rglob("*.json"))
+    assert not (root / "out").exists() or not any(tree_files(root / "out", "*.json"))
 
 
 def test_the_example_configuration_validates(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,86 @@
+"""Run records: ``<results>/.kag/runs/<UTC time>-<id>.json``, one per ``kag benchmark``.
+
+Each record says how a run was made (kag's version, the command line, the configuration
+and benchmark texts, the datasets file, the selection, times, task counts). They are
+written by :mod:`kag.generation.run_record`; this module names their place and reads them
+back. The ``.kag`` folder is kag's own: no walk of the result tree takes it for results.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+__all__ = ["KAG_FOLDER", "MAX_RECORD_BYTES", "RUNS_FOLDER", "RunRecord", "read_run_records", "runs_folder"]
+
+KAG_FOLDER = ".kag"
+RUNS_FOLDER = "runs"
+# A record holds two rendered files; anything larger is not one of ours.
+MAX_RECORD_BYTES = 16 * 1024 * 1024
+
+
+def runs_folder(root: str | Path) -> Path:
+    """The folder of the run records of the result tree at ``root``."""
+    return Path(root) / KAG_FOLDER / RUNS_FOLDER
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One run record: its file name and its JSON object."""
+
+    name: str
+    data: dict[str, Any]
+
+    @property
+    def started(self) -> str:
+        value = self.data.get("started")
+        return value if isinstance(value, str) else ""
+
+    @property
+    def finished(self) -> str | None:
+        value = self.data.get("finished")
+        return value if isinstance(value, str) else None
+
+
+def _read(path: str) -> dict[str, Any] | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    try:
+        with os.fdopen(fd, "rb") as f:
+            raw = f.read(MAX_RECORD_BYTES + 1)
+    except OSError:
+        return None
+    if len(raw) > MAX_RECORD_BYTES:
+        return None
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def read_run_records(root: str | Path) -> list[RunRecord]:
+    """The readable run records of the tree at ``root``, oldest first (by file name, which
+    starts with the UTC start time). Links, unreadable, oversized and non-object files are
+    passed over; no records folder means no records."""
+    folder = runs_folder(root)
+    try:
+        with os.scandir(folder) as it:
+            entries = sorted(
+                (e for e in it if e.name.endswith(".json") and e.is_file(follow_symlinks=False)),
+                key=lambda e: e.name,
+            )
+    except OSError:
+        return []
+    records = []
+    for entry in entries:
+        data = _read(entry.path)
+        if data is not None:
+            records.append(RunRecord(entry.name, data))
+    return records

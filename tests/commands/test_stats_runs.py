@@ -1,0 +1,129 @@
+"""`kag stats runs` lists the run records; `kag stats`, find and judge's listing read the
+same results with or without ``.kag/runs/`` in the tree."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import orjson
+import pytest
+
+from kag.results import list_results, read_run_records, runs_folder
+from tests.bench_helpers import SECRET, bench_args, fresh, invoke, make_project, server_fixture
+from tests.fakeserver import FakeServer
+
+server = server_fixture("b")
+
+
+@pytest.fixture(autouse=True)
+def _reset(server: FakeServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    fresh(server, monkeypatch, key=SECRET)
+
+
+@pytest.fixture
+def ran(tmp_path: Path, server: FakeServer) -> Path:
+    root = make_project(tmp_path, n=4)
+    result = invoke(bench_args(root))
+    assert result.exit_code == 0, result.stderr
+    return root
+
+
+def test_the_table_lists_each_run(ran: Path) -> None:
+    out = ran / "out"
+    result = invoke(["stats", "runs", "-r", str(out)])
+    assert result.exit_code == 0, result.stderr
+    header, row = result.stdout.splitlines()
+    assert header.split() == [
+        "started",
+        "finished",
+        "kag",
+        "setups",
+        "ok",
+        "error",
+        "kept",
+        "not",
+        "run",
+        "commit",
+    ]
+    cells = row.split()
+    assert cells[3:8] == ["s1,s2", "8", "0", "0", "0"]
+    assert cells[0].endswith("Z") and cells[1].endswith("Z")
+    # A run killed before its end: its record was written once, unfinished.
+    record = orjson.loads(next(runs_folder(out).iterdir()).read_bytes())
+    record["finished"] = None
+    (runs_folder(out) / "29991231T235959Z-000000.json").write_bytes(orjson.dumps(record))
+    lines = invoke(["stats", "runs", "-r", str(out)]).stdout.splitlines()
+    assert len(lines) == 3 and "not finished" in lines[2] and "not finished" not in lines[1]
+
+
+def test_json_is_the_list_of_records(ran: Path) -> None:
+    out = ran / "out"
+    result = invoke(["stats", "runs", "-r", str(out), "--format", "json"])
+    assert result.exit_code == 0, result.stderr
+    listed = orjson.loads(result.stdout)
+    records = read_run_records(out)
+    assert listed == [{"file": r.name, **r.data} for r in records] and len(listed) == 1
+    assert listed[0]["tasks"]["ok"] == 8 and listed[0]["finished"] is not None
+    # --format before the sub-command works too.
+    assert orjson.loads(invoke(["stats", "--format", "json", "runs", "-r", str(out)]).stdout) == listed
+
+
+def test_unreadable_oversized_and_linked_records_are_passed_over(ran: Path, tmp_path: Path) -> None:
+    folder = runs_folder(ran / "out")
+    (folder / "00000000T000000Z-aaaaaa.json").write_bytes(b"{not json")
+    (folder / "00000000T000000Z-bbbbbb.json").write_bytes(b"[1, 2]")
+    outside = tmp_path / "elsewhere.json"
+    outside.write_bytes(orjson.dumps({"started": "x", "kag_version": "linked"}))
+    os.symlink(outside, folder / "00000000T000000Z-cccccc.json")
+    with (folder / "00000000T000000Z-dddddd.json").open("wb") as f:
+        f.truncate(17 * 1024 * 1024)
+    records = read_run_records(ran / "out")
+    assert len(records) == 1 and records[0].data["kag_version"] != "linked"
+    result = invoke(["stats", "runs", "-r", str(ran / "out")])
+    assert result.exit_code == 0 and len(result.stdout.splitlines()) == 2
+
+
+def test_no_records_and_a_missing_tree(tmp_path: Path) -> None:
+    tmp_path.joinpath("results").mkdir()
+    result = invoke(["stats", "runs", "-r", str(tmp_path / "results")])
+    assert result.exit_code == 0 and "no run records" in result.stdout
+    result = invoke(["stats", "runs", "-r", str(tmp_path / "absent")])
+    assert result.exit_code == 2 and "Traceback" not in result.stderr
+
+
+def readers(root: Path) -> list[str]:
+    out = str(root / "out")
+    data = str(root / "datasets.json")
+    outputs = []
+    for argv in (
+        ["stats", "-d", data, "-r", out, "--format", "json"],
+        ["stats", "-d", data, "-r", out],
+        ["stats", "find", "b", "-r", out, "--format", "json"],
+        ["stats", "find", "b", "-r", out, "--hidden", "--format", "json"],
+        ["stats", "find", "--files-with-matches", ".", "-r", out, "--hidden"],
+    ):
+        result = invoke(argv)
+        assert result.exit_code == 0, (argv, result.stderr)
+        outputs.append(result.stdout + result.stderr)
+    return outputs
+
+
+def test_stats_find_and_the_judge_listing_pass_over_the_records(ran: Path) -> None:
+    out = ran / "out"
+    assert read_run_records(out)
+    listing = list_results(out)
+    assert len(listing.files) == 8 and listing.ignored == []
+    with_records = readers(ran)
+    assert all(".kag" not in text for text in with_records)
+    shutil.rmtree(out / ".kag")
+    assert readers(ran) == with_records
+    assert list_results(out).files == listing.files
+
+
+def test_the_view_index_walk_passes_over_the_records(ran: Path) -> None:
+    from kag.view.index import _walk
+
+    walked = [rel for rel, *_ in _walk(str(ran / "out"), "")]
+    assert len(walked) == 8 and not any(".kag" in rel for rel in walked)
