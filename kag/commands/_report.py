@@ -35,6 +35,7 @@ def html_report(
 
     trees = () if isinstance(source, (str, Path)) else tuple((t.label, str(t.root)) for t in source)
     meta = PageMeta(
+        runs=_run_rows(source),
         title=COMPARE_TITLE if compare else STATS_TITLE,
         datasets=str(datasets),
         results=describe_source(source),
@@ -99,3 +100,13 @@ def write_report(path: str, text: str) -> None:
         write_output(path, (text.encode("utf-8"),))
     except (OSError, NoSpace) as exc:
         raise InputError(f"{path}: cannot write the report: {exc.strerror}") from None
+
+
+def _run_rows(source: ResultSource) -> tuple[tuple[str, ...], ...]:
+    """The rows of the run records of each graded tree (its label first among several)."""
+    from kag.render.runs import run_row
+    from kag.results.runs import read_run_records
+
+    if isinstance(source, (str, Path)):
+        return tuple(run_row(r) for r in read_run_records(source))
+    return tuple((t.label, *run_row(r)) for t in source for r in read_run_records(t.root))

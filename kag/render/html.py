@@ -324,6 +324,9 @@ class PageMeta:
     version: str | None = None
     notes: tuple[str, ...] = ()
     trees: tuple[tuple[str, str], ...] = ()
+    # The rows of the trees' run records (kag.render.runs.RUN_HEADER, with the tree's
+    # label first among several trees); none: no section.
+    runs: tuple[tuple[str, ...], ...] = ()
 
 
 #: Unreadable files named on the page; the others are counted (every one is warned on stderr).
@@ -460,8 +463,21 @@ def render_html(
             impacts=impact_sections,
             impact_legend=IMPACT_LEGEND,
             flips=[_flip_section(r, max_flips, max_chars) for r in flip_reports],
+            runs=_runs_table(meta),
         )
     )
+
+
+def _runs_table(meta: PageMeta) -> Markup | None:
+    """The table of the run records of the graded trees (``kag stats runs``), or None."""
+    from kag.render.runs import HEADER
+
+    if not meta.runs:
+        return None
+    labelled = bool(meta.trees)
+    headers = ("tree", *HEADER) if labelled else HEADER
+    align: tuple[Align, ...] = tuple("r" if h in ("ok", "error", "kept", "not run") else "l" for h in headers)
+    return table_html(Table(headers, meta.runs, align), "runs")
 
 
 def render_html_report(

@@ -22,7 +22,8 @@ def _text(value: Any) -> str:
     return "".join(c if c.isprintable() else "?" for c in str(value))
 
 
-def _row(record: RunRecord) -> tuple[str, ...]:
+def run_row(record: RunRecord) -> tuple[str, ...]:
+    """The cells of one record under :data:`HEADER` (``?`` where the file holds no such value)."""
     data = record.data
     setups = data.get("setups")
     names = ",".join(_text(s) for s in setups) if isinstance(setups, list) else "?"
@@ -46,7 +47,7 @@ def render_runs_text(records: Sequence[RunRecord]) -> str:
     """One line per record, oldest first; ``+`` after the commit marks a dirty work tree."""
     if not records:
         return "no run records (kag benchmark writes them in .kag/runs/)"
-    rows = [HEADER, *(_row(r) for r in records)]
+    rows = [HEADER, *(run_row(r) for r in records)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(HEADER))]
     right = {4, 5, 6, 7}
     lines = []

@@ -54,7 +54,21 @@ def overview(view: View, baseline: str | None) -> dict[str, Any]:
         "compare": comparison_run_to_json(run) if run is not None else None,
         "small_samples": [{"setup": s.setup, "files": s.total} for s in small_samples(summary)],
         "unreadable": [{"path": u.path, "reason": u.reason} for u in view.snapshot.run.unreadable[:100]],
+        "runs": run_records(view),
     }
+
+
+def run_records(view: View) -> list[dict[str, Any]]:
+    """The run records of each tree (``kag stats runs``): the tree's label, the record's file,
+    and the row ``kag stats runs`` prints, by its column names."""
+    from kag.render.runs import HEADER, run_row
+    from kag.results.runs import read_run_records
+
+    return [
+        {"tree": tree.label or None, "file": record.name, **dict(zip(HEADER, run_row(record), strict=True))}
+        for tree in view.index.trees
+        for record in read_run_records(tree.root)
+    ]
 
 
 def svg_graph(graph: Graph) -> Markup:

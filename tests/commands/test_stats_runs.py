@@ -127,3 +127,33 @@ def test_the_view_index_walk_passes_over_the_records(ran: Path) -> None:
 
     walked = [rel for rel, *_ in _walk(str(ran / "out"), "")]
     assert len(walked) == 8 and not any(".kag" in rel for rel in walked)
+
+
+def test_the_html_page_shows_the_run_records(ran: Path, tmp_path: Path) -> None:
+    out = ran / "out"
+    hostile = orjson.loads(next(runs_folder(out).iterdir()).read_bytes())
+    hostile["setups"] = ["<script>window.pwned=1</script>"]
+    hostile["finished"] = None
+    (runs_folder(out) / "29991231T235959Z-000000.json").write_bytes(orjson.dumps(hostile))
+    page = tmp_path / "page.html"
+    args = ["stats", "-d", str(ran / "datasets.json"), "-r", str(out), "--format", "html", "-o", str(page)]
+    result = invoke(args)
+    assert result.exit_code == 0, result.stderr
+    html = page.read_text()
+    section = html.split("<h2>Run records</h2>", 1)[1].split("<h2>", 1)[0]
+    assert "s1,s2" in section
+    assert "not finished" in section
+    assert "<script>window.pwned" not in html and "&lt;script&gt;window.pwned=1&lt;/script&gt;" in section
+    # Several trees: each record names its tree's label.
+    both = invoke([*args[:3], "-r", f"a={out}", "-r", f"b={out}", *args[5:]])
+    assert both.exit_code == 0, both.stderr
+    labelled = page.read_text().split("<h2>Run records</h2>", 1)[1].split("<h2>", 1)[0]
+    assert labelled.count('<td class="l">a</td>') == 2 and labelled.count('<td class="l">b</td>') == 2
+
+
+def test_a_page_without_run_records_has_no_such_section(tmp_path: Path) -> None:
+    repo = Path(__file__).resolve().parents[2]
+    page = tmp_path / "page.html"
+    args = ["stats", "-d", str(repo / "examples/dataset/datasets.json"), "-r", str(repo / "examples/results")]
+    assert invoke([*args, "--format", "html", "-o", str(page)]).exit_code == 0
+    assert "Run records" not in page.read_text()

@@ -269,3 +269,31 @@ def test_only_loopback_hosts_count_as_local() -> None:
     assert not is_loopback("0.0.0.0") and not is_loopback("192.168.1.2")
     assert split_path("/q/a%20b/c") == ["q", "a b", "c"]
     assert split_path("/q/%2e%2e/x") is None and split_path("/q/a%2fb/c") is None
+
+
+def test_the_overview_shows_the_run_records(tree: tuple[Path, Path], tmp_path: Path) -> None:
+    from kag.results import runs_folder
+
+    _, root = tree
+    folder = runs_folder(root)
+    folder.mkdir(parents=True)
+    record = {
+        "started": "2026-12-01T10:00:00Z",
+        "finished": None,
+        "kag_version": "0.1.0",
+        "setups": ["<img src=x onerror=alert(1)>"],
+        "tasks": {"ok": 3, "error": 1, "kept": 0, "not_run": 2},
+        "git": {"commit": "0123456789abcdef", "dirty": True},
+    }
+    (folder / "20261201T100000Z-abcdef.json").write_bytes(orjson.dumps(record))
+    view = open_view(*tree, tmp_path / "index.sqlite")
+    [row] = overview(view, None)["runs"]
+    assert row["tree"] is None and row["finished"] == "not finished" and row["commit"] == "0123456789+"
+    assert (row["ok"], row["error"], row["not run"]) == ("3", "1", "2")
+    with serving(view) as url:
+        status, _, body = _get(url)
+        page = body.decode()
+        assert status == 200 and "Run records (1)" in page
+        assert "&lt;img src=x onerror=alert(1)&gt;" in page and "<img src=x" not in page
+        status, _, api = _get(url + "api/setups")
+        assert orjson.loads(api)["runs"] == [row]
