@@ -26,14 +26,14 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from kag.datasets import Datasets, name_problem, parse_datasets
+from kag.datasets import Datasets, entry_name_problem, parse_datasets
 from kag.errors import InputError, UsageError
 from kag.textfile import read_bytes_file
 
@@ -102,7 +102,7 @@ class Columns:
             raise UsageError("--answer COL is required with options (the column of the correct option)")
 
 
-@dataclass
+@dataclass(frozen=True)
 class ImportReport:
     """What an import did: ``added`` questions to ``dataset`` (``mcq`` + ``open``), the
     datasets file's new ``document`` (JSON bytes) and its parsed form."""
@@ -113,9 +113,7 @@ class ImportReport:
     open: int
     document: bytes
     datasets: Datasets
-    kept: int = 0
-    datasets_before: int = 0
-    notes: list[str] = field(default_factory=list)
+    kept: int = 0  # the questions the dataset already held
 
 
 def _kind(path: Path, kind: InputKind | None) -> InputKind:
@@ -316,23 +314,17 @@ def import_questions(
     is, and returned with the counts; the caller writes it."""
     columns.check()
     name = dataset if dataset is not None else source.name.split(".")[0]
-    why = name_problem(name)
-    if why is None and name.startswith("."):
-        why = "starts with '.' (hidden names are not graded)"
+    why = entry_name_problem(name)
     if why:
         raise UsageError(f"dataset name {name!r} {why}; give --dataset NAME")
     doc: dict[str, Any] = {}
     if existing is not None:
-        try:
-            doc = orjson.loads(existing)
-        except orjson.JSONDecodeError as exc:
-            raise InputError(f"{target}: not valid JSON: {exc}") from None
-        if not isinstance(doc, dict):
-            raise InputError(f"{target}: the datasets file must be a JSON object (dataset name -> questions)")
-    before = doc.get(name, {})
-    if not isinstance(before, dict):
-        raise InputError(f"{target}: {name}: must be an object (question id -> entry)")
-    questions: dict[str, Any] = dict(before)
+        # Validated as every datasets file is (its shape, each entry), before anything is
+        # read from the input: what is merged into is a valid document.
+        parse_datasets(existing, target)
+        doc = orjson.loads(existing)
+    questions: dict[str, Any] = dict(doc.get(name, {}))
+    kept = len(questions)
     kind = _kind(source, kind)
     added = mcq = opened = 0
     seen: set[str] = set()
@@ -343,9 +335,7 @@ def import_questions(
             if columns.id is not None
             else str(added)
         )
-        problem = name_problem(qid)
-        if problem is None and qid.startswith("."):
-            problem = "starts with '.'"
+        problem = entry_name_problem(qid)
         if problem:
             raise InputError(f"{where}: question id {qid!r} {problem}")
         if qid in seen:
@@ -368,9 +358,7 @@ def import_questions(
     doc[name] = questions
     document = orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n"
     parsed = parse_datasets(document, target)
-    return ImportReport(
-        name, added, mcq, opened, document, parsed, kept=len(before), datasets_before=len(doc)
-    )
+    return ImportReport(name, added, mcq, opened, document, parsed, kept=kept)
 
 
 @dataclass(frozen=True)

@@ -82,28 +82,20 @@ def redactor(config: Config) -> Redactor:
     return Redactor.of(found)
 
 
+def _git(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["git", *args], cwd=folder, capture_output=True, text=True, timeout=GIT_TIMEOUT, check=False
+    )
+
+
 def git_state(folder: Path) -> dict[str, Any] | None:
     """``{"commit": …, "dirty": …}`` of the git work tree ``folder`` is in; None when git
     or the repository is missing (or git takes longer than ``GIT_TIMEOUT``)."""
     try:
-        head = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=folder,
-            capture_output=True,
-            text=True,
-            timeout=GIT_TIMEOUT,
-            check=False,
-        )
+        head = _git(folder, "rev-parse", "HEAD")
         if head.returncode != 0:
             return None
-        status = subprocess.run(
-            ["git", "status", "--porcelain"],
-            cwd=folder,
-            capture_output=True,
-            text=True,
-            timeout=GIT_TIMEOUT,
-            check=False,
-        )
+        status = _git(folder, "status", "--porcelain")
     except (OSError, subprocess.SubprocessError):
         return None
     commit = head.stdout.strip()

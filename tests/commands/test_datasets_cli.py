@@ -310,3 +310,40 @@ def test_a_wrongly_shaped_datasets_file_says_what_shape_was_expected(
     assert result.exit_code == 2
     assert message in result.stderr
     assert '{"DATASET": {"QUESTION_ID"' in result.stderr or "JSON Lines" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--dataset", ".hidden"], "dataset name '.hidden' starts with '.'"),
+        (["--id", "qid"], ":1: question id '.q' starts with '.'"),
+    ],
+)
+def test_hidden_names_are_refused(tmp_path: Path, extra: list[str], message: str) -> None:
+    source = write_rows(tmp_path / "m.jsonl", [{"qid": ".q", "q": "?", "a": "x"}])
+    result = kag(
+        "datasets", "import", source, "-o", tmp_path / "d.json", "--question", "q", "--answers", "a", *extra
+    )
+    assert result.exit_code == 2
+    assert message in result.stderr and result.stderr.count("\n") == 1
+    assert not (tmp_path / "d.json").exists()
+
+
+def test_an_invalid_datasets_file_is_not_merged_into(tmp_path: Path) -> None:
+    target = tmp_path / "d.json"
+    target.write_bytes(b'{"0": {"input": "x"}}')
+    source = write_rows(tmp_path / "m.jsonl", MMLU)
+    args = [
+        "--question",
+        "question",
+        "--options-list",
+        "choices",
+        "--answer",
+        "answer",
+        "--answer-is",
+        "index",
+    ]
+    result = kag("datasets", "import", source, "-o", target, *args)
+    assert result.exit_code == 2
+    assert "'0' looks like a question, not a dataset" in result.stderr
+    assert target.read_bytes() == b'{"0": {"input": "x"}}'
