@@ -137,206 +137,201 @@ BENCHMARK_EXAMPLES = """Examples:
 """
 
 
+def generation(
+    prompt: Annotated[
+        str,
+        typer.Argument(metavar="PROMPT", help="The input (fills {{INPUT}}); '-' reads standard input."),
+    ],
+    provider: Annotated[
+        str, typer.Option("--provider", "-p", metavar="NAME", help="Provider component name.")
+    ],
+    model: Annotated[str, typer.Option("--model", "-m", metavar="MODEL", help="Model name at the provider.")],
+    temperature: Annotated[
+        float, typer.Option("--temperature", "-t", metavar="TEMP", help="Sampling temperature.")
+    ],
+    config: ConfigOpt = Path("config.toml"),
+    tokens: Annotated[
+        int | None,
+        typer.Option("--tokens", "-n", min=1, metavar="N", help="Ollama: num_ctx; OpenAI: max_tokens."),
+    ] = None,
+    system_prompt: Annotated[
+        Path | None,
+        typer.Option("--system-prompt", "-s", metavar="FILE", help="Prompt template file (uses {{INPUT}})."),
+    ] = None,
+    retriever: Annotated[
+        str | None, typer.Option("--retriever", "-r", metavar="NAME", help="Retriever (KAG).")
+    ] = None,
+    database: Annotated[
+        str | None, typer.Option("--database", "-d", metavar="NAME", help="Database (KAG).")
+    ] = None,
+    output_format: Annotated[
+        OutputFormat, typer.Option("--format", metavar="FORMAT", help="text or json.")
+    ] = OutputFormat.text,
+    retries: RetriesOpt = 3,
+    timeout: TimeoutOpt = 300.0,
+    backoff: BackoffOpt = 1.0,
+    verbose: Verbose = 0,
+    quiet: Quiet = 0,
+) -> None:
+    """Run one prompt through one model (optionally with graph retrieval); print the answer."""
+    import orjson
+
+    from kag.generation.config import generation_setup, load_config
+    from kag.generation.generator import RunOptions, generate_once
+    from kag.generation.retry import RetryPolicy
+    from kag.results import ErrorResult, result_to_json
+
+    if (retriever is None) != (database is None):
+        raise UsageError("--retriever and --database go together")
+    text = _read_prompt(prompt)
+    cfg = load_config(config)
+    setup = generation_setup(
+        cfg, provider, model, temperature, tokens, system_prompt, retriever, database, text
+    )
+    options = RunOptions(parallel=1, timeout=timeout, retry=RetryPolicy(retries=retries, backoff=backoff))
+    result, _ = generate_once(cfg, setup, text, options, PlainProgress.for_run("generation", 1))
+    if output_format is OutputFormat.json:
+        sys.stdout.write(orjson.dumps(result_to_json(result), option=orjson.OPT_INDENT_2).decode() + "\n")
+    if isinstance(result, ErrorResult):
+        raise GenerationFailed(result.error)
+    if output_format is OutputFormat.text:
+        sys.stdout.write(result.result + "\n")
+
+
+def benchmark(
+    datasets: RunDatasetsOpt,
+    benchmark_file: Annotated[
+        Path, typer.Option("--benchmark", "-b", metavar="FILE", help="Benchmark file (TOML).")
+    ],
+    config: ConfigOpt = Path("config.toml"),
+    parallel: Annotated[
+        int, typer.Option("--parallel", "-p", min=1, metavar="N", help="Tasks in flight.")
+    ] = 1,
+    resume: Annotated[
+        bool, typer.Option("--continue", help="Keep existing results; run missing (and unreadable) ones.")
+    ] = False,
+    output: Annotated[
+        Path, typer.Option("--output", "-o", metavar="DIR", help="Root of the result tree.")
+    ] = Path("."),
+    prefix: RunPrefixOpt = "",
+    skip: Annotated[
+        list[str],
+        typer.Option(
+            "--skip",
+            metavar="GLOB",
+            help="Setups not to run (repeatable; commas separate several).",
+            show_default=False,
+        ),
+    ] = [],  # noqa: B006
+    retry_errors: Annotated[
+        bool,
+        typer.Option("--retry-errors", help="Re-run tasks whose result is an error (implies --continue)."),
+    ] = False,
+    rerun_stale: Annotated[
+        bool,
+        typer.Option("--rerun-stale", help="Re-run results whose setup changed (implies --continue)."),
+    ] = False,
+    setup: RunSetupOpt = [],  # noqa: B006
+    dataset: RunDatasetOpt = [],  # noqa: B006
+    limit: Annotated[
+        int | None, typer.Option("--limit", min=1, metavar="N", help="First N questions per dataset.")
+    ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; send nothing.")] = False,
+    epochs: Annotated[
+        int,
+        typer.Option(
+            "--epochs", min=1, metavar="N", help="Ask each question N times per setup (repeated samples)."
+        ),
+    ] = 1,
+    shard: Annotated[
+        str | None,
+        typer.Option(
+            "--shard",
+            metavar="K/N",
+            help="Run only the K-th of N disjoint slices of the tasks (1 <= K <= N).",
+        ),
+    ] = None,
+    retries: RetriesOpt = 3,
+    timeout: TimeoutOpt = 300.0,
+    backoff: BackoffOpt = 1.0,
+    max_connection_failures: Annotated[
+        int,
+        typer.Option(
+            "--max-connection-failures",
+            min=0,
+            metavar="N",
+            help="Stop after this many tasks in a row could not reach their server (0: never).",
+        ),
+    ] = 20,
+    fail_on_error: Annotated[
+        bool, typer.Option("--fail-on-error", help="Exit 1 when any task ended in error.")
+    ] = False,
+    verbose: Verbose = 0,
+    quiet: Quiet = 0,
+) -> None:
+    """Run every setup of the benchmark file over the datasets; one result file per task."""
+    from kag.datasets import load_datasets
+    from kag.generation.config import load_benchmark, load_config
+    from kag.generation.plan import PlanOptions, check_output, plan_benchmark
+    from kag.generation.shard import parse_shard
+    from kag.results import lock_tree
+
+    slice_ = parse_shard(shard) if shard is not None else None
+    resume = resume or retry_errors or rerun_stale
+    cfg = load_config(config)
+    bench = load_benchmark(benchmark_file, cfg)
+    data = load_datasets(datasets)
+    plan_options = PlanOptions(
+        output=output,
+        prefix=prefix,
+        resume=resume,
+        retry_errors=retry_errors,
+        rerun_stale=rerun_stale,
+        setups=select_names("--setup", setup, list(bench.setups), "setup", f"in {benchmark_file}"),
+        datasets=select_names("--dataset", dataset, list(data.datasets), "dataset", f"in {datasets}"),
+        skip=select_names("--skip", split_list(skip), list(bench.setups), "setup", f"in {benchmark_file}"),
+        limit=limit,
+        inspect=dry_run,
+        shard=slice_,
+        epochs=epochs,
+    )
+    if dry_run:
+        plan = plan_benchmark(cfg, bench, data, plan_options)
+        sys.stdout.write(render_plan(plan, resume) + "\n")
+        return
+    # Every check of the plan (names, lengths, links, prompts) before the output folder
+    # is created; the files are read only under the lock, below.
+    plan_benchmark(cfg, bench, data, dataclasses.replace(plan_options, resume=False, check_only=True))
+    check_output(output)
+    # One writer per shard: two runs of the same shard refuse each other, different
+    # shards share the tree (each writes only its own files). The lock is taken before
+    # the plan reads the tree: a run that waited for another plans from its results.
+    lock = lock_tree(output, part=f"shard-{slice_.index}-of-{slice_.count}" if slice_ else None)
+    try:
+        plan = plan_benchmark(cfg, bench, data, plan_options)
+        recorder = _start_record(output, cfg, bench, datasets, plan, data, limit, epochs, shard)
+        _run(
+            plan,
+            cfg,
+            parallel,
+            timeout,
+            retries,
+            backoff,
+            max_connection_failures,
+            fail_on_error,
+            recorder,
+        )
+    finally:
+        lock.release()
+
+
 def register(app: typer.Typer) -> None:
-    @kag_command(
+    kag_command(
         app, "generation", "Run one prompt through one model; print the answer.", GENERATION_EXAMPLES
-    )
-    def generation(
-        prompt: Annotated[
-            str,
-            typer.Argument(metavar="PROMPT", help="The input (fills {{INPUT}}); '-' reads standard input."),
-        ],
-        provider: Annotated[
-            str, typer.Option("--provider", "-p", metavar="NAME", help="Provider component name.")
-        ],
-        model: Annotated[
-            str, typer.Option("--model", "-m", metavar="MODEL", help="Model name at the provider.")
-        ],
-        temperature: Annotated[
-            float, typer.Option("--temperature", "-t", metavar="TEMP", help="Sampling temperature.")
-        ],
-        config: ConfigOpt = Path("config.toml"),
-        tokens: Annotated[
-            int | None,
-            typer.Option("--tokens", "-n", min=1, metavar="N", help="Ollama: num_ctx; OpenAI: max_tokens."),
-        ] = None,
-        system_prompt: Annotated[
-            Path | None,
-            typer.Option(
-                "--system-prompt", "-s", metavar="FILE", help="Prompt template file (uses {{INPUT}})."
-            ),
-        ] = None,
-        retriever: Annotated[
-            str | None, typer.Option("--retriever", "-r", metavar="NAME", help="Retriever (KAG).")
-        ] = None,
-        database: Annotated[
-            str | None, typer.Option("--database", "-d", metavar="NAME", help="Database (KAG).")
-        ] = None,
-        output_format: Annotated[
-            OutputFormat, typer.Option("--format", metavar="FORMAT", help="text or json.")
-        ] = OutputFormat.text,
-        retries: RetriesOpt = 3,
-        timeout: TimeoutOpt = 300.0,
-        backoff: BackoffOpt = 1.0,
-        verbose: Verbose = 0,
-        quiet: Quiet = 0,
-    ) -> None:
-        """Run one prompt through one model (optionally with graph retrieval); print the answer."""
-        import orjson
-
-        from kag.generation.config import generation_setup, load_config
-        from kag.generation.generator import RunOptions, generate_once
-        from kag.generation.retry import RetryPolicy
-        from kag.results import ErrorResult, result_to_json
-
-        if (retriever is None) != (database is None):
-            raise UsageError("--retriever and --database go together")
-        text = _read_prompt(prompt)
-        cfg = load_config(config)
-        setup = generation_setup(
-            cfg, provider, model, temperature, tokens, system_prompt, retriever, database, text
-        )
-        options = RunOptions(parallel=1, timeout=timeout, retry=RetryPolicy(retries=retries, backoff=backoff))
-        result, _ = generate_once(cfg, setup, text, options, PlainProgress.for_run("generation", 1))
-        if output_format is OutputFormat.json:
-            sys.stdout.write(orjson.dumps(result_to_json(result), option=orjson.OPT_INDENT_2).decode() + "\n")
-        if isinstance(result, ErrorResult):
-            raise GenerationFailed(result.error)
-        if output_format is OutputFormat.text:
-            sys.stdout.write(result.result + "\n")
-
-    @kag_command(
+    )(generation)
+    kag_command(
         app, "benchmark", "Run every setup of a benchmark file over the datasets.", BENCHMARK_EXAMPLES
-    )
-    def benchmark(
-        datasets: RunDatasetsOpt,
-        benchmark_file: Annotated[
-            Path, typer.Option("--benchmark", "-b", metavar="FILE", help="Benchmark file (TOML).")
-        ],
-        config: ConfigOpt = Path("config.toml"),
-        parallel: Annotated[
-            int, typer.Option("--parallel", "-p", min=1, metavar="N", help="Tasks in flight.")
-        ] = 1,
-        resume: Annotated[
-            bool, typer.Option("--continue", help="Keep existing results; run missing (and unreadable) ones.")
-        ] = False,
-        output: Annotated[
-            Path, typer.Option("--output", "-o", metavar="DIR", help="Root of the result tree.")
-        ] = Path("."),
-        prefix: RunPrefixOpt = "",
-        skip: Annotated[
-            list[str],
-            typer.Option(
-                "--skip",
-                metavar="GLOB",
-                help="Setups not to run (repeatable; commas separate several).",
-                show_default=False,
-            ),
-        ] = [],  # noqa: B006
-        retry_errors: Annotated[
-            bool,
-            typer.Option(
-                "--retry-errors", help="Re-run tasks whose result is an error (implies --continue)."
-            ),
-        ] = False,
-        rerun_stale: Annotated[
-            bool,
-            typer.Option("--rerun-stale", help="Re-run results whose setup changed (implies --continue)."),
-        ] = False,
-        setup: RunSetupOpt = [],  # noqa: B006
-        dataset: RunDatasetOpt = [],  # noqa: B006
-        limit: Annotated[
-            int | None, typer.Option("--limit", min=1, metavar="N", help="First N questions per dataset.")
-        ] = None,
-        dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; send nothing.")] = False,
-        epochs: Annotated[
-            int,
-            typer.Option(
-                "--epochs", min=1, metavar="N", help="Ask each question N times per setup (repeated samples)."
-            ),
-        ] = 1,
-        shard: Annotated[
-            str | None,
-            typer.Option(
-                "--shard",
-                metavar="K/N",
-                help="Run only the K-th of N disjoint slices of the tasks (1 <= K <= N).",
-            ),
-        ] = None,
-        retries: RetriesOpt = 3,
-        timeout: TimeoutOpt = 300.0,
-        backoff: BackoffOpt = 1.0,
-        max_connection_failures: Annotated[
-            int,
-            typer.Option(
-                "--max-connection-failures",
-                min=0,
-                metavar="N",
-                help="Stop after this many tasks in a row could not reach their server (0: never).",
-            ),
-        ] = 20,
-        fail_on_error: Annotated[
-            bool, typer.Option("--fail-on-error", help="Exit 1 when any task ended in error.")
-        ] = False,
-        verbose: Verbose = 0,
-        quiet: Quiet = 0,
-    ) -> None:
-        """Run every setup of the benchmark file over the datasets; one result file per task."""
-        from kag.datasets import load_datasets
-        from kag.generation.config import load_benchmark, load_config
-        from kag.generation.plan import PlanOptions, check_output, plan_benchmark
-        from kag.generation.shard import parse_shard
-        from kag.results import lock_tree
-
-        slice_ = parse_shard(shard) if shard is not None else None
-        resume = resume or retry_errors or rerun_stale
-        cfg = load_config(config)
-        bench = load_benchmark(benchmark_file, cfg)
-        data = load_datasets(datasets)
-        plan_options = PlanOptions(
-            output=output,
-            prefix=prefix,
-            resume=resume,
-            retry_errors=retry_errors,
-            rerun_stale=rerun_stale,
-            setups=select_names("--setup", setup, list(bench.setups), "setup", f"in {benchmark_file}"),
-            datasets=select_names("--dataset", dataset, list(data.datasets), "dataset", f"in {datasets}"),
-            skip=select_names(
-                "--skip", split_list(skip), list(bench.setups), "setup", f"in {benchmark_file}"
-            ),
-            limit=limit,
-            inspect=dry_run,
-            shard=slice_,
-            epochs=epochs,
-        )
-        if dry_run:
-            plan = plan_benchmark(cfg, bench, data, plan_options)
-            sys.stdout.write(render_plan(plan, resume) + "\n")
-            return
-        # Every check of the plan (names, lengths, links, prompts) before the output folder
-        # is created; the files are read only under the lock, below.
-        plan_benchmark(cfg, bench, data, dataclasses.replace(plan_options, resume=False, check_only=True))
-        check_output(output)
-        # One writer per shard: two runs of the same shard refuse each other, different
-        # shards share the tree (each writes only its own files). The lock is taken before
-        # the plan reads the tree: a run that waited for another plans from its results.
-        lock = lock_tree(output, part=f"shard-{slice_.index}-of-{slice_.count}" if slice_ else None)
-        try:
-            plan = plan_benchmark(cfg, bench, data, plan_options)
-            recorder = _start_record(output, cfg, bench, datasets, plan, data, limit, epochs, shard)
-            _run(
-                plan,
-                cfg,
-                parallel,
-                timeout,
-                retries,
-                backoff,
-                max_connection_failures,
-                fail_on_error,
-                recorder,
-            )
-        finally:
-            lock.release()
+    )(benchmark)
 
 
 def _start_record(

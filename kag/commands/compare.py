@@ -159,394 +159,390 @@ IMPACT_EXAMPLES = """Examples:
 """
 
 
-def register(stats_app: typer.Typer) -> None:
-    @kag_command(
-        stats_app, "compare", "Each setup against a baseline: McNemar, bootstrap CI, Holm.", COMPARE_EXAMPLES
+def compare(
+    ctx: typer.Context,
+    datasets: DatasetsOpt = None,
+    results: TreesOpt = None,
+    prefix: PrefixOpt = None,
+    setup: SetupOpt = None,
+    dataset: DatasetOpt = None,
+    baseline: Annotated[
+        str | None,
+        typer.Option(metavar="SETUP", help="Compare against SETUP [default: the best-ranked]."),
+    ] = None,
+    fail_if_worse_than: Annotated[
+        str | None,
+        typer.Option(metavar="SETUP", help="Baseline; exit 1 when a setup is significantly worse than it."),
+    ] = None,
+    alpha: Annotated[float, typer.Option(metavar="P", help="Family-wise significance level (Holm).")] = 0.05,
+    seed: Annotated[
+        int, typer.Option(min=0, metavar="N", help="Bootstrap seed (reported in the output).")
+    ] = 0,
+    resamples: Annotated[
+        int,
+        typer.Option(min=1, max=MAX_RESAMPLES, metavar="N", help="Bootstrap resamples (at most 1,000,000)."),
+    ] = 10_000,
+    native: Annotated[
+        str | None,
+        typer.Option(metavar="SETUP", help="html: the setup without retrieval for every KAG setup."),
+    ] = None,
+    max_flips: Annotated[
+        int, typer.Option(min=0, metavar="N", help="html: flips listed per direction and pair.")
+    ] = 50,
+    epochs: Annotated[
+        str,
+        typer.Option(
+            "--epochs",
+            metavar="EPOCHS",
+            help="1: epoch 1 (McNemar); all: per-question mean scores over every epoch (paired bootstrap).",
+        ),
+    ] = "1",
+    against: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="FILE",
+            help="Each setup against its earlier run: FILE holds the rows of a kag stats --format jsonl export.",
+            show_default=False,
+        ),
+    ] = None,
+    fail_if_regressed: Annotated[
+        bool,
+        typer.Option(
+            "--fail-if-regressed",
+            help="With --against: exit 1 when a setup is significantly worse than it was (Holm).",
+        ),
+    ] = False,
+    output_format: ReportFormatOpt = None,
+    output: OutputOpt = None,
+    extract: ExtractOpt = None,
+    grade: GradeOpt = None,
+    summary_file: SummaryOpt = None,
+    annotations: AnnotationsOpt = None,
+    verbose: Verbose = 0,
+    quiet: Quiet = 0,
+) -> None:
+    """Each setup against a baseline on the questions both answered: McNemar, bootstrap CI, Holm.
+
+    Exit codes: 0 success, 1 --fail-if-worse-than found a significant regression,
+    2 bad usage or input, 130 interrupted.
+    """
+    from kag.grading import compare as lib
+    from kag.render.compare import COMPARISON_RENDERERS
+
+    fmt = pick_format(ctx, output_format, ReportFormat)
+    if not 0 < alpha < 1:
+        raise UsageError(f"--alpha {alpha:g}: must be between 0 and 1")
+    if baseline and fail_if_worse_than and baseline != fail_if_worse_than:
+        raise UsageError("--baseline and --fail-if-worse-than name different setups; give one")
+    base = fail_if_worse_than or baseline
+    if epochs not in ("1", "all"):
+        raise UsageError(f"--epochs must be 1 or all (got {epochs!r})")
+    if epochs == "all" and fmt in (ReportFormat.HTML, ReportFormat.JUNIT):
+        raise UsageError(f"--epochs all: the formats are text, markdown and json (not {fmt.value})")
+    if fail_if_regressed and against is None:
+        raise UsageError("--fail-if-regressed needs --against FILE (a kag stats --format jsonl export)")
+    if against is not None and (base or epochs == "all" or fmt is ReportFormat.HTML):
+        raise UsageError(
+            "--against compares each setup with its earlier run: no --baseline, "
+            "--fail-if-worse-than, --epochs all or --format html"
+        )
+    check_page_output(fmt is ReportFormat.HTML, output)
+    loaded = _load(
+        ctx,
+        datasets,
+        results,
+        prefix,
+        setup,
+        dataset,
+        (base, native),
+        extract,
+        grade,
+        epochs=epochs == "all",
     )
-    def compare(
-        ctx: typer.Context,
-        datasets: DatasetsOpt = None,
-        results: TreesOpt = None,
-        prefix: PrefixOpt = None,
-        setup: SetupOpt = None,
-        dataset: DatasetOpt = None,
-        baseline: Annotated[
-            str | None,
-            typer.Option(metavar="SETUP", help="Compare against SETUP [default: the best-ranked]."),
-        ] = None,
-        fail_if_worse_than: Annotated[
-            str | None,
-            typer.Option(
-                metavar="SETUP", help="Baseline; exit 1 when a setup is significantly worse than it."
-            ),
-        ] = None,
-        alpha: Annotated[
-            float, typer.Option(metavar="P", help="Family-wise significance level (Holm).")
-        ] = 0.05,
-        seed: Annotated[
-            int, typer.Option(min=0, metavar="N", help="Bootstrap seed (reported in the output).")
-        ] = 0,
-        resamples: Annotated[
-            int,
-            typer.Option(
-                min=1, max=MAX_RESAMPLES, metavar="N", help="Bootstrap resamples (at most 1,000,000)."
-            ),
-        ] = 10_000,
-        native: Annotated[
-            str | None,
-            typer.Option(metavar="SETUP", help="html: the setup without retrieval for every KAG setup."),
-        ] = None,
-        max_flips: Annotated[
-            int, typer.Option(min=0, metavar="N", help="html: flips listed per direction and pair.")
-        ] = 50,
-        epochs: Annotated[
-            str,
-            typer.Option(
-                "--epochs",
-                metavar="EPOCHS",
-                help="1: epoch 1 (McNemar); all: per-question mean scores over every epoch (paired bootstrap).",
-            ),
-        ] = "1",
-        against: Annotated[
-            Path | None,
-            typer.Option(
-                metavar="FILE",
-                help="Each setup against its earlier run: FILE holds the rows of a kag stats --format jsonl export.",
-                show_default=False,
-            ),
-        ] = None,
-        fail_if_regressed: Annotated[
-            bool,
-            typer.Option(
-                "--fail-if-regressed",
-                help="With --against: exit 1 when a setup is significantly worse than it was (Holm).",
-            ),
-        ] = False,
-        output_format: ReportFormatOpt = None,
-        output: OutputOpt = None,
-        extract: ExtractOpt = None,
-        grade: GradeOpt = None,
-        summary_file: SummaryOpt = None,
-        annotations: AnnotationsOpt = None,
-        verbose: Verbose = 0,
-        quiet: Quiet = 0,
-    ) -> None:
-        """Each setup against a baseline on the questions both answered: McNemar, bootstrap CI, Holm.
-
-        Exit codes: 0 success, 1 --fail-if-worse-than found a significant regression,
-        2 bad usage or input, 130 interrupted.
-        """
-        from kag.grading import compare as lib
-        from kag.render.compare import COMPARISON_RENDERERS
-
-        fmt = pick_format(ctx, output_format, ReportFormat)
-        if not 0 < alpha < 1:
-            raise UsageError(f"--alpha {alpha:g}: must be between 0 and 1")
-        if baseline and fail_if_worse_than and baseline != fail_if_worse_than:
-            raise UsageError("--baseline and --fail-if-worse-than name different setups; give one")
-        base = fail_if_worse_than or baseline
-        if epochs not in ("1", "all"):
-            raise UsageError(f"--epochs must be 1 or all (got {epochs!r})")
-        if epochs == "all" and fmt in (ReportFormat.HTML, ReportFormat.JUNIT):
-            raise UsageError(f"--epochs all: the formats are text, markdown and json (not {fmt.value})")
-        if fail_if_regressed and against is None:
-            raise UsageError("--fail-if-regressed needs --against FILE (a kag stats --format jsonl export)")
-        if against is not None and (base or epochs == "all" or fmt is ReportFormat.HTML):
-            raise UsageError(
-                "--against compares each setup with its earlier run: no --baseline, "
-                "--fail-if-worse-than, --epochs all or --format html"
-            )
-        check_page_output(fmt is ReportFormat.HTML, output)
-        loaded = _load(
-            ctx,
-            datasets,
-            results,
-            prefix,
-            setup,
-            dataset,
-            (base, native),
-            extract,
-            grade,
-            epochs=epochs == "all",
-        )
-        answers = loaded.answers
-        if against is not None:
-            _against(
-                loaded,
-                against,
-                fail_if_regressed,
-                alpha,
-                resamples,
-                seed,
-                fmt,
-                output,
-                summary_file,
-                annotations,
-            )
-            return
-        if len(answers.setups) < 2:
-            raise UsageError(f"only one setup ({answers.setups[0]}) has graded answers: nothing to compare")
-        warn_small_samples(answers.summary)
-        if answers.means is not None:
-            _compare_means(
-                answers, base, alpha, resamples, seed, TableFormat(fmt), output, fail_if_worse_than
-            )
-            return
-        if fmt is ReportFormat.HTML:
-            text, analysis = html_report(
-                answers,
-                loaded.datasets,
-                loaded.source,
-                loaded.prefix,
-                compare=True,
-                baseline=base,
-                alpha=alpha,
-                n_resamples=resamples,
-                seed=seed,
-                native=native,
-                max_flips=max_flips,
-            )
-            assert analysis.comparisons is not None  # two setups or more
-            run = analysis.comparisons
-        else:
-            run = lib.compare_setups(
-                answers.answers, base or lib.best_setup(answers.answers), None, alpha, resamples, seed
-            )
-            text = "" if fmt is ReportFormat.JUNIT else COMPARISON_RENDERERS[TableFormat(fmt)](run)
-        gates: list[tuple[str, str | None]] = []
-        if fail_if_worse_than:
-            from kag.grading.gates import regression_verdict
-
-            gates.append((f"--fail-if-worse-than {fail_if_worse_than}", regression_verdict(run)))
-        if fmt is ReportFormat.JUNIT:
-            text = _junit(loaded, gates)
-        emit_report(text, output)
-        _tell_significant(run.comparisons, run.baseline, alpha, "Holm")
-        _ci(loaded, run, gates, summary_file, annotations)
-        verdict = next((v for _, v in gates if v is not None), None)
-        if verdict is not None:
-            raise GateFailed(verdict)
-
-    def _junit(loaded: _Loaded, gates: list[tuple[str, str | None]]) -> str:
-        from kag import __version__
-        from kag.render.junit import Gate, cases_from_answers, render_junit
-
-        cases = cases_from_answers(loaded.answers.answers, extracted=loaded.extracted)
-        return render_junit(
-            cases,
-            [Gate(n, v) for n, v in gates],
-            prefix=loaded.prefix,
-            version=__version__,
-            grade="extracted" if loaded.extracted else None,
-        )
-
-    def _ci(
-        loaded: _Loaded,
-        run: Any,
-        gates: list[tuple[str, str | None]],
-        summary_file: Path | None,
-        annotations: str | None,
-        notes: Sequence[str] = (),
-        lost: Sequence[tuple[str, str, str]] = (),
-    ) -> None:
-        from kag.render.github import summary_markdown
-
-        against = bool(lost) or run.baseline not in loaded.answers.setups
-        ci_outputs(
+    answers = loaded.answers
+    if against is not None:
+        _against(
+            loaded,
+            against,
+            fail_if_regressed,
+            alpha,
+            resamples,
+            seed,
+            fmt,
+            output,
             summary_file,
             annotations,
-            lambda: summary_markdown(
-                "kag stats compare",
-                loaded.answers.summary,
-                run,
-                against=against,
-                lost=lost,
-                gates=gates,
-                notes=notes,
-            ),
-            gates,
-            notes,
         )
-
-    def _against(
-        loaded: _Loaded,
-        path: Path,
-        gate: bool,
-        alpha: float,
-        resamples: int,
-        seed: int,
-        fmt: ReportFormat,
-        output: Path | None,
-        summary_file: Path | None,
-        annotations: str | None,
-    ) -> None:
-        """`compare --against PREVIOUS.jsonl`: each setup now against its earlier run."""
-        from kag.console import warn
-        from kag.grading.compare.against import compare_against, read_previous, regressed_verdict
-        from kag.render.compare import COMPARISON_RENDERERS, comparison_run_to_json
-
-        previous = read_previous(path)
-        result = compare_against(
-            loaded.answers.answers,
-            previous,
-            extracted=loaded.extracted,
+        return
+    if len(answers.setups) < 2:
+        raise UsageError(f"only one setup ({answers.setups[0]}) has graded answers: nothing to compare")
+    warn_small_samples(answers.summary)
+    if answers.means is not None:
+        _compare_means(answers, base, alpha, resamples, seed, TableFormat(fmt), output, fail_if_worse_than)
+        return
+    if fmt is ReportFormat.HTML:
+        text, analysis = html_report(
+            answers,
+            loaded.datasets,
+            loaded.source,
+            loaded.prefix,
+            compare=True,
+            baseline=base,
             alpha=alpha,
             n_resamples=resamples,
             seed=seed,
+            native=native,
+            max_flips=max_flips,
         )
-        notes = result.notes()
-        for note in notes:
-            warn(note)
-        gates: list[tuple[str, str | None]] = (
-            [("--fail-if-regressed", regressed_verdict(result))] if gate else []
+        assert analysis.comparisons is not None  # two setups or more
+        run = analysis.comparisons
+    else:
+        run = lib.compare_setups(
+            answers.answers, base or lib.best_setup(answers.answers), None, alpha, resamples, seed
         )
-        if fmt is ReportFormat.JUNIT:
-            text = _junit(loaded, gates)
-        elif fmt is ReportFormat.JSON:
-            import orjson
+        text = "" if fmt is ReportFormat.JUNIT else COMPARISON_RENDERERS[TableFormat(fmt)](run)
+    gates: list[tuple[str, str | None]] = []
+    if fail_if_worse_than:
+        from kag.grading.gates import regression_verdict
 
-            document = {
-                **comparison_run_to_json(result.run),
-                "against": {
-                    "file": str(path),
-                    "previous_only": len(result.previous_only),
-                    "current_only": len(result.current_only),
-                    "previous_setups": list(result.previous_setups),
-                },
-            }
-            text = orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() + "\n"
-        else:
-            text = COMPARISON_RENDERERS[TableFormat(fmt)](result.run)
-        emit_report(text, output)
-        _tell_significant(result.run.comparisons, result.run.baseline, alpha, "Holm")
-        _ci(loaded, result.run, gates, summary_file, annotations, notes, result.lost)
-        verdict = next((v for _, v in gates if v is not None), None)
+        gates.append((f"--fail-if-worse-than {fail_if_worse_than}", regression_verdict(run)))
+    if fmt is ReportFormat.JUNIT:
+        text = _junit(loaded, gates)
+    emit_report(text, output)
+    _tell_significant(run.comparisons, run.baseline, alpha, "Holm")
+    _ci(loaded, run, gates, summary_file, annotations)
+    verdict = next((v for _, v in gates if v is not None), None)
+    if verdict is not None:
+        raise GateFailed(verdict)
+
+
+def _junit(loaded: _Loaded, gates: list[tuple[str, str | None]]) -> str:
+    from kag import __version__
+    from kag.render.junit import Gate, cases_from_answers, render_junit
+
+    cases = cases_from_answers(loaded.answers.answers, extracted=loaded.extracted)
+    return render_junit(
+        cases,
+        [Gate(n, v) for n, v in gates],
+        prefix=loaded.prefix,
+        version=__version__,
+        grade="extracted" if loaded.extracted else None,
+    )
+
+
+def _ci(
+    loaded: _Loaded,
+    run: Any,
+    gates: list[tuple[str, str | None]],
+    summary_file: Path | None,
+    annotations: str | None,
+    notes: Sequence[str] = (),
+    lost: Sequence[tuple[str, str, str]] = (),
+) -> None:
+    from kag.render.github import summary_markdown
+
+    against = bool(lost) or run.baseline not in loaded.answers.setups
+    ci_outputs(
+        summary_file,
+        annotations,
+        lambda: summary_markdown(
+            "kag stats compare",
+            loaded.answers.summary,
+            run,
+            against=against,
+            lost=lost,
+            gates=gates,
+            notes=notes,
+        ),
+        gates,
+        notes,
+    )
+
+
+def _against(
+    loaded: _Loaded,
+    path: Path,
+    gate: bool,
+    alpha: float,
+    resamples: int,
+    seed: int,
+    fmt: ReportFormat,
+    output: Path | None,
+    summary_file: Path | None,
+    annotations: str | None,
+) -> None:
+    """`compare --against PREVIOUS.jsonl`: each setup now against its earlier run."""
+    from kag.console import warn
+    from kag.grading.compare.against import compare_against, read_previous, regressed_verdict
+    from kag.render.compare import COMPARISON_RENDERERS, comparison_run_to_json
+
+    previous = read_previous(path)
+    result = compare_against(
+        loaded.answers.answers,
+        previous,
+        extracted=loaded.extracted,
+        alpha=alpha,
+        n_resamples=resamples,
+        seed=seed,
+    )
+    notes = result.notes()
+    for note in notes:
+        warn(note)
+    gates: list[tuple[str, str | None]] = [("--fail-if-regressed", regressed_verdict(result))] if gate else []
+    if fmt is ReportFormat.JUNIT:
+        text = _junit(loaded, gates)
+    elif fmt is ReportFormat.JSON:
+        import orjson
+
+        document = {
+            **comparison_run_to_json(result.run),
+            "against": {
+                "file": str(path),
+                "previous_only": len(result.previous_only),
+                "current_only": len(result.current_only),
+                "previous_setups": list(result.previous_setups),
+            },
+        }
+        text = orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() + "\n"
+    else:
+        text = COMPARISON_RENDERERS[TableFormat(fmt)](result.run)
+    emit_report(text, output)
+    _tell_significant(result.run.comparisons, result.run.baseline, alpha, "Holm")
+    _ci(loaded, result.run, gates, summary_file, annotations, notes, result.lost)
+    verdict = next((v for _, v in gates if v is not None), None)
+    if verdict is not None:
+        raise GateFailed(verdict)
+
+
+def _compare_means(
+    answers: AnswerSet,
+    base: str | None,
+    alpha: float,
+    resamples: int,
+    seed: int,
+    fmt: TableFormat,
+    output: Path | None,
+    gate: str | None,
+) -> None:
+    """`compare --epochs all`: per-question mean scores, paired bootstrap, Holm."""
+    from kag.grading.compare.epoch_means import best_mean_setup, compare_means, mean_regression_verdict
+    from kag.render.compare_epochs import MEAN_COMPARISON_RENDERERS
+
+    assert answers.means is not None
+    try:
+        baseline = base or best_mean_setup(answers.means.means)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    run = compare_means(answers.means, baseline, alpha, resamples, seed)
+    emit_report(MEAN_COMPARISON_RENDERERS[fmt](run), output)
+    _tell_significant(run.comparisons, run.baseline, alpha, "Holm, paired bootstrap on mean scores")
+    if gate:
+        verdict = mean_regression_verdict(run)
         if verdict is not None:
             raise GateFailed(verdict)
 
-    def _compare_means(
-        answers: AnswerSet,
-        base: str | None,
-        alpha: float,
-        resamples: int,
-        seed: int,
-        fmt: TableFormat,
-        output: Path | None,
-        gate: str | None,
-    ) -> None:
-        """`compare --epochs all`: per-question mean scores, paired bootstrap, Holm."""
-        from kag.grading.compare.epoch_means import best_mean_setup, compare_means, mean_regression_verdict
-        from kag.render.compare_epochs import MEAN_COMPARISON_RENDERERS
 
-        assert answers.means is not None
-        try:
-            baseline = base or best_mean_setup(answers.means.means)
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
-        run = compare_means(answers.means, baseline, alpha, resamples, seed)
-        emit_report(MEAN_COMPARISON_RENDERERS[fmt](run), output)
-        _tell_significant(run.comparisons, run.baseline, alpha, "Holm, paired bootstrap on mean scores")
-        if gate:
-            verdict = mean_regression_verdict(run)
-            if verdict is not None:
-                raise GateFailed(verdict)
+def flips(
+    ctx: typer.Context,
+    a: Annotated[str, typer.Argument(metavar="A", help="First setup.", autocompletion=complete_setups)],
+    b: Annotated[str, typer.Argument(metavar="B", help="Second setup.", autocompletion=complete_setups)],
+    datasets: DatasetsOpt = None,
+    results: TreesOpt = None,
+    prefix: PrefixOpt = None,
+    dataset: DatasetOpt = None,
+    max_chars: Annotated[
+        int,
+        typer.Option(min=0, metavar="N", help="Cut responses to N characters, 0 = whole (JSON: never cut)."),
+    ] = 120,
+    output_format: TableFormatOpt = None,
+    output: OutputOpt = None,
+    extract: ExtractOpt = None,
+    grade: GradeOpt = None,
+    verbose: Verbose = 0,
+    quiet: Quiet = 0,
+) -> None:
+    """The questions A gets right and B does not, and the reverse, with both responses."""
+    import glob
 
-    @kag_command(
-        stats_app, "flips", "Questions A gets right and B does not, and the reverse.", FLIPS_EXAMPLES
+    from kag.console import info
+    from kag.grading import compare as lib
+    from kag.render.compare import FLIP_RENDERERS
+
+    fmt = pick_format(ctx, output_format, TableFormat)
+    if a == b:
+        raise UsageError(f"A and B are the same setup ({a})")
+    loaded = _load(
+        ctx, datasets, results, prefix, [glob.escape(a), glob.escape(b)], dataset, (a, b), extract, grade
     )
-    def flips(
-        ctx: typer.Context,
-        a: Annotated[str, typer.Argument(metavar="A", help="First setup.", autocompletion=complete_setups)],
-        b: Annotated[str, typer.Argument(metavar="B", help="Second setup.", autocompletion=complete_setups)],
-        datasets: DatasetsOpt = None,
-        results: TreesOpt = None,
-        prefix: PrefixOpt = None,
-        dataset: DatasetOpt = None,
-        max_chars: Annotated[
-            int,
-            typer.Option(
-                min=0, metavar="N", help="Cut responses to N characters, 0 = whole (JSON: never cut)."
-            ),
-        ] = 120,
-        output_format: TableFormatOpt = None,
-        output: OutputOpt = None,
-        extract: ExtractOpt = None,
-        grade: GradeOpt = None,
-        verbose: Verbose = 0,
-        quiet: Quiet = 0,
-    ) -> None:
-        """The questions A gets right and B does not, and the reverse, with both responses."""
-        import glob
+    report = lib.flips(loaded.answers.answers, a, b)
+    emit_report(FLIP_RENDERERS[fmt](report, max_chars), output)
+    info(
+        f"{len(report.a_only)} question(s) only {a} got right, {len(report.b_only)} only {b}, "
+        f"out of {report.paired} paired."
+    )
 
-        from kag.console import info
-        from kag.grading import compare as lib
-        from kag.render.compare import FLIP_RENDERERS
 
-        fmt = pick_format(ctx, output_format, TableFormat)
-        if a == b:
-            raise UsageError(f"A and B are the same setup ({a})")
-        loaded = _load(
-            ctx, datasets, results, prefix, [glob.escape(a), glob.escape(b)], dataset, (a, b), extract, grade
+def impact(
+    ctx: typer.Context,
+    kag_setups: Annotated[
+        list[str] | None,
+        typer.Argument(metavar="SETUP", help="KAG setups [default: every setup that retrieves]."),
+    ] = None,
+    datasets: DatasetsOpt = None,
+    results: TreesOpt = None,
+    prefix: PrefixOpt = None,
+    dataset: DatasetOpt = None,
+    native: Annotated[
+        str | None,
+        typer.Option(metavar="SETUP", help="Setup without retrieval to compare with [default: same model]."),
+    ] = None,
+    output_format: TableFormatOpt = None,
+    output: OutputOpt = None,
+    extract: ExtractOpt = None,
+    grade: GradeOpt = None,
+    verbose: Verbose = 0,
+    quiet: Quiet = 0,
+) -> None:
+    """Accuracy of KAG setups by retrieved-subgraph size; the questions retrieval helped or hurt."""
+    from kag.console import warn
+    from kag.grading import compare as lib
+    from kag.render.compare import IMPACT_RENDERERS
+
+    fmt = pick_format(ctx, output_format, TableFormat)
+    loaded = _load(
+        ctx,
+        datasets,
+        results,
+        prefix,
+        None,
+        dataset,
+        (*(kag_setups or ()), native),
+        extract,
+        grade,
+        evidence=True,
+    )
+    answers = loaded.answers
+    lib.check_retrieves(answers.profiles, kag_setups or ())
+    plans = lib.plan_impacts(answers.profiles, kag_setups or None, native)
+    if not plans:
+        raise UsageError(
+            "no setup retrieves (no retrieval stats, no config.augmented_generation); "
+            f"setups: {', '.join(answers.setups)}"
         )
-        report = lib.flips(loaded.answers.answers, a, b)
-        emit_report(FLIP_RENDERERS[fmt](report, max_chars), output)
-        info(
-            f"{len(report.a_only)} question(s) only {a} got right, {len(report.b_only)} only {b}, "
-            f"out of {report.paired} paired."
-        )
+    for plan in plans:
+        if plan.note:
+            warn(plan.note)
+    impacts = [lib.retrieval_impact(answers.answers, p.setup, p.native) for p in plans]
+    emit_report(IMPACT_RENDERERS[fmt](impacts), output)
 
-    @kag_command(stats_app, "impact", "Accuracy of KAG setups by retrieved-subgraph size.", IMPACT_EXAMPLES)
-    def impact(
-        ctx: typer.Context,
-        kag_setups: Annotated[
-            list[str] | None,
-            typer.Argument(metavar="SETUP", help="KAG setups [default: every setup that retrieves]."),
-        ] = None,
-        datasets: DatasetsOpt = None,
-        results: TreesOpt = None,
-        prefix: PrefixOpt = None,
-        dataset: DatasetOpt = None,
-        native: Annotated[
-            str | None,
-            typer.Option(
-                metavar="SETUP", help="Setup without retrieval to compare with [default: same model]."
-            ),
-        ] = None,
-        output_format: TableFormatOpt = None,
-        output: OutputOpt = None,
-        extract: ExtractOpt = None,
-        grade: GradeOpt = None,
-        verbose: Verbose = 0,
-        quiet: Quiet = 0,
-    ) -> None:
-        """Accuracy of KAG setups by retrieved-subgraph size; the questions retrieval helped or hurt."""
-        from kag.console import warn
-        from kag.grading import compare as lib
-        from kag.render.compare import IMPACT_RENDERERS
 
-        fmt = pick_format(ctx, output_format, TableFormat)
-        loaded = _load(
-            ctx,
-            datasets,
-            results,
-            prefix,
-            None,
-            dataset,
-            (*(kag_setups or ()), native),
-            extract,
-            grade,
-            evidence=True,
-        )
-        answers = loaded.answers
-        lib.check_retrieves(answers.profiles, kag_setups or ())
-        plans = lib.plan_impacts(answers.profiles, kag_setups or None, native)
-        if not plans:
-            raise UsageError(
-                "no setup retrieves (no retrieval stats, no config.augmented_generation); "
-                f"setups: {', '.join(answers.setups)}"
-            )
-        for plan in plans:
-            if plan.note:
-                warn(plan.note)
-        impacts = [lib.retrieval_impact(answers.answers, p.setup, p.native) for p in plans]
-        emit_report(IMPACT_RENDERERS[fmt](impacts), output)
+def register(stats_app: typer.Typer) -> None:
+    kag_command(
+        stats_app, "compare", "Each setup against a baseline: McNemar, bootstrap CI, Holm.", COMPARE_EXAMPLES
+    )(compare)
+    kag_command(
+        stats_app, "flips", "Questions A gets right and B does not, and the reverse.", FLIPS_EXAMPLES
+    )(flips)
+    kag_command(stats_app, "impact", "Accuracy of KAG setups by retrieved-subgraph size.", IMPACT_EXAMPLES)(
+        impact
+    )

@@ -102,129 +102,125 @@ EXAMPLES = """Examples:
 """
 
 
+def find(
+    ctx: typer.Context,
+    pattern: Annotated[
+        str,
+        typer.Argument(
+            metavar="REGEX", help="Pattern (regex module syntax) searched in each trimmed ok.result."
+        ),
+    ],
+    results: FindResultsOpt = None,
+    prefix: FindPrefixOpt = None,
+    format: FindFormatOpt = None,
+    setup: SetupOpt = None,
+    dataset: DatasetOpt = None,
+    ignore_case: Annotated[
+        bool, typer.Option("--ignore-case", "-i", help="Case-insensitive matching.")
+    ] = False,
+    invert: Annotated[
+        # Long only: -v is verbosity on every command, as in the Rust tool.
+        bool, typer.Option("--invert-match", help="Select responses that do NOT match.")
+    ] = False,
+    count: Annotated[
+        bool, typer.Option("--count", "-c", help="Print the number of matching files per setup.")
+    ] = False,
+    files_only: Annotated[
+        bool, typer.Option("--files-with-matches", "-l", help="Print only the paths of matching files.")
+    ] = False,
+    null: Annotated[
+        bool,
+        typer.Option(
+            "--null",
+            "-0",
+            help="Print only the paths of matching files, each ended by a NUL byte (for xargs -0).",
+        ),
+    ] = False,
+    context: Annotated[
+        int, typer.Option("--context", "-C", metavar="N", help="Characters shown around a match.")
+    ] = 40,
+    max_count: Annotated[
+        int | None, typer.Option("--max-count", metavar="N", help="At most N matches per file.")
+    ] = None,
+    timeout: Annotated[
+        float, typer.Option("--timeout", metavar="SECS", help="CPU seconds of matching allowed per file.")
+    ] = 1.0,
+    interactive: Annotated[bool, typer.Option("--interactive", help="Browse the matches in fzf.")] = False,
+    jobs: Annotated[
+        int | None,
+        typer.Option("--jobs", metavar="N", help="Worker processes [default: one per CPU for 1000+ files]."),
+    ] = None,
+    hidden: Annotated[
+        bool, typer.Option("--hidden", help="Also search folders whose name starts with '.'.")
+    ] = False,
+    verbose: Verbose = 0,
+    quiet: Quiet = 0,
+) -> None:
+    """Regex search over the model responses of a result tree (no datasets file needed).
+
+    Options of `kag stats` given before `find` apply; the same options after `find` win.
+    Exit 0 when a file matched, 1 when none did, 2 on bad usage or an invalid pattern.
+    """
+    from kag.console import info, stdout_console, warn
+    from kag.grading.search.options import FileOutcome, SearchOptions
+    from kag.grading.search.run import search
+    from kag.render.find import View, error_files_note, final_lines, stream_lines, summary_line
+
+    fmt = _format(pick_option(ctx, "--format", format, "text"))
+    if null and (fmt is not FindFormat.TEXT or count or interactive):
+        raise UsageError(
+            "--null prints paths: it works with --format text only, without --count or --interactive"
+        )
+    files_only = files_only or null
+    options = SearchOptions(
+        pattern=pattern,
+        prefix=pick_option(ctx, "--prefix", prefix, ""),
+        ignore_case=ignore_case,
+        invert=invert,
+        context=context,
+        max_count=max_count,
+        files_only=files_only,
+        timeout=timeout,
+        setups=tuple(pick_option(ctx, "--setup", setup, ())),
+        datasets=tuple(pick_option(ctx, "--dataset", dataset, ())),
+        hidden=hidden,
+    )
+    if jobs is not None and jobs < 1:
+        raise UsageError(f"--jobs must be 1 or more (got {jobs})")
+    if count and files_only:
+        raise UsageError("--count and --files-with-matches do not go together")
+    if interactive and (fmt is not FindFormat.TEXT or count):
+        raise UsageError("--interactive works with --format text only, without --count")
+    if interactive:
+        _fzf()  # a missing fzf is an error before, not after, the search
+    console = stdout_console()
+    color = console.is_terminal and not console.no_color and console.color_system is not None
+    root = str(one_tree(pick_option(ctx, "--results", results, None), "kag stats find"))
+    view = View(fmt, root, color=color and not interactive, files_only=files_only, counts=count, null=null)
+    end = "\0" if null else "\n"
+    collected: list[str] = []  # for fzf: "<path>\t<line>"
+
+    def stream(outcome: FileOutcome) -> None:
+        for line in stream_lines(outcome, view):
+            if interactive:
+                collected.append(f"{outcome.file.path}\t{line}")
+            else:
+                sys.stdout.write(line + end)
+
+    result = search(root, options, jobs, on_outcome=stream, keep_hits=fmt is FindFormat.JSON)
+    for line in final_lines(result, view):
+        sys.stdout.write(line + "\n")
+    if interactive and collected:
+        sys.stdout.flush()
+        _run_fzf(collected)
+    _warn_unmatched_filters(root, options, result.per_setup)
+    if fmt is FindFormat.TEXT:
+        info(summary_line(result, invert))
+    elif result.error_files:
+        warn(error_files_note(result))
+    if not result.matches:
+        raise typer.Exit(1)
+
+
 def register(stats_app: typer.Typer) -> None:
-    @kag_command(stats_app, "find", "Regex search over the model responses of a result tree.", EXAMPLES)
-    def find(
-        ctx: typer.Context,
-        pattern: Annotated[
-            str,
-            typer.Argument(
-                metavar="REGEX", help="Pattern (regex module syntax) searched in each trimmed ok.result."
-            ),
-        ],
-        results: FindResultsOpt = None,
-        prefix: FindPrefixOpt = None,
-        format: FindFormatOpt = None,
-        setup: SetupOpt = None,
-        dataset: DatasetOpt = None,
-        ignore_case: Annotated[
-            bool, typer.Option("--ignore-case", "-i", help="Case-insensitive matching.")
-        ] = False,
-        invert: Annotated[
-            # Long only: -v is verbosity on every command, as in the Rust tool.
-            bool, typer.Option("--invert-match", help="Select responses that do NOT match.")
-        ] = False,
-        count: Annotated[
-            bool, typer.Option("--count", "-c", help="Print the number of matching files per setup.")
-        ] = False,
-        files_only: Annotated[
-            bool, typer.Option("--files-with-matches", "-l", help="Print only the paths of matching files.")
-        ] = False,
-        null: Annotated[
-            bool,
-            typer.Option(
-                "--null",
-                "-0",
-                help="Print only the paths of matching files, each ended by a NUL byte (for xargs -0).",
-            ),
-        ] = False,
-        context: Annotated[
-            int, typer.Option("--context", "-C", metavar="N", help="Characters shown around a match.")
-        ] = 40,
-        max_count: Annotated[
-            int | None, typer.Option("--max-count", metavar="N", help="At most N matches per file.")
-        ] = None,
-        timeout: Annotated[
-            float, typer.Option("--timeout", metavar="SECS", help="CPU seconds of matching allowed per file.")
-        ] = 1.0,
-        interactive: Annotated[
-            bool, typer.Option("--interactive", help="Browse the matches in fzf.")
-        ] = False,
-        jobs: Annotated[
-            int | None,
-            typer.Option(
-                "--jobs", metavar="N", help="Worker processes [default: one per CPU for 1000+ files]."
-            ),
-        ] = None,
-        hidden: Annotated[
-            bool, typer.Option("--hidden", help="Also search folders whose name starts with '.'.")
-        ] = False,
-        verbose: Verbose = 0,
-        quiet: Quiet = 0,
-    ) -> None:
-        """Regex search over the model responses of a result tree (no datasets file needed).
-
-        Options of `kag stats` given before `find` apply; the same options after `find` win.
-        Exit 0 when a file matched, 1 when none did, 2 on bad usage or an invalid pattern.
-        """
-        from kag.console import info, stdout_console, warn
-        from kag.grading.search.options import FileOutcome, SearchOptions
-        from kag.grading.search.run import search
-        from kag.render.find import View, error_files_note, final_lines, stream_lines, summary_line
-
-        fmt = _format(pick_option(ctx, "--format", format, "text"))
-        if null and (fmt is not FindFormat.TEXT or count or interactive):
-            raise UsageError(
-                "--null prints paths: it works with --format text only, without --count or --interactive"
-            )
-        files_only = files_only or null
-        options = SearchOptions(
-            pattern=pattern,
-            prefix=pick_option(ctx, "--prefix", prefix, ""),
-            ignore_case=ignore_case,
-            invert=invert,
-            context=context,
-            max_count=max_count,
-            files_only=files_only,
-            timeout=timeout,
-            setups=tuple(pick_option(ctx, "--setup", setup, ())),
-            datasets=tuple(pick_option(ctx, "--dataset", dataset, ())),
-            hidden=hidden,
-        )
-        if jobs is not None and jobs < 1:
-            raise UsageError(f"--jobs must be 1 or more (got {jobs})")
-        if count and files_only:
-            raise UsageError("--count and --files-with-matches do not go together")
-        if interactive and (fmt is not FindFormat.TEXT or count):
-            raise UsageError("--interactive works with --format text only, without --count")
-        if interactive:
-            _fzf()  # a missing fzf is an error before, not after, the search
-        console = stdout_console()
-        color = console.is_terminal and not console.no_color and console.color_system is not None
-        root = str(one_tree(pick_option(ctx, "--results", results, None), "kag stats find"))
-        view = View(
-            fmt, root, color=color and not interactive, files_only=files_only, counts=count, null=null
-        )
-        end = "\0" if null else "\n"
-        collected: list[str] = []  # for fzf: "<path>\t<line>"
-
-        def stream(outcome: FileOutcome) -> None:
-            for line in stream_lines(outcome, view):
-                if interactive:
-                    collected.append(f"{outcome.file.path}\t{line}")
-                else:
-                    sys.stdout.write(line + end)
-
-        result = search(root, options, jobs, on_outcome=stream, keep_hits=fmt is FindFormat.JSON)
-        for line in final_lines(result, view):
-            sys.stdout.write(line + "\n")
-        if interactive and collected:
-            sys.stdout.flush()
-            _run_fzf(collected)
-        _warn_unmatched_filters(root, options, result.per_setup)
-        if fmt is FindFormat.TEXT:
-            info(summary_line(result, invert))
-        elif result.error_files:
-            warn(error_files_note(result))
-        if not result.matches:
-            raise typer.Exit(1)
+    kag_command(stats_app, "find", "Regex search over the model responses of a result tree.", EXAMPLES)(find)

@@ -25,6 +25,86 @@ IMPORT_EXAMPLES = """Examples:
 """
 
 
+def graph(verbose: Verbose = 0, quiet: Quiet = 0) -> None:
+    """Embedded knowledge graphs (LadybugDB) for KAG setups that run without a Neo4j server."""
+
+
+def import_(
+    database: Annotated[
+        str,
+        typer.Option(
+            "--database", metavar="NAME", help='The [databases.NAME] table (type = "Ladybug") to build.'
+        ),
+    ],
+    nodes: Annotated[
+        list[Path],
+        typer.Option(
+            "--nodes",
+            metavar="FILE",
+            help="Node CSV file (header: id:ID, :LABEL, properties); repeatable.",
+        ),
+    ],
+    relationships: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--relationships",
+            metavar="FILE",
+            help="Relationship CSV file (header: :START_ID, :END_ID, :TYPE, properties); repeatable.",
+        ),
+    ] = None,
+    config: ConfigOpt = Path("config.toml"),
+    embed_property: Annotated[
+        str,
+        typer.Option("--embed-property", metavar="PROPERTY", help="Node property whose text is embedded."),
+    ] = "name",
+    provider: Annotated[
+        str | None,
+        typer.Option(
+            "--provider",
+            metavar="NAME",
+            help="Embedding provider of the configuration (default: FastEmbed).",
+        ),
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            metavar="MODEL",
+            help="Embedding model (default: the bundled MiniLM, or the provider's).",
+        ),
+    ] = None,
+    index: Annotated[
+        str, typer.Option("--index", metavar="PROPERTY", help="Node property that stores the embedding.")
+    ] = "embedding",
+    replace: Annotated[bool, typer.Option("--replace", help="Rebuild the database if it exists.")] = False,
+    verbose: Verbose = 0,
+    quiet: Quiet = 0,
+) -> None:
+    """Load nodes and relationships from CSV files (Neo4j admin-import style) into the
+    Ladybug database of the configuration, with an embedding per node."""
+    from kag.generation.graph_import import import_from_config
+    from kag.render.graph import render_import_report
+    from kag.render.progress import IMPORT_STAGES, stage_progress
+
+    def run(progress: Callable[[str, int, int], None]) -> ImportReport:
+        return import_from_config(
+            config,
+            database,
+            [str(p) for p in nodes],
+            [str(p) for p in relationships or []],
+            embed_property=embed_property,
+            provider=provider,
+            model=model,
+            index=index,
+            replace=replace,
+            progress=progress,
+        )
+
+    with stage_progress(IMPORT_STAGES) as progress:
+        report = run(progress)
+    sys.stdout.write(render_import_report(report, index))
+
+
 def register(app: typer.Typer) -> None:
     graph_app = typer.Typer(
         name="graph",
@@ -33,91 +113,8 @@ def register(app: typer.Typer) -> None:
         no_args_is_help=True,
         rich_markup_mode=None,
     )
-
-    @graph_app.callback(epilog=IMPORT_EXAMPLES)
-    def graph(verbose: Verbose = 0, quiet: Quiet = 0) -> None:
-        """Embedded knowledge graphs (LadybugDB) for KAG setups that run without a Neo4j server."""
-
-    @kag_command(
+    graph_app.callback(epilog=IMPORT_EXAMPLES)(graph)
+    kag_command(
         graph_app, "import", "Load CSV nodes and relationships into a Ladybug database.", IMPORT_EXAMPLES
-    )
-    def import_(
-        database: Annotated[
-            str,
-            typer.Option(
-                "--database", metavar="NAME", help='The [databases.NAME] table (type = "Ladybug") to build.'
-            ),
-        ],
-        nodes: Annotated[
-            list[Path],
-            typer.Option(
-                "--nodes",
-                metavar="FILE",
-                help="Node CSV file (header: id:ID, :LABEL, properties); repeatable.",
-            ),
-        ],
-        relationships: Annotated[
-            list[Path] | None,
-            typer.Option(
-                "--relationships",
-                metavar="FILE",
-                help="Relationship CSV file (header: :START_ID, :END_ID, :TYPE, properties); repeatable.",
-            ),
-        ] = None,
-        config: ConfigOpt = Path("config.toml"),
-        embed_property: Annotated[
-            str,
-            typer.Option(
-                "--embed-property", metavar="PROPERTY", help="Node property whose text is embedded."
-            ),
-        ] = "name",
-        provider: Annotated[
-            str | None,
-            typer.Option(
-                "--provider",
-                metavar="NAME",
-                help="Embedding provider of the configuration (default: FastEmbed).",
-            ),
-        ] = None,
-        model: Annotated[
-            str | None,
-            typer.Option(
-                "--model",
-                metavar="MODEL",
-                help="Embedding model (default: the bundled MiniLM, or the provider's).",
-            ),
-        ] = None,
-        index: Annotated[
-            str, typer.Option("--index", metavar="PROPERTY", help="Node property that stores the embedding.")
-        ] = "embedding",
-        replace: Annotated[
-            bool, typer.Option("--replace", help="Rebuild the database if it exists.")
-        ] = False,
-        verbose: Verbose = 0,
-        quiet: Quiet = 0,
-    ) -> None:
-        """Load nodes and relationships from CSV files (Neo4j admin-import style) into the
-        Ladybug database of the configuration, with an embedding per node."""
-        from kag.generation.graph_import import import_from_config
-        from kag.render.graph import render_import_report
-        from kag.render.progress import IMPORT_STAGES, stage_progress
-
-        def run(progress: Callable[[str, int, int], None]) -> ImportReport:
-            return import_from_config(
-                config,
-                database,
-                [str(p) for p in nodes],
-                [str(p) for p in relationships or []],
-                embed_property=embed_property,
-                provider=provider,
-                model=model,
-                index=index,
-                replace=replace,
-                progress=progress,
-            )
-
-        with stage_progress(IMPORT_STAGES) as progress:
-            report = run(progress)
-        sys.stdout.write(render_import_report(report, index))
-
+    )(import_)
     app.add_typer(graph_app)

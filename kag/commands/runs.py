@@ -32,24 +32,26 @@ EXAMPLES = """Examples:
 """
 
 
-def register(stats_app: typer.Typer) -> None:
-    @kag_command(stats_app, "runs", "List the runs that wrote a result tree.", EXAMPLES)
-    def runs(
-        ctx: typer.Context,
-        results: ResultsOpt = None,
-        format: JudgeFormatOpt = None,
-        verbose: Verbose = 0,
-        quiet: Quiet = 0,
-    ) -> None:
-        """List the run records of a result tree (.kag/runs/), oldest first: when each
-        `kag benchmark` started and finished, kag's version, the setups, the task counts and
-        the git commit it ran from ("+": uncommitted changes)."""
-        from kag.render.runs import render_runs_json, render_runs_text
-        from kag.results import check_results_root, read_run_records
+def runs(
+    ctx: typer.Context,
+    results: ResultsOpt = None,
+    format: JudgeFormatOpt = None,
+    verbose: Verbose = 0,
+    quiet: Quiet = 0,
+) -> None:
+    """List the run records of a result tree (.kag/runs/), oldest first: when each
+    `kag benchmark` started and finished, kag's version, the setups, the task counts and
+    the git commit it ran from ("+": uncommitted changes)."""
+    from kag.render.runs import render_runs_json, render_runs_text
+    from kag.results import check_results_root, read_run_records
 
-        fmt = pick_format(ctx, format, RunsFormat)
-        root = one_tree(pick_option(ctx, "--results", results, None), "kag stats runs")
-        check_results_root(str(root))
-        records = read_run_records(root)
-        render = render_runs_json if fmt is RunsFormat.json else render_runs_text
-        sys.stdout.write(render(records) + "\n")
+    fmt = pick_format(ctx, format, RunsFormat)
+    root = one_tree(pick_option(ctx, "--results", results, None), "kag stats runs")
+    check_results_root(str(root))
+    records = read_run_records(root)
+    render = render_runs_json if fmt is RunsFormat.json else render_runs_text
+    sys.stdout.write(render(records) + "\n")
+
+
+def register(stats_app: typer.Typer) -> None:
+    kag_command(stats_app, "runs", "List the runs that wrote a result tree.", EXAMPLES)(runs)
