@@ -23,11 +23,10 @@ from kag.generation.retry import ProviderError, RetryPolicy, call_with_retries
 from kag.generation.secrets import Redactor
 from kag.generation.templates import PromptRenderError, prompt_variables
 from kag.results import ErrorResult, OkResult, OkStats, Result, Retrieval, Timing
-from kag.retrieval.base import EmbedFn, Retriever
+from kag.retrieval.base import RETRIEVAL_FAILED, EmbedFn, RetrievalFailed, Retriever
 
 log = logging.getLogger(__name__)
 
-RETRIEVAL_FAILED = "Failed during the knowledge retrieval phase (KAG) on database"
 GENERATION_FAILED = "Failed to generate a response from the model"
 RENDER_FAILED = "Failed to render the prompt template"
 # ---------------------------------------------------------------- options and events
@@ -198,7 +197,7 @@ class Generator:
                     message = str(exc)
                 else:  # a driver's or a bug's exception: its type says what happened
                     message = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-                if not message.startswith(RETRIEVAL_FAILED):
+                if not isinstance(exc, RetrievalFailed):
                     message = f"{RETRIEVAL_FAILED} '{aug.database}': {message}"
                 return ErrorResult(self.redact(message)), 0
         assert setup.template is not None

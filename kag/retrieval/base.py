@@ -31,6 +31,15 @@ class RetrievalError(KagError):
     "Failed during the knowledge retrieval phase (KAG) on database '<name>': ..."."""
 
 
+# The opening of a retrieval failure's message in an ``error`` result file (the Rust tool's).
+RETRIEVAL_FAILED = "Failed during the knowledge retrieval phase (KAG) on database"
+
+
+class RetrievalFailed(RetrievalError):
+    """A :class:`RetrievalError` of one retrieval whose message already opens with
+    ``RETRIEVAL_FAILED`` and the database's name, so no caller words it again."""
+
+
 class Retriever(Protocol):
     name: str
     database: str

@@ -19,11 +19,9 @@ from typing import Protocol
 import numpy as np
 
 from kag.results import DatabaseStats, Retrieval, Timing
-from kag.retrieval.base import EmbedFn, RetrievalError
+from kag.retrieval.base import RETRIEVAL_FAILED, EmbedFn, RetrievalError, RetrievalFailed
 from kag.retrieval.subgraph import Subgraph
 from kag.retrieval.translate import Translation
-
-RETRIEVAL_FAILED = "Failed during the knowledge retrieval phase (KAG) on database"
 
 
 class GraphBackend(Protocol):
@@ -95,7 +93,7 @@ class EmbedderRetriever:
             rendered = self.settings.translation.render(subgraph)
             db_seconds = time.perf_counter() - db_began
         except RetrievalError as exc:
-            raise RetrievalError(f"{RETRIEVAL_FAILED} '{self.database}': {exc}") from None
+            raise RetrievalFailed(f"{RETRIEVAL_FAILED} '{self.database}': {exc}") from None
         return Retrieval(
             result=rendered.text,
             retriever="embedder",

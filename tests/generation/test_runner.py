@@ -33,6 +33,7 @@ from kag.results import (
     write_result,
 )
 from kag.retrieval import factory as retrieval_factory
+from kag.retrieval.base import RETRIEVAL_FAILED, RetrievalError, RetrievalFailed
 from tests.bench_helpers import fresh, mcq, server_fixture
 from tests.fakeserver import FakeServer, fake_embedding
 
@@ -377,6 +378,10 @@ class StubRetriever:
     async def retrieve(self, text: str) -> Retrieval:
         if "BOOM" in text:
             raise RuntimeError("graph unreachable")
+        if "WORDED" in text:  # a failure the retriever words itself, database named
+            raise RetrievalFailed(f"{RETRIEVAL_FAILED} 'other': index missing")
+        if "PLAIN" in text:
+            raise RetrievalError(f"{RETRIEVAL_FAILED} 'other': not the retriever's wording")
         vectors = await self.embed("emb", [text])
         result = "" if "EMPTY" in text else f"(x)-[:about]->({text})"
         return Retrieval(
@@ -421,7 +426,15 @@ def test_kag_setup_retrieves_embeds_through_its_provider_and_renders(
         "system_prompt = '''{% raw %}{{INPUT}} | {{ RETRIEVAL | default('<empty>') }}{% endraw %}'''\n"
         "augmented_generation = {retriever = 'r', database = 'g'}\n"
     )
-    questions = {"d": {"1": {"input": "alpha"}, "2": {"input": "EMPTY beta"}, "3": {"input": "BOOM"}}}
+    questions = {
+        "d": {
+            "1": {"input": "alpha"},
+            "2": {"input": "EMPTY beta"},
+            "3": {"input": "BOOM"},
+            "4": {"input": "WORDED"},
+            "5": {"input": "PLAIN"},
+        }
+    }
     cfg, bench, data = make_files(tmp_path, server, questions, setups)
     (tmp_path / "config.toml").write_text(
         (tmp_path / "config.toml").read_text()
@@ -431,7 +444,7 @@ def test_kag_setup_retrieves_embeds_through_its_provider_and_renders(
     cfg = load_config(tmp_path / "config.toml")
     bench = load_benchmark(tmp_path / "bench.toml", cfg)
     summary = run(plan_benchmark(cfg, bench, data, PlanOptions(tmp_path / "out")), cfg)
-    assert (summary.ok, summary.errors) == (2, 1)
+    assert (summary.ok, summary.errors) == (2, 3)
     assert stub_factory.count("open r g") == 1 and stub_factory[-1] == "closed"  # one retriever per run
     files = tree(tmp_path / "out")
     first = files["d/1/kag.json"]
@@ -445,6 +458,14 @@ def test_kag_setup_retrieves_embeds_through_its_provider_and_renders(
     third = files["d/3/kag.json"]
     assert third == ErrorResult(
         "Failed during the knowledge retrieval phase (KAG) on database 'g': RuntimeError: graph unreachable"
+    )
+    # The failure's type, not its text, says whether the retriever worded it already.
+    assert files["d/4/kag.json"] == ErrorResult(
+        "Failed during the knowledge retrieval phase (KAG) on database 'other': index missing"
+    )
+    assert files["d/5/kag.json"] == ErrorResult(
+        "Failed during the knowledge retrieval phase (KAG) on database 'g': "
+        "Failed during the knowledge retrieval phase (KAG) on database 'other': not the retriever's wording"
     )
     embeds = [r for r in server.requests if r.path == "/api/embed"]
     assert sorted(tuple(r.texts or ()) for r in embeds) == [("EMPTY beta",), ("alpha",)]
