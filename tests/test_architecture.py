@@ -1,6 +1,8 @@
 """Which way imports run between kag's packages, read from the source with ``ast``.
 
 - every module imports, and the module-level imports form no cycle;
+- within every package, at any depth, no two parts (modules, sub-packages) import each other,
+  even lazily inside a function or under ``TYPE_CHECKING``;
 - retrieval never imports generation (generation builds retrievers and passes them an
   embedding function; retrieval receives it), not even lazily inside a function;
 - no command module imports another one; shared plumbing lives in ``kag.commands._common``,
@@ -14,6 +16,7 @@ import ast
 import graphlib
 import subprocess
 import sys
+from collections.abc import Mapping, Sequence
 from functools import cache
 from pathlib import Path
 
@@ -105,19 +108,135 @@ def test_module_level_imports_form_no_cycle() -> None:
     assert set(order) >= set(modules())
 
 
-def _package(module: str) -> str:
-    return ".".join(module.split(".")[:2])
+def packages() -> list[str]:
+    """``kag`` and every package below it, at any depth."""
+    return sorted(module for module, path in modules().items() if path.name == "__init__.py")
 
 
-def test_packages_form_no_cycle_even_through_lazy_imports() -> None:
-    graph: dict[str, set[str]] = {}
-    for module in modules():
-        targets = {_package(name) for name in imports(module, top_level_only=False)}
-        graph.setdefault(_package(module), set()).update(targets - {_package(module), "kag"})
-    try:
-        graphlib.TopologicalSorter(graph).prepare()
-    except graphlib.CycleError as exc:
-        pytest.fail(f"package cycle: {' -> '.join(exc.args[1])}")
+def _part(name: str, package: str) -> str:
+    """The part of ``package`` that holds module ``name``: ``package`` itself for its
+    ``__init__``, else the module or sub-package right below it
+    (``kag.grading.mcq.walk`` is part ``kag.grading.mcq`` of ``kag.grading``)."""
+    if name == package:
+        return package
+    return f"{package}.{name[len(package) + 1 :].split('.')[0]}"
+
+
+def _cycle_pairs(graph: Mapping[str, set[str]]) -> set[frozenset[str]]:
+    """The edges (as unordered pairs) that lie on a cycle of ``graph``: those whose two ends
+    are in one strongly connected component."""
+    component: dict[str, int] = {}
+    for i, members in enumerate(_components(graph)):
+        component.update(dict.fromkeys(members, i))
+    return {
+        frozenset((a, b)) for a, targets in graph.items() for b in targets if component[a] == component[b]
+    }
+
+
+def _components(graph: Mapping[str, set[str]]) -> list[set[str]]:
+    """Tarjan's strongly connected components of ``graph`` (iterative: no recursion limit)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[set[str]] = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.get(root, ()))))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, targets = work[-1]
+            target = next(targets, None)
+            if target is not None:
+                if target not in index:
+                    index[target] = low[target] = len(index)
+                    stack.append(target)
+                    on_stack.add(target)
+                    work.append((target, iter(sorted(graph.get(target, ())))))
+                elif target in on_stack:
+                    low[node] = min(low[node], index[target])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                members = set()
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    members.add(member)
+                    if member == node:
+                        break
+                found.append(members)
+    return found
+
+
+# ``kag`` hands out the Python API (``kag.grade``...) on first attribute access, and every
+# module may read ``kag.__version__``: the root package's one lazy import is the API edge.
+EXEMPT_EDGES = {("kag", "kag.api")}
+
+
+def part_cycles(imports_of: Mapping[str, set[str]], package_names: Sequence[str]) -> set[frozenset[str]]:
+    """The pairs of parts of one package (modules, sub-packages, its ``__init__``) that
+    depend on each other through a cycle, for every package of ``package_names``;
+    ``imports_of`` maps each module to every kag module it imports, at any depth."""
+    pairs: set[frozenset[str]] = set()
+    for package in package_names:
+        graph: dict[str, set[str]] = {}
+        for module, targets in imports_of.items():
+            if not _within(module, package):
+                continue
+            source = _part(module, package)
+            graph.setdefault(source, set())
+            for target in targets:
+                if _within(target, package) and (module, target) not in EXEMPT_EDGES:
+                    part = _part(target, package)
+                    if part != source:
+                        graph[source].add(part)
+                        graph.setdefault(part, set())
+        pairs |= _cycle_pairs(graph)
+    return pairs
+
+
+def test_part_cycles_sees_a_cycle_below_the_top_level_packages() -> None:
+    imports_of = {
+        "kag.a": set(),
+        "kag.a.b": set(),
+        "kag.a.b.x": {"kag.a.c"},
+        "kag.a.b.y": set(),
+        "kag.a.c": {"kag.a.b.y"},
+        "kag.a.d": {"kag.a.c"},
+    }
+    assert part_cycles(imports_of, ["kag", "kag.a", "kag.a.b"]) == {frozenset(("kag.a.b", "kag.a.c"))}
+    assert part_cycles({**imports_of, "kag.a.c": set()}, ["kag", "kag.a", "kag.a.b"]) == set()
+
+
+# The two-way dependencies inside kag.grading, which its own rework removes. Once they are
+# gone the xfail below passes, which fails the suite: then this set goes.
+_PENDING = {
+    frozenset(("kag.grading.mcq", "kag.grading.epochs")),
+    frozenset(("kag.grading.mcq", "kag.grading.open_grading")),
+    frozenset(("kag.grading.mcq", "kag.grading.usage")),
+    frozenset(("kag.grading.compare.epoch_means", "kag.grading.compare.records")),
+}
+
+
+def _all_cycles() -> set[frozenset[str]]:
+    return part_cycles({m: imports(m, top_level_only=False) for m in modules()}, packages())
+
+
+def test_no_package_has_parts_that_import_each_other() -> None:
+    """Within every package, at any depth, its modules and sub-packages import one another
+    one way only, counting imports inside functions and under ``TYPE_CHECKING``."""
+    assert {tuple(sorted(pair)) for pair in _all_cycles() - _PENDING} == set()
+
+
+@pytest.mark.xfail(strict=True, reason="kag.grading's cycles are removed by its own rework")
+def test_the_pending_grading_cycles_are_gone() -> None:
+    assert {tuple(sorted(pair)) for pair in _all_cycles() & _PENDING} == set()
 
 
 def test_retrieval_never_imports_generation() -> None:

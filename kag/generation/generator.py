@@ -106,7 +106,7 @@ class Generator:
         self.config = config
         self.options = options
         self.reporter = reporter or NullReporter()
-        self.redact = Redactor.for_config(config)
+        self.redact = Redactor.of(config.secrets)
         self._providers: dict[str, Provider] = {}
         self._retrievers: dict[tuple[str, str], Retriever] = {}
 

@@ -15,11 +15,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, quote, quote_plus, unquote, urlsplit, urlunsplit
-
-if TYPE_CHECKING:
-    from kag.generation.config import Config
 
 # Shorter secrets are left alone: redacting them would mangle every message while
 # protecting nothing.
@@ -66,11 +62,6 @@ class Redactor:
         return cls(
             tuple(sorted({s for s in secrets if len(s) >= MIN_SECRET_LENGTH}, key=lambda s: (-len(s), s)))
         )
-
-    @classmethod
-    def for_config(cls, config: Config) -> Redactor:
-        """A redactor for a loaded configuration (its ``secrets``)."""
-        return cls.of(config.secrets)
 
     @cached_property
     def _pattern(self) -> re.Pattern[str] | None:

@@ -475,7 +475,7 @@ def run_judge(
     if todo:
         cache.check_writable()
     started = time.perf_counter()
-    redact = Redactor.for_config(config)
+    redact = Redactor.of(config.secrets)
     if todo:
         asyncio.run(
             _ask_all(config, judge, items, prompts, keys, todo, verdicts, cache, options, reporter, redact)

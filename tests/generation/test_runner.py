@@ -365,7 +365,7 @@ def test_redactor() -> None:
     redact = Redactor(("longer-secret", "pw1"))
     assert redact("pw1 and longer-secret!") == "*** and ***!"
     cfg = Config(Path("c"), {}, secrets=frozenset({"ab", "abc", "abcdef"}))
-    assert Redactor.for_config(cfg).secrets == ("abcdef", "abc")  # too short to redact: "ab"
+    assert Redactor.of(cfg.secrets).secrets == ("abcdef", "abc")  # too short to redact: "ab"
 
 
 # ---------------------------------------------------------------- KAG wiring (retrieval stubbed)
