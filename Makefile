@@ -7,7 +7,7 @@ WHEELS ?= $(HOME)/.cache/kag/wheels
 export HF_HUB_OFFLINE := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo test test-e2e lint install install-test install-server bench clean
+.PHONY: demo test test-e2e lint docs install install-test install-server bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -49,6 +49,10 @@ lint: $(VENV)/.installed-test
 	$(BIN)/ruff check kag tests benchmarks
 	$(BIN)/ruff format --check kag tests benchmarks
 	$(BIN)/mypy kag
+
+# The module table of docs/architecture.md, from the module docstrings (tests check it is fresh).
+docs: $(VENV)/.installed-test
+	$(BIN)/python tests/module_table.py
 
 # Real local model server (SmolLM2 on llama.cpp, 127.0.0.1): run by .ci/run after `make test`.
 test-e2e: $(VENV)/.installed-server

@@ -1,3 +1,5 @@
+"""`python -m kag`: the `kag` command."""
+
 from kag.cli import main
 
 if __name__ == "__main__":

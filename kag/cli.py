@@ -12,7 +12,8 @@ import typer
 from typer.core import TyperGroup
 
 from kag import __version__
-from kag.commands._common import KagCommand, Quiet, Verbose
+from kag.commands._help import KagCommand
+from kag.commands._options import Quiet, Verbose
 from kag.console import drop_stdout, error, set_verbosity
 from kag.errors import ExitCode, KagError
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from kag.commands._common import (
+from kag.commands._globs import select_names
+from kag.commands._help import kag_command
+from kag.commands._options import (
     BackoffOpt,
     ConfigOpt,
     Quiet,
@@ -21,92 +22,22 @@ from kag.commands._common import (
     RunSetupOpt,
     TimeoutOpt,
     Verbose,
-    kag_command,
-    select_names,
     split_list,
 )
 from kag.console import info, warn
 from kag.errors import ExitCode, GateFailed, InputError, KagError, UsageError
+from kag.render.formats import GenerationFormat
 from kag.render.progress import PlainProgress, run_progress
 
 if TYPE_CHECKING:
     from kag.generation.plan import Plan
     from kag.generation.run_record import RunRecorder
-    from kag.generation.runner import Summary
 
 
 class GenerationFailed(KagError):
     """The model call (or the retrieval) failed for `kag generation`."""
 
     exit_code = ExitCode.GATE
-
-
-class OutputFormat(str, Enum):
-    text = "text"
-    json = "json"
-
-
-def render_plan(plan: Plan, resume: bool) -> str:
-    """The --dry-run table (stdout): tasks per setup and dataset, and what is done."""
-    header = ("setup", "dataset", "tasks", "ok", "error", "stale", "unreadable", "missing", "to run")
-    rows: list[tuple[str, ...]] = [header]
-    for r in plan.rows:
-        rows.append(
-            (
-                r.setup,
-                r.dataset,
-                *(str(v) for v in (r.tasks, r.ok, r.errors, r.stale, r.unreadable, r.missing, r.to_run)),
-            )
-        )
-    totals = [
-        sum(getattr(r, f) for r in plan.rows)
-        for f in ("tasks", "ok", "errors", "stale", "unreadable", "missing", "to_run")
-    ]
-    rows.append(("total", "", *(str(v) for v in totals)))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    lines = []
-    for row in rows:
-        cells = [row[0].ljust(widths[0]), row[1].ljust(widths[1])]
-        cells += [cell.rjust(widths[i + 2]) for i, cell in enumerate(row[2:])]
-        lines.append("  ".join(cells).rstrip())
-    mode = (
-        "--continue: kept files are skipped"
-        if resume
-        else "without --continue every task runs (existing files are overwritten)"
-    )
-    lines.append(f"{len(plan.tasks)} task(s) to run; {mode}.")
-    if plan.leftovers:
-        lines.append(f"{len(plan.leftovers)} leftover .tmp file(s) of interrupted writes would be removed.")
-    return "\n".join(lines)
-
-
-def summary_line(summary: Summary) -> str:
-    parts = [f"{summary.done} task(s) run: {summary.ok} ok, {summary.errors} error(s)"]
-    if summary.kept:
-        parts[0] += f", {summary.kept} failed and kept the previous answer"
-    if summary.skipped:
-        parts.append(f"{summary.skipped} skipped (kept from earlier runs)")
-    if summary.stale_kept:
-        parts.append(f"{summary.stale_kept} stale result(s) kept (--rerun-stale re-runs them)")
-    if summary.not_run:
-        parts.append(f"{summary.not_run} not run")
-    text = "; ".join(parts) + f"; {summary.seconds:.1f}s"
-    if summary.interrupted:
-        return f"kag: benchmark interrupted: {text}. Run again with --continue to resume."
-    return f"kag: benchmark: {text}."
-
-
-def endpoint_lines(summary: Summary) -> list[str]:
-    """One stderr line per endpoint of each provider that has several URLs (redacted)."""
-    lines = []
-    for provider, endpoints in sorted(summary.endpoints.items()):
-        for e in endpoints:
-            aside = "; set aside now" if e.set_aside else ""
-            lines.append(
-                f"kag: provider {provider!r}: {e.url}: {e.requests} request(s),"
-                f" {e.failures} connection failure(s){aside}"
-            )
-    return lines
 
 
 def _read_prompt(prompt: str) -> str:
@@ -165,8 +96,8 @@ def generation(
         str | None, typer.Option("--database", "-d", metavar="NAME", help="Database (KAG).")
     ] = None,
     output_format: Annotated[
-        OutputFormat, typer.Option("--format", metavar="FORMAT", help="text or json.")
-    ] = OutputFormat.text,
+        GenerationFormat, typer.Option("--format", metavar="FORMAT", help="text or json.")
+    ] = GenerationFormat.TEXT,
     retries: RetriesOpt = 3,
     timeout: TimeoutOpt = 300.0,
     backoff: BackoffOpt = 1.0,
@@ -174,12 +105,11 @@ def generation(
     quiet: Quiet = 0,
 ) -> None:
     """Run one prompt through one model (optionally with graph retrieval); print the answer."""
-    import orjson
-
     from kag.generation.config import generation_setup, load_config
     from kag.generation.generator import RunOptions, generate_once
     from kag.generation.retry import RetryPolicy
-    from kag.results import ErrorResult, result_to_json
+    from kag.render.benchmark import GENERATION_RENDERERS
+    from kag.results import ErrorResult
 
     if (retriever is None) != (database is None):
         raise UsageError("--retriever and --database go together")
@@ -190,12 +120,9 @@ def generation(
     )
     options = RunOptions(parallel=1, timeout=timeout, retry=RetryPolicy(retries=retries, backoff=backoff))
     result, _ = generate_once(cfg, setup, text, options, PlainProgress.for_run("generation", 1))
-    if output_format is OutputFormat.json:
-        sys.stdout.write(orjson.dumps(result_to_json(result), option=orjson.OPT_INDENT_2).decode() + "\n")
+    sys.stdout.write(GENERATION_RENDERERS[output_format](result))
     if isinstance(result, ErrorResult):
         raise GenerationFailed(result.error)
-    if output_format is OutputFormat.text:
-        sys.stdout.write(result.result + "\n")
 
 
 def benchmark(
@@ -297,6 +224,8 @@ def benchmark(
     )
     if dry_run:
         plan = plan_benchmark(cfg, bench, data, plan_options)
+        from kag.render.benchmark import render_plan
+
         sys.stdout.write(render_plan(plan, resume) + "\n")
         return
     # Every check of the plan (names, lengths, links, prompts) before the output folder
@@ -404,6 +333,8 @@ def _run(
     problem = recorder.finish(summary)
     if problem is not None:
         warn(f"the run record was not completed: {problem}")
+    from kag.render.benchmark import endpoint_lines, summary_line
+
     info(summary_line(summary))
     for line in endpoint_lines(summary):
         info(line)

@@ -1,4 +1,5 @@
-"""`kag stats compare`, `kag stats flips`, `kag stats impact`: wiring only.
+"""`kag stats compare`, `kag stats flips`, `kag stats impact`: setups compared on the
+questions they both answered.
 
 The statistics are in :mod:`kag.grading.compare`, the renderers in :mod:`kag.render.compare`
 and :mod:`kag.render.html`.
@@ -16,8 +17,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from kag.commands._before import pick_datasets, pick_format, pick_grade, pick_option
 from kag.commands._ci import AnnotationsOpt, SummaryOpt, ci_outputs
-from kag.commands._common import (
+from kag.commands._globs import check_globs, check_setup_globs, setups_in, warn_prefix
+from kag.commands._help import kag_command
+from kag.commands._options import (
     DatasetOpt,
     DatasetsOpt,
     ExtractOpt,
@@ -30,19 +34,10 @@ from kag.commands._common import (
     TableFormatOpt,
     TreesOpt,
     Verbose,
-    check_globs,
-    check_setup_globs,
     complete_setups,
-    kag_command,
-    parse_trees,
-    pick_datasets,
-    pick_format,
-    pick_grade,
-    pick_option,
-    setups_in,
-    warn_prefix,
 )
 from kag.commands._report import check_page_output, emit_report, html_report, warn_small_samples
+from kag.commands._trees import parse_trees
 from kag.errors import GateFailed, UsageError
 from kag.render.formats import ReportFormat, TableFormat
 

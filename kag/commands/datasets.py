@@ -8,7 +8,8 @@ from typing import Annotated
 
 import typer
 
-from kag.commands._common import Quiet, Verbose, kag_command, split_list
+from kag.commands._help import kag_command
+from kag.commands._options import Quiet, Verbose, split_list
 from kag.commands._report import write_report
 from kag.console import info
 from kag.errors import UsageError

@@ -10,7 +10,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from kag.commands._common import (
+from kag.commands._before import pick_option
+from kag.commands._globs import tree_place, unmatched_globs, unmatched_message
+from kag.commands._help import kag_command
+from kag.commands._options import (
     DatasetOpt,
     FindFormatOpt,
     FindPrefixOpt,
@@ -18,13 +21,8 @@ from kag.commands._common import (
     Quiet,
     SetupOpt,
     Verbose,
-    kag_command,
-    one_tree,
-    pick_option,
-    tree_place,
-    unmatched_globs,
-    unmatched_message,
 )
+from kag.commands._trees import one_tree
 from kag.errors import UsageError
 from kag.render.formats import FindFormat
 

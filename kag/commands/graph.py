@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from kag.commands._common import ConfigOpt, Quiet, Verbose, kag_command
+from kag.commands._help import kag_command
+from kag.commands._options import ConfigOpt, Quiet, Verbose
 
 if TYPE_CHECKING:
     from kag.retrieval.importer import ImportReport

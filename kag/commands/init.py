@@ -9,7 +9,8 @@ from typing import Annotated
 
 import typer
 
-from kag.commands._common import Quiet, Verbose, kag_command
+from kag.commands._help import kag_command
+from kag.commands._options import Quiet, Verbose
 from kag.errors import UsageError
 
 HELP = """Write a working project into DIR (default: the current folder): config.toml (the

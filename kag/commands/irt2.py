@@ -9,7 +9,8 @@ from typing import Annotated, TypeVar
 
 import typer
 
-from kag.commands._common import Quiet, Verbose, choices, kag_command, split_list
+from kag.commands._help import kag_command
+from kag.commands._options import Quiet, Verbose, choices, split_list
 from kag.errors import UsageError
 
 T = TypeVar("T")

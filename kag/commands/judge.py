@@ -5,13 +5,15 @@ accepted before or after the sub-command name; after wins."""
 from __future__ import annotations
 
 import sys
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from kag.commands._common import (
+from kag.commands._before import pick_datasets, pick_format, pick_option
+from kag.commands._globs import check_globs, tree_place
+from kag.commands._help import kag_command
+from kag.commands._options import (
     BackoffOpt,
     ConfigOpt,
     DatasetsOpt,
@@ -23,22 +25,11 @@ from kag.commands._common import (
     SetupOpt,
     TimeoutOpt,
     Verbose,
-    check_globs,
-    kag_command,
-    one_tree,
-    pick_datasets,
-    pick_format,
-    pick_option,
-    tree_place,
 )
+from kag.commands._trees import one_tree
 from kag.console import info, warn
 from kag.errors import InputError, UsageError
-
-
-class JudgeFormat(StrEnum):
-    text = "text"
-    json = "json"
-
+from kag.render.formats import JudgeFormat
 
 EXAMPLES = """Examples:
 
@@ -95,7 +86,7 @@ def judge(
         summarize_verdicts,
     )
     from kag.grading.judge_prompt import load_judge_prompt
-    from kag.render.judge import no_verdict_note, render_judge_json, render_judge_text
+    from kag.render.judge import RENDERERS, JudgeReport, no_verdict_note
     from kag.render.progress import run_progress
 
     fmt = pick_format(ctx, format, JudgeFormat)
@@ -131,11 +122,7 @@ def judge(
     note = no_verdict_note(summaries)
     if note is not None:
         warn(note)
-    if fmt is JudgeFormat.json:
-        text = render_judge_json(who, template.sha256, summaries)
-    else:
-        text = render_judge_text(summaries)
-    sys.stdout.write(text)
+    sys.stdout.write(RENDERERS[fmt](JudgeReport(who, template.sha256, summaries)))
     sys.stdout.flush()
 
 

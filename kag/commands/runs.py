@@ -3,26 +3,14 @@
 from __future__ import annotations
 
 import sys
-from enum import StrEnum
 
 import typer
 
-from kag.commands._common import (
-    JudgeFormatOpt,
-    Quiet,
-    ResultsOpt,
-    Verbose,
-    kag_command,
-    one_tree,
-    pick_format,
-    pick_option,
-)
-
-
-class RunsFormat(StrEnum):
-    text = "text"
-    json = "json"
-
+from kag.commands._before import pick_format, pick_option
+from kag.commands._help import kag_command
+from kag.commands._options import JudgeFormatOpt, Quiet, ResultsOpt, Verbose
+from kag.commands._trees import one_tree
+from kag.render.formats import RunsFormat
 
 EXAMPLES = """Examples:
 
@@ -42,15 +30,14 @@ def runs(
     """List the run records of a result tree (.kag/runs/), oldest first: when each
     `kag benchmark` started and finished, kag's version, the setups, the task counts and
     the git commit it ran from ("+": uncommitted changes)."""
-    from kag.render.runs import render_runs_json, render_runs_text
+    from kag.render.runs import RENDERERS
     from kag.results import check_results_root, read_run_records
 
     fmt = pick_format(ctx, format, RunsFormat)
     root = one_tree(pick_option(ctx, "--results", results, None), "kag stats runs")
     check_results_root(str(root))
     records = read_run_records(root)
-    render = render_runs_json if fmt is RunsFormat.json else render_runs_text
-    sys.stdout.write(render(records) + "\n")
+    sys.stdout.write(RENDERERS[fmt](records) + "\n")
 
 
 def register(stats_app: typer.Typer) -> None:

@@ -14,8 +14,10 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from kag.commands._before import pick_datasets, pick_grade
 from kag.commands._ci import AnnotationsOpt, SummaryOpt, ci_outputs
-from kag.commands._common import (
+from kag.commands._globs import check_globs, check_setup_globs, tree_place, warn_prefix
+from kag.commands._options import (
     ExtractOpt,
     GradeOpt,
     Quiet,
@@ -27,14 +29,7 @@ from kag.commands._common import (
     StatsResultsOpt,
     StatsSetupOpt,
     StatsVerbose,
-    check_globs,
-    check_setup_globs,
     parse_percent,
-    parse_trees,
-    pick_datasets,
-    pick_grade,
-    tree_place,
-    warn_prefix,
 )
 from kag.commands._report import (
     check_page_output,
@@ -43,6 +38,7 @@ from kag.commands._report import (
     small_samples_warning,
     warn_small_samples,
 )
+from kag.commands._trees import parse_trees
 from kag.console import warn
 from kag.errors import GateFailed, UsageError
 from kag.render.formats import ExportFormat, ReportFormat, TableFormat

@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from kag.commands._common import Quiet, Verbose, kag_command
+from kag.commands._help import kag_command
+from kag.commands._options import Quiet, Verbose
 from kag.console import info, warn
 from kag.grading.triplets.model import MatchMode
 from kag.render.formats import TripletsFormat

@@ -9,16 +9,9 @@ from typing import Annotated
 
 import typer
 
-from kag.commands._common import (
-    DatasetsOpt,
-    ExtractOpt,
-    PrefixOpt,
-    Quiet,
-    TreesOpt,
-    Verbose,
-    kag_command,
-    parse_trees,
-)
+from kag.commands._help import kag_command
+from kag.commands._options import DatasetsOpt, ExtractOpt, PrefixOpt, Quiet, TreesOpt, Verbose
+from kag.commands._trees import parse_trees
 from kag.console import info, warn
 from kag.errors import UsageError
 

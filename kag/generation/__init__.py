@@ -1,0 +1,1 @@
+"""Running setups: the configuration and benchmark files, the model providers, one generation, the benchmark runner."""

@@ -1,5 +1,5 @@
-"""The benchmark runner: plan the (question, setup) tasks, run them concurrently, write one
-result file per task, report progress through callbacks, and never print.
+"""The benchmark runner: run the tasks of a plan (:mod:`kag.generation.plan`) concurrently,
+write one result file per task, report progress through callbacks, and never print.
 
 One task = retrieval (KAG setups) -> prompt rendering -> one model call (with retries) ->
 one result file written atomically through ``kag.results.write_result``. A task that fails

@@ -1,0 +1,1 @@
+"""Grading: MCQ, search, comparisons, triplets, IRT2, judge, extraction."""

@@ -58,3 +58,24 @@ class Irt2Format(StrEnum):
 
     TEXT = "text"
     JSON = "json"
+
+
+class GenerationFormat(StrEnum):
+    """``kag generation``: the answer, or the result file's JSON (:mod:`kag.render.benchmark`)."""
+
+    TEXT = "text"
+    JSON = "json"
+
+
+class JudgeFormat(StrEnum):
+    """``kag stats judge`` (:mod:`kag.render.judge`)."""
+
+    TEXT = "text"
+    JSON = "json"
+
+
+class RunsFormat(StrEnum):
+    """``kag stats runs`` (:mod:`kag.render.runs`)."""
+
+    TEXT = "text"
+    JSON = "json"

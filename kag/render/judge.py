@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import orjson
 
 from kag.grading.judge import Judge, JudgeSummary
+from kag.render.formats import JudgeFormat
 from kag.render.table import Table, pct, table_text
 from kag.textsafe import escape_controls
 
@@ -52,14 +54,24 @@ def no_verdict_note(summaries: Sequence[JudgeSummary]) -> str | None:
     )
 
 
-def render_judge_text(summaries: Sequence[JudgeSummary]) -> str:
-    return table_text(judge_table(summaries)) + "\n"
+@dataclass(frozen=True)
+class JudgeReport:
+    """What `kag stats judge` reports: who judged, with which prompt, and the verdicts per setup."""
+
+    judge: Judge
+    prompt_sha256: str
+    summaries: Sequence[JudgeSummary]
 
 
-def render_judge_json(judge: Judge, prompt_sha256: str, summaries: Sequence[JudgeSummary]) -> str:
+def render_judge_text(report: JudgeReport) -> str:
+    return table_text(judge_table(report.summaries)) + "\n"
+
+
+def render_judge_json(report: JudgeReport) -> str:
     """``{"judge": {provider, model, prompt_sha256}, "setups": [...]}``, indented."""
+    judge = report.judge
     document = {
-        "judge": {"provider": judge.provider, "model": judge.model, "prompt_sha256": prompt_sha256},
+        "judge": {"provider": judge.provider, "model": judge.model, "prompt_sha256": report.prompt_sha256},
         "setups": [
             {
                 "setup": s.setup,
@@ -70,7 +82,13 @@ def render_judge_json(judge: Judge, prompt_sha256: str, summaries: Sequence[Judg
                 "accuracy": s.accuracy,
                 "agreement_with_exact_match": s.agreement_with_exact_match,
             }
-            for s in summaries
+            for s in report.summaries
         ],
     }
     return orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() + "\n"
+
+
+RENDERERS: dict[JudgeFormat, Callable[[JudgeReport], str]] = {
+    JudgeFormat.TEXT: render_judge_text,
+    JudgeFormat.JSON: render_judge_json,
+}

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
 
+from kag.render.formats import RunsFormat
 from kag.results.runs import RunRecord
 
 HEADER = ("started", "finished", "kag", "setups", "ok", "error", "kept", "not run", "commit")
@@ -60,3 +61,9 @@ def render_runs_text(records: Sequence[RunRecord]) -> str:
 def render_runs_json(records: Sequence[RunRecord]) -> str:
     """The list of the records, each as its file holds it plus its file name (``"file"``)."""
     return orjson.dumps([{"file": r.name, **r.data} for r in records], option=orjson.OPT_INDENT_2).decode()
+
+
+RENDERERS: dict[RunsFormat, Callable[[Sequence[RunRecord]], str]] = {
+    RunsFormat.TEXT: render_runs_text,
+    RunsFormat.JSON: render_runs_json,
+}

@@ -10,8 +10,18 @@ import pytest
 from markupsafe import Markup
 
 from kag.commands.stats import FORMATS as STATS_FORMATS
-from kag.render import compare, export, find, irt2, stats, triplets
-from kag.render.formats import ExportFormat, FindFormat, Irt2Format, ReportFormat, TableFormat, TripletsFormat
+from kag.render import benchmark, compare, export, find, irt2, judge, runs, stats, triplets
+from kag.render.formats import (
+    ExportFormat,
+    FindFormat,
+    GenerationFormat,
+    Irt2Format,
+    JudgeFormat,
+    ReportFormat,
+    RunsFormat,
+    TableFormat,
+    TripletsFormat,
+)
 from kag.render.table import Table, table_html
 from kag.render.templating import environment
 
@@ -25,6 +35,9 @@ MAPPINGS = [
     (ExportFormat, export.RENDERERS),
     (TripletsFormat, triplets.RENDERERS),
     (Irt2Format, irt2.RENDERERS),
+    (GenerationFormat, benchmark.GENERATION_RENDERERS),
+    (JudgeFormat, judge.RENDERERS),
+    (RunsFormat, runs.RENDERERS),
 ]
 
 
