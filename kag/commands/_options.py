@@ -271,7 +271,7 @@ GradeOpt = Annotated[
 ]
 
 
-JudgeFormatOpt = Annotated[
+TextOrJsonFormatOpt = Annotated[
     str | None, _format_option("text or json.", metavar="FORMAT", values=("text", "json"))
 ]
 

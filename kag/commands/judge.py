@@ -17,7 +17,7 @@ from kag.commands._options import (
     BackoffOpt,
     ConfigOpt,
     DatasetsOpt,
-    JudgeFormatOpt,
+    TextOrJsonFormatOpt,
     PrefixOpt,
     Quiet,
     ResultsOpt,
@@ -59,7 +59,7 @@ def judge(
         ),
     ] = None,
     mcq: Annotated[bool, typer.Option("--mcq", help="Judge MCQ answers too, not only open ones.")] = False,
-    format: JudgeFormatOpt = None,
+    format: TextOrJsonFormatOpt = None,
     parallel: Annotated[
         int, typer.Option("--parallel", "-j", min=1, metavar="N", help="Requests in flight.")
     ] = 1,

@@ -564,3 +564,61 @@ def test_workers_stop_when_the_parent_is_killed(tmp_path: Path) -> None:
     finally:
         for pid in _processes(session=proc.pid):
             os.kill(pid, signal.SIGKILL)
+
+
+# ---------------------------------------------------------------- hidden folders, what is counted
+
+
+@pytest.fixture
+def hidden_tree(tmp_path: Path) -> Path:
+    root = tmp_path / "results"
+    ok(root / "ds" / "0" / "s.json", "a")
+    ok(root / "ds" / "1" / "s.json", "b")
+    write_result(root / "ds" / "2" / "s.json", ErrorResult("boom"))
+    write_result(root / "ds" / "3" / "s.json", ErrorResult("boom"))
+    # a cache, an editor's folder inside a question folder, a hidden dataset
+    ok(root / ".kag-judge" / "j" / "x" / "s.json", "a")
+    ok(root / "ds" / "0" / ".bak" / "s.json", "a")
+    ok(root / ".old" / "0" / "s.json", "a")
+    return root
+
+
+def test_find_skips_hidden_folders_unless_hidden_is_given(hidden_tree: Path) -> None:
+    plain = invoke("stats", "find", "^a$", "-r", str(hidden_tree), "-l")
+    assert plain.exit_code == 0
+    assert plain.stdout == f"{hidden_tree / 'ds/0/s.json'}\n"
+    assert plain.stderr.splitlines() == [
+        (
+            "1 file(s) matched out of 4 (2 error file(s) skipped: no response to search; "
+            "kag -v stats find lists them)."
+        )
+    ]
+    every = invoke("stats", "find", "^a$", "-r", str(hidden_tree), "-l", "--hidden")
+    assert every.stdout.splitlines() == [
+        str(hidden_tree / p)
+        for p in (".kag-judge/j/x/s.json", ".old/0/s.json", "ds/0/.bak/s.json", "ds/0/s.json")
+    ]
+    assert every.stderr.splitlines()[-1].startswith("4 file(s) matched out of 7 ")
+    # a hidden search root is searched: only the folders below it are skipped
+    inside = invoke("stats", "find", "^a$", "-r", str(hidden_tree / ".old"), "--format", "json")
+    assert json.loads(inside.stdout)["matches"] == 1
+
+
+def test_find_says_once_that_error_files_hold_no_response(hidden_tree: Path) -> None:
+    for fmt in ("json", "jsonl"):
+        result = invoke("stats", "find", ".", "-r", str(hidden_tree), "--format", fmt, "--jobs", "2")
+        assert result.exit_code == 0
+        assert result.stderr == (
+            "kag: warning: 2 error file(s) skipped: no response to search; kag -v stats find lists them\n"
+        )
+
+
+def test_find_counts_files_not_occurrences_and_words_an_inverted_search(tmp_path: Path) -> None:
+    root = tmp_path / "results"
+    ok(root / "ds" / "0" / "s.json", "a a a a")  # four occurrences, one file
+    ok(root / "ds" / "1" / "s.json", "b")
+    assert invoke("stats", "find", "a", "-r", str(root)).stderr == "1 file(s) matched out of 2.\n"
+    inverted = invoke("stats", "find", "a", "-r", str(root), "--invert-match")
+    assert inverted.stderr == "1 file(s) did not match out of 2.\n"
+    none = invoke("stats", "find", "a", "-r", str(root), "--setup", "nope")
+    assert none.exit_code == 1 and none.stderr.endswith("No result file was searched.\n")

@@ -1,6 +1,6 @@
-"""Loud where a user would be misled: `kag stats` says why nothing or little was graded and
-which setups rest on few files, `compare` does not take such a setup as its baseline, and
-`kag stats find` passes over hidden folders and counts files, not occurrences."""
+"""The diagnostics of `kag stats` (:mod:`kag.grading.mcq.diagnose`, small samples): why
+nothing or little was graded, which setups rest on few files (which `compare` then does
+not take as its baseline), and hidden folders passed over without being counted."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def answer(root: Path, question: int, setup: str, text: str) -> None:
     write_result(result_path(root, "ds", str(question), "", setup), OkResult(text, OkStats()))
 
 
-# ---------------------------------------------------------------- item 1: nothing or little graded
+# ---------------------------------------------------------------- why nothing or little was graded
 
 
 def test_a_prefix_that_matches_nothing_names_the_prefixes_seen(med_kag: Path) -> None:
@@ -123,7 +123,7 @@ def test_the_text_header_shows_unreadable_files(tmp_path: Path) -> None:
     assert result.stderr.startswith(f"kag: warning: {root / 'ds/0/t.json'}: unreadable result file")
 
 
-# ---------------------------------------------------------------- item 2: tiny samples
+# ---------------------------------------------------------------- setups graded on few files
 
 
 @pytest.fixture
@@ -180,7 +180,7 @@ def test_the_html_report_takes_the_same_baseline(lucky: tuple[Path, Path], tmp_p
     assert "Baseline: big |" in html and "Baseline: lucky" not in html
 
 
-# ---------------------------------------------------------------- item 8: find, hidden folders
+# ---------------------------------------------------------------- hidden folders
 
 
 @pytest.fixture
@@ -197,47 +197,6 @@ def hidden_tree(tmp_path: Path) -> Path:
     return root
 
 
-def test_find_skips_hidden_folders_unless_hidden_is_given(hidden_tree: Path) -> None:
-    plain = kag("stats", "find", "^a$", "-r", str(hidden_tree), "-l")
-    assert plain.exit_code == 0
-    assert plain.stdout == f"{hidden_tree / 'ds/0/s.json'}\n"
-    assert plain.stderr.splitlines() == [
-        (
-            "1 file(s) matched out of 4 (2 error file(s) skipped: no response to search; "
-            "kag -v stats find lists them)."
-        )
-    ]
-    every = kag("stats", "find", "^a$", "-r", str(hidden_tree), "-l", "--hidden")
-    assert every.stdout.splitlines() == [
-        str(hidden_tree / p)
-        for p in (".kag-judge/j/x/s.json", ".old/0/s.json", "ds/0/.bak/s.json", "ds/0/s.json")
-    ]
-    assert every.stderr.splitlines()[-1].startswith("4 file(s) matched out of 7 ")
-    # a hidden search root is searched: only the folders below it are skipped
-    inside = kag("stats", "find", "^a$", "-r", str(hidden_tree / ".old"), "--format", "json")
-    assert json.loads(inside.stdout)["matches"] == 1
-
-
-def test_find_says_once_that_error_files_hold_no_response(hidden_tree: Path) -> None:
-    for fmt in ("json", "jsonl"):
-        result = kag("stats", "find", ".", "-r", str(hidden_tree), "--format", fmt, "--jobs", "2")
-        assert result.exit_code == 0
-        assert result.stderr == (
-            "kag: warning: 2 error file(s) skipped: no response to search; kag -v stats find lists them\n"
-        )
-
-
-def test_find_counts_files_not_occurrences_and_words_an_inverted_search(tmp_path: Path) -> None:
-    root = tmp_path / "results"
-    answer(root, 0, "s", "a a a a")  # four occurrences, one file
-    answer(root, 1, "s", "b")
-    assert kag("stats", "find", "a", "-r", str(root)).stderr == "1 file(s) matched out of 2.\n"
-    inverted = kag("stats", "find", "a", "-r", str(root), "--invert-match")
-    assert inverted.stderr == "1 file(s) did not match out of 2.\n"
-    none = kag("stats", "find", "a", "-r", str(root), "--setup", "nope")
-    assert none.exit_code == 1 and none.stderr.endswith("No result file was searched.\n")
-
-
 def test_stats_passes_over_hidden_dataset_folders_without_counting_them(
     hidden_tree: Path, tmp_path: Path
 ) -> None:
@@ -245,5 +204,5 @@ def test_stats_passes_over_hidden_dataset_folders_without_counting_them(
     result = kag("stats", "-d", datasets, "-r", str(hidden_tree), "--format", "json")
     assert result.exit_code == 0
     doc = json.loads(result.stdout)
-    # ds/0/.bak is a folder at the file level: ignored as before; .kag-judge and .old are not counted
+    # ds/0/.bak is a folder at the file level: ignored; .kag-judge and .old are not counted
     assert (doc["ignored_files"], doc["setups"][0]["overall"]["total"]) == (1, 4)
