@@ -117,9 +117,9 @@ def _verbose(help: str) -> Any:
     )
 
 
-# Every command takes -v/-q wherever they stand on the line, as the Rust tool's global
-# flags did; the count of -v minus the count of -q adds to what the root's gave. Their
-# values are applied by the callback, not passed to the command.
+# Every command takes -v/-q wherever they stand on the line (see compatibility in
+# docs/architecture.md); the count of -v minus the count of -q adds to what the root's gave.
+# Their values are applied by the callback, not passed to the command.
 Verbose = Annotated[int, _verbose("More logging (repeatable).")]
 
 

@@ -48,8 +48,8 @@ def _fzf() -> str:
 
 
 def _run_fzf(lines: list[str]) -> None:
-    """The Rust tool's browser: each line is ``<path>\\t<shown text>``, the path hidden
-    and ``cat``-ed into the preview pane. fzf's own exit status (Esc gives 130) is not
+    """The fzf browser (see compatibility in docs/architecture.md): each line is
+    ``<path>\\t<shown text>``, the path hidden and ``cat``-ed into the preview pane. fzf's own exit status (Esc gives 130) is not
     ours: the search itself succeeded."""
     command = [_fzf(), "--delimiter", "\t", "--with-nth", "2..", "--preview", "cat {1}"]
     with subprocess.Popen(command, stdin=subprocess.PIPE, encoding="utf-8", errors="replace") as proc:
@@ -117,7 +117,7 @@ def find(
         bool, typer.Option("--ignore-case", "-i", help="Case-insensitive matching.")
     ] = False,
     invert: Annotated[
-        # Long only: -v is verbosity on every command, as in the Rust tool.
+        # Long only: -v is verbosity on every command (see compatibility in docs/architecture.md).
         bool, typer.Option("--invert-match", help="Select responses that do NOT match.")
     ] = False,
     count: Annotated[

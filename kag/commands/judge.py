@@ -17,12 +17,12 @@ from kag.commands._options import (
     BackoffOpt,
     ConfigOpt,
     DatasetsOpt,
-    TextOrJsonFormatOpt,
     PrefixOpt,
     Quiet,
     ResultsOpt,
     RetriesOpt,
     SetupOpt,
+    TextOrJsonFormatOpt,
     TimeoutOpt,
     Verbose,
 )

@@ -8,7 +8,7 @@ import typer
 
 from kag.commands._before import pick_format, pick_option
 from kag.commands._help import kag_command
-from kag.commands._options import TextOrJsonFormatOpt, Quiet, ResultsOpt, Verbose
+from kag.commands._options import Quiet, ResultsOpt, TextOrJsonFormatOpt, Verbose
 from kag.commands._trees import one_tree
 from kag.render.formats import RunsFormat
 

@@ -3,7 +3,8 @@
 Both files are rendered first as Jinja2 templates with two helpers, then parsed as TOML:
 
 - ``file(path)``: the text of a file. A relative path is looked up from the working
-  directory (as the Rust tool does), then next to the file being rendered;
+  directory first (see compatibility in docs/architecture.md), then next to the file
+  being rendered;
 - ``env(name)``: the environment variable, or "" when it is unset.
 
 The rendering runs in Jinja2's immutable sandbox, as prompt templates do: a template that
@@ -141,7 +142,7 @@ class Setup:
     settings: GenerationSettings = NO_SETTINGS
 
     def model_config(self) -> ModelConfig:
-        """The ``ok.stats.config`` block (``provider`` is the component name, as in Rust)."""
+        """The ``ok.stats.config`` block (``provider``: the component name, as existing trees have it)."""
         return ModelConfig(
             provider=self.provider,
             model=self.model,
@@ -226,8 +227,8 @@ def render_file(path: str | Path, what: str = "configuration file") -> str:
 
 
 def _toml_loads(text: str) -> dict[str, Any]:
-    # tomli >= 2.4 reads TOML 1.1 (newlines inside inline tables), which the Rust tool's
-    # users write (see the med-kag configs); Python 3.11's tomllib reads TOML 1.0 only.
+    # tomli >= 2.4 reads TOML 1.1 (newlines in inline tables), which existing configurations
+    # use (see compatibility in docs/architecture.md); Python 3.11's tomllib reads TOML 1.0.
     try:
         import tomli as toml
     except ImportError:  # pragma: no cover - depends on the environment
@@ -511,7 +512,7 @@ def _datasets_filter(path: Path, where: str, table: Mapping[str, Any]) -> tuple[
     return tuple(value)
 
 
-# The Rust tool's keys, then kag's generation settings.
+# The keys of existing benchmark files (see compatibility in docs/architecture.md), then kag's.
 SETUP_KEYS = (
     "provider",
     "model",
@@ -582,8 +583,8 @@ def generation_setup(
     """The setup of ``kag generation``: its flags, checked like a benchmark setup.
 
     With ``--system-prompt`` the file is the template and ``text`` fills INPUT; without it
-    ``text`` itself is the template (as in the Rust tool). The template is rendered once
-    here (RETRIEVAL stubbed for KAG) so that an undefined variable stops before any request.
+    ``text`` itself is the template (see compatibility in docs/architecture.md). Rendered
+    once here (RETRIEVAL stubbed for KAG): an undefined variable stops before any request.
     """
     augmented = AugmentedGeneration(retriever, database) if retriever and database else None
     check_generation(config.path, "kag generation", config, provider, temperature, augmented)

@@ -10,7 +10,8 @@ reaches the model for one task:
 - the question's ``input`` and MCQ ``options``;
 - the setup's generation settings (``seed``, ``top_p``, ``stop``, ``system``, the
   passthrough table...), only when it sets any: a setup without them keeps the fingerprint
-  it always had (results of older kag versions and of the Rust tool stay current).
+  it always had, so results of older kag versions stay current (see compatibility in
+  docs/architecture.md).
 
 Left out on purpose: the setup's name (it is the file name already), provider URLs and
 keys, database connection settings (moving a server does not change an answer), and the

@@ -180,9 +180,9 @@ class Generator:
     ) -> tuple[Result | Unreached, int]:
         """Retrieval, rendering and the model call for one input; returns (result, attempts).
 
-        Failures become ErrorResult (messages start like the Rust tool's), except a model
-        call that never reached a server (``Unreached``); secrets are redacted from every
-        message.
+        Failures become ErrorResult (messages open with the phase that failed: see
+        compatibility in docs/architecture.md), except a model call that never reached a
+        server (``Unreached``); secrets are redacted from every message.
         """
         start = time.perf_counter()
         retrieval: Retrieval | None = None

@@ -131,7 +131,8 @@ def _inspect(path: Path, fingerprint: str) -> FileState:
     if isinstance(result, ErrorResult):
         return FileState.ERROR
     stored = result.stats.fingerprint
-    # Files without a fingerprint (the Rust tool's) cannot be checked: they count as done.
+    # Files without a fingerprint cannot be checked: they count as done (see compatibility
+    # in docs/architecture.md).
     if stored is not None and stored != fingerprint:
         return FileState.STALE
     return FileState.OK
@@ -281,10 +282,10 @@ def plan_benchmark(config: Config, benchmark: Benchmark, datasets: Datasets, opt
     ``shard``, only the tasks of that slice are planned and counted (a pair's epochs share
     its slice), and only their leftover temporaries are removed.
 
-    Without ``resume`` every pair runs (existing files are overwritten, as the Rust tool
-    did). With it: missing, empty and unreadable files run; ``error`` files run only with
-    ``retry_errors``; ``ok`` files whose fingerprint changed (stale) run only with
-    ``rerun_stale``; other ``ok`` files are kept.
+    Without ``resume`` every pair runs (existing files are overwritten: see compatibility in
+    docs/architecture.md). With it: missing, empty and unreadable files run; ``error`` files
+    run only with ``retry_errors``; ``ok`` files whose fingerprint changed (stale) run only
+    with ``rerun_stale``; other ``ok`` files are kept.
     """
     check_prefix(options.prefix)
     _check_names("setup", options.setups, benchmark.setups, "--setup")

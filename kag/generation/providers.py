@@ -1,19 +1,19 @@
 """Model providers: one client per configured provider for the whole run.
 
 - ``Ollama``: native API, ``POST /api/chat`` (``stream: false``; ``tokens`` is sent as
-  ``options.num_ctx`` as the Rust tool does, ``max_tokens`` as ``options.num_predict``, the
-  other settings under their own names in ``options``, the setup's ``options`` table merged
-  last) and ``POST /api/embed``;
+  ``options.num_ctx`` (see compatibility in docs/architecture.md), ``max_tokens`` as
+  ``options.num_predict``, the other settings under their own names in ``options``, the
+  setup's ``options`` table merged last) and ``POST /api/embed``;
 - ``OpenAI``: any OpenAI-compatible server, ``POST <url>/chat/completions`` (``tokens`` and
   ``max_tokens`` are ``max_tokens``, the other settings body keys of their own names, the
   setup's ``extra_body`` table merged last) and ``POST <url>/embeddings``;
 - ``FastEmbed``: in-process ONNX embeddings (``kag.embedding``) run in a worker thread;
   it cannot generate.
 
-The prompt goes as one user message, as the Rust tool sent it, after the setup's
-``system`` message when it has one. Each method makes one
-attempt and raises ``ProviderError`` (transient or not); retries live in ``retry``.
-aiohttp is imported when a provider sends its first request, not with this module.
+The prompt goes as one user message (see compatibility in docs/architecture.md), after the
+setup's ``system`` message when it has one. Each method makes one attempt and raises
+``ProviderError`` (transient or not); retries live in ``retry``. aiohttp is imported when a
+provider sends its first request, not with this module.
 """
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ still written: no file is ever half-written, and a cancelled task leaves no file
 ``--continue`` runs it again.
 
 Times in ``ok.stats``: ``time`` is the whole task (retrieval, rendering, every attempt and
-wait), as the Rust tool measured it; ``generation_time`` is the successful model call alone.
+wait), comparable with existing trees (see compatibility in docs/architecture.md);
+``generation_time`` is the successful model call alone.
 """
 
 import asyncio

@@ -4,7 +4,7 @@ A prompt template sees at most three variables:
 
 - ``INPUT``: the question (or the prompt given to ``kag generation``);
 - ``CHOICE``: the options of a multiple-choice question, one ``key: text`` line per option
-  in key order (the Rust tool kept options in a ``BTreeMap``, so keys sort as strings);
+  in key order, keys sorted as strings (see compatibility in docs/architecture.md);
   undefined for free-form questions;
 - ``RETRIEVAL``: the rendered subgraph, defined only when retrieval returned non-empty
   text, so templates write ``{{ RETRIEVAL | default('<empty>') }}``.

@@ -27,11 +27,13 @@ EmbedFn = Callable[[str, list[str]], Awaitable[list[list[float]]]]
 
 class RetrievalError(KagError):
     """A retrieval failed at run time (database down, index missing...): the task's
-    result becomes an ``error`` file whose message starts like the Rust tool's:
-    "Failed during the knowledge retrieval phase (KAG) on database '<name>': ..."."""
+    result becomes an ``error`` file whose message opens with ``RETRIEVAL_FAILED`` and the
+    database's name: "Failed during the knowledge retrieval phase (KAG) on database
+    '<name>': ..."."""
 
 
-# The opening of a retrieval failure's message in an ``error`` result file (the Rust tool's).
+# The opening of a retrieval failure's message in an ``error`` result file (see
+# compatibility in docs/architecture.md).
 RETRIEVAL_FAILED = "Failed during the knowledge retrieval phase (KAG) on database"
 
 

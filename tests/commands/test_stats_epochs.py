@@ -137,7 +137,7 @@ def test_the_walk_passes_over_the_epoch_folder_uncounted(tmp_path: Path) -> None
     run = grade_tree(datasets, root, workers=1)
     assert run.ignored_files == 0 and run.epochs is None
     # Only the name epochs is passed over uncounted (a *.tmp entry is a write in progress);
-    # any other folder at the file level is counted as ignored, as before.
+    # any other folder at the file level is counted as ignored.
     os.rename(root / "d/q1" / EPOCHS_FOLDER, root / "d/q1/epochs.tmp")
     assert grade_tree(datasets, root, workers=1).ignored_files == 0  # *.tmp: a write in progress
     os.rename(root / "d/q1/epochs.tmp", root / "d/q1/other")
@@ -259,7 +259,7 @@ def test_the_extracted_grade_reaches_the_epoch_blocks(tmp_path: Path) -> None:
     out = runner.invoke(app, [*args, "--format", "json"])
     assert out.exit_code == 0, out.stderr
     chatty = by_setup(json.loads(out.stdout))["chatty"]["overall"]
-    assert chatty["accuracy"] == 0.0 and chatty["epochs"]["mean_accuracy"] == 0.0  # strict, as before
+    assert chatty["accuracy"] == 0.0 and chatty["epochs"]["mean_accuracy"] == 0.0  # the strict grade
     extracted = chatty["extracted"]
     assert extracted["accuracy"] == 1.0  # epoch 1
     assert extracted["epochs"]["mean_accuracy"] == 1.0  # every epoch

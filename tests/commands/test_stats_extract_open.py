@@ -157,7 +157,7 @@ def test_open_answers_json_blocks(tree: list[str]):
     doc = json.loads(result.stdout)
     assert doc["scorable_open_questions"] == 2
     assert doc["scorable_questions"] == 4
-    assert doc["ignored_files"] == 0  # open files are graded, no longer ignored
+    assert doc["ignored_files"] == 0  # open files are graded, not ignored
     assert "extract" not in doc
     assert [s["setup"] for s in doc["setups"]] == ["beta", "alpha", "gamma"]
     by = {s["setup"]: s for s in doc["setups"]}

@@ -1,4 +1,4 @@
-"""templates: the work of a rendering is bounded (steps, sizes), and ordinary templates render as before."""
+"""templates: the work of a rendering is bounded (steps, sizes), and ordinary templates render within them."""
 
 from __future__ import annotations
 
