@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING, Any
 from kag.datasets import Datasets, load_datasets
 from kag.errors import InputError, UsageError
 from kag.grading.mcq.metrics import GradeRun, duration_secs
-from kag.grading.mcq.rule import DEFAULT_ABSTENTION, AnswerKey, GradedFile, compile_abstention, grade_fields
+from kag.grading.mcq.rule import DEFAULT_ABSTENTION, AnswerKey, compile_abstention, grade_fields
 from kag.grading.mcq.summary import Summary, summarize
 from kag.grading.mcq.trees import LabelledTree, ResultSource, file_place, grade_source, label_problem
-from kag.grading.open_grading import OpenGradedFile
+from kag.grading.record import GradedFile
 from kag.results.codec import parse_grading_fields
 from kag.results.io import read_result_bytes
 from kag.results.tree import epoch_result_path, matches_any, result_path
@@ -209,7 +209,7 @@ def _secs(ns: int | None) -> float | None:
 
 
 def _record(
-    graded: GradedFile | OpenGradedFile,
+    graded: GradedFile,
     loaded: Datasets,
     source: ResultSource,
     prefix: str,
@@ -224,8 +224,7 @@ def _record(
         gold = question.mcq.answer
     elif question is not None and question.open is not None:
         gold = " | ".join(question.open.answers)
-    is_open = isinstance(graded, OpenGradedFile)
-    config = None if isinstance(graded, OpenGradedFile) else graded.config
+    config = graded.config
     r = graded.retrieval
     u = graded.usage
     return Record(
@@ -234,18 +233,16 @@ def _record(
         setup=graded.setup,
         label=label,
         epoch=epoch,
-        type="Open" if is_open else "MCQ",
+        type="Open" if graded.is_open else "MCQ",
         path=path or str(result_path(root, graded.dataset, graded.question, prefix, name)),
         outcome=graded.outcome.name,
         gold=gold,
         answer=graded.response,
         error=graded.error,
         extracted=extracted,
-        extracted_outcome=(
-            None if isinstance(graded, OpenGradedFile) or graded.extracted is None else graded.extracted.name
-        ),
-        exact_match=graded.exact_match if isinstance(graded, OpenGradedFile) else None,
-        f1=graded.f1 if isinstance(graded, OpenGradedFile) else None,
+        extracted_outcome=graded.extracted.name if graded.extracted is not None else None,
+        exact_match=graded.exact_match,
+        f1=graded.f1,
         model=config.model if config is not None else None,
         provider=config.provider if config is not None else None,
         prompt_tokens=u.prompt_tokens if u is not None else None,
@@ -277,11 +274,11 @@ def records(
 
     loaded, source, run = _run(datasets, results, prefix, extract, setups, datasets_filter, records=True)
     spec = compile_spec(extract) if extract is not None else None
-    merged: Iterator[GradedFile | OpenGradedFile] = heapq.merge(
+    merged: Iterator[GradedFile] = heapq.merge(
         run.records or (), run.open_records or (), key=lambda r: (r.dataset, r.question, r.setup)
     )
     for graded in merged:
-        if isinstance(graded, OpenGradedFile):
+        if graded.is_open:
             yield _record(graded, loaded, source, prefix, 1, None, None)
             continue
         question = loaded.get(graded.dataset, graded.question)

@@ -15,7 +15,7 @@ from types import MappingProxyType
 
 from kag.errors import InputError
 from kag.grading.mcq.metrics import usage_sample
-from kag.grading.mcq.rule import GradedFile
+from kag.grading.record import GradedFile
 from kag.pricing import Prices
 from kag.textsafe import escape_controls
 

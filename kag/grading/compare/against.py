@@ -34,8 +34,9 @@ from kag.grading.compare.paired import (
     DEFAULT_SEED,
     EXACT_BELOW,
 )
-from kag.grading.compare.records import Answer, question_sort_key
+from kag.grading.compare.records import question_sort_key
 from kag.grading.compare.setups import ComparisonRun, compare_pairs
+from kag.grading.record import GradedFile
 from kag.textfile import open_binary_file
 
 #: The version of the rows ``kag stats --format jsonl`` writes (their ``"v"`` key).
@@ -146,7 +147,7 @@ class AgainstRun:
 
 
 def compare_against(
-    answers: Iterable[Answer],
+    answers: Iterable[GradedFile],
     previous: PreviousRun,
     *,
     extracted: bool = False,

@@ -12,14 +12,12 @@ from typing import TypeVar
 
 from kag.datasets import Datasets
 from kag.grading.compare.records import (
-    Answer,
     AnswerSet,
     answer_set,
     answer_set_from_run,
     answers_from_run,
 )
 from kag.grading.mcq.metrics import GradeRun
-from kag.grading.mcq.rule import GradedFile
 from kag.grading.mcq.trees import (
     SEPARATOR,
     LabelledTree,
@@ -28,7 +26,7 @@ from kag.grading.mcq.trees import (
     labelled,
     split_labelled,
 )
-from kag.grading.open_grading import OpenGradedFile
+from kag.grading.record import GradedFile
 
 
 def answers_from_trees(
@@ -38,8 +36,8 @@ def answers_from_trees(
     prefix: str = "",
     *,
     extracted: bool = False,
-) -> list[Answer]:
-    """One :class:`Answer` per record of a ``grade_trees(..., keep_records=True)`` run,
+) -> list[GradedFile]:
+    """The records of a ``grade_trees(..., keep_records=True)`` run (:func:`answers_from_run`),
     named ``LABEL/setup``, whose path is the real file in the tree labelled LABEL and whose
     evidence hit is that file's.
 
@@ -53,7 +51,7 @@ def answers_from_trees(
         label, _ = split_labelled(r.setup)
         if label not in known:
             raise ValueError(f"record of setup {r.setup!r}: no tree is labelled {label!r}")
-    answers: list[Answer] = []
+    answers: list[GradedFile] = []
     for tree in trees:
         answers.extend(
             dataclasses.replace(a, setup=labelled(tree.label, a.setup))
@@ -86,11 +84,10 @@ def _unlabelled(name: str, label: str) -> str | None:
     return setup if mine == label else None
 
 
-_R = TypeVar("_R", GradedFile, OpenGradedFile)
 _V = TypeVar("_V")
 
 
-def _own_records(records: tuple[_R, ...], label: str) -> tuple[_R, ...]:
+def _own_records(records: tuple[GradedFile, ...], label: str) -> tuple[GradedFile, ...]:
     return tuple(
         dataclasses.replace(r, setup=setup)
         for r in records

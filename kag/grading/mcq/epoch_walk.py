@@ -26,7 +26,8 @@ from dataclasses import dataclass, replace
 from kag.grading.epochs import EpochOutcome, EpochSummary, extracted_outcomes, summarize_epochs
 from kag.grading.extract import ExtractSpec
 from kag.grading.mcq.extracted import extracted_grade
-from kag.grading.mcq.rule import AnswerKey, GradedFile, Outcome, grade_fields
+from kag.grading.mcq.rule import AnswerKey, grade_fields
+from kag.grading.record import GradedFile, Outcome
 from kag.results.codec import parse_grading_fields
 from kag.results.io import read_result_bytes
 from kag.results.tree import result_file_setup, scandir_entries

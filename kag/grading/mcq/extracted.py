@@ -24,7 +24,8 @@ from functools import lru_cache
 
 from kag.errors import UsageError
 from kag.grading.extract import ExtractSpec, parse_extract_spec
-from kag.grading.mcq.rule import AnswerKey, Outcome, is_correct
+from kag.grading.mcq.rule import AnswerKey, is_correct
+from kag.grading.record import Outcome
 
 
 class Grade(StrEnum):

@@ -12,13 +12,12 @@ from dataclasses import dataclass, fields
 from fractions import Fraction
 from typing import TYPE_CHECKING, TypeVar
 
-from kag.grading.mcq.rule import GradedFile, Outcome
+from kag.grading.record import GradedFile, Outcome
 from kag.results.codec import MAX_COUNT, NANOS_PER_SEC
 
 if TYPE_CHECKING:
     from kag.grading.mcq.epoch_walk import EpochOutcomes
     from kag.grading.mcq.evidence_blocks import EvidenceRecords
-    from kag.grading.open_grading import OpenGradedFile
 
 #: z for a two-sided 95% interval (the 0.975 quantile of the standard normal).
 Z95 = 1.959963984540054
@@ -391,7 +390,7 @@ class GradeRun:
     extract: str | None = None  # the --extract spec text the extracted counters were graded with
     epochs: EpochOutcomes | None = None
     evidence: EvidenceRecords | None = None
-    open_records: tuple[OpenGradedFile, ...] | None = None
+    open_records: tuple[GradedFile, ...] | None = None
 
     @property
     def unreadable_files(self) -> int:

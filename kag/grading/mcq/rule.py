@@ -10,17 +10,17 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
 from functools import lru_cache
 
 from kag.errors import UsageError
+from kag.grading.record import GradedFile, Outcome
 from kag.results.codec import (
     NANOS_PER_SEC,
     GradingFields,
     RetrievalSample,
     utf8_length,
 )
-from kag.results.model import ErrorResult, ModelConfig, Result, Timing, Usage
+from kag.results.model import ErrorResult, Result, Timing
 from kag.textsafe import ascii_fold
 
 # Unicode White_Space, the set Rust's `str::trim` strips. Python's `str.strip()` also strips
@@ -56,14 +56,6 @@ def is_correct(response: str, answer: str) -> bool:
     return eq_ignore_ascii_case(rust_trim(response), answer)
 
 
-class Outcome(StrEnum):
-    """The grade of one scored result file."""
-
-    OK = "ok"  # an `ok` file whose answer matches the key
-    WRONG = "wrong"  # an `ok` file whose answer does not match
-    ERR = "err"  # an `error` file
-
-
 @dataclass(frozen=True, slots=True)
 class AnswerKey:
     """The answer key of one MCQ and its option keys, folded once for the comparisons."""
@@ -76,36 +68,6 @@ class AnswerKey:
     def __post_init__(self) -> None:
         object.__setattr__(self, "folded_answer", ascii_fold(self.answer))
         object.__setattr__(self, "folded_options", frozenset(ascii_fold(k) for k in self.options))
-
-
-@dataclass(frozen=True, slots=True)
-class GradedFile:
-    """The per-file record: what a result file contributes to the metrics.
-
-    ``response`` is ``ok.result`` verbatim (None for ERR). ``abstained`` and
-    ``non_option`` are only ever set on WRONG records and exclude each other.
-    ``generation_ns`` is ``ok.stats.time``, ``context_length`` the UTF-8 byte length of
-    ``ok.stats.prompt``; absent or mistyped values are None. ``error`` is the text of an
-    ERR file; ``config`` and ``usage`` are ``ok.stats.config`` and ``ok.stats.usage``, kept
-    so that later stages (comparisons, costs) never read the file again. ``extracted`` is
-    the grade under ``--extract`` (:mod:`kag.grading.mcq.extracted`: ERR = not extracted),
-    None when no extraction was asked.
-    """
-
-    dataset: str
-    question: str
-    setup: str
-    outcome: Outcome
-    response: str | None
-    abstained: bool = False
-    non_option: bool = False
-    generation_ns: int | None = None
-    context_length: int | None = None
-    retrieval: RetrievalSample | None = None
-    error: str | None = None
-    config: ModelConfig | None = None
-    usage: Usage | None = None
-    extracted: Outcome | None = None
 
 
 def timing_ns(timing: Timing | None) -> int | None:
@@ -152,8 +114,9 @@ def grade_result(
     (same trim + ASCII-case rule) is a non-option answer.
     A retrieval sample needs the retriever's time and all three database counts (>= 0).
     """
+    key = AnswerKey(answer, tuple(options))
     if isinstance(result, ErrorResult):
-        return grade_fields(GradingFields(result.error, None), _NO_KEY, dataset, question, setup, _NEVER)
+        return grade_fields(GradingFields(result.error, None), key, dataset, question, setup, _NEVER)
     stats = result.stats
     sample = None
     retrieval = stats.retrieval
@@ -173,11 +136,10 @@ def grade_result(
         stats.usage,
     )
     pattern = abstention if abstention is not None else compile_abstention(DEFAULT_ABSTENTION)
-    return grade_fields(fields, AnswerKey(answer, tuple(options)), dataset, question, setup, pattern)
+    return grade_fields(fields, key, dataset, question, setup, pattern)
 
 
-# An error file is graded without its answer key or the abstention pattern.
-_NO_KEY = AnswerKey("", ())
+# An error file is graded without the abstention pattern.
 _NEVER = re.compile(r"(?!)")
 
 
@@ -188,15 +150,19 @@ def grade_fields(
     question: str,
     setup: str,
     abstention: re.Pattern[str],
+    path: str | None = None,
 ) -> GradedFile:
     """Grade the fields a codec reader took from a result file, without building the model:
     :func:`kag.results.codec.grading_fields` (parsed JSON) or
     :func:`~kag.results.codec.parse_grading_fields` (the file's bytes; they raise
     UnreadableResult with the canonical reader's messages). ERR for an error file, else the
-    response against ``key``: what :func:`grade_result` gives for the file's result model."""
+    response against ``key``: what :func:`grade_result` gives for the file's result model.
+    ``path`` is the file's, kept in the record."""
     response = fields.response
     if response is None:
-        return GradedFile(dataset, question, setup, Outcome.ERR, None, error=fields.error)
+        return GradedFile(
+            dataset, question, setup, Outcome.ERR, None, error=fields.error, gold=key.answer, path=path
+        )
     outcome, abstained, non_option = _grade_response(response, key, abstention)
     return GradedFile(
         dataset,
@@ -211,4 +177,6 @@ def grade_fields(
         fields.retrieval,
         config=fields.config,
         usage=fields.usage,
+        gold=key.answer,
+        path=path,
     )

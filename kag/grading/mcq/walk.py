@@ -42,12 +42,11 @@ from kag.grading.mcq.metrics import GradeRun, Tally, Unreadable
 from kag.grading.mcq.rule import (
     DEFAULT_ABSTENTION,
     AnswerKey,
-    GradedFile,
-    Outcome,
     compile_abstention,
     grade_fields,
 )
-from kag.grading.open_grading import OpenGradedFile, check_open_gold, grade_open_response
+from kag.grading.open_grading import check_open_gold, grade_open_response
+from kag.grading.record import GradedFile, Outcome, open_outcome
 from kag.results.codec import parse_grading_fields
 from kag.results.io import read_result_bytes
 from kag.results.model import TMP_SUFFIX
@@ -112,7 +111,7 @@ class _ChunkResult:
     ignored: int = 0
     unreadable: list[Unreadable] = field(default_factory=list)
     records: list[GradedFile] = field(default_factory=list)
-    open_records: list[OpenGradedFile] = field(default_factory=list)
+    open_records: list[GradedFile] = field(default_factory=list)
     logs: list[tuple[int, str]] = field(default_factory=list)
     epochs: dict[tuple[str, str], dict[str, tuple[EpochOutcome, ...]]] = field(default_factory=dict)
     evidence: dict[tuple[str, str], dict[str, EvidenceRecord]] = field(default_factory=dict)
@@ -203,6 +202,7 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
                     task.question,
                     setup,
                     abstention,
+                    path,
                 )
             except Exception as exc:  # noqa: BLE001 - one bad file must never stop the walk
                 out.add_unreadable(path, exc)
@@ -214,14 +214,16 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
                 graded = replace(graded, extracted=extracted)
             key = (setup, task.dataset)
             out.tally(key).add(graded)
-            if config.keep_records:
-                out.records.append(graded)
-            if firsts is not None:
-                firsts[setup] = epoch_outcome(graded, extracted_answer)
             if with_text:
                 record = evidence_record(task.evidence, fields.retrieval_text, graded.outcome is Outcome.OK)
                 if record is not None:
                     out.evidence.setdefault(key, {})[task.question] = record
+                    if config.keep_records:
+                        graded = replace(graded, evidence_hit=record.hit)
+            if config.keep_records:
+                out.records.append(graded)
+            if firsts is not None:
+                firsts[setup] = epoch_outcome(graded, extracted_answer)
             if debug:
                 out.logs.append(
                     (
@@ -259,18 +261,21 @@ def _grade_open_file(path: str, task: _QuestionTask, setup: str, out: _ChunkResu
     out.tally((setup, task.dataset)).add_open(exact, f1, fields.response is None)
     if keep:
         out.open_records.append(
-            OpenGradedFile(
+            GradedFile(
                 task.dataset,
                 task.question,
                 setup,
+                open_outcome(fields.response, exact),
                 fields.response,
-                exact,
-                f1,
-                fields.error,
-                fields.generation_ns,
-                fields.context_length,
-                fields.retrieval,
-                fields.usage,
+                generation_ns=fields.generation_ns,
+                context_length=fields.context_length,
+                retrieval=fields.retrieval,
+                error=fields.error,
+                usage=fields.usage,
+                exact_match=exact,
+                f1=f1,
+                gold=" | ".join(task.answers),
+                path=path,
             )
         )
 
@@ -406,7 +411,7 @@ def grade_tree(
     skipped = ignored = 0
     unreadable: list[Unreadable] = []
     records: list[GradedFile] = []
-    open_records: list[OpenGradedFile] = []
+    open_records: list[GradedFile] = []
     epoch_outcomes: dict[tuple[str, str], dict[str, tuple[EpochOutcome, ...]]] = {}
     evidence_records: dict[tuple[str, str], dict[str, EvidenceRecord]] = {}
     for part in _graded_chunks(chunks, config, workers):
