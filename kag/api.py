@@ -14,21 +14,20 @@ what ``kag stats -r LABEL=DIR -r LABEL=DIR`` grades): their setups are then name
 from __future__ import annotations
 
 import heapq
+import os
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kag.datasets import Datasets, load_datasets
 from kag.errors import InputError, UsageError
 from kag.grading.mcq.metrics import GradeRun, duration_secs
-from kag.grading.mcq.rule import DEFAULT_ABSTENTION, AnswerKey, compile_abstention, grade_fields
+from kag.grading.mcq.rule import DEFAULT_ABSTENTION, AnswerKey, compile_abstention
 from kag.grading.mcq.summary import Summary, summarize
 from kag.grading.mcq.trees import LabelledTree, ResultSource, file_place, grade_source, label_problem
 from kag.grading.record import GradedFile
-from kag.results.codec import parse_grading_fields
-from kag.results.io import read_result_bytes
-from kag.results.tree import epoch_result_path, matches_any, result_path
+from kag.results.tree import EPOCHS_FOLDER, epoch_result_path, matches_any, result_path
 
 if TYPE_CHECKING:
     import pandas
@@ -300,25 +299,29 @@ def _later_epochs(
     graded: GradedFile, key: AnswerKey, source: ResultSource, prefix: str, spec: ExtractSpec | None
 ) -> Iterator[tuple[int, str, GradedFile]]:
     """(epoch, path, graded file) of epochs 2, 3, ... of ``graded``'s task, up to the first
-    missing or unreadable one (as the ``epochs`` blocks of ``kag stats`` count them)."""
-    from kag.grading.mcq.extracted import extracted_outcome
+    missing or unreadable one: the files the ``epochs`` blocks of ``kag stats`` count
+    (:mod:`kag.grading.mcq.epoch_walk`)."""
+    from kag.grading.mcq.epoch_walk import epoch_paths, grade_later_epochs
 
-    abstention = compile_abstention(DEFAULT_ABSTENTION)
     _label, root, name = file_place(source, graded.setup)
-    epoch = 2
-    while True:
-        path = str(epoch_result_path(root, graded.dataset, graded.question, prefix, name, epoch))
-        try:
-            fields = parse_grading_fields(read_result_bytes(path), False)
-            later = grade_fields(fields, key, graded.dataset, graded.question, graded.setup, abstention)
-        except (OSError, InputError):
-            return
-        except Exception:  # noqa: BLE001 - an unreadable epoch ends the epochs, as in kag stats
-            return
-        if spec is not None:
-            later = replace(later, extracted=extracted_outcome(spec, later.response, key))
-        yield epoch, path, later
-        epoch += 1
+    folder = os.path.join(root, graded.dataset, graded.question, EPOCHS_FOLDER)
+    paths = epoch_paths(folder, prefix, lambda setup: setup == name).get(name, {})
+    later = grade_later_epochs(
+        paths,
+        key,
+        dataset=graded.dataset,
+        question=graded.question,
+        setup=graded.setup,
+        abstention=compile_abstention(DEFAULT_ABSTENTION),
+        spec=spec,
+        logs=[],  # the Python API warns of nothing: a bad epoch ends the epochs, as in kag stats
+    )
+    for epoch, _path, graded_epoch, _answer in later:
+        yield (
+            epoch,
+            str(epoch_result_path(root, graded.dataset, graded.question, prefix, name, epoch)),
+            graded_epoch,
+        )
 
 
 def records_frame(

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from kag.errors import InputError
-from kag.grading.mcq.metrics import Metrics
 from kag.grading.open_answers import exact_match, normalize_answer, token_f1
 
 if TYPE_CHECKING:
@@ -69,7 +68,20 @@ def grade_open_response(response: str | None, answers: Sequence[str]) -> tuple[f
     return exact_match(response, answers), token_f1(response, answers)
 
 
-def open_metrics(m: Metrics) -> OpenMetrics | None:
+class OpenCounts(Protocol):
+    """The open-answer sums of a block (:class:`kag.grading.mcq.metrics.Metrics` has them)."""
+
+    @property
+    def open_total(self) -> int: ...
+    @property
+    def open_errors(self) -> int: ...
+    @property
+    def open_exact(self) -> int: ...
+    @property
+    def open_f1(self) -> float: ...
+
+
+def open_metrics(m: OpenCounts) -> OpenMetrics | None:
     """The open-answer block of ``m``: means over ``open_total`` files; None when it has none."""
     if m.open_total == 0:
         return None

@@ -100,3 +100,12 @@ def open_outcome(response: str | None, exact_match: float) -> Outcome:
     if response is None:
         return Outcome.ERR
     return Outcome.OK if exact_match == 1 else Outcome.WRONG
+
+
+def question_sort_key(key: tuple[str, str]) -> tuple[str, int, int, str]:
+    """Datasets by name, then numeric question ids by value (2 before 10), then the others
+    by name; the id itself breaks ties ("012" vs "12")."""
+    dataset, question = key
+    if question.isascii() and question.isdigit():
+        return (dataset, 0, int(question), question)
+    return (dataset, 1, 0, question)

@@ -17,9 +17,9 @@ from kag.grading.compare.records import answer_set, question_sort_key
 from kag.grading.compare.setups import ComparisonRun, compare_setups
 from kag.grading.evidence import EvidenceRecord
 from kag.grading.mcq.metrics import GradeRun, Tally, Unreadable
-from kag.grading.mcq.rule import rust_trim
 from kag.grading.mcq.summary import Summary
 from kag.grading.record import GradedFile, Outcome
+from kag.grading.rule import rust_trim
 from kag.grading.search.match import Matcher, literal_of, match_text
 from kag.grading.search.options import DEFAULT_TIMEOUT, compile_pattern
 from kag.results.codec import RetrievalSample, parse_result

@@ -27,12 +27,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kag.errors import UsageError
-from kag.grading.record import GradedFile, Outcome
+from kag.grading.compare.epoch_means import SetupMeans, question_means
+from kag.grading.mcq.summary import summarize
+from kag.grading.record import GradedFile, Outcome, question_sort_key
 from kag.results.model import RESULT_SUFFIX, ModelConfig
 
 if TYPE_CHECKING:
     from kag.datasets import Datasets
-    from kag.grading.compare.epoch_means import SetupMeans
     from kag.grading.mcq.metrics import GradeRun, Unreadable
     from kag.grading.mcq.summary import Summary
 
@@ -43,15 +44,6 @@ def index_answers(answers: Iterable[GradedFile]) -> dict[str, dict[tuple[str, st
     for answer in answers:
         by_setup.setdefault(answer.setup, {})[answer.key] = answer
     return by_setup
-
-
-def question_sort_key(key: tuple[str, str]) -> tuple[str, int, int, str]:
-    """Datasets by name, then numeric question ids by value (2 before 10), then the others
-    by name; the id itself breaks ties ("012" vs "12")."""
-    dataset, question = key
-    if question.isascii() and question.isdigit():
-        return (dataset, 0, int(question), question)
-    return (dataset, 1, 0, question)
 
 
 def paired_keys(
@@ -196,12 +188,8 @@ def answer_set(run: GradeRun, answers: Sequence[GradedFile], *, extracted: bool 
     the run's summary, each setup's profile and, when the run has epochs, the per-question
     mean scores (:func:`~kag.grading.compare.epoch_means.question_means`), under the
     extracted grade with ``extracted`` as the answers are."""
-    from kag.grading.mcq.summary import summarize
-
     means = None
     if run.epochs is not None:
-        from kag.grading.compare.epoch_means import question_means
-
         means = question_means(run, extracted=extracted)
     profiles = setup_profiles(answers, setup_configs(answers))
     return AnswerSet(tuple(answers), summarize(run), profiles, means, run.unreadable)

@@ -1,8 +1,8 @@
-"""The grading rule of one MCQ result file, and the per-file record it gives.
+"""The grade of one MCQ result file, and the per-file record it gives.
 
-The rule is the Rust tool's: an ``ok`` file is correct when its ``result``, trimmed of
-Unicode White_Space (Rust's ``str::trim``), equals the answer key ignoring ASCII case
-only (Rust's ``eq_ignore_ascii_case``); an ``error`` file is an error.
+The answer rule is :mod:`kag.grading.rule`'s (trim, then compare ignoring ASCII case);
+here it is applied to a file against its answer key, with the abstentions and the answers
+that are no option key told apart among the WRONG ones. An ``error`` file is ERR.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from functools import lru_cache
 
 from kag.errors import UsageError
 from kag.grading.record import GradedFile, Outcome
+from kag.grading.rule import rust_trim
 from kag.results.codec import (
     NANOS_PER_SEC,
     GradingFields,
@@ -23,37 +24,8 @@ from kag.results.codec import (
 from kag.results.model import ErrorResult, Result, Timing
 from kag.textsafe import ascii_fold
 
-# Unicode White_Space, the set Rust's `str::trim` strips. Python's `str.strip()` also strips
-# U+001C..U+001F (information separators), which Rust keeps: "\x1fb" is not "b" in Rust.
-RUST_WHITESPACE = (
-    "\t\n\x0b\x0c\r \x85\xa0\u1680"
-    "\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
-    "\u2028\u2029\u202f\u205f\u3000"
-)
-
 #: Default pattern for abstentions (a WRONG answer that declines to answer).
 DEFAULT_ABSTENTION = r"(?i)^\s*i\s+don'?t\s+know\.?\s*$"
-
-# ---------------------------------------------------------------- the grading rule
-
-
-def rust_trim(text: str) -> str:
-    """``text`` without leading/trailing Unicode White_Space, like Rust's ``str::trim``."""
-    return text.strip(RUST_WHITESPACE)
-
-
-def eq_ignore_ascii_case(a: str, b: str) -> bool:
-    """Rust's ``eq_ignore_ascii_case``: equal when only A-Z/a-z may differ in case.
-
-    Non-ASCII letters must match exactly: "É" != "é", and the Kelvin sign "K" (U+212A)
-    is not "k" (``str.lower``/``casefold`` would say otherwise).
-    """
-    return ascii_fold(a) == ascii_fold(b)
-
-
-def is_correct(response: str, answer: str) -> bool:
-    """The Rust tool's rule: ``response.trim().eq_ignore_ascii_case(answer)``."""
-    return eq_ignore_ascii_case(rust_trim(response), answer)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,24 +1,20 @@
-"""Grade MCQ result files against the datasets file, then aggregate them per setup.
+"""The walk of one result tree: :func:`grade_tree` reads every result file once and folds
+its grade into the tallies of (setup, dataset).
 
-Two stages, as in ir_measures: every result file first becomes a small per-file record
-(:class:`GradedFile`, built by :func:`grade_result` from the result model, or by
-:func:`grade_fields` straight from the file's fields); records are then folded into
-:class:`Tally` accumulators keyed by (setup, dataset), and :func:`summarize` turns those
-into ranked :class:`SetupSummary` blocks of :class:`Metrics`.
-
-:func:`grade_tree` walks ``<root>/<dataset>/<question>/<prefix><setup>.json`` (the Rust
-tool's layout) and streams: it keeps the tallies and the counters, and keeps the per-file
-records only when asked (``keep_records=True``, for features that pair files across
-setups). Memory therefore does not grow with the number of files unless records are
-kept (then a few hundred bytes per file, the response text included).
-
-The grading rule is the Rust tool's: an ``ok`` file is correct when its ``result``,
-trimmed of Unicode White_Space (Rust's ``str::trim``), equals the answer key ignoring
-ASCII case only (Rust's ``eq_ignore_ascii_case``); an ``error`` file is an error.
+The tree's layout is :mod:`kag.grading.rule`'s contract,
+``<root>/<dataset>/<question>/<prefix><setup>.json``. Each question folder is a task of a
+kind set by the datasets file (an MCQ with a key, an MCQ without one, an open question,
+anything else); the walk streams: it keeps the tallies and the file counters, and the
+per-file records only when asked (``keep_records=True``, for the features that pair files
+across setups), so memory does not grow with the number of files unless records are kept
+(then a few hundred bytes per file, the response text included). A question's ``epochs``
+folder is read only when the epochs are asked for (:mod:`.epoch_walk`), its retrieval text
+only when the evidence is (:mod:`kag.grading.evidence`).
 
 Parallelism: large trees are graded by a pool of worker processes over chunks of
-question folders. Every sum is an integer (times in nanoseconds), so the result does not
-depend on the number of workers or on the order in which chunks finish.
+question folders; the chunks' tallies are merged in chunk order, so the result does not
+depend on the number of workers or on the order in which chunks finish
+(:mod:`.metrics`).
 """
 
 from __future__ import annotations
