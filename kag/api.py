@@ -25,7 +25,7 @@ from kag.errors import InputError, UsageError
 from kag.grading.mcq.metrics import GradeRun, duration_secs
 from kag.grading.mcq.rule import DEFAULT_ABSTENTION, AnswerKey, compile_abstention
 from kag.grading.mcq.summary import Summary, summarize
-from kag.grading.mcq.trees import LabelledTree, ResultSource, file_place, grade_source, label_problem
+from kag.grading.mcq.trees import ResultSource, ResultTree, file_place, grade_source, label_problem, one_tree
 from kag.grading.record import GradedFile
 from kag.results.tree import EPOCHS_FOLDER, epoch_result_path, matches_any, result_path
 
@@ -123,13 +123,13 @@ class Record:
 
 def _source(results: Results) -> ResultSource:
     if isinstance(results, (str, Path)):
-        return results
-    trees: list[LabelledTree] = []
+        return one_tree(results)
+    trees: list[ResultTree] = []
     for label, root in results.items():
         why = label_problem(label)
         if why:
             raise UsageError(f"results label {label!r}: {why}")
-        trees.append(LabelledTree(label, str(root)))
+        trees.append(ResultTree(label, str(root)))
     if not trees:
         raise UsageError("results: no tree given (an empty mapping)")
     return tuple(trees)

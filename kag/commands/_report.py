@@ -33,7 +33,7 @@ def html_report(
     from kag.grading.mcq.trees import describe_source
     from kag.render.html import COMPARE_TITLE, STATS_TITLE, PageMeta, render_html_report
 
-    trees = () if isinstance(source, (str, Path)) else tuple((t.label, str(t.root)) for t in source)
+    trees = tuple((t.label, t.root) for t in source if t.label is not None)
     meta = PageMeta(
         runs=_run_rows(source),
         title=COMPARE_TITLE if compare else STATS_TITLE,
@@ -107,6 +107,8 @@ def _run_rows(source: ResultSource) -> tuple[tuple[str, ...], ...]:
     from kag.render.runs import run_row
     from kag.results.runs import read_run_records
 
-    if isinstance(source, (str, Path)):
-        return tuple(run_row(r) for r in read_run_records(source))
-    return tuple((t.label, *run_row(r)) for t in source for r in read_run_records(t.root))
+    return tuple(
+        run_row(r) if t.label is None else (t.label, *run_row(r))
+        for t in source
+        for r in read_run_records(t.root)
+    )

@@ -172,8 +172,8 @@ def stats(
     )
     check_setup_globs(tuple(setup or ()), {s for s, _ in graded.tallies}, root, prefix or "", dataset_globs)
     warn_prefix((s for s, _ in graded.tallies), prefix or "", filtered=bool(setup))
-    for tree in [root] if isinstance(root, (str, Path)) else [t.root for t in root]:
-        _explain_little(graded, loaded, Path(tree), prefix or "", dataset_globs)
+    for tree in root:
+        _explain_little(graded, loaded, Path(tree.root), prefix or "", dataset_globs)
     summary = summarize(graded)
     warn_small_samples(summary)
     _warn_unbelievable_usage(graded)

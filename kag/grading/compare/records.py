@@ -15,13 +15,14 @@ __all__ = [
     "index_answers",
     "native_candidates",
     "paired_keys",
+    "paired_records",
     "question_sort_key",
     "setup_configs",
     "setup_profiles",
 ]
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -164,16 +165,30 @@ def answers_from_run(
     each ERR file and the config of each ok file come with the records (no file is read
     again). Raises ValueError when the run kept no records.
     """
+    top = os.fspath(root)
+    return paired_records(run, datasets, lambda setup: (top, setup), prefix, extracted=extracted)
+
+
+def paired_records(
+    run: GradeRun,
+    datasets: Datasets,
+    place: Callable[[str], tuple[str, str]],
+    prefix: str = "",
+    *,
+    extracted: bool = False,
+) -> list[GradedFile]:
+    """:func:`answers_from_run` over any trees: ``place`` gives the (tree root, setup name in
+    its tree) of a setup as the run names it, for the records without a path."""
     if run.records is None:
         raise ValueError("the grading run kept no per-file records (grade_tree(..., keep_records=True))")
     answers = []
-    top = os.fspath(root)
     for r in run.records:
         if r.path is None or r.gold is None:
             question = datasets.get(r.dataset, r.question)
             gold = question.mcq.answer if question is not None and question.mcq is not None else None
+            root, name = place(r.setup)
             # kag.results.tree.result_path's layout, joined as strings: pathlib costs ~0.1 ms a file.
-            path = os.path.join(top, r.dataset, r.question, f"{prefix}{r.setup}{RESULT_SUFFIX}")
+            path = os.path.join(root, r.dataset, r.question, f"{prefix}{name}{RESULT_SUFFIX}")
             r = replace(r, gold=gold, path=path)
         if extracted:
             if r.extracted is None:
