@@ -31,6 +31,7 @@ from kag.grading.compare import (
 from kag.grading.mcq.metrics import Metrics
 from kag.grading.mcq.summary import MIN_SAMPLE, SetupSummary, Summary, small_samples
 from kag.grading.usage import Costs
+from kag.render.columns import Block, Shown, cells_for, columns_for, headers_for
 from kag.render.compare import (
     IMPACT_LEGEND,
     comparison_legend,
@@ -43,7 +44,7 @@ from kag.render.compare import (
 from kag.render.stats import small_samples_note
 from kag.render.table import Align, Table, interval_pct, pct, signed_pp, table_html
 from kag.render.templating import environment, render_template
-from kag.render.usage import usage_cells, usage_headers, usage_legend
+from kag.render.usage import usage_legend
 from kag.textsafe import escape_controls
 
 #: Okabe-Ito palette (distinguishable with the common colour-vision deficiencies).
@@ -53,42 +54,25 @@ PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#0
 # ---------------------------------------------------------------- the ranked summary
 
 
-def summary_table(
-    summaries: Sequence[SetupSummary], usage: bool = False, costs: Costs | None = None
-) -> Table:
-    """The ranking of `kag stats` (``Summary.setups``, already ranked) with Wilson intervals;
-    with ``usage``, the mean tokens per question (and the cost, with ``costs``) too."""
-    headers = ("#", "SETUP", "ACC%", "95% CI", "PREC%", "COVER%", "OK", "WRONG", "ERR", "TOT")
-    priced = costs is not None
-    extra = usage_headers(priced) if usage else ()
+def summary_table(summaries: Sequence[SetupSummary], shown: Shown) -> Table:
+    """The ranking of `kag stats` (``Summary.setups``, already ranked) with Wilson
+    intervals, in the HTML columns of :data:`~kag.render.columns.STATS_COLUMNS` that the
+    run ``shown`` has (mean tokens per question with usage, the cost with prices)."""
+    columns = columns_for("html", shown)
     rows: list[tuple[str, ...]] = []
     sub: list[bool] = []
     for rank, s in enumerate(summaries, 1):
-        blocks = [
-            (s.setup, None, s.overall, False),
-            *((f"└ {d}", d, m, True) for d, m in s.per_dataset.items()),
-        ]
-        for label, dataset, b, is_sub in blocks:
-            cost = costs.of(s.setup, dataset) if costs is not None else None
+        blocks = [(s.setup, None, s.overall), *((f"└ {d}", d, m) for d, m in s.per_dataset.items())]
+        for label, dataset, m in blocks:
+            cost = shown.costs.of(s.setup, dataset) if shown.costs is not None else None
+            cells = cells_for("html", columns, Block(s.setup, dataset, m, cost))
             rows.append(
-                (
-                    "" if is_sub else str(rank),
-                    label,
-                    pct(b.accuracy),
-                    interval_pct(b.accuracy_ci95),
-                    pct(b.precision),
-                    pct(b.coverage),
-                    str(b.correct),
-                    str(b.incorrect),
-                    str(b.errors),
-                    str(b.total),
-                    *(usage_cells(b, cost, priced) if usage else ()),
-                )
+                ("" if dataset is not None else str(rank), label, *("" if c is None else c for c in cells))
             )
-            sub.append(is_sub)
+            sub.append(dataset is not None)
     right: Align = "r"
-    align: tuple[Align, ...] = ("r", "l", "r", "r", "r", "r", "r", "r", "r", "r", *(right for _ in extra))
-    return Table((*headers, *extra), tuple(rows), align, tuple(sub))
+    align: tuple[Align, ...] = ("r", "l", *(right for _ in columns))
+    return Table(("#", "SETUP", *headers_for("html", columns)), tuple(rows), align, tuple(sub))
 
 
 # ---------------------------------------------------------------- SVG charts
@@ -455,7 +439,9 @@ def render_html(
             facts=" | ".join(facts),
             counts=counts,
             notes=notes,
-            ranking=table_html(summary_table(summaries, usage, costs), "ranking") if summaries else None,
+            ranking=table_html(summary_table(summaries, Shown(usage=usage, costs=costs)), "ranking")
+            if summaries
+            else None,
             accuracy_chart=accuracy_chart(summaries) if summaries else None,
             tokens_chart=tokens_chart(summaries) if summaries and usage else None,
             usage_legend=usage_legend(costs is not None) if summaries and usage else None,

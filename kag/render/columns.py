@@ -1,0 +1,231 @@
+"""The columns of the `kag stats` table, declared once for every format that draws it.
+
+:data:`STATS_COLUMNS` is the table as data: each :class:`Column` names the measure whose
+value it shows (``measure``), its header, how a block's value becomes a cell, the formats
+that show it and when a run shows it at all (:class:`Shown`: the extracted grade, retrieval,
+token usage, prices). The text table, the markdown table and the HTML ranking each take, in
+the declared order, the columns of their format whose condition holds (:func:`columns_for`);
+the row labels (setup, ``└ dataset``, rank) are the renderer's own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+from kag.render.table import pct
+
+if TYPE_CHECKING:
+    from kag.grading.mcq.metrics import Metrics, RetrievalMetrics, UsageMetrics
+    from kag.grading.mcq.summary import Summary
+    from kag.grading.usage import Costs
+
+Fmt = Literal["text", "markdown", "html"]
+
+
+@dataclass(frozen=True)
+class Block:
+    """One row's values: a setup's metrics (``dataset`` None) or those of one of its
+    datasets, with the block's cost when the run was priced."""
+
+    setup: str
+    dataset: str | None
+    metrics: Metrics
+    cost: float | None = None
+
+
+@dataclass(frozen=True)
+class Shown:
+    """What a run has that optional columns show: the ``--extract`` spec, some setup's
+    retrieval, token usage (or prices), and the costs of its blocks when it was priced."""
+
+    extract: str | None = None
+    retrieval: bool = False
+    usage: bool = False
+    costs: Costs | None = None
+
+    @classmethod
+    def of(cls, summary: Summary) -> Shown:
+        return cls(summary.extract, summary.any_retrieval, summary.shows_usage, summary.costs)
+
+    @property
+    def priced(self) -> bool:
+        return self.costs is not None
+
+
+#: A cell from a block; None when the block has no value for it (a row without retrieval):
+#: the text table ends its line there, markdown and HTML leave the cell blank.
+Cell = Callable[[Block], "str | None"]
+
+
+def _always(_: Shown) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column: ``header`` and ``cell`` in every format of ``formats`` unless
+    ``headers``/``cells`` give a format its own; ``width`` is the text table's."""
+
+    measure: str
+    header: str
+    cell: Cell
+    formats: frozenset[Fmt]
+    width: int = 0
+    when: Callable[[Shown], bool] = _always
+    headers: Mapping[Fmt, str] = field(default_factory=dict)
+    cells: Mapping[Fmt, Cell] = field(default_factory=dict)
+
+    def header_in(self, fmt: Fmt) -> str:
+        return self.headers.get(fmt, self.header)
+
+    def cell_in(self, fmt: Fmt) -> Cell:
+        return self.cells.get(fmt, self.cell)
+
+
+# ---------------------------------------------------------------- cell formatting
+
+
+def secs(value: float | None) -> str:
+    """Seconds with 3 decimals, or ``-``."""
+    return "-" if value is None else f"{value:.3f}"
+
+
+def num(value: float | None) -> str:
+    """A mean with 3 decimals (CTX_LEN), or ``-``."""
+    return "-" if value is None else f"{value:.3f}"
+
+
+def _ci_dash(b: Block) -> str:
+    ci = b.metrics.accuracy_ci95
+    return "-" if ci is None else f"{pct(ci[0])}–{pct(ci[1])}"
+
+
+def _ci_brackets(b: Block) -> str:
+    ci = b.metrics.accuracy_ci95
+    return "-" if ci is None else f"[{pct(ci[0], 1)}, {pct(ci[1], 1)}]"
+
+
+def _retrieval(value: Callable[[RetrievalMetrics], str]) -> Cell:
+    def cell(b: Block) -> str | None:
+        r = b.metrics.retrieval
+        return None if r is None else value(r)
+
+    return cell
+
+
+def _tokens(mean: Callable[[UsageMetrics], float]) -> Cell:
+    def cell(b: Block) -> str:
+        u = b.metrics.usage
+        return "-" if u is None else f"{mean(u):.1f}"
+
+    return cell
+
+
+def _cost(b: Block) -> str:
+    return "-" if b.cost is None else f"{b.cost:.4f}"
+
+
+def _extracted(s: Shown) -> bool:
+    return s.extract is not None
+
+
+def _retrieved(s: Shown) -> bool:
+    return s.retrieval
+
+
+def _used(s: Shown) -> bool:
+    return s.usage
+
+
+def _priced(s: Shown) -> bool:
+    return s.usage and s.priced
+
+
+_TEXT_MD_HTML: frozenset[Fmt] = frozenset(("text", "markdown", "html"))
+_TEXT_MD: frozenset[Fmt] = frozenset(("text", "markdown"))
+_MD_HTML: frozenset[Fmt] = frozenset(("markdown", "html"))
+
+#: The stats table, in its order (text: ``width`` characters, right-aligned).
+STATS_COLUMNS: tuple[Column, ...] = (
+    Column("accuracy", "ACC%", lambda b: pct(b.metrics.accuracy), _TEXT_MD_HTML, 7),
+    Column(
+        "interval",
+        "ACC 95% CI",
+        _ci_dash,
+        _MD_HTML,
+        headers={"html": "95% CI"},
+        cells={"html": _ci_brackets},
+    ),
+    Column("accuracy", "PREC%", lambda b: pct(b.metrics.precision), _TEXT_MD_HTML, 7),
+    Column("accuracy", "COVER%", lambda b: pct(b.metrics.coverage), _TEXT_MD_HTML, 8),
+    Column("accuracy", "OK", lambda b: str(b.metrics.correct), _TEXT_MD_HTML, 5),
+    Column("accuracy", "WRONG", lambda b: str(b.metrics.incorrect), _TEXT_MD_HTML, 5),
+    Column("accuracy", "ERR", lambda b: str(b.metrics.errors), _TEXT_MD_HTML, 4),
+    Column("accuracy", "TOT", lambda b: str(b.metrics.total), _TEXT_MD_HTML, 3),
+    Column("timing", "GEN(s)", lambda b: secs(b.metrics.avg_generation_secs), _TEXT_MD, 8),
+    Column("context_length", "CTX_LEN", lambda b: num(b.metrics.avg_context_length), _TEXT_MD, 10),
+    Column("extracted", "XACC%", lambda b: pct(b.metrics.extracted_accuracy), _TEXT_MD, 7, when=_extracted),
+    Column(
+        "retrieval",
+        "RET(s)",
+        _retrieval(lambda r: secs(r.avg_time_secs)),
+        _TEXT_MD,
+        8,
+        when=_retrieved,
+    ),
+    Column(
+        "retrieval",
+        "VERTICE",
+        _retrieval(lambda r: f"{r.avg_vertices:.2f}"),
+        _TEXT_MD,
+        7,
+        when=_retrieved,
+    ),
+    Column(
+        "retrieval",
+        "RELATION",
+        _retrieval(lambda r: f"{r.avg_relationships:.2f}"),
+        _TEXT_MD,
+        8,
+        when=_retrieved,
+    ),
+    Column(
+        "retrieval",
+        "PROPERTY",
+        _retrieval(lambda r: f"{r.avg_properties:.2f}"),
+        _TEXT_MD,
+        8,
+        when=_retrieved,
+    ),
+    Column(
+        "usage",
+        "PROMPT_TOK",
+        _tokens(lambda u: u.avg_prompt_tokens),
+        _MD_HTML,
+        when=_used,
+    ),
+    Column(
+        "usage",
+        "COMPL_TOK",
+        _tokens(lambda u: u.avg_completion_tokens),
+        _MD_HTML,
+        when=_used,
+    ),
+    Column("usage", "COST($)", _cost, _MD_HTML, when=_priced),
+)
+
+
+def columns_for(fmt: Fmt, shown: Shown) -> tuple[Column, ...]:
+    """The columns ``fmt`` draws for a run that has ``shown``, in the declared order."""
+    return tuple(c for c in STATS_COLUMNS if fmt in c.formats and c.when(shown))
+
+
+def headers_for(fmt: Fmt, columns: tuple[Column, ...]) -> tuple[str, ...]:
+    return tuple(c.header_in(fmt) for c in columns)
+
+
+def cells_for(fmt: Fmt, columns: tuple[Column, ...], block: Block) -> tuple[str | None, ...]:
+    """The cells of ``block`` (None where it has no value)."""
+    return tuple(c.cell_in(fmt)(block) for c in columns)

@@ -1,0 +1,77 @@
+"""kag.render.columns: the stats table declared once, drawn by every format."""
+
+from __future__ import annotations
+
+from typing import get_args
+
+import pytest
+
+from kag.grading.mcq import Metrics
+from kag.render.columns import STATS_COLUMNS, Block, Fmt, Shown, cells_for, columns_for, headers_for
+
+#: The measures whose values the stats table shows.
+MEASURES = {"accuracy", "interval", "timing", "context_length", "extracted", "retrieval", "usage"}
+EVERYTHING = Shown(extract="letter", retrieval=True, usage=True)
+
+KAG = Metrics(
+    correct=3,
+    incorrect=1,
+    generation_ns=2_000_000_000,
+    generation_samples=4,
+    retrieval_ns=1_000_000_000,
+    vertices=10,
+    relationships=6,
+    properties=2,
+    retrieval_samples=4,
+)
+
+
+def test_every_column_names_a_measure_and_a_known_format() -> None:
+    assert {c.measure for c in STATS_COLUMNS} == MEASURES
+    formats = set(get_args(Fmt))
+    for column in STATS_COLUMNS:
+        assert column.formats and column.formats <= formats, column.header
+        assert set(column.headers) <= column.formats and set(column.cells) <= column.formats
+
+
+@pytest.mark.parametrize("fmt", get_args(Fmt))
+def test_a_format_never_shows_a_header_twice(fmt: Fmt) -> None:
+    headers = headers_for(fmt, columns_for(fmt, EVERYTHING))
+    assert len(headers) == len(set(headers))
+
+
+def test_text_columns_have_widths_and_no_interval() -> None:
+    columns = columns_for("text", EVERYTHING)
+    assert all(c.width > 0 for c in columns)
+    assert "interval" not in {c.measure for c in columns}
+
+
+def test_optional_columns_follow_what_the_run_has() -> None:
+    plain = headers_for("markdown", columns_for("markdown", Shown()))
+    assert plain[:2] == ("ACC%", "ACC 95% CI")
+    assert not {"XACC%", "RET(s)", "PROMPT_TOK", "COST($)"} & set(plain)
+    assert "COST($)" not in headers_for("markdown", columns_for("markdown", Shown(usage=True)))
+    everything = headers_for("markdown", columns_for("markdown", EVERYTHING))
+    assert {"XACC%", "RET(s)", "PROMPT_TOK", "COMPL_TOK"} <= set(everything)
+
+
+def test_a_format_can_give_a_column_its_own_header_and_cell() -> None:
+    block = Block("kag", None, KAG)
+    [md] = [c for c in columns_for("markdown", Shown()) if c.measure == "interval"]
+    [html] = [c for c in columns_for("html", Shown()) if c.measure == "interval"]
+    assert md is html
+    assert (md.header_in("markdown"), html.header_in("html")) == ("ACC 95% CI", "95% CI")
+    low, high = KAG.accuracy_ci95 or (0.0, 0.0)
+    assert md.cell_in("markdown")(block) == f"{100 * low:.2f}–{100 * high:.2f}"
+    assert html.cell_in("html")(block) == f"[{100 * low:.1f}, {100 * high:.1f}]"
+
+
+def test_a_block_without_retrieval_has_no_retrieval_cells() -> None:
+    columns = columns_for("text", EVERYTHING)
+    with_rag = dict(zip(headers_for("text", columns), cells_for("text", columns, Block("kag", None, KAG))))
+    without = dict(
+        zip(headers_for("text", columns), cells_for("text", columns, Block("n", None, Metrics(correct=1))))
+    )
+    assert with_rag["RET(s)"] == "0.250" and with_rag["VERTICE"] == "2.50"
+    assert without["RET(s)"] is None and without["PROPERTY"] is None
+    assert without["ACC%"] == "100.00" and without["GEN(s)"] == "-"
