@@ -144,7 +144,6 @@ def _priced(s: Shown) -> bool:
 
 
 _TEXT_MD_HTML: frozenset[Fmt] = frozenset(("text", "markdown", "html"))
-_TEXT_MD: frozenset[Fmt] = frozenset(("text", "markdown"))
 _MD_HTML: frozenset[Fmt] = frozenset(("markdown", "html"))
 
 #: The stats table, in its order (text: ``width`` characters, right-aligned).
@@ -164,14 +163,16 @@ STATS_COLUMNS: tuple[Column, ...] = (
     Column("accuracy", "WRONG", lambda b: str(b.metrics.incorrect), _TEXT_MD_HTML, 5),
     Column("accuracy", "ERR", lambda b: str(b.metrics.errors), _TEXT_MD_HTML, 4),
     Column("accuracy", "TOT", lambda b: str(b.metrics.total), _TEXT_MD_HTML, 3),
-    Column("timing", "GEN(s)", lambda b: secs(b.metrics.avg_generation_secs), _TEXT_MD, 8),
-    Column("context_length", "CTX_LEN", lambda b: num(b.metrics.avg_context_length), _TEXT_MD, 10),
-    Column("extracted", "XACC%", lambda b: pct(b.metrics.extracted_accuracy), _TEXT_MD, 7, when=_extracted),
+    Column("timing", "GEN(s)", lambda b: secs(b.metrics.avg_generation_secs), _TEXT_MD_HTML, 8),
+    Column("context_length", "CTX_LEN", lambda b: num(b.metrics.avg_context_length), _TEXT_MD_HTML, 10),
+    Column(
+        "extracted", "XACC%", lambda b: pct(b.metrics.extracted_accuracy), _TEXT_MD_HTML, 7, when=_extracted
+    ),
     Column(
         "retrieval",
         "RET(s)",
         _retrieval(lambda r: secs(r.avg_time_secs)),
-        _TEXT_MD,
+        _TEXT_MD_HTML,
         8,
         when=_retrieved,
     ),
@@ -179,7 +180,7 @@ STATS_COLUMNS: tuple[Column, ...] = (
         "retrieval",
         "VERTICE",
         _retrieval(lambda r: f"{r.avg_vertices:.2f}"),
-        _TEXT_MD,
+        _TEXT_MD_HTML,
         7,
         when=_retrieved,
     ),
@@ -187,7 +188,7 @@ STATS_COLUMNS: tuple[Column, ...] = (
         "retrieval",
         "RELATION",
         _retrieval(lambda r: f"{r.avg_relationships:.2f}"),
-        _TEXT_MD,
+        _TEXT_MD_HTML,
         8,
         when=_retrieved,
     ),
@@ -195,7 +196,7 @@ STATS_COLUMNS: tuple[Column, ...] = (
         "retrieval",
         "PROPERTY",
         _retrieval(lambda r: f"{r.avg_properties:.2f}"),
-        _TEXT_MD,
+        _TEXT_MD_HTML,
         8,
         when=_retrieved,
     ),

@@ -30,7 +30,6 @@ from kag.grading.compare import (
 )
 from kag.grading.mcq.metrics import Metrics
 from kag.grading.mcq.summary import MIN_SAMPLE, SetupSummary, Summary, small_samples
-from kag.grading.usage import Costs
 from kag.render.columns import Block, Shown, cells_for, columns_for, headers_for
 from kag.render.compare import (
     IMPACT_LEGEND,
@@ -41,7 +40,7 @@ from kag.render.compare import (
     impact_header,
     impact_table,
 )
-from kag.render.stats import small_samples_note
+from kag.render.stats import XACC_LEGEND, small_samples_note
 from kag.render.table import Align, Table, interval_pct, pct, signed_pp, table_html
 from kag.render.templating import environment, render_template
 from kag.render.usage import usage_legend
@@ -73,6 +72,24 @@ def summary_table(summaries: Sequence[SetupSummary], shown: Shown) -> Table:
     right: Align = "r"
     align: tuple[Align, ...] = ("r", "l", *(right for _ in columns))
     return Table(("#", "SETUP", *headers_for("html", columns)), tuple(rows), align, tuple(sub))
+
+
+NOTHING_SHOWN = Shown()
+
+
+def ranking_legend(shown: Shown) -> tuple[str, ...]:
+    """The legend lines under the ranking, after that of ACC%, PREC% and COVER%."""
+    times, what = ("GEN(s)/RET(s)", "generation/retrieval") if shown.retrieval else ("GEN(s)", "generation")
+    lines = [
+        f"{times} = mean {what} time per question, in seconds; CTX_LEN = average prompt length, in bytes"
+    ]
+    if shown.retrieval:
+        lines.append(
+            "VERTICE/RELATION/PROPERTY = mean vertices/relationships/properties retrieved per question"
+        )
+    if shown.extract is not None:
+        lines.append(XACC_LEGEND.format(spec=shown.extract))
+    return tuple(lines)
 
 
 # ---------------------------------------------------------------- SVG charts
@@ -388,8 +405,7 @@ def render_html(
     meta: PageMeta = PageMeta(),
     max_flips: int = 50,
     max_chars: int = 300,
-    usage: bool = False,
-    costs: Costs | None = None,
+    shown: Shown = NOTHING_SHOWN,
     counts: str | None = None,
     notes: Sequence[str] = (),
 ) -> str:
@@ -397,9 +413,10 @@ def render_html(
     ``notes``), ranked table, accuracy chart with Wilson CI whiskers per
     setup and dataset, comparisons against the baseline (table and difference chart), the
     retrieval impact of each KAG setup, and the flip lists (``max_flips`` rows per
-    direction, responses cut to ``max_chars``). With ``usage`` (some file has token usage, or
-    ``costs`` were computed) the ranking shows tokens (and costs) and a chart plots accuracy
-    against mean tokens per question. Sections without data are left out.
+    direction, responses cut to ``max_chars``). The ranking has the HTML columns of
+    :data:`~kag.render.columns.STATS_COLUMNS` that the run ``shown`` has; with usage (some
+    file has token usage, or costs were computed) a chart plots accuracy against mean
+    tokens per question. Sections without data are left out.
     Inline CSS and SVG only: nothing is loaded from anywhere.
     """
     facts = [
@@ -439,12 +456,11 @@ def render_html(
             facts=" | ".join(facts),
             counts=counts,
             notes=notes,
-            ranking=table_html(summary_table(summaries, Shown(usage=usage, costs=costs)), "ranking")
-            if summaries
-            else None,
+            ranking=table_html(summary_table(summaries, shown), "ranking") if summaries else None,
+            ranking_legend=ranking_legend(shown),
             accuracy_chart=accuracy_chart(summaries) if summaries else None,
-            tokens_chart=tokens_chart(summaries) if summaries and usage else None,
-            usage_legend=usage_legend(costs is not None) if summaries and usage else None,
+            tokens_chart=tokens_chart(summaries) if summaries and shown.usage else None,
+            usage_legend=usage_legend(shown.priced) if summaries and shown.usage else None,
             comparisons=compared,
             impacts=impact_sections,
             impact_legend=IMPACT_LEGEND,
@@ -492,8 +508,7 @@ def render_html_report(
         analysis.impacts,
         meta,
         max_flips=max_flips,
-        usage=answer_set.summary.shows_usage,
-        costs=answer_set.summary.costs,
+        shown=Shown.of(answer_set.summary),
         counts=counts_line(answer_set.summary),
         notes=page_notes(answer_set, analysis, meta),
     )

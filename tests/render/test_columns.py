@@ -75,3 +75,23 @@ def test_a_block_without_retrieval_has_no_retrieval_cells() -> None:
     assert with_rag["RET(s)"] == "0.250" and with_rag["VERTICE"] == "2.50"
     assert without["RET(s)"] is None and without["PROPERTY"] is None
     assert without["ACC%"] == "100.00" and without["GEN(s)"] == "-"
+
+
+def test_the_html_ranking_shows_every_column_of_the_text_and_markdown_tables() -> None:
+    html = set(headers_for("html", columns_for("html", EVERYTHING)))
+    assert set(headers_for("text", columns_for("text", EVERYTHING))) <= html
+    assert set(headers_for("markdown", columns_for("markdown", EVERYTHING))) - {"ACC 95% CI"} <= html
+
+
+def test_the_html_ranking_draws_the_declared_columns() -> None:
+    from kag.grading.mcq import SetupSummary
+    from kag.render.html import summary_table
+
+    table = summary_table([SetupSummary("kag", KAG, {"d": KAG})], Shown(extract="letter", retrieval=True))
+    assert table.headers[:2] == ("#", "SETUP")
+    assert table.headers[2:] == headers_for(
+        "html", columns_for("html", Shown(extract="letter", retrieval=True))
+    )
+    row = dict(zip(table.headers, table.rows[0]))
+    assert (row["GEN(s)"], row["RET(s)"], row["XACC%"]) == ("0.500", "0.250", "0.00")
+    assert table.rows[1][:2] == ("", "└ d") and table.sub == (False, True)
