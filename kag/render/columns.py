@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from kag.render.table import pct
+from kag.grading.percent import pct
 
 if TYPE_CHECKING:
     from kag.grading.mcq.metrics import Metrics, RetrievalMetrics, UsageMetrics

@@ -21,13 +21,13 @@ from kag.grading.compare import (
     McNemar,
     RetrievalImpact,
 )
+from kag.grading.percent import pct
 from kag.render.formats import TableFormat
 from kag.render.table import (
     Align,
     Table,
     interval_pct,
     one_line,
-    pct,
     pvalue,
     signed_pp,
     table_markdown,

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from kag.grading.epochs import EpochSummary
 from kag.grading.mcq.epoch_walk import SetupEpochs
 from kag.grading.mcq.summary import Summary
+from kag.grading.percent import pct
 from kag.textsafe import escape_controls
 
 _HEADERS = ("EPOCHS", "Q", "INC", "MEAN%", "SE%", "MAJ%", "CONS%", "PASS@k%")
@@ -34,22 +35,18 @@ def shown_ks(n: int) -> list[int]:
     return [*ks, n]
 
 
-def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{value * 100.0:.2f}"
-
-
 def _cells(block: EpochSummary | None) -> list[str]:
     if block is None:
         return ["-"] * len(_HEADERS)
-    passes = " ".join(f"{k}:{_pct(block.pass_at[k])}" for k in shown_ks(block.n))
+    passes = " ".join(f"{k}:{pct(block.pass_at[k])}" for k in shown_ks(block.n))
     return [
         str(block.n),
         str(block.questions),
         str(block.incomplete),
-        _pct(block.mean_accuracy),
-        _pct(block.stderr),
-        _pct(block.maj_at_k),
-        _pct(block.consistent),
+        pct(block.mean_accuracy),
+        pct(block.stderr),
+        pct(block.maj_at_k),
+        pct(block.consistent),
         passes,
     ]
 

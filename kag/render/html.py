@@ -30,6 +30,7 @@ from kag.grading.compare import (
 )
 from kag.grading.mcq.metrics import Metrics
 from kag.grading.mcq.summary import MIN_SAMPLE, SetupSummary, Summary, small_samples
+from kag.grading.percent import pct
 from kag.render.columns import Block, Shown, cells_for, columns_for, headers_for
 from kag.render.compare import (
     IMPACT_LEGEND,
@@ -41,7 +42,7 @@ from kag.render.compare import (
     impact_table,
 )
 from kag.render.stats import XACC_LEGEND, small_samples_note
-from kag.render.table import Align, Table, interval_pct, pct, signed_pp, table_html
+from kag.render.table import Align, Table, interval_pct, signed_pp, table_html
 from kag.render.templating import environment, render_template
 from kag.render.usage import usage_legend
 from kag.textsafe import escape_controls

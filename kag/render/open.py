@@ -12,6 +12,7 @@ from typing import Any
 from kag.grading.mcq.metrics import Metrics
 from kag.grading.mcq.summary import Summary
 from kag.grading.open_grading import open_metrics
+from kag.grading.percent import pct
 from kag.render.table import Align, Table, table_markdown
 from kag.textsafe import escape_controls
 
@@ -23,15 +24,11 @@ _HEADERS = ("EM%", "F1%", "ERR", "TOT")
 _WIDTHS = (7, 7, 4, 4)
 
 
-def _pct(value: float) -> str:
-    return f"{value * 100.0:.2f}"
-
-
 def _cells(m: Metrics) -> list[str] | None:
     o = open_metrics(m)
     if o is None:
         return None
-    return [_pct(o.exact_match), _pct(o.f1), str(o.errors), str(o.total)]
+    return [pct(o.exact_match), pct(o.f1), str(o.errors), str(o.total)]
 
 
 def _rows(summary: Summary, setup_label: str, dataset_label: str) -> list[tuple[str, list[str]]]:

@@ -30,6 +30,7 @@ from kag.grading.mcq.epoch_walk import epochs_to_json
 from kag.grading.mcq.evidence_blocks import evidence_to_json
 from kag.grading.mcq.metrics import Metrics
 from kag.grading.mcq.summary import SetupSummary, SmallSample, Summary
+from kag.grading.percent import pct
 from kag.grading.usage import Costs
 from kag.render.columns import Block, Shown, cells_for, columns_for, headers_for
 from kag.render.epochs import render_epochs_text
@@ -128,11 +129,7 @@ def small_samples_note(smalls: Sequence[SmallSample], minimum: int) -> str:
     """One warning naming every setup graded on few files, with its accuracy's 95% interval."""
     items = []
     for small in smalls:
-        ci = (
-            ""
-            if small.ci95 is None
-            else f" (ACC 95% CI {small.ci95[0] * 100:.1f}–{small.ci95[1] * 100:.1f}%)"
-        )
+        ci = "" if small.ci95 is None else f" (ACC 95% CI {pct(small.ci95[0], 1)}–{pct(small.ci95[1], 1)}%)"
         items.append(f"{escape_controls(small.setup)} {small.total}{ci}")
     largest = smalls[0].largest if smalls else 0
     half = any(2 * small.total < largest for small in smalls)
