@@ -37,9 +37,10 @@ from kag.commands._common import (
     warn_prefix,
 )
 from kag.commands._report import (
+    analyse_answers,
     check_page_output,
     emit_report,
-    html_report,
+    html_page,
     small_samples_warning,
     warn_small_samples,
 )
@@ -334,7 +335,8 @@ def _analyse(
     summary: Summary,
     extracted: bool = False,
 ) -> tuple[str, ComparisonRun | None]:
-    """The HTML page (when asked) and the comparisons the --fail-if-worse-than gate reads."""
+    """The HTML page (when asked) and the comparisons the --fail-if-worse-than gate reads,
+    both from the analysis grading computes (the page is drawn from it, after)."""
     from dataclasses import replace
 
     from kag.grading.compare.setups import compare_setups
@@ -349,8 +351,9 @@ def _analyse(
     if fmt_name != "html":
         assert fail_if_worse_than is not None  # the only other reason to analyse
         return "", compare_setups(answers.answers, fail_if_worse_than, None)
-    page, analysis = html_report(answers, datasets, root, prefix, baseline=fail_if_worse_than)
-    return page, analysis.comparisons if fail_if_worse_than is not None else None
+    analysis = analyse_answers(answers, baseline=fail_if_worse_than)
+    text = html_page(answers, analysis, datasets, root, prefix)
+    return text, analysis.comparisons if fail_if_worse_than is not None else None
 
 
 def _priced(summary: Summary, graded: GradeRun, prices: Prices) -> Summary:

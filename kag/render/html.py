@@ -2,7 +2,9 @@
 self-contained page from ``templates/page.html.j2`` (jinja2, autoescaped).
 
 Its tables (:class:`~kag.render.table.Table`) are those the text and markdown reports show
-(:mod:`kag.render.compare`), so every format shows the same numbers. The charts are drawn
+(:mod:`kag.render.compare`, :mod:`kag.render.columns`), so every format shows the same
+numbers; the comparisons it shows are computed before and handed in (an
+:class:`~kag.grading.compare.Analysis`), never here. The charts are drawn
 here as inline SVG, their user-given text escaped by ``templates/svg.html.j2``: no script,
 no font, no stylesheet and no image is fetched, so the page opens offline and can be
 attached to a CI run as is. Returns strings, never prints.
@@ -18,15 +20,11 @@ from typing import Any
 from markupsafe import Markup
 
 from kag.grading.compare import (
-    DEFAULT_ALPHA,
-    DEFAULT_RESAMPLES,
-    DEFAULT_SEED,
     Analysis,
     AnswerSet,
     ComparisonRun,
     FlipReport,
     RetrievalImpact,
-    analyse,
 )
 from kag.grading.mcq.metrics import Metrics
 from kag.grading.mcq.summary import MIN_SAMPLE, SetupSummary, Summary, small_samples
@@ -484,25 +482,12 @@ def _runs_table(meta: PageMeta) -> Markup | None:
 
 
 def render_html_report(
-    answer_set: AnswerSet,
-    meta: PageMeta = PageMeta(),
-    *,
-    baseline: str | None = None,
-    alpha: float = DEFAULT_ALPHA,
-    n_resamples: int = DEFAULT_RESAMPLES,
-    seed: int = DEFAULT_SEED,
-    native: str | None = None,
-    max_flips: int = 50,
-) -> tuple[str, Analysis]:
-    """The whole page for a graded tree: :func:`kag.grading.compare.analyse` (baseline
-    default: the best-ranked setup), then :func:`render_html`.
-
-    The page shows the notes of :func:`page_notes` (the analysis's included).
-    Returns the page and the analysis: its ``notes`` are for the user (warn them), its
-    ``comparisons`` can feed :func:`kag.grading.gates.regression_verdict`.
-    """
-    analysis = analyse(answer_set, baseline, alpha, n_resamples, seed, native)
-    page = render_html(
+    answer_set: AnswerSet, analysis: Analysis, meta: PageMeta = PageMeta(), *, max_flips: int = 50
+) -> str:
+    """The whole page for a graded tree and its :class:`~kag.grading.compare.Analysis`
+    (computed before, by :func:`kag.grading.compare.analyse`): :func:`render_html` with the
+    notes of :func:`page_notes` (the analysis's included)."""
+    return render_html(
         answer_set.summary.setups,
         analysis.comparisons,
         analysis.flips,
@@ -513,4 +498,3 @@ def render_html_report(
         counts=counts_line(answer_set.summary),
         notes=page_notes(answer_set, analysis, meta),
     )
-    return page, analysis
