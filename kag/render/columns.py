@@ -1,11 +1,12 @@
-"""The columns of the `kag stats` table, declared once for every format that draws it.
+"""The columns of the `kag stats` tables, declared once for every format that draws them.
 
 :data:`STATS_COLUMNS` is the table as data: each :class:`Column` names the measure whose
 value it shows (``measure``), its header, how a block's value becomes a cell, the formats
 that show it and when a run shows it at all (:class:`Shown`: the extracted grade, retrieval,
 token usage, prices). The text table, the markdown table and the HTML ranking each take, in
 the declared order, the columns of their format whose condition holds (:func:`columns_for`);
-the row labels (setup, ``└ dataset``, rank) are the renderer's own.
+the row labels (setup, ``└ dataset``, rank) are the renderer's own. :data:`OPEN_COLUMNS` is
+the open-answer table of the text and markdown reports, declared the same way.
 """
 
 from __future__ import annotations
@@ -14,11 +15,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
+from kag.grading.open_grading import open_metrics
 from kag.grading.percent import pct
 
 if TYPE_CHECKING:
     from kag.grading.mcq.metrics import Metrics, RetrievalMetrics, UsageMetrics
     from kag.grading.mcq.summary import Summary
+    from kag.grading.open_grading import OpenMetrics
     from kag.grading.usage import Costs
 
 Fmt = Literal["text", "markdown", "html"]
@@ -145,6 +148,7 @@ def _priced(s: Shown) -> bool:
 
 _TEXT_MD_HTML: frozenset[Fmt] = frozenset(("text", "markdown", "html"))
 _MD_HTML: frozenset[Fmt] = frozenset(("markdown", "html"))
+_TEXT_MD: frozenset[Fmt] = frozenset(("text", "markdown"))
 
 #: The stats table, in its order (text: ``width`` characters, right-aligned).
 STATS_COLUMNS: tuple[Column, ...] = (
@@ -218,9 +222,27 @@ STATS_COLUMNS: tuple[Column, ...] = (
 )
 
 
-def columns_for(fmt: Fmt, shown: Shown) -> tuple[Column, ...]:
-    """The columns ``fmt`` draws for a run that has ``shown``, in the declared order."""
-    return tuple(c for c in STATS_COLUMNS if fmt in c.formats and c.when(shown))
+def _open(value: Callable[[OpenMetrics], str]) -> Cell:
+    def cell(b: Block) -> str | None:
+        o = open_metrics(b.metrics)
+        return None if o is None else value(o)
+
+    return cell
+
+
+#: The open-answer table (a block without open-question files has no row there).
+OPEN_COLUMNS: tuple[Column, ...] = (
+    Column("open", "EM%", _open(lambda o: pct(o.exact_match)), _TEXT_MD, 7),
+    Column("open", "F1%", _open(lambda o: pct(o.f1)), _TEXT_MD, 7),
+    Column("open", "ERR", _open(lambda o: str(o.errors)), _TEXT_MD, 4),
+    Column("open", "TOT", _open(lambda o: str(o.total)), _TEXT_MD, 4),
+)
+
+
+def columns_for(fmt: Fmt, shown: Shown, table: tuple[Column, ...] = STATS_COLUMNS) -> tuple[Column, ...]:
+    """The columns of ``table`` that ``fmt`` draws for a run that has ``shown``, in the
+    declared order."""
+    return tuple(c for c in table if fmt in c.formats and c.when(shown))
 
 
 def headers_for(fmt: Fmt, columns: tuple[Column, ...]) -> tuple[str, ...]:

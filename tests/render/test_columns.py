@@ -95,3 +95,20 @@ def test_the_html_ranking_draws_the_declared_columns() -> None:
     row = dict(zip(table.headers, table.rows[0]))
     assert (row["GEN(s)"], row["RET(s)"], row["XACC%"]) == ("0.500", "0.250", "0.00")
     assert table.rows[1][:2] == ("", "└ d") and table.sub == (False, True)
+
+
+def test_the_open_table_is_declared_like_the_stats_table() -> None:
+    from kag.render.columns import OPEN_COLUMNS
+
+    assert {c.measure for c in OPEN_COLUMNS} == {"open"}
+    columns = columns_for("text", Shown(), OPEN_COLUMNS)
+    assert headers_for("text", columns) == ("EM%", "F1%", "ERR", "TOT")
+    assert headers_for("markdown", columns_for("markdown", Shown(), OPEN_COLUMNS)) == (
+        "EM%",
+        "F1%",
+        "ERR",
+        "TOT",
+    )
+    graded = Metrics(open_total=4, open_errors=1, open_exact=1, open_f1=2.5)
+    assert cells_for("text", columns, Block("s", None, graded)) == ("25.00", "62.50", "1", "4")
+    assert cells_for("text", columns, Block("s", None, KAG)) == (None, None, None, None)
