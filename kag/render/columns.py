@@ -6,19 +6,21 @@ that show it and when a run shows it at all (:class:`Shown`: the extracted grade
 token usage, prices). The text table, the markdown table and the HTML ranking each take, in
 the declared order, the columns of their format whose condition holds (:func:`columns_for`);
 the row labels (setup, ``└ dataset``, rank) are the renderer's own. :data:`OPEN_COLUMNS` is
-the open-answer table of the text and markdown reports, declared the same way.
+the open-answer table of the text and markdown reports, :data:`EPOCH_COLUMNS` the epochs
+tables of the text report, declared the same way.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Generic, Literal, TypeVar
 
 from kag.grading.open_grading import open_metrics
 from kag.grading.percent import pct
 
 if TYPE_CHECKING:
+    from kag.grading.epochs import EpochSummary
     from kag.grading.mcq.metrics import Metrics, RetrievalMetrics, UsageMetrics
     from kag.grading.mcq.summary import Summary
     from kag.grading.open_grading import OpenMetrics
@@ -57,8 +59,10 @@ class Shown:
         return self.costs is not None
 
 
-#: A cell from a block; None when the block has no value for it (a row without retrieval):
-#: the text table ends its line there, markdown and HTML leave the cell blank.
+B = TypeVar("B")
+
+#: A cell of the stats table from a block; None when the block has no value for it (a row
+#: without retrieval): the text table ends its line there, markdown and HTML leave it blank.
 Cell = Callable[[Block], "str | None"]
 
 
@@ -67,23 +71,24 @@ def _always(_: Shown) -> bool:
 
 
 @dataclass(frozen=True)
-class Column:
-    """One column: ``header`` and ``cell`` in every format of ``formats`` unless
-    ``headers``/``cells`` give a format its own; ``width`` is the text table's."""
+class Column(Generic[B]):
+    """One column of a table whose rows are ``B`` values: ``header`` and ``cell`` in every
+    format of ``formats`` unless ``headers``/``cells`` give a format its own; ``width`` is
+    the text table's."""
 
     measure: str
     header: str
-    cell: Cell
+    cell: Callable[[B], str | None]
     formats: frozenset[Fmt]
     width: int = 0
     when: Callable[[Shown], bool] = _always
     headers: Mapping[Fmt, str] = field(default_factory=dict)
-    cells: Mapping[Fmt, Cell] = field(default_factory=dict)
+    cells: Mapping[Fmt, Callable[[B], str | None]] = field(default_factory=dict)
 
     def header_in(self, fmt: Fmt) -> str:
         return self.headers.get(fmt, self.header)
 
-    def cell_in(self, fmt: Fmt) -> Cell:
+    def cell_in(self, fmt: Fmt) -> Callable[[B], str | None]:
         return self.cells.get(fmt, self.cell)
 
 
@@ -151,7 +156,7 @@ _MD_HTML: frozenset[Fmt] = frozenset(("markdown", "html"))
 _TEXT_MD: frozenset[Fmt] = frozenset(("text", "markdown"))
 
 #: The stats table, in its order (text: ``width`` characters, right-aligned).
-STATS_COLUMNS: tuple[Column, ...] = (
+STATS_COLUMNS: tuple[Column[Block], ...] = (
     Column("accuracy", "ACC%", lambda b: pct(b.metrics.accuracy), _TEXT_MD_HTML, 7),
     Column(
         "interval",
@@ -231,7 +236,7 @@ def _open(value: Callable[[OpenMetrics], str]) -> Cell:
 
 
 #: The open-answer table (a block without open-question files has no row there).
-OPEN_COLUMNS: tuple[Column, ...] = (
+OPEN_COLUMNS: tuple[Column[Block], ...] = (
     Column("open", "EM%", _open(lambda o: pct(o.exact_match)), _TEXT_MD, 7),
     Column("open", "F1%", _open(lambda o: pct(o.f1)), _TEXT_MD, 7),
     Column("open", "ERR", _open(lambda o: str(o.errors)), _TEXT_MD, 4),
@@ -239,16 +244,41 @@ OPEN_COLUMNS: tuple[Column, ...] = (
 )
 
 
-def columns_for(fmt: Fmt, shown: Shown, table: tuple[Column, ...] = STATS_COLUMNS) -> tuple[Column, ...]:
+def shown_ks(n: int) -> list[int]:
+    """The k whose pass@k the text shows: the powers of two below ``n``, and ``n``."""
+    ks, k = [], 1
+    while k < n:
+        ks.append(k)
+        k *= 2
+    return [*ks, n]
+
+
+_TEXT: frozenset[Fmt] = frozenset(("text",))
+
+#: The epochs tables of the text report, one row per epoch block (a setup's, or one of its
+#: datasets'); PASS@k% is last, left-aligned (its width varies with the number of epochs).
+EPOCH_COLUMNS: tuple[Column[EpochSummary], ...] = (
+    Column("epochs", "EPOCHS", lambda e: str(e.n), _TEXT, 6),
+    Column("epochs", "Q", lambda e: str(e.questions), _TEXT, 4),
+    Column("epochs", "INC", lambda e: str(e.incomplete), _TEXT, 4),
+    Column("epochs", "MEAN%", lambda e: pct(e.mean_accuracy), _TEXT, 7),
+    Column("epochs", "SE%", lambda e: pct(e.stderr), _TEXT, 6),
+    Column("epochs", "MAJ%", lambda e: pct(e.maj_at_k), _TEXT, 7),
+    Column("epochs", "CONS%", lambda e: pct(e.consistent), _TEXT, 7),
+    Column("epochs", "PASS@k%", lambda e: " ".join(f"{k}:{pct(e.pass_at[k])}" for k in shown_ks(e.n)), _TEXT),
+)
+
+
+def columns_for(table: tuple[Column[B], ...], fmt: Fmt, shown: Shown) -> tuple[Column[B], ...]:
     """The columns of ``table`` that ``fmt`` draws for a run that has ``shown``, in the
     declared order."""
     return tuple(c for c in table if fmt in c.formats and c.when(shown))
 
 
-def headers_for(fmt: Fmt, columns: tuple[Column, ...]) -> tuple[str, ...]:
+def headers_for(fmt: Fmt, columns: tuple[Column[B], ...]) -> tuple[str, ...]:
     return tuple(c.header_in(fmt) for c in columns)
 
 
-def cells_for(fmt: Fmt, columns: tuple[Column, ...], block: Block) -> tuple[str | None, ...]:
+def cells_for(fmt: Fmt, columns: tuple[Column[B], ...], block: B) -> tuple[str | None, ...]:
     """The cells of ``block`` (None where it has no value)."""
     return tuple(c.cell_in(fmt)(block) for c in columns)

@@ -29,7 +29,7 @@ from kag.grading.compare import (
 from kag.grading.mcq.metrics import Metrics
 from kag.grading.mcq.summary import MIN_SAMPLE, SetupSummary, Summary, small_samples
 from kag.grading.percent import pct
-from kag.render.columns import Block, Shown, cells_for, columns_for, headers_for
+from kag.render.columns import STATS_COLUMNS, Block, Shown, cells_for, columns_for, headers_for
 from kag.render.compare import (
     IMPACT_LEGEND,
     comparison_legend,
@@ -56,7 +56,7 @@ def summary_table(summaries: Sequence[SetupSummary], shown: Shown) -> Table:
     """The ranking of `kag stats` (``Summary.setups``, already ranked) with Wilson
     intervals, in the HTML columns of :data:`~kag.render.columns.STATS_COLUMNS` that the
     run ``shown`` has (mean tokens per question with usage, the cost with prices)."""
-    columns = columns_for("html", shown)
+    columns = columns_for(STATS_COLUMNS, "html", shown)
     rows: list[tuple[str, ...]] = []
     sub: list[bool] = []
     for rank, s in enumerate(summaries, 1):

@@ -26,7 +26,7 @@ OPEN_LEGEND = (
 def _rows(summary: Summary, fmt: Fmt, setup_label: str, dataset_label: str) -> list[tuple[str, list[str]]]:
     """(label, cells) per setup with open files, then per dataset with open files; labels
     are formatted with ``name`` (for example ``"**{name}**"`` and ``"└ {name}"``)."""
-    columns = columns_for(fmt, Shown(), OPEN_COLUMNS)
+    columns = columns_for(OPEN_COLUMNS, fmt, Shown())
     rows: list[tuple[str, list[str]]] = []
     for s in summary.setups:
         if open_metrics(s.overall) is None:
@@ -51,7 +51,7 @@ def render_open_text(summary: Summary) -> str:
     rows = _rows(summary, "text", "{name}", "  └ {name}")
     if not rows:
         return ""
-    columns = columns_for("text", Shown(), OPEN_COLUMNS)
+    columns = columns_for(OPEN_COLUMNS, "text", Shown())
     widths = [c.width for c in columns]
     labels = [escape_controls(label) for label, _ in rows]
     width = max(5, *(len(label) for label in labels))
@@ -72,7 +72,7 @@ def render_open_markdown(summary: Summary) -> str:
     rows = _rows(summary, "markdown", "**{name}**", "└ {name}")
     if not rows:
         return ""
-    headers = headers_for("markdown", columns_for("markdown", Shown(), OPEN_COLUMNS))
+    headers = headers_for("markdown", columns_for(OPEN_COLUMNS, "markdown", Shown()))
     body = tuple((label, *cells) for label, cells in rows)
     right: Align = "r"
     table = Table(("Setup", *headers), body, ("l", *((right,) * len(headers))))

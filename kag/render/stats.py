@@ -32,7 +32,7 @@ from kag.grading.mcq.metrics import Metrics
 from kag.grading.mcq.summary import SetupSummary, SmallSample, Summary
 from kag.grading.percent import pct
 from kag.grading.usage import Costs
-from kag.render.columns import Block, Shown, cells_for, columns_for, headers_for
+from kag.render.columns import STATS_COLUMNS, Block, Shown, cells_for, columns_for, headers_for
 from kag.render.epochs import render_epochs_text
 from kag.render.formats import TableFormat
 from kag.render.open import (
@@ -97,7 +97,7 @@ def render_text(summary: Summary) -> str:
     width = max(5, *(len(escape_controls(s.setup)) for s in setups))
     sub_width = max(0, width - 4)
     xacc = summary.extract is not None
-    columns = columns_for("text", Shown.of(summary))
+    columns = columns_for(STATS_COLUMNS, "text", Shown.of(summary))
     widths = [c.width for c in columns]
     lines.append(f"{'SETUP':<{width}}" + _cols(headers_for("text", columns), widths))
     for s in setups:
@@ -159,7 +159,7 @@ def render_markdown(summary: Summary) -> str:
         return "\n".join(lines) + "\n" + _open_markdown(summary)
     xacc = summary.extract is not None
     usage, costs = summary.shows_usage, summary.costs
-    columns = columns_for("markdown", Shown.of(summary))
+    columns = columns_for(STATS_COLUMNS, "markdown", Shown.of(summary))
     headers = ("Setup", *headers_for("markdown", columns))
     body: list[tuple[str, ...]] = []
     for s in setups:
