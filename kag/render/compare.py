@@ -20,6 +20,7 @@ from kag.grading.compare import (
     McNemar,
     RetrievalImpact,
 )
+from kag.grading.percent import pct
 from kag.grading.record import GradedFile
 from kag.render.formats import TableFormat
 from kag.render.table import (
@@ -27,7 +28,6 @@ from kag.render.table import (
     Table,
     interval_pct,
     one_line,
-    pct,
     pvalue,
     signed_pp,
     table_markdown,

@@ -7,7 +7,8 @@ from collections.abc import Sequence
 import orjson
 
 from kag.grading.judge import Judge, JudgeSummary
-from kag.render.table import Table, pct, table_text
+from kag.grading.percent import pct
+from kag.render.table import Table, table_text
 from kag.textsafe import escape_controls
 
 HEADERS = ("SETUP", "JUDGED", "CORRECT", "INCORRECT", "UNUSABLE", "ACC%", "AGREE%")

@@ -300,3 +300,22 @@ def test_the_compare_page_is_titled_as_a_comparison(tmp_path: Path) -> None:
     assert "<title>kag stats report</title>" in stats
     # The compare page carries the same notes as the stats page.
     assert _notes(compared) == _notes(stats)
+
+
+def test_the_page_is_drawn_from_an_analysis_computed_before(tmp_path: Path) -> None:
+    """No renderer runs a comparison: kag.render imports no function of kag.grading.compare
+    (its types only), and the page shows the analysis it is handed."""
+    import ast
+
+    from kag.render.html import render_html_report
+
+    for path in sorted((REPO / "kag" / "render").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("kag.grading.compare"):
+                functions = [a.name for a in node.names if not a.name[:1].isupper()]
+                assert not functions, f"{path.name} imports {functions} from {node.module}"
+    loaded = _load(tmp_path, ("kag", "native"))
+    analysis = analyse(loaded, "native", n_resamples=100, seed=1)
+    assert "<h2>Comparisons against native</h2>" in render_html_report(loaded, analysis)
+    other = analyse(loaded, "kag", n_resamples=100, seed=1)
+    assert "<h2>Comparisons against kag</h2>" in render_html_report(loaded, other)

@@ -36,6 +36,7 @@ from kag.grading.compare.paired import (
 )
 from kag.grading.compare.records import question_sort_key
 from kag.grading.compare.setups import ComparisonRun, compare_pairs
+from kag.grading.percent import pct
 from kag.grading.record import GradedFile
 from kag.textfile import open_binary_file
 
@@ -183,10 +184,6 @@ def compare_against(
     return AgainstRun(run, tuple(previous_only), tuple(sorted(current_only)), tuple(gone), tuple(lost))
 
 
-def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{100 * value:.2f}%"
-
-
 def regressed_verdict(against: AgainstRun) -> str | None:
     """Why ``--fail-if-regressed`` fails (each setup significantly worse than in the
     export, with both accuracies on the paired questions and the Holm p), or None."""
@@ -194,7 +191,7 @@ def regressed_verdict(against: AgainstRun) -> str | None:
     if not worse:
         return None
     details = "; ".join(
-        f"{c.setup}: {_pct(c.baseline_accuracy)} before, {_pct(c.setup_accuracy)} now "
+        f"{c.setup}: {pct(c.baseline_accuracy, unit='%')} before, {pct(c.setup_accuracy, unit='%')} now "
         f"on {c.n} paired questions, Holm p = {c.p_holm:.3g}"
         for c in worse
     )
