@@ -14,21 +14,20 @@ what ``kag stats -r LABEL=DIR -r LABEL=DIR`` grades): their setups are then name
 from __future__ import annotations
 
 import heapq
+import os
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kag.datasets import Datasets, load_datasets
 from kag.errors import InputError, UsageError
 from kag.grading.mcq.metrics import GradeRun, duration_secs
-from kag.grading.mcq.rule import DEFAULT_ABSTENTION, AnswerKey, GradedFile, compile_abstention, grade_fields
+from kag.grading.mcq.rule import DEFAULT_ABSTENTION, AnswerKey, compile_abstention
 from kag.grading.mcq.summary import Summary, summarize
-from kag.grading.mcq.trees import LabelledTree, ResultSource, file_place, grade_source, label_problem
-from kag.grading.open_grading import OpenGradedFile
-from kag.results.codec import parse_grading_fields
-from kag.results.io import read_result_bytes
-from kag.results.tree import epoch_result_path, matches_any, result_path
+from kag.grading.mcq.trees import ResultSource, ResultTree, file_place, grade_source, label_problem, one_tree
+from kag.grading.record import GradedFile
+from kag.results.tree import EPOCHS_FOLDER, epoch_result_path, matches_any, result_path
 
 if TYPE_CHECKING:
     import pandas
@@ -124,13 +123,13 @@ class Record:
 
 def _source(results: Results) -> ResultSource:
     if isinstance(results, (str, Path)):
-        return results
-    trees: list[LabelledTree] = []
+        return one_tree(results)
+    trees: list[ResultTree] = []
     for label, root in results.items():
         why = label_problem(label)
         if why:
             raise UsageError(f"results label {label!r}: {why}")
-        trees.append(LabelledTree(label, str(root)))
+        trees.append(ResultTree(label, str(root)))
     if not trees:
         raise UsageError("results: no tree given (an empty mapping)")
     return tuple(trees)
@@ -209,7 +208,7 @@ def _secs(ns: int | None) -> float | None:
 
 
 def _record(
-    graded: GradedFile | OpenGradedFile,
+    graded: GradedFile,
     loaded: Datasets,
     source: ResultSource,
     prefix: str,
@@ -224,8 +223,7 @@ def _record(
         gold = question.mcq.answer
     elif question is not None and question.open is not None:
         gold = " | ".join(question.open.answers)
-    is_open = isinstance(graded, OpenGradedFile)
-    config = None if isinstance(graded, OpenGradedFile) else graded.config
+    config = graded.config
     r = graded.retrieval
     u = graded.usage
     return Record(
@@ -234,18 +232,16 @@ def _record(
         setup=graded.setup,
         label=label,
         epoch=epoch,
-        type="Open" if is_open else "MCQ",
+        type="Open" if graded.is_open else "MCQ",
         path=path or str(result_path(root, graded.dataset, graded.question, prefix, name)),
         outcome=graded.outcome.name,
         gold=gold,
         answer=graded.response,
         error=graded.error,
         extracted=extracted,
-        extracted_outcome=(
-            None if isinstance(graded, OpenGradedFile) or graded.extracted is None else graded.extracted.name
-        ),
-        exact_match=graded.exact_match if isinstance(graded, OpenGradedFile) else None,
-        f1=graded.f1 if isinstance(graded, OpenGradedFile) else None,
+        extracted_outcome=graded.extracted.name if graded.extracted is not None else None,
+        exact_match=graded.exact_match,
+        f1=graded.f1,
         model=config.model if config is not None else None,
         provider=config.provider if config is not None else None,
         prompt_tokens=u.prompt_tokens if u is not None else None,
@@ -277,11 +273,11 @@ def records(
 
     loaded, source, run = _run(datasets, results, prefix, extract, setups, datasets_filter, records=True)
     spec = compile_spec(extract) if extract is not None else None
-    merged: Iterator[GradedFile | OpenGradedFile] = heapq.merge(
+    merged: Iterator[GradedFile] = heapq.merge(
         run.records or (), run.open_records or (), key=lambda r: (r.dataset, r.question, r.setup)
     )
     for graded in merged:
-        if isinstance(graded, OpenGradedFile):
+        if graded.is_open:
             yield _record(graded, loaded, source, prefix, 1, None, None)
             continue
         question = loaded.get(graded.dataset, graded.question)
@@ -303,25 +299,29 @@ def _later_epochs(
     graded: GradedFile, key: AnswerKey, source: ResultSource, prefix: str, spec: ExtractSpec | None
 ) -> Iterator[tuple[int, str, GradedFile]]:
     """(epoch, path, graded file) of epochs 2, 3, ... of ``graded``'s task, up to the first
-    missing or unreadable one (as the ``epochs`` blocks of ``kag stats`` count them)."""
-    from kag.grading.mcq.extracted import extracted_outcome
+    missing or unreadable one: the files the ``epochs`` blocks of ``kag stats`` count
+    (:mod:`kag.grading.mcq.epoch_walk`)."""
+    from kag.grading.mcq.epoch_walk import epoch_paths, grade_later_epochs
 
-    abstention = compile_abstention(DEFAULT_ABSTENTION)
     _label, root, name = file_place(source, graded.setup)
-    epoch = 2
-    while True:
-        path = str(epoch_result_path(root, graded.dataset, graded.question, prefix, name, epoch))
-        try:
-            fields = parse_grading_fields(read_result_bytes(path), False)
-            later = grade_fields(fields, key, graded.dataset, graded.question, graded.setup, abstention)
-        except (OSError, InputError):
-            return
-        except Exception:  # noqa: BLE001 - an unreadable epoch ends the epochs, as in kag stats
-            return
-        if spec is not None:
-            later = replace(later, extracted=extracted_outcome(spec, later.response, key))
-        yield epoch, path, later
-        epoch += 1
+    folder = os.path.join(root, graded.dataset, graded.question, EPOCHS_FOLDER)
+    paths = epoch_paths(folder, prefix, lambda setup: setup == name).get(name, {})
+    later = grade_later_epochs(
+        paths,
+        key,
+        dataset=graded.dataset,
+        question=graded.question,
+        setup=graded.setup,
+        abstention=compile_abstention(DEFAULT_ABSTENTION),
+        spec=spec,
+        logs=[],  # the Python API warns of nothing: a bad epoch ends the epochs, as in kag stats
+    )
+    for epoch, _path, graded_epoch, _answer in later:
+        yield (
+            epoch,
+            str(epoch_result_path(root, graded.dataset, graded.question, prefix, name, epoch)),
+            graded_epoch,
+        )
 
 
 def records_frame(

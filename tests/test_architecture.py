@@ -216,16 +216,6 @@ def test_part_cycles_sees_a_cycle_below_the_top_level_packages() -> None:
     assert part_cycles({**imports_of, "kag.a.c": set()}, ["kag", "kag.a", "kag.a.b"]) == set()
 
 
-# The two-way dependencies inside kag.grading, which its own rework removes. Once they are
-# gone the xfail below passes, which fails the suite: then this set goes.
-_PENDING = {
-    frozenset(("kag.grading.mcq", "kag.grading.epochs")),
-    frozenset(("kag.grading.mcq", "kag.grading.open_grading")),
-    frozenset(("kag.grading.mcq", "kag.grading.usage")),
-    frozenset(("kag.grading.compare.epoch_means", "kag.grading.compare.records")),
-}
-
-
 def _all_cycles() -> set[frozenset[str]]:
     return part_cycles({m: imports(m, top_level_only=False) for m in modules()}, packages())
 
@@ -233,12 +223,7 @@ def _all_cycles() -> set[frozenset[str]]:
 def test_no_package_has_parts_that_import_each_other() -> None:
     """Within every package, at any depth, its modules and sub-packages import one another
     one way only, counting imports inside functions and under ``TYPE_CHECKING``."""
-    assert {tuple(sorted(pair)) for pair in _all_cycles() - _PENDING} == set()
-
-
-@pytest.mark.xfail(strict=True, reason="kag.grading's cycles are removed by its own rework")
-def test_the_pending_grading_cycles_are_gone() -> None:
-    assert {tuple(sorted(pair)) for pair in _all_cycles() & _PENDING} == set()
+    assert {tuple(sorted(pair)) for pair in _all_cycles()} == set()
 
 
 def test_retrieval_never_imports_generation() -> None:

@@ -67,7 +67,7 @@ def setups_in(source: ResultSource, prefix: str, dataset_globs: Sequence[str] = 
     from kag.results import list_results
     from kag.results.tree import matches_any
 
-    trees = [(None, source)] if isinstance(source, (str, Path)) else [(t.label, t.root) for t in source]
+    trees = [(t.label, t.root) for t in source]
     return sorted(
         {
             f.setup if label is None else labelled(label, f.setup)

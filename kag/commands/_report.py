@@ -23,17 +23,46 @@ def html_report(
     prefix: str,
     *,
     compare: bool = False,
+    max_flips: int = 50,
     **options: Any,
 ) -> tuple[str, Analysis]:
-    """The HTML page of ``answers`` (:func:`kag.render.html.render_html_report` with
-    ``options``) under its header (datasets file, trees, prefix, kag version), titled as a
-    comparison for ``kag stats compare`` (``compare``); each note of the analysis is warned."""
-    from kag import __version__
+    """:func:`analyse_answers` with ``options``, then :func:`html_page` of its analysis:
+    the page and the analysis (whose comparisons a gate may read)."""
+    analysis = analyse_answers(answers, **options)
+    page = html_page(answers, analysis, datasets, source, prefix, compare=compare, max_flips=max_flips)
+    return page, analysis
+
+
+def analyse_answers(answers: AnswerSet, **options: Any) -> Analysis:
+    """:func:`kag.grading.compare.analyse` of ``answers`` with ``options`` (``baseline``,
+    ``alpha``, ``n_resamples``, ``seed``, ``native``); each note of the analysis is warned."""
     from kag.console import warn
+    from kag.grading.compare import analyse
+
+    analysis = analyse(answers, **options)
+    for note in analysis.notes:
+        warn(note)
+    return analysis
+
+
+def html_page(
+    answers: AnswerSet,
+    analysis: Analysis,
+    datasets: str | Path,
+    source: ResultSource,
+    prefix: str,
+    *,
+    compare: bool = False,
+    max_flips: int = 50,
+) -> str:
+    """The HTML page of ``answers`` and their ``analysis``
+    (:func:`kag.render.html.render_html_report`) under its header (datasets file, trees,
+    prefix, kag version), titled as a comparison for ``kag stats compare`` (``compare``)."""
+    from kag import __version__
     from kag.grading.mcq.trees import describe_source
     from kag.render.html import COMPARE_TITLE, STATS_TITLE, PageMeta, render_html_report
 
-    trees = () if isinstance(source, (str, Path)) else tuple((t.label, str(t.root)) for t in source)
+    trees = tuple((t.label, t.root) for t in source if t.label is not None)
     meta = PageMeta(
         runs=_run_rows(source),
         title=COMPARE_TITLE if compare else STATS_TITLE,
@@ -43,10 +72,7 @@ def html_report(
         version=__version__,
         trees=trees,
     )
-    page, analysis = render_html_report(answers, meta, **options)
-    for note in analysis.notes:
-        warn(note)
-    return page, analysis
+    return render_html_report(answers, analysis, meta, max_flips=max_flips)
 
 
 def small_samples_warning(summary: Summary) -> str | None:
@@ -107,6 +133,8 @@ def _run_rows(source: ResultSource) -> tuple[tuple[str, ...], ...]:
     from kag.render.runs import run_row
     from kag.results.runs import read_run_records
 
-    if isinstance(source, (str, Path)):
-        return tuple(run_row(r) for r in read_run_records(source))
-    return tuple((t.label, *run_row(r)) for t in source for r in read_run_records(t.root))
+    return tuple(
+        run_row(r) if t.label is None else (t.label, *run_row(r))
+        for t in source
+        for r in read_run_records(t.root)
+    )

@@ -15,20 +15,20 @@ if TYPE_CHECKING:
 
 
 def parse_trees(values: Sequence[str | Path] | str | Path | None) -> ResultSource:
-    """The result trees of the ``-r`` values: a Path for none (``.``) or one bare ``DIR``
-    (today's meaning, setups unlabelled), else one :class:`LabelledTree` per ``LABEL=DIR``.
+    """The result trees of the ``-r`` values: one unlabelled tree for none (``.``) or one
+    bare ``DIR`` (setups keep their names), else one labelled tree per ``LABEL=DIR``.
 
     A value is ``LABEL=DIR`` when it is not an existing path and holds ``=``: split on the
     first ``=``. UsageError (exit 2) when the part before it is not a label (empty, with
     ``/``, whitespace or ``*?[]``) or nothing follows it, when bare and labelled values are
     mixed or several bare ones are given, and when a label is given twice.
     """
-    from kag.grading.mcq.trees import LabelledTree, check_trees, label_problem
+    from kag.grading.mcq.trees import ResultTree, check_trees, label_problem, one_tree
 
     if values is None or isinstance(values, (str, Path)):
         values = [] if values is None else [values]
     if not values:
-        return Path(".")
+        return one_tree(Path("."))
     parsed: list[tuple[str | None, str]] = []
     for value in map(str, values):
         if "=" not in value or os.path.lexists(value):
@@ -43,7 +43,7 @@ def parse_trees(values: Sequence[str | Path] | str | Path | None) -> ResultSourc
         parsed.append((label, str(Path(root))))  # normalized as a bare DIR is
     bare = [root for label, root in parsed if label is None]
     if len(parsed) == 1 and bare:
-        return Path(bare[0])
+        return one_tree(Path(bare[0]))
     if len(bare) == len(parsed):
         raise UsageError(
             f"-r given {len(bare)} times without labels: name each tree, -r LABEL=DIR "
@@ -51,7 +51,7 @@ def parse_trees(values: Sequence[str | Path] | str | Path | None) -> ResultSourc
         )
     if bare:
         raise UsageError(f"-r {bare[0]}: a bare DIR cannot go with LABEL=DIR trees; label every tree")
-    trees = tuple(LabelledTree(label, root) for label, root in parsed if label is not None)
+    trees = tuple(ResultTree(label, root) for label, root in parsed if label is not None)
     check_trees(trees)
     return trees
 
@@ -60,8 +60,8 @@ def one_tree(values: Sequence[str | Path] | str | Path | None, command: str) -> 
     """The one result tree a command reads (``.`` by default); UsageError for several or
     labelled trees, which ``command`` does not report."""
     source = parse_trees(values)
-    if isinstance(source, (str, Path)):
-        return Path(source)
+    if source[0].label is None:
+        return Path(source[0].root)
     if len(source) > 1:
         given = " ".join(f"-r {t.label}={t.root}" for t in source[:3]) + (" ..." if len(source) > 3 else "")
         raise UsageError(f"{command} reads one result tree: give one -r DIR, not LABEL=DIR (got {given})")

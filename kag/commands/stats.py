@@ -9,8 +9,10 @@ None / empty when not given).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
@@ -32,9 +34,10 @@ from kag.commands._options import (
     parse_percent,
 )
 from kag.commands._report import (
+    analyse_answers,
     check_page_output,
     emit_report,
-    html_report,
+    html_page,
     small_samples_warning,
     warn_small_samples,
 )
@@ -53,6 +56,70 @@ if TYPE_CHECKING:
     from kag.pricing import Prices
 
 FORMATS = (*(f.value for f in ReportFormat), *(f.value for f in ExportFormat))
+
+#: What grading computes beyond the summary: each graded file's record, the epoch blocks,
+#: the evidence blocks, the paired comparisons of the setups.
+Need = Literal["records", "epochs", "evidence", "analysis"]
+
+#: What each --format's renderer reads beyond the summary.
+FORMAT_NEEDS: Mapping[str, frozenset[Need]] = {
+    ReportFormat.TEXT: frozenset({"epochs"}),  # the epochs section
+    ReportFormat.JSON: frozenset({"epochs", "evidence"}),  # the epochs and evidence keys
+    ReportFormat.MARKDOWN: frozenset(),
+    ReportFormat.HTML: frozenset({"records", "analysis"}),  # the comparisons and flips of the page
+    ReportFormat.JUNIT: frozenset({"records"}),  # one test case per graded file
+    ExportFormat.CSV: frozenset({"records"}),  # one row per graded file
+    ExportFormat.JSONL: frozenset({"records"}),
+}
+
+
+@dataclass(frozen=True)
+class StatsPlan:
+    """What a `kag stats` run computes, derived once from its parsed options
+    (:meth:`of`): the renderer's needs (:data:`FORMAT_NEEDS`), those of the
+    ``--fail-if-worse-than`` gate (the comparisons, from the records) and of ``--prices``
+    (the records' models and tokens)."""
+
+    format: str
+    needs: frozenset[Need]
+
+    @classmethod
+    def of(cls, format: str, *, regression_gate: bool, priced: bool) -> StatsPlan:
+        needs = set(FORMAT_NEEDS[format])
+        if regression_gate:
+            needs |= {"analysis", "records"}
+        if priced:
+            needs.add("records")
+        return cls(format, frozenset(needs))
+
+    @property
+    def page(self) -> bool:
+        return self.format == ReportFormat.HTML
+
+    @property
+    def exported(self) -> bool:
+        return self.format in set(ExportFormat)
+
+    @property
+    def junit(self) -> bool:
+        return self.format == ReportFormat.JUNIT
+
+    @property
+    def keep_records(self) -> bool:
+        return "records" in self.needs
+
+    @property
+    def epochs(self) -> bool:
+        return "epochs" in self.needs
+
+    @property
+    def evidence(self) -> bool:
+        return "evidence" in self.needs
+
+    @property
+    def analysed(self) -> bool:
+        return "analysis" in self.needs
+
 
 stats_app = typer.Typer(
     help="Grade a result tree against the datasets file: accuracy, precision, coverage per setup.",
@@ -125,9 +192,10 @@ def stats(
     fmt_name = (format or "text").lower()
     if fmt_name not in FORMATS:
         raise UsageError(f"--format must be one of {', '.join(FORMATS)} (got {format!r})")
+    plan = StatsPlan.of(fmt_name, regression_gate=fail_if_worse_than is not None, priced=prices is not None)
     datasets = pick_datasets(ctx, datasets)
     extract_spec, extracted = pick_grade(ctx, extract, grade)
-    check_page_output(fmt_name == "html", output)
+    check_page_output(plan.page, output)
 
     # Imported here so that `kag --help` stays fast.
     from kag.datasets import load_datasets
@@ -150,37 +218,33 @@ def stats(
     # A filter that selects nothing is a typo far more often than an intent: exit 2
     # before any report, so that neither a CI gate nor a step summary passes on it.
     check_globs("--dataset", dataset_globs, "dataset", f"in {datasets}", sorted(loaded.datasets))
-    analysed = fmt_name == "html" or fail_if_worse_than is not None
-    exported = fmt_name in {f.value for f in ExportFormat}
-    junit = fmt_name == ReportFormat.JUNIT
     graded = grade_source(
         loaded,
         root,
         prefix or "",
         setups=tuple(setup or ()),
         dataset_globs=dataset_globs,
-        keep_records=analysed or exported or junit or price_list is not None,
+        keep_records=plan.keep_records,
         extract=extract_spec,
-        # The epoch blocks are read by the JSON document and the text's epochs section, the
-        # evidence blocks (JSON keys) by the JSON document only.
-        epochs=fmt_name in ("json", "text"),
-        evidence=fmt_name == "json" and loaded.has_evidence,
+        epochs=plan.epochs,
+        # Evidence is measured against the names the datasets file lists, when it lists some.
+        evidence=plan.evidence and loaded.has_evidence,
     )
     check_setup_globs(tuple(setup or ()), {s for s, _ in graded.tallies}, root, prefix or "", dataset_globs)
     warn_prefix((s for s, _ in graded.tallies), prefix or "", filtered=bool(setup))
-    for tree in [root] if isinstance(root, (str, Path)) else [t.root for t in root]:
-        _explain_little(graded, loaded, Path(tree), prefix or "", dataset_globs)
+    for tree in root:
+        _explain_little(graded, loaded, Path(tree.root), prefix or "", dataset_globs)
     summary = summarize(graded)
     warn_small_samples(summary)
     _warn_unbelievable_usage(graded)
     if price_list is not None:
         summary = _priced(summary, graded, price_list)
     comparisons = None
-    if analysed:
+    if plan.analysed:
         text, comparisons = _analyse(
-            graded, loaded, datasets, root, prefix or "", fmt_name, fail_if_worse_than, summary, extracted
+            graded, loaded, datasets, root, prefix or "", plan.page, fail_if_worse_than, summary, extracted
         )
-    if exported:
+    if plan.exported:
         from kag.render.export import RENDERERS as EXPORTERS
 
         text = EXPORTERS[ExportFormat(fmt_name)](
@@ -193,9 +257,9 @@ def stats(
         )
     if comparisons is not None:
         gates.append((f"--fail-if-worse-than {fail_if_worse_than}", regression_verdict(comparisons)))
-    if junit:
+    if plan.junit:
         text = _junit(graded, loaded, root, prefix or "", tuple(setup or ()), dataset_globs, extracted, gates)
-    elif not exported and fmt_name != "html":
+    elif not plan.exported and not plan.page:
         text = render(summary, TableFormat(fmt_name))
     emit_report(text, output)
     _ci_outputs(summary_file, annotations, summary, comparisons, gates, graded)
@@ -325,12 +389,13 @@ def _analyse(
     datasets: Path,
     root: ResultSource,
     prefix: str,
-    fmt_name: str,
+    page: bool,
     fail_if_worse_than: str | None,
     summary: Summary,
     extracted: bool = False,
 ) -> tuple[str, ComparisonRun | None]:
-    """The HTML page (when asked) and the comparisons the --fail-if-worse-than gate reads."""
+    """The HTML page (with ``page``) and the comparisons the --fail-if-worse-than gate reads,
+    both from the analysis grading computes (the page is drawn from it, after)."""
     from dataclasses import replace
 
     from kag.grading.compare.setups import compare_setups
@@ -342,11 +407,12 @@ def _analyse(
     )
     if fail_if_worse_than is not None and fail_if_worse_than not in answers.setups:
         raise UsageError(f"--fail-if-worse-than {fail_if_worse_than}: no graded setup has that name")
-    if fmt_name != "html":
+    if not page:
         assert fail_if_worse_than is not None  # the only other reason to analyse
         return "", compare_setups(answers.answers, fail_if_worse_than, None)
-    page, analysis = html_report(answers, datasets, root, prefix, baseline=fail_if_worse_than)
-    return page, analysis.comparisons if fail_if_worse_than is not None else None
+    analysis = analyse_answers(answers, baseline=fail_if_worse_than)
+    text = html_page(answers, analysis, datasets, root, prefix)
+    return text, analysis.comparisons if fail_if_worse_than is not None else None
 
 
 def _priced(summary: Summary, graded: GradeRun, prices: Prices) -> Summary:

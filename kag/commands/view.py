@@ -103,10 +103,7 @@ def register(app: typer.Typer) -> None:
         if extract is not None:
             compile_spec(extract)
         source = parse_trees(results)
-        if isinstance(source, (str, Path)):
-            trees = [Tree("", os.path.realpath(source))]
-        else:
-            trees = [Tree(t.label, os.path.realpath(t.root)) for t in source]
+        trees = [Tree(t.label or "", os.path.realpath(t.root)) for t in source]
         loaded = load_datasets(datasets)
         place = index
         if place is None:

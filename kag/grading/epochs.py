@@ -46,8 +46,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from kag.grading.mcq.rule import rust_trim
 from kag.grading.pass_at import mean_pass_at
+from kag.grading.rule import rust_trim
 from kag.textsafe import ascii_fold
 
 

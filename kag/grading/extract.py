@@ -1,6 +1,6 @@
 r"""Answer extraction for ``kag stats --extract letter|regex:PATTERN``.
 
-The strict grade (the Rust tool's rule, :func:`kag.grading.mcq.is_correct`) takes a reply
+The strict grade (:func:`kag.grading.rule.is_correct`) takes a reply
 as the answer only when it *is* the option key. Models that explain themselves
 ("The answer is B.") fail it even when right. Extraction reads the key a reader would
 read; the caller then grades the extracted key with the same rule.

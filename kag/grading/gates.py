@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kag.errors import UsageError
+from kag.grading.percent import pct
 
 if TYPE_CHECKING:
     from kag.grading.compare.setups import ComparisonRun
@@ -51,17 +52,15 @@ def failing_setups(
     return tuple(failing)
 
 
-def _pct(value: float | None) -> str:
-    return "no scored file" if value is None else f"{value * 100:.2f}%"
-
-
 def fail_under_verdict(summary: Summary, threshold_pct: float, *, extracted: bool = False) -> str | None:
     """Why ``--fail-under threshold_pct`` fails (:func:`failing_setups` named with their
     ACC%, or XACC% with ``extracted``, or no setup graded at all), or None when it passes."""
     failing = failing_setups(summary, threshold_pct, extracted=extracted)
     metric = "XACC%" if extracted else "ACC%"
     if failing:
-        names = ", ".join(f"{s.setup} ({_pct(_accuracy(s, extracted))})" for s in failing)
+        names = ", ".join(
+            f"{s.setup} ({pct(_accuracy(s, extracted), unit='%', missing='no scored file')})" for s in failing
+        )
         return f"--fail-under {threshold_pct:g}: {metric} below {threshold_pct:g} for {names}"
     if not _mcq_setups(summary):
         return f"--fail-under {threshold_pct:g}: no setup was graded"
@@ -79,6 +78,7 @@ def regression_verdict(run: ComparisonRun) -> str | None:
     if not worse:
         return None
     details = "; ".join(
-        f"{c.setup}: {100 * (c.diff or 0):+.2f} pp on {c.n} questions, Holm p = {c.p_holm:.3g}" for c in worse
+        f"{c.setup}: {pct(c.diff or 0, signed=True)} pp on {c.n} questions, Holm p = {c.p_holm:.3g}"
+        for c in worse
     )
     return f"{len(worse)} setup(s) significantly worse than {run.baseline} at alpha {run.alpha:g}: {details}"

@@ -45,9 +45,9 @@ from kag.generation.secrets import Redactor
 from kag.generation.templates import format_choices
 from kag.grading.extract import strip_think
 from kag.grading.judge_prompt import JudgePrompt
-from kag.grading.mcq.rule import is_correct  # the strict MCQ grade (the one import of it here)
 from kag.grading.open_answers import exact_match
 from kag.grading.open_grading import check_open_gold
+from kag.grading.rule import is_correct  # the strict MCQ grade (the one import of it here)
 from kag.results import (
     ErrorResult,
     LinkInTree,
@@ -94,7 +94,7 @@ class Judge:
 @dataclass(frozen=True)
 class JudgeItem:
     """One answer to judge. ``exact`` is the strict grade (SQuAD exact match for an open
-    answer, the Rust tool's rule for an MCQ), against which agreement is measured."""
+    answer, :func:`kag.grading.rule.is_correct` for an MCQ), against which agreement is measured."""
 
     dataset: str
     question: str

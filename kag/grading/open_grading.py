@@ -10,14 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from kag.errors import InputError
-from kag.grading.mcq.metrics import Metrics
-from kag.grading.mcq.rule import Outcome
 from kag.grading.open_answers import exact_match, normalize_answer, token_f1
-from kag.results.codec import RetrievalSample
-from kag.results.model import Usage
 
 if TYPE_CHECKING:
     from kag.datasets import Datasets, Question
@@ -31,37 +27,6 @@ class OpenMetrics:
     errors: int
     exact_match: float
     f1: float
-
-
-@dataclass(frozen=True, slots=True)
-class OpenGradedFile:
-    """The per-file record of an open question's result file (kept only with
-    ``grade_tree(..., keep_records=True)``, in ``GradeRun.open_records``).
-
-    ``response`` is ``ok.result`` verbatim (None for an error file, whose text is ``error``);
-    ``exact_match`` and ``f1`` are :func:`grade_open_response`'s (0 and 0 for an error file);
-    the other fields are those of :class:`~kag.grading.mcq.rule.GradedFile`.
-    """
-
-    dataset: str
-    question: str
-    setup: str
-    response: str | None
-    exact_match: float
-    f1: float
-    error: str | None = None
-    generation_ns: int | None = None
-    context_length: int | None = None
-    retrieval: RetrievalSample | None = None
-    usage: Usage | None = None
-
-    @property
-    def outcome(self) -> Outcome:
-        """ERR for an error file, OK when the response matches an accepted answer exactly
-        (EM = 1), WRONG otherwise."""
-        if self.response is None:
-            return Outcome.ERR
-        return Outcome.OK if self.exact_match == 1 else Outcome.WRONG
 
 
 def check_open_gold(datasets: Datasets) -> None:
@@ -103,7 +68,20 @@ def grade_open_response(response: str | None, answers: Sequence[str]) -> tuple[f
     return exact_match(response, answers), token_f1(response, answers)
 
 
-def open_metrics(m: Metrics) -> OpenMetrics | None:
+class OpenCounts(Protocol):
+    """The open-answer sums of a block (:class:`kag.grading.mcq.metrics.Metrics` has them)."""
+
+    @property
+    def open_total(self) -> int: ...
+    @property
+    def open_errors(self) -> int: ...
+    @property
+    def open_exact(self) -> int: ...
+    @property
+    def open_f1(self) -> float: ...
+
+
+def open_metrics(m: OpenCounts) -> OpenMetrics | None:
     """The open-answer block of ``m``: means over ``open_total`` files; None when it has none."""
     if m.open_total == 0:
         return None

@@ -1,6 +1,7 @@
 """The cost of the tokens a run used (``kag stats --prices FILE``).
 
-Token sums live in the tallies (:class:`~kag.grading.mcq.metrics.Tally`); a cost needs the
+Which files count (:func:`usage_sample`) is decided here; the token sums live in the
+tallies (:class:`~kag.grading.mcq.metrics.Tally`); a cost needs the
 model of each file as well, so it is computed here from the per-file records of a
 ``grade_tree(..., keep_records=True)`` run. Per block, tokens are summed per model first and
 priced once per model, so the cost does not depend on the order of the files.
@@ -14,9 +15,9 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from kag.errors import InputError
-from kag.grading.mcq.metrics import usage_sample
-from kag.grading.mcq.rule import GradedFile
+from kag.grading.record import GradedFile
 from kag.pricing import Prices
+from kag.results.codec import MAX_COUNT
 from kag.textsafe import escape_controls
 
 #: A block of the report: (setup, dataset), or (setup, None) for the setup overall.
@@ -37,6 +38,34 @@ class Costs:
     def of(self, setup: str, dataset: str | None = None) -> float | None:
         """The cost of a block; None when it has no usage or a model has no price."""
         return self.by_block.get((setup, dataset))
+
+
+def usage_sample(graded: GradedFile) -> tuple[int, int] | None:
+    """(prompt_tokens, completion_tokens) of an ``ok`` file whose ``ok.stats.usage`` has both
+    counts as integers in [0, MAX_COUNT]; None otherwise (no usage, a count missing, negative
+    or past belief: see :func:`usage_beyond_bound`), so that the two means are taken over the
+    same files."""
+    usage = graded.usage
+    if usage is None:
+        return None
+    prompt, completion = usage.prompt_tokens, usage.completion_tokens
+    if (
+        prompt is None
+        or completion is None
+        or not (0 <= prompt <= MAX_COUNT and 0 <= completion <= MAX_COUNT)
+    ):
+        return None
+    return prompt, completion
+
+
+def usage_beyond_bound(graded: GradedFile) -> bool:
+    """Whether the file's usage records a token count above :data:`MAX_COUNT` (2**32 - 1):
+    no model call uses that many, and summing such counts (a hostile server's 2**64 - 1)
+    would leave the integers JSON can carry."""
+    usage = graded.usage
+    if usage is None:
+        return False
+    return any(n is not None and n > MAX_COUNT for n in (usage.prompt_tokens, usage.completion_tokens))
 
 
 def price_records(records: Iterable[GradedFile], prices: Prices) -> Costs:

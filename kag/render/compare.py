@@ -13,7 +13,6 @@ from typing import ParamSpec
 import orjson
 
 from kag.grading.compare import (
-    Answer,
     ComparisonRun,
     Flip,
     FlipReport,
@@ -21,13 +20,14 @@ from kag.grading.compare import (
     McNemar,
     RetrievalImpact,
 )
+from kag.grading.percent import pct
+from kag.grading.record import GradedFile
 from kag.render.formats import TableFormat
 from kag.render.table import (
     Align,
     Table,
     interval_pct,
     one_line,
-    pct,
     pvalue,
     signed_pp,
     table_markdown,
@@ -135,9 +135,9 @@ def _flip_rows(items: Sequence[Flip], max_chars: int) -> tuple[tuple[str, ...], 
             f.question,
             f.gold or "-",
             f.a.outcome.name,
-            one_line(f.a.response, max_chars),
+            one_line(f.a.response_or_error, max_chars),
             f.b.outcome.name,
-            one_line(f.b.response, max_chars),
+            one_line(f.b.response_or_error, max_chars),
         )
         for f in items
     )
@@ -321,8 +321,8 @@ def impact_markdown(impacts: Sequence[RetrievalImpact]) -> str:
 # ---------------------------------------------------------------- JSON (numbers as Python floats)
 
 
-def _answer_json(a: Answer) -> dict[str, object]:
-    return {"outcome": a.outcome.name, "response": a.response, "path": a.path}
+def _answer_json(a: GradedFile) -> dict[str, object]:
+    return {"outcome": a.outcome.name, "response": a.response_or_error, "path": a.path}
 
 
 def mcnemar_to_json(test: McNemar | None) -> dict[str, object] | None:

@@ -8,8 +8,9 @@ from collections.abc import Callable, Mapping
 import orjson
 
 from kag.grading.compare.epoch_means import MeanComparisonRun
+from kag.grading.percent import pct
 from kag.render.formats import TableFormat
-from kag.render.table import Table, interval_pct, pct, pvalue, signed_pp, table_markdown, table_text
+from kag.render.table import Table, interval_pct, pvalue, signed_pp, table_markdown, table_text
 from kag.textsafe import escape_message
 
 TEST_NAME = "paired bootstrap over questions"

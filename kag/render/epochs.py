@@ -13,10 +13,9 @@ from collections.abc import Mapping, Sequence
 from kag.grading.epochs import EpochSummary
 from kag.grading.mcq.epoch_walk import SetupEpochs
 from kag.grading.mcq.summary import Summary
+from kag.render.columns import EPOCH_COLUMNS, Shown, cells_for, columns_for, headers_for
 from kag.textsafe import escape_controls
 
-_HEADERS = ("EPOCHS", "Q", "INC", "MEAN%", "SE%", "MAJ%", "CONS%", "PASS@k%")
-_WIDTHS = (6, 4, 4, 7, 6, 7, 7)  # PASS@k% is last and left-aligned: its width varies
 EPOCHS_LEGEND = (
     "EPOCHS = epochs measured (N), Q = questions with all N epochs, INC = questions left out for having fewer\n"
     "MEAN% = mean over every answer, SE% = its standard error clustered by question\n"
@@ -25,33 +24,13 @@ EPOCHS_LEGEND = (
 )
 
 
-def shown_ks(n: int) -> list[int]:
-    """The k whose pass@k the text shows: the powers of two below ``n``, and ``n``."""
-    ks, k = [], 1
-    while k < n:
-        ks.append(k)
-        k *= 2
-    return [*ks, n]
-
-
-def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{value * 100.0:.2f}"
+_COLUMNS = columns_for(EPOCH_COLUMNS, "text", Shown())
 
 
 def _cells(block: EpochSummary | None) -> list[str]:
     if block is None:
-        return ["-"] * len(_HEADERS)
-    passes = " ".join(f"{k}:{_pct(block.pass_at[k])}" for k in shown_ks(block.n))
-    return [
-        str(block.n),
-        str(block.questions),
-        str(block.incomplete),
-        _pct(block.mean_accuracy),
-        _pct(block.stderr),
-        _pct(block.maj_at_k),
-        _pct(block.consistent),
-        passes,
-    ]
+        return ["-"] * len(_COLUMNS)
+    return [c or "" for c in cells_for("text", _COLUMNS, block)]
 
 
 def _table(title: str, setups: Sequence[str], epochs: Mapping[str, SetupEpochs]) -> list[str]:
@@ -63,14 +42,15 @@ def _table(title: str, setups: Sequence[str], epochs: Mapping[str, SetupEpochs])
         rows.append((escape_controls(setup), _cells(found.overall)))
         rows += [(f"  └ {escape_controls(d)}", _cells(b)) for d, b in found.per_dataset.items()]
     width = max([5, *(len(label) for label, _ in rows)])
-    lines = [title, "", f"{'SETUP':<{width}}" + _cols(_HEADERS)]
+    lines = [title, "", f"{'SETUP':<{width}}" + _cols(headers_for("text", _COLUMNS))]
     lines += [f"{label:<{width}}" + _cols(cells) for label, cells in rows]
     return lines
 
 
 def _cols(cells: Sequence[str]) -> str:
     *head, last = cells
-    return "".join(f"  {c:>{w}}" for c, w in zip(head, _WIDTHS, strict=True)) + f"  {last}"
+    widths = [c.width for c in _COLUMNS[:-1]]
+    return "".join(f"  {c:>{w}}" for c, w in zip(head, widths, strict=True)) + f"  {last}"
 
 
 def render_epochs_text(summary: Summary) -> str:

@@ -29,9 +29,8 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from kag.grading.mcq.metrics import duration_secs
-from kag.grading.mcq.rule import GradedFile
 from kag.grading.mcq.trees import ResultSource, file_place
-from kag.grading.open_grading import OpenGradedFile
+from kag.grading.record import GradedFile
 from kag.render.formats import ExportFormat
 from kag.results.tree import result_path
 
@@ -73,7 +72,7 @@ COLUMNS = (
 
 
 def export_row(
-    record: GradedFile | OpenGradedFile,
+    record: GradedFile,
     answer: str | None,
     place: tuple[str | None, str | None] = (None, None),
 ) -> dict[str, Any]:
@@ -85,16 +84,10 @@ def export_row(
     ``provider`` those the file records; ``place`` the (label, path) of the file (its tree's
     label, None for one tree), ``epoch`` 1 (the file ``kag stats`` grades). Absent values
     are None."""
-    extracted: str | None = None
-    exact: float | None = None
-    f1: float | None = None
-    if isinstance(record, OpenGradedFile):
-        exact, f1 = record.exact_match, record.f1
-    else:
-        extracted = record.extracted.name if record.extracted is not None else None
+    extracted = record.extracted.name if record.extracted is not None else None
     r = record.retrieval
     u = record.usage
-    config = None if isinstance(record, OpenGradedFile) else record.config
+    config = record.config
     return {
         "dataset": record.dataset,
         "question": record.question,
@@ -103,8 +96,8 @@ def export_row(
         "answer": answer,
         "response": record.response,
         "extracted_outcome": extracted,
-        "exact_match": exact,
-        "f1": f1,
+        "exact_match": record.exact_match,
+        "f1": record.f1,
         "generation_secs": duration_secs(record.generation_ns) if record.generation_ns is not None else None,
         "context_length": record.context_length,
         "retrieval_secs": duration_secs(r.time_ns) if r is not None else None,
@@ -124,7 +117,7 @@ def export_row(
 def iter_rows(
     records: Iterable[GradedFile],
     datasets: Datasets,
-    open_records: Iterable[OpenGradedFile] = (),
+    open_records: Iterable[GradedFile] = (),
     *,
     source: ResultSource | None = None,
     prefix: str = "",
@@ -133,7 +126,7 @@ def iter_rows(
     answers joined with :data:`ANSWERS_SEPARATOR`); both inputs sorted by (dataset,
     question, setup), merged in that order. With ``source`` (the trees graded) and
     ``prefix``, each row names its tree's label and its file's path."""
-    merged: Iterable[GradedFile | OpenGradedFile] = heapq.merge(
+    merged: Iterable[GradedFile] = heapq.merge(
         records, open_records, key=lambda r: (r.dataset, r.question, r.setup)
     )
     for record in merged:
@@ -175,7 +168,7 @@ class _Echo:
 def render_csv(
     records: Iterable[GradedFile],
     datasets: Datasets,
-    open_records: Iterable[OpenGradedFile] = (),
+    open_records: Iterable[GradedFile] = (),
     *,
     source: ResultSource | None = None,
     prefix: str = "",
@@ -196,7 +189,7 @@ def render_csv(
 def render_jsonl(
     records: Iterable[GradedFile],
     datasets: Datasets,
-    open_records: Iterable[OpenGradedFile] = (),
+    open_records: Iterable[GradedFile] = (),
     *,
     source: ResultSource | None = None,
     prefix: str = "",

@@ -2,7 +2,9 @@
 self-contained page from ``templates/page.html.j2`` (jinja2, autoescaped).
 
 Its tables (:class:`~kag.render.table.Table`) are those the text and markdown reports show
-(:mod:`kag.render.compare`), so every format shows the same numbers. The charts are drawn
+(:mod:`kag.render.compare`, :mod:`kag.render.columns`), so every format shows the same
+numbers; the comparisons it shows are computed before and handed in (an
+:class:`~kag.grading.compare.Analysis`), never here. The charts are drawn
 here as inline SVG, their user-given text escaped by ``templates/svg.html.j2``: no script,
 no font, no stylesheet and no image is fetched, so the page opens offline and can be
 attached to a CI run as is. Returns strings, never prints.
@@ -18,19 +20,16 @@ from typing import Any
 from markupsafe import Markup
 
 from kag.grading.compare import (
-    DEFAULT_ALPHA,
-    DEFAULT_RESAMPLES,
-    DEFAULT_SEED,
     Analysis,
     AnswerSet,
     ComparisonRun,
     FlipReport,
     RetrievalImpact,
-    analyse,
 )
 from kag.grading.mcq.metrics import Metrics
 from kag.grading.mcq.summary import MIN_SAMPLE, SetupSummary, Summary, small_samples
-from kag.grading.usage import Costs
+from kag.grading.percent import pct
+from kag.render.columns import STATS_COLUMNS, Block, Shown, cells_for, columns_for, headers_for
 from kag.render.compare import (
     IMPACT_LEGEND,
     comparison_legend,
@@ -40,10 +39,10 @@ from kag.render.compare import (
     impact_header,
     impact_table,
 )
-from kag.render.stats import small_samples_note
-from kag.render.table import Align, Table, interval_pct, pct, signed_pp, table_html
+from kag.render.stats import XACC_LEGEND, small_samples_note
+from kag.render.table import Align, Table, interval_pct, signed_pp, table_html
 from kag.render.templating import environment, render_template
-from kag.render.usage import usage_cells, usage_headers, usage_legend
+from kag.render.usage import usage_legend
 from kag.textsafe import escape_controls
 
 #: Okabe-Ito palette (distinguishable with the common colour-vision deficiencies).
@@ -53,42 +52,43 @@ PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#0
 # ---------------------------------------------------------------- the ranked summary
 
 
-def summary_table(
-    summaries: Sequence[SetupSummary], usage: bool = False, costs: Costs | None = None
-) -> Table:
-    """The ranking of `kag stats` (``Summary.setups``, already ranked) with Wilson intervals;
-    with ``usage``, the mean tokens per question (and the cost, with ``costs``) too."""
-    headers = ("#", "SETUP", "ACC%", "95% CI", "PREC%", "COVER%", "OK", "WRONG", "ERR", "TOT")
-    priced = costs is not None
-    extra = usage_headers(priced) if usage else ()
+def summary_table(summaries: Sequence[SetupSummary], shown: Shown) -> Table:
+    """The ranking of `kag stats` (``Summary.setups``, already ranked) with Wilson
+    intervals, in the HTML columns of :data:`~kag.render.columns.STATS_COLUMNS` that the
+    run ``shown`` has (mean tokens per question with usage, the cost with prices)."""
+    columns = columns_for(STATS_COLUMNS, "html", shown)
     rows: list[tuple[str, ...]] = []
     sub: list[bool] = []
     for rank, s in enumerate(summaries, 1):
-        blocks = [
-            (s.setup, None, s.overall, False),
-            *((f"└ {d}", d, m, True) for d, m in s.per_dataset.items()),
-        ]
-        for label, dataset, b, is_sub in blocks:
-            cost = costs.of(s.setup, dataset) if costs is not None else None
+        blocks = [(s.setup, None, s.overall), *((f"└ {d}", d, m) for d, m in s.per_dataset.items())]
+        for label, dataset, m in blocks:
+            cost = shown.costs.of(s.setup, dataset) if shown.costs is not None else None
+            cells = cells_for("html", columns, Block(s.setup, dataset, m, cost))
             rows.append(
-                (
-                    "" if is_sub else str(rank),
-                    label,
-                    pct(b.accuracy),
-                    interval_pct(b.accuracy_ci95),
-                    pct(b.precision),
-                    pct(b.coverage),
-                    str(b.correct),
-                    str(b.incorrect),
-                    str(b.errors),
-                    str(b.total),
-                    *(usage_cells(b, cost, priced) if usage else ()),
-                )
+                ("" if dataset is not None else str(rank), label, *("" if c is None else c for c in cells))
             )
-            sub.append(is_sub)
+            sub.append(dataset is not None)
     right: Align = "r"
-    align: tuple[Align, ...] = ("r", "l", "r", "r", "r", "r", "r", "r", "r", "r", *(right for _ in extra))
-    return Table((*headers, *extra), tuple(rows), align, tuple(sub))
+    align: tuple[Align, ...] = ("r", "l", *(right for _ in columns))
+    return Table(("#", "SETUP", *headers_for("html", columns)), tuple(rows), align, tuple(sub))
+
+
+NOTHING_SHOWN = Shown()
+
+
+def ranking_legend(shown: Shown) -> tuple[str, ...]:
+    """The legend lines under the ranking, after that of ACC%, PREC% and COVER%."""
+    times, what = ("GEN(s)/RET(s)", "generation/retrieval") if shown.retrieval else ("GEN(s)", "generation")
+    lines = [
+        f"{times} = mean {what} time per question, in seconds; CTX_LEN = average prompt length, in bytes"
+    ]
+    if shown.retrieval:
+        lines.append(
+            "VERTICE/RELATION/PROPERTY = mean vertices/relationships/properties retrieved per question"
+        )
+    if shown.extract is not None:
+        lines.append(XACC_LEGEND.format(spec=shown.extract))
+    return tuple(lines)
 
 
 # ---------------------------------------------------------------- SVG charts
@@ -404,8 +404,7 @@ def render_html(
     meta: PageMeta = PageMeta(),
     max_flips: int = 50,
     max_chars: int = 300,
-    usage: bool = False,
-    costs: Costs | None = None,
+    shown: Shown = NOTHING_SHOWN,
     counts: str | None = None,
     notes: Sequence[str] = (),
 ) -> str:
@@ -413,9 +412,10 @@ def render_html(
     ``notes``), ranked table, accuracy chart with Wilson CI whiskers per
     setup and dataset, comparisons against the baseline (table and difference chart), the
     retrieval impact of each KAG setup, and the flip lists (``max_flips`` rows per
-    direction, responses cut to ``max_chars``). With ``usage`` (some file has token usage, or
-    ``costs`` were computed) the ranking shows tokens (and costs) and a chart plots accuracy
-    against mean tokens per question. Sections without data are left out.
+    direction, responses cut to ``max_chars``). The ranking has the HTML columns of
+    :data:`~kag.render.columns.STATS_COLUMNS` that the run ``shown`` has; with usage (some
+    file has token usage, or costs were computed) a chart plots accuracy against mean
+    tokens per question. Sections without data are left out.
     Inline CSS and SVG only: nothing is loaded from anywhere.
     """
     facts = [
@@ -455,10 +455,11 @@ def render_html(
             facts=" | ".join(facts),
             counts=counts,
             notes=notes,
-            ranking=table_html(summary_table(summaries, usage, costs), "ranking") if summaries else None,
+            ranking=table_html(summary_table(summaries, shown), "ranking") if summaries else None,
+            ranking_legend=ranking_legend(shown),
             accuracy_chart=accuracy_chart(summaries) if summaries else None,
-            tokens_chart=tokens_chart(summaries) if summaries and usage else None,
-            usage_legend=usage_legend(costs is not None) if summaries and usage else None,
+            tokens_chart=tokens_chart(summaries) if summaries and shown.usage else None,
+            usage_legend=usage_legend(shown.priced) if summaries and shown.usage else None,
             comparisons=compared,
             impacts=impact_sections,
             impact_legend=IMPACT_LEGEND,
@@ -481,34 +482,19 @@ def _runs_table(meta: PageMeta) -> Markup | None:
 
 
 def render_html_report(
-    answer_set: AnswerSet,
-    meta: PageMeta = PageMeta(),
-    *,
-    baseline: str | None = None,
-    alpha: float = DEFAULT_ALPHA,
-    n_resamples: int = DEFAULT_RESAMPLES,
-    seed: int = DEFAULT_SEED,
-    native: str | None = None,
-    max_flips: int = 50,
-) -> tuple[str, Analysis]:
-    """The whole page for a graded tree: :func:`kag.grading.compare.analyse` (baseline
-    default: the best-ranked setup), then :func:`render_html`.
-
-    The page shows the notes of :func:`page_notes` (the analysis's included).
-    Returns the page and the analysis: its ``notes`` are for the user (warn them), its
-    ``comparisons`` can feed :func:`kag.grading.gates.regression_verdict`.
-    """
-    analysis = analyse(answer_set, baseline, alpha, n_resamples, seed, native)
-    page = render_html(
+    answer_set: AnswerSet, analysis: Analysis, meta: PageMeta = PageMeta(), *, max_flips: int = 50
+) -> str:
+    """The whole page for a graded tree and its :class:`~kag.grading.compare.Analysis`
+    (computed before, by :func:`kag.grading.compare.analyse`): :func:`render_html` with the
+    notes of :func:`page_notes` (the analysis's included)."""
+    return render_html(
         answer_set.summary.setups,
         analysis.comparisons,
         analysis.flips,
         analysis.impacts,
         meta,
         max_flips=max_flips,
-        usage=answer_set.summary.shows_usage,
-        costs=answer_set.summary.costs,
+        shown=Shown.of(answer_set.summary),
         counts=counts_line(answer_set.summary),
         notes=page_notes(answer_set, analysis, meta),
     )
-    return page, analysis

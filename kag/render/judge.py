@@ -8,8 +8,9 @@ from dataclasses import dataclass
 import orjson
 
 from kag.grading.judge import Judge, JudgeSummary
+from kag.grading.percent import pct
 from kag.render.formats import JudgeFormat
-from kag.render.table import Table, pct, table_text
+from kag.render.table import Table, table_text
 from kag.textsafe import escape_controls
 
 HEADERS = ("SETUP", "JUDGED", "CORRECT", "INCORRECT", "UNUSABLE", "ACC%", "AGREE%")

@@ -27,10 +27,8 @@ from kag.grading.mcq.rule import Outcome
 
 if TYPE_CHECKING:
     from kag.datasets import Datasets
-    from kag.grading.compare.records import Answer
-    from kag.grading.mcq.rule import GradedFile
     from kag.grading.mcq.skipped import SkippedFile
-    from kag.grading.open_grading import OpenGradedFile
+    from kag.grading.record import GradedFile
 
 #: The name of the suite of CI gates.
 GATES_SUITE = "kag.gates"
@@ -85,7 +83,7 @@ class Gate:
 def cases_from_records(
     records: Iterable[GradedFile],
     datasets: Datasets,
-    open_records: Iterable[OpenGradedFile] = (),
+    open_records: Iterable[GradedFile] = (),
     skipped: Iterable[SkippedFile] = (),
     *,
     extracted: bool = False,
@@ -127,7 +125,7 @@ def cases_from_records(
     return cases
 
 
-def cases_from_answers(answers: Iterable[Answer], *, extracted: bool = False) -> list[Case]:
+def cases_from_answers(answers: Iterable[GradedFile], *, extracted: bool = False) -> list[Case]:
     """The cases of the graded answers a comparison pairs (they record no generation time)."""
     cases = []
     for a in answers:
@@ -141,7 +139,7 @@ def cases_from_answers(answers: Iterable[Answer], *, extracted: bool = False) ->
                 a.setup,
                 a.outcome,
                 a.gold,
-                a.response,
+                a.response_or_error,
                 None,
                 reason,
                 config.model if config is not None else None,

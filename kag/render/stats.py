@@ -4,6 +4,9 @@ One renderer per output format, chosen through :class:`~kag.render.formats.Table
 (``RENDERERS`` maps every member; a test checks the mapping is exhaustive). Every renderer returns the complete
 document as a string ending in a newline and never emits terminal escape codes.
 
+The text and markdown tables draw their columns from :data:`kag.render.columns.STATS_COLUMNS`
+(as does the HTML ranking), so a column is declared once for every format.
+
 - text: the Rust tool's table, column for column (``src/subcommand/stats/mod.rs``):
   header line, one row per setup, ``  └ <dataset>`` sub-rows, legend lines. The RAG
   columns appear only when some setup retrieved, blank for rows without retrieval.
@@ -26,7 +29,10 @@ import orjson
 from kag.grading.mcq.epoch_walk import epochs_to_json
 from kag.grading.mcq.evidence_blocks import evidence_to_json
 from kag.grading.mcq.metrics import Metrics
-from kag.grading.mcq.summary import SmallSample, Summary
+from kag.grading.mcq.summary import SetupSummary, SmallSample, Summary
+from kag.grading.percent import pct
+from kag.grading.usage import Costs
+from kag.render.columns import STATS_COLUMNS, Block, Shown, cells_for, columns_for, headers_for
 from kag.render.epochs import render_epochs_text
 from kag.render.formats import TableFormat
 from kag.render.open import (
@@ -36,7 +42,7 @@ from kag.render.open import (
     render_open_text,
 )
 from kag.render.table import Align, Table, table_markdown
-from kag.render.usage import usage_cells, usage_headers, usage_legend, usage_to_json
+from kag.render.usage import usage_legend, usage_to_json
 from kag.textsafe import escape_controls
 
 LEGEND = (
@@ -46,63 +52,28 @@ LEGEND = (
 )
 EMPTY = "No scorable results were found."
 XACC_LEGEND = "XACC% = correct after answer extraction ({spec}) / scored"
-_XACC_WIDTH = (7,)
-
-
-# ---------------------------------------------------------------- cell formatting (Rust's helpers)
-
-
-def pct(value: float | None) -> str:
-    """A ratio as a percentage with 2 decimals (``{:.2}`` of value·100), or ``-``."""
-    return "-" if value is None else f"{value * 100.0:.2f}"
-
-
-def secs(value: float | None) -> str:
-    """Seconds with 3 decimals, or ``-``."""
-    return "-" if value is None else f"{value:.3f}"
-
-
-def num(value: float | None) -> str:
-    """A mean with 3 decimals (CTX_LEN), or ``-``."""
-    return "-" if value is None else f"{value:.3f}"
-
-
-def _main_cells(m: Metrics) -> list[str]:
-    return [
-        pct(m.accuracy),
-        pct(m.precision),
-        pct(m.coverage),
-        str(m.correct),
-        str(m.incorrect),
-        str(m.errors),
-        str(m.total),
-        secs(m.avg_generation_secs),
-        num(m.avg_context_length),
-    ]
-
-
-def _rag_cells(m: Metrics) -> list[str] | None:
-    r = m.retrieval
-    if r is None:
-        return None
-    return [
-        secs(r.avg_time_secs),
-        f"{r.avg_vertices:.2f}",
-        f"{r.avg_relationships:.2f}",
-        f"{r.avg_properties:.2f}",
-    ]
 
 
 # ---------------------------------------------------------------- text
 
-_MAIN_WIDTHS = (7, 7, 8, 5, 5, 4, 3, 8, 10)
-_MAIN_HEADERS = ("ACC%", "PREC%", "COVER%", "OK", "WRONG", "ERR", "TOT", "GEN(s)", "CTX_LEN")
-_RAG_WIDTHS = (8, 7, 8, 8)
-_RAG_HEADERS = ("RET(s)", "VERTICE", "RELATION", "PROPERTY")
+
+def _cols(cells: Sequence[str | None], widths: Sequence[int]) -> str:
+    """The cells right-aligned in their widths; a cell without a value ends the line."""
+    out = []
+    for cell, width in zip(cells, widths, strict=True):
+        if cell is None:
+            break
+        out.append(f"  {cell:>{width}}")
+    return "".join(out)
 
 
-def _cols(cells: list[str] | tuple[str, ...], widths: tuple[int, ...]) -> str:
-    return "".join(f"  {cell:>{width}}" for cell, width in zip(cells, widths, strict=True))
+def _blocks(s: SetupSummary, costs: Costs | None) -> list[tuple[str | None, Block]]:
+    """(dataset, block) of a setup's row (dataset None) and of its graded datasets' rows."""
+    rows = [(None, s.overall)] + [(name, m) for name, m in s.per_dataset.items() if m.total]
+    return [
+        (name, Block(s.setup, name, m, costs.of(s.setup, name) if costs is not None else None))
+        for name, m in rows
+    ]
 
 
 def render_text(summary: Summary) -> str:
@@ -125,27 +96,18 @@ def render_text(summary: Summary) -> str:
         return "\n".join(lines) + "\n" + _open_text(summary)
     width = max(5, *(len(escape_controls(s.setup)) for s in setups))
     sub_width = max(0, width - 4)
-    rag = summary.any_retrieval
     xacc = summary.extract is not None
-    header = f"{'SETUP':<{width}}" + _cols(_MAIN_HEADERS, _MAIN_WIDTHS)
-    if xacc:
-        header += _cols(("XACC%",), _XACC_WIDTH)
-    if rag:
-        header += _cols(_RAG_HEADERS, _RAG_WIDTHS)
-    lines.append(header)
+    columns = columns_for(STATS_COLUMNS, "text", Shown.of(summary))
+    widths = [c.width for c in columns]
+    lines.append(f"{'SETUP':<{width}}" + _cols(headers_for("text", columns), widths))
     for s in setups:
-        rows = [(f"{escape_controls(s.setup):<{width}}", s.overall)]
-        rows += [
-            (f"  └ {escape_controls(name):<{sub_width}}", m) for name, m in s.per_dataset.items() if m.total
-        ]
-        for label, m in rows:
-            line = label + _cols(_main_cells(m), _MAIN_WIDTHS)
-            if xacc:
-                line += _cols((pct(m.extracted_accuracy),), _XACC_WIDTH)
-            rag_cells = _rag_cells(m) if rag else None
-            if rag_cells is not None:
-                line += _cols(rag_cells, _RAG_WIDTHS)
-            lines.append(line)
+        for name, block in _blocks(s, None):
+            label = (
+                f"{escape_controls(s.setup):<{width}}"
+                if name is None
+                else f"  └ {escape_controls(name):<{sub_width}}"
+            )
+            lines.append(label + _cols(cells_for("text", columns, block), widths))
     lines.append("")
     lines.append(LEGEND)
     if xacc:
@@ -167,11 +129,7 @@ def small_samples_note(smalls: Sequence[SmallSample], minimum: int) -> str:
     """One warning naming every setup graded on few files, with its accuracy's 95% interval."""
     items = []
     for small in smalls:
-        ci = (
-            ""
-            if small.ci95 is None
-            else f" (ACC 95% CI {small.ci95[0] * 100:.1f}–{small.ci95[1] * 100:.1f}%)"
-        )
+        ci = "" if small.ci95 is None else f" (ACC 95% CI {pct(small.ci95[0], 1)}–{pct(small.ci95[1], 1)}%)"
         items.append(f"{escape_controls(small.setup)} {small.total}{ci}")
     largest = smalls[0].largest if smalls else 0
     half = any(2 * small.total < largest for small in smalls)
@@ -183,11 +141,6 @@ def small_samples_note(smalls: Sequence[SmallSample], minimum: int) -> str:
 
 
 # ---------------------------------------------------------------- markdown
-
-
-def _ci_cell(m: Metrics) -> str:
-    ci = m.accuracy_ci95
-    return "-" if ci is None else f"{ci[0] * 100:.2f}–{ci[1] * 100:.2f}"
 
 
 def render_markdown(summary: Summary) -> str:
@@ -204,34 +157,19 @@ def render_markdown(summary: Summary) -> str:
     if not setups:
         lines.append(f"_{EMPTY}_")
         return "\n".join(lines) + "\n" + _open_markdown(summary)
-    rag = summary.any_retrieval
     xacc = summary.extract is not None
     usage, costs = summary.shows_usage, summary.costs
-    headers = ["Setup", "ACC%", "ACC 95% CI", *_MAIN_HEADERS[1:]]
-    if xacc:
-        headers.append("XACC%")
-    if rag:
-        headers += list(_RAG_HEADERS)
-    if usage:
-        headers += usage_headers(costs is not None)
+    columns = columns_for(STATS_COLUMNS, "markdown", Shown.of(summary))
+    headers = ("Setup", *headers_for("markdown", columns))
     body: list[tuple[str, ...]] = []
     for s in setups:
-        rows: list[tuple[str, str | None, Metrics]] = [(f"**{s.setup}**", None, s.overall)]
-        rows += [(f"└ {name}", name, m) for name, m in s.per_dataset.items() if m.total]
-        for label, dataset, m in rows:
-            main = _main_cells(m)
-            cells = [label, main[0], _ci_cell(m), *main[1:]]
-            if xacc:
-                cells.append(pct(m.extracted_accuracy))
-            if rag:
-                cells += _rag_cells(m) or ["", "", "", ""]
-            if usage:
-                cost = costs.of(s.setup, dataset) if costs is not None else None
-                cells += usage_cells(m, cost, costs is not None)
-            body.append(tuple(cells))
+        for name, block in _blocks(s, costs):
+            label = f"**{s.setup}**" if name is None else f"└ {name}"
+            cells = cells_for("markdown", columns, block)
+            body.append((label, *("" if c is None else c for c in cells)))
     right: Align = "r"
     align: tuple[Align, ...] = ("l", *((right,) * (len(headers) - 1)))
-    lines.append(table_markdown(Table(tuple(headers), tuple(body), align), explicit_left=True))
+    lines.append(table_markdown(Table(headers, tuple(body), align), explicit_left=True))
     lines.append("")
     lines.append(
         "ACC% = correct / scored (95% CI: Wilson score interval), PREC% = correct / committed, "

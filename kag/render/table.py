@@ -14,6 +14,7 @@ from typing import Literal
 
 from markupsafe import Markup
 
+from kag.grading.percent import pct
 from kag.textsafe import escape_controls
 
 Align = Literal["l", "r"]
@@ -22,21 +23,15 @@ Align = Literal["l", "r"]
 # ---------------------------------------------------------------- number formatting
 
 
-def pct(value: float | None, digits: int = 2) -> str:
-    """A fraction as a percentage without the sign (0.5 -> "50.00"); None -> "-"."""
-    return "-" if value is None else f"{100 * value:.{digits}f}"
-
-
 def signed_pp(value: float | None, digits: int = 2) -> str:
     """A difference of fractions in percentage points with its sign (-0.2 -> "-20.00")."""
-    return "-" if value is None else f"{100 * value:+.{digits}f}"
+    return pct(value, digits, signed=True)
 
 
 def interval_pct(ci: tuple[float, float] | None, digits: int = 1, signed: bool = False) -> str:
     if ci is None:
         return "-"
-    fmt = f"{{:+.{digits}f}}" if signed else f"{{:.{digits}f}}"
-    return f"[{fmt.format(100 * ci[0])}, {fmt.format(100 * ci[1])}]"
+    return f"[{pct(ci[0], digits, signed=signed)}, {pct(ci[1], digits, signed=signed)}]"
 
 
 def pvalue(p: float | None) -> str:

@@ -1,9 +1,10 @@
-"""Token usage and cost of a report block, as the stats reports show them.
+"""Token usage and cost of a report block: the JSON ``usage`` object and the legend of the
+token and cost columns (the columns themselves are in :mod:`kag.render.columns`).
 
 Shared by the JSON and markdown of `kag stats` (:mod:`kag.render.stats`) and its HTML page
 (:mod:`kag.render.html`). Shown only when :attr:`Summary.shows_usage
-<kag.grading.mcq.summary.Summary.shows_usage>`: a run without usage and without
-``--prices`` renders exactly as before.
+<kag.grading.mcq.summary.Summary.shows_usage>`, so that a run without usage and without
+``--prices`` keeps its shape.
 """
 
 from __future__ import annotations
@@ -12,9 +13,6 @@ from typing import Any
 
 from kag.grading.mcq.metrics import Metrics
 
-#: Markdown/HTML column headers: mean prompt and completion tokens per question, then the cost.
-TOKEN_HEADERS = ("PROMPT_TOK", "COMPL_TOK")
-COST_HEADER = "COST($)"
 TOKENS_LEGEND = "PROMPT_TOK/COMPL_TOK = mean prompt/completion tokens per question with token usage"
 COST_LEGEND = "COST($) = tokens × the prices file's USD per 1M tokens"
 
@@ -39,18 +37,3 @@ def usage_to_json(m: Metrics, cost: float | None, priced: bool) -> dict[str, Any
     if priced:
         out["cost_usd"] = cost
     return out
-
-
-def usage_headers(priced: bool) -> tuple[str, ...]:
-    return (*TOKEN_HEADERS, COST_HEADER) if priced else TOKEN_HEADERS
-
-
-def usage_cells(m: Metrics, cost: float | None, priced: bool) -> tuple[str, ...]:
-    """Mean tokens with 1 decimal and the cost with 4 (``-`` when absent)."""
-    u = m.usage
-    cells: tuple[str, ...] = (
-        ("-", "-") if u is None else (f"{u.avg_prompt_tokens:.1f}", f"{u.avg_completion_tokens:.1f}")
-    )
-    if priced:
-        cells = (*cells, "-" if cost is None else f"{cost:.4f}")
-    return cells

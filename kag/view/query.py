@@ -8,17 +8,18 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kag.datasets import Datasets, Question
 from kag.errors import UsageError
-from kag.grading.compare.records import Answer, answer_set, question_sort_key
+from kag.grading.compare.records import answer_set, question_sort_key
 from kag.grading.compare.setups import ComparisonRun, compare_setups
 from kag.grading.evidence import EvidenceRecord
 from kag.grading.mcq.metrics import GradeRun, Tally, Unreadable
-from kag.grading.mcq.rule import GradedFile, Outcome, rust_trim
 from kag.grading.mcq.summary import Summary
+from kag.grading.record import GradedFile, Outcome
+from kag.grading.rule import rust_trim
 from kag.grading.search.match import Matcher, literal_of, match_text
 from kag.grading.search.options import DEFAULT_TIMEOUT, compile_pattern
 from kag.results.codec import RetrievalSample, parse_result
@@ -450,13 +451,11 @@ def _graded(row: tuple[Any, ...], name: str) -> GradedFile:
     )
 
 
-def _answers(run: GradeRun, datasets: Datasets) -> list[Answer]:
+def _answers(run: GradeRun, datasets: Datasets) -> list[GradedFile]:
+    """The records with their gold key, graded strictly (as `kag stats compare` pairs by default)."""
     out = []
     for r in run.records or ():
         q: Question | None = datasets.get(r.dataset, r.question)
         gold = q.mcq.answer if q is not None and q.mcq is not None else None
-        outcome = r.outcome  # the strict grade, as `kag stats compare` pairs by default
-        response = r.response if r.response is not None else (r.error or "(error)")
-        vertices = r.retrieval.vertices if r.retrieval is not None else None
-        out.append(Answer(r.dataset, r.question, r.setup, outcome, response, gold, None, vertices, r.config))
+        out.append(replace(r, gold=gold))
     return out

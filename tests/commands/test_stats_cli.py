@@ -437,3 +437,40 @@ def test_html_on_a_terminal_asks_for_an_output_file(command: list[str], repo: Pa
         [sys.executable, "-m", "kag", *args], cwd=repo, capture_output=True, timeout=300, check=False
     )
     assert piped.returncode == 0 and piped.stdout.startswith(b"<!DOCTYPE html>")
+
+
+# ---------------------------------------------------------------- what a run computes
+
+
+def test_every_format_declares_what_it_needs() -> None:
+    from kag.commands.stats import FORMAT_NEEDS, FORMATS
+
+    assert set(FORMAT_NEEDS) == set(FORMATS)
+
+
+@pytest.mark.parametrize(
+    ("fmt", "gate", "priced", "needs"),
+    [
+        ("text", False, False, {"epochs"}),
+        ("json", False, False, {"epochs", "evidence"}),
+        ("markdown", False, False, set()),
+        ("markdown", False, True, {"records"}),
+        ("html", False, False, {"records", "analysis"}),
+        ("junit", False, False, {"records"}),
+        ("csv", False, False, {"records"}),
+        ("text", True, False, {"epochs", "records", "analysis"}),
+        ("jsonl", True, True, {"records", "analysis"}),
+    ],
+)
+def test_the_plan_is_derived_from_the_options(fmt: str, gate: bool, priced: bool, needs: set[str]) -> None:
+    from kag.commands.stats import StatsPlan
+
+    plan = StatsPlan.of(fmt, regression_gate=gate, priced=priced)
+    assert plan.needs == needs
+    assert (plan.keep_records, plan.epochs, plan.evidence, plan.analysed) == (
+        "records" in needs,
+        "epochs" in needs,
+        "evidence" in needs,
+        "analysis" in needs,
+    )
+    assert (plan.page, plan.junit, plan.exported) == (fmt == "html", fmt == "junit", fmt in ("csv", "jsonl"))

@@ -27,7 +27,7 @@ from typer.testing import CliRunner
 
 from kag.cli import app
 from kag.datasets import load_datasets
-from kag.grading.mcq.trees import LabelledTree, grade_trees, label_problem
+from kag.grading.mcq.trees import ResultTree, grade_trees, label_problem
 from kag.grading.mcq.walk import grade_tree
 from kag.results import ErrorResult, OkResult, result_path, write_result
 from tests.commands.test_compare_cli import build_tree
@@ -238,7 +238,7 @@ def test_flips_lists_the_questions_that_flipped_between_runs(two_trees: Path) ->
 def test_flips_paths_point_into_each_tree(two_trees: Path) -> None:
     from kag.grading.compare.trees import load_source_answers
 
-    trees = (LabelledTree("run1", "A"), LabelledTree("run2", "B"))
+    trees = (ResultTree("run1", "A"), ResultTree("run2", "B"))
     answers = load_source_answers(load_datasets("datasets.json"), trees)
     by = {(a.setup, a.question): a for a in answers.answers}
     assert by[("run1/s", "4")].path == os.path.join("A", "d1", "4", "s.json")
@@ -299,7 +299,7 @@ def test_the_documented_example_prints_what_the_page_shows(
 def test_grade_trees_relabels_and_sums(two_trees: Path) -> None:
     datasets = load_datasets("datasets.json")
     run = grade_trees(
-        datasets, [LabelledTree("run1", "A"), LabelledTree("run2", "B")], setups=["*/s"], keep_records=True
+        datasets, [ResultTree("run1", "A"), ResultTree("run2", "B")], setups=["*/s"], keep_records=True
     )
     assert sorted(run.tallies) == [("run1/s", "d1"), ("run2/s", "d1")]
     assert run.tallies[("run1/s", "d1")].correct == 8

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kag.render.epochs import shown_ks
+from kag.render.columns import shown_ks
 
 
 @pytest.mark.parametrize(

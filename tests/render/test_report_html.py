@@ -12,6 +12,7 @@ import pytest
 
 from kag.datasets import load_datasets
 from kag.grading.compare import AnswerSet, analyse, load_source_answers
+from kag.grading.mcq.trees import one_tree
 from kag.render.html import PageMeta, render_html
 from kag.render.table import Table, pvalue, table_markdown, table_text
 from kag.results import ErrorResult, OkResult, result_path, write_result
@@ -25,7 +26,7 @@ CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/ch
 def page(tmp_path_factory: pytest.TempPathFactory) -> str:
     root = tmp_path_factory.mktemp("html")
     datasets, results = build_tree(root)
-    loaded = load_source_answers(load_datasets(datasets), results, PREFIX)
+    loaded = load_source_answers(load_datasets(datasets), one_tree(results), PREFIX)
     analysis = analyse(loaded, "native", n_resamples=500, seed=5)
     meta = PageMeta(datasets="datasets.json", results="results", prefix=PREFIX, version="test")
     return render_html(loaded.summary.setups, analysis.comparisons, analysis.flips, analysis.impacts, meta)
@@ -33,7 +34,7 @@ def page(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 def _load(tmp_path: Path, names: tuple[str, ...]) -> AnswerSet:
     datasets, results = build_tree(tmp_path, names=names)
-    return load_source_answers(load_datasets(datasets), results, PREFIX)
+    return load_source_answers(load_datasets(datasets), one_tree(results), PREFIX)
 
 
 def _page(loaded: AnswerSet, baseline: str | None = None, **kwargs: int) -> str:
@@ -89,7 +90,7 @@ def test_names_and_responses_are_escaped(tmp_path: Path) -> None:
     write_result(result_path(tmp_path / "r", "d&1", "0", "", evil), OkResult("A"))
     write_result(result_path(tmp_path / "r", "d&1", "0", "", "plain"), OkResult("<script>alert(1)</script>"))
     write_result(result_path(tmp_path / "r", "d&1", "0", "", "broken"), ErrorResult("<b>boom</b>"))
-    loaded = load_source_answers(load_datasets(tmp_path / "ds.json"), tmp_path / "r")
+    loaded = load_source_answers(load_datasets(tmp_path / "ds.json"), one_tree(tmp_path / "r"))
     out = _page(loaded, evil)
     assert "<img" not in out and "<script>" not in out and "<b>" not in out
     assert "&lt;img onerror=x&gt;" in out and "&lt;script&gt;alert(1)&lt;/script&gt;" in out
@@ -299,3 +300,22 @@ def test_the_compare_page_is_titled_as_a_comparison(tmp_path: Path) -> None:
     assert "<title>kag stats report</title>" in stats
     # The compare page carries the same notes as the stats page.
     assert _notes(compared) == _notes(stats)
+
+
+def test_the_page_is_drawn_from_an_analysis_computed_before(tmp_path: Path) -> None:
+    """No renderer runs a comparison: kag.render imports no function of kag.grading.compare
+    (its types only), and the page shows the analysis it is handed."""
+    import ast
+
+    from kag.render.html import render_html_report
+
+    for path in sorted((REPO / "kag" / "render").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("kag.grading.compare"):
+                functions = [a.name for a in node.names if not a.name[:1].isupper()]
+                assert not functions, f"{path.name} imports {functions} from {node.module}"
+    loaded = _load(tmp_path, ("kag", "native"))
+    analysis = analyse(loaded, "native", n_resamples=100, seed=1)
+    assert "<h2>Comparisons against native</h2>" in render_html_report(loaded, analysis)
+    other = analyse(loaded, "kag", n_resamples=100, seed=1)
+    assert "<h2>Comparisons against kag</h2>" in render_html_report(loaded, other)

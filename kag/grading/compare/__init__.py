@@ -1,6 +1,7 @@
 """Paired comparisons of setups on the questions both answered.
 
-Per-file records first (:class:`Answer`, one per graded result file), aggregation after:
+Per-file records first (:class:`~kag.grading.record.GradedFile`, one per graded result file),
+aggregation after:
 
 - :func:`mcnemar` - is the accuracy of two setups on the same questions different?
 - :func:`paired_bootstrap_diff` - a seeded percentile CI of the accuracy difference.
@@ -15,7 +16,7 @@ so a setup that errors where the other answers right loses that question.
 
 Grading is :mod:`kag.grading.mcq`'s (the one rule of `kag stats`): :func:`load_source_answers`
 runs :func:`kag.grading.mcq.grade_tree` with its per-file records kept and turns them
-into :class:`Answer` records (:func:`answers_from_run`); the statistics below are pure
+into the records the comparisons pair (:func:`answers_from_run`); the statistics below are pure
 functions of those records. The public names (each module's ``__all__``) are re-exported
 here.
 """

@@ -34,8 +34,10 @@ from kag.grading.compare.paired import (
     DEFAULT_SEED,
     EXACT_BELOW,
 )
-from kag.grading.compare.records import Answer, question_sort_key
+from kag.grading.compare.records import question_sort_key
 from kag.grading.compare.setups import ComparisonRun, compare_pairs
+from kag.grading.percent import pct
+from kag.grading.record import GradedFile
 from kag.textfile import open_binary_file
 
 #: The version of the rows ``kag stats --format jsonl`` writes (their ``"v"`` key).
@@ -146,7 +148,7 @@ class AgainstRun:
 
 
 def compare_against(
-    answers: Iterable[Answer],
+    answers: Iterable[GradedFile],
     previous: PreviousRun,
     *,
     extracted: bool = False,
@@ -182,10 +184,6 @@ def compare_against(
     return AgainstRun(run, tuple(previous_only), tuple(sorted(current_only)), tuple(gone), tuple(lost))
 
 
-def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{100 * value:.2f}%"
-
-
 def regressed_verdict(against: AgainstRun) -> str | None:
     """Why ``--fail-if-regressed`` fails (each setup significantly worse than in the
     export, with both accuracies on the paired questions and the Holm p), or None."""
@@ -193,7 +191,7 @@ def regressed_verdict(against: AgainstRun) -> str | None:
     if not worse:
         return None
     details = "; ".join(
-        f"{c.setup}: {_pct(c.baseline_accuracy)} before, {_pct(c.setup_accuracy)} now "
+        f"{c.setup}: {pct(c.baseline_accuracy, unit='%')} before, {pct(c.setup_accuracy, unit='%')} now "
         f"on {c.n} paired questions, Holm p = {c.p_holm:.3g}"
         for c in worse
     )

@@ -10,13 +10,14 @@ from dataclasses import dataclass
 
 from kag.grading.compare.flips import FlipReport, RetrievalImpact, flips, retrieval_impact
 from kag.grading.compare.paired import DEFAULT_ALPHA, DEFAULT_RESAMPLES, DEFAULT_SEED
-from kag.grading.compare.records import Answer, AnswerSet, SetupProfile, native_candidates
+from kag.grading.compare.records import AnswerSet, SetupProfile, native_candidates
 from kag.grading.compare.setups import ComparisonRun, compare_setups
+from kag.grading.record import GradedFile
 
 # ---------------------------------------------------------------- everything for one report
 
 
-def best_setup(answers: Iterable[Answer]) -> str:
+def best_setup(answers: Iterable[GradedFile]) -> str:
     """The default baseline: the setup with the highest accuracy (OK / graded files, ties by
     name) among those that answered at least half as many questions as the setup that
     answered the most, so that a setup graded on one lucky file is never the reference."""

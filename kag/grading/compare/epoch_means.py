@@ -33,10 +33,9 @@ from kag.grading.compare.paired import (
     holm,
     multinomial_replicates,
 )
-from kag.grading.compare.records import question_sort_key
 from kag.grading.mcq.epoch_walk import extracted_epochs
 from kag.grading.mcq.metrics import GradeRun
-from kag.grading.mcq.rule import Outcome
+from kag.grading.record import Outcome, question_sort_key
 
 #: setup -> (dataset, question) -> the question's mean score over the setup's N epochs.
 QuestionMeans = Mapping[str, Mapping[tuple[str, str], float]]

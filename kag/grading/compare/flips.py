@@ -22,9 +22,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from kag.grading.compare.paired import McNemar, mcnemar
-from kag.grading.compare.records import Answer, index_answers, paired_keys, question_sort_key
+from kag.grading.compare.records import index_answers, paired_keys, question_sort_key
 from kag.grading.mcq.metrics import wilson_interval
-from kag.grading.mcq.rule import Outcome
+from kag.grading.record import GradedFile, Outcome
 
 # ---------------------------------------------------------------- flips
 
@@ -36,8 +36,8 @@ class Flip:
     dataset: str
     question: str
     gold: str | None
-    a: Answer
-    b: Answer
+    a: GradedFile
+    b: GradedFile
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ class FlipReport:
     b_only: tuple[Flip, ...]
 
 
-def flips(answers: Iterable[Answer], a: str, b: str) -> FlipReport:
+def flips(answers: Iterable[GradedFile], a: str, b: str) -> FlipReport:
     """The per-question flips between setups ``a`` and ``b`` on their paired questions.
 
     A flip is a question where one setup is correct (OK) and the other is not (WRONG or
@@ -94,7 +94,7 @@ NO_RETRIEVAL = "no retrieval stats"
 BUCKET_ORDER = (EMPTY, *(label for label, _, _ in SIZE_BUCKETS), NO_RETRIEVAL)
 
 
-def size_bucket(answer: Answer) -> str:
+def size_bucket(answer: GradedFile) -> str:
     """The retrieved-subgraph size bucket of one answer, by its vertex count.
 
     - "empty": the retrieval returned 0 vertices;
@@ -170,7 +170,7 @@ class RetrievalImpact:
     evidence_buckets: tuple[ImpactRow, ...] = ()
 
 
-def _impact_row(label: str, items: list[tuple[Answer, Answer | None]], paired: bool) -> ImpactRow:
+def _impact_row(label: str, items: list[tuple[GradedFile, GradedFile | None]], paired: bool) -> ImpactRow:
     correct = sum(1 for k, _ in items if k.correct)
     if not paired:
         return ImpactRow(label, len(items), correct)
@@ -180,7 +180,7 @@ def _impact_row(label: str, items: list[tuple[Answer, Answer | None]], paired: b
     return ImpactRow(label, len(items), correct, native_correct, helped, hurt, len(items) - helped - hurt)
 
 
-def retrieval_impact(answers: Iterable[Answer], setup: str, native: str | None = None) -> RetrievalImpact:
+def retrieval_impact(answers: Iterable[GradedFile], setup: str, native: str | None = None) -> RetrievalImpact:
     """Accuracy of ``setup`` by retrieval size bucket and, against ``native`` (the same model
     without retrieval), the helped / hurt / no-change counts overall, per bucket and per
     dataset. Without ``native`` every answer of ``setup`` is analysed and the paired
@@ -195,15 +195,15 @@ def retrieval_impact(answers: Iterable[Answer], setup: str, native: str | None =
             raise ValueError(f"setup {native!r} has no graded answers")
         theirs = by_setup[native]
         keys = paired_keys(mine, theirs)
-        items: list[tuple[Answer, Answer | None]] = [(mine[k], theirs[k]) for k in keys]
+        items: list[tuple[GradedFile, GradedFile | None]] = [(mine[k], theirs[k]) for k in keys]
         unpaired = len(mine) - len(keys)
     else:
         items = [(mine[k], None) for k in sorted(mine, key=question_sort_key)]
         unpaired = 0
     paired = native is not None
-    by_bucket: dict[str, list[tuple[Answer, Answer | None]]] = {}
-    by_dataset: dict[str, list[tuple[Answer, Answer | None]]] = {}
-    by_evidence: dict[tuple[str, bool], list[tuple[Answer, Answer | None]]] = {}
+    by_bucket: dict[str, list[tuple[GradedFile, GradedFile | None]]] = {}
+    by_dataset: dict[str, list[tuple[GradedFile, GradedFile | None]]] = {}
+    by_evidence: dict[tuple[str, bool], list[tuple[GradedFile, GradedFile | None]]] = {}
     for item in items:
         bucket = size_bucket(item[0])
         by_bucket.setdefault(bucket, []).append(item)
@@ -212,7 +212,7 @@ def retrieval_impact(answers: Iterable[Answer], setup: str, native: str | None =
             by_evidence.setdefault((bucket, item[0].evidence_hit), []).append(item)
     overall = _impact_row("all", items, paired)
     hurt = Counter(
-        "(error)" if k.outcome is Outcome.ERR else " ".join(k.response.split())
+        "(error)" if k.outcome is Outcome.ERR else " ".join(k.response_or_error.split())
         for k, n in items
         if n is not None and n.correct and not k.correct
     )

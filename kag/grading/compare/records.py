@@ -1,11 +1,11 @@
-"""The records the comparisons work on: one :class:`Answer` per graded file (from a
-``grade_tree(..., keep_records=True)`` run), and each setup's profile (model, provider,
-whether it retrieves)."""
+"""The records the comparisons work on: the graded files of a ``grade_tree(...,
+keep_records=True)`` run (:class:`~kag.grading.record.GradedFile`, their ``outcome`` the
+grade the comparison pairs on), and each setup's profile (model, provider, whether it
+retrieves)."""
 
 from __future__ import annotations
 
 __all__ = [
-    "Answer",
     "AnswerSet",
     "SetupProfile",
     "answer_set",
@@ -15,78 +15,41 @@ __all__ = [
     "index_answers",
     "native_candidates",
     "paired_keys",
+    "paired_records",
     "question_sort_key",
     "setup_configs",
     "setup_profiles",
 ]
 
 import os
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kag.errors import UsageError
-from kag.grading.mcq.rule import Outcome
+from kag.grading.compare.epoch_means import SetupMeans, question_means
+from kag.grading.mcq.summary import summarize
+from kag.grading.record import GradedFile, Outcome, question_sort_key
 from kag.results.model import RESULT_SUFFIX, ModelConfig
 
 if TYPE_CHECKING:
     from kag.datasets import Datasets
-    from kag.grading.compare.epoch_means import SetupMeans
     from kag.grading.mcq.metrics import GradeRun, Unreadable
     from kag.grading.mcq.summary import Summary
 
 
-@dataclass(frozen=True)
-class Answer:
-    """One graded result file, with what the comparisons need from it.
-
-    ``response`` is ``ok.result`` verbatim for OK/WRONG and the error message for ERR.
-    ``vertices`` is the retrieved vertex count when the file has retrieval stats (the
-    retriever's time and the database counts, as `kag stats` requires), else None.
-    ``config`` is ``ok.stats.config`` (None for ERR, or when absent). ``evidence_hit``:
-    whether the retrieval text holds one of the question's evidence names (None when the
-    question lists none, the file has no retrieval text, or evidence was not measured).
-    """
-
-    dataset: str
-    question: str
-    setup: str
-    outcome: Outcome
-    response: str
-    gold: str | None = None
-    path: str | None = None
-    vertices: int | None = None
-    config: ModelConfig | None = None
-    evidence_hit: bool | None = None
-
-    @property
-    def correct(self) -> bool:
-        return self.outcome is Outcome.OK
-
-    @property
-    def key(self) -> tuple[str, str]:
-        return (self.dataset, self.question)
-
-
-def index_answers(answers: Iterable[Answer]) -> dict[str, dict[tuple[str, str], Answer]]:
-    """setup -> (dataset, question) -> Answer. A later duplicate replaces an earlier one."""
-    by_setup: dict[str, dict[tuple[str, str], Answer]] = {}
+def index_answers(answers: Iterable[GradedFile]) -> dict[str, dict[tuple[str, str], GradedFile]]:
+    """setup -> (dataset, question) -> record. A later duplicate replaces an earlier one."""
+    by_setup: dict[str, dict[tuple[str, str], GradedFile]] = {}
     for answer in answers:
         by_setup.setdefault(answer.setup, {})[answer.key] = answer
     return by_setup
 
 
-def question_sort_key(key: tuple[str, str]) -> tuple[str, int, int, str]:
-    """Datasets by name, then numeric question ids by value (2 before 10), then the others
-    by name; the id itself breaks ties ("012" vs "12")."""
-    dataset, question = key
-    if question.isascii() and question.isdigit():
-        return (dataset, 0, int(question), question)
-    return (dataset, 1, 0, question)
-
-
-def paired_keys(a: dict[tuple[str, str], Answer], b: dict[tuple[str, str], Answer]) -> list[tuple[str, str]]:
+def paired_keys(
+    a: dict[tuple[str, str], GradedFile], b: dict[tuple[str, str], GradedFile]
+) -> list[tuple[str, str]]:
     """The (dataset, question) keys both setups have a graded file for, in question order."""
     return sorted(a.keys() & b.keys(), key=question_sort_key)
 
@@ -103,7 +66,7 @@ class SetupProfile:
 
 
 def setup_profiles(
-    answers: Iterable[Answer], configs: dict[str, ModelConfig | None]
+    answers: Iterable[GradedFile], configs: dict[str, ModelConfig | None]
 ) -> dict[str, SetupProfile]:
     """One profile per setup of ``answers``; ``configs`` maps a setup to the config of one of
     its ok files (see :func:`setup_configs`), missing or None when it has none."""
@@ -122,7 +85,7 @@ def setup_profiles(
     return profiles
 
 
-def setup_configs(answers: Iterable[Answer]) -> dict[str, ModelConfig | None]:
+def setup_configs(answers: Iterable[GradedFile]) -> dict[str, ModelConfig | None]:
     """``ok.stats.config`` of the first ok answer (in answer order) of each setup that has one.
 
     A setup's configuration is the same in all its files (one benchmark setup). The config
@@ -178,7 +141,7 @@ class AnswerSet:
     """The graded answers of a result tree, the `kag stats` summary of the same run, and
     each setup's profile (model, provider, whether it retrieves)."""
 
-    answers: tuple[Answer, ...]
+    answers: tuple[GradedFile, ...]
     summary: Summary
     profiles: dict[str, SetupProfile]
     means: SetupMeans | None = None  # per-question mean scores over epochs, when asked
@@ -191,52 +154,57 @@ class AnswerSet:
 
 def answers_from_run(
     run: GradeRun, datasets: Datasets, root: str | Path, prefix: str = "", *, extracted: bool = False
-) -> list[Answer]:
-    """One :class:`Answer` per record of a ``grade_tree(..., keep_records=True)`` run.
+) -> list[GradedFile]:
+    """The records of a ``grade_tree(..., keep_records=True)`` run, as the comparisons pair them.
 
-    With ``extracted`` each answer's outcome is the record's extracted grade (the run must
-    have been graded with ``extract``; ERR = not extracted), so the comparisons pair on it.
+    With ``extracted`` each record's outcome is its extracted grade (the run must have been
+    graded with ``extract``; ERR = not extracted), so the comparisons pair on it.
 
-    The gold key comes from ``datasets``, the path from the tree layout; the error text of
+    The walk gives each record its gold key and path; a record without them (built by
+    hand) takes them from ``datasets`` and the tree layout under ``root``. The error text of
     each ERR file and the config of each ok file come with the records (no file is read
     again). Raises ValueError when the run kept no records.
     """
+    top = os.fspath(root)
+    return paired_records(run, datasets, lambda setup: (top, setup), prefix, extracted=extracted)
+
+
+def paired_records(
+    run: GradeRun,
+    datasets: Datasets,
+    place: Callable[[str], tuple[str, str]],
+    prefix: str = "",
+    *,
+    extracted: bool = False,
+) -> list[GradedFile]:
+    """:func:`answers_from_run` over any trees: ``place`` gives the (tree root, setup name in
+    its tree) of a setup as the run names it, for the records without a path."""
     if run.records is None:
         raise ValueError("the grading run kept no per-file records (grade_tree(..., keep_records=True))")
     answers = []
-    top = os.fspath(root)
-    evidence = run.evidence or {}
     for r in run.records:
-        question = datasets.get(r.dataset, r.question)
-        gold = question.mcq.answer if question is not None and question.mcq is not None else None
-        # kag.results.tree.result_path's layout, joined as strings: pathlib costs ~0.1 ms a file.
-        path = os.path.join(top, r.dataset, r.question, f"{prefix}{r.setup}{RESULT_SUFFIX}")
-        response = r.response if r.response is not None else (r.error if r.error is not None else "(error)")
-        vertices = r.retrieval.vertices if r.retrieval is not None else None
-        outcome = r.outcome
+        if r.path is None or r.gold is None:
+            question = datasets.get(r.dataset, r.question)
+            gold = question.mcq.answer if question is not None and question.mcq is not None else None
+            root, name = place(r.setup)
+            # kag.results.tree.result_path's layout, joined as strings: pathlib costs ~0.1 ms a file.
+            path = os.path.join(root, r.dataset, r.question, f"{prefix}{name}{RESULT_SUFFIX}")
+            r = replace(r, gold=gold, path=path)
         if extracted:
             if r.extracted is None:
                 raise ValueError("the grading run has no extracted grade (grade_tree(..., extract=...))")
-            outcome = r.extracted
-        record = evidence.get((r.setup, r.dataset), {}).get(r.question)
-        hit = record.hit if record is not None else None
-        answers.append(
-            Answer(r.dataset, r.question, r.setup, outcome, response, gold, path, vertices, r.config, hit)
-        )
+            r = replace(r, outcome=r.extracted)
+        answers.append(r)
     return answers
 
 
-def answer_set(run: GradeRun, answers: Sequence[Answer], *, extracted: bool = False) -> AnswerSet:
+def answer_set(run: GradeRun, answers: Sequence[GradedFile], *, extracted: bool = False) -> AnswerSet:
     """:class:`AnswerSet` of ``answers`` (the records of ``run``, named as its setups are):
     the run's summary, each setup's profile and, when the run has epochs, the per-question
     mean scores (:func:`~kag.grading.compare.epoch_means.question_means`), under the
     extracted grade with ``extracted`` as the answers are."""
-    from kag.grading.mcq.summary import summarize
-
     means = None
     if run.epochs is not None:
-        from kag.grading.compare.epoch_means import question_means
-
         means = question_means(run, extracted=extracted)
     profiles = setup_profiles(answers, setup_configs(answers))
     return AnswerSet(tuple(answers), summarize(run), profiles, means, run.unreadable)

@@ -19,7 +19,8 @@ from kag.grading.compare.paired import (
     mcnemar,
     paired_bootstrap_diff,
 )
-from kag.grading.compare.records import Answer, index_answers, paired_keys
+from kag.grading.compare.records import index_answers, paired_keys
+from kag.grading.record import GradedFile
 
 # ---------------------------------------------------------------- every setup against a baseline
 
@@ -82,7 +83,7 @@ class ComparisonRun:
 
 
 def compare_setups(
-    answers: Iterable[Answer],
+    answers: Iterable[GradedFile],
     baseline: str,
     setups: Sequence[str] | None = None,
     alpha: float = DEFAULT_ALPHA,

@@ -1,47 +1,36 @@
-"""The answers of labelled result trees (setups named ``LABEL/setup``), so that the
-comparisons pair the setups of different trees by question as they pair those of one."""
+"""The answers of the result trees a report grades: one tree, or labelled trees (setups
+named ``LABEL/setup`` by :func:`kag.grading.mcq.trees.merge_runs`, and only there), so that
+the comparisons pair the setups of different trees by question as they pair those of one."""
 
 from __future__ import annotations
 
-__all__ = ["answer_set_from_source", "answers_from_trees", "load_source_answers", "tree_part"]
+__all__ = ["answer_set_from_source", "answers_from_trees", "load_source_answers"]
 
-import dataclasses
-from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import TypeVar
+from collections.abc import Sequence
 
 from kag.datasets import Datasets
 from kag.grading.compare.records import (
-    Answer,
     AnswerSet,
     answer_set,
     answer_set_from_run,
-    answers_from_run,
+    paired_records,
 )
 from kag.grading.mcq.metrics import GradeRun
-from kag.grading.mcq.rule import GradedFile
-from kag.grading.mcq.trees import (
-    SEPARATOR,
-    LabelledTree,
-    ResultSource,
-    grade_source,
-    labelled,
-    split_labelled,
-)
-from kag.grading.open_grading import OpenGradedFile
+from kag.grading.mcq.trees import ResultSource, file_place, grade_source, is_labelled, split_labelled
+from kag.grading.record import GradedFile
 
 
 def answers_from_trees(
     run: GradeRun,
     datasets: Datasets,
-    trees: Sequence[LabelledTree],
+    trees: ResultSource,
     prefix: str = "",
     *,
     extracted: bool = False,
-) -> list[Answer]:
-    """One :class:`Answer` per record of a ``grade_trees(..., keep_records=True)`` run,
-    named ``LABEL/setup``, whose path is the real file in the tree labelled LABEL and whose
-    evidence hit is that file's.
+) -> list[GradedFile]:
+    """The records of a ``grade_trees(..., keep_records=True)`` run (:func:`answers_from_run`),
+    named ``LABEL/setup`` as the run names them; each record's path is its real file, in
+    the tree labelled LABEL, and its evidence hit that file's.
 
     Sorted by (dataset, question, labelled setup). Raises ValueError when the run kept no
     records or a record's label names none of ``trees``.
@@ -53,58 +42,12 @@ def answers_from_trees(
         label, _ = split_labelled(r.setup)
         if label not in known:
             raise ValueError(f"record of setup {r.setup!r}: no tree is labelled {label!r}")
-    answers: list[Answer] = []
-    for tree in trees:
-        answers.extend(
-            dataclasses.replace(a, setup=labelled(tree.label, a.setup))
-            for a in answers_from_run(
-                tree_part(run, tree.label), datasets, tree.root, prefix, extracted=extracted
-            )
-        )
-    answers.sort(key=lambda a: (a.dataset, a.question, a.setup))
-    return answers
 
+    def place(setup: str) -> tuple[str, str]:
+        _label, root, name = file_place(trees, setup)
+        return root, name
 
-def tree_part(run: GradeRun, label: str) -> GradeRun:
-    """The part of a merged run (:func:`~kag.grading.mcq.trees.merge_runs`) that is the tree
-    labelled ``label``'s, its setups named as that tree graded alone names them: the
-    records, open records, tallies, epochs and evidence of its setups only. The other
-    fields (the file counters, the datasets file) are the merged run's."""
-    return dataclasses.replace(
-        run,
-        tallies=_own_keys(run.tallies, label),
-        records=None if run.records is None else _own_records(run.records, label),
-        open_records=None if run.open_records is None else _own_records(run.open_records, label),
-        epochs=None if run.epochs is None else _own_keys(run.epochs, label),
-        evidence=None if run.evidence is None else _own_keys(run.evidence, label),
-    )
-
-
-def _unlabelled(name: str, label: str) -> str | None:
-    """The setup of ``LABEL/setup`` when LABEL is ``label``, else None."""
-    mine, _, setup = name.partition(SEPARATOR)
-    return setup if mine == label else None
-
-
-_R = TypeVar("_R", GradedFile, OpenGradedFile)
-_V = TypeVar("_V")
-
-
-def _own_records(records: tuple[_R, ...], label: str) -> tuple[_R, ...]:
-    return tuple(
-        dataclasses.replace(r, setup=setup)
-        for r in records
-        if (setup := _unlabelled(r.setup, label)) is not None
-    )
-
-
-def _own_keys(mapping: Mapping[tuple[str, str], _V], label: str) -> dict[tuple[str, str], _V]:
-    """The entries of a mapping keyed by (setup, dataset) whose setup is of ``label``'s tree."""
-    return {
-        (setup, dataset): value
-        for (name, dataset), value in mapping.items()
-        if (setup := _unlabelled(name, label)) is not None
-    }
+    return paired_records(run, datasets, place, prefix, extracted=extracted)
 
 
 def answer_set_from_source(
@@ -113,8 +56,8 @@ def answer_set_from_source(
     """:func:`~kag.grading.compare.records.answer_set_from_run` of one unlabelled tree, or
     the same for labelled trees (:func:`answers_from_trees`; the summary and the mean scores
     over epochs of the merged run, under the labelled names)."""
-    if isinstance(source, (str, Path)):
-        return answer_set_from_run(run, datasets, source, prefix, extracted=extracted)
+    if not is_labelled(source):
+        return answer_set_from_run(run, datasets, source[0].root, prefix, extracted=extracted)
     answers = answers_from_trees(run, datasets, source, prefix, extracted=extracted)
     return answer_set(run, answers, extracted=extracted)
 

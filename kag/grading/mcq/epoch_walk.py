@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from kag.grading.epochs import EpochOutcome, EpochSummary, extracted_outcomes, summarize_epochs
 from kag.grading.extract import ExtractSpec
 from kag.grading.mcq.extracted import extracted_grade
-from kag.grading.mcq.rule import AnswerKey, GradedFile, Outcome, grade_fields
+from kag.grading.mcq.rule import AnswerKey, grade_fields
+from kag.grading.record import GradedFile, Outcome
 from kag.results.codec import parse_grading_fields
 from kag.results.io import read_result_bytes
 from kag.results.tree import result_file_setup, scandir_entries
@@ -48,6 +49,60 @@ def epoch_outcome(graded: GradedFile, extracted_answer: str | None = None) -> Ep
     return EpochOutcome(graded.outcome is Outcome.OK, graded.response, extracted)
 
 
+def epoch_paths(folder: str, prefix: str, keep_setup: Callable[[str], bool]) -> dict[str, dict[int, str]]:
+    """setup -> epoch n (>= 2) -> the path of its file, for every setup with a file in
+    ``folder`` (a question's ``epochs`` folder; none when it is missing). ``keep_setup``
+    selects the setups, as it does epoch 1's files. No link is followed: an epoch folder
+    or file that is a symbolic link is not there."""
+    paths: dict[str, dict[int, str]] = {}
+    for entry in scandir_entries(folder):
+        if not _EPOCH_NAME.fullmatch(entry.name) or entry.name == "1":
+            continue
+        if not entry.is_dir(follow_symlinks=False):
+            continue
+        epoch = int(entry.name)
+        for f in scandir_entries(entry.path):
+            setup = result_file_setup(f, prefix)
+            if setup is not None and keep_setup(setup):
+                paths.setdefault(setup, {})[epoch] = f.path
+    return paths
+
+
+def grade_later_epochs(
+    paths: Mapping[int, str],
+    key: AnswerKey,
+    *,
+    dataset: str,
+    question: str,
+    setup: str,
+    abstention: re.Pattern[str],
+    spec: ExtractSpec | None,
+    logs: list[tuple[int, str]],
+) -> Iterator[tuple[int, str, GradedFile, str | None]]:
+    """(epoch, path, graded file, extracted answer) of epochs 2, 3, ... of one setup's
+    question (``paths``: :func:`epoch_paths`' entry of the setup), up to the first missing
+    or unreadable one; an unreadable file adds a warning to ``logs``. ``spec`` (the
+    ``--extract`` spec) adds each epoch's extracted grade, as epoch 1 has it."""
+    epoch = 2
+    while (path := paths.get(epoch)) is not None:
+        try:
+            fields = parse_grading_fields(read_result_bytes(path), False)
+            graded = grade_fields(fields, key, dataset, question, setup, abstention)
+        except OSError as exc:
+            logs.append((logging.WARNING, f"{path}: unreadable epoch file: {exc.strerror or exc}"))
+            return
+        except Exception as exc:  # noqa: BLE001 - one bad file must never stop the walk
+            logs.append((logging.WARNING, f"{path}: unreadable epoch file: {exc}"))
+            return
+        answer = None
+        if spec is not None:
+            # Outside the try above, as for epoch 1: a regex timeout is the pattern's fault.
+            extracted, answer = extracted_grade(spec, graded.response, key)
+            graded = replace(graded, extracted=extracted)
+        yield epoch, path, graded, answer
+        epoch += 1
+
+
 def question_epochs(
     folder: str,
     firsts: Mapping[str, EpochOutcome],
@@ -62,48 +117,27 @@ def question_epochs(
 ) -> tuple[list[tuple[str, tuple[EpochOutcome, ...]]], list[tuple[int, str]]]:
     """The outcomes of every setup with an epoch file in ``folder`` (a question's
     ``epochs`` folder), epoch 1 (from ``firsts``, by setup) first, sorted by setup; and the
-    log lines of the files that could not be read. ``keep_setup`` selects the setups, as
-    it does epoch 1's files (with the label of the tree, among several); ``spec`` (the
-    ``--extract`` spec) adds each epoch's extracted grade, as epoch 1 has it. No link is
-    followed."""
+    log lines of the files that could not be read (:func:`epoch_paths`,
+    :func:`grade_later_epochs`)."""
     logs: list[tuple[int, str]] = []
-    per_epoch: dict[int, dict[str, str]] = {}
-    for entry in scandir_entries(folder):
-        if not _EPOCH_NAME.fullmatch(entry.name) or entry.name == "1":
-            continue
-        if not entry.is_dir(follow_symlinks=False):
-            continue
-        files: dict[str, str] = {}
-        for f in scandir_entries(entry.path):
-            setup = result_file_setup(f, prefix)
-            if setup is not None and keep_setup(setup):
-                files[setup] = f.path
-        per_epoch[int(entry.name)] = files
-    setups = sorted({s for files in per_epoch.values() for s in files})
+    paths = epoch_paths(folder, prefix, keep_setup)
     found: list[tuple[str, tuple[EpochOutcome, ...]]] = []
-    for setup in setups:
+    for setup in sorted(paths):
         first = firsts.get(setup)
         outcomes: list[EpochOutcome] = []
         if first is not None:
             outcomes.append(first)
-            epoch = 2
-            while (path := per_epoch.get(epoch, {}).get(setup)) is not None:
-                try:
-                    fields = parse_grading_fields(read_result_bytes(path), False)
-                    graded = grade_fields(fields, key, dataset, question, setup, abstention)
-                except OSError as exc:
-                    logs.append((logging.WARNING, f"{path}: unreadable epoch file: {exc.strerror or exc}"))
-                    break
-                except Exception as exc:  # noqa: BLE001 - one bad file must never stop the walk
-                    logs.append((logging.WARNING, f"{path}: unreadable epoch file: {exc}"))
-                    break
-                answer = None
-                if spec is not None:
-                    # Outside the try above, as for epoch 1: a regex timeout is the pattern's fault.
-                    extracted, answer = extracted_grade(spec, graded.response, key)
-                    graded = replace(graded, extracted=extracted)
-                outcomes.append(epoch_outcome(graded, answer))
-                epoch += 1
+            later = grade_later_epochs(
+                paths[setup],
+                key,
+                dataset=dataset,
+                question=question,
+                setup=setup,
+                abstention=abstention,
+                spec=spec,
+                logs=logs,
+            )
+            outcomes.extend(epoch_outcome(graded, answer) for _, _, graded, answer in later)
         found.append((setup, tuple(outcomes)))
     return found, logs
 

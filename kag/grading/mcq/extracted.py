@@ -1,6 +1,6 @@
 """The extracted grade of MCQ result files (``kag stats --extract``), beside the strict one.
 
-The strict grade (the Rust tool's rule) compares the whole trimmed response with the key.
+The strict grade (:mod:`kag.grading.rule`) compares the whole trimmed response with the key.
 The extracted grade first takes the answer a reader would take from the response
 (:mod:`kag.grading.extract`: ``letter`` or ``regex:PATTERN``), then applies the same rule
 to it:
@@ -24,7 +24,9 @@ from functools import lru_cache
 
 from kag.errors import UsageError
 from kag.grading.extract import ExtractSpec, parse_extract_spec
-from kag.grading.mcq.rule import AnswerKey, Outcome, is_correct
+from kag.grading.mcq.rule import AnswerKey
+from kag.grading.record import Outcome
+from kag.grading.rule import is_correct
 
 
 class Grade(StrEnum):

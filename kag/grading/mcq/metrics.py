@@ -1,6 +1,11 @@
 """The metrics of `kag stats` (one function each) and the accumulators that sum the
-per-file records into them. Every sum is an integer (times in nanoseconds), so merging is
-exact and does not depend on the order of the records.
+per-file records into them.
+
+Every sum but one is an integer (times in nanoseconds), so merging those is exact and does
+not depend on the order of the records. The exception is ``open_f1``, the sum of the open
+questions' F1 scores: a float, so the walk merges the tallies in a fixed order (chunks in
+question order, then datasets by name) and the result does not depend on the number of
+workers either.
 """
 
 from __future__ import annotations
@@ -12,13 +17,13 @@ from dataclasses import dataclass, fields
 from fractions import Fraction
 from typing import TYPE_CHECKING, TypeVar
 
-from kag.grading.mcq.rule import GradedFile, Outcome
-from kag.results.codec import MAX_COUNT, NANOS_PER_SEC
+from kag.grading.record import GradedFile, Outcome
+from kag.grading.usage import usage_beyond_bound, usage_sample
+from kag.results.codec import NANOS_PER_SEC
 
 if TYPE_CHECKING:
     from kag.grading.mcq.epoch_walk import EpochOutcomes
     from kag.grading.mcq.evidence_blocks import EvidenceRecords
-    from kag.grading.open_grading import OpenGradedFile
 
 #: z for a two-sided 95% interval (the 0.975 quantile of the standard normal).
 Z95 = 1.959963984540054
@@ -67,7 +72,7 @@ def duration_secs(total_ns: int) -> float:
 
 
 def mean_duration_secs(total_ns: int, samples: int) -> float | None:
-    """Mean of durations, in seconds, exactly as the Rust tool computes it.
+    """Mean of durations, in seconds, as the contract of :mod:`kag.grading.rule` computes it.
 
     Rust: ``total.div_f64(n as f64).as_secs_f64()``; ``div_f64`` divides the f64 seconds
     and rounds the quotient to the nearest nanosecond (ties to even, Rust >= 1.63).
@@ -302,7 +307,7 @@ class Metrics(_Counts):
 
 @dataclass(frozen=True, slots=True)
 class UsageMetrics:
-    """Token counts summed over ``samples`` >= 1 files (see :func:`usage_sample`)."""
+    """Token counts summed over ``samples`` >= 1 files (see :func:`kag.grading.usage.usage_sample`)."""
 
     samples: int
     prompt_tokens: int
@@ -322,34 +327,6 @@ class UsageMetrics:
     def avg_tokens(self) -> float:
         """(prompt_tokens + completion_tokens) / samples: the mean tokens per question."""
         return (self.prompt_tokens + self.completion_tokens) / self.samples
-
-
-def usage_sample(graded: GradedFile) -> tuple[int, int] | None:
-    """(prompt_tokens, completion_tokens) of an ``ok`` file whose ``ok.stats.usage`` has both
-    counts as integers in [0, MAX_COUNT]; None otherwise (no usage, a count missing, negative
-    or past belief: see :func:`usage_beyond_bound`), so that the two means are taken over the
-    same files."""
-    usage = graded.usage
-    if usage is None:
-        return None
-    prompt, completion = usage.prompt_tokens, usage.completion_tokens
-    if (
-        prompt is None
-        or completion is None
-        or not (0 <= prompt <= MAX_COUNT and 0 <= completion <= MAX_COUNT)
-    ):
-        return None
-    return prompt, completion
-
-
-def usage_beyond_bound(graded: GradedFile) -> bool:
-    """Whether the file's usage records a token count above :data:`MAX_COUNT` (2**32 - 1):
-    no model call uses that many, and summing such counts (a hostile server's 2**64 - 1)
-    would leave the integers JSON can carry."""
-    usage = graded.usage
-    if usage is None:
-        return False
-    return any(n is not None and n > MAX_COUNT for n in (usage.prompt_tokens, usage.completion_tokens))
 
 
 _TALLY_FIELDS = tuple(f.name for f in fields(Tally))  # type: ignore[arg-type]
@@ -386,12 +363,12 @@ class GradeRun:
     ignored_files: int
     unreadable: tuple[Unreadable, ...]
     records: tuple[GradedFile, ...] | None = None
-    # None when the datasets file has no open question (the document then keeps its old shape).
+    # None when the datasets file has no open question: the report then has no open-answer keys.
     scorable_open_questions: int | None = None
     extract: str | None = None  # the --extract spec text the extracted counters were graded with
     epochs: EpochOutcomes | None = None
     evidence: EvidenceRecords | None = None
-    open_records: tuple[OpenGradedFile, ...] | None = None
+    open_records: tuple[GradedFile, ...] | None = None
 
     @property
     def unreadable_files(self) -> int:

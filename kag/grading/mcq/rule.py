@@ -1,8 +1,8 @@
-"""The grading rule of one MCQ result file, and the per-file record it gives.
+"""The grade of one MCQ result file, and the per-file record it gives.
 
-The rule is the Rust tool's: an ``ok`` file is correct when its ``result``, trimmed of
-Unicode White_Space (Rust's ``str::trim``), equals the answer key ignoring ASCII case
-only (Rust's ``eq_ignore_ascii_case``); an ``error`` file is an error.
+The answer rule is :mod:`kag.grading.rule`'s (trim, then compare ignoring ASCII case);
+here it is applied to a file against its answer key, with the abstentions and the answers
+that are no option key told apart among the WRONG ones. An ``error`` file is ERR.
 """
 
 from __future__ import annotations
@@ -10,58 +10,22 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
 from functools import lru_cache
 
 from kag.errors import UsageError
+from kag.grading.record import GradedFile, Outcome
+from kag.grading.rule import rust_trim
 from kag.results.codec import (
     NANOS_PER_SEC,
     GradingFields,
     RetrievalSample,
     utf8_length,
 )
-from kag.results.model import ErrorResult, ModelConfig, Result, Timing, Usage
+from kag.results.model import ErrorResult, Result, Timing
 from kag.textsafe import ascii_fold
-
-# Unicode White_Space, the set Rust's `str::trim` strips. Python's `str.strip()` also strips
-# U+001C..U+001F (information separators), which Rust keeps: "\x1fb" is not "b" in Rust.
-RUST_WHITESPACE = (
-    "\t\n\x0b\x0c\r \x85\xa0\u1680"
-    "\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
-    "\u2028\u2029\u202f\u205f\u3000"
-)
 
 #: Default pattern for abstentions (a WRONG answer that declines to answer).
 DEFAULT_ABSTENTION = r"(?i)^\s*i\s+don'?t\s+know\.?\s*$"
-
-# ---------------------------------------------------------------- the grading rule
-
-
-def rust_trim(text: str) -> str:
-    """``text`` without leading/trailing Unicode White_Space, like Rust's ``str::trim``."""
-    return text.strip(RUST_WHITESPACE)
-
-
-def eq_ignore_ascii_case(a: str, b: str) -> bool:
-    """Rust's ``eq_ignore_ascii_case``: equal when only A-Z/a-z may differ in case.
-
-    Non-ASCII letters must match exactly: "É" != "é", and the Kelvin sign "K" (U+212A)
-    is not "k" (``str.lower``/``casefold`` would say otherwise).
-    """
-    return ascii_fold(a) == ascii_fold(b)
-
-
-def is_correct(response: str, answer: str) -> bool:
-    """The Rust tool's rule: ``response.trim().eq_ignore_ascii_case(answer)``."""
-    return eq_ignore_ascii_case(rust_trim(response), answer)
-
-
-class Outcome(StrEnum):
-    """The grade of one scored result file."""
-
-    OK = "ok"  # an `ok` file whose answer matches the key
-    WRONG = "wrong"  # an `ok` file whose answer does not match
-    ERR = "err"  # an `error` file
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,36 +40,6 @@ class AnswerKey:
     def __post_init__(self) -> None:
         object.__setattr__(self, "folded_answer", ascii_fold(self.answer))
         object.__setattr__(self, "folded_options", frozenset(ascii_fold(k) for k in self.options))
-
-
-@dataclass(frozen=True, slots=True)
-class GradedFile:
-    """The per-file record: what a result file contributes to the metrics.
-
-    ``response`` is ``ok.result`` verbatim (None for ERR). ``abstained`` and
-    ``non_option`` are only ever set on WRONG records and exclude each other.
-    ``generation_ns`` is ``ok.stats.time``, ``context_length`` the UTF-8 byte length of
-    ``ok.stats.prompt``; absent or mistyped values are None. ``error`` is the text of an
-    ERR file; ``config`` and ``usage`` are ``ok.stats.config`` and ``ok.stats.usage``, kept
-    so that later stages (comparisons, costs) never read the file again. ``extracted`` is
-    the grade under ``--extract`` (:mod:`kag.grading.mcq.extracted`: ERR = not extracted),
-    None when no extraction was asked.
-    """
-
-    dataset: str
-    question: str
-    setup: str
-    outcome: Outcome
-    response: str | None
-    abstained: bool = False
-    non_option: bool = False
-    generation_ns: int | None = None
-    context_length: int | None = None
-    retrieval: RetrievalSample | None = None
-    error: str | None = None
-    config: ModelConfig | None = None
-    usage: Usage | None = None
-    extracted: Outcome | None = None
 
 
 def timing_ns(timing: Timing | None) -> int | None:
@@ -152,8 +86,9 @@ def grade_result(
     (same trim + ASCII-case rule) is a non-option answer.
     A retrieval sample needs the retriever's time and all three database counts (>= 0).
     """
+    key = AnswerKey(answer, tuple(options))
     if isinstance(result, ErrorResult):
-        return grade_fields(GradingFields(result.error, None), _NO_KEY, dataset, question, setup, _NEVER)
+        return grade_fields(GradingFields(result.error, None), key, dataset, question, setup, _NEVER)
     stats = result.stats
     sample = None
     retrieval = stats.retrieval
@@ -173,11 +108,10 @@ def grade_result(
         stats.usage,
     )
     pattern = abstention if abstention is not None else compile_abstention(DEFAULT_ABSTENTION)
-    return grade_fields(fields, AnswerKey(answer, tuple(options)), dataset, question, setup, pattern)
+    return grade_fields(fields, key, dataset, question, setup, pattern)
 
 
-# An error file is graded without its answer key or the abstention pattern.
-_NO_KEY = AnswerKey("", ())
+# An error file is graded without the abstention pattern.
 _NEVER = re.compile(r"(?!)")
 
 
@@ -188,15 +122,19 @@ def grade_fields(
     question: str,
     setup: str,
     abstention: re.Pattern[str],
+    path: str | None = None,
 ) -> GradedFile:
     """Grade the fields a codec reader took from a result file, without building the model:
     :func:`kag.results.codec.grading_fields` (parsed JSON) or
     :func:`~kag.results.codec.parse_grading_fields` (the file's bytes; they raise
     UnreadableResult with the canonical reader's messages). ERR for an error file, else the
-    response against ``key``: what :func:`grade_result` gives for the file's result model."""
+    response against ``key``: what :func:`grade_result` gives for the file's result model.
+    ``path`` is the file's, kept in the record."""
     response = fields.response
     if response is None:
-        return GradedFile(dataset, question, setup, Outcome.ERR, None, error=fields.error)
+        return GradedFile(
+            dataset, question, setup, Outcome.ERR, None, error=fields.error, gold=key.answer, path=path
+        )
     outcome, abstained, non_option = _grade_response(response, key, abstention)
     return GradedFile(
         dataset,
@@ -211,4 +149,6 @@ def grade_fields(
         fields.retrieval,
         config=fields.config,
         usage=fields.usage,
+        gold=key.answer,
+        path=path,
     )

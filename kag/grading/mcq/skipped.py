@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from kag.datasets import Datasets
 from kag.grading.mcq.trees import ResultSource, labelled
@@ -33,9 +32,8 @@ def skipped_files(
     dataset_globs: Sequence[str] = (),
 ) -> list[SkippedFile]:
     """The skipped files of ``source`` (setups named ``LABEL/setup`` for labelled trees), sorted."""
-    trees = [(None, str(source))] if isinstance(source, (str, Path)) else [(t.label, t.root) for t in source]
     found = []
-    for label, root in trees:
+    for label, root in ((t.label, t.root) for t in source):
         keep = glob_filter(tuple(setups), f"{label}/" if label is not None else "")
         for dataset, questions in datasets.datasets.items():
             if not matches_any(dataset, tuple(dataset_globs)):

@@ -57,7 +57,7 @@ class Summary:
     @property
     def shows_usage(self) -> bool:
         """Token columns and ``usage`` keys are shown when a file of the run has usage or
-        prices were given: without either, every report reads as before."""
+        prices were given: without either, a report has no token column."""
         return self.costs is not None or any(s.overall.usage is not None for s in self.setups)
 
 

@@ -1,6 +1,8 @@
-"""Several result trees graded as one run.
+"""The result trees a report grades, and several of them graded as one run.
 
-Each tree has a label; its setups are reported as ``LABEL/setup``, so that the same setup
+What a report grades is always a tuple of :class:`ResultTree` (:data:`ResultSource`): one
+unlabelled tree (label None: its setups keep their names), or labelled trees. Each labelled
+tree's setups are reported as ``LABEL/setup``, named so once, here, so that the same setup
 run twice (two trees) shows as two setups that the comparisons pair by question. Every
 tree is graded by :func:`~kag.grading.mcq.walk.grade_tree` with the same rules, and the
 runs are merged field by field: the metrics, records, epochs and evidence keep their setups
@@ -28,15 +30,26 @@ _NOT_IN_LABEL = frozenset("/*?[]")
 
 
 @dataclass(frozen=True)
-class LabelledTree:
-    """A result tree and the label its setups are reported under."""
+class ResultTree:
+    """A result tree and the label its setups are reported under (None: one tree alone,
+    whose setups keep their names)."""
 
-    label: str
+    label: str | None
     root: str
 
 
-#: What a report grades: one unlabelled tree (setups keep their names) or labelled trees.
-ResultSource = str | Path | tuple[LabelledTree, ...]
+#: What a report grades: ``(ResultTree(None, root),)`` for one tree, else labelled trees.
+ResultSource = tuple[ResultTree, ...]
+
+
+def one_tree(root: str | Path) -> ResultSource:
+    """The source of one unlabelled tree."""
+    return (ResultTree(None, str(root)),)
+
+
+def is_labelled(source: ResultSource) -> bool:
+    """Whether ``source`` holds labelled trees (setups named ``LABEL/setup``)."""
+    return any(tree.label is not None for tree in source)
 
 
 def label_problem(label: str) -> str | None:
@@ -70,8 +83,8 @@ def split_labelled(name: str) -> tuple[str, str]:
 def file_place(source: ResultSource, setup: str) -> tuple[str | None, str, str]:
     """(label, tree root, the setup's name inside its tree) of a setup as a report over
     ``source`` names it (``LABEL/setup`` among labelled trees; label None for one tree)."""
-    if isinstance(source, (str, Path)):
-        return None, str(source), setup
+    if not is_labelled(source):
+        return None, source[0].root, setup
     label, name = split_labelled(setup)
     for tree in source:
         if tree.label == label:
@@ -79,12 +92,17 @@ def file_place(source: ResultSource, setup: str) -> tuple[str | None, str, str]:
     raise ValueError(f"setup {setup!r}: no tree is labelled {label!r}")
 
 
-def check_trees(trees: Sequence[LabelledTree]) -> None:
-    """UsageError when there is no tree, a label is invalid or given twice."""
+def check_trees(trees: Sequence[ResultTree]) -> None:
+    """UsageError when there is no tree, a label is invalid or given twice, or a tree is
+    unlabelled among several."""
     if not trees:
         raise UsageError("no result tree to grade")
+    if len(trees) == 1 and trees[0].label is None:
+        return
     seen: set[str] = set()
     for tree in trees:
+        if tree.label is None:
+            raise UsageError(f"-r {tree.root}: a bare DIR cannot go with LABEL=DIR trees; label every tree")
         problem = label_problem(tree.label)
         if problem is not None:
             raise UsageError(f"-r {tree.label}={tree.root}: {problem}")
@@ -95,7 +113,7 @@ def check_trees(trees: Sequence[LabelledTree]) -> None:
 
 def grade_trees(
     datasets: Datasets,
-    trees: Sequence[LabelledTree],
+    trees: Sequence[ResultTree],
     prefix: str = "",
     *,
     setups: Sequence[str] = (),
@@ -111,19 +129,17 @@ def grade_trees(
       ``scorable_open_questions`` count the one datasets file once.
     - ``epochs`` and ``evidence`` (when asked for) hold each setup's values of its own tree.
 
-    Raises UsageError for no tree, an invalid or repeated label; what ``grade_tree``
+    Raises UsageError for no tree, an unlabelled tree, an invalid or repeated label; what ``grade_tree``
     raises for a tree (InputError naming a root that is not a directory).
     """
     check_trees(trees)
-    return merge_runs(
-        [
-            (
-                tree.label,
-                grade_tree(datasets, tree.root, prefix, setups=setups, setup_label=tree.label, **options),
-            )
-            for tree in trees
-        ]
-    )
+    runs: list[tuple[str, GradeRun]] = []
+    for tree in trees:
+        if tree.label is None:
+            raise UsageError(f"-r {tree.root}: grade_trees grades labelled trees (grade_source grades one)")
+        run = grade_tree(datasets, tree.root, prefix, setups=setups, setup_label=tree.label, **options)
+        runs.append((tree.label, run))
+    return merge_runs(runs)
 
 
 #: (label, run) of each tree, in the order the trees were given.
@@ -218,13 +234,12 @@ def grade_source(
 ) -> GradeRun:
     """:func:`~kag.grading.mcq.walk.grade_tree` for one unlabelled tree (exactly as a report
     over one tree), :func:`grade_trees` for labelled trees."""
-    if isinstance(source, (str, Path)):
-        return grade_tree(datasets, source, prefix, setups=setups, **options)
+    if not is_labelled(source):
+        check_trees(source)
+        return grade_tree(datasets, source[0].root, prefix, setups=setups, **options)
     return grade_trees(datasets, source, prefix, setups=setups, **options)
 
 
 def describe_source(source: ResultSource) -> str:
     """How the trees were given: ``DIR``, or ``LABEL=DIR, LABEL=DIR``."""
-    if isinstance(source, (str, Path)):
-        return str(source)
-    return ", ".join(f"{t.label}={t.root}" for t in source)
+    return ", ".join(t.root if t.label is None else f"{t.label}={t.root}" for t in source)

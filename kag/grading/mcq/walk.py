@@ -1,24 +1,20 @@
-"""Grade MCQ result files against the datasets file, then aggregate them per setup.
+"""The walk of one result tree: :func:`grade_tree` reads every result file once and folds
+its grade into the tallies of (setup, dataset).
 
-Two stages, as in ir_measures: every result file first becomes a small per-file record
-(:class:`GradedFile`, built by :func:`grade_result` from the result model, or by
-:func:`grade_fields` straight from the file's fields); records are then folded into
-:class:`Tally` accumulators keyed by (setup, dataset), and :func:`summarize` turns those
-into ranked :class:`SetupSummary` blocks of :class:`Metrics`.
-
-:func:`grade_tree` walks ``<root>/<dataset>/<question>/<prefix><setup>.json`` (the Rust
-tool's layout) and streams: it keeps the tallies and the counters, and keeps the per-file
-records only when asked (``keep_records=True``, for features that pair files across
-setups). Memory therefore does not grow with the number of files unless records are
-kept (then a few hundred bytes per file, the response text included).
-
-The grading rule is the Rust tool's: an ``ok`` file is correct when its ``result``,
-trimmed of Unicode White_Space (Rust's ``str::trim``), equals the answer key ignoring
-ASCII case only (Rust's ``eq_ignore_ascii_case``); an ``error`` file is an error.
+The tree's layout is :mod:`kag.grading.rule`'s contract,
+``<root>/<dataset>/<question>/<prefix><setup>.json``. Each question folder is a task of a
+kind set by the datasets file (an MCQ with a key, an MCQ without one, an open question,
+anything else); the walk streams: it keeps the tallies and the file counters, and the
+per-file records only when asked (``keep_records=True``, for the features that pair files
+across setups), so memory does not grow with the number of files unless records are kept
+(then a few hundred bytes per file, the response text included). A question's ``epochs``
+folder is read only when the epochs are asked for (:mod:`.epoch_walk`), its retrieval text
+only when the evidence is (:mod:`kag.grading.evidence`).
 
 Parallelism: large trees are graded by a pool of worker processes over chunks of
-question folders. Every sum is an integer (times in nanoseconds), so the result does not
-depend on the number of workers or on the order in which chunks finish.
+question folders; the chunks' tallies are merged in chunk order, so the result does not
+depend on the number of workers or on the order in which chunks finish
+(:mod:`.metrics`).
 """
 
 from __future__ import annotations
@@ -42,12 +38,11 @@ from kag.grading.mcq.metrics import GradeRun, Tally, Unreadable
 from kag.grading.mcq.rule import (
     DEFAULT_ABSTENTION,
     AnswerKey,
-    GradedFile,
-    Outcome,
     compile_abstention,
     grade_fields,
 )
-from kag.grading.open_grading import OpenGradedFile, check_open_gold, grade_open_response
+from kag.grading.open_grading import check_open_gold, grade_open_response
+from kag.grading.record import GradedFile, Outcome, open_outcome
 from kag.results.codec import parse_grading_fields
 from kag.results.io import read_result_bytes
 from kag.results.model import TMP_SUFFIX
@@ -112,7 +107,7 @@ class _ChunkResult:
     ignored: int = 0
     unreadable: list[Unreadable] = field(default_factory=list)
     records: list[GradedFile] = field(default_factory=list)
-    open_records: list[OpenGradedFile] = field(default_factory=list)
+    open_records: list[GradedFile] = field(default_factory=list)
     logs: list[tuple[int, str]] = field(default_factory=list)
     epochs: dict[tuple[str, str], dict[str, tuple[EpochOutcome, ...]]] = field(default_factory=dict)
     evidence: dict[tuple[str, str], dict[str, EvidenceRecord]] = field(default_factory=dict)
@@ -203,6 +198,7 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
                     task.question,
                     setup,
                     abstention,
+                    path,
                 )
             except Exception as exc:  # noqa: BLE001 - one bad file must never stop the walk
                 out.add_unreadable(path, exc)
@@ -214,14 +210,16 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
                 graded = replace(graded, extracted=extracted)
             key = (setup, task.dataset)
             out.tally(key).add(graded)
-            if config.keep_records:
-                out.records.append(graded)
-            if firsts is not None:
-                firsts[setup] = epoch_outcome(graded, extracted_answer)
             if with_text:
                 record = evidence_record(task.evidence, fields.retrieval_text, graded.outcome is Outcome.OK)
                 if record is not None:
                     out.evidence.setdefault(key, {})[task.question] = record
+                    if config.keep_records:
+                        graded = replace(graded, evidence_hit=record.hit)
+            if config.keep_records:
+                out.records.append(graded)
+            if firsts is not None:
+                firsts[setup] = epoch_outcome(graded, extracted_answer)
             if debug:
                 out.logs.append(
                     (
@@ -259,18 +257,21 @@ def _grade_open_file(path: str, task: _QuestionTask, setup: str, out: _ChunkResu
     out.tally((setup, task.dataset)).add_open(exact, f1, fields.response is None)
     if keep:
         out.open_records.append(
-            OpenGradedFile(
+            GradedFile(
                 task.dataset,
                 task.question,
                 setup,
+                open_outcome(fields.response, exact),
                 fields.response,
-                exact,
-                f1,
-                fields.error,
-                fields.generation_ns,
-                fields.context_length,
-                fields.retrieval,
-                fields.usage,
+                generation_ns=fields.generation_ns,
+                context_length=fields.context_length,
+                retrieval=fields.retrieval,
+                error=fields.error,
+                usage=fields.usage,
+                exact_match=exact,
+                f1=f1,
+                gold=" | ".join(task.answers),
+                path=path,
             )
         )
 
@@ -406,7 +407,7 @@ def grade_tree(
     skipped = ignored = 0
     unreadable: list[Unreadable] = []
     records: list[GradedFile] = []
-    open_records: list[OpenGradedFile] = []
+    open_records: list[GradedFile] = []
     epoch_outcomes: dict[tuple[str, str], dict[str, tuple[EpochOutcome, ...]]] = {}
     evidence_records: dict[tuple[str, str], dict[str, EvidenceRecord]] = {}
     for part in _graded_chunks(chunks, config, workers):

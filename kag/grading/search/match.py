@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import regex
 
 from kag.errors import InputError
-from kag.grading.mcq.rule import rust_trim
+from kag.grading.rule import rust_trim
 from kag.grading.search.options import FileStatus
 from kag.results.codec import parse_response
 from kag.results.io import read_result_bytes

@@ -10,7 +10,6 @@ import pytest
 from kag.datasets import Datasets, load_datasets
 from kag.grading.compare import (
     BUCKET_ORDER,
-    Answer,
     SetupProfile,
     answer_set_from_run,
     answers_from_run,
@@ -25,6 +24,7 @@ from kag.grading.compare import (
 )
 from kag.grading.gates import fail_under_verdict, regression_verdict
 from kag.grading.mcq import GradeRun, Outcome, grade_tree, summarize
+from kag.grading.record import GradedFile
 from kag.results import (
     AugmentedGeneration,
     ErrorResult,
@@ -34,13 +34,14 @@ from kag.results import (
     result_path,
     write_result,
 )
+from kag.results.codec import RetrievalSample
 
 OK, WRONG, ERR = Outcome.OK, Outcome.WRONG, Outcome.ERR
 
 
 def answers(
     setup: str, outcomes: str, dataset: str = "d", vertices: list[int | None] | None = None
-) -> list[Answer]:
+) -> list[GradedFile]:
     """One answer per character: o = OK, w = WRONG, e = ERR, . = no file; question ids 0, 1, ..."""
     code = {"o": OK, "w": WRONG, "e": ERR}
     out = []
@@ -48,7 +49,12 @@ def answers(
         if ch == ".":
             continue
         v = vertices[i] if vertices else None
-        out.append(Answer(dataset, str(i), setup, code[ch], "A" if ch == "o" else "B", "A", None, v))
+        sample = RetrievalSample(0, v, 0, 0) if v is not None else None
+        out.append(
+            GradedFile(
+                dataset, str(i), setup, code[ch], "A" if ch == "o" else "B", retrieval=sample, gold="A"
+            )
+        )
     return out
 
 
@@ -138,7 +144,8 @@ def test_question_sort_key() -> None:
     ],
 )
 def test_size_buckets(vertices: int | None, bucket: str) -> None:
-    assert size_bucket(Answer("d", "0", "s", OK, "A", vertices=vertices)) == bucket
+    sample = RetrievalSample(0, vertices, 0, 0) if vertices is not None else None
+    assert size_bucket(GradedFile("d", "0", "s", OK, "A", retrieval=sample)) == bucket
     assert bucket in BUCKET_ORDER
 
 
@@ -215,7 +222,8 @@ def test_answers_from_run_reads_error_messages_and_configs(tmp_path: Path) -> No
     loaded = answer_set_from_run(run, datasets, tmp_path / "r", "p-")
     by = {a.setup: a for a in loaded.answers}
     assert by["kag"].outcome is OK and by["kag"].response == " a " and by["kag"].gold == "A"
-    assert by["bad"].outcome is ERR and by["bad"].response == "retrieval failed"
+    assert by["bad"].outcome is ERR and by["bad"].response is None
+    assert by["bad"].error == by["bad"].response_or_error == "retrieval failed"
     assert by["bad"].path == str(tmp_path / "r" / "d" / "0" / "p-bad.json")
     assert loaded.profiles["kag"] == SetupProfile("kag", "m", "ollama", True)
     assert loaded.profiles["bad"] == SetupProfile("bad", None, None, False)
@@ -232,7 +240,7 @@ def test_answers_come_from_the_records_without_reading_the_files_again(tmp_path:
         path.unlink()
     loaded = answer_set_from_run(run, datasets, tmp_path / "r", "p-")
     by = {a.setup: a for a in loaded.answers}
-    assert by["bad"].response == "retrieval failed"
+    assert by["bad"].response is None and by["bad"].error == "retrieval failed"
     assert by["kag"].config == KAG_CONFIG
     assert loaded.profiles["kag"] == SetupProfile("kag", "m", "ollama", True)
 

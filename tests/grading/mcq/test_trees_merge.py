@@ -11,9 +11,8 @@ import pytest
 from kag.grading.epochs import EpochOutcome
 from kag.grading.evidence import EvidenceRecord
 from kag.grading.mcq.metrics import GradeRun, Metrics, Tally, Unreadable
-from kag.grading.mcq.rule import GradedFile, Outcome
 from kag.grading.mcq.trees import merge_runs
-from kag.grading.open_grading import OpenGradedFile
+from kag.grading.record import GradedFile, Outcome
 
 
 def metrics(*outcomes: Outcome) -> Metrics:
@@ -27,8 +26,9 @@ def graded(question: str, setup: str, outcome: Outcome = Outcome.OK) -> GradedFi
     return GradedFile("d", question, setup, outcome, "A", extracted=Outcome.OK)
 
 
-def open_graded(question: str, setup: str, f1: float) -> OpenGradedFile:
-    return OpenGradedFile("t", question, setup, "Paris", float(f1 == 1), f1)
+def open_graded(question: str, setup: str, f1: float) -> GradedFile:
+    exact = Outcome.OK if f1 == 1 else Outcome.WRONG
+    return GradedFile("t", question, setup, exact, "Paris", exact_match=float(f1 == 1), f1=f1)
 
 
 RIGHT, WRONG = EpochOutcome(True, "A"), EpochOutcome(False, "B")

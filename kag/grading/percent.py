@@ -1,0 +1,14 @@
+"""The one formatting of a fraction as a percentage, for report cells and messages alike."""
+
+from __future__ import annotations
+
+
+def pct(
+    value: float | None, digits: int = 2, *, signed: bool = False, unit: str = "", missing: str = "-"
+) -> str:
+    """``value`` (a fraction) times 100 with ``digits`` decimals, then ``unit``
+    (0.5 -> "50.00", with ``unit="%"`` "50.00%"); with ``signed`` the sign is always written
+    (-0.2 -> "-20.00", 0.2 -> "+20.00"). None -> ``missing``."""
+    if value is None:
+        return missing
+    return f"{100 * value:{'+' if signed else ''}.{digits}f}{unit}"
