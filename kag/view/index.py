@@ -21,15 +21,23 @@ from typing import Any
 from kag.datasets import Datasets
 from kag.errors import InputError
 from kag.grading.evidence import evidence_record
-from kag.grading.mcq.extracted import compile_spec, extracted_outcome
-from kag.grading.mcq.rule import DEFAULT_ABSTENTION, AnswerKey, Outcome, compile_abstention, grade_fields
+from kag.grading.mcq.extracted import compile_spec, extracted_grade
+from kag.grading.mcq.rule import (
+    DEFAULT_ABSTENTION,
+    AnswerKey,
+    Outcome,
+    compile_abstention,
+    grade_fields,
+    rust_trim,
+)
 from kag.grading.open_grading import grade_open_response
 from kag.results.codec import parse_grading_fields
 from kag.results.io import read_result_bytes
 from kag.results.model import TMP_SUFFIX
 from kag.results.tree import EPOCHS_FOLDER, check_results_root, result_file_setup, sorted_entries
+from kag.textsafe import ascii_fold
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 ANSWER_CHARS = 200  # the head of a response kept for the grid
 ERROR_CHARS = 2000
 
@@ -43,7 +51,8 @@ COLUMNS = (
     "error TEXT, reason TEXT, gen_ns INTEGER, ctx_len INTEGER, ret_ns INTEGER, vertices INTEGER, "
     "relationships INTEGER, properties INTEGER, provider TEXT, model TEXT, temperature REAL, "
     "max_tokens INTEGER, ag_retriever TEXT, ag_database TEXT, prompt_tokens INTEGER, "
-    "completion_tokens INTEGER, open_exact REAL, open_f1 REAL, evidence TEXT, PRIMARY KEY (tree, rel)"
+    "completion_tokens INTEGER, open_exact REAL, open_f1 REAL, evidence TEXT, vote TEXT, extracted_key TEXT, "
+    "PRIMARY KEY (tree, rel)"
 )
 _NAMES = tuple(c.split()[0] for c in COLUMNS.split(", PRIMARY KEY")[0].split(", "))
 _INSERT = f"INSERT OR REPLACE INTO files ({', '.join(_NAMES)}) VALUES ({', '.join('?' * len(_NAMES))})"
@@ -218,11 +227,35 @@ def _grade_one(
     assert q.mcq is not None and q.mcq.answer is not None
     key = AnswerKey(q.mcq.answer, tuple(q.mcq.options))
     graded = grade_fields(fields, key, dataset, question, setup, abstention)
+    extracted_key = None
     if spec is not None:
-        graded = replace(graded, extracted=extracted_outcome(spec, graded.response, key))
+        extracted, extracted_key = extracted_grade(spec, graded.response, key)
+        graded = replace(graded, extracted=extracted)
     found = evidence_record(q.evidence, fields.retrieval_text, graded.outcome is Outcome.OK)
     bits = "".join("1" if f else "0" for f in found.found) if found is not None else None
-    return _row(root, rel, dataset, question, setup, epoch, GRADED, stamp, graded=graded, evidence=bits)
+    return _row(
+        root,
+        rel,
+        dataset,
+        question,
+        setup,
+        epoch,
+        GRADED,
+        stamp,
+        graded=graded,
+        evidence=bits,
+        extracted_key=extracted_key,
+    )
+
+
+def answer_vote(response: str | None) -> str | None:
+    """What a response votes for in maj@k (:func:`kag.grading.epochs.majority_correct`
+    compares the answers trimmed and ASCII case folded): the SHA-256 of that form, so that
+    a long response is compared whole without being kept. None for an error file."""
+    if response is None:
+        return None
+    folded = ascii_fold(rust_trim(response))
+    return hashlib.sha256(folded.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _row(
@@ -239,11 +272,12 @@ def _row(
     graded: object = None,
     open_: tuple[float, float] | None = None,
     evidence: str | None = None,
+    extracted_key: str | None = None,
 ) -> tuple[object, ...]:
     g = graded
     base: list[object] = [root, rel, dataset, question, setup, epoch, kind, stamp[0], stamp[1]]
     if g is None:
-        return (*base, None, None, None, None, None, None, reason, *([None] * 17))
+        return (*base, None, None, None, None, None, None, reason, *([None] * 19))
     from kag.grading.mcq.rule import GradedFile
 
     assert isinstance(g, GradedFile)
@@ -275,6 +309,8 @@ def _row(
         open_[0] if open_ is not None else None,
         open_[1] if open_ is not None else None,
         evidence,
+        answer_vote(g.response),
+        extracted_key,
     )
 
 
@@ -316,7 +352,10 @@ def _epochs(
 ) -> Iterator[tuple[str, str, str, int, os.DirEntry[str], str | None]]:
     """The later epochs' files (``epochs/<n>/``, n >= 2 in decimal): never counted as ignored."""
     for n in sorted_entries(folder):
-        if not (n.is_dir(follow_symlinks=False) and n.name.isdigit() and not n.name.startswith("0")):
+        # An epoch folder's name is n >= 2 in ASCII decimal, as `kag stats` reads them.
+        if not (n.name.isascii() and n.name.isdigit() and not n.name.startswith("0")):
+            continue
+        if not n.is_dir(follow_symlinks=False):
             continue
         epoch = int(n.name)
         if epoch < 2:

@@ -13,12 +13,13 @@ from typing import Any
 
 from kag.datasets import Datasets, Question
 from kag.errors import UsageError
-from kag.grading.compare.records import Answer, answer_set, question_sort_key
+from kag.grading.compare.records import Answer, question_sort_key
 from kag.grading.compare.setups import ComparisonRun, compare_setups
+from kag.grading.epochs import EpochOutcome
 from kag.grading.evidence import EvidenceRecord
 from kag.grading.mcq.metrics import GradeRun, Tally, Unreadable
 from kag.grading.mcq.rule import GradedFile, Outcome, rust_trim
-from kag.grading.mcq.summary import Summary
+from kag.grading.mcq.summary import Summary, summarize
 from kag.grading.search.match import Matcher, literal_of, match_text
 from kag.grading.search.options import DEFAULT_TIMEOUT, compile_pattern
 from kag.results.codec import RetrievalSample, parse_result
@@ -84,7 +85,7 @@ class View:
         tallies: dict[tuple[str, str], Tally] = {}
         records: list[GradedFile] = []
         grid: dict[tuple[str, str], dict[str, Cell]] = {}
-        epochs: dict[tuple[str, str, str], list[int]] = {}
+        epochs: dict[tuple[str, str, str], tuple[int, int]] = {}
         skipped = ignored = 0
         unreadable: list[Unreadable] = []
         evidence: dict[tuple[str, str], dict[str, EvidenceRecord]] = {}
@@ -92,16 +93,19 @@ class View:
             "SELECT tree, rel, dataset, question, setup, epoch, kind, outcome, abstained, non_option, "
             "extracted, answer, error, reason, gen_ns, ctx_len, ret_ns, vertices, relationships, "
             "properties, provider, model, temperature, max_tokens, ag_retriever, ag_database, "
-            "prompt_tokens, completion_tokens, open_exact, open_f1, evidence FROM files"
+            "prompt_tokens, completion_tokens, open_exact, open_f1, evidence, vote, extracted_key FROM files"
         )
+        later: dict[tuple[str, str, str, str], dict[int, EpochOutcome | None]] = {}
+        firsts: dict[tuple[str, str, str, str], EpochOutcome] = {}
+        with_extract = self.index.extract is not None
         for row in cur:
             tree, rel, dataset, question, setup, epoch, kind = row[:7]
             if epoch != 1:
-                if kind == GRADED:
+                if kind in (GRADED, UNREADABLE):  # the files `kag stats` reads as epochs
                     name = setup_name(labels.get(tree, ""), setup)
-                    seen = epochs.setdefault((dataset, question, name), [0, 0])
-                    seen[0] += row[7] == Outcome.OK.value
-                    seen[1] += 1
+                    later.setdefault((tree, dataset, question, name), {})[epoch] = (
+                        _epoch_outcome(row, with_extract) if kind == GRADED else None
+                    )
                 continue
             if kind == IGNORED:
                 ignored += 1
@@ -122,17 +126,26 @@ class View:
                 continue
             tally.add(graded)
             records.append(graded)
+            firsts[(tree, dataset, question, name)] = _epoch_outcome(row, with_extract)
             if row[30] is not None:
                 found = EvidenceRecord(tuple(c == "1" for c in row[30]), graded.outcome is Outcome.OK)
                 evidence.setdefault((name, dataset), {})[question] = found
             grid.setdefault((dataset, question), {})[name] = Cell(
                 graded.outcome.value, row[11], row[10], row[17], rel, tree
             )
-        for (dataset, question, name), counts in epochs.items():
-            first = grid.get((dataset, question), {}).get(name)
-            if first is not None:
-                counts[0] += first.outcome == Outcome.OK.value
-                counts[1] += 1
+        epoch_outcomes: dict[tuple[str, str], dict[str, tuple[EpochOutcome, ...]]] = {}
+        for (tree, dataset, question, name), files in later.items():
+            q = self.datasets.get(dataset, question)
+            if q is None or q.mcq is None or q.mcq.answer is None:
+                continue  # an open question's epochs are not measured
+            first = firsts.get((tree, dataset, question, name))
+            chain = [first] if first is not None else []
+            # Up to the first missing or unreadable epoch, as `kag stats` counts them.
+            while chain and (outcome := files.get(len(chain) + 1)) is not None:
+                chain.append(outcome)
+            epoch_outcomes.setdefault((name, dataset), {})[question] = tuple(chain)
+            if len(chain) > 1:
+                epochs[(dataset, question, name)] = (sum(o.correct for o in chain), len(chain))
         records.sort(key=lambda r: (r.dataset, r.question, r.setup))
         unreadable.sort(key=lambda u: u.path)
         ds = self.datasets
@@ -152,16 +165,18 @@ class View:
             evidence={k: {q: evidence[k][q] for q in sorted(evidence[k])} for k in sorted(evidence)}
             if ds.has_evidence
             else None,
+            epochs={
+                key: {q: epoch_outcomes[key][q] for q in sorted(epoch_outcomes[key])}
+                for key in sorted(epoch_outcomes)
+            },
         )
-        answers = _answers(run, ds)
-        aset = answer_set(run, answers)
         return Snapshot(
             run,
-            aset.summary,
+            summarize(run),
             tuple(sorted({name for name, _ in run.tallies})),
             grid,
             sorted(grid, key=question_sort_key),
-            {k: (v[0], v[1]) for k, v in epochs.items() if v[1] > 1},
+            epochs,
         )
 
     # ------------------------------------------------------------------ the overview
@@ -421,7 +436,7 @@ def _graded(row: tuple[Any, ...], name: str) -> GradedFile:
         _,
         _,
         _,
-    ) = row
+    ) = row[:31]
     retrieval = RetrievalSample(ret_ns, vertices, relationships, properties) if ret_ns is not None else None
     config = None
     if provider is not None:
@@ -448,6 +463,13 @@ def _graded(row: tuple[Any, ...], name: str) -> GradedFile:
         usage,
         Outcome(extracted) if extracted is not None else None,
     )
+
+
+def _epoch_outcome(row: tuple[Any, ...], with_extract: bool) -> EpochOutcome:
+    """What one graded file of an index row gives the epoch measures: its grade, its vote
+    (:func:`kag.view.index.answer_vote`), and with ``--extract`` the extracted grade and key."""
+    extracted = EpochOutcome(row[10] == Outcome.OK.value, row[32]) if with_extract else None
+    return EpochOutcome(row[7] == Outcome.OK.value, row[31], extracted)
 
 
 def _answers(run: GradeRun, datasets: Datasets) -> list[Answer]:
