@@ -9,7 +9,7 @@ import os
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kag.datasets import Datasets, Question
 from kag.errors import UsageError
@@ -26,6 +26,9 @@ from kag.results.codec import RetrievalSample, parse_result
 from kag.results.io import read_result_bytes
 from kag.results.model import AugmentedGeneration, ErrorResult, ModelConfig, Usage
 from kag.view.index import GRADED, IGNORED, OPEN, SKIPPED, UNREADABLE, Index
+
+if TYPE_CHECKING:  # the judge's modules load the model clients: only a named judge needs them
+    from kag.view.verdicts import VerdictReader
 
 PAGE_SIZE = 50
 SORTS = ("question", "-question", "correct", "-correct", "vertices", "-vertices")
@@ -63,8 +66,9 @@ def setup_name(label: str, setup: str) -> str:
 class View:
     """The data behind the pages: the index, the snapshot of it, the question lookups."""
 
-    def __init__(self, index: Index) -> None:
+    def __init__(self, index: Index, verdicts: VerdictReader | None = None) -> None:
         self.index = index
+        self.verdicts = verdicts
         self.datasets = index.datasets
         self._lock = threading.Lock()
         self._search_cache: dict[tuple[str, tuple[str, ...]], frozenset[tuple[str, str]]] = {}
@@ -359,12 +363,16 @@ class View:
                 result = parse_result(read_result_bytes(path))
             except Exception as exc:  # noqa: BLE001 - changed or gone since the scan
                 entry.update(
-                    response=None, error=f"cannot read the file now: {exc}", retrieval=None, prompt=None
+                    response=None,
+                    error=f"cannot read the file now: {exc}",
+                    retrieval=None,
+                    prompt=None,
+                    judge=None,
                 )
                 out.append(entry)
                 continue
             if isinstance(result, ErrorResult):
-                entry.update(response=None, error=result.error, retrieval=None, prompt=None)
+                entry.update(response=None, error=result.error, retrieval=None, prompt=None, judge=None)
             else:
                 retrieval = result.stats.retrieval
                 entry.update(
@@ -372,6 +380,7 @@ class View:
                     error=None,
                     prompt=result.stats.prompt,
                     retrieval=retrieval.result if retrieval is not None else None,
+                    judge=self._verdict(c.tree, q, result.result),
                 )
             out.append(entry)
         return {
@@ -383,6 +392,16 @@ class View:
             "evidence": list(q.evidence) if q is not None else [],
             "setups": out,
         }
+
+
+    def _verdict(self, tree: str, q: Question | None, response: str) -> dict[str, str] | None:
+        """The judge's cached verdict of ``response``, when a judge is named and has one."""
+        if self.verdicts is None or q is None:
+            return None
+        found = self.verdicts.read(tree, q, response)
+        if found is None:
+            return None
+        return {"judge": found.judge, "verdict": found.verdict, "reason": found.reason}
 
 
 def _one(params: Mapping[str, Sequence[str]], name: str) -> str | None:
