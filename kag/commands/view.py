@@ -114,6 +114,15 @@ def view(
         ),
     ] = None,
     config: ConfigOpt = Path("config.toml"),
+    prices: Annotated[
+        Path | None,
+        typer.Option(
+            "--prices",
+            metavar="FILE",
+            help="Token prices per model (TOML, as `kag stats --prices`): the overview's cost column.",
+            show_default=False,
+        ),
+    ] = None,
     _verbose: Verbose = 0,
     _quiet: Quiet = 0,
 ) -> None:
@@ -154,7 +163,9 @@ def view(
         from kag.view.verdicts import VerdictReader
 
         verdicts = VerdictReader(judge_provider, judge_model, config, judge_prompt)
-    data = View(idx, verdicts)
+    from kag.pricing import load_prices
+
+    data = View(idx, verdicts, load_prices(prices) if prices is not None else None)
     title = ", ".join(f"{t.label}={t.root}" if t.label else t.root for t in trees)
     from kag.render.view import ViewApp
     from kag.render.view import export as export_site

@@ -125,7 +125,12 @@ class ViewApp:
                 return Reply(
                     200,
                     HTML,
-                    self._page("view_overview.j2", **overview(v, baseline), baseline=baseline).encode(),
+                    self._page(
+                        "view_overview.j2",
+                        **overview(v, baseline),
+                        baseline=baseline,
+                        priced=v.prices is not None,
+                    ).encode(),
                 )
             case ["questions"]:
                 data = v.questions(params)
@@ -250,7 +255,16 @@ def export(view: View, out: Path, title: str, params: dict[str, list[str]], limi
         data = {**first, "rows": rows, "page": 1, "pages": 1, "page_size": len(rows)}
         info = overview(view, None)
         (out / "index.html").write_text(
-            render_page("view_overview.j2", title, link, EXPORT_CSP, **info, baseline=None), "utf-8"
+            render_page(
+                "view_overview.j2",
+                title,
+                link,
+                EXPORT_CSP,
+                **info,
+                baseline=None,
+                priced=view.prices is not None,
+            ),
+            "utf-8",
         )
         (out / "questions.html").write_text(
             render_page("view_questions.j2", title, link, EXPORT_CSP, data=data, params={}), "utf-8"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from kag.datasets import Datasets, Question
@@ -22,12 +22,14 @@ from kag.grading.mcq.rule import GradedFile, Outcome, rust_trim
 from kag.grading.mcq.summary import Summary, summarize
 from kag.grading.search.match import Matcher, literal_of, match_text
 from kag.grading.search.options import DEFAULT_TIMEOUT, compile_pattern
+from kag.grading.usage import price_records
 from kag.results.codec import RetrievalSample, parse_result
 from kag.results.io import read_result_bytes
 from kag.results.model import AugmentedGeneration, ErrorResult, ModelConfig, Usage
 from kag.view.index import GRADED, IGNORED, OPEN, SKIPPED, UNREADABLE, Index
 
 if TYPE_CHECKING:  # the judge's modules load the model clients: only a named judge needs them
+    from kag.pricing import Prices
     from kag.view.verdicts import VerdictReader
 
 PAGE_SIZE = 50
@@ -66,9 +68,12 @@ def setup_name(label: str, setup: str) -> str:
 class View:
     """The data behind the pages: the index, the snapshot of it, the question lookups."""
 
-    def __init__(self, index: Index, verdicts: VerdictReader | None = None) -> None:
+    def __init__(
+        self, index: Index, verdicts: VerdictReader | None = None, prices: Prices | None = None
+    ) -> None:
         self.index = index
         self.verdicts = verdicts
+        self.prices = prices
         self.datasets = index.datasets
         self._lock = threading.Lock()
         self._search_cache: dict[tuple[str, tuple[str, ...]], frozenset[tuple[str, str]]] = {}
@@ -174,9 +179,12 @@ class View:
                 for key in sorted(epoch_outcomes)
             },
         )
+        summary = summarize(run)
+        if self.prices is not None:
+            summary = replace(summary, costs=price_records(run.records or (), self.prices))
         return Snapshot(
             run,
-            summarize(run),
+            summary,
             tuple(sorted({name for name, _ in run.tallies})),
             grid,
             sorted(grid, key=question_sort_key),
@@ -392,7 +400,6 @@ class View:
             "evidence": list(q.evidence) if q is not None else [],
             "setups": out,
         }
-
 
     def _verdict(self, tree: str, q: Question | None, response: str) -> dict[str, str] | None:
         """The judge's cached verdict of ``response``, when a judge is named and has one."""

@@ -139,3 +139,27 @@ def test_the_overview_page_shows_the_epoch_blocks(tmp_path: Path) -> None:
     assert '<td>kag / med</td><td class="n">4</td>' in table and f"{mean * 100:.2f}%" in table
     extracted = kag["overall"]["extracted"]["epochs"]["mean_accuracy"]
     assert f"{extracted * 100:.2f}%" in body[body.index('<table id="extracted-epochs">') :]
+
+
+def test_prices_give_the_cost_of_kag_stats_prices(tmp_path: Path) -> None:
+    from kag.pricing import load_prices
+    from kag.render.view import ViewApp
+    from kag.results import Usage
+
+    datasets, tree = _epoch_tree(tmp_path)
+    for i, (model, setup) in enumerate([("gpt-x", "kag"), ("gpt-x", "native"), ("local", "native")]):
+        path = result_path(tree, "med", f"q{i}", "", setup)
+        write_result(path, ok_result("A", model=model, usage=Usage(1000 * (i + 1), 10)))
+    prices = tmp_path / "prices.toml"
+    prices.write_text('[models."gpt-x"]\nprompt = 2.0\ncompletion = 10\n')
+    index = Index(tmp_path / "index.sqlite", load_datasets(datasets), [Tree("", str(tree))], "", None)
+    index.scan()
+    view = View(index, prices=load_prices(prices))
+    got = overview(view, None)["stats"]
+    assert got == _stats("-d", str(datasets), "-r", str(tree), "--prices", str(prices))
+    kag = next(s for s in got["setups"] if s["setup"] == "kag")
+    assert kag["overall"]["usage"]["cost_usd"] == pytest.approx((1000 * 2 + 10 * 10) / 1e6)
+    body = ViewApp(view, "t")([], {}).body.decode()
+    assert "<th>COST($)</th>" in body and f"{kag['overall']['usage']['cost_usd']:.4f}" in body
+    plain = View(index)
+    assert "COST" not in ViewApp(plain, "t")([], {}).body.decode()
