@@ -91,6 +91,18 @@ def view(
         str | None,
         typer.Option("--flip", metavar="A,B", help="--export: A right and B not.", show_default=False),
     ] = None,
+    disagree: Annotated[
+        bool, typer.Option("--disagree", help="--export: the questions whose answers differ.")
+    ] = False,
+    search: Annotated[
+        str | None,
+        typer.Option(
+            "--search",
+            metavar="REGEX",
+            help="--export: the questions where a response matches (as `kag stats find`).",
+            show_default=False,
+        ),
+    ] = None,
     judge_provider: Annotated[
         str | None,
         typer.Option(
@@ -172,7 +184,14 @@ def view(
 
     if export is not None:
         params: dict[str, list[str]] = {}
-        for key, value in (("dataset", dataset), ("outcome", outcome), ("flip", flip)):
+        chosen = (
+            ("dataset", dataset),
+            ("outcome", outcome),
+            ("flip", flip),
+            ("disagree", "1" if disagree else None),
+            ("q", search),
+        )
+        for key, value in chosen:
             if value is not None:
                 params[key] = [value]
         if setup:

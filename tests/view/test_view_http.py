@@ -180,6 +180,23 @@ def test_export_writes_pages_and_refuses_past_the_limit(tree: tuple[Path, Path],
         export(view, tmp_path / "big", "t", {}, 3)
 
 
+def test_the_export_command_takes_the_grid_s_filters(tree: tuple[Path, Path], tmp_path: Path) -> None:
+    datasets, root = tree
+    view = open_view(datasets, root, tmp_path / "index.sqlite")
+    base = ["view", "-d", str(datasets), "-r", str(root), "--index", str(tmp_path / "i.sqlite")]
+    for flags, params in (
+        (["--disagree"], {"disagree": ["1"]}),
+        (["--search", "^B$", "--setup", "kag"], {"q": ["^B$"], "setup": ["kag"]}),
+    ):
+        out = tmp_path / "site"
+        result = runner.invoke(app, [*base, "--export", str(out), *flags])
+        assert result.exit_code == 0, result.output
+        data = json.loads((out / "data.json").read_text())
+        expected = view.questions(params)
+        assert 0 < data["questions"]["total"] == expected["total"] < 8
+        assert sorted(data["details"]) == sorted(f"{r['dataset']}/{r['question']}" for r in expected["rows"])
+
+
 def test_command_prints_the_url_first_and_exits_0_on_ctrl_c(tree: tuple[Path, Path], tmp_path: Path) -> None:
     datasets, root = tree
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
