@@ -37,7 +37,7 @@ from kag.results.model import TMP_SUFFIX
 from kag.results.tree import EPOCHS_FOLDER, check_results_root, result_file_setup, sorted_entries
 from kag.textsafe import ascii_fold
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 ANSWER_CHARS = 200  # the head of a response kept for the grid
 ERROR_CHARS = 2000
 
@@ -249,13 +249,18 @@ def _grade_one(
 
 
 def answer_vote(response: str | None) -> str | None:
-    """What a response votes for in maj@k (:func:`kag.grading.epochs.majority_correct`
-    compares the answers trimmed and ASCII case folded): the SHA-256 of that form, so that
-    a long response is compared whole without being kept. None for an error file."""
-    if response is None:
+    """What a response longer than the grid's head votes for in maj@k
+    (:func:`kag.grading.epochs.majority_correct` compares the answers trimmed and ASCII
+    case folded): the SHA-256 of that form, so that it is compared whole without being
+    kept; that form itself when it is no longer than the head (so that it votes with the
+    short responses it equals). None for a shorter response (the head is all of it) and
+    for an error file."""
+    if response is None or len(response) <= ANSWER_CHARS:
         return None
     folded = ascii_fold(rust_trim(response))
-    return hashlib.sha256(folded.encode("utf-8", "surrogatepass")).hexdigest()
+    if len(folded) <= ANSWER_CHARS:
+        return folded
+    return "\0sha256:" + hashlib.sha256(folded.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _row(

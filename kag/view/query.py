@@ -35,6 +35,7 @@ if TYPE_CHECKING:  # the judge's modules load the model clients: only a named ju
 PAGE_SIZE = 50
 SORTS = ("question", "-question", "correct", "-correct", "vertices", "-vertices")
 OUTCOMES = tuple(o.value for o in Outcome)
+_OUTCOME = {o.value: o for o in Outcome}  # a lookup costs a tenth of Outcome(value), 100,000 times
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +60,8 @@ class Snapshot:
     grid: dict[tuple[str, str], dict[str, Cell]]
     order: list[tuple[str, str]]
     epochs: dict[tuple[str, str, str], tuple[int, int]] = field(default_factory=dict)
+    #: The grid's question lists by choice of filters (View.questions), kept until the next scan.
+    selected: dict[tuple[Any, ...], list[tuple[str, str]]] = field(default_factory=dict)
 
 
 def setup_name(label: str, setup: str) -> str:
@@ -98,7 +101,7 @@ class View:
         skipped = ignored = 0
         unreadable: list[Unreadable] = []
         evidence: dict[tuple[str, str], dict[str, EvidenceRecord]] = {}
-        cur = self.index.db.execute(
+        columns = (
             "SELECT tree, rel, dataset, question, setup, epoch, kind, outcome, abstained, non_option, "
             "extracted, answer, error, reason, gen_ns, ctx_len, ret_ns, vertices, relationships, "
             "properties, provider, model, temperature, max_tokens, ag_retriever, ag_database, "
@@ -107,15 +110,17 @@ class View:
         later: dict[tuple[str, str, str, str], dict[int, EpochOutcome | None]] = {}
         firsts: dict[tuple[str, str, str, str], EpochOutcome] = {}
         with_extract = self.index.extract is not None
-        for row in cur:
+        # The later epochs first: epoch 1's outcome is then kept only where there are some.
+        for row in self.index.db.execute(
+            columns + " WHERE epoch != 1 AND kind IN (?, ?)", (GRADED, UNREADABLE)
+        ):
+            tree, _, dataset, question, setup, epoch, kind = row[:7]
+            name = setup_name(labels.get(tree, ""), setup)
+            later.setdefault((tree, dataset, question, name), {})[epoch] = (
+                _epoch_outcome(row, with_extract) if kind == GRADED else None
+            )
+        for row in self.index.db.execute(columns + " WHERE epoch = 1"):
             tree, rel, dataset, question, setup, epoch, kind = row[:7]
-            if epoch != 1:
-                if kind in (GRADED, UNREADABLE):  # the files `kag stats` reads as epochs
-                    name = setup_name(labels.get(tree, ""), setup)
-                    later.setdefault((tree, dataset, question, name), {})[epoch] = (
-                        _epoch_outcome(row, with_extract) if kind == GRADED else None
-                    )
-                continue
             if kind == IGNORED:
                 ignored += 1
                 continue
@@ -135,7 +140,8 @@ class View:
                 continue
             tally.add(graded)
             records.append(graded)
-            firsts[(tree, dataset, question, name)] = _epoch_outcome(row, with_extract)
+            if later and (tree, dataset, question, name) in later:
+                firsts[(tree, dataset, question, name)] = _epoch_outcome(row, with_extract)
             if row[30] is not None:
                 found = EvidenceRecord(tuple(c == "1" for c in row[30]), graded.outcome is Outcome.OK)
                 evidence.setdefault((name, dataset), {})[question] = found
@@ -234,35 +240,13 @@ class View:
             raise UsageError(f"sort must be one of {', '.join(SORTS)} (got {sort!r})")
         page = _int(_one(params, "page") or "1", "page")
         pattern = _one(params, "q")
-        matched = self._search(pattern, tuple(setups)) if pattern else None
-        keys = []
-        for key in snap.order:
-            if dataset is not None and key[0] != dataset:
-                continue
-            cells = snap.grid[key]
-            chosen = [cells.get(s) for s in setups]
-            present = [c for c in chosen if c is not None]
-            if not present:
-                continue
-            if outcome is not None and not any(c.outcome == outcome for c in present):
-                continue
-            if flip_pair is not None:
-                ca, cb = cells.get(flip_pair[0]), cells.get(flip_pair[1])
-                if ca is None or cb is None or ca.outcome != "ok" or cb.outcome == "ok":
-                    continue
-            if disagree and len({_norm(c) for c in present}) < 2:
-                continue
-            if matched is not None and key not in matched:
-                continue
-            keys.append(key)
-        if sort.lstrip("-") == "correct":
-            keys.sort(
-                key=lambda k: sum(1 for s in setups if (c := snap.grid[k].get(s)) and c.outcome == "ok")
-            )
-        elif sort.lstrip("-") == "vertices":
-            keys.sort(key=lambda k: max((c.vertices or 0) for c in snap.grid[k].values()))
-        if sort.startswith("-"):
-            keys.reverse()
+        choice = (dataset, tuple(setups), outcome, flip_pair, disagree, pattern, sort)
+        keys = snap.selected.get(choice)
+        if keys is None:
+            keys = self._select(snap, *choice)
+            if len(snap.selected) >= 32:
+                snap.selected.clear()
+            snap.selected[choice] = keys
         total = len(keys)
         pages = max(1, -(-total // PAGE_SIZE))
         page = min(max(page, 1), pages)
@@ -294,6 +278,49 @@ class View:
             "setups": setups,
             "rows": rows,
         }
+
+    def _select(
+        self,
+        snap: Snapshot,
+        dataset: str | None,
+        setups: tuple[str, ...],
+        outcome: str | None,
+        flip_pair: tuple[str, str] | None,
+        disagree: bool,
+        pattern: str | None,
+        sort: str,
+    ) -> list[tuple[str, str]]:
+        """The grid's questions for one choice of filters, in order (kept per choice with the
+        snapshot: paging through them, or coming back, costs a slice)."""
+        matched = self._search(pattern, setups) if pattern else None
+        keys = []
+        for key in snap.order:
+            if dataset is not None and key[0] != dataset:
+                continue
+            cells = snap.grid[key]
+            present = [cells[s] for s in setups if s in cells]
+            if not present:
+                continue
+            if outcome is not None and not any(c.outcome == outcome for c in present):
+                continue
+            if flip_pair is not None:
+                ca, cb = cells.get(flip_pair[0]), cells.get(flip_pair[1])
+                if ca is None or cb is None or ca.outcome != "ok" or cb.outcome == "ok":
+                    continue
+            if disagree and len({_norm(c) for c in present}) < 2:
+                continue
+            if matched is not None and key not in matched:
+                continue
+            keys.append(key)
+        if sort.lstrip("-") == "correct":
+            keys.sort(
+                key=lambda k: sum(1 for s in setups if (c := snap.grid[k].get(s)) and c.outcome == "ok")
+            )
+        elif sort.lstrip("-") == "vertices":
+            keys.sort(key=lambda k: max((c.vertices or 0) for c in snap.grid[k].values()))
+        if sort.startswith("-"):
+            keys.reverse()
+        return keys
 
     def _search(self, pattern: str, setups: tuple[str, ...]) -> frozenset[tuple[str, str]]:
         """The questions where one of ``setups``' responses matches ``pattern`` (`kag stats find`'s
@@ -477,7 +504,7 @@ def _graded(row: tuple[Any, ...], name: str) -> GradedFile:
         dataset,
         question,
         name,
-        Outcome(outcome),
+        _OUTCOME[outcome],
         answer,
         bool(abstained),
         bool(non_option),
@@ -487,15 +514,16 @@ def _graded(row: tuple[Any, ...], name: str) -> GradedFile:
         error,
         config,
         usage,
-        Outcome(extracted) if extracted is not None else None,
+        _OUTCOME[extracted] if extracted is not None else None,
     )
 
 
 def _epoch_outcome(row: tuple[Any, ...], with_extract: bool) -> EpochOutcome:
-    """What one graded file of an index row gives the epoch measures: its grade, its vote
-    (:func:`kag.view.index.answer_vote`), and with ``--extract`` the extracted grade and key."""
+    """What one graded file of an index row gives the epoch measures: its grade, its answer
+    (the head kept for the grid, or for a longer one :func:`kag.view.index.answer_vote`),
+    and with ``--extract`` the extracted grade and key."""
     extracted = EpochOutcome(row[10] == Outcome.OK.value, row[32]) if with_extract else None
-    return EpochOutcome(row[7] == Outcome.OK.value, row[31], extracted)
+    return EpochOutcome(row[7] == Outcome.OK.value, row[31] if row[31] is not None else row[11], extracted)
 
 
 def _answers(run: GradeRun, datasets: Datasets) -> list[Answer]:
