@@ -12,6 +12,7 @@ import functools
 import math
 import re
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from kag.grading.triplets.normalize import contains_words, normalize_prompt
 
@@ -20,8 +21,9 @@ MAX_NODES = 80
 _LINE = re.compile(r"\((?P<a>[^()]{0,200})\)-\[(?P<rel>[^\]]{0,200})\]->\((?P<b>.{0,2000})\)")
 
 
-@dataclass(frozen=True)
-class Triplet:
+class Triplet(NamedTuple):
+    """One statement of a retrieval text (a tuple: a text has hundreds, built per page)."""
+
     subject: str
     relation: str
     object: str
