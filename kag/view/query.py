@@ -456,64 +456,30 @@ def _norm(c: Cell) -> str:
 
 
 def _graded(row: tuple[Any, ...], name: str) -> GradedFile:
-    """The per-file record of an index row: what `kag stats` builds for the same file."""
-    (
-        _,
-        _,
-        dataset,
-        question,
-        _,
-        _,
-        _,
-        outcome,
-        abstained,
-        non_option,
-        extracted,
-        answer,
-        error,
-        _,
-        gen_ns,
-        ctx_len,
-        ret_ns,
-        vertices,
-        relationships,
-        properties,
-        provider,
-        model,
-        temperature,
-        max_tokens,
-        ag_retriever,
-        ag_database,
-        prompt_tokens,
-        completion_tokens,
-        _,
-        _,
-        _,
-    ) = row[:31]
-    retrieval = RetrievalSample(ret_ns, vertices, relationships, properties) if ret_ns is not None else None
+    """The per-file record of an index row (the columns :meth:`View._build` selects, by
+    position): what `kag stats` builds for the same file."""
+    ret_ns, provider, prompt_tokens, completion_tokens = row[16], row[20], row[26], row[27]
     config = None
     if provider is not None:
-        ag = AugmentedGeneration(ag_retriever, ag_database) if ag_retriever is not None else None
-        config = ModelConfig(provider, model, temperature, max_tokens, ag)
-    usage = (
+        ag = AugmentedGeneration(row[24], row[25]) if row[24] is not None else None
+        config = ModelConfig(provider, row[21], row[22], row[23], ag)
+    extracted = row[10]
+    return GradedFile(
+        row[2],
+        row[3],
+        name,
+        _OUTCOME[row[7]],
+        row[11],
+        bool(row[8]),
+        bool(row[9]),
+        row[14],
+        row[15],
+        RetrievalSample(ret_ns, row[17], row[18], row[19]) if ret_ns is not None else None,
+        row[12],
+        config,
         Usage(prompt_tokens, completion_tokens)
         if prompt_tokens is not None or completion_tokens is not None
-        else None
-    )
-    return GradedFile(
-        dataset,
-        question,
-        name,
-        _OUTCOME[outcome],
-        answer,
-        bool(abstained),
-        bool(non_option),
-        gen_ns,
-        ctx_len,
-        retrieval,
-        error,
-        config,
-        usage,
+        else None,
         _OUTCOME[extracted] if extracted is not None else None,
     )
 
