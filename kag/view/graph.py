@@ -50,18 +50,22 @@ class Graph:
 
 def parse_triplets(text: str) -> tuple[list[Triplet], int]:
     """The triplets of a retrieval text (at most MAX_LINES lines read) and the count of other lines."""
-    out, other = [], 0
+    out: list[Triplet] = []
+    other = 0
+    match, add = _LINE.fullmatch, out.append
     for line in text.splitlines()[:MAX_LINES]:
         line = line.strip()
         if not line:
             continue
-        m = _LINE.fullmatch(line)
+        m = match(line)
         if m is None:
             other += 1
             continue
-        rel, b = m["rel"], m["b"]
-        prop = not rel.startswith(":") and b.startswith('"') and b.endswith('"') and len(b) >= 2
-        out.append(Triplet(m["a"], rel.lstrip(":").strip(), b[1:-1] if prop else b, prop))
+        a, rel, b = m.groups()
+        if rel[:1] != ":" and len(b) >= 2 and b[0] == '"' == b[-1]:
+            add(Triplet(a, rel.strip(), b[1:-1], True))
+        else:
+            add(Triplet(a, rel.lstrip(":").strip(), b, False))
     return out, other
 
 

@@ -19,6 +19,16 @@ def test_parse_triplets_reads_relationships_and_properties_and_counts_other_line
     assert other == 2
 
 
+def test_a_property_needs_a_quoted_value_and_a_relationship_a_colon() -> None:
+    triplets, _ = parse_triplets('(3)-[k]->(")\n(3)-[k]->("")\n(3)-[ :R ]->("q")\n(3)-[: R ]->(4)')
+    assert [(t.relation, t.object, t.property) for t in triplets] == [
+        ("k", '"', False),
+        ("k", "", True),
+        (":R", "q", True),  # a colon only after a space: read as a property
+        ("R", "4", False),
+    ]
+
+
 def test_layout_is_in_the_unit_square_deterministic_and_separates_the_nodes() -> None:
     # A star around node 0, a path hanging off it, and a second component.
     edges = [(0, i) for i in range(1, 8)] + [(7, 8), (8, 9), (10, 11)]
