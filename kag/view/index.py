@@ -15,6 +15,7 @@ import os
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
+from itertools import chain, islice
 from pathlib import Path
 from typing import Any
 
@@ -130,30 +131,13 @@ class Index:
                     "SELECT rel, size, mtime FROM files WHERE tree=?", (tree.root,)
                 )
             }
-            rows = []
-            jobs: list[_Job] = []
-            present: set[str] = set()
-            for rel, dataset, question, epoch, entry, setup in _walk(tree.root, self.prefix):
-                seen += 1
-                present.add(rel)
-                if setup is None:
-                    if rel not in known:
-                        rows.append(_row(tree.root, rel, dataset, question, None, epoch, IGNORED))
-                    continue
-                stamp: tuple[int | None, int | None]
-                try:
-                    st = entry.stat(follow_symlinks=False)
-                    stamp = (st.st_size, st.st_mtime_ns)
-                except OSError:
-                    stamp = (None, None)
-                if known.get(rel) == stamp:
-                    continue
-                read += 1
-                jobs.append((tree.root, rel, dataset, question, setup, epoch, entry.path, stamp))
-            self.db.executemany(_INSERT, rows)
-            for part in self._graded(jobs):
+            walk = _TreeWalk(tree.root, self.prefix, known)
+            for part in self._graded(walk.jobs()):
                 self.db.executemany(_INSERT, part)
-            gone = [(tree.root, rel) for rel in known if rel not in present]
+            self.db.executemany(_INSERT, walk.rows)
+            seen += walk.seen
+            read += walk.read
+            gone = [(tree.root, rel) for rel in known if rel not in walk.present]
             removed += len(gone)
             self.db.executemany("DELETE FROM files WHERE tree=? AND rel=?", gone)
         live = [t.root for t in self.trees]
@@ -161,21 +145,59 @@ class Index:
         self.db.commit()
         return ScanStats(seen, read, removed)
 
-    def _graded(self, jobs: list[_Job]) -> Iterator[list[tuple[object, ...]]]:
-        """The rows of the files to read, in chunks; a pool of worker processes for many files."""
+    def _graded(self, jobs: Iterator[_Job]) -> Iterator[list[tuple[object, ...]]]:
+        """The rows of the files to read, in chunks; a pool of worker processes for many
+        files, fed as the walk finds them (the walk and the reading overlap)."""
         from functools import partial
 
         from kag.workers import default_workers, ordered_map
 
         work = partial(_grade_chunk, _Context(self.datasets, self.extract))
-        chunks = (jobs[i : i + CHUNK_FILES] for i in range(0, len(jobs), CHUNK_FILES))
-        workers = default_workers() if len(jobs) >= POOL_FROM else 1
+        head = list(islice(jobs, POOL_FROM))
+        chunks = _batched(chain(head, jobs), CHUNK_FILES)
+        workers = default_workers() if len(head) >= POOL_FROM else 1
         if workers == 1:
             yield from map(work, chunks)
             return
         yield from ordered_map(
             work, chunks, workers, died="a worker process died while indexing", failed="indexing failed"
         )
+
+
+def _batched(items: Iterator[_Job], size: int) -> Iterator[list[_Job]]:
+    while chunk := list(islice(items, size)):
+        yield chunk
+
+
+class _TreeWalk:
+    """One tree's walk for a scan: the files to read (new or changed since ``known``), and
+    what it saw on the way (the rows of ignored entries, every path present, the counts)."""
+
+    def __init__(self, root: str, prefix: str, known: dict[str, tuple[int | None, int | None]]) -> None:
+        self.root, self.prefix, self.known = root, prefix, known
+        self.rows: list[tuple[object, ...]] = []
+        self.present: set[str] = set()
+        self.seen = self.read = 0
+
+    def jobs(self) -> Iterator[_Job]:
+        root, known = self.root, self.known
+        for rel, dataset, question, epoch, entry, setup in _walk(root, self.prefix):
+            self.seen += 1
+            self.present.add(rel)
+            if setup is None:
+                if rel not in known:
+                    self.rows.append(_row(root, rel, dataset, question, None, epoch, IGNORED))
+                continue
+            stamp: tuple[int | None, int | None]
+            try:
+                st = entry.stat(follow_symlinks=False)
+                stamp = (st.st_size, st.st_mtime_ns)
+            except OSError:
+                stamp = (None, None)
+            if known.get(rel) == stamp:
+                continue
+            self.read += 1
+            yield (root, rel, dataset, question, setup, epoch, entry.path, stamp)
 
 
 CHUNK_FILES = 1000
