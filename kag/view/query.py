@@ -9,7 +9,7 @@ import os
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kag.datasets import Datasets, Question
 from kag.errors import UsageError
@@ -38,9 +38,8 @@ OUTCOMES = tuple(o.value for o in Outcome)
 _OUTCOME = {o.value: o for o in Outcome}  # a lookup costs a tenth of Outcome(value), 100,000 times
 
 
-@dataclass(frozen=True, slots=True)
-class Cell:
-    """One setup's file of one question, as the grid shows it."""
+class Cell(NamedTuple):
+    """One setup's file of one question, as the grid shows it (a tuple: one per file)."""
 
     outcome: str
     answer: str | None
