@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from kag.commands._help import kag_command
-from kag.commands._options import DatasetsOpt, ExtractOpt, PrefixOpt, Quiet, TreesOpt, Verbose
+from kag.commands._options import ConfigOpt, DatasetsOpt, ExtractOpt, PrefixOpt, Quiet, TreesOpt, Verbose
 from kag.commands._trees import parse_trees
 from kag.console import info, warn
 from kag.errors import UsageError
@@ -21,127 +21,186 @@ EXAMPLES = """Examples:
   kag view -d datasets.json -r results
   kag view -d datasets.json -r base=run1 -r kag=run2 --port 8765 --no-open
   kag view -d datasets.json -r results --export snapshot --flip kag,native
+  kag view -d datasets.json -r results --judge-provider openai --judge-model gpt-4o-mini
 """
 
 
 def register(app: typer.Typer) -> None:
-    @kag_command(app, "view", "Browse a result tree in a local web page.", EXAMPLES)
-    def view(
-        datasets: DatasetsOpt = None,
-        results: TreesOpt = None,
-        prefix: PrefixOpt = None,
-        extract: ExtractOpt = None,
-        host: Annotated[
-            str, typer.Option("--host", metavar="HOST", help="Address to listen on (loopback unless told).")
-        ] = "127.0.0.1",
-        port: Annotated[
-            int, typer.Option("--port", min=0, max=65535, metavar="N", help="Port (0: a free one).")
-        ] = 0,
-        no_open: Annotated[bool, typer.Option("--no-open", help="Do not open a browser.")] = False,
-        index: Annotated[
-            Path | None,
-            typer.Option(
-                "--index",
-                metavar="FILE",
-                help="Index file [default: in the user cache folder]",
-                show_default=False,
-            ),
-        ] = None,
-        export: Annotated[
-            Path | None,
-            typer.Option(
-                "--export",
-                metavar="DIR",
-                help="Write a static snapshot (HTML, JSON) to DIR, no server.",
-                show_default=False,
-            ),
-        ] = None,
-        limit: Annotated[
-            int, typer.Option("--limit", min=1, metavar="N", help="Most question pages --export writes.")
-        ] = 2000,
-        dataset: Annotated[
-            str | None,
-            typer.Option(
-                "--dataset", metavar="NAME", help="--export: only this dataset.", show_default=False
-            ),
-        ] = None,
-        setup: Annotated[
-            list[str] | None,
-            typer.Option(
-                "--setup",
-                metavar="SETUP",
-                help="--export: the grid's columns (repeatable).",
-                show_default=False,
-            ),
-        ] = None,
-        outcome: Annotated[
-            str | None,
-            typer.Option(
-                "--outcome", metavar="OUTCOME", help="--export: ok, wrong or err.", show_default=False
-            ),
-        ] = None,
-        flip: Annotated[
-            str | None,
-            typer.Option("--flip", metavar="A,B", help="--export: A right and B not.", show_default=False),
-        ] = None,
-        _verbose: Verbose = 0,
-        _quiet: Quiet = 0,
-    ) -> None:
-        """Index the result files, then serve the overview, the paired question grid and each
-        question's detail at http://HOST:PORT/ until Ctrl-C.
+    kag_command(app, "view", "Browse a result tree in a local web page.", EXAMPLES)(view)
 
-        Exit codes: 0 success (Ctrl-C included), 2 bad usage or input.
-        """
-        if datasets is None:
-            raise UsageError("missing option '--datasets' / '-d': the datasets file with the answers")
-        from kag.datasets import load_datasets
-        from kag.grading.mcq.extracted import compile_spec
-        from kag.view.index import Index, Tree, default_index_path
-        from kag.view.query import View
-        from kag.view.server import Server, is_loopback
 
-        if extract is not None:
-            compile_spec(extract)
-        source = parse_trees(results)
-        trees = [Tree(t.label or "", os.path.realpath(t.root)) for t in source]
-        loaded = load_datasets(datasets)
-        place = index
-        if place is None:
-            place = default_index_path(
-                [f"{t.label}={t.root}" for t in trees],
-                f"{os.path.realpath(datasets)}|{prefix or ''}|{extract}",
-            )
-        idx = Index(place, loaded, trees, prefix or "", extract)
-        stats = idx.scan()
-        info(f"index {place}: {stats.seen} file(s), {stats.read} read, {stats.removed} gone")
-        data = View(idx)
-        title = ", ".join(f"{t.label}={t.root}" if t.label else t.root for t in trees)
-        from kag.render.view import ViewApp
-        from kag.render.view import export as export_site
+def view(
+    datasets: DatasetsOpt = None,
+    results: TreesOpt = None,
+    prefix: PrefixOpt = None,
+    extract: ExtractOpt = None,
+    host: Annotated[
+        str, typer.Option("--host", metavar="HOST", help="Address to listen on (loopback unless told).")
+    ] = "127.0.0.1",
+    port: Annotated[
+        int, typer.Option("--port", min=0, max=65535, metavar="N", help="Port (0: a free one).")
+    ] = 0,
+    no_open: Annotated[bool, typer.Option("--no-open", help="Do not open a browser.")] = False,
+    index: Annotated[
+        Path | None,
+        typer.Option(
+            "--index",
+            metavar="FILE",
+            help="Index file [default: in the user cache folder]",
+            show_default=False,
+        ),
+    ] = None,
+    export: Annotated[
+        Path | None,
+        typer.Option(
+            "--export",
+            metavar="DIR",
+            help="Write a static snapshot (HTML, JSON) to DIR, no server.",
+            show_default=False,
+        ),
+    ] = None,
+    limit: Annotated[
+        int, typer.Option("--limit", min=1, metavar="N", help="Most question pages --export writes.")
+    ] = 2000,
+    dataset: Annotated[
+        str | None,
+        typer.Option("--dataset", metavar="NAME", help="--export: only this dataset.", show_default=False),
+    ] = None,
+    setup: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--setup",
+            metavar="SETUP",
+            help="--export: the grid's columns (repeatable).",
+            show_default=False,
+        ),
+    ] = None,
+    outcome: Annotated[
+        str | None,
+        typer.Option("--outcome", metavar="OUTCOME", help="--export: ok, wrong or err.", show_default=False),
+    ] = None,
+    flip: Annotated[
+        str | None,
+        typer.Option("--flip", metavar="A,B", help="--export: A right and B not.", show_default=False),
+    ] = None,
+    disagree: Annotated[
+        bool, typer.Option("--disagree", help="--export: the questions whose answers differ.")
+    ] = False,
+    search: Annotated[
+        str | None,
+        typer.Option(
+            "--search",
+            metavar="REGEX",
+            help="--export: the questions where a response matches (as `kag stats find`).",
+            show_default=False,
+        ),
+    ] = None,
+    judge_provider: Annotated[
+        str | None,
+        typer.Option(
+            "--judge-provider",
+            metavar="NAME",
+            help="Show the cached verdicts of `kag stats judge -p NAME` (with --judge-model).",
+            show_default=False,
+        ),
+    ] = None,
+    judge_model: Annotated[
+        str | None,
+        typer.Option("--judge-model", metavar="MODEL", help="The judging model.", show_default=False),
+    ] = None,
+    judge_prompt: Annotated[
+        Path | None,
+        typer.Option(
+            "--judge-prompt",
+            metavar="FILE",
+            help="The judge's prompt file, as given to `kag stats judge --prompt`.",
+            show_default=False,
+        ),
+    ] = None,
+    config: ConfigOpt = Path("config.toml"),
+    prices: Annotated[
+        Path | None,
+        typer.Option(
+            "--prices",
+            metavar="FILE",
+            help="Token prices per model (TOML, as `kag stats --prices`): the overview's cost column.",
+            show_default=False,
+        ),
+    ] = None,
+    _verbose: Verbose = 0,
+    _quiet: Quiet = 0,
+) -> None:
+    """Index the result files, then serve the overview, the paired question grid and each
+    question's detail at http://HOST:PORT/ until Ctrl-C.
 
-        if export is not None:
-            params: dict[str, list[str]] = {}
-            for key, value in (("dataset", dataset), ("outcome", outcome), ("flip", flip)):
-                if value is not None:
-                    params[key] = [value]
-            if setup:
-                params["setup"] = list(setup)
-            count = export_site(data, export, title, params, limit)
-            typer.echo(f"{export}: {count} question page(s); open {export / 'index.html'}")
-            return
-        if not is_loopback(host):
-            warn(f"--host {host} is not a loopback address: anyone who can reach it can read the results")
-        server = Server(ViewApp(data, title), host, port, on_error=lambda exc: warn(f"view: {exc!r}"))
-        typer.echo(server.url)
-        sys.stdout.flush()
-        if not no_open and sys.stdout.isatty():
-            import webbrowser
+    Exit codes: 0 success (Ctrl-C included), 2 bad usage or input.
+    """
+    if datasets is None:
+        raise UsageError("missing option '--datasets' / '-d': the datasets file with the answers")
+    from kag.datasets import load_datasets
+    from kag.grading.mcq.extracted import compile_spec
+    from kag.view.index import Index, Tree, default_index_path
+    from kag.view.query import View
+    from kag.view.server import Server, is_loopback
 
-            webbrowser.open(server.url)
-        try:
-            server.serve_forever()
-        except KeyboardInterrupt:
-            pass
-        finally:
-            server.httpd.server_close()
-            idx.close()
+    if extract is not None:
+        compile_spec(extract)
+    source = parse_trees(results)
+    trees = [Tree(t.label or "", os.path.realpath(t.root)) for t in source]
+    loaded = load_datasets(datasets)
+    place = index
+    if place is None:
+        place = default_index_path(
+            [f"{t.label}={t.root}" for t in trees],
+            f"{os.path.realpath(datasets)}|{prefix or ''}|{extract}",
+        )
+    idx = Index(place, loaded, trees, prefix or "", extract)
+    stats = idx.scan()
+    info(f"index {place}: {stats.seen} file(s), {stats.read} read, {stats.removed} gone")
+    verdicts = None
+    if judge_provider is not None or judge_model is not None or judge_prompt is not None:
+        if judge_provider is None or judge_model is None:
+            raise UsageError("--judge-provider and --judge-model name the judge together")
+        from kag.view.verdicts import VerdictReader
+
+        verdicts = VerdictReader(judge_provider, judge_model, config, judge_prompt)
+    from kag.pricing import load_prices
+
+    data = View(idx, verdicts, load_prices(prices) if prices is not None else None)
+    title = ", ".join(f"{t.label}={t.root}" if t.label else t.root for t in trees)
+    from kag.render.view import ViewApp
+    from kag.render.view import export as export_site
+
+    if export is not None:
+        params: dict[str, list[str]] = {}
+        chosen = (
+            ("dataset", dataset),
+            ("outcome", outcome),
+            ("flip", flip),
+            ("disagree", "1" if disagree else None),
+            ("q", search),
+        )
+        for key, value in chosen:
+            if value is not None:
+                params[key] = [value]
+        if setup:
+            params["setup"] = list(setup)
+        count = export_site(data, export, title, params, limit)
+        typer.echo(f"{export}: {count} question page(s); open {export / 'index.html'}")
+        return
+    if not is_loopback(host):
+        warn(f"--host {host} is not a loopback address: anyone who can reach it can read the results")
+    server = Server(ViewApp(data, title), host, port, on_error=lambda exc: warn(f"view: {exc!r}"))
+    typer.echo(server.url)
+    sys.stdout.flush()
+    if not no_open and sys.stdout.isatty():
+        import webbrowser
+
+        webbrowser.open(server.url)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.httpd.server_close()
+        idx.close()

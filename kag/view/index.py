@@ -15,21 +15,30 @@ import os
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
+from itertools import chain, islice
 from pathlib import Path
 from typing import Any
 
 from kag.datasets import Datasets
 from kag.errors import InputError
 from kag.grading.evidence import evidence_record
-from kag.grading.mcq.extracted import compile_spec, extracted_outcome
-from kag.grading.mcq.rule import DEFAULT_ABSTENTION, AnswerKey, Outcome, compile_abstention, grade_fields
+from kag.grading.mcq.extracted import compile_spec, extracted_grade
+from kag.grading.mcq.rule import (
+    DEFAULT_ABSTENTION,
+    AnswerKey,
+    Outcome,
+    compile_abstention,
+    grade_fields,
+    rust_trim,
+)
 from kag.grading.open_grading import grade_open_response
 from kag.results.codec import parse_grading_fields
 from kag.results.io import read_result_bytes
 from kag.results.model import TMP_SUFFIX
 from kag.results.tree import EPOCHS_FOLDER, check_results_root, result_file_setup, sorted_entries
+from kag.textsafe import ascii_fold
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 4
 ANSWER_CHARS = 200  # the head of a response kept for the grid
 ERROR_CHARS = 2000
 
@@ -43,7 +52,8 @@ COLUMNS = (
     "error TEXT, reason TEXT, gen_ns INTEGER, ctx_len INTEGER, ret_ns INTEGER, vertices INTEGER, "
     "relationships INTEGER, properties INTEGER, provider TEXT, model TEXT, temperature REAL, "
     "max_tokens INTEGER, ag_retriever TEXT, ag_database TEXT, prompt_tokens INTEGER, "
-    "completion_tokens INTEGER, open_exact REAL, open_f1 REAL, evidence TEXT, PRIMARY KEY (tree, rel)"
+    "completion_tokens INTEGER, open_exact REAL, open_f1 REAL, evidence TEXT, vote TEXT, extracted_key TEXT, "
+    "PRIMARY KEY (tree, rel)"
 )
 _NAMES = tuple(c.split()[0] for c in COLUMNS.split(", PRIMARY KEY")[0].split(", "))
 _INSERT = f"INSERT OR REPLACE INTO files ({', '.join(_NAMES)}) VALUES ({', '.join('?' * len(_NAMES))})"
@@ -121,30 +131,13 @@ class Index:
                     "SELECT rel, size, mtime FROM files WHERE tree=?", (tree.root,)
                 )
             }
-            rows = []
-            jobs: list[_Job] = []
-            present: set[str] = set()
-            for rel, dataset, question, epoch, entry, setup in _walk(tree.root, self.prefix):
-                seen += 1
-                present.add(rel)
-                if setup is None:
-                    if rel not in known:
-                        rows.append(_row(tree.root, rel, dataset, question, None, epoch, IGNORED))
-                    continue
-                stamp: tuple[int | None, int | None]
-                try:
-                    st = entry.stat(follow_symlinks=False)
-                    stamp = (st.st_size, st.st_mtime_ns)
-                except OSError:
-                    stamp = (None, None)
-                if known.get(rel) == stamp:
-                    continue
-                read += 1
-                jobs.append((tree.root, rel, dataset, question, setup, epoch, entry.path, stamp))
-            self.db.executemany(_INSERT, rows)
-            for part in self._graded(jobs):
+            walk = _TreeWalk(tree.root, self.prefix, known)
+            for part in self._graded(walk.jobs()):
                 self.db.executemany(_INSERT, part)
-            gone = [(tree.root, rel) for rel in known if rel not in present]
+            self.db.executemany(_INSERT, walk.rows)
+            seen += walk.seen
+            read += walk.read
+            gone = [(tree.root, rel) for rel in known if rel not in walk.present]
             removed += len(gone)
             self.db.executemany("DELETE FROM files WHERE tree=? AND rel=?", gone)
         live = [t.root for t in self.trees]
@@ -152,21 +145,59 @@ class Index:
         self.db.commit()
         return ScanStats(seen, read, removed)
 
-    def _graded(self, jobs: list[_Job]) -> Iterator[list[tuple[object, ...]]]:
-        """The rows of the files to read, in chunks; a pool of worker processes for many files."""
+    def _graded(self, jobs: Iterator[_Job]) -> Iterator[list[tuple[object, ...]]]:
+        """The rows of the files to read, in chunks; a pool of worker processes for many
+        files, fed as the walk finds them (the walk and the reading overlap)."""
         from functools import partial
 
         from kag.workers import default_workers, ordered_map
 
         work = partial(_grade_chunk, _Context(self.datasets, self.extract))
-        chunks = (jobs[i : i + CHUNK_FILES] for i in range(0, len(jobs), CHUNK_FILES))
-        workers = default_workers() if len(jobs) >= POOL_FROM else 1
+        head = list(islice(jobs, POOL_FROM))
+        chunks = _batched(chain(head, jobs), CHUNK_FILES)
+        workers = default_workers() if len(head) >= POOL_FROM else 1
         if workers == 1:
             yield from map(work, chunks)
             return
         yield from ordered_map(
             work, chunks, workers, died="a worker process died while indexing", failed="indexing failed"
         )
+
+
+def _batched(items: Iterator[_Job], size: int) -> Iterator[list[_Job]]:
+    while chunk := list(islice(items, size)):
+        yield chunk
+
+
+class _TreeWalk:
+    """One tree's walk for a scan: the files to read (new or changed since ``known``), and
+    what it saw on the way (the rows of ignored entries, every path present, the counts)."""
+
+    def __init__(self, root: str, prefix: str, known: dict[str, tuple[int | None, int | None]]) -> None:
+        self.root, self.prefix, self.known = root, prefix, known
+        self.rows: list[tuple[object, ...]] = []
+        self.present: set[str] = set()
+        self.seen = self.read = 0
+
+    def jobs(self) -> Iterator[_Job]:
+        root, known = self.root, self.known
+        for rel, dataset, question, epoch, entry, setup in _walk(root, self.prefix):
+            self.seen += 1
+            self.present.add(rel)
+            if setup is None:
+                if rel not in known:
+                    self.rows.append(_row(root, rel, dataset, question, None, epoch, IGNORED))
+                continue
+            stamp: tuple[int | None, int | None]
+            try:
+                st = entry.stat(follow_symlinks=False)
+                stamp = (st.st_size, st.st_mtime_ns)
+            except OSError:
+                stamp = (None, None)
+            if known.get(rel) == stamp:
+                continue
+            self.read += 1
+            yield (root, rel, dataset, question, setup, epoch, entry.path, stamp)
 
 
 CHUNK_FILES = 1000
@@ -218,11 +249,40 @@ def _grade_one(
     assert q.mcq is not None and q.mcq.answer is not None
     key = AnswerKey(q.mcq.answer, tuple(q.mcq.options))
     graded = grade_fields(fields, key, dataset, question, setup, abstention)
+    extracted_key = None
     if spec is not None:
-        graded = replace(graded, extracted=extracted_outcome(spec, graded.response, key))
+        extracted, extracted_key = extracted_grade(spec, graded.response, key)
+        graded = replace(graded, extracted=extracted)
     found = evidence_record(q.evidence, fields.retrieval_text, graded.outcome is Outcome.OK)
     bits = "".join("1" if f else "0" for f in found.found) if found is not None else None
-    return _row(root, rel, dataset, question, setup, epoch, GRADED, stamp, graded=graded, evidence=bits)
+    return _row(
+        root,
+        rel,
+        dataset,
+        question,
+        setup,
+        epoch,
+        GRADED,
+        stamp,
+        graded=graded,
+        evidence=bits,
+        extracted_key=extracted_key,
+    )
+
+
+def answer_vote(response: str | None) -> str | None:
+    """What a response longer than the grid's head votes for in maj@k
+    (:func:`kag.grading.epochs.majority_correct` compares the answers trimmed and ASCII
+    case folded): the SHA-256 of that form, so that it is compared whole without being
+    kept; that form itself when it is no longer than the head (so that it votes with the
+    short responses it equals). None for a shorter response (the head is all of it) and
+    for an error file."""
+    if response is None or len(response) <= ANSWER_CHARS:
+        return None
+    folded = ascii_fold(rust_trim(response))
+    if len(folded) <= ANSWER_CHARS:
+        return folded
+    return "\0sha256:" + hashlib.sha256(folded.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _row(
@@ -239,11 +299,12 @@ def _row(
     graded: object = None,
     open_: tuple[float, float] | None = None,
     evidence: str | None = None,
+    extracted_key: str | None = None,
 ) -> tuple[object, ...]:
     g = graded
     base: list[object] = [root, rel, dataset, question, setup, epoch, kind, stamp[0], stamp[1]]
     if g is None:
-        return (*base, None, None, None, None, None, None, reason, *([None] * 17))
+        return (*base, None, None, None, None, None, None, reason, *([None] * 19))
     from kag.grading.mcq.rule import GradedFile
 
     assert isinstance(g, GradedFile)
@@ -275,6 +336,8 @@ def _row(
         open_[0] if open_ is not None else None,
         open_[1] if open_ is not None else None,
         evidence,
+        answer_vote(g.response),
+        extracted_key,
     )
 
 
@@ -316,7 +379,10 @@ def _epochs(
 ) -> Iterator[tuple[str, str, str, int, os.DirEntry[str], str | None]]:
     """The later epochs' files (``epochs/<n>/``, n >= 2 in decimal): never counted as ignored."""
     for n in sorted_entries(folder):
-        if not (n.is_dir(follow_symlinks=False) and n.name.isdigit() and not n.name.startswith("0")):
+        # An epoch folder's name is n >= 2 in ASCII decimal, as `kag stats` reads them.
+        if not (n.name.isascii() and n.name.isdigit() and not n.name.startswith("0")):
+            continue
+        if not n.is_dir(follow_symlinks=False):
             continue
         epoch = int(n.name)
         if epoch < 2:

@@ -9,32 +9,38 @@ import os
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kag.datasets import Datasets, Question
 from kag.errors import UsageError
-from kag.grading.compare.records import answer_set, question_sort_key
+from kag.grading.compare.records import question_sort_key
 from kag.grading.compare.setups import ComparisonRun, compare_setups
+from kag.grading.epochs import EpochOutcome
 from kag.grading.evidence import EvidenceRecord
 from kag.grading.mcq.metrics import GradeRun, Tally, Unreadable
-from kag.grading.mcq.summary import Summary
+from kag.grading.mcq.summary import Summary, summarize
 from kag.grading.record import GradedFile, Outcome
 from kag.grading.rule import rust_trim
 from kag.grading.search.match import Matcher, literal_of, match_text
 from kag.grading.search.options import DEFAULT_TIMEOUT, compile_pattern
+from kag.grading.usage import price_records
 from kag.results.codec import RetrievalSample, parse_result
 from kag.results.io import read_result_bytes
 from kag.results.model import AugmentedGeneration, ErrorResult, ModelConfig, Usage
 from kag.view.index import GRADED, IGNORED, OPEN, SKIPPED, UNREADABLE, Index
 
+if TYPE_CHECKING:  # the judge's modules load the model clients: only a named judge needs them
+    from kag.pricing import Prices
+    from kag.view.verdicts import VerdictReader
+
 PAGE_SIZE = 50
 SORTS = ("question", "-question", "correct", "-correct", "vertices", "-vertices")
 OUTCOMES = tuple(o.value for o in Outcome)
+_OUTCOME = {o.value: o for o in Outcome}  # a lookup costs a tenth of Outcome(value), 100,000 times
 
 
-@dataclass(frozen=True, slots=True)
-class Cell:
-    """One setup's file of one question, as the grid shows it."""
+class Cell(NamedTuple):
+    """One setup's file of one question, as the grid shows it (a tuple: one per file)."""
 
     outcome: str
     answer: str | None
@@ -54,6 +60,8 @@ class Snapshot:
     grid: dict[tuple[str, str], dict[str, Cell]]
     order: list[tuple[str, str]]
     epochs: dict[tuple[str, str, str], tuple[int, int]] = field(default_factory=dict)
+    #: The grid's question lists by choice of filters (View.questions), kept until the next scan.
+    selected: dict[tuple[Any, ...], list[tuple[str, str]]] = field(default_factory=dict)
 
 
 def setup_name(label: str, setup: str) -> str:
@@ -63,8 +71,12 @@ def setup_name(label: str, setup: str) -> str:
 class View:
     """The data behind the pages: the index, the snapshot of it, the question lookups."""
 
-    def __init__(self, index: Index) -> None:
+    def __init__(
+        self, index: Index, verdicts: VerdictReader | None = None, prices: Prices | None = None
+    ) -> None:
         self.index = index
+        self.verdicts = verdicts
+        self.prices = prices
         self.datasets = index.datasets
         self._lock = threading.Lock()
         self._search_cache: dict[tuple[str, tuple[str, ...]], frozenset[tuple[str, str]]] = {}
@@ -85,25 +97,30 @@ class View:
         tallies: dict[tuple[str, str], Tally] = {}
         records: list[GradedFile] = []
         grid: dict[tuple[str, str], dict[str, Cell]] = {}
-        epochs: dict[tuple[str, str, str], list[int]] = {}
+        epochs: dict[tuple[str, str, str], tuple[int, int]] = {}
         skipped = ignored = 0
         unreadable: list[Unreadable] = []
         evidence: dict[tuple[str, str], dict[str, EvidenceRecord]] = {}
-        cur = self.index.db.execute(
+        columns = (
             "SELECT tree, rel, dataset, question, setup, epoch, kind, outcome, abstained, non_option, "
             "extracted, answer, error, reason, gen_ns, ctx_len, ret_ns, vertices, relationships, "
             "properties, provider, model, temperature, max_tokens, ag_retriever, ag_database, "
-            "prompt_tokens, completion_tokens, open_exact, open_f1, evidence FROM files"
+            "prompt_tokens, completion_tokens, open_exact, open_f1, evidence, vote, extracted_key FROM files"
         )
-        for row in cur:
+        later: dict[tuple[str, str, str, str], dict[int, EpochOutcome | None]] = {}
+        firsts: dict[tuple[str, str, str, str], EpochOutcome] = {}
+        with_extract = self.index.extract is not None
+        # The later epochs first: epoch 1's outcome is then kept only where there are some.
+        for row in self.index.db.execute(
+            columns + " WHERE epoch != 1 AND kind IN (?, ?)", (GRADED, UNREADABLE)
+        ):
+            tree, _, dataset, question, setup, epoch, kind = row[:7]
+            name = setup_name(labels.get(tree, ""), setup)
+            later.setdefault((tree, dataset, question, name), {})[epoch] = (
+                _epoch_outcome(row, with_extract) if kind == GRADED else None
+            )
+        for row in self.index.db.execute(columns + " WHERE epoch = 1"):
             tree, rel, dataset, question, setup, epoch, kind = row[:7]
-            if epoch != 1:
-                if kind == GRADED:
-                    name = setup_name(labels.get(tree, ""), setup)
-                    seen = epochs.setdefault((dataset, question, name), [0, 0])
-                    seen[0] += row[7] == Outcome.OK.value
-                    seen[1] += 1
-                continue
             if kind == IGNORED:
                 ignored += 1
                 continue
@@ -123,17 +140,27 @@ class View:
                 continue
             tally.add(graded)
             records.append(graded)
+            if later and (tree, dataset, question, name) in later:
+                firsts[(tree, dataset, question, name)] = _epoch_outcome(row, with_extract)
             if row[30] is not None:
                 found = EvidenceRecord(tuple(c == "1" for c in row[30]), graded.outcome is Outcome.OK)
                 evidence.setdefault((name, dataset), {})[question] = found
             grid.setdefault((dataset, question), {})[name] = Cell(
                 graded.outcome.value, row[11], row[10], row[17], rel, tree
             )
-        for (dataset, question, name), counts in epochs.items():
-            first = grid.get((dataset, question), {}).get(name)
-            if first is not None:
-                counts[0] += first.outcome == Outcome.OK.value
-                counts[1] += 1
+        epoch_outcomes: dict[tuple[str, str], dict[str, tuple[EpochOutcome, ...]]] = {}
+        for (tree, dataset, question, name), files in later.items():
+            q = self.datasets.get(dataset, question)
+            if q is None or q.mcq is None or q.mcq.answer is None:
+                continue  # an open question's epochs are not measured
+            first = firsts.get((tree, dataset, question, name))
+            chain = [first] if first is not None else []
+            # Up to the first missing or unreadable epoch, as `kag stats` counts them.
+            while chain and (outcome := files.get(len(chain) + 1)) is not None:
+                chain.append(outcome)
+            epoch_outcomes.setdefault((name, dataset), {})[question] = tuple(chain)
+            if len(chain) > 1:
+                epochs[(dataset, question, name)] = (sum(o.correct for o in chain), len(chain))
         records.sort(key=lambda r: (r.dataset, r.question, r.setup))
         unreadable.sort(key=lambda u: u.path)
         ds = self.datasets
@@ -153,16 +180,21 @@ class View:
             evidence={k: {q: evidence[k][q] for q in sorted(evidence[k])} for k in sorted(evidence)}
             if ds.has_evidence
             else None,
+            epochs={
+                key: {q: epoch_outcomes[key][q] for q in sorted(epoch_outcomes[key])}
+                for key in sorted(epoch_outcomes)
+            },
         )
-        answers = _answers(run, ds)
-        aset = answer_set(run, answers)
+        summary = summarize(run)
+        if self.prices is not None:
+            summary = replace(summary, costs=price_records(run.records or (), self.prices))
         return Snapshot(
             run,
-            aset.summary,
+            summary,
             tuple(sorted({name for name, _ in run.tallies})),
             grid,
             sorted(grid, key=question_sort_key),
-            {k: (v[0], v[1]) for k, v in epochs.items() if v[1] > 1},
+            epochs,
         )
 
     # ------------------------------------------------------------------ the overview
@@ -208,35 +240,13 @@ class View:
             raise UsageError(f"sort must be one of {', '.join(SORTS)} (got {sort!r})")
         page = _int(_one(params, "page") or "1", "page")
         pattern = _one(params, "q")
-        matched = self._search(pattern, tuple(setups)) if pattern else None
-        keys = []
-        for key in snap.order:
-            if dataset is not None and key[0] != dataset:
-                continue
-            cells = snap.grid[key]
-            chosen = [cells.get(s) for s in setups]
-            present = [c for c in chosen if c is not None]
-            if not present:
-                continue
-            if outcome is not None and not any(c.outcome == outcome for c in present):
-                continue
-            if flip_pair is not None:
-                ca, cb = cells.get(flip_pair[0]), cells.get(flip_pair[1])
-                if ca is None or cb is None or ca.outcome != "ok" or cb.outcome == "ok":
-                    continue
-            if disagree and len({_norm(c) for c in present}) < 2:
-                continue
-            if matched is not None and key not in matched:
-                continue
-            keys.append(key)
-        if sort.lstrip("-") == "correct":
-            keys.sort(
-                key=lambda k: sum(1 for s in setups if (c := snap.grid[k].get(s)) and c.outcome == "ok")
-            )
-        elif sort.lstrip("-") == "vertices":
-            keys.sort(key=lambda k: max((c.vertices or 0) for c in snap.grid[k].values()))
-        if sort.startswith("-"):
-            keys.reverse()
+        choice = (dataset, tuple(setups), outcome, flip_pair, disagree, pattern, sort)
+        keys = snap.selected.get(choice)
+        if keys is None:
+            keys = self._select(snap, *choice)
+            if len(snap.selected) >= 32:
+                snap.selected.clear()
+            snap.selected[choice] = keys
         total = len(keys)
         pages = max(1, -(-total // PAGE_SIZE))
         page = min(max(page, 1), pages)
@@ -268,6 +278,49 @@ class View:
             "setups": setups,
             "rows": rows,
         }
+
+    def _select(
+        self,
+        snap: Snapshot,
+        dataset: str | None,
+        setups: tuple[str, ...],
+        outcome: str | None,
+        flip_pair: tuple[str, str] | None,
+        disagree: bool,
+        pattern: str | None,
+        sort: str,
+    ) -> list[tuple[str, str]]:
+        """The grid's questions for one choice of filters, in order (kept per choice with the
+        snapshot: paging through them, or coming back, costs a slice)."""
+        matched = self._search(pattern, setups) if pattern else None
+        keys = []
+        for key in snap.order:
+            if dataset is not None and key[0] != dataset:
+                continue
+            cells = snap.grid[key]
+            present = [cells[s] for s in setups if s in cells]
+            if not present:
+                continue
+            if outcome is not None and not any(c.outcome == outcome for c in present):
+                continue
+            if flip_pair is not None:
+                ca, cb = cells.get(flip_pair[0]), cells.get(flip_pair[1])
+                if ca is None or cb is None or ca.outcome != "ok" or cb.outcome == "ok":
+                    continue
+            if disagree and len({_norm(c) for c in present}) < 2:
+                continue
+            if matched is not None and key not in matched:
+                continue
+            keys.append(key)
+        if sort.lstrip("-") == "correct":
+            keys.sort(
+                key=lambda k: sum(1 for s in setups if (c := snap.grid[k].get(s)) and c.outcome == "ok")
+            )
+        elif sort.lstrip("-") == "vertices":
+            keys.sort(key=lambda k: max((c.vertices or 0) for c in snap.grid[k].values()))
+        if sort.startswith("-"):
+            keys.reverse()
+        return keys
 
     def _search(self, pattern: str, setups: tuple[str, ...]) -> frozenset[tuple[str, str]]:
         """The questions where one of ``setups``' responses matches ``pattern`` (`kag stats find`'s
@@ -345,12 +398,16 @@ class View:
                 result = parse_result(read_result_bytes(path))
             except Exception as exc:  # noqa: BLE001 - changed or gone since the scan
                 entry.update(
-                    response=None, error=f"cannot read the file now: {exc}", retrieval=None, prompt=None
+                    response=None,
+                    error=f"cannot read the file now: {exc}",
+                    retrieval=None,
+                    prompt=None,
+                    judge=None,
                 )
                 out.append(entry)
                 continue
             if isinstance(result, ErrorResult):
-                entry.update(response=None, error=result.error, retrieval=None, prompt=None)
+                entry.update(response=None, error=result.error, retrieval=None, prompt=None, judge=None)
             else:
                 retrieval = result.stats.retrieval
                 entry.update(
@@ -358,6 +415,7 @@ class View:
                     error=None,
                     prompt=result.stats.prompt,
                     retrieval=retrieval.result if retrieval is not None else None,
+                    judge=self._verdict(c.tree, q, result.result),
                 )
             out.append(entry)
         return {
@@ -369,6 +427,15 @@ class View:
             "evidence": list(q.evidence) if q is not None else [],
             "setups": out,
         }
+
+    def _verdict(self, tree: str, q: Question | None, response: str) -> dict[str, str] | None:
+        """The judge's cached verdict of ``response``, when a judge is named and has one."""
+        if self.verdicts is None or q is None:
+            return None
+        found = self.verdicts.read(tree, q, response)
+        if found is None:
+            return None
+        return {"judge": found.judge, "verdict": found.verdict, "reason": found.reason}
 
 
 def _one(params: Mapping[str, Sequence[str]], name: str) -> str | None:
@@ -389,66 +456,40 @@ def _norm(c: Cell) -> str:
 
 
 def _graded(row: tuple[Any, ...], name: str) -> GradedFile:
-    """The per-file record of an index row: what `kag stats` builds for the same file."""
-    (
-        _,
-        _,
-        dataset,
-        question,
-        _,
-        _,
-        _,
-        outcome,
-        abstained,
-        non_option,
-        extracted,
-        answer,
-        error,
-        _,
-        gen_ns,
-        ctx_len,
-        ret_ns,
-        vertices,
-        relationships,
-        properties,
-        provider,
-        model,
-        temperature,
-        max_tokens,
-        ag_retriever,
-        ag_database,
-        prompt_tokens,
-        completion_tokens,
-        _,
-        _,
-        _,
-    ) = row
-    retrieval = RetrievalSample(ret_ns, vertices, relationships, properties) if ret_ns is not None else None
+    """The per-file record of an index row (the columns :meth:`View._build` selects, by
+    position): what `kag stats` builds for the same file."""
+    ret_ns, provider, prompt_tokens, completion_tokens = row[16], row[20], row[26], row[27]
     config = None
     if provider is not None:
-        ag = AugmentedGeneration(ag_retriever, ag_database) if ag_retriever is not None else None
-        config = ModelConfig(provider, model, temperature, max_tokens, ag)
-    usage = (
+        ag = AugmentedGeneration(row[24], row[25]) if row[24] is not None else None
+        config = ModelConfig(provider, row[21], row[22], row[23], ag)
+    extracted = row[10]
+    return GradedFile(
+        row[2],
+        row[3],
+        name,
+        _OUTCOME[row[7]],
+        row[11],
+        bool(row[8]),
+        bool(row[9]),
+        row[14],
+        row[15],
+        RetrievalSample(ret_ns, row[17], row[18], row[19]) if ret_ns is not None else None,
+        row[12],
+        config,
         Usage(prompt_tokens, completion_tokens)
         if prompt_tokens is not None or completion_tokens is not None
-        else None
+        else None,
+        _OUTCOME[extracted] if extracted is not None else None,
     )
-    return GradedFile(
-        dataset,
-        question,
-        name,
-        Outcome(outcome),
-        answer,
-        bool(abstained),
-        bool(non_option),
-        gen_ns,
-        ctx_len,
-        retrieval,
-        error,
-        config,
-        usage,
-        Outcome(extracted) if extracted is not None else None,
-    )
+
+
+def _epoch_outcome(row: tuple[Any, ...], with_extract: bool) -> EpochOutcome:
+    """What one graded file of an index row gives the epoch measures: its grade, its answer
+    (the head kept for the grid, or for a longer one :func:`kag.view.index.answer_vote`),
+    and with ``--extract`` the extracted grade and key."""
+    extracted = EpochOutcome(row[10] == Outcome.OK.value, row[32]) if with_extract else None
+    return EpochOutcome(row[7] == Outcome.OK.value, row[31] if row[31] is not None else row[11], extracted)
 
 
 def _answers(run: GradeRun, datasets: Datasets) -> list[GradedFile]:

@@ -64,10 +64,42 @@ def make_tree(root: Path) -> tuple[Path, Path]:
     return datasets, tree
 
 
-def open_view(datasets: Path, tree: Path, index: Path, prefix: str = "") -> View:
+JUDGE = ("oa", "judge-model")
+
+
+def write_verdicts(datasets: Path, tree: Path) -> Path:
+    """Cache a verdict for every answer of the tree the way `kag stats judge --mcq` does
+    (its own items, keys and cache), the one of q0 with a hostile reason; returns the
+    configuration file naming the judge's server."""
+    from kag.generation.config import load_config
+    from kag.grading.judge import Judge, Verdict, VerdictCache, collect_items, judge_endpoint, verdict_key
+    from kag.grading.judge_prompt import load_judge_prompt
+
+    config = tree.parent / "config.toml"
+    config.write_text('[providers.oa]\ntype = "OpenAI"\nurl = "http://127.0.0.1:9/v1"\nkey = ""\n')
+    judge = Judge(*JUDGE)
+    endpoint = judge_endpoint(load_config(config), judge)
+    prompt = load_judge_prompt(None).sha256
+    cache = VerdictCache(tree, judge)
+    for item in collect_items(load_datasets(datasets), tree, with_mcq=True).items:
+        verdict = Verdict.CORRECT if item.exact else Verdict.INCORRECT
+        reply = f"{verdict.value}: {item.setup} said {item.response.strip()[:20]}"
+        if item.question == "q0":
+            reply = HOSTILE + "\n" + verdict.value
+        cache.write(verdict_key(judge, prompt, item, endpoint), verdict, reply)
+    return config
+
+
+def open_view(datasets: Path, tree: Path, index: Path, prefix: str = "", config: Path | None = None) -> View:
+    """The view of ``tree``; with ``config``, showing the verdicts of :data:`JUDGE`."""
     idx = Index(index, load_datasets(datasets), [Tree("", str(tree.resolve()))], prefix, None)
     idx.scan()
-    return View(idx)
+    verdicts = None
+    if config is not None:
+        from kag.view.verdicts import VerdictReader
+
+        verdicts = VerdictReader(*JUDGE, config, None)
+    return View(idx, verdicts)
 
 
 @contextmanager

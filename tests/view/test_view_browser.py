@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kag.render.view import export
-from tests.view.helpers import make_tree, open_view, serving
+from tests.view.helpers import make_tree, open_view, serving, write_verdicts
 
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
 ARGS = [
@@ -52,7 +52,7 @@ def _page(browser: object, requests: list[str]) -> object:
 
 def test_overview_flip_question_subgraph_and_nothing_hostile_runs(browser: object, tmp_path: Path) -> None:
     datasets, tree = make_tree(tmp_path)
-    view = open_view(datasets, tree, tmp_path / "index.sqlite")
+    view = open_view(datasets, tree, tmp_path / "index.sqlite", config=write_verdicts(datasets, tree))
     requests: list[str] = []
     with serving(view) as url:
         page = _page(browser, requests)
@@ -74,11 +74,13 @@ def test_overview_flip_question_subgraph_and_nothing_hostile_runs(browser: objec
         page.wait_for_selector("svg.graph")  # type: ignore[attr-defined]
         assert page.locator("svg.graph g.node.evidence").count() == 1  # type: ignore[attr-defined]
         assert "<script>window.pwned=1</script>" in page.inner_text("pre.response")  # type: ignore[attr-defined]
+        assert "<script>window.pwned=1</script>" in page.inner_text("pre.reason")  # type: ignore[attr-defined]
         assert page.evaluate("window.pwned === undefined")  # type: ignore[attr-defined]
         assert page.locator("img").count() == 0  # type: ignore[attr-defined]
         SCREENSHOT.parent.mkdir(exist_ok=True)
         page.set_viewport_size({"width": 800, "height": 600})  # type: ignore[attr-defined]
         page.goto(url + "q/med/q2")  # type: ignore[attr-defined]
+        assert page.locator(".badge.verdict").all_inner_texts() == ["CORRECT", "INCORRECT"]  # type: ignore[attr-defined]
         page.screenshot(path=str(SCREENSHOT), full_page=True)  # type: ignore[attr-defined]
         assert SCREENSHOT.read_bytes().startswith(b"\x89PNG")
         # A shared URL reloads to the same rows.

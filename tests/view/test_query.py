@@ -1,0 +1,179 @@
+"""What the pages of `kag view` compute (kag/view/query.py): the overview's epoch blocks
+equal those of `kag stats --format json` on a tree of repeated samples, with and without
+``--extract`` and across labelled trees; a question's page shows its epochs as k/N."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import orjson
+import pytest
+from typer.testing import CliRunner
+
+from kag.cli import app
+from kag.datasets import load_datasets
+from kag.render.view import overview
+from kag.results import ErrorResult, epoch_result_path, result_path, write_result
+from kag.view.index import Index, Tree
+from kag.view.query import View
+from tests.result_helpers import ok_result
+
+runner = CliRunner()
+LONG = "The answer is A, " + "because " * 40  # longer than the grid keeps of a response
+
+
+def _epoch_tree(root: Path) -> tuple[Path, Path]:
+    questions = {
+        f"q{i}": {
+            "input": f"Question {i}?",
+            "output": {"type": "MCQ", "options": {"A": "yes", "B": "no"}, "answer": "A"},
+        }
+        for i in range(6)
+    }
+    questions["open"] = {"input": "Say hi", "output": {"type": "Open", "answers": ["hi"]}}
+    datasets = root / "datasets.json"
+    datasets.write_text(json.dumps({"med": questions, "bio": {"q0": questions["q0"]}}))
+    tree = root / "results"
+
+    def put(dataset: str, question: str, setup: str, epoch: int, answer: str | None) -> None:
+        path = epoch_result_path(tree, dataset, question, "", setup, epoch)
+        write_result(path, ErrorResult("down") if answer is None else ok_result(answer))
+
+    # Four epochs of every question of "kag"; "native" has two, and one question with one.
+    answers = {
+        "q0": ["A", "A", "B", "A"],
+        "q1": ["A", LONG + "x", LONG + "y", "A"],  # long answers that differ past their head
+        "q2": [None, "A", "A", None],
+        "q3": ["A" + " " * 300, "a", "B", "C"],  # a long answer that is "a" once trimmed and folded
+        "q4": ["B", "B", "B", "B"],
+        "q5": ["A", "B", "A", "B"],
+    }
+    for question, row in answers.items():
+        for epoch, answer in enumerate(row, 1):
+            put("med", question, "kag", epoch, answer)
+        for epoch, answer in enumerate(row[:2] if question != "q5" else row[:1], 1):
+            put("med", question, "native", epoch, answer)
+    for epoch in (1, 2, 3):
+        put("bio", "q0", "kag", epoch, "A" if epoch != 2 else "B")
+        put("med", "open", "kag", epoch, "hi")
+    # A gap (epoch 3 missing, epoch 4 present), an unreadable epoch, an unreadable epoch 1.
+    os.remove(epoch_result_path(tree, "med", "q4", "", "kag", 3))
+    epoch_result_path(tree, "med", "q5", "", "kag", 3).write_text("{broken")
+    result_path(tree, "med", "q3", "", "native").write_text("{broken")
+    # Not epoch folders: a name with a leading zero and one in non-ASCII digits.
+    for name in ("02", "\u0662"):
+        folder = tree / "med" / "q0" / "epochs" / name
+        folder.mkdir()
+        write_result(folder / "kag.json", ok_result("B"))
+    return datasets, tree
+
+
+def _view(tmp_path: Path, datasets: Path, trees: list[Tree], extract: str | None = None) -> View:
+    index = Index(tmp_path / f"index-{extract}.sqlite", load_datasets(datasets), trees, "", extract)
+    index.scan()
+    return View(index)
+
+
+def _stats(*args: str) -> dict[str, object]:
+    result = runner.invoke(app, ["stats", *args, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    return orjson.loads(result.stdout)
+
+
+@pytest.mark.parametrize("extract", [None, "letter"])
+def test_the_epoch_blocks_equal_kag_stats(tmp_path: Path, extract: str | None) -> None:
+    datasets, tree = _epoch_tree(tmp_path)
+    view = _view(tmp_path, datasets, [Tree("", str(tree))], extract)
+    more = ["--extract", extract] if extract else []
+    expected = _stats("-d", str(datasets), "-r", str(tree), *more)
+    got = overview(view, None)["stats"]
+    assert got == expected
+    kag = next(s for s in got["setups"] if s["setup"] == "kag")
+    assert kag["overall"]["epochs"]["n"] == 4 and kag["overall"]["epochs"]["incomplete"] == 3
+    assert kag["per_dataset"]["med"]["epochs"]["maj_at_k"] == pytest.approx(3 / 4)
+    if extract:
+        assert kag["overall"]["extracted"]["epochs"]["n"] == 4
+
+
+def test_the_epoch_blocks_of_labelled_trees_equal_kag_stats(tmp_path: Path) -> None:
+    datasets, tree = _epoch_tree(tmp_path)
+    other = tmp_path / "other"
+    _, other_tree = _epoch_tree(other.mkdir() or other)
+    os.remove(epoch_result_path(other_tree, "med", "q0", "", "kag", 2))
+    view = _view(tmp_path, datasets, [Tree("a", str(tree)), Tree("b", str(other_tree))])
+    expected = _stats("-d", str(datasets), "-r", f"a={tree}", "-r", f"b={other_tree}")
+    assert overview(view, None)["stats"] == expected
+
+
+def test_the_epoch_blocks_follow_a_rescan(tmp_path: Path) -> None:
+    datasets, tree = _epoch_tree(tmp_path)
+    view = _view(tmp_path, datasets, [Tree("", str(tree))])
+    write_result(epoch_result_path(tree, "med", "q4", "", "kag", 3), ok_result("A"))
+    view.reload()
+    assert overview(view, None)["stats"] == _stats("-d", str(datasets), "-r", str(tree))
+
+
+def test_a_question_shows_its_epochs_as_k_of_n(tmp_path: Path) -> None:
+    datasets, tree = _epoch_tree(tmp_path)
+    view = _view(tmp_path, datasets, [Tree("", str(tree))])
+    detail = view.question("med", "q0")
+    assert detail is not None
+    epochs = {s["setup"]: s["epochs"] for s in detail["setups"]}
+    assert epochs == {"kag": [3, 4], "native": [2, 2]}
+    q4 = view.question("med", "q4")
+    assert q4 is not None and {s["setup"]: s["epochs"] for s in q4["setups"]}["kag"] == [0, 2]
+
+
+def test_the_overview_page_shows_the_epoch_blocks(tmp_path: Path) -> None:
+    from kag.render.view import ViewApp
+
+    datasets, tree = _epoch_tree(tmp_path)
+    view = _view(tmp_path, datasets, [Tree("", str(tree))], "letter")
+    stats = overview(view, None)["stats"]
+    kag = next(s for s in stats["setups"] if s["setup"] == "kag")
+    body = ViewApp(view, "t")([], {}).body.decode()
+    table = body[body.index('<table id="epochs">') : body.index('<table id="extracted-epochs">')]
+    mean = kag["per_dataset"]["med"]["epochs"]["mean_accuracy"]
+    assert '<td>kag / med</td><td class="n">4</td>' in table and f"{mean * 100:.2f}%" in table
+    extracted = kag["overall"]["extracted"]["epochs"]["mean_accuracy"]
+    assert f"{extracted * 100:.2f}%" in body[body.index('<table id="extracted-epochs">') :]
+
+
+def test_prices_give_the_cost_of_kag_stats_prices(tmp_path: Path) -> None:
+    from kag.pricing import load_prices
+    from kag.render.view import ViewApp
+    from kag.results import Usage
+
+    datasets, tree = _epoch_tree(tmp_path)
+    for i, (model, setup) in enumerate([("gpt-x", "kag"), ("gpt-x", "native"), ("local", "native")]):
+        path = result_path(tree, "med", f"q{i}", "", setup)
+        write_result(path, ok_result("A", model=model, usage=Usage(1000 * (i + 1), 10)))
+    prices = tmp_path / "prices.toml"
+    prices.write_text('[models."gpt-x"]\nprompt = 2.0\ncompletion = 10\n')
+    index = Index(tmp_path / "index.sqlite", load_datasets(datasets), [Tree("", str(tree))], "", None)
+    index.scan()
+    view = View(index, prices=load_prices(prices))
+    got = overview(view, None)["stats"]
+    assert got == _stats("-d", str(datasets), "-r", str(tree), "--prices", str(prices))
+    kag = next(s for s in got["setups"] if s["setup"] == "kag")
+    assert kag["overall"]["usage"]["cost_usd"] == pytest.approx((1000 * 2 + 10 * 10) / 1e6)
+    body = ViewApp(view, "t")([], {}).body.decode()
+    assert "<th>COST($)</th>" in body and f"{kag['overall']['usage']['cost_usd']:.4f}" in body
+    plain = View(index)
+    assert "COST" not in ViewApp(plain, "t")([], {}).body.decode()
+
+
+def test_the_grid_s_kept_selections_follow_a_rescan(tmp_path: Path) -> None:
+    from tests.view.helpers import make_tree
+
+    datasets, tree = make_tree(tmp_path)
+    view = _view(tmp_path, datasets, [Tree("", str(tree))])
+    flip = {"flip": ["kag,native"]}
+    before = [r["question"] for r in view.questions(flip)["rows"]]
+    assert before == [r["question"] for r in view.questions({**flip, "page": ["1"]})["rows"]]
+    write_result(result_path(tree, "med", "q2", "", "native"), ok_result("A"))
+    view.reload()
+    after = [r["question"] for r in view.questions(flip)["rows"]]
+    assert "q2" in before and after == [q for q in before if q != "q2"]

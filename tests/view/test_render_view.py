@@ -1,0 +1,39 @@
+"""The HTML pieces of a question's page (kag/render/view.py): the triplet table and the
+drawn subgraph, escaped whatever the retrieved text holds."""
+
+from __future__ import annotations
+
+import html
+
+import pytest
+
+from kag.render.view import svg_graph, triplet_table
+from kag.view.graph import build_graph
+
+
+def _cell_by_cell(text: str) -> str:
+    graph = build_graph(text)
+    e, prop = html.escape, ' class="prop"'
+    return "".join(
+        f"<tr{prop if t.property else ''}><td>{e(t.subject)}</td><td>{e(t.relation)}</td>"
+        f"<td>{e(t.object)}</td></tr>"
+        for t in graph.triplets
+    )
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        '(1)-[:TREATS]->(2)\n(1)-[name]->("Vitamin C")\n',
+        '(<b>&)-[:R"\']->(<script>window.pwned=1</script>)\n(x)-[k]->("a & b < c")\n',
+        '(a\x00b)-[:R]->(c)\n(d)-[:S\x01]->(e)\n(f)-[g]->("\x02")\n',  # the table's own separators
+    ],
+)
+def test_the_triplet_table_is_each_cell_escaped(text: str) -> None:
+    assert str(triplet_table(build_graph(text))) == _cell_by_cell(text)
+
+
+def test_the_drawn_graph_escapes_its_labels() -> None:
+    svg = str(svg_graph(build_graph('(1)-[:R]->(2)\n(2)-[name]->("<script>window.pwned=1</script>")\n')))
+    assert "<script>" not in svg and "&lt;script&gt;" in svg and svg.count('<g class="node"') == 2

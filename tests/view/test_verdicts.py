@@ -1,0 +1,155 @@
+"""The judge's cached verdicts on a question's page (kag/view/verdicts.py): found under the
+keys `kag stats judge` computes, for that judge, server and prompt only; escaped; read
+without writing to the tree or following a link."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import orjson
+import pytest
+from typer.testing import CliRunner
+
+from kag.cli import app
+from kag.render.view import ViewApp
+from kag.view.verdicts import VerdictReader
+from tests.view.helpers import HOSTILE, JUDGE, make_tree, open_view, write_verdicts
+
+runner = CliRunner()
+
+
+def _listing(root: Path) -> dict[str, tuple[int, int]]:
+    return {
+        str(p.relative_to(root)): (p.lstat().st_size, p.lstat().st_mtime_ns) for p in sorted(root.rglob("*"))
+    }
+
+
+def _verdicts(view: object, question: str) -> dict[str, object]:
+    detail = view.question("med", question)  # type: ignore[attr-defined]
+    assert detail is not None
+    return {s["setup"]: s["judge"] for s in detail["setups"]}
+
+
+def test_each_answer_shows_the_judge_s_cached_verdict_and_reason(tmp_path: Path) -> None:
+    datasets, tree = make_tree(tmp_path)
+    config = write_verdicts(datasets, tree)
+    before = _listing(tree)
+    view = open_view(datasets, tree, tmp_path / "index.sqlite", config=config)
+    q2 = _verdicts(view, "q2")  # native answered B (wrong), kag A (right)
+    assert q2 == {
+        "kag": {"judge": "oa/judge-model", "verdict": "CORRECT", "reason": "CORRECT: kag said A"},
+        "native": {"judge": "oa/judge-model", "verdict": "INCORRECT", "reason": "INCORRECT: native said B"},
+    }
+    assert _verdicts(view, "q7")["native"] is None  # an error file is not judged
+    body = ViewApp(view, "t")(["q", "med", "q0"], {}).body.decode()
+    assert 'class="badge verdict correct">CORRECT<' in body
+    assert "<script>window.pwned" not in body and "&lt;script&gt;window.pwned=1&lt;/script&gt;" in body
+    api = orjson.loads(ViewApp(view, "t")(["api", "question", "med", "q0"], {}).body)
+    assert {s["judge"]["reason"] for s in api["setups"]} == {HOSTILE + "\nCORRECT", HOSTILE + "\nINCORRECT"}
+    assert _listing(tree) == before  # nothing written, nothing touched
+
+
+@pytest.mark.parametrize("other", ["model", "prompt", "server"])
+def test_another_judge_prompt_or_server_has_no_verdict(tmp_path: Path, other: str) -> None:
+    datasets, tree = make_tree(tmp_path)
+    config = write_verdicts(datasets, tree)
+    provider, model, prompt = *JUDGE, None
+    if other == "model":
+        model = "another-model"
+    elif other == "prompt":
+        prompt = tmp_path / "prompt.txt"
+        prompt.write_text(
+            "Is {{ RESPONSE }} the answer {{ REFERENCE }} to {{ QUESTION }}? CORRECT or INCORRECT"
+        )
+    else:
+        config.write_text(config.read_text().replace("127.0.0.1:9", "127.0.0.1:10"))
+    view = open_view(datasets, tree, tmp_path / "index.sqlite")
+    view.verdicts = VerdictReader(provider, model, config, prompt)
+    assert set(_verdicts(view, "q2").values()) == {None}
+
+
+def _answers_by_file(datasets: Path, tree: Path, config: Path) -> dict[Path, list[tuple[str, str]]]:
+    """Each verdict file and the answers (question, setup) it holds the verdict of: the same
+    response to the same question is judged once, whatever the setup."""
+    from kag.datasets import load_datasets
+    from kag.generation.config import load_config
+    from kag.grading.judge import Judge, VerdictCache, collect_items, judge_endpoint, verdict_key
+    from kag.grading.judge_prompt import load_judge_prompt
+
+    judge = Judge(*JUDGE)
+    endpoint, prompt = judge_endpoint(load_config(config), judge), load_judge_prompt(None).sha256
+    out: dict[Path, list[tuple[str, str]]] = {}
+    for item in collect_items(load_datasets(datasets), tree, with_mcq=True).items:
+        path = VerdictCache(tree, judge).path(verdict_key(judge, prompt, item, endpoint))
+        out.setdefault(path, []).append((item.question, item.setup))
+    return out
+
+
+def test_a_planted_link_fifo_or_broken_file_shows_no_verdict(tmp_path: Path) -> None:
+    datasets, tree = make_tree(tmp_path)
+    config = write_verdicts(datasets, tree)
+    view = open_view(datasets, tree, tmp_path / "index.sqlite", config=config)
+    single = sorted(
+        (answers[0], path)
+        for path, answers in _answers_by_file(datasets, tree, config).items()
+        if len(answers) == 1
+    )
+    (broken, broken_path), (fifo, fifo_path), (other, other_path), (odd, odd_path) = single[:4]
+    broken_path.write_text("{not json")
+    fifo_path.unlink()
+    os.mkfifo(fifo_path)  # read without waiting for a writer
+    other_path.write_text('{"verdict": "MAYBE", "reply": "x"}')
+    odd_path.write_text('{"verdict": "CORRECT", "reply": 7}')
+    for question, setup in (broken, fifo, other):
+        assert _verdicts(view, question)[setup] is None
+    assert _verdicts(view, odd[0])[odd[1]] == {"judge": "oa/judge-model", "verdict": "CORRECT", "reason": ""}
+    assert _verdicts(view, "q2")["kag"] is not None
+    folder = broken_path.parent
+    elsewhere = tmp_path / "elsewhere"
+    folder.rename(elsewhere)
+    folder.symlink_to(elsewhere, target_is_directory=True)
+    assert _verdicts(view, "q2") == {"kag": None, "native": None}
+
+
+def test_the_command_names_the_judge_with_both_options(tmp_path: Path) -> None:
+    datasets, tree = make_tree(tmp_path)
+    config = write_verdicts(datasets, tree)
+    base = ["view", "-d", str(datasets), "-r", str(tree), "--index", str(tmp_path / "i.sqlite")]
+    alone = runner.invoke(app, [*base, "--judge-model", "m", "--export", str(tmp_path / "e")])
+    assert alone.exit_code == 2 and "--judge-provider and --judge-model" in alone.output
+    unknown = runner.invoke(
+        app,
+        [
+            *base,
+            "-c",
+            str(config),
+            "--judge-provider",
+            "nope",
+            "--judge-model",
+            "m",
+            "--export",
+            str(tmp_path / "e"),
+        ],
+    )
+    assert unknown.exit_code == 2 and "'nope' is missing from the configuration" in unknown.output
+    out = tmp_path / "site"
+    done = runner.invoke(
+        app,
+        [
+            *base,
+            "-c",
+            str(config),
+            "--judge-provider",
+            JUDGE[0],
+            "--judge-model",
+            JUDGE[1],
+            "--export",
+            str(out),
+            "--flip",
+            "kag,native",
+        ],
+    )
+    assert done.exit_code == 0, done.output
+    data = orjson.loads((out / "data.json").read_bytes())
+    assert data["details"]["med/q2"]["setups"][0]["judge"]["verdict"] == "CORRECT"
