@@ -16,7 +16,7 @@ import regex
 from kag.errors import InputError
 from kag.grading.mcq.rule import rust_trim
 from kag.grading.search.options import FileStatus
-from kag.results.codec import parse_response
+from kag.results.codec import parse_response, simd_response
 from kag.results.io import read_result_bytes
 from kag.results.model import UnreadableResult
 
@@ -101,7 +101,12 @@ class Matcher:
         """Whether ``text`` certainly holds no match, told without the regex engine."""
         if self.literal is not None and self.literal not in text:
             return True
-        return self.alternatives is not None and not any(a in text for a in self.alternatives)
+        if self.alternatives is None:
+            return False
+        for alternative in self.alternatives:  # a loop: no generator set up per response
+            if alternative in text:
+                return False
+        return True
 
 
 def match_text(text: str, m: Matcher) -> tuple[list[RawHit], bool]:
@@ -143,13 +148,18 @@ def search_path(path: str, m: Matcher) -> Raw:
         return (FileStatus.UNREADABLE.value, (), False, exc.strerror or str(exc))
     except InputError as exc:  # too large, or not a regular file
         return (FileStatus.UNREADABLE.value, (), False, str(exc))
-    try:
-        response = parse_response(data)
-    except UnreadableResult as exc:
-        return (FileStatus.UNREADABLE.value, (), False, str(exc))
+    response = simd_response(data)  # the common case, without parse_response's second look
+    if response is None:
+        try:
+            response = parse_response(data)
+        except UnreadableResult as exc:
+            return (FileStatus.UNREADABLE.value, (), False, str(exc))
     if type(response) is not str:
         return (FileStatus.ERROR_RESULT.value, (), False, None)
-    hits, timed_out = match_text(rust_trim(response), m)
+    text = rust_trim(response)
+    if not m.invert and m.rules_out(text):  # most responses: no hit, nothing to build
+        return None
+    hits, timed_out = match_text(text, m)
     if hits:
         return (FileStatus.MATCHED.value, tuple(hits), timed_out, None)
     if timed_out:
