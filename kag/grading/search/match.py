@@ -148,7 +148,8 @@ def search_path(path: str, m: Matcher) -> Raw:
         return (FileStatus.UNREADABLE.value, (), False, exc.strerror or str(exc))
     except InputError as exc:  # too large, or not a regular file
         return (FileStatus.UNREADABLE.value, (), False, str(exc))
-    response = simd_response(data)  # the common case, without parse_response's second look
+    # The common shapes in one call; parse_response (which asks simd_response first) for the rest.
+    response = simd_response(data)
     if response is None:
         try:
             response = parse_response(data)
