@@ -1,6 +1,6 @@
 """Speed of `kag stats find` against ripgrep on the same 100,000-file result tree.
 
-    python benchmarks/bench_find.py [--tree .bench/tree-100k] [--repeat 5] [--prepare-only]
+    python benchmarks/bench_find.py [--tree .bench/tree-100k] [--repeat 5] [--cold] [--prepare-only]
 
 Anchors: ``rg`` (ripgrep) over the same files, in one run, for a literal word and for a
 regex with alternation (``^C$`` and ``B|C``). rg does less work than kag: it scans the raw JSON bytes (the
@@ -16,7 +16,10 @@ Neither renders lines, which would make the anchor slower than it needs to be. k
 ``kag stats find PATTERN -r results --format json`` with its default workers, output
 to a pipe, exactly as a user would call it (kag's modules are compiled to bytecode first,
 as an installed copy is). Caches are warm for both (one unmeasured
-warm-up pass each); kag and rg then run back to back ``--repeat`` times. The headline
+warm-up pass each); kag and rg then run back to back ``--repeat`` times. With ``--cold``
+every run starts with an empty page cache instead (``sync`` and ``3`` written to
+``/proc/sys/vm/drop_caches``, which needs root: the tree, Python, kag's modules and rg are
+all read from the disk again) and there is no warm-up. The headline
 ratio is the median over those pairs of kag wall / rg -l wall (steady on a shared
 machine); best-vs-best wall and CPU-time (user + system, children included) ratios are
 printed too, for both anchors.
@@ -56,8 +59,11 @@ CASES = [
 # ---------------------------------------------------------------- the measurement
 
 
-def _run(command: list[str], cwd: Path) -> tuple[float, float, bytes]:
-    """Wall seconds, CPU seconds (user + system, children included) and stdout of one run."""
+def _run(command: list[str], cwd: Path, cold: bool = False) -> tuple[float, float, bytes]:
+    """Wall seconds, CPU seconds (user + system, children included) and stdout of one run;
+    ``cold``: from an empty page cache."""
+    if cold:
+        _drop_caches()
     before = os.times()
     started = time.perf_counter()
     proc = subprocess.run(command, cwd=cwd, capture_output=True, check=False)
@@ -69,10 +75,23 @@ def _run(command: list[str], cwd: Path) -> tuple[float, float, bytes]:
     return wall, cpu, proc.stdout
 
 
+DROP_CACHES = Path("/proc/sys/vm/drop_caches")
+
+
+def _drop_caches() -> None:
+    """Empty the page cache, dentries and inodes (the whole machine's: a cold start)."""
+    os.sync()
+    try:
+        DROP_CACHES.write_text("3\n")
+    except OSError as exc:
+        sys.exit(f"bench: --cold cannot empty the page cache ({DROP_CACHES}: {exc.strerror}); run as root")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tree", type=Path, default=DEFAULT_TREE)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--cold", action="store_true", help="empty the page cache before every run")
     parser.add_argument("--prepare-only", action="store_true", help="generate the tree and stop")
     args = parser.parse_args()
     rg = shutil.which("rg")
@@ -88,22 +107,24 @@ def main() -> None:
     ).stdout.splitlines()[0]
     print(
         f"tree: {results} ({sum(1 for _ in results.glob('*/*/*.json'))} result files); anchor: {version}; "
-        f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}"
+        f"{os.cpu_count()} CPUs, {'cold' if args.cold else 'warm'} page cache, "
+        f"load average {os.getloadavg()[0]:.1f}"
     )
     worst = 0.0
     for label, pattern in CASES:
         kag = [sys.executable, "-m", "kag", "stats", "find", pattern, "-r", "results", "--format", "json"]
         rg_args = ["--no-config", "--no-ignore", "-g", "*.json", pattern, "results"]
         anchors = {"rg -l": [rg, "-l", *rg_args], "rg -c": [rg, "-c", *rg_args]}
-        _run(kag, tree)  # warm-up: page cache, imports
-        for command in anchors.values():
-            _run(command, tree)
+        if not args.cold:
+            _run(kag, tree)  # warm-up: page cache, imports
+            for command in anchors.values():
+                _run(command, tree)
         kag_runs: list[tuple[float, float, bytes]] = []
         rg_runs: dict[str, list[tuple[float, float, bytes]]] = {name: [] for name in anchors}
         for _ in range(args.repeat):  # interleaved, so a burst of load hits all of them
-            kag_runs.append(_run(kag, tree))
+            kag_runs.append(_run(kag, tree, args.cold))
             for name, command in anchors.items():
-                rg_runs[name].append(_run(command, tree))
+                rg_runs[name].append(_run(command, tree, args.cold))
         kag_wall, _, kag_out = min(kag_runs, key=lambda r: r[0])
         kag_cpu = min(r[1] for r in kag_runs)
         doc = json.loads(kag_out)
@@ -135,7 +156,8 @@ def main() -> None:
     verdict = "meets" if worst <= TARGET_RATIO else "MISSES"
     print(
         f"worst median wall ratio kag/rg -l = {worst:.2f} ({verdict} the target <= {TARGET_RATIO:g}); "
-        f"{args.repeat} back-to-back rounds per case, load average now {os.getloadavg()[0]:.1f}"
+        f"{args.repeat} back-to-back rounds per case ({'cold' if args.cold else 'warm'}), "
+        f"load average now {os.getloadavg()[0]:.1f}"
     )
 
 

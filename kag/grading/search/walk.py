@@ -116,18 +116,21 @@ class _Searcher:
     def __call__(self, units: list[Unit]) -> ChunkResult:
         totals: dict[str, int] = {}
         found: list[_Found] = []
-        prefix, matcher = self.job.options.prefix, self.job.matcher
+        root, options, matcher, entries = self.job.root, self.job.options, self.job.matcher, self.entries
+        search_path = _match.search_path  # looked up per chunk, so that a test can replace it
         for unit in units:
-            for path in expand_unit(unit, prefix, self.job.options.hidden):
-                entry = self.entries(path)
+            for path in expand_unit(unit, options.prefix, options.hidden):
+                entry = entries(path)
                 if entry is None:
                     continue
-                bad = undecodable_part(self.job.root, path)
-                if bad is not None:
-                    found.append((entry, (FileStatus.BAD_NAME.value, (), False, bad)))
-                    continue
-                totals[entry[3]] = totals.get(entry[3], 0) + 1
-                raw = _match.search_path(path, matcher)
+                if not path.isascii():  # the usual path costs no call
+                    bad = undecodable_part(root, path)
+                    if bad is not None:
+                        found.append((entry, (FileStatus.BAD_NAME.value, (), False, bad)))
+                        continue
+                setup = entry[3]
+                totals[setup] = totals.get(setup, 0) + 1
+                raw = search_path(path, matcher)
                 if raw is not None:
                     found.append((entry, raw))
         return totals, found

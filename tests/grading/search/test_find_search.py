@@ -18,6 +18,7 @@ from kag.grading.mcq import RUST_WHITESPACE as WHITE_SPACE
 from kag.grading.mcq import rust_trim as trim
 from kag.grading.search import (
     SearchOptions,
+    alternatives_of,
     compile_pattern,
     iter_walk,
     list_search_files,
@@ -309,11 +310,41 @@ def test_literal_of(pattern: str, ignore_case: bool, literal: str | None) -> Non
     assert literal_of(pattern, ignore_case) == literal
 
 
+@pytest.mark.parametrize(
+    ("pattern", "ignore_case", "alternatives"),
+    [
+        ("^C$", False, ("C",)),
+        ("B|C", False, ("B", "C")),
+        ("^yes$|^no$", False, ("yes", "no")),
+        (r"3\.5|a\|b", False, ("3.5", "a|b")),
+        ("I don't know", False, ("I don't know",)),
+        ("B|C", True, None),  # case folding is the engine's job
+        ("", False, None),
+        ("B|", False, None),  # an empty branch matches everywhere
+        ("^$", False, None),
+        (r"a\b", False, None),  # an escaped letter is not a literal
+        (r"a\\", False, ("a\\",)),
+        ("a\\", False, None),  # a dangling escape
+        *[(f"B|a{c}b", False, None) for c in ".*+?{}[]()"],
+    ],
+)
+def test_alternatives_of(pattern: str, ignore_case: bool, alternatives: tuple[str, ...] | None) -> None:
+    assert alternatives_of(pattern, ignore_case) == alternatives
+
+
 @pytest.mark.parametrize("invert", [False, True])
 def test_literal_shortcut_agrees_with_the_engine(tree: Path, invert: bool) -> None:
     """`know` takes the `in` shortcut, `(?:know)` does not: same files, same hits."""
     fast = search(tree, opts("know", invert=invert))
     engine = search(tree, opts("(?:know)", invert=invert))
+    assert fast == engine and fast.matches > 0
+
+
+@pytest.mark.parametrize("invert", [False, True])
+def test_alternatives_shortcut_agrees_with_the_engine(tree: Path, invert: bool) -> None:
+    """`^C$|know` takes the `in` shortcut, `(?:^C$|know)` does not: same files, same hits."""
+    fast = search(tree, opts("^C$|know", invert=invert))
+    engine = search(tree, opts("(?:^C$|know)", invert=invert))
     assert fast == engine and fast.matches > 0
 
 
@@ -444,6 +475,8 @@ _QUICK_PATTERNS = [
     "é",
     "(?m)^B$",
     r"A\nB",
+    r"A|^b$|\.|\\",
+    "a\nb|C",
     "[ab]+",
     r"\\",
     '"',
@@ -453,7 +486,7 @@ _QUICK_PATTERNS = [
 
 @settings(max_examples=300, deadline=None)
 @given(
-    text=st.text(alphabet=st.sampled_from(list('ABCabcé\n "\\\t\u00c9x')), max_size=12),
+    text=st.text(alphabet=st.sampled_from(list('ABCabcé\n "\\\t\u00c9x.|')), max_size=12),
     pattern=st.sampled_from(_QUICK_PATTERNS),
     ignore_case=st.booleans(),
     hits_per_file=st.sampled_from([None, 1, 2]),
@@ -461,11 +494,20 @@ _QUICK_PATTERNS = [
 def test_quick_search_never_drops_a_hit(
     text: str, pattern: str, ignore_case: bool, hits_per_file: int | None
 ) -> None:
-    """The one ``search`` that rules a response out before ``finditer`` runs gives exactly
-    the hits of ``finditer`` alone: anchors, case-insensitivity, line breaks, escapes and
-    non-ASCII text included."""
+    """The one ``search`` that rules a response out before ``finditer`` runs, and the
+    literal shortcuts before it, give exactly the hits of ``finditer`` alone (inverted: the
+    files ``search`` finds nothing in): anchors, case-insensitivity, line breaks, escapes
+    and non-ASCII text included."""
     compiled = compile_pattern(pattern, ignore_case)
-    m = match_module.Matcher(compiled, False, 3, hits_per_file, 1.0, literal_of(pattern, ignore_case))
+    m = match_module.Matcher(
+        compiled,
+        False,
+        3,
+        hits_per_file,
+        1.0,
+        literal_of(pattern, ignore_case),
+        alternatives_of(pattern, ignore_case),
+    )
     expected: list[Any] = []
     for found in compiled.finditer(text):
         start, end = found.span()
@@ -475,3 +517,6 @@ def test_quick_search_never_drops_a_hit(
         if hits_per_file is not None and len(expected) >= hits_per_file:
             break
     assert match_module.match_text(text, m) == (expected, False)
+    inverted = match_module.Matcher(compiled, True, 3, None, 1.0, m.literal, m.alternatives)
+    selected = [(0, None, "", text[:6], len(text))] if compiled.search(text) is None else []
+    assert match_module.match_text(text, inverted) == (selected, False)
