@@ -193,7 +193,7 @@ def _id_rows_fast(data: bytes, separator: str, width: int) -> np.ndarray | None:
     return values.reshape(-1, width)
 
 
-def _int_values(body: bytes, sep: bytes, piece_bytes: int = 1 << 20) -> np.ndarray | None:
+def _int_values(body: bytes, sep: bytes, piece_bytes: int = 1 << 19) -> np.ndarray | None:
     """The integers of ``body`` (lines of ids joined by ``sep``), read in pieces of whole
     lines so that the parser's buffers stay small; None if any piece is not plain ids."""
     pieces = []
