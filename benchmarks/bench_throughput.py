@@ -14,11 +14,12 @@ level's run, as it is inside a real ``kag benchmark``.
 
 Reported per p: wall time, tasks/s, the speed-up over p=1 and its share of the ideal
 speed-up (target >= 95% at p=32), and the overhead per task,
-``(wall - ideal(p)) * p / N`` (the time a slot spends on a task beyond the latency; target
-< 2 ms). A second anchor, the *floor*, is the same N requests at the same p from a bare
-asyncio client (keep-alive, nothing parsed or written): what the machine and the server
-allow. ``vs floor`` is kag's overhead per task beyond it, ``(wall - floor) * p / N``; on a
-shared, loaded machine the floor itself drifts above the ideal.
+``(wall - ideal(p)) * p / N`` (the time a slot spends on a task beyond the latency). A
+second anchor, the *floor*, is the same N requests at the same p from a bare asyncio
+client (keep-alive, nothing parsed or written): what the machine and the server allow.
+``vs floor`` is kag's overhead per task beyond it, ``(wall - floor) * p / N``, the
+target (<= 2 ms at p=1); on a shared, loaded machine the floor itself drifts above the
+ideal.
 """
 
 from __future__ import annotations
@@ -164,6 +165,7 @@ def main() -> None:
         )
         walls: dict[int, float] = {}
         failed = False
+        floor_overhead = 0.0
         for p in levels:
             floor = run_floor(url, args.tasks, p)
             wall, done = run_once(root, p)
@@ -179,8 +181,9 @@ def main() -> None:
                 f"{share} {overhead_ms:>11.2f} ms {beyond_floor_ms:>6.2f} ms",
                 flush=True,
             )
-            if p == 1 and overhead_ms >= TARGET_OVERHEAD_MS:
-                failed = True
+            if p == 1:
+                floor_overhead = beyond_floor_ms
+                failed = failed or beyond_floor_ms > TARGET_OVERHEAD_MS
         top = max(levels)
         if 1 in walls and top > 1:
             share = walls[1] / walls[top] / top
@@ -192,8 +195,10 @@ def main() -> None:
             failed = failed or share < TARGET_EFFICIENCY
         if 1 in walls:
             overhead = (walls[1] - args.tasks * args.latency) / args.tasks * 1000
+            verdict = "ok" if floor_overhead <= TARGET_OVERHEAD_MS else "ABOVE TARGET"
             print(
-                f"overhead per task at --parallel 1: {overhead:.2f} ms (target < {TARGET_OVERHEAD_MS:.0f} ms)"
+                f"overhead per task at --parallel 1: {floor_overhead:.2f} ms beyond the bare client"
+                f" (target <= {TARGET_OVERHEAD_MS:.0f} ms): {verdict}; {overhead:.2f} ms beyond the ideal"
             )
         sys.exit(1 if failed else 0)
     finally:

@@ -50,41 +50,54 @@ def exact_mean(values: np.ndarray) -> float:
     distinct, counts = np.unique(values, return_counts=True)
     if len(distinct) == 1:
         return float(distinct[0])
-    ratios: list[tuple[int, int]] = [float(v).as_integer_ratio() for v in distinct.tolist()]
-    denominator = max(d for _, d in ratios)  # powers of two: a common denominator
-    numerator = sum(n * (denominator // d) * int(c) for (n, d), c in zip(ratios, counts.tolist()))
+    numerators, denominator = _over_common_denominator(distinct)
+    numerator = sum(n * int(c) for n, c in zip(numerators, counts.tolist()))
     return float(numerator / (denominator * len(values)))  # int / int is correctly rounded
 
 
 def query_means(values: np.ndarray, ptr: np.ndarray) -> np.ndarray:
     """Exact per-query means of per-target ``values``; query ``i`` owns ``values[ptr[i]:ptr[i+1]]``.
 
-    A query without targets has mean 0. Queries with the same multiset of values share
-    one exact computation, so the cost follows the number of distinct value patterns.
+    A query without targets has mean 0. Each distinct value becomes an integer over one
+    common power-of-two denominator, so a query's exact sum is a sum of integers (int64
+    when it cannot overflow, Python ints otherwise) and one correctly rounded division.
     """
     values = np.asarray(values, dtype=np.float64)
     sizes = np.diff(ptr)
     out = np.zeros(len(sizes), dtype=np.float64)
     single = sizes == 1
     out[single] = values[ptr[:-1][single]]
-    for size in np.unique(sizes[sizes > 1]).tolist():
-        queries = np.flatnonzero(sizes == size)
-        block = np.sort(values[ptr[queries][:, None] + np.arange(size)], axis=1)
-        same = block[:, 0] == block[:, -1]
-        out[queries[same]] = block[same, 0]
-        if same.all():
-            continue
-        queries, block = queries[~same], block[~same]
-        patterns, inverse = np.unique(block, axis=0, return_inverse=True)
-        means = np.array([_exact_mean_of(row) for row in patterns.tolist()], dtype=np.float64)
-        out[queries] = means[inverse.ravel()]
+    several = np.flatnonzero(sizes > 1)
+    if not len(several):
+        return out
+    counts = sizes[several]
+    segment = np.cumsum(counts) - counts  # where each query starts among the members
+    members = np.arange(int(counts.sum())) + np.repeat(ptr[several] - segment, counts)
+    member_values = values[members]
+    distinct = np.unique(member_values)
+    inverse = np.searchsorted(distinct, member_values)  # unique's return_inverse is slower
+    numerators, denominator = _over_common_denominator(distinct)
+    if max(abs(n) for n in numerators) * int(counts.max()) >= 2**63:
+        sums = np.add.reduceat(np.array(numerators, dtype=object)[inverse], segment).tolist()
+        out[several] = [s / (denominator * k) for s, k in zip(sums, counts.tolist())]
+        return out
+    sums = np.add.reduceat(np.array(numerators, dtype=np.int64)[inverse], segment)
+    # A sum within 2**53 is an exact float64, so float division rounds it correctly; the
+    # power-of-two denominator then only shifts the exponent (kept far from subnormals).
+    small = np.zeros(len(sums), dtype=bool)
+    if denominator <= 2**900:
+        small = np.abs(sums) <= 2**53
+        out[several[small]] = sums[small] / counts[small] / float(denominator)
+    big = np.flatnonzero(~small)
+    out[several[big]] = [s / (denominator * k) for s, k in zip(sums[big].tolist(), counts[big].tolist())]
     return out
 
 
-def _exact_mean_of(row: list[float]) -> float:
-    ratios = [value.as_integer_ratio() for value in row]
-    denominator = max(d for _, d in ratios)
-    return sum(n * (denominator // d) for n, d in ratios) / (denominator * len(row))
+def _over_common_denominator(distinct: np.ndarray) -> tuple[list[int], int]:
+    """``distinct[i] == numerators[i] / denominator`` exactly; the denominator is a power of two."""
+    ratios = [value.as_integer_ratio() for value in distinct.tolist()]
+    denominator = max(d for _, d in ratios)  # powers of two: a common denominator
+    return [n * (denominator // d) for n, d in ratios], denominator
 
 
 def micro(values: np.ndarray) -> float:

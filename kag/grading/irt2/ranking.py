@@ -88,16 +88,24 @@ class _Counter:
         if not self.truth.pairs:
             return
         sizes = np.diff(block.offsets)
-        row_of = np.repeat(np.arange(block.rows, dtype=np.int64), sizes)
+        # Rows of one length (the usual file) are compared as a (rows, width) grid.
+        width = int(sizes[0]) if (sizes == sizes[0]).all() else 0
         first = self.truth.ptr[query]
         golds = self.truth.ptr[query + 1] - first
-        if golds.max() <= _PADDED_GOLDS:
-            pair = self._match_few(block.candidates, row_of, first, golds)
+        if width and golds.max() <= _PADDED_GOLDS:
+            pair = self._match_grid(block.candidates.reshape(-1, width), first, golds)
+            where = np.flatnonzero(pair >= 0)
+            rows = where // width
         else:
-            pair = self._match_many(block.candidates, row_of, first, golds)
-        where = np.flatnonzero(pair >= 0)
-        self._check_repeats(block, pair[where], row_of[where])
-        self._count(block, where, row_of[where], pair[where])
+            row_of = np.repeat(np.arange(block.rows, dtype=np.int64), sizes)
+            if golds.max() <= _PADDED_GOLDS:
+                pair = self._match_few(block.candidates, row_of, first, golds)
+            else:
+                pair = self._match_many(block.candidates, row_of, first, golds)
+            where = np.flatnonzero(pair >= 0)
+            rows = row_of[where]
+        self._check_repeats(block, pair[where], rows)
+        self._count(block, where, rows, pair[where], width)
 
     def _queries(self, block: RowBlock) -> tuple[np.ndarray, tuple[int, str] | None]:
         """Query number of each row, and the first row that is unknown or repeated."""
@@ -133,6 +141,14 @@ class _Counter:
             hit = candidates == self.truth.targets[pair_j][row_of]
             pair[hit] = pair_j[row_of[hit]]
         return pair
+
+    def _match_grid(self, grid: np.ndarray, first: np.ndarray, golds: np.ndarray) -> np.ndarray:
+        """As ``_match_few`` for rows of one length, ``grid[row]`` holding a row's candidates."""
+        pair = np.full(grid.shape, -1, dtype=np.int64)
+        for j in range(int(golds.max())):
+            pair_j = np.where(golds > j, first + j, first)[:, None]
+            pair = np.where(grid == self.truth.targets[pair_j], pair_j, pair)
+        return pair.ravel()
 
     def _match_many(
         self, candidates: np.ndarray, row_of: np.ndarray, first: np.ndarray, golds: np.ndarray
@@ -171,15 +187,21 @@ class _Counter:
                 f" of query ({int(block.entity[row])}, {int(block.relation[row])})"
             )
 
-    def _count(self, block: RowBlock, where: np.ndarray, rows: np.ndarray, pairs: np.ndarray) -> None:
-        """Counts for the gold occurrences at flat positions ``where`` (ascending) of ``rows``."""
+    def _count(
+        self, block: RowBlock, where: np.ndarray, rows: np.ndarray, pairs: np.ndarray, width: int
+    ) -> None:
+        """Counts for the gold occurrences at flat positions ``where`` (ascending) of ``rows``;
+        ``width`` is the length of every row, or 0 when the lengths differ."""
         if not len(where):
             return
         self.found[pairs] = True
         scores = block.scores
         own = scores[where]
-        starts = block.offsets[rows]
-        every = tally(own, where, scores, None, starts, block.offsets[rows + 1] - starts)
+        if width:
+            every = tally_grid(own, where - rows * width, scores.reshape(-1, width), rows)
+        else:
+            starts = block.offsets[rows]
+            every = tally(own, where, scores, None, starts, block.offsets[rows + 1] - starts)
         # The gold occurrences of one row are a run in ``where``: tally them among themselves
         # and subtract, which leaves the non-gold candidates.
         run_start = np.searchsorted(rows, rows, side="left")
@@ -232,6 +254,28 @@ def tally(
             before = equal & (position < np.repeat(own_position[part], size))
             out[2, part] = np.add.reduceat(before, seg, dtype=np.int64)
         begin = stop
+    return out
+
+
+def tally_grid(own: np.ndarray, column: np.ndarray, grid: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """As ``tally`` when item ``i`` is ``grid[rows[i], column[i]]`` and its range the whole
+    row ``grid[rows[i]]``: positions are columns. Compared in batches of about
+    ``EXPANSION_LIMIT`` values."""
+    out = np.empty((3, len(own)), dtype=np.int64)
+    width = grid.shape[1]
+    step = max(EXPANSION_LIMIT // max(width, 1), 1)
+    for begin in range(0, len(own), step):
+        part = slice(begin, begin + step)
+        mine = own[part, None]
+        other = grid[rows[part]]
+        out[0, part] = np.count_nonzero(other > mine, axis=1)
+        equal = other == mine
+        out[1, part] = np.count_nonzero(equal, axis=1)
+        if int(out[1, part].sum()) == len(mine):  # no ties: each item equals only itself
+            out[2, part] = 0
+        else:
+            before = equal & (np.arange(width) < column[part, None])
+            out[2, part] = np.count_nonzero(before, axis=1)
     return out
 
 

@@ -24,6 +24,7 @@ from kag.grading.irt2.model import (
     TieMode,
 )
 from kag.grading.irt2.ranking import PairCounts, count_side, rank_targets
+from kag.grading.irt2.worker import run_both
 
 DEFAULT_KS = (1, 10, 100)  # the IRT2 paper reports hits@1, hits@10 and hits@100
 DEFAULT_MAX_RANK = 100  # as the reference CLI
@@ -81,11 +82,18 @@ def evaluate(request: Request) -> Evaluation:
     if not request.ks or any(k < 1 for k in request.ks):
         raise UsageError(f"--ks must be positive integers, got {','.join(map(str, request.ks))}")
     truth = load_truth(request.dataset, request.task, request.split, request.mode)
+    sides = ((truth.head, request.head), (truth.tail, request.tail))
+
+    def count(ground: GroundTruth, path: Path) -> PairCounts:
+        label = f"{request.task.value} {request.split.value} {ground.side.value} (mode {request.mode.value})"
+        return count_side(ground, iter_prediction_blocks(path), path, label)
+
+    counted = run_both(
+        lambda: count(*sides[0]), lambda: count(*sides[1]), parallel=_worth_a_process(request.tail)
+    )
     records = []
     summaries = []
-    for ground, path in ((truth.head, request.head), (truth.tail, request.tail)):
-        label = f"{request.task.value} {request.split.value} {ground.side.value} (mode {request.mode.value})"
-        counts = count_side(ground, iter_prediction_blocks(path), path, label)
+    for (ground, path), counts in zip(sides, counted):
         ranks = rank_targets(ground, counts, request.ties, request.max_rank)
         records.append(ranks)
         summaries.append(_summary(ground, counts, ranks, path))
@@ -110,6 +118,17 @@ def evaluate(request: Request) -> Evaluation:
         metrics=metrics,
         records=(head, tail),
     )
+
+
+# A file smaller than this is counted in this process: the child would cost more than it saves.
+PARALLEL_MIN_BYTES = 16 << 20
+
+
+def _worth_a_process(path: Path) -> bool:
+    try:
+        return path.stat().st_size >= PARALLEL_MIN_BYTES
+    except OSError:  # the count says what is wrong with the file
+        return False
 
 
 @dataclass(frozen=True, eq=False)

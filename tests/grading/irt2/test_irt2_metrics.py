@@ -67,8 +67,17 @@ def test_exact_mean_equals_statistics_mean(values: list[float]) -> None:
     assert exact_mean(np.array(values, dtype=np.float64)) == expected
 
 
+hits = st.sampled_from([0.0, 1.0])
+# Values whose common denominator is far past 64 bits: the sums are Python ints.
+wide = st.one_of(finite, st.sampled_from([5e-324, 1e-300, 1e300, 2.0**-1000]))
+
+
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.lists(reciprocals, min_size=1, max_size=7), max_size=25))
+@given(
+    st.one_of(
+        *(st.lists(st.lists(v, min_size=1, max_size=7), max_size=25) for v in (reciprocals, hits, wide))
+    )
+)
 def test_query_means_equal_statistics_mean_per_query(groups: list[list[float]]) -> None:
     values = np.array([v for g in groups for v in g], dtype=np.float64)
     ptr = np.concatenate(([0], np.cumsum([len(g) for g in groups]))).astype(np.int64)

@@ -102,7 +102,8 @@ score_text = st.one_of(
     ),
     st.sampled_from(["1e-320", "2.4703282292062328e-324", "1e400", "0.1000000000000000055511151231257827"]),
 )
-id_text = st.integers(-(2**63), 2**63 - 1).map(str)
+# Ids up to 2**53 are read as float64 (simdjson), larger ones as Python ints (orjson).
+id_text = st.one_of(st.integers(-(2**53), 2**53).map(str), st.integers(-(2**63), 2**63 - 1).map(str))
 
 
 @settings(max_examples=120, deadline=None)
@@ -113,7 +114,7 @@ id_text = st.integers(-(2**63), 2**63 - 1).map(str)
     )
 )
 def test_csv_values_equal_python_int_and_float(rows: list[tuple[str, str, list[tuple[str, str]]]]) -> None:
-    # The fast path (orjson) must give exactly the floats Python's float() gives.
+    # The fast path must give exactly the ints and floats Python's int() and float() give.
     text = "".join(f"{e},{r}," + ",".join(f"{c},{s}" for c, s in pairs) + "\n" for e, r, pairs in rows)
     expected = [(int(e), int(r), [(int(c), float(s)) for c, s in pairs]) for e, r, pairs in rows]
     with tempfile.TemporaryDirectory() as tmp:
@@ -213,27 +214,67 @@ def test_block_arrays_are_typed(tmp_path: Path) -> None:
     assert block.offsets.tolist() == [0, 1]
 
 
-def test_fast_and_line_by_line_paths_agree() -> None:
+FAST_BLOCKS = [
+    # float64 ids (all within 2**53), scores with and without a dot, exponents, spaces
+    b"1,2,30,0.5,31,1e-3,30,-2\n3,4,5,7,-6,0.1000000000000000055511151231257827\n-0,0, 9 ,1E+2\r\n",
+    b"9007199254740992,-9007199254740992,1,2.5e-300,2,-0.0\n",
+    # an id past 2**53: every id of the block as a Python int
+    b"1,2,30,0.5\n-9223372036854775808,0,9223372036854775807,1E+2\n",
+]
+
+
+@pytest.mark.parametrize("block", FAST_BLOCKS)
+@pytest.mark.parametrize("simd_max", [None, 8])  # 8: every block is "too large" for simdjson
+def test_fast_and_line_by_line_paths_agree(
+    block: bytes, simd_max: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from kag.grading.irt2.io import predictions
 
-    block = b"1,2,30,0.5,31,1e-3,30,-2\n3,4,5,7,-6,0.1000000000000000055511151231257827\n-9223372036854775808,0,1,1E+2\n"
+    if simd_max is not None:
+        monkeypatch.setattr(predictions, "SIMD_MAX_BYTES", simd_max)
     fast = predictions._csv_fast(block, 10)
     slow, error = predictions._csv_slow(block, 10, Path("x.csv"))
     assert fast is not None and error is None
     for name in ("lines", "entity", "relation", "offsets", "candidates", "scores"):
         assert getattr(fast, name).tolist() == getattr(slow, name).tolist(), name
-    assert fast.lines.tolist() == [10, 11, 12]
+        assert getattr(fast, name).dtype == getattr(slow, name).dtype, name
+    assert fast.lines.tolist() == list(range(10, 10 + block.count(b"\n")))
 
 
-def test_fast_path_declines_what_it_cannot_judge() -> None:
+DECLINED_BLOCKS = [
+    b"1,2,3,0.5\n\n",
+    b"1,2,3,0.5,\n",
+    b"1,2,3\n",
+    b"1,2,+3,0.5\n",
+    # integral doubles that int() refuses, in each kind of id field
+    b"1,2,3.0,0.5\n",
+    b"1,2,3.0,5\n",  # as many dots as scores, the dot in the wrong field
+    b"1,2,3,0.5,4.0,1\n",
+    b"1,2,1e3,0.5\n",
+    b"1,2,30E-1,0.5\n",
+    b"1.0,2,3,0.5\n",
+    b"1,2.0,3,0.5\n",
+    b"1,2e0,3,0.5\n",
+    # JSON that is not a number
+    b"1,2,3,true\n",
+    b"1,2,3,null\n",
+    b'1,2,"3",0.5\n',
+    b"1,2,3,0.5,[4],0.5\n",
+    b"1,2,3,0.5,[4,0.5]\n",
+    b"1,2,3,{}\n",
+    # outside what a float64 or an int64 holds
+    b"1,2,3,1e400\n",
+    b"1,2,9223372036854775808,0.5\n",
+]
+
+
+@pytest.mark.parametrize("block", DECLINED_BLOCKS)
+@pytest.mark.parametrize("simd_max", [None, 8])
+def test_fast_path_declines_what_it_cannot_judge(
+    block: bytes, simd_max: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from kag.grading.irt2.io import predictions
 
-    for block in (
-        b"1,2,3.0,0.5\n",
-        b"1,2,3,0.5\n\n",
-        b"1,2,3,true\n",
-        b"1,2,3,0.5,\n",
-        b"1,2,3\n",
-        b"1,2,+3,0.5\n",
-    ):
-        assert predictions._csv_fast(block, 1) is None, block
+    if simd_max is not None:
+        monkeypatch.setattr(predictions, "SIMD_MAX_BYTES", simd_max)
+    assert predictions._csv_fast(block, 1) is None

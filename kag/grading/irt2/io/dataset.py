@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import orjson
 
 from kag.errors import InputError
+from kag.grading.irt2.io.numbers import json_numbers
 from kag.grading.irt2.model import Mode, Side, Split, Task
 from kag.textfile import read_bytes_file, read_text_file
 
@@ -171,7 +171,7 @@ def read_id_rows(path: Path, separator: str, width: int) -> np.ndarray:
 
 
 def _id_rows_fast(data: bytes, separator: str, width: int) -> np.ndarray | None:
-    """Plain decimal ids only, parsed by orjson as one JSON array; None if anything else."""
+    """Plain decimal ids only, parsed as one JSON array; None if anything else."""
     sep = separator.encode("utf-8")
     if len(sep) != 1 or sep in b'0123456789-+.eE \t\r\n\\#[]{}"':
         return None
@@ -182,21 +182,32 @@ def _id_rows_fast(data: bytes, separator: str, width: int) -> np.ndarray | None:
         return np.empty((0, width), dtype=np.int64)
     if body.translate(None, b"0123456789- \t\r\n" + sep):
         return None
-    try:
-        flat = orjson.loads(b"[" + body.replace(sep, b",").replace(b"\n", b",") + b"]")
-    except orjson.JSONDecodeError:
+    values = _int_values(body, sep)
+    if values is None:
         return None
     buf = np.frombuffer(body, dtype=np.uint8)
     seps = np.flatnonzero(buf == sep[0])
     per_line = np.diff(np.concatenate(([0], np.searchsorted(seps, np.flatnonzero(buf == 0x0A)), [len(seps)])))
-    if (per_line != width - 1).any() or len(flat) != len(per_line) * width:
+    if (per_line != width - 1).any() or len(values) != len(per_line) * width:
         return None
-    if not set(map(type, flat)) <= {int}:
-        return None
-    try:
-        return np.array(flat, dtype=np.int64).reshape(-1, width)
-    except OverflowError:
-        return None
+    return values.reshape(-1, width)
+
+
+def _int_values(body: bytes, sep: bytes, piece_bytes: int = 1 << 19) -> np.ndarray | None:
+    """The integers of ``body`` (lines of ids joined by ``sep``), read in pieces of whole
+    lines so that the parser's buffers stay small; None if any piece is not plain ids."""
+    pieces = []
+    start = 0
+    while start < len(body):
+        end = body.find(b"\n", start + piece_bytes)
+        end = len(body) if end < 0 else end
+        text = body[start:end].replace(sep, b",").replace(b"\n", b",")
+        values = json_numbers(b"[" + text + b"]", "int64")
+        if values is None:
+            return None
+        pieces.append(values)
+        start = end + 1
+    return np.concatenate(pieces)
 
 
 def _id_rows_slow(data: bytes, path: Path, separator: str, width: int) -> np.ndarray:

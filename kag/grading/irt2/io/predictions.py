@@ -6,12 +6,14 @@ The format is recognised by the first byte of the file (``{`` means JSON Lines);
 recognised by its magic bytes. Ids must be integers in the 64-bit range, scores numbers
 that are not NaN (infinities are allowed, as ``float()`` in the reference accepts them).
 
-Parsing is per block of lines. The CSV fast path hands a whole block to orjson as one
-JSON array (a block of plain JSON numbers is valid JSON once newlines become commas);
-orjson parses decimal numbers with correct rounding, exactly as ``float()`` does. A block
-the fast path cannot take (an error, or number spellings JSON lacks such as ``+1``,
-``.5``, ``inf`` or ``1_000``) goes through the line-by-line path, which follows Python's
-``int``/``float`` and reports the first problem with file, line and field.
+Parsing is per block of lines. The CSV fast path hands a whole block to simdjson as one
+JSON array (a block of plain JSON numbers is valid JSON once newlines become commas),
+which parses every number into a float64 buffer, correctly rounded as ``float()`` rounds,
+without building a Python object per number. An id is exact in a float64 up to 2**53; a
+block with a larger id is parsed by orjson instead, whose Python ints hold any 64-bit
+id. A block the fast path cannot take (an error, or number spellings JSON lacks such as
+``+1``, ``.5``, ``inf`` or ``1_000``) goes through the line-by-line path, which follows
+Python's ``int``/``float`` and reports the first problem with file, line and field.
 """
 
 from __future__ import annotations
@@ -27,9 +29,13 @@ import orjson
 
 from kag.errors import InputError
 from kag.grading.irt2.io.files import BLOCK_BYTES, iter_line_blocks
+from kag.grading.irt2.io.numbers import json_numbers
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
-_FAST_BYTES = b"0123456789.,-+eE \t\r\n"
+_NUMBER_BYTES = b"0123456789.,-+eE \t\r\n"
+# simdjson keeps buffers of about 13 bytes per byte of the largest text it has parsed: a
+# block above this size (a line of many MiB) goes to orjson, whose memory follows the values.
+SIMD_MAX_BYTES = 4 << 20
 
 
 @dataclass(frozen=True, eq=False)
@@ -91,30 +97,90 @@ def _parse_csv(block: bytes, first_line: int, path: Path) -> tuple[RowBlock, Inp
 def _csv_fast(block: bytes, first_line: int) -> RowBlock | None:
     """The whole block at C speed, or None when any line needs a closer look."""
     body = block[:-1] if block.endswith(b"\n") else block
-    if not body or body.translate(None, _FAST_BYTES):
-        return None
-    try:
-        flat = orjson.loads(b"[" + body.replace(b"\n", b",") + b"]")
-    except orjson.JSONDecodeError:
+    # Brackets are the one thing JSON would take and the reader not: simdjson flattens a
+    # nested array. Strings, true, false and null fail as_buffer; other bytes fail JSON.
+    if not body or b"[" in body or b"]" in body:
         return None
     buf = np.frombuffer(body, dtype=np.uint8)
-    newlines = np.flatnonzero(buf == 0x0A)
-    commas = np.flatnonzero(buf == 0x2C)
-    per_line = np.diff(np.concatenate(([0], np.searchsorted(commas, newlines), [len(commas)])))
-    fields = per_line + 1
-    if (fields & 1).any() or (fields < 4).any() or int(fields.sum()) != len(flat):
+    ends = np.flatnonzero((buf == 0x2C) | (buf == 0x0A))  # where each field but the last ends
+    line_ends = np.flatnonzero(buf[ends] == 0x0A)
+    fields = np.diff(np.concatenate(([-1], line_ends, [len(ends)])))
+    if (fields & 1).any() or (fields < 4).any():
         return None
     # Every row has an even field count, so across the block the even positions are the
     # ids (entity, candidates) and the odd ones the relation and the scores.
-    starts = np.concatenate(([0], np.cumsum(fields[:-1]))) // 2  # row starts in ids/values
+    row_start = np.cumsum(fields) - fields
+    text = b"[" + body.replace(b"\n", b",") + b"]"
+    if len(text) > SIMD_MAX_BYTES:
+        return _csv_fast_wide_ids(body, text, first_line, fields, row_start)
+    values = json_numbers(text, "float64")
+    if values is None or len(values) != len(ends) + 1:
+        return None
+    score = np.zeros(len(values), dtype=bool)
+    score[1::2] = True
+    score[row_start + 1] = False  # the relation
+    if not _marks_only_in(score, body, buf, ends):
+        return None
+    id_values, relation = values[0::2], values[row_start + 1]
+    if _exact_in_float(id_values, relation):
+        return _row_block(
+            first_line, fields, id_values.astype(np.int64), relation.astype(np.int64), values[1::2]
+        )
+    return _csv_fast_wide_ids(body, text, first_line, fields, row_start)
+
+
+_EXACT = float(2**53)
+
+
+def _marks_only_in(score: np.ndarray, body: bytes, buf: np.ndarray, ends: np.ndarray) -> bool:
+    """Whether every ``.``, ``e`` and ``E`` of the block lies in a score field (``score[t]``
+    for field ``t``, which ends at byte ``ends[t]``): an id spelled ``1.0`` or ``1e3`` is an
+    error for ``int()``, though its double is integral."""
+    dots = np.flatnonzero(buf == 0x2E)
+    fields = np.flatnonzero(score)
+    if len(dots) == len(fields):
+        # The usual case, every score with one dot: the k-th dot must sit in the k-th score.
+        bounds = np.concatenate(([-1], ends, [len(buf)]))  # field t lies between bounds[t], [t + 1]
+        if not ((bounds[fields] < dots).all() and (dots < bounds[fields + 1]).all()):
+            return False
+    elif not score[np.searchsorted(ends, dots)].all():
+        return False
+    if b"e" not in body and b"E" not in body:
+        return True
+    exponents = np.flatnonzero((buf | 0x20) == 0x65)
+    return bool(score[np.searchsorted(ends, exponents)].all())
+
+
+def _exact_in_float(*arrays: np.ndarray) -> bool:
+    return all(not len(a) or float(np.abs(a).max()) <= _EXACT for a in arrays)
+
+
+def _csv_fast_wide_ids(
+    body: bytes, text: bytes, first_line: int, fields: np.ndarray, row_start: np.ndarray
+) -> RowBlock | None:
+    """As ``_csv_fast`` through orjson, whose Python ints hold any 64-bit id exactly."""
+    if body.translate(None, _NUMBER_BYTES):  # orjson would read true as an id
+        return None
+    try:
+        flat = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
     try:
         # array('q') takes Python ints only: a float (an id spelled 1.0 or 1e3) or an id
         # outside the 64-bit range raises, and the line-by-line path says where.
         id_values = np.frombuffer(array("q", flat[0::2]), dtype=np.int64)
-        relation = np.frombuffer(array("q", [flat[2 * i + 1] for i in starts.tolist()]), dtype=np.int64)
+        relation = np.frombuffer(array("q", [flat[i + 1] for i in row_start.tolist()]), dtype=np.int64)
     except (TypeError, OverflowError):
         return None
     values = np.fromiter(flat[1::2], dtype=np.float64, count=len(flat) // 2)
+    return _row_block(first_line, fields, id_values, relation, values)
+
+
+def _row_block(
+    first_line: int, fields: np.ndarray, id_values: np.ndarray, relation: np.ndarray, odd_values: np.ndarray
+) -> RowBlock:
+    """A RowBlock from the even-position values (ids) and odd-position values of the block."""
+    starts = (np.cumsum(fields) - fields) // 2  # row starts in id_values / odd_values
     keep = np.ones(len(id_values), dtype=bool)
     keep[starts] = False
     pairs = fields // 2 - 1
@@ -124,7 +190,7 @@ def _csv_fast(block: bytes, first_line: int) -> RowBlock | None:
         relation=relation,
         offsets=np.concatenate(([0], np.cumsum(pairs))).astype(np.int64),
         candidates=id_values[keep],
-        scores=values[keep],
+        scores=odd_values[keep],
     )
 
 
