@@ -5,7 +5,7 @@ file, and the messages for those that are not); :func:`result_to_json` /
 :func:`dump_result` write the compatible layout (docs/architecture.md). Beside them, the fast readers used on
 every file of a tree: :func:`grading_fields` (what `kag stats` grades, without building
 the model) and :func:`parse_response` (the response alone, for `kag stats find`, through
-simdjson). Both give exactly the canonical verdict; tests/test_results_codec.py checks it
+simdjson). Both give exactly the canonical verdict; tests/results/test_codec.py checks it
 with hypothesis.
 """
 
