@@ -61,6 +61,6 @@ def is_utf8(text: str) -> bool:
 
 
 def ascii_fold(text: str) -> str:
-    """``text`` with A-Z lowered and every other character kept (the answer rule's case folding)."""
+    """``text`` with A-Z lowered and every other character kept (the answer rule's folding)."""
     # On a pure-ASCII string str.lower() only touches A-Z, and it is much faster than translate.
     return text.lower() if text.isascii() else text.translate(_ASCII_LOWER)

@@ -2,8 +2,8 @@
 every setup with later epochs in the tree (:mod:`kag.grading.mcq.epoch_walk`).
 
 A tree without an ``epochs`` folder gives no section, so its report stays byte for byte
-the compatible one (docs/architecture.md). With ``--extract`` a second
-table gives the same measures under the extracted grade.
+the compatible one (docs/architecture.md). With ``--extract`` a second table gives the
+same measures under the extracted grade.
 """
 
 from __future__ import annotations

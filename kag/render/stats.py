@@ -84,7 +84,7 @@ def render_text(summary: Summary) -> str:
             f"Datasets: {summary.datasets} | Scorable questions: {summary.scorable_questions} "
             f"| Skipped files: {summary.skipped_files}"
         )
-        # Appended only when non-zero, so that a tree without such files gives the compatible header.
+        # Appended only when non-zero: a tree without such files gives the compatible header.
         + (f" | Ignored files: {summary.ignored_files}" if summary.ignored_files else "")
         + (f" | Unreadable files: {summary.unreadable_files}" if summary.unreadable_files else ""),
         "",

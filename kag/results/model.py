@@ -2,8 +2,8 @@
 
 Layout: ``<results>/<dataset>/<question>/<prefix><setup>.json``. A result file holds exactly
 ``{"error": str}`` or ``{"ok": {"result": str, "stats": {...}}}`` (the compatible format of
-docs/architecture.md, field for field, plus the additive fields ``generation_time``, ``usage``, ``attempts``,
-``fingerprint`` and ``kag_version`` inside ``ok.stats``).
+docs/architecture.md, field for field, plus the additive fields ``generation_time``,
+``usage``, ``attempts``, ``fingerprint`` and ``kag_version`` inside ``ok.stats``).
 """
 
 from __future__ import annotations

@@ -47,8 +47,8 @@ def result_path(root: str | Path, dataset: str, question: str, prefix: str, setu
 # The folder of a question's repeated samples. A folder at the file level is never a result
 # file: kag stats passes over this name without counting it, so a tree with N epochs grades
 # (epoch 1) as the 1-epoch run, as a reader that knows no epochs grades it (compatibility,
-# docs/architecture.md). It must not end
-# in ".tmp": users, tools and kag's own clean-up treat such names as disposable.
+# docs/architecture.md). It must not end in ".tmp": users, tools and kag's own clean-up
+# treat such names as disposable.
 EPOCHS_FOLDER = "epochs"
 
 

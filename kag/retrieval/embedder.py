@@ -5,7 +5,8 @@ function, with its retries) -> ``top_k`` seed nodes by vector similarity -> ever
 within ``neighborhood`` hops -> every relationship among the reached nodes -> the
 translation's text. The result file records the input (``document``), its embedding
 (``vec``), the counts of what was rendered and two times: the database's (query and
-rendering, the compatible measure of docs/architecture.md) and the whole retrieval's (embedding included).
+rendering, the compatible measure of docs/architecture.md) and the whole retrieval's
+(embedding included).
 """
 
 from __future__ import annotations

@@ -80,9 +80,9 @@ def _shortest_digits(value: float) -> tuple[str, int]:
 
 
 def ryu_float(value: float) -> str:
-    """A finite float as serde_json writes it (shortest round-trip digits): ``1.0``, ``0.001234``,
-    ``1e-7``, ``1.234e33``, ``12340000000.0``; positional while the decimal exponent
-    ``kk`` (value < 10**kk) is in (-5, 16], scientific otherwise."""
+    """A finite float as serde_json writes it (shortest round-trip digits): ``1.0``,
+    ``0.001234``, ``1e-7``, ``1.234e33``, ``12340000000.0``; positional while the decimal
+    exponent ``kk`` (value < 10**kk) is in (-5, 16], scientific otherwise."""
     if value == 0.0:
         return "-0.0" if math.copysign(1.0, value) < 0 else "0.0"
     sign = "-" if value < 0 else ""
