@@ -142,8 +142,8 @@ def _parse_entry(
         return None
     folded: dict[str, str] = {}
     for key in options:
-        # A-Z -> a-z only: the grading rule compares option keys ignoring ASCII case (Rust's
-        # eq_ignore_ascii_case), so "É" and "é" stay distinct.
+        # A-Z -> a-z only: the grading rule compares option keys ignoring ASCII case only
+        # (kag/grading/rule.py), so "É" and "é" stay distinct.
         first = folded.setdefault(ascii_fold(key), key)
         if first != key:
             problems.append(

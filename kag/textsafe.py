@@ -7,8 +7,8 @@ person (text and markdown tables, warnings, listings) passes such text through
 :func:`escape_controls`; output for machines (JSON, ``find -l``/``-0`` paths) keeps the
 exact text.
 
-Also :func:`ascii_fold`, the case folding of option keys (Rust's ``to_ascii_lowercase``),
-shared by the datasets reader and the grading rule.
+Also :func:`ascii_fold`, the case folding of option keys (A-Z only, so that "É" and "é"
+stay distinct), shared by the datasets reader and the grading rule.
 """
 
 from __future__ import annotations
@@ -61,6 +61,6 @@ def is_utf8(text: str) -> bool:
 
 
 def ascii_fold(text: str) -> str:
-    """``text`` with A-Z lowered and every other character kept (Rust's ``to_ascii_lowercase``)."""
+    """``text`` with A-Z lowered and every other character kept (the answer rule's folding)."""
     # On a pure-ASCII string str.lower() only touches A-Z, and it is much faster than translate.
     return text.lower() if text.isascii() else text.translate(_ASCII_LOWER)

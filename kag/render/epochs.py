@@ -1,9 +1,9 @@
 """The epochs section of the `kag stats` text report: the measures over repeated samples of
 every setup with later epochs in the tree (:mod:`kag.grading.mcq.epoch_walk`).
 
-The Rust tool never read the ``epochs`` folder, so a tree without one (every tree it wrote)
-gives no section and its report stays byte for byte the same. With ``--extract`` a second
-table gives the same measures under the extracted grade.
+A tree without an ``epochs`` folder gives no section, so its report stays byte for byte
+the compatible one (docs/architecture.md). With ``--extract`` a second table gives the
+same measures under the extracted grade.
 """
 
 from __future__ import annotations

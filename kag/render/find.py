@@ -62,9 +62,9 @@ def hit_to_json(hit: Hit) -> dict[str, Any]:
 
 
 def result_to_json(result: SearchResult, counts: bool = False) -> dict[str, Any]:
-    """The Rust tool's document ``{matches, total, paths}`` plus additive ``hits``,
-    ``unreadable_files``, ``error_files``, ``timed_out`` and, with ``counts``, per-setup
-    ``counts``."""
+    """The compatible document ``{matches, total, paths}`` (docs/architecture.md) plus
+    additive ``hits``, ``unreadable_files``, ``error_files``, ``timed_out`` and, with
+    ``counts``, per-setup ``counts``."""
     doc: dict[str, Any] = {
         "matches": result.matches,
         "total": result.total,

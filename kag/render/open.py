@@ -3,7 +3,7 @@ table (their columns: :data:`kag.render.columns.OPEN_COLUMNS`), the per-block JS
 (``open``), and the ``extracted`` JSON block of ``--extract``.
 
 Only reached when the datasets file has open questions (or ``--extract`` was given), so
-that every other report keeps the Rust tool's shape byte for byte.
+that every other report keeps its compatible shape byte for byte (docs/architecture.md).
 """
 
 from __future__ import annotations

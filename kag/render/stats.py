@@ -7,11 +7,11 @@ document as a string ending in a newline and never emits terminal escape codes.
 The text and markdown tables draw their columns from :data:`kag.render.columns.STATS_COLUMNS`
 (as does the HTML ranking), so a column is declared once for every format.
 
-- text: the Rust tool's table, column for column (``src/subcommand/stats/mod.rs``):
+- text: the compatible table (docs/architecture.md), column for column:
   header line, one row per setup, ``  └ <dataset>`` sub-rows, legend lines. The RAG
   columns appear only when some setup retrieved, blank for rows without retrieval.
 - markdown: a GitHub table for CI step summaries (same numbers, plus the 95% interval).
-- json: the Rust tool's document field for field (pretty-printed, 2 spaces) plus the
+- json: the compatible document field for field (pretty-printed, 2 spaces) plus the
   additive fields ``unreadable_files``, ``ignored_files`` and, per block,
   ``accuracy_ci95``, ``abstentions``, ``non_option_answers``, and ``usage`` when a file of
   the run has token usage or prices were given; ``epochs`` in every block of a setup with
@@ -77,14 +77,14 @@ def _blocks(s: SetupSummary, costs: Costs | None) -> list[tuple[str | None, Bloc
 
 
 def render_text(summary: Summary) -> str:
-    """The Rust tool's aligned table (names padded to the longest setup name, min 5).
+    """The aligned table (names padded to the longest setup name, min 5).
     Control characters in names are escaped (``\\x1b``) and padded as escaped."""
     lines = [
         (
             f"Datasets: {summary.datasets} | Scorable questions: {summary.scorable_questions} "
             f"| Skipped files: {summary.skipped_files}"
         )
-        # Appended only when non-zero, so that a tree the Rust tool reads gives its exact header.
+        # Appended only when non-zero: a tree without such files gives the compatible header.
         + (f" | Ignored files: {summary.ignored_files}" if summary.ignored_files else "")
         + (f" | Unreadable files: {summary.unreadable_files}" if summary.unreadable_files else ""),
         "",
@@ -192,7 +192,7 @@ def _open_markdown(summary: Summary) -> str:
 
 
 def metrics_to_json(m: Metrics) -> dict[str, Any]:
-    """One block of the Rust tool's document (its field order), then the additive fields."""
+    """One block of the document (the compatible field order), then the additive fields."""
     r = m.retrieval
     retrieval = None
     if r is not None:

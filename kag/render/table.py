@@ -2,8 +2,8 @@
 markdown table or an HTML table, so every format of a report shows the same cells; and the
 cell formatting shared by the comparison reports.
 
-The stats text table is not built here: it keeps the Rust tool's fixed column widths
-(:mod:`kag.render.stats`).
+The stats text table is not built here: its column widths are fixed for compatibility
+(docs/architecture.md), in :mod:`kag.render.stats`.
 """
 
 from __future__ import annotations

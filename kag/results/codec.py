@@ -2,10 +2,10 @@
 
 :func:`result_from_json` / :func:`parse_result` hold the rules (which shapes are a result
 file, and the messages for those that are not); :func:`result_to_json` /
-:func:`dump_result` write the Rust tool's layout. Beside them, the fast readers used on
-every file of a tree: :func:`grading_fields` (what `kag stats` grades, without building
-the model) and :func:`parse_response` (the response alone, for `kag stats find`, through
-simdjson). Both give exactly the canonical verdict; tests/test_results_codec.py checks it
+:func:`dump_result` write the compatible layout (docs/architecture.md). Beside them, the
+fast readers used on every file of a tree: :func:`grading_fields` (what `kag stats`
+grades, without building the model) and :func:`parse_response` (the response alone, for
+`kag stats find`, through simdjson). Both give exactly the canonical verdict; tests/results/test_codec.py checks it
 with hypothesis.
 """
 
@@ -176,7 +176,7 @@ def parse_result(data: bytes) -> Result:
     return result_from_json(raw)
 
 
-# ---------------------------------------------------------------- the writer (the Rust layout)
+# ---------------------------------------------------------------- the writer
 
 
 def _retrieval_json(retrieval: Retrieval) -> dict[str, Any]:
@@ -200,7 +200,7 @@ def _retrieval_json(retrieval: Retrieval) -> dict[str, Any]:
 
 
 def result_to_json(result: Result) -> dict[str, Any]:
-    """The JSON object of a result file (Rust field order; additive fields only when set)."""
+    """The JSON object of a result file (compatible field order; additive fields only when set)."""
     if isinstance(result, ErrorResult):
         return {"error": result.error}
     s = result.stats

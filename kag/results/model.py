@@ -1,9 +1,9 @@
 """The result model: what one result file holds, as frozen dataclasses.
 
 Layout: ``<results>/<dataset>/<question>/<prefix><setup>.json``. A result file holds exactly
-``{"error": str}`` or ``{"ok": {"result": str, "stats": {...}}}`` (the Rust tool's format,
-field for field, plus the additive fields ``generation_time``, ``usage``, ``attempts``,
-``fingerprint`` and ``kag_version`` inside ``ok.stats``).
+``{"error": str}`` or ``{"ok": {"result": str, "stats": {...}}}`` (the compatible format of
+docs/architecture.md, field for field, plus the additive fields ``generation_time``,
+``usage``, ``attempts``, ``fingerprint`` and ``kag_version`` inside ``ok.stats``).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ class UnreadableResult(InputError):
 
 @dataclass(frozen=True)
 class Timing:
-    """A Rust ``std::time::Duration`` as serde writes it."""
+    """A duration as a result file holds it: ``{"secs": int, "nanos": int}``."""
 
     secs: int
     nanos: int
@@ -58,7 +58,7 @@ class Timing:
 
 @dataclass(frozen=True)
 class DatabaseStats:
-    backend: str  # "neo4j" (the Rust tool's only one) or "ladybug"
+    backend: str  # "neo4j" or "ladybug"
     vertices: int | None = None
     relationships: int | None = None
     properties: int | None = None
@@ -104,7 +104,7 @@ class OkStats:
     retrieval: Retrieval | None = None
     config: ModelConfig | None = None
     time: Timing | None = None
-    # Additive fields written by kag benchmark (absent from Rust-tool files).
+    # Additive fields written by kag benchmark; None when the file lacks them.
     generation_time: Timing | None = None
     usage: Usage | None = None
     attempts: int | None = None

@@ -45,9 +45,10 @@ def result_path(root: str | Path, dataset: str, question: str, prefix: str, setu
 
 
 # The folder of a question's repeated samples. A folder at the file level is never a result
-# file: the Rust tool's stats passes over it, and kag stats passes over this name without
-# counting it, so a tree with N epochs grades (epoch 1) as the 1-epoch run. It must not end
-# in ".tmp": users, tools and kag's own clean-up treat such names as disposable.
+# file: kag stats passes over this name without counting it, so a tree with N epochs grades
+# (epoch 1) as the 1-epoch run, as a reader that knows no epochs grades it (compatibility,
+# docs/architecture.md). It must not end in ".tmp": users, tools and kag's own clean-up
+# treat such names as disposable.
 EPOCHS_FOLDER = "epochs"
 
 
@@ -150,7 +151,7 @@ def list_results(root: str | Path, prefix: str = "") -> TreeListing:
 def iter_result_files_deep(root: str | Path, prefix: str = "", hidden: bool = True) -> Iterator[str]:
     """Every ``<prefix>…json`` regular file below ``root`` at any depth, sorted by path.
 
-    Symbolic links are never followed (the ``find`` walk, like the Rust tool's). With
+    Symbolic links are never followed (a link in a tree may lead out of it). With
     ``hidden`` False, folders below ``root`` whose name starts with ``.`` are passed over
     (as ripgrep does); kag's own ``.kag`` folders (run records) always are. Raises InputError when ``root`` is not a folder.
     """

@@ -5,7 +5,8 @@ function, with its retries) -> ``top_k`` seed nodes by vector similarity -> ever
 within ``neighborhood`` hops -> every relationship among the reached nodes -> the
 translation's text. The result file records the input (``document``), its embedding
 (``vec``), the counts of what was rendered and two times: the database's (query and
-rendering, as the Rust tool timed it) and the whole retrieval's (embedding included).
+rendering, the compatible measure of docs/architecture.md) and the whole retrieval's
+(embedding included).
 """
 
 from __future__ import annotations
@@ -46,8 +47,8 @@ class RetrieverSettings:
 
 
 def _f32(value: float) -> float:
-    # Embeddings are float32: keep the shortest text that reads back as the same float32
-    # (what the Rust tool wrote), not the 17 digits of its float64 widening.
+    # Embeddings are float32: keep the shortest text that reads back as the same float32,
+    # not the 17 digits of its float64 widening, which carry no more of the value.
     return float(str(np.float32(value)))
 
 
@@ -81,7 +82,7 @@ class EmbedderRetriever:
     async def retrieve(self, text: str) -> Retrieval:
         """Embedding failures propagate as the provider raised them (the runner retries
         and reports them); database and rendering failures raise RetrievalError whose
-        message starts with the Rust tool's "Failed during the knowledge retrieval phase
+        message starts with "Failed during the knowledge retrieval phase
         (KAG) on database '<name>': ". An empty subgraph gives ``result == ""``."""
         began = time.perf_counter()
         try:

@@ -1,6 +1,7 @@
 """Neo4j (5.x, 2025.x): one parameterized Cypher query per retrieval, one driver per run.
 
-The query is the Rust tool's, plus the seed list (for the rendering order)::
+The query is the compatible one (docs/architecture.md), plus the seed list (for the
+rendering order)::
 
     CALL db.index.vector.queryNodes($index, $top_k, $vector) YIELD node
     WITH collect(node) AS seeds
@@ -18,8 +19,8 @@ The query is the Rust tool's, plus the seed list (for the rendering order)::
 variable-length bound; it is an ``int`` checked at configuration time, so only digits
 reach the query. Everything else is a parameter.
 
-Nodes are printed by their numeric id (the last part of the element id, which is what
-the Rust tool's ``node.id()`` printed), so results match its files line for line.
+Nodes are printed by their numeric id (the last part of the element id, what Cypher's
+``id()`` gives), so results match compatible files line for line.
 The driver is asynchronous (``neo4j.AsyncGraphDatabase``): no thread is needed.
 """
 
@@ -63,7 +64,7 @@ def build_query(neighborhood: int) -> str:
 
 
 def node_key(element_id: str) -> str:
-    """``"4:0b5e…:129620460"`` -> ``"129620460"`` (the numeric id the Rust tool printed);
+    """``"4:0b5e…:129620460"`` -> ``"129620460"`` (the numeric id);
     an element id of any other shape is used whole."""
     head, _, tail = element_id.rpartition(":")
     return tail if head and tail.isdigit() else element_id
@@ -81,7 +82,7 @@ def subgraph_from_records(records: Iterable[Mapping[str, Any]]) -> Subgraph:
     """Build the subgraph from the query's rows (``seeds``, ``source``, ``predicate``,
     ``target``: driver ``Node``/``Relationship`` objects, or anything with their
     ``element_id``, ``labels``, ``type`` and ``items()``). No rows: the empty subgraph
-    (no relationship among the reached nodes renders nothing, as in the Rust tool)."""
+    (no relationship among the reached nodes renders nothing)."""
     seeds: tuple[str, ...] = ()
     nodes: dict[str, Node] = {}
     relationships: dict[str, Relationship] = {}
@@ -107,7 +108,8 @@ def subgraph_from_records(records: Iterable[Mapping[str, Any]]) -> Subgraph:
 
 
 def driver_uri(uri: str) -> str:
-    """The Rust tool accepted ``host:port``; the Python driver wants a scheme (bolt://)."""
+    """``uri`` with ``bolt://`` when it has no scheme: configurations write ``host:port``,
+    the Python driver wants a scheme. ValueError for a scheme it does not speak."""
     scheme, sep, _ = uri.partition("://")
     if sep and scheme in SCHEMES:
         return uri

@@ -21,7 +21,7 @@ _DIGITS = re.compile(r"\d+")
 @dataclass(frozen=True)
 class Node:
     """A node: ``key`` is what the translations print for it (Neo4j: the internal node
-    id, as the Rust tool prints; Ladybug: the ``id`` column); ``properties`` never holds
+    id; Ladybug: the ``id`` column); ``properties`` never holds
     ``None`` (an absent property is not a property)."""
 
     key: str
@@ -72,7 +72,7 @@ def node_order(subgraph: Subgraph) -> list[str]:
 
     Within one node, neighbours are visited by (relationship type, neighbour key,
     relationship key); reached nodes that no walk from a seed meets (a backend may return
-    them) come last, by key. This is the order in which the Rust tool's Cypher query
+    them) come last, by key. This is the order in which the compatible Cypher query
     (``UNWIND seeds AS seed MATCH (seed)-[*0..N]-(reachable)`` then
     ``collect(DISTINCT reachable)``) lists the nodes, made deterministic.
     """
@@ -101,7 +101,7 @@ def node_order(subgraph: Subgraph) -> list[str]:
 
 def ordered_relationships(subgraph: Subgraph) -> list[Relationship]:
     """The relationships in rendering order: grouped by start node in `node_order`, then
-    by end node in that order, then by type and key (the Rust query's
+    by end node in that order, then by type and key (the query's
     ``UNWIND nodes AS n MATCH (n)-[rel]->(m)``, made deterministic). Duplicates (the same
     key twice) are dropped."""
     rank = {key: i for i, key in enumerate(node_order(subgraph))}

@@ -1,7 +1,7 @@
 """Translations: a `Subgraph` rendered as text for the prompt's ``{{RETRIEVAL}}``.
 
-Two strategies, as in the Rust tool (``translation = {type = ...}`` of a retriever's
-``extra.<database>`` table):
+Two strategies (``translation = {type = ...}`` of a retriever's ``extra.<database>``
+table), each writing the compatible prompt text (docs/architecture.md):
 
 ``FormalTriplet`` (the default) writes one line per relationship and one per property::
 
@@ -12,11 +12,11 @@ Two strategies, as in the Rust tool (``translation = {type = ...}`` of a retriev
 Relationships come in `ordered_relationships` order; after each relationship line come
 the property lines of its start node, then of its end node, the first time each node is
 met. Values are JSON (serde_json's compact form: strings quoted, lists ``["a","b"]``,
-floats as Rust's ``ryu`` writes them). ``property_filters`` maps a label set (``"A:B"``,
+floats as :func:`ryu_float` writes them). ``property_filters`` maps a label set (``"A:B"``,
 the node's exact set of labels, in any order) to the property keys to write, in that
 order; ``relationship_property_filters`` does the same per relationship type. Nodes and
-relationships without a filter write every property, keys sorted (the Rust tool wrote
-them in hash-map order, which no two runs share).
+relationships without a filter write every property, keys sorted, so that
+every run writes the same text.
 
 ``TextualTriplet`` writes sentences from templates written with single braces
 (``{name}``, ``{FROM}``, ``{TO}``; blocks are ``{: if x :}...{: endif :}``):
@@ -30,10 +30,10 @@ from the node or relationship renders ``null``. Values render as minijinja print
 Counts (the result file's ``vertices``, ``relationships``, ``properties``) are of what was
 rendered: relationship lines or sentences written; nodes that appear in a written line or
 sentence; property values written. For a template, that is the number of distinct
-properties it names that the element has (the Rust tool counted every read, so
-``{name} {name}`` counted 2 there and 1 here, and a property inside an untaken
-``{: if :}`` branch counted 0 there and 1 here; templates that name each property once
-outside conditionals count the same).
+properties it names that the element has, not the number of reads: ``{name} {name}``
+counts 1 (2 in compatible files), and a property inside an untaken ``{: if :}`` branch
+counts 1 (0 there); templates that name each property once outside conditionals count
+the same in both.
 """
 
 from __future__ import annotations
@@ -80,9 +80,9 @@ def _shortest_digits(value: float) -> tuple[str, int]:
 
 
 def ryu_float(value: float) -> str:
-    """A finite float as serde_json (Rust ``ryu``) writes it: ``1.0``, ``0.001234``,
-    ``1e-7``, ``1.234e33``, ``12340000000.0``; positional while the decimal exponent
-    ``kk`` (value < 10**kk) is in (-5, 16], scientific otherwise."""
+    """A finite float as serde_json writes it (shortest round-trip digits): ``1.0``,
+    ``0.001234``, ``1e-7``, ``1.234e33``, ``12340000000.0``; positional while the decimal
+    exponent ``kk`` (value < 10**kk) is in (-5, 16], scientific otherwise."""
     if value == 0.0:
         return "-0.0" if math.copysign(1.0, value) < 0 else "0.0"
     sign = "-" if value < 0 else ""
@@ -102,8 +102,8 @@ def ryu_float(value: float) -> str:
     return sign + body
 
 
-def rust_display_float(value: float) -> str:
-    """A float as minijinja prints it: Rust's positional ``Display``, plus ``.0`` for whole
+def minijinja_float(value: float) -> str:
+    """A float as minijinja prints it: positional, never scientific, plus ``.0`` for whole
     numbers (``1.0``, ``100000000000000000000.0``, ``0.0000001``, ``NaN``, ``-inf``)."""
     if math.isnan(value):
         return "NaN"
@@ -140,7 +140,7 @@ class _Convention:
 
 
 _SERDE_JSON = _Convention("null", _formal_float, ",", ":", _formal_other)
-_MINIJINJA = _Convention("none", rust_display_float, ", ", ": ", str)
+_MINIJINJA = _Convention("none", minijinja_float, ", ", ": ", str)
 
 
 def _display(value: Any, convention: _Convention) -> str:
@@ -180,7 +180,7 @@ def textual_value(value: Any) -> str:
 
 
 class _Null(jinja2.Undefined):
-    """A property the node or relationship lacks: prints ``null`` (as the Rust tool)."""
+    """A property the node or relationship lacks: prints ``null``, not an empty string."""
 
     __slots__ = ()
 

@@ -72,7 +72,7 @@ def one_error_line(stderr: str) -> str:
     return lines[0]
 
 
-# ---------------------------------------------------------------- item 2: a full disk
+# ---------------------------------------------------------------- a full disk
 
 
 def big_questions(n: int, big: int, size: int) -> dict[str, object]:
@@ -158,7 +158,7 @@ def test_a_full_tmpfs_leaves_no_truncated_file_counted_as_written(
     assert isinstance(big, OkResult) and big.stats.prompt is not None and len(big.stats.prompt) > 60_000
 
 
-# ---------------------------------------------------------------- item 3: one writer per tree
+# ---------------------------------------------------------------- one writer per tree
 
 
 def test_a_second_run_on_the_same_tree_exits_2_naming_the_holder(tmp_path: Path, server: FakeServer) -> None:
@@ -235,7 +235,7 @@ def test_temporaries_are_unique_and_only_a_dead_writers_are_removed(
         sleeper.wait()
 
 
-# ---------------------------------------------------------------- item 4: planted links
+# ---------------------------------------------------------------- planted links
 
 
 @pytest.mark.parametrize("where", ["mcq", "mcq/1"])
@@ -327,7 +327,7 @@ def test_write_atomic_refuses_a_link_between_root_and_file(tmp_path: Path) -> No
     assert list(outside.iterdir()) == []
 
 
-# ---------------------------------------------------------------- item 5: ok is never lost
+# ---------------------------------------------------------------- ok is never lost
 
 
 def test_an_ok_result_is_never_replaced_by_an_error(tmp_path: Path, server: FakeServer) -> None:
@@ -395,7 +395,7 @@ def test_max_connection_failures_sets_the_limit(
     assert "unreachable for 3 task(s) in a row; 8 task(s) not run" in one_error_line(result.stderr)
 
 
-# ---------------------------------------------------------------- item 6: names too long
+# ---------------------------------------------------------------- names too long
 
 
 def test_names_the_file_system_cannot_hold_are_refused_before_any_request(

@@ -63,7 +63,7 @@ url = "{{ env('FAKE_URL') }}"
 BENCH = bench_toml(setup_toml("s1", "ol", "m"))
 
 
-# ---------------------------------------------------------------- item 1: sandboxed templates
+# ---------------------------------------------------------------- sandboxed templates
 
 
 def payload(marker: Path) -> str:
@@ -140,7 +140,7 @@ def test_question_text_is_never_a_template(tmp_path: Path, server: FakeServer) -
     assert server.chat_requests()[0].prompt == f"Q: {question}"
 
 
-# ---------------------------------------------------------------- item 7: datasets file through the CLI
+# ---------------------------------------------------------------- datasets file through the CLI
 
 
 def test_option_keys_differing_by_case_stop_the_benchmark_before_any_request(
@@ -155,7 +155,7 @@ def test_option_keys_differing_by_case_stop_the_benchmark_before_any_request(
     assert server.requests == [] and not (root / "out").exists()
 
 
-# ---------------------------------------------------------------- item 10: nested past the limits
+# ---------------------------------------------------------------- nested past the limits
 
 
 @pytest.mark.parametrize(
@@ -185,7 +185,7 @@ def test_files_nested_past_the_parsers_limits_are_exit_2(tmp_path: Path, where: 
     assert result.stderr.count("\n") == 1 and "Recursion" not in result.stderr
 
 
-# ---------------------------------------------------------------- item 8: every form of a key, redacted before the cut
+# ---------------------------------------------------------------- every form of a key, redacted before the cut
 
 
 class _Scripted(BaseHTTPRequestHandler):
@@ -254,7 +254,7 @@ def test_every_form_of_the_key_is_redacted_before_the_message_is_cut(
             assert fragment not in text
 
 
-# ---------------------------------------------------------------- item 9: credentials in a provider URL
+# ---------------------------------------------------------------- credentials in a provider URL
 
 
 def creds_config(url: str, key: str | None = None) -> str:
@@ -301,7 +301,7 @@ def test_url_credentials_and_a_key_are_a_configuration_error(tmp_path: Path, ser
     assert server.requests == [] and not (root / "out").exists()
 
 
-# ---------------------------------------------------------------- item 14: a lone surrogate is not retried
+# ---------------------------------------------------------------- a lone surrogate is not retried
 
 
 def test_a_reply_with_a_lone_surrogate_is_a_permanent_error_at_once(tmp_path: Path) -> None:

@@ -22,9 +22,9 @@ from kag.retrieval.translate import (
     FormalTriplet,
     FormatTemplate,
     formal_value,
+    minijinja_float,
     parse_label_set,
     parse_translation,
-    rust_display_float,
     ryu_float,
     textual_value,
 )
@@ -262,8 +262,8 @@ def test_formal_value_matches_serde_json_display(value: Any, expected: str) -> N
 @given(st.floats(allow_nan=False, allow_infinity=False))
 def test_float_formats_read_back_as_the_same_float(value: float) -> None:
     assert float(ryu_float(value)) == value
-    assert float(rust_display_float(value)) == value
-    assert "e" not in rust_display_float(value) and "." in rust_display_float(value)
+    assert float(minijinja_float(value)) == value
+    assert "e" not in minijinja_float(value) and "." in minijinja_float(value)
 
 
 def test_textual_value_of_special_floats() -> None:
