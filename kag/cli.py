@@ -14,6 +14,7 @@ from typer.core import TyperGroup
 from kag import __version__
 from kag.commands._help import KagCommand
 from kag.commands._options import Quiet, Verbose
+from kag.commands._values import DeferredValues
 from kag.console import drop_stdout, error, set_verbosity
 from kag.errors import ExitCode, KagError
 
@@ -22,7 +23,7 @@ from kag.errors import ExitCode, KagError
 COMPLETE_VAR = "_KAG_COMPLETE"
 
 
-class KagGroup(TyperGroup):
+class KagGroup(DeferredValues, TyperGroup):
     """Turns library errors into a one-line message and an exit code; no tracebacks."""
 
     def main(

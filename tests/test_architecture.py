@@ -7,7 +7,7 @@
   embedding function; retrieval receives it), not even lazily inside a function;
 - no command module imports another one; shared plumbing lives in the private modules of
   ``kag.commands`` (``_options``, where `kag stats` and its sub-commands find the options
-  they share, ``_help``, ``_before``, ``_globs``, ``_trees``, ``_report``, ``_ci``), which
+  they share, ``_help``, ``_before``, ``_globs``, ``_trees``, ``_report``, ``_ci``, ``_values``), which
   import no command;
 - typer and rich stay at the CLI edge; the library imports neither the commands nor the renderers.
 """

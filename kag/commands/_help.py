@@ -8,6 +8,8 @@ from typing import Any
 import typer
 from typer.core import TyperCommand
 
+from kag.commands._values import DeferredValues
+
 
 def kag_command(app: typer.Typer, name: str, short_help: str, epilog: str, **settings: Any) -> Any:
     """``app.command`` for a kag command: the help layout of :class:`KagCommand`, the one-line
@@ -15,7 +17,7 @@ def kag_command(app: typer.Typer, name: str, short_help: str, epilog: str, **set
     return app.command(name, cls=KagCommand, short_help=short_help, epilog=epilog, **settings)
 
 
-class KagCommand(TyperCommand):
+class KagCommand(DeferredValues, TyperCommand):
     """A command whose help names its arguments as the options do (``REGEX``, ``PRED...``),
     without typer's ``{REGEX}`` in the usage line and ``<str>`` beside the name."""
 

@@ -56,9 +56,27 @@ def parse_trees(values: Sequence[str | Path] | str | Path | None) -> ResultSourc
     return trees
 
 
+def _one_bare(values: Sequence[str | Path] | str | Path | None) -> Path | None:
+    """The tree of ``values`` when they name one unlabelled tree as :func:`parse_trees`
+    reads them (none: ``.``), else None. Decided here, without the grading package that
+    ``parse_trees`` loads, so that ``kag stats find`` starts without it."""
+    if values is None or isinstance(values, (str, Path)):
+        values = [] if values is None else [values]
+    if not values:
+        return Path(".")
+    if len(values) == 1:
+        value = str(values[0])
+        if "=" not in value or os.path.lexists(value):
+            return Path(value)
+    return None
+
+
 def one_tree(values: Sequence[str | Path] | str | Path | None, command: str) -> Path:
     """The one result tree a command reads (``.`` by default); UsageError for several or
     labelled trees, which ``command`` does not report."""
+    bare = _one_bare(values)
+    if bare is not None:
+        return bare
     source = parse_trees(values)
     if source[0].label is None:
         return Path(source[0].root)

@@ -11,10 +11,12 @@ import typer
 from kag.commands._help import kag_command
 from kag.commands._options import Quiet, Verbose, split_list
 from kag.commands._report import write_report
+from kag.commands._values import KagSubGroup
 from kag.console import info
 from kag.errors import UsageError
 
 datasets_app = typer.Typer(
+    cls=KagSubGroup,
     help="Import questions into a datasets file (CSV, JSON Lines, Parquet) and check datasets files.",
     short_help="Import questions into a datasets file; check one.",
     no_args_is_help=True,

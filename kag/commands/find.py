@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -90,6 +91,23 @@ def _warn_unmatched_filters(root: str, options: SearchOptions, searched: Iterabl
             warn(unmatched_message("--setup", missing, "setup", tree_place(root, options.datasets), in_tree))
 
 
+def _color() -> bool:
+    """Whether matches are coloured, as rich decides for stdout (a terminal, FORCE_COLOR,
+    TTY_COMPATIBLE, NO_COLOR); a pipe that no variable marks as a terminal is told apart
+    without loading rich."""
+    if "FORCE_COLOR" not in os.environ and "TTY_COMPATIBLE" not in os.environ:
+        isatty = getattr(sys.stdout, "isatty", None)
+        try:
+            if isatty is None or not isatty():
+                return False
+        except ValueError:  # a closed stdout, as rich reads it
+            return False
+    from kag.console import stdout_console
+
+    console = stdout_console()
+    return bool(console.is_terminal and not console.no_color and console.color_system is not None)
+
+
 EXAMPLES = """Examples:
 
 \b
@@ -159,7 +177,7 @@ def find(
     Options of `kag stats` given before `find` apply; the same options after `find` win.
     Exit 0 when a file matched, 1 when none did, 2 on bad usage or an invalid pattern.
     """
-    from kag.console import info, stdout_console, warn
+    from kag.console import info, warn
     from kag.grading.search.options import FileOutcome, SearchOptions
     from kag.grading.search.run import search
     from kag.render.find import View, error_files_note, final_lines, stream_lines, summary_line
@@ -191,8 +209,7 @@ def find(
         raise UsageError("--interactive works with --format text only, without --count")
     if interactive:
         _fzf()  # a missing fzf is an error before, not after, the search
-    console = stdout_console()
-    color = console.is_terminal and not console.no_color and console.color_system is not None
+    color = _color()
     root = str(one_tree(pick_option(ctx, "--results", results, None), "kag stats find"))
     view = View(fmt, root, color=color and not interactive, files_only=files_only, counts=count, null=null)
     end = "\0" if null else "\n"

@@ -11,6 +11,7 @@ import typer
 
 from kag.commands._help import kag_command
 from kag.commands._options import ConfigOpt, Quiet, Verbose
+from kag.commands._values import KagSubGroup
 
 if TYPE_CHECKING:
     from kag.retrieval.importer import ImportReport
@@ -108,6 +109,7 @@ def import_(
 
 def register(app: typer.Typer) -> None:
     graph_app = typer.Typer(
+        cls=KagSubGroup,
         name="graph",
         help="Embedded knowledge graphs (LadybugDB) for KAG setups that run without a Neo4j server.",
         short_help="Embedded knowledge graphs (LadybugDB) without a Neo4j server.",

@@ -42,6 +42,7 @@ from kag.commands._report import (
     warn_small_samples,
 )
 from kag.commands._trees import parse_trees
+from kag.commands._values import KagSubGroup
 from kag.console import warn
 from kag.errors import GateFailed, UsageError
 from kag.render.formats import ExportFormat, ReportFormat, TableFormat
@@ -122,6 +123,7 @@ class StatsPlan:
 
 
 stats_app = typer.Typer(
+    cls=KagSubGroup,
     help="Grade a result tree against the datasets file: accuracy, precision, coverage per setup.",
     short_help="Grade a result tree: accuracy, precision, coverage per setup.",
     no_args_is_help=False,
