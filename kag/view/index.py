@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from itertools import chain, islice
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from kag.datasets import Datasets
 from kag.errors import InputError
@@ -41,6 +41,7 @@ from kag.textsafe import ascii_fold
 SCHEMA_VERSION = 4
 ANSWER_CHARS = 200  # the head of a response kept for the grid
 ERROR_CHARS = 2000
+_T = TypeVar("_T")
 
 # Row kinds: what a file is to `kag stats` (graded, ignored, skipped, unreadable, open).
 GRADED, IGNORED, SKIPPED, UNREADABLE, OPEN = "graded", "ignored", "skipped", "unreadable", "open"
@@ -132,7 +133,8 @@ class Index:
                 )
             }
             walk = _TreeWalk(tree.root, self.prefix, known)
-            for part in self._graded(walk.jobs()):
+            # A tree new to the index: its folders are walked by the worker processes too.
+            for part in self._graded(walk.jobs()) if known else self._first(walk):
                 self.db.executemany(_INSERT, part)
             self.db.executemany(_INSERT, walk.rows)
             seen += walk.seen
@@ -163,8 +165,85 @@ class Index:
             work, chunks, workers, died="a worker process died while indexing", failed="indexing failed"
         )
 
+    def _first(self, walk: _TreeWalk) -> Iterator[list[tuple[object, ...]]]:
+        """The rows of a tree the index has none of, in chunks: its question folders are
+        listed here, and each one's files listed, stat'ed and read by a pool of worker
+        processes (as `kag stats` shares the walk) when there are many."""
+        from functools import partial
 
-def _batched(items: Iterator[_Job], size: int) -> Iterator[list[_Job]]:
+        from kag.workers import default_workers, ordered_map
+
+        folders = _folders(walk)
+        head = list(islice(folders, POOL_FOLDERS))
+        chunks = ((walk.root, chunk) for chunk in _batched(chain(head, folders), CHUNK_FOLDERS))
+        work = partial(_walk_chunk, _Context(self.datasets, self.extract, self.prefix))
+        workers = default_workers() if len(head) >= POOL_FOLDERS else 1
+        parts = (
+            map(work, chunks)
+            if workers == 1
+            else ordered_map(
+                work, chunks, workers, died="a worker process died while indexing", failed="indexing failed"
+            )
+        )
+        for part in parts:
+            walk.seen += len(part)
+            walk.read += sum(1 for row in part if row[4] is not None)
+            yield part
+
+
+def _folders(walk: _TreeWalk) -> Iterator[tuple[str, str, str, str]]:
+    """(path, relative path, dataset, question) of each question folder of ``walk``'s
+    tree; the entries at the wrong level go to its rows as ignored."""
+    for rel, dataset, question, entry in _top(walk.root):
+        if question:
+            yield entry.path, rel, dataset, question
+        else:
+            walk.seen += 1
+            walk.rows.append(_row(walk.root, rel, dataset, "", None, 1, IGNORED))
+
+
+def _walk_chunk(
+    ctx: _Context, chunk: tuple[str, list[tuple[str, str, str, str]]]
+) -> list[tuple[object, ...]]:
+    """The rows of every file of some question folders of the tree ``chunk[0]``."""
+    root, folders = chunk
+    abstention = compile_abstention(DEFAULT_ABSTENTION)
+    spec = compile_spec(ctx.extract) if ctx.extract is not None else None
+    datasets, rows = ctx.datasets, []
+    for path, rel, dataset, question in folders:
+        for frel, _, _, epoch, entry, setup in _files(path, rel, dataset, question, ctx.prefix):
+            if setup is None:
+                rows.append(_row(root, frel, dataset, question, None, epoch, IGNORED))
+            else:
+                stamp = _stamp(entry)
+                rows.append(
+                    _grade_one(
+                        datasets,
+                        root,
+                        frel,
+                        dataset,
+                        question,
+                        setup,
+                        epoch,
+                        entry.path,
+                        stamp,
+                        abstention,
+                        spec,
+                    )
+                )
+    return rows
+
+
+def _stamp(entry: os.DirEntry[str]) -> tuple[int | None, int | None]:
+    """(size, mtime) of a file, what tells a rescan it changed; (None, None) when it cannot be stat'ed."""
+    try:
+        st = entry.stat(follow_symlinks=False)
+    except OSError:
+        return (None, None)
+    return (st.st_size, st.st_mtime_ns)
+
+
+def _batched(items: Iterator[_T], size: int) -> Iterator[list[_T]]:
     while chunk := list(islice(items, size)):
         yield chunk
 
@@ -188,12 +267,7 @@ class _TreeWalk:
                 if rel not in known:
                     self.rows.append(_row(root, rel, dataset, question, None, epoch, IGNORED))
                 continue
-            stamp: tuple[int | None, int | None]
-            try:
-                st = entry.stat(follow_symlinks=False)
-                stamp = (st.st_size, st.st_mtime_ns)
-            except OSError:
-                stamp = (None, None)
+            stamp = _stamp(entry)
             if known.get(rel) == stamp:
                 continue
             self.read += 1
@@ -202,6 +276,9 @@ class _TreeWalk:
 
 CHUNK_FILES = 1000
 POOL_FROM = 4000  # files to read from which worker processes are started
+# The same for a tree new to the index, counted in question folders (about ten files each).
+CHUNK_FOLDERS = 100
+POOL_FOLDERS = 400
 
 _Job = tuple[str, str, str, str, str, int, str, tuple[int | None, int | None]]
 
@@ -210,6 +287,7 @@ _Job = tuple[str, str, str, str, str, int, str, tuple[int | None, int | None]]
 class _Context:
     datasets: Datasets
     extract: str | None
+    prefix: str = ""
 
 
 def _grade_chunk(ctx: _Context, jobs: list[_Job]) -> list[tuple[object, ...]]:
@@ -345,33 +423,49 @@ def _walk(root: str, prefix: str) -> Iterator[tuple[str, str, str, int, os.DirEn
     """(relative path, dataset, question, epoch, entry, setup or None when ignored) of every
     file-level entry, as `kag stats` walks them: no link followed, hidden dataset folders
     and ``.tmp`` writes passed over, entries at the wrong level ignored (question "")."""
+    for rel, dataset, question, entry in _top(root):
+        if question:
+            yield from _files(entry.path, rel, dataset, question, prefix)
+        else:
+            yield rel, dataset, "", 1, entry, None
+
+
+def _top(root: str) -> Iterator[tuple[str, str, str, os.DirEntry[str]]]:
+    """(relative path, dataset, question, entry) of every question folder, and of every
+    entry at the dataset or question level that is not one (question "": ignored)."""
     for d in sorted_entries(root):
         if d.name.startswith(".") and d.is_dir(follow_symlinks=False):
             continue
         if not d.is_dir(follow_symlinks=False):
             if not d.name.endswith(TMP_SUFFIX):
-                yield d.name, "", "", 1, d, None
+                yield d.name, "", "", d
             continue
         try:
             questions = sorted_entries(d.path)
         except OSError:
             continue
         for q in questions:
-            if not q.is_dir(follow_symlinks=False):
-                if not q.name.endswith(TMP_SUFFIX):
-                    yield f"{d.name}/{q.name}", d.name, "", 1, q, None
-                continue
-            try:
-                entries = sorted_entries(q.path)
-            except OSError:
-                continue
-            for e in entries:
-                if e.name == EPOCHS_FOLDER and e.is_dir(follow_symlinks=False):
-                    yield from _epochs(e.path, f"{d.name}/{q.name}/{EPOCHS_FOLDER}", d.name, q.name, prefix)
-                    continue
-                if e.name.endswith(TMP_SUFFIX):
-                    continue
-                yield f"{d.name}/{q.name}/{e.name}", d.name, q.name, 1, e, result_file_setup(e, prefix)
+            if q.is_dir(follow_symlinks=False):
+                yield f"{d.name}/{q.name}", d.name, q.name, q
+            elif not q.name.endswith(TMP_SUFFIX):
+                yield f"{d.name}/{q.name}", d.name, "", q
+
+
+def _files(
+    path: str, rel: str, dataset: str, question: str, prefix: str
+) -> Iterator[tuple[str, str, str, int, os.DirEntry[str], str | None]]:
+    """The file-level entries of one question folder (see :func:`_walk`), its later epochs' too."""
+    try:
+        entries = sorted_entries(path)
+    except OSError:
+        return
+    for e in entries:
+        if e.name == EPOCHS_FOLDER and e.is_dir(follow_symlinks=False):
+            yield from _epochs(e.path, f"{rel}/{EPOCHS_FOLDER}", dataset, question, prefix)
+            continue
+        if e.name.endswith(TMP_SUFFIX):
+            continue
+        yield f"{rel}/{e.name}", dataset, question, 1, e, result_file_setup(e, prefix)
 
 
 def _epochs(
