@@ -23,6 +23,7 @@ from kag.datasets import Datasets
 from kag.errors import InputError
 from kag.grading.evidence import evidence_record
 from kag.grading.mcq.extracted import compile_spec, extracted_grade
+from kag.grading.mcq.metrics import Tally
 from kag.grading.mcq.rule import (
     DEFAULT_ABSTENTION,
     AnswerKey,
@@ -99,6 +100,9 @@ class Index:
         self.prefix = prefix
         self.extract = extract
         self.fingerprint = _settings_fingerprint(datasets, prefix, extract)
+        #: After a scan that read every file (the first), the tallies of the epoch 1 files
+        #: by (tree, setup, dataset), made by the workers as they graded them; else None.
+        self.tallies: dict[tuple[str, str, str], Tally] | None = None
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             self.db = sqlite3.connect(str(path), check_same_thread=False)
@@ -122,6 +126,7 @@ class Index:
     def scan(self) -> ScanStats:
         """Bring the index up to date with the trees: new and changed files read, gone ones dropped."""
         seen = read = removed = 0
+        tallies: dict[tuple[str, str, str], Tally] | None = {}
         if self.extract is not None:
             compile_spec(self.extract)  # a bad pattern is a usage error before any file is read
         for tree in self.trees:
@@ -136,6 +141,10 @@ class Index:
             # A tree new to the index: its folders are walked by the worker processes too.
             for part in self._graded(walk.jobs()) if known else self._first(walk):
                 self.db.executemany(_INSERT, part)
+            if known:
+                tallies = None
+            elif tallies is not None:
+                tallies.update({(tree.root, *key): t for key, t in walk.tallies.items()})
             self.db.executemany(_INSERT, walk.rows)
             seen += walk.seen
             read += walk.read
@@ -145,6 +154,7 @@ class Index:
         live = [t.root for t in self.trees]
         self.db.execute(f"DELETE FROM files WHERE tree NOT IN ({', '.join('?' * len(live))})", live)
         self.db.commit()
+        self.tallies = tallies
         return ScanStats(seen, read, removed)
 
     def _graded(self, jobs: Iterator[_Job]) -> Iterator[list[tuple[object, ...]]]:
@@ -185,9 +195,11 @@ class Index:
                 work, chunks, workers, died="a worker process died while indexing", failed="indexing failed"
             )
         )
-        for part in parts:
+        for part, tallies in parts:
             walk.seen += len(part)
             walk.read += sum(1 for row in part if row[4] is not None)
+            for (setup, dataset), tally in tallies.items():  # merged in chunk order
+                _tally(walk.tallies, setup, dataset).merge(tally)
             yield part
 
 
@@ -204,9 +216,11 @@ def _folders(walk: _TreeWalk) -> Iterator[tuple[str, str, str, str]]:
 
 def _walk_chunk(
     ctx: _Context, chunk: tuple[str, list[tuple[str, str, str, str]]]
-) -> list[tuple[object, ...]]:
-    """The rows of every file of some question folders of the tree ``chunk[0]``."""
+) -> tuple[list[tuple[object, ...]], dict[tuple[str, str], Tally]]:
+    """The rows of every file of some question folders of the tree ``chunk[0]``, and the
+    tallies of their epoch 1 files by (setup, dataset)."""
     root, folders = chunk
+    tallies: dict[tuple[str, str], Tally] = {}
     abstention = compile_abstention(DEFAULT_ABSTENTION)
     spec = compile_spec(ctx.extract) if ctx.extract is not None else None
     datasets, rows = ctx.datasets, []
@@ -229,9 +243,10 @@ def _walk_chunk(
                         stamp,
                         abstention,
                         spec,
+                        tallies,
                     )
                 )
-    return rows
+    return rows, tallies
 
 
 def _stamp(entry: os.DirEntry[str]) -> tuple[int | None, int | None]:
@@ -255,6 +270,7 @@ class _TreeWalk:
     def __init__(self, root: str, prefix: str, known: dict[str, tuple[int | None, int | None]]) -> None:
         self.root, self.prefix, self.known = root, prefix, known
         self.rows: list[tuple[object, ...]] = []
+        self.tallies: dict[tuple[str, str], Tally] = {}
         self.present: set[str] = set()
         self.seen = self.read = 0
 
@@ -308,8 +324,10 @@ def _grade_one(
     stamp: tuple[int | None, int | None],
     abstention: Any,
     spec: Any,
+    tallies: dict[tuple[str, str], Tally] | None = None,
 ) -> tuple[object, ...]:
-    """The row of one result file: graded by kag's grading rule against its question."""
+    """The row of one result file: graded by kag's grading rule against its question; an
+    epoch 1 file graded is also added to its (setup, dataset) tally in ``tallies``."""
     q = datasets.get(dataset, question)
     if q is None or (q.mcq is None and q.open is None):
         return _row(root, rel, dataset, question, setup, epoch, IGNORED, stamp)
@@ -323,6 +341,8 @@ def _grade_one(
     if q.open is not None:
         exact, f1 = grade_open_response(fields.response, q.open.answers)
         graded = grade_fields(fields, AnswerKey("", ()), dataset, question, setup, abstention)
+        if tallies is not None and epoch == 1:
+            _tally(tallies, setup, dataset).add_open(exact, f1, graded.outcome is Outcome.ERR)
         return _row(root, rel, dataset, question, setup, epoch, OPEN, stamp, graded=graded, open_=(exact, f1))
     assert q.mcq is not None and q.mcq.answer is not None
     key = AnswerKey(q.mcq.answer, tuple(q.mcq.options))
@@ -331,6 +351,8 @@ def _grade_one(
     if spec is not None:
         extracted, extracted_key = extracted_grade(spec, graded.response, key)
         graded = replace(graded, extracted=extracted)
+    if tallies is not None and epoch == 1:
+        _tally(tallies, setup, dataset).add(graded)
     found = evidence_record(q.evidence, fields.retrieval_text, graded.outcome is Outcome.OK)
     bits = "".join("1" if f else "0" for f in found.found) if found is not None else None
     return _row(
@@ -346,6 +368,13 @@ def _grade_one(
         evidence=bits,
         extracted_key=extracted_key,
     )
+
+
+def _tally(tallies: dict[tuple[str, str], Tally], setup: str, dataset: str) -> Tally:
+    tally = tallies.get((setup, dataset))
+    if tally is None:
+        tally = tallies[(setup, dataset)] = Tally()
+    return tally
 
 
 def answer_vote(response: str | None) -> str | None:

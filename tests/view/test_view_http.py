@@ -271,6 +271,11 @@ def test_worker_processes_index_the_same_rows(
     pooled = open_view(datasets, root, tmp_path / "pool.sqlite")
     query = "SELECT * FROM files ORDER BY rel"
     assert pooled.index.db.execute(query).fetchall() == alone.index.db.execute(query).fetchall()
+    # The tallies the workers made while reading are those made from the index rows.
+    assert pooled.index.tallies is not None
+    pooled.index.tallies = None
+    assert pooled._build().run.tallies == pooled.snapshot.run.tallies == alone.snapshot.run.tallies
+    assert len(pooled.records()) == len(alone.records()) > 0
     # A rescan that reads every file again (all of them touched) shares them out as well.
     for path in root.rglob("*.json"):
         os.utime(path, ns=(10**18, 10**18))
