@@ -58,6 +58,7 @@ COLUMNS = (
     "PRIMARY KEY (tree, rel)"
 )
 _NAMES = tuple(c.split()[0] for c in COLUMNS.split(", PRIMARY KEY")[0].split(", "))
+_BY_QUESTION = "CREATE INDEX IF NOT EXISTS by_question ON files (dataset, question)"
 _INSERT = f"INSERT OR REPLACE INTO files ({', '.join(_NAMES)}) VALUES ({', '.join('?' * len(_NAMES))})"
 
 
@@ -115,7 +116,7 @@ class Index:
                 self.db.execute("DROP TABLE IF EXISTS files")
                 self.db.execute("INSERT OR REPLACE INTO meta VALUES ('fingerprint', ?)", (self.fingerprint,))
             self.db.execute(f"CREATE TABLE IF NOT EXISTS files ({COLUMNS})")
-            self.db.execute("CREATE INDEX IF NOT EXISTS by_question ON files (dataset, question)")
+            self.db.execute(_BY_QUESTION)
             self.db.commit()
         except sqlite3.Error as exc:
             raise InputError(f"{path}: cannot open the index: {exc}") from None
@@ -129,6 +130,9 @@ class Index:
         tallies: dict[tuple[str, str, str], Tally] | None = {}
         if self.extract is not None:
             compile_spec(self.extract)  # a bad pattern is a usage error before any file is read
+        empty = self.db.execute("SELECT 1 FROM files LIMIT 1").fetchone() is None
+        if empty:  # filled at once: the question lookup is built after, in one pass
+            self.db.execute("DROP INDEX IF EXISTS by_question")
         for tree in self.trees:
             check_results_root(tree.root)
             known = {
@@ -153,6 +157,7 @@ class Index:
             self.db.executemany("DELETE FROM files WHERE tree=? AND rel=?", gone)
         live = [t.root for t in self.trees]
         self.db.execute(f"DELETE FROM files WHERE tree NOT IN ({', '.join('?' * len(live))})", live)
+        self.db.execute(_BY_QUESTION)
         self.db.commit()
         self.tallies = tallies
         return ScanStats(seen, read, removed)
@@ -221,6 +226,7 @@ def _walk_chunk(
     tallies of their epoch 1 files by (setup, dataset)."""
     root, folders = chunk
     tallies: dict[tuple[str, str], Tally] = {}
+    keys: dict[tuple[str, str], AnswerKey] = {}
     abstention = compile_abstention(DEFAULT_ABSTENTION)
     spec = compile_spec(ctx.extract) if ctx.extract is not None else None
     datasets, rows = ctx.datasets, []
@@ -244,6 +250,7 @@ def _walk_chunk(
                         abstention,
                         spec,
                         tallies,
+                        keys,
                     )
                 )
     return rows, tallies
@@ -309,7 +316,8 @@ class _Context:
 def _grade_chunk(ctx: _Context, jobs: list[_Job]) -> list[tuple[object, ...]]:
     abstention = compile_abstention(DEFAULT_ABSTENTION)
     spec = compile_spec(ctx.extract) if ctx.extract is not None else None
-    return [_grade_one(ctx.datasets, *job, abstention, spec) for job in jobs]
+    keys: dict[tuple[str, str], AnswerKey] = {}
+    return [_grade_one(ctx.datasets, *job, abstention, spec, None, keys) for job in jobs]
 
 
 def _grade_one(
@@ -325,6 +333,7 @@ def _grade_one(
     abstention: Any,
     spec: Any,
     tallies: dict[tuple[str, str], Tally] | None = None,
+    keys: dict[tuple[str, str], AnswerKey] | None = None,
 ) -> tuple[object, ...]:
     """The row of one result file: graded by kag's grading rule against its question; an
     epoch 1 file graded is also added to its (setup, dataset) tally in ``tallies``."""
@@ -345,7 +354,11 @@ def _grade_one(
             _tally(tallies, setup, dataset).add_open(exact, f1, graded.outcome is Outcome.ERR)
         return _row(root, rel, dataset, question, setup, epoch, OPEN, stamp, graded=graded, open_=(exact, f1))
     assert q.mcq is not None and q.mcq.answer is not None
-    key = AnswerKey(q.mcq.answer, tuple(q.mcq.options))
+    key = keys.get((dataset, question)) if keys is not None else None
+    if key is None:  # folded once per question of a chunk, not once per file
+        key = AnswerKey(q.mcq.answer, tuple(q.mcq.options))
+        if keys is not None:
+            keys[(dataset, question)] = key
     graded = grade_fields(fields, key, dataset, question, setup, abstention)
     extracted_key = None
     if spec is not None:
