@@ -7,7 +7,7 @@ cache, best of two). Measured in this process:
 
 - the first index build (a new index file: every file read, then the pages' snapshot
   built), target <= 1.5x kag stats;
-- a rescan with nothing changed (every file stat'ed, none read, the snapshot rebuilt),
+- a rescan with nothing changed (every file stat'ed, none read, the pages' data kept),
   target <= 0.25x kag stats;
 - the p95 latency of every page and API call, answered by the server on 127.0.0.1
   (``--requests`` calls each, after one warm-up call), target <= 100 ms;

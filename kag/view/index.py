@@ -17,12 +17,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from itertools import chain, islice
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from kag.datasets import Datasets
 from kag.errors import InputError
 from kag.grading.evidence import evidence_record
 from kag.grading.mcq.extracted import compile_spec, extracted_grade
+from kag.grading.mcq.metrics import Tally
 from kag.grading.mcq.rule import (
     DEFAULT_ABSTENTION,
     AnswerKey,
@@ -41,6 +42,7 @@ from kag.textsafe import ascii_fold
 SCHEMA_VERSION = 4
 ANSWER_CHARS = 200  # the head of a response kept for the grid
 ERROR_CHARS = 2000
+_T = TypeVar("_T")
 
 # Row kinds: what a file is to `kag stats` (graded, ignored, skipped, unreadable, open).
 GRADED, IGNORED, SKIPPED, UNREADABLE, OPEN = "graded", "ignored", "skipped", "unreadable", "open"
@@ -56,6 +58,7 @@ COLUMNS = (
     "PRIMARY KEY (tree, rel)"
 )
 _NAMES = tuple(c.split()[0] for c in COLUMNS.split(", PRIMARY KEY")[0].split(", "))
+_BY_QUESTION = "CREATE INDEX IF NOT EXISTS by_question ON files (dataset, question)"
 _INSERT = f"INSERT OR REPLACE INTO files ({', '.join(_NAMES)}) VALUES ({', '.join('?' * len(_NAMES))})"
 
 
@@ -98,6 +101,9 @@ class Index:
         self.prefix = prefix
         self.extract = extract
         self.fingerprint = _settings_fingerprint(datasets, prefix, extract)
+        #: After a scan that read every file (the first), the tallies of the epoch 1 files
+        #: by (tree, setup, dataset), made by the workers as they graded them; else None.
+        self.tallies: dict[tuple[str, str, str], Tally] | None = None
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             self.db = sqlite3.connect(str(path), check_same_thread=False)
@@ -110,7 +116,7 @@ class Index:
                 self.db.execute("DROP TABLE IF EXISTS files")
                 self.db.execute("INSERT OR REPLACE INTO meta VALUES ('fingerprint', ?)", (self.fingerprint,))
             self.db.execute(f"CREATE TABLE IF NOT EXISTS files ({COLUMNS})")
-            self.db.execute("CREATE INDEX IF NOT EXISTS by_question ON files (dataset, question)")
+            self.db.execute(_BY_QUESTION)
             self.db.commit()
         except sqlite3.Error as exc:
             raise InputError(f"{path}: cannot open the index: {exc}") from None
@@ -121,8 +127,12 @@ class Index:
     def scan(self) -> ScanStats:
         """Bring the index up to date with the trees: new and changed files read, gone ones dropped."""
         seen = read = removed = 0
+        tallies: dict[tuple[str, str, str], Tally] | None = {}
         if self.extract is not None:
             compile_spec(self.extract)  # a bad pattern is a usage error before any file is read
+        empty = self.db.execute("SELECT 1 FROM files LIMIT 1").fetchone() is None
+        if empty:  # filled at once: the question lookup is built after, in one pass
+            self.db.execute("DROP INDEX IF EXISTS by_question")
         for tree in self.trees:
             check_results_root(tree.root)
             known = {
@@ -132,8 +142,13 @@ class Index:
                 )
             }
             walk = _TreeWalk(tree.root, self.prefix, known)
-            for part in self._graded(walk.jobs()):
+            # A tree new to the index: its folders are walked by the worker processes too.
+            for part in self._graded(walk.jobs()) if known else self._first(walk):
                 self.db.executemany(_INSERT, part)
+            if known:
+                tallies = None
+            elif tallies is not None:
+                tallies.update({(tree.root, *key): t for key, t in walk.tallies.items()})
             self.db.executemany(_INSERT, walk.rows)
             seen += walk.seen
             read += walk.read
@@ -142,7 +157,9 @@ class Index:
             self.db.executemany("DELETE FROM files WHERE tree=? AND rel=?", gone)
         live = [t.root for t in self.trees]
         self.db.execute(f"DELETE FROM files WHERE tree NOT IN ({', '.join('?' * len(live))})", live)
+        self.db.execute(_BY_QUESTION)
         self.db.commit()
+        self.tallies = tallies
         return ScanStats(seen, read, removed)
 
     def _graded(self, jobs: Iterator[_Job]) -> Iterator[list[tuple[object, ...]]]:
@@ -163,8 +180,92 @@ class Index:
             work, chunks, workers, died="a worker process died while indexing", failed="indexing failed"
         )
 
+    def _first(self, walk: _TreeWalk) -> Iterator[list[tuple[object, ...]]]:
+        """The rows of a tree the index has none of, in chunks: its question folders are
+        listed here, and each one's files listed, stat'ed and read by a pool of worker
+        processes (as `kag stats` shares the walk) when there are many."""
+        from functools import partial
 
-def _batched(items: Iterator[_Job], size: int) -> Iterator[list[_Job]]:
+        from kag.workers import default_workers, ordered_map
+
+        folders = _folders(walk)
+        head = list(islice(folders, POOL_FOLDERS))
+        chunks = ((walk.root, chunk) for chunk in _batched(chain(head, folders), CHUNK_FOLDERS))
+        work = partial(_walk_chunk, _Context(self.datasets, self.extract, self.prefix))
+        workers = default_workers() if len(head) >= POOL_FOLDERS else 1
+        parts = (
+            map(work, chunks)
+            if workers == 1
+            else ordered_map(
+                work, chunks, workers, died="a worker process died while indexing", failed="indexing failed"
+            )
+        )
+        for part, tallies in parts:
+            walk.seen += len(part)
+            walk.read += sum(1 for row in part if row[4] is not None)
+            for (setup, dataset), tally in tallies.items():  # merged in chunk order
+                _tally(walk.tallies, setup, dataset).merge(tally)
+            yield part
+
+
+def _folders(walk: _TreeWalk) -> Iterator[tuple[str, str, str, str]]:
+    """(path, relative path, dataset, question) of each question folder of ``walk``'s
+    tree; the entries at the wrong level go to its rows as ignored."""
+    for rel, dataset, question, entry in _top(walk.root):
+        if question:
+            yield entry.path, rel, dataset, question
+        else:
+            walk.seen += 1
+            walk.rows.append(_row(walk.root, rel, dataset, "", None, 1, IGNORED))
+
+
+def _walk_chunk(
+    ctx: _Context, chunk: tuple[str, list[tuple[str, str, str, str]]]
+) -> tuple[list[tuple[object, ...]], dict[tuple[str, str], Tally]]:
+    """The rows of every file of some question folders of the tree ``chunk[0]``, and the
+    tallies of their epoch 1 files by (setup, dataset)."""
+    root, folders = chunk
+    tallies: dict[tuple[str, str], Tally] = {}
+    keys: dict[tuple[str, str], AnswerKey] = {}
+    abstention = compile_abstention(DEFAULT_ABSTENTION)
+    spec = compile_spec(ctx.extract) if ctx.extract is not None else None
+    datasets, rows = ctx.datasets, []
+    for path, rel, dataset, question in folders:
+        for frel, _, _, epoch, entry, setup in _files(path, rel, dataset, question, ctx.prefix):
+            if setup is None:
+                rows.append(_row(root, frel, dataset, question, None, epoch, IGNORED))
+            else:
+                stamp = _stamp(entry)
+                rows.append(
+                    _grade_one(
+                        datasets,
+                        root,
+                        frel,
+                        dataset,
+                        question,
+                        setup,
+                        epoch,
+                        entry.path,
+                        stamp,
+                        abstention,
+                        spec,
+                        tallies,
+                        keys,
+                    )
+                )
+    return rows, tallies
+
+
+def _stamp(entry: os.DirEntry[str]) -> tuple[int | None, int | None]:
+    """(size, mtime) of a file, what tells a rescan it changed; (None, None) when it cannot be stat'ed."""
+    try:
+        st = entry.stat(follow_symlinks=False)
+    except OSError:
+        return (None, None)
+    return (st.st_size, st.st_mtime_ns)
+
+
+def _batched(items: Iterator[_T], size: int) -> Iterator[list[_T]]:
     while chunk := list(islice(items, size)):
         yield chunk
 
@@ -176,6 +277,7 @@ class _TreeWalk:
     def __init__(self, root: str, prefix: str, known: dict[str, tuple[int | None, int | None]]) -> None:
         self.root, self.prefix, self.known = root, prefix, known
         self.rows: list[tuple[object, ...]] = []
+        self.tallies: dict[tuple[str, str], Tally] = {}
         self.present: set[str] = set()
         self.seen = self.read = 0
 
@@ -188,12 +290,7 @@ class _TreeWalk:
                 if rel not in known:
                     self.rows.append(_row(root, rel, dataset, question, None, epoch, IGNORED))
                 continue
-            stamp: tuple[int | None, int | None]
-            try:
-                st = entry.stat(follow_symlinks=False)
-                stamp = (st.st_size, st.st_mtime_ns)
-            except OSError:
-                stamp = (None, None)
+            stamp = _stamp(entry)
             if known.get(rel) == stamp:
                 continue
             self.read += 1
@@ -202,6 +299,9 @@ class _TreeWalk:
 
 CHUNK_FILES = 1000
 POOL_FROM = 4000  # files to read from which worker processes are started
+# The same for a tree new to the index, counted in question folders (about ten files each).
+CHUNK_FOLDERS = 100
+POOL_FOLDERS = 400
 
 _Job = tuple[str, str, str, str, str, int, str, tuple[int | None, int | None]]
 
@@ -210,12 +310,14 @@ _Job = tuple[str, str, str, str, str, int, str, tuple[int | None, int | None]]
 class _Context:
     datasets: Datasets
     extract: str | None
+    prefix: str = ""
 
 
 def _grade_chunk(ctx: _Context, jobs: list[_Job]) -> list[tuple[object, ...]]:
     abstention = compile_abstention(DEFAULT_ABSTENTION)
     spec = compile_spec(ctx.extract) if ctx.extract is not None else None
-    return [_grade_one(ctx.datasets, *job, abstention, spec) for job in jobs]
+    keys: dict[tuple[str, str], AnswerKey] = {}
+    return [_grade_one(ctx.datasets, *job, abstention, spec, None, keys) for job in jobs]
 
 
 def _grade_one(
@@ -230,8 +332,11 @@ def _grade_one(
     stamp: tuple[int | None, int | None],
     abstention: Any,
     spec: Any,
+    tallies: dict[tuple[str, str], Tally] | None = None,
+    keys: dict[tuple[str, str], AnswerKey] | None = None,
 ) -> tuple[object, ...]:
-    """The row of one result file: graded by kag's grading rule against its question."""
+    """The row of one result file: graded by kag's grading rule against its question; an
+    epoch 1 file graded is also added to its (setup, dataset) tally in ``tallies``."""
     q = datasets.get(dataset, question)
     if q is None or (q.mcq is None and q.open is None):
         return _row(root, rel, dataset, question, setup, epoch, IGNORED, stamp)
@@ -245,14 +350,22 @@ def _grade_one(
     if q.open is not None:
         exact, f1 = grade_open_response(fields.response, q.open.answers)
         graded = grade_fields(fields, AnswerKey("", ()), dataset, question, setup, abstention)
+        if tallies is not None and epoch == 1:
+            _tally(tallies, setup, dataset).add_open(exact, f1, graded.outcome is Outcome.ERR)
         return _row(root, rel, dataset, question, setup, epoch, OPEN, stamp, graded=graded, open_=(exact, f1))
     assert q.mcq is not None and q.mcq.answer is not None
-    key = AnswerKey(q.mcq.answer, tuple(q.mcq.options))
+    key = keys.get((dataset, question)) if keys is not None else None
+    if key is None:  # folded once per question of a chunk, not once per file
+        key = AnswerKey(q.mcq.answer, tuple(q.mcq.options))
+        if keys is not None:
+            keys[(dataset, question)] = key
     graded = grade_fields(fields, key, dataset, question, setup, abstention)
     extracted_key = None
     if spec is not None:
         extracted, extracted_key = extracted_grade(spec, graded.response, key)
         graded = replace(graded, extracted=extracted)
+    if tallies is not None and epoch == 1:
+        _tally(tallies, setup, dataset).add(graded)
     found = evidence_record(q.evidence, fields.retrieval_text, graded.outcome is Outcome.OK)
     bits = "".join("1" if f else "0" for f in found.found) if found is not None else None
     return _row(
@@ -268,6 +381,13 @@ def _grade_one(
         evidence=bits,
         extracted_key=extracted_key,
     )
+
+
+def _tally(tallies: dict[tuple[str, str], Tally], setup: str, dataset: str) -> Tally:
+    tally = tallies.get((setup, dataset))
+    if tally is None:
+        tally = tallies[(setup, dataset)] = Tally()
+    return tally
 
 
 def answer_vote(response: str | None) -> str | None:
@@ -345,33 +465,49 @@ def _walk(root: str, prefix: str) -> Iterator[tuple[str, str, str, int, os.DirEn
     """(relative path, dataset, question, epoch, entry, setup or None when ignored) of every
     file-level entry, as `kag stats` walks them: no link followed, hidden dataset folders
     and ``.tmp`` writes passed over, entries at the wrong level ignored (question "")."""
+    for rel, dataset, question, entry in _top(root):
+        if question:
+            yield from _files(entry.path, rel, dataset, question, prefix)
+        else:
+            yield rel, dataset, "", 1, entry, None
+
+
+def _top(root: str) -> Iterator[tuple[str, str, str, os.DirEntry[str]]]:
+    """(relative path, dataset, question, entry) of every question folder, and of every
+    entry at the dataset or question level that is not one (question "": ignored)."""
     for d in sorted_entries(root):
         if d.name.startswith(".") and d.is_dir(follow_symlinks=False):
             continue
         if not d.is_dir(follow_symlinks=False):
             if not d.name.endswith(TMP_SUFFIX):
-                yield d.name, "", "", 1, d, None
+                yield d.name, "", "", d
             continue
         try:
             questions = sorted_entries(d.path)
         except OSError:
             continue
         for q in questions:
-            if not q.is_dir(follow_symlinks=False):
-                if not q.name.endswith(TMP_SUFFIX):
-                    yield f"{d.name}/{q.name}", d.name, "", 1, q, None
-                continue
-            try:
-                entries = sorted_entries(q.path)
-            except OSError:
-                continue
-            for e in entries:
-                if e.name == EPOCHS_FOLDER and e.is_dir(follow_symlinks=False):
-                    yield from _epochs(e.path, f"{d.name}/{q.name}/{EPOCHS_FOLDER}", d.name, q.name, prefix)
-                    continue
-                if e.name.endswith(TMP_SUFFIX):
-                    continue
-                yield f"{d.name}/{q.name}/{e.name}", d.name, q.name, 1, e, result_file_setup(e, prefix)
+            if q.is_dir(follow_symlinks=False):
+                yield f"{d.name}/{q.name}", d.name, q.name, q
+            elif not q.name.endswith(TMP_SUFFIX):
+                yield f"{d.name}/{q.name}", d.name, "", q
+
+
+def _files(
+    path: str, rel: str, dataset: str, question: str, prefix: str
+) -> Iterator[tuple[str, str, str, int, os.DirEntry[str], str | None]]:
+    """The file-level entries of one question folder (see :func:`_walk`), its later epochs' too."""
+    try:
+        entries = sorted_entries(path)
+    except OSError:
+        return
+    for e in entries:
+        if e.name == EPOCHS_FOLDER and e.is_dir(follow_symlinks=False):
+            yield from _epochs(e.path, f"{rel}/{EPOCHS_FOLDER}", dataset, question, prefix)
+            continue
+        if e.name.endswith(TMP_SUFFIX):
+            continue
+        yield f"{rel}/{e.name}", dataset, question, 1, e, result_file_setup(e, prefix)
 
 
 def _epochs(

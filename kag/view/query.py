@@ -34,6 +34,13 @@ if TYPE_CHECKING:  # the judge's modules load the model clients: only a named ju
     from kag.view.verdicts import VerdictReader
 
 PAGE_SIZE = 50
+# An index row as View reads it: _graded and _epoch_outcome take its fields by position.
+_COLUMNS = (
+    "SELECT tree, rel, dataset, question, setup, epoch, kind, outcome, abstained, non_option, "
+    "extracted, answer, error, reason, gen_ns, ctx_len, ret_ns, vertices, relationships, "
+    "properties, provider, model, temperature, max_tokens, ag_retriever, ag_database, "
+    "prompt_tokens, completion_tokens, open_exact, open_f1, evidence, vote, extracted_key FROM files"
+)
 SORTS = ("question", "-question", "correct", "-correct", "vertices", "-vertices")
 OUTCOMES = tuple(o.value for o in Outcome)
 _OUTCOME = {o.value: o for o in Outcome}  # a lookup costs a tenth of Outcome(value), 100,000 times
@@ -81,6 +88,7 @@ class View:
         self._lock = threading.Lock()
         self._search_cache: dict[tuple[str, tuple[str, ...]], frozenset[tuple[str, str]]] = {}
         self._compared: dict[str, ComparisonRun | None] = {}
+        self._records: tuple[GradedFile, ...] | None = None
         self.snapshot = self._build()
 
     def reload(self) -> Any:
@@ -90,36 +98,38 @@ class View:
                 self.snapshot = self._build()
                 self._search_cache.clear()
                 self._compared.clear()
+                self._records = None
             return stats
 
     def _build(self) -> Snapshot:
         labels = {t.root: t.label for t in self.index.trees}
         tallies: dict[tuple[str, str], Tally] = {}
-        records: list[GradedFile] = []
         grid: dict[tuple[str, str], dict[str, Cell]] = {}
         epochs: dict[tuple[str, str, str], tuple[int, int]] = {}
         skipped = ignored = 0
         unreadable: list[Unreadable] = []
         evidence: dict[tuple[str, str], dict[str, EvidenceRecord]] = {}
-        columns = (
-            "SELECT tree, rel, dataset, question, setup, epoch, kind, outcome, abstained, non_option, "
-            "extracted, answer, error, reason, gen_ns, ctx_len, ret_ns, vertices, relationships, "
-            "properties, provider, model, temperature, max_tokens, ag_retriever, ag_database, "
-            "prompt_tokens, completion_tokens, open_exact, open_f1, evidence, vote, extracted_key FROM files"
-        )
         later: dict[tuple[str, str, str, str], dict[int, EpochOutcome | None]] = {}
         firsts: dict[tuple[str, str, str, str], EpochOutcome] = {}
         with_extract = self.index.extract is not None
+        # The tallies the workers made while the scan read every file, else made here.
+        counted = self.index.tallies
+        if counted is not None:
+            for (tree, setup, dataset), part in counted.items():  # the trees in order
+                name = setup_name(labels.get(tree, ""), setup)
+                if (name, dataset) not in tallies:
+                    tallies[(name, dataset)] = Tally()
+                tallies[(name, dataset)].merge(part)
         # The later epochs first: epoch 1's outcome is then kept only where there are some.
         for row in self.index.db.execute(
-            columns + " WHERE epoch != 1 AND kind IN (?, ?)", (GRADED, UNREADABLE)
+            _COLUMNS + " WHERE epoch != 1 AND kind IN (?, ?)", (GRADED, UNREADABLE)
         ):
             tree, _, dataset, question, setup, epoch, kind = row[:7]
             name = setup_name(labels.get(tree, ""), setup)
             later.setdefault((tree, dataset, question, name), {})[epoch] = (
                 _epoch_outcome(row, with_extract) if kind == GRADED else None
             )
-        for row in self.index.db.execute(columns + " WHERE epoch = 1"):
+        for row in self.index.db.execute(_COLUMNS + " WHERE epoch = 1"):
             tree, rel, dataset, question, setup, epoch, kind = row[:7]
             if kind == IGNORED:
                 ignored += 1
@@ -131,22 +141,24 @@ class View:
                 unreadable.append(Unreadable(os.path.join(tree, rel), row[13] or ""))
                 continue
             name = setup_name(labels.get(tree, ""), setup)
-            graded = _graded(row, name)
-            tally = tallies.get((name, dataset))
-            if tally is None:
-                tally = tallies[(name, dataset)] = Tally()
+            outcome = row[7]
+            if counted is None:
+                tally = tallies.get((name, dataset))
+                if tally is None:
+                    tally = tallies[(name, dataset)] = Tally()
+                if kind == OPEN:
+                    tally.add_open(row[28] or 0.0, row[29] or 0.0, outcome == Outcome.ERR.value)
+                else:
+                    tally.add(_graded(row, name))
             if kind == OPEN:
-                tally.add_open(row[28] or 0.0, row[29] or 0.0, graded.outcome is Outcome.ERR)
                 continue
-            tally.add(graded)
-            records.append(graded)
             if later and (tree, dataset, question, name) in later:
                 firsts[(tree, dataset, question, name)] = _epoch_outcome(row, with_extract)
             if row[30] is not None:
-                found = EvidenceRecord(tuple(c == "1" for c in row[30]), graded.outcome is Outcome.OK)
+                found = EvidenceRecord(tuple(c == "1" for c in row[30]), outcome == Outcome.OK.value)
                 evidence.setdefault((name, dataset), {})[question] = found
             grid.setdefault((dataset, question), {})[name] = Cell(
-                graded.outcome.value, row[11], row[10], row[17], rel, tree
+                outcome, row[11], row[10], row[17], rel, tree
             )
         epoch_outcomes: dict[tuple[str, str], dict[str, tuple[EpochOutcome, ...]]] = {}
         for (tree, dataset, question, name), files in later.items():
@@ -161,7 +173,6 @@ class View:
             epoch_outcomes.setdefault((name, dataset), {})[question] = tuple(chain)
             if len(chain) > 1:
                 epochs[(dataset, question, name)] = (sum(o.correct for o in chain), len(chain))
-        records.sort(key=lambda r: (r.dataset, r.question, r.setup))
         unreadable.sort(key=lambda u: u.path)
         ds = self.datasets
         any_open = any(q.open is not None for q in ds.iter_questions())
@@ -172,7 +183,7 @@ class View:
             skipped_files=skipped,
             ignored_files=ignored,
             unreadable=tuple(unreadable),
-            records=tuple(records),
+            records=None,  # made when a page needs them (View.records)
             scorable_open_questions=sum(1 for q in ds.iter_questions() if q.open is not None)
             if any_open
             else None,
@@ -187,7 +198,7 @@ class View:
         )
         summary = summarize(run)
         if self.prices is not None:
-            summary = replace(summary, costs=price_records(run.records or (), self.prices))
+            summary = replace(summary, costs=price_records(self._read_records(labels), self.prices))
         return Snapshot(
             run,
             summary,
@@ -196,6 +207,21 @@ class View:
             sorted(grid, key=question_sort_key),
             epochs,
         )
+
+    def records(self) -> tuple[GradedFile, ...]:
+        """The per-file records of the graded MCQ files (epoch 1), what `kag stats compare`
+        pairs: read from the index once per scan, when a page first needs them."""
+        if self._records is None:
+            self._records = self._read_records({t.root: t.label for t in self.index.trees})
+        return self._records
+
+    def _read_records(self, labels: dict[str, str]) -> tuple[GradedFile, ...]:
+        records = [
+            _graded(row, setup_name(labels.get(row[0], ""), row[4]))
+            for row in self.index.db.execute(_COLUMNS + " WHERE epoch = 1 AND kind = ?", (GRADED,))
+        ]
+        records.sort(key=lambda r: (r.dataset, r.question, r.setup))
+        return tuple(records)
 
     # ------------------------------------------------------------------ the overview
 
@@ -209,7 +235,7 @@ class View:
         if baseline not in snap.setups:
             raise UsageError(f"baseline {baseline!r}: no graded setup has that name")
         if baseline not in self._compared:  # computed once per baseline and scan
-            answers = _answers(snap.run, self.datasets)
+            answers = _answers(self.records(), self.datasets)
             found = any(a.setup == baseline for a in answers)
             self._compared[baseline] = compare_setups(answers, baseline) if found else None
         return self._compared[baseline]
@@ -492,10 +518,10 @@ def _epoch_outcome(row: tuple[Any, ...], with_extract: bool) -> EpochOutcome:
     return EpochOutcome(row[7] == Outcome.OK.value, row[31] if row[31] is not None else row[11], extracted)
 
 
-def _answers(run: GradeRun, datasets: Datasets) -> list[GradedFile]:
+def _answers(records: Sequence[GradedFile], datasets: Datasets) -> list[GradedFile]:
     """The records with their gold key, graded strictly (as `kag stats compare` pairs by default)."""
     out = []
-    for r in run.records or ():
+    for r in records:
         q: Question | None = datasets.get(r.dataset, r.question)
         gold = q.mcq.answer if q is not None and q.mcq is not None else None
         out.append(replace(r, gold=gold))

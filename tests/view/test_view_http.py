@@ -266,8 +266,20 @@ def test_worker_processes_index_the_same_rows(
     alone = open_view(datasets, root, tmp_path / "one.sqlite")
     monkeypatch.setattr(index_module, "POOL_FROM", 1)
     monkeypatch.setattr(index_module, "CHUNK_FILES", 3)
+    monkeypatch.setattr(index_module, "POOL_FOLDERS", 1)
+    monkeypatch.setattr(index_module, "CHUNK_FOLDERS", 2)
     pooled = open_view(datasets, root, tmp_path / "pool.sqlite")
     query = "SELECT * FROM files ORDER BY rel"
+    assert pooled.index.db.execute(query).fetchall() == alone.index.db.execute(query).fetchall()
+    # The tallies the workers made while reading are those made from the index rows.
+    assert pooled.index.tallies is not None
+    pooled.index.tallies = None
+    assert pooled._build().run.tallies == pooled.snapshot.run.tallies == alone.snapshot.run.tallies
+    assert len(pooled.records()) == len(alone.records()) > 0
+    # A rescan that reads every file again (all of them touched) shares them out as well.
+    for path in root.rglob("*.json"):
+        os.utime(path, ns=(10**18, 10**18))
+    assert pooled.reload().read == alone.reload().read > 0
     assert pooled.index.db.execute(query).fetchall() == alone.index.db.execute(query).fetchall()
 
 
