@@ -11,108 +11,53 @@ workers either.
 from __future__ import annotations
 
 import inspect
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
-from fractions import Fraction
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from kag.grading.measures import registered
+from kag.grading.measures.accuracy import AccuracyCounts, accuracy, coverage, precision
+from kag.grading.measures.context_length import ContextLengthCounts, mean
+from kag.grading.measures.interval import Z95, wilson_interval
+from kag.grading.measures.retrieval import RetrievalCounts, RetrievalMetrics, retrieval_metrics
+from kag.grading.measures.timing import TimingCounts, duration_secs, mean_duration_secs
 from kag.grading.record import GradedFile, Outcome
 from kag.grading.usage import usage_beyond_bound, usage_sample
-from kag.results.codec import NANOS_PER_SEC
+
+# Re-exported: the metric functions' home is their measure's module.
+__all__ = [
+    "Z95",
+    "GradeRun",
+    "Metrics",
+    "RetrievalMetrics",
+    "Tally",
+    "Unreadable",
+    "UsageMetrics",
+    "accuracy",
+    "coverage",
+    "duration_secs",
+    "mean",
+    "mean_duration_secs",
+    "precision",
+    "wilson_interval",
+]
 
 if TYPE_CHECKING:
     from kag.grading.mcq.epoch_walk import EpochOutcomes
     from kag.grading.mcq.evidence_blocks import EvidenceRecords
 
-#: z for a two-sided 95% interval (the 0.975 quantile of the standard normal).
-Z95 = 1.959963984540054
-
-# ---------------------------------------------------------------- metrics (one per function)
-
-
-def accuracy(correct: int, total: int) -> float | None:
-    """ACC = OK / TOT, the share of scored files answered correctly; None when TOT = 0."""
-    return correct / total if total > 0 else None
-
-
-def precision(correct: int, parsed: int) -> float | None:
-    """PREC = OK / (OK + WRONG), correctness of committed answers; None when nothing committed."""
-    return correct / parsed if parsed > 0 else None
-
-
-def coverage(parsed: int, total: int) -> float | None:
-    """COVER = (OK + WRONG) / TOT, the share of scored files that are not errors; None when TOT = 0."""
-    return parsed / total if total > 0 else None
-
-
-def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, float] | None:
-    """Wilson score interval for a binomial proportion ``successes / n``.
-
-    With p = k/n: centre = (p + z²/2n) / (1 + z²/n), half = z/(1 + z²/n) · √(p(1-p)/n + z²/4n²);
-    the interval is [centre - half, centre + half], clamped to [0, 1] (exactly 0 when k = 0
-    and exactly 1 when k = n). None when n = 0.
-    """
-    if n <= 0:
-        return None
-    p = successes / n
-    z2 = z * z
-    denom = 1 + z2 / n
-    centre = (p + z2 / (2 * n)) / denom
-    half = z / denom * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
-    low = 0.0 if successes == 0 else max(0.0, centre - half)
-    high = 1.0 if successes == n else min(1.0, centre + half)
-    return (low, high)
-
-
-def duration_secs(total_ns: int) -> float:
-    """Rust's ``Duration::as_secs_f64``: ``secs as f64 + nanos as f64 / 1e9``."""
-    secs, nanos = divmod(total_ns, NANOS_PER_SEC)
-    return float(secs) + float(nanos) / 1e9
-
-
-def mean_duration_secs(total_ns: int, samples: int) -> float | None:
-    """Mean of durations, in seconds, as the contract of :mod:`kag.grading.rule` computes it.
-
-    Rust: ``total.div_f64(n as f64).as_secs_f64()``; ``div_f64`` divides the f64 seconds
-    and rounds the quotient to the nearest nanosecond (ties to even, Rust >= 1.63).
-    None when there are no samples.
-    """
-    if samples <= 0:
-        return None
-    quotient = duration_secs(total_ns) / float(samples)
-    return duration_secs(round(Fraction(quotient) * NANOS_PER_SEC))
-
-
-def mean(total: int, samples: int) -> float | None:
-    """total / samples as a float; None when there are no samples."""
-    return total / samples if samples > 0 else None
-
-
 # ---------------------------------------------------------------- aggregation
 
 
-class _Counts:
+class _Counts(AccuracyCounts, TimingCounts, ContextLengthCounts, RetrievalCounts):
     """The counter fields of one group, listed once: :class:`Tally` (the mutable accumulator
     that travels to and from worker processes) and :class:`Metrics` (the frozen block) both
-    carry exactly these, in this order, through :func:`_counts_dataclass`."""
+    carry exactly these, in this order, through :func:`_counts_dataclass`: the registered
+    measures' counters (:mod:`kag.grading.measures`), in registration order, then the
+    counters below."""
 
     __slots__ = ()
 
-    correct: int = 0
-    incorrect: int = 0
-    errors: int = 0
-    abstentions: int = 0
-    non_option_answers: int = 0
-    generation_ns: int = 0
-    generation_samples: int = 0
-    context_bytes: int = 0
-    context_samples: int = 0
-    retrieval_ns: int = 0
-    vertices: int = 0
-    relationships: int = 0
-    properties: int = 0
-    retrieval_samples: int = 0
     # --extract (kag.grading.mcq.extracted): the extracted grade of the same files.
     extracted_correct: int = 0
     extracted_incorrect: int = 0
@@ -131,14 +76,27 @@ class _Counts:
 
 _C = TypeVar("_C", bound=type[_Counts])
 
+# The counters of a block: the registered measures' (every one must be a base of _Counts, so
+# that the type checker sees them), then _Counts' own.
+_ANNOTATIONS: dict[str, Any] = {
+    **{name: inspect.get_annotations(m.counts)[name] for m in registered() for name in m.counters},
+    **inspect.get_annotations(_Counts),
+}
+assert all(issubclass(_Counts, m.counts) for m in registered() if m.counters), (
+    "a measure's counters are not in _Counts"
+)
+_MEASURES = registered()
+_ADDERS = tuple(m.add for m in _MEASURES if m.add is not None)
+_OWN_FIELDS = tuple(inspect.get_annotations(_Counts))
+
 
 def _counts_dataclass(*, frozen: bool) -> Callable[[_C], _C]:
     """``@dataclass(slots=True, frozen=frozen)`` whose fields are :class:`_Counts`' (then the class's own)."""
 
     def wrap(cls: _C) -> _C:
         own = inspect.get_annotations(cls)
-        cls.__annotations__ = {**_Counts.__annotations__, **own}
-        for name in _Counts.__annotations__:
+        cls.__annotations__ = {**_ANNOTATIONS, **own}
+        for name in _ANNOTATIONS:
             setattr(cls, name, getattr(_Counts, name))
         return dataclass(frozen=frozen, slots=True)(cls)  # type: ignore[return-value]
 
@@ -153,28 +111,8 @@ class Tally(_Counts):
     """
 
     def add(self, graded: GradedFile) -> None:
-        outcome = graded.outcome
-        if outcome is Outcome.OK:
-            self.correct += 1
-        elif outcome is Outcome.WRONG:
-            self.incorrect += 1
-            self.abstentions += graded.abstained
-            self.non_option_answers += graded.non_option
-        else:
-            self.errors += 1
-        if graded.generation_ns is not None:
-            self.generation_ns += graded.generation_ns
-            self.generation_samples += 1
-        if graded.context_length is not None:
-            self.context_bytes += graded.context_length
-            self.context_samples += 1
-        r = graded.retrieval
-        if r is not None:
-            self.retrieval_ns += r.time_ns
-            self.vertices += r.vertices
-            self.relationships += r.relationships
-            self.properties += r.properties
-            self.retrieval_samples += 1
+        for add in _ADDERS:
+            add(self, graded)
         x = graded.extracted
         if x is not None:
             if x is Outcome.OK:
@@ -199,44 +137,16 @@ class Tally(_Counts):
         self.open_f1 += f1
 
     def merge(self, other: Tally | Metrics) -> None:
-        """Add another group's sums (a Tally or frozen Metrics: same fields). ``open_f1`` is the
-        one float: callers merge in a fixed order (chunks, then datasets by name)."""
-        for f in _TALLY_FIELDS:
+        """Add another group's sums (a Tally or frozen Metrics: same fields): each measure's
+        merge, then the counters of _Counts' own. ``open_f1`` is the one float: callers merge
+        in a fixed order (chunks, then datasets by name)."""
+        for m in _MEASURES:
+            m.merge(self, other)
+        for f in _OWN_FIELDS:
             setattr(self, f, getattr(self, f) + getattr(other, f))
 
     def freeze(self) -> Metrics:
         return Metrics(*(getattr(self, f) for f in _TALLY_FIELDS))
-
-
-@dataclass(frozen=True, slots=True)
-class RetrievalMetrics:
-    """Retrieval sums over the files that have retrieval stats (``samples`` >= 1)."""
-
-    time_ns: int
-    vertices: int
-    relationships: int
-    properties: int
-    samples: int
-
-    @property
-    def time_secs(self) -> float:
-        return duration_secs(self.time_ns)
-
-    @property
-    def avg_time_secs(self) -> float:
-        return mean_duration_secs(self.time_ns, self.samples)  # type: ignore[return-value]
-
-    @property
-    def avg_vertices(self) -> float:
-        return self.vertices / self.samples
-
-    @property
-    def avg_relationships(self) -> float:
-        return self.relationships / self.samples
-
-    @property
-    def avg_properties(self) -> float:
-        return self.properties / self.samples
 
 
 @_counts_dataclass(frozen=True)
@@ -291,11 +201,7 @@ class Metrics(_Counts):
     @property
     def retrieval(self) -> RetrievalMetrics | None:
         """RET(s)/VERTICE/RELATION/PROPERTY sums; None when no file had retrieval stats."""
-        if self.retrieval_samples == 0:
-            return None
-        return RetrievalMetrics(
-            self.retrieval_ns, self.vertices, self.relationships, self.properties, self.retrieval_samples
-        )
+        return retrieval_metrics(self)
 
     @property
     def usage(self) -> UsageMetrics | None:

@@ -1,0 +1,30 @@
+"""The measures of a report block, one module each, registered in :mod:`.registry`.
+
+Importing this package registers every measure, in the order below, which is the order of
+a block's counters: :mod:`.accuracy`, :mod:`.interval`, :mod:`.timing`,
+:mod:`.context_length`, :mod:`.retrieval`. A measure module imports only
+:mod:`.registry` (and the records it reads), never the walk that runs it.
+"""
+
+# isort: off
+# Registration order is the order of a block's counters: not alphabetical.
+from kag.grading.measures import accuracy
+from kag.grading.measures import interval
+from kag.grading.measures import timing
+from kag.grading.measures import context_length
+from kag.grading.measures import retrieval
+
+# isort: on
+from kag.grading.measures.registry import Measure, measure, register, registered
+
+__all__ = [
+    "Measure",
+    "accuracy",
+    "context_length",
+    "interval",
+    "measure",
+    "register",
+    "registered",
+    "retrieval",
+    "timing",
+]

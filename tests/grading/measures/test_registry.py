@@ -1,0 +1,71 @@
+"""The registry of measures (kag.grading.measures.registry) and how the blocks use it."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+
+import pytest
+
+from kag.grading.mcq.metrics import Metrics, Tally
+from kag.grading.measures import measure, register, registered
+from kag.grading.measures.registry import Measure
+from kag.grading.record import GradedFile, Outcome
+from kag.render.columns import STATS_COLUMNS
+from kag.render.stats import metrics_to_json
+
+
+def test_every_registered_counter_is_a_field_of_a_block_in_registration_order() -> None:
+    names = [f.name for f in dataclasses.fields(Metrics)]
+    counters = [name for m in registered() for name in m.counters]
+    assert names[: len(counters)] == counters
+    assert [f.name for f in dataclasses.fields(Tally)] == names
+
+
+def test_the_names_are_the_measures_the_stats_columns_show() -> None:
+    shown = {c.measure for c in STATS_COLUMNS}
+    assert shown <= {m.name for m in registered()} | {"extracted", "usage", "open", "epochs"}
+
+
+def test_the_json_keys_of_a_block_are_declared_by_the_measures() -> None:
+    declared = [key for m in registered() for key in m.json_keys]
+    assert len(declared) == len(set(declared))
+    assert set(declared) == set(metrics_to_json(Metrics(correct=1)))
+
+
+def test_a_name_or_a_counter_is_registered_once() -> None:
+    class Again:
+        correct: int = 0
+
+    with pytest.raises(ValueError, match="'accuracy' is registered already"):
+        register(Measure("accuracy", Again))
+    with pytest.raises(ValueError, match=r"counters \['correct'\] belong to another measure"):
+        register(Measure("again", Again))
+    assert "again" not in {m.name for m in registered()}
+
+
+def test_an_unknown_measure_is_named_in_the_error() -> None:
+    assert measure("timing").counters == ("generation_ns", "generation_samples")
+    with pytest.raises(KeyError, match="'nope'"):
+        measure("nope")
+
+
+def test_adding_a_record_runs_each_measure_and_merging_sums_them() -> None:
+    wrong = GradedFile("d", "1", "s", Outcome.WRONG, "x", abstained=True, generation_ns=5, context_length=3)
+    ok = GradedFile("d", "2", "s", Outcome.OK, "A", generation_ns=7)
+    one, two = Tally(), Tally()
+    one.add(wrong)
+    two.add(ok)
+    one.merge(two.freeze())
+    m = one.freeze()
+    assert (m.correct, m.incorrect, m.errors, m.abstentions) == (1, 1, 0, 1)
+    assert (m.generation_ns, m.generation_samples, m.context_bytes, m.context_samples) == (12, 2, 3, 1)
+    assert m.retrieval is None
+
+
+def test_a_measure_module_imports_only_the_registry_and_what_it_reads() -> None:
+    for m in registered():
+        module = inspect.getmodule(m.counts)
+        assert module is not None
+        source = inspect.getsource(module)
+        assert "kag.grading.mcq" not in source, module.__name__
