@@ -1,5 +1,8 @@
-"""The metrics of `kag stats` (one function each) and the accumulators that sum the
-per-file records into them.
+"""The blocks of a `kag stats` report: :class:`Tally`, the accumulator that sums the
+per-file records, and :class:`Metrics`, the frozen block. Their counters, how a record adds
+to them and how two merge are the registered measures' (:mod:`kag.grading.measures`, one
+module each, where the metric functions re-exported here live); the properties of
+:class:`Metrics` are the values the renderers read.
 
 Every sum but one is an integer (times in nanoseconds), so merging those is exact and does
 not depend on the order of the records. The exception is ``open_f1``, the sum of the open
@@ -18,11 +21,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from kag.grading.measures import registered
 from kag.grading.measures.accuracy import AccuracyCounts, accuracy, coverage, precision
 from kag.grading.measures.context_length import ContextLengthCounts, mean
+from kag.grading.measures.extracted import ExtractedCounts
 from kag.grading.measures.interval import Z95, wilson_interval
+from kag.grading.measures.open import OpenCounts, add_open
 from kag.grading.measures.retrieval import RetrievalCounts, RetrievalMetrics, retrieval_metrics
 from kag.grading.measures.timing import TimingCounts, duration_secs, mean_duration_secs
-from kag.grading.record import GradedFile, Outcome
-from kag.grading.usage import usage_beyond_bound, usage_sample
+from kag.grading.measures.usage import UsageCounts, UsageMetrics, usage_metrics
+from kag.grading.record import GradedFile
 
 # Re-exported: the metric functions' home is their measure's module.
 __all__ = [
@@ -49,45 +54,35 @@ if TYPE_CHECKING:
 # ---------------------------------------------------------------- aggregation
 
 
-class _Counts(AccuracyCounts, TimingCounts, ContextLengthCounts, RetrievalCounts):
+class _Counts(
+    AccuracyCounts,
+    TimingCounts,
+    ContextLengthCounts,
+    RetrievalCounts,
+    ExtractedCounts,
+    OpenCounts,
+    UsageCounts,
+):
     """The counter fields of one group, listed once: :class:`Tally` (the mutable accumulator
     that travels to and from worker processes) and :class:`Metrics` (the frozen block) both
     carry exactly these, in this order, through :func:`_counts_dataclass`: the registered
-    measures' counters (:mod:`kag.grading.measures`), in registration order, then the
-    counters below."""
+    measures' counters (:mod:`kag.grading.measures`), in registration order."""
 
     __slots__ = ()
-
-    # --extract (kag.grading.mcq.extracted): the extracted grade of the same files.
-    extracted_correct: int = 0
-    extracted_incorrect: int = 0
-    not_extracted: int = 0
-    # Open questions (kag.grading.open_grading): files, error files, EM and F1 sums.
-    open_total: int = 0
-    open_errors: int = 0
-    open_exact: int = 0
-    open_f1: float = 0.0
-    usage_samples: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    # Files whose usage has a count above MAX_COUNT: left out of the usage, and warned about.
-    unbelievable_usage: int = 0
 
 
 _C = TypeVar("_C", bound=type[_Counts])
 
 # The counters of a block: the registered measures' (every one must be a base of _Counts, so
-# that the type checker sees them), then _Counts' own.
+# that the type checker sees them).
 _ANNOTATIONS: dict[str, Any] = {
-    **{name: inspect.get_annotations(m.counts)[name] for m in registered() for name in m.counters},
-    **inspect.get_annotations(_Counts),
+    name: inspect.get_annotations(m.counts)[name] for m in registered() for name in m.counters
 }
 assert all(issubclass(_Counts, m.counts) for m in registered() if m.counters), (
     "a measure's counters are not in _Counts"
 )
 _MEASURES = registered()
 _ADDERS = tuple(m.add for m in _MEASURES if m.add is not None)
-_OWN_FIELDS = tuple(inspect.get_annotations(_Counts))
 
 
 def _counts_dataclass(*, frozen: bool) -> Callable[[_C], _C]:
@@ -113,37 +108,17 @@ class Tally(_Counts):
     def add(self, graded: GradedFile) -> None:
         for add in _ADDERS:
             add(self, graded)
-        x = graded.extracted
-        if x is not None:
-            if x is Outcome.OK:
-                self.extracted_correct += 1
-            elif x is Outcome.WRONG:
-                self.extracted_incorrect += 1
-            else:
-                self.not_extracted += 1
-        tokens = usage_sample(graded)
-        if tokens is not None:
-            self.prompt_tokens += tokens[0]
-            self.completion_tokens += tokens[1]
-            self.usage_samples += 1
-        elif usage_beyond_bound(graded):
-            self.unbelievable_usage += 1
 
     def add_open(self, exact: float, f1: float, error: bool) -> None:
         """Count one graded open-answer file (an error file scores 0 on both)."""
-        self.open_total += 1
-        self.open_errors += error
-        self.open_exact += int(exact)
-        self.open_f1 += f1
+        add_open(self, exact, f1, error)
 
     def merge(self, other: Tally | Metrics) -> None:
         """Add another group's sums (a Tally or frozen Metrics: same fields): each measure's
-        merge, then the counters of _Counts' own. ``open_f1`` is the one float: callers merge
+        merge. ``open_f1`` is the one float: callers merge
         in a fixed order (chunks, then datasets by name)."""
         for m in _MEASURES:
             m.merge(self, other)
-        for f in _OWN_FIELDS:
-            setattr(self, f, getattr(self, f) + getattr(other, f))
 
     def freeze(self) -> Metrics:
         return Metrics(*(getattr(self, f) for f in _TALLY_FIELDS))
@@ -206,33 +181,7 @@ class Metrics(_Counts):
     @property
     def usage(self) -> UsageMetrics | None:
         """Token sums and means over the files with a usage sample; None when there is none."""
-        if self.usage_samples == 0:
-            return None
-        return UsageMetrics(self.usage_samples, self.prompt_tokens, self.completion_tokens)
-
-
-@dataclass(frozen=True, slots=True)
-class UsageMetrics:
-    """Token counts summed over ``samples`` >= 1 files (see :func:`kag.grading.usage.usage_sample`)."""
-
-    samples: int
-    prompt_tokens: int
-    completion_tokens: int
-
-    @property
-    def avg_prompt_tokens(self) -> float:
-        """prompt_tokens / samples."""
-        return self.prompt_tokens / self.samples
-
-    @property
-    def avg_completion_tokens(self) -> float:
-        """completion_tokens / samples."""
-        return self.completion_tokens / self.samples
-
-    @property
-    def avg_tokens(self) -> float:
-        """(prompt_tokens + completion_tokens) / samples: the mean tokens per question."""
-        return (self.prompt_tokens + self.completion_tokens) / self.samples
+        return usage_metrics(self)
 
 
 _TALLY_FIELDS = tuple(f.name for f in fields(Tally))  # type: ignore[arg-type]

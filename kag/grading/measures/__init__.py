@@ -2,7 +2,8 @@
 
 Importing this package registers every measure, in the order below, which is the order of
 a block's counters: :mod:`.accuracy`, :mod:`.interval`, :mod:`.timing`,
-:mod:`.context_length`, :mod:`.retrieval`. A measure module imports only
+:mod:`.context_length`, :mod:`.retrieval`, :mod:`.extracted`, :mod:`.open`,
+:mod:`.usage`. A measure module imports only
 :mod:`.registry` (and the records it reads), never the walk that runs it.
 """
 
@@ -13,6 +14,9 @@ from kag.grading.measures import interval
 from kag.grading.measures import timing
 from kag.grading.measures import context_length
 from kag.grading.measures import retrieval
+from kag.grading.measures import extracted
+from kag.grading.measures import open
+from kag.grading.measures import usage
 
 # isort: on
 from kag.grading.measures.registry import Measure, measure, register, registered
@@ -21,10 +25,13 @@ __all__ = [
     "Measure",
     "accuracy",
     "context_length",
+    "extracted",
     "interval",
     "measure",
+    "open",
     "register",
     "registered",
     "retrieval",
     "timing",
+    "usage",
 ]

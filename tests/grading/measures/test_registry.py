@@ -13,6 +13,7 @@ from kag.grading.measures.registry import Measure
 from kag.grading.record import GradedFile, Outcome
 from kag.render.columns import STATS_COLUMNS
 from kag.render.stats import metrics_to_json
+from kag.results.model import Usage
 
 
 def test_every_registered_counter_is_a_field_of_a_block_in_registration_order() -> None:
@@ -24,13 +25,16 @@ def test_every_registered_counter_is_a_field_of_a_block_in_registration_order() 
 
 def test_the_names_are_the_measures_the_stats_columns_show() -> None:
     shown = {c.measure for c in STATS_COLUMNS}
-    assert shown <= {m.name for m in registered()} | {"extracted", "usage", "open", "epochs"}
+    assert shown <= {m.name for m in registered()} | {"epochs"}
 
 
 def test_the_json_keys_of_a_block_are_declared_by_the_measures() -> None:
     declared = [key for m in registered() for key in m.json_keys]
     assert len(declared) == len(set(declared))
-    assert set(declared) == set(metrics_to_json(Metrics(correct=1)))
+    # The optional keys of a block are each its measure's own, named after it.
+    optional = {"extracted", "open", "usage"}
+    assert all(measure(name).json_keys == (name,) for name in optional)
+    assert set(declared) - optional == set(metrics_to_json(Metrics(correct=1)))
 
 
 def test_a_name_or_a_counter_is_registered_once() -> None:
@@ -61,11 +65,31 @@ def test_adding_a_record_runs_each_measure_and_merging_sums_them() -> None:
     assert (m.correct, m.incorrect, m.errors, m.abstentions) == (1, 1, 0, 1)
     assert (m.generation_ns, m.generation_samples, m.context_bytes, m.context_samples) == (12, 2, 3, 1)
     assert m.retrieval is None
+    assert m.usage is None
+
+
+def test_open_files_and_usage_and_the_extracted_grade_are_counted_by_their_measures() -> None:
+    tally = Tally()
+    tally.add_open(1.0, 1.0, False)
+    tally.add_open(0.0, 0.25, True)
+    tally.add(GradedFile("d", "1", "s", Outcome.OK, "A", extracted=Outcome.WRONG, usage=Usage(3, 4)))
+    tally.add(GradedFile("d", "2", "s", Outcome.OK, "A", extracted=Outcome.ERR, usage=Usage(2**40, 1)))
+    m = tally.freeze()
+    assert (m.open_total, m.open_errors, m.open_exact) == (2, 1, 1)
+    assert m.open_f1 == pytest.approx(1.25)
+    assert (m.extracted_correct, m.extracted_incorrect, m.not_extracted) == (0, 1, 1)
+    assert m.usage is not None
+    assert (m.usage.samples, m.usage.prompt_tokens, m.usage.completion_tokens) == (1, 3, 4)
+    assert m.unbelievable_usage == 1
 
 
 def test_a_measure_module_imports_only_the_registry_and_what_it_reads() -> None:
     for m in registered():
         module = inspect.getmodule(m.counts)
         assert module is not None
-        source = inspect.getsource(module)
-        assert "kag.grading.mcq" not in source, module.__name__
+        imported = [
+            line.split()[1]
+            for line in inspect.getsource(module).splitlines()
+            if line.startswith(("from ", "import "))
+        ]
+        assert not [name for name in imported if name.startswith("kag.grading.mcq")], module.__name__
