@@ -3,7 +3,7 @@
 Importing this package registers every measure, in the order below, which is the order of
 a block's counters: :mod:`.accuracy`, :mod:`.interval`, :mod:`.timing`,
 :mod:`.context_length`, :mod:`.retrieval`, :mod:`.extracted`, :mod:`.open`,
-:mod:`.usage`. A measure module imports only
+:mod:`.usage`, :mod:`.epochs`, :mod:`.evidence`. A measure module imports only
 :mod:`.registry` (and the records it reads), never the walk that runs it.
 """
 
@@ -17,21 +17,36 @@ from kag.grading.measures import retrieval
 from kag.grading.measures import extracted
 from kag.grading.measures import open
 from kag.grading.measures import usage
+from kag.grading.measures import epochs
+from kag.grading.measures import evidence
 
 # isort: on
-from kag.grading.measures.registry import Measure, measure, register, registered
+from kag.grading.measures.registry import (
+    Measure,
+    measure,
+    merge_by_setup,
+    merge_first,
+    register,
+    registered,
+    run_fields,
+)
 
 __all__ = [
     "Measure",
     "accuracy",
     "context_length",
+    "epochs",
+    "evidence",
     "extracted",
     "interval",
     "measure",
+    "merge_by_setup",
+    "merge_first",
     "open",
     "register",
     "registered",
     "retrieval",
+    "run_fields",
     "timing",
     "usage",
 ]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kag.grading.measures.registry import Measure, register
+from kag.grading.measures.registry import Measure, merge_first, register
 from kag.grading.record import GradedFile, Outcome
 
 
@@ -36,6 +36,15 @@ def add(counts: ExtractedCounts, graded: GradedFile) -> None:
             counts.not_extracted += 1
 
 
+# The run keeps the spec the files were graded with (``GradeRun.extract``), every tree's the same.
 MEASURE = register(
-    Measure("extracted", ExtractedCounts, add, needs=frozenset({"extracted"}), json_keys=("extracted",))
+    Measure(
+        "extracted",
+        ExtractedCounts,
+        add,
+        needs=frozenset({"extracted"}),
+        json_keys=("extracted",),
+        run_field="extract",
+        merge_trees=merge_first,
+    )
 )

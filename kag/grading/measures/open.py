@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kag.grading.measures.registry import Measure, register
+from kag.grading.measures.registry import Measure, merge_first, register
 
 
 class OpenCounts:
@@ -56,4 +56,15 @@ def open_metrics(m: OpenCounts) -> OpenMetrics | None:
 
 
 # Not added per MCQ record: an open question's file is counted by its own grade (add_open).
-MEASURE = register(Measure("open", OpenCounts, needs=frozenset({"exact_match", "f1"}), json_keys=("open",)))
+# The run counts the open questions of the datasets file (``GradeRun.scorable_open_questions``,
+# None when it has none), the same for every tree.
+MEASURE = register(
+    Measure(
+        "open",
+        OpenCounts,
+        needs=frozenset({"exact_match", "f1"}),
+        json_keys=("open",),
+        run_field="scorable_open_questions",
+        merge_trees=merge_first,
+    )
+)

@@ -7,8 +7,8 @@ import inspect
 
 import pytest
 
-from kag.grading.mcq.metrics import Metrics, Tally
-from kag.grading.measures import measure, register, registered
+from kag.grading.mcq.metrics import GradeRun, Metrics, Tally
+from kag.grading.measures import measure, merge_by_setup, merge_first, register, registered, run_fields
 from kag.grading.measures.registry import Measure
 from kag.grading.record import GradedFile, Outcome
 from kag.render.columns import STATS_COLUMNS
@@ -32,7 +32,7 @@ def test_the_json_keys_of_a_block_are_declared_by_the_measures() -> None:
     declared = [key for m in registered() for key in m.json_keys]
     assert len(declared) == len(set(declared))
     # The optional keys of a block are each its measure's own, named after it.
-    optional = {"extracted", "open", "usage"}
+    optional = {"extracted", "open", "usage", "epochs", "evidence"}
     assert all(measure(name).json_keys == (name,) for name in optional)
     assert set(declared) - optional == set(metrics_to_json(Metrics(correct=1)))
 
@@ -45,7 +45,36 @@ def test_a_name_or_a_counter_is_registered_once() -> None:
         register(Measure("accuracy", Again))
     with pytest.raises(ValueError, match=r"counters \['correct'\] belong to another measure"):
         register(Measure("again", Again))
+    with pytest.raises(ValueError, match="a run field needs its merge"):
+        register(Measure("again", Again, run_field="again"))
+    with pytest.raises(ValueError, match="the run field 'epochs' belongs to another measure"):
+        register(Measure("again", Again, run_field="epochs", merge_trees=merge_first))
     assert "again" not in {m.name for m in registered()}
+
+
+def test_the_fields_of_a_run_besides_its_own_are_owned_by_measures() -> None:
+    owned = {field: m.name for field, m in run_fields().items()}
+    assert owned == {
+        "extract": "extracted",
+        "scorable_open_questions": "open",
+        "epochs": "epochs",
+        "evidence": "evidence",
+    }
+    assert set(owned) <= {f.name for f in dataclasses.fields(GradeRun)}
+
+
+def test_merging_by_setup_renames_sorts_and_keeps_none_when_a_tree_lacks_it() -> None:
+    def rename(label: str, setup: str) -> str:
+        return f"{label}/{setup}"
+
+    parts = [("b", {("x", "d"): 1}), ("a", {("y", "d"): 2, ("x", "c"): 3})]
+    assert list(merge_by_setup(parts, rename).items()) == [  # type: ignore[union-attr]
+        (("a/x", "c"), 3),
+        (("a/y", "d"), 2),
+        (("b/x", "d"), 1),
+    ]
+    assert merge_by_setup([("a", {}), ("b", None)], rename) is None
+    assert merge_first([("a", "letter"), ("b", "letter")], rename) == "letter"
 
 
 def test_an_unknown_measure_is_named_in_the_error() -> None:
