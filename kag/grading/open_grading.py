@@ -2,31 +2,24 @@
 
 Per file (:func:`grade_open_response`): exact match and token F1 after SQuAD v1.1
 normalization, each the best over the accepted answers (:mod:`kag.grading.open_answers`);
-an ``error`` file scores 0 on both. Per block (:func:`open_metrics`): the means over every
-graded file of the block, error files included (EM = Σ EM / total, F1 = Σ F1 / total).
+an ``error`` file scores 0 on both. Per block, the open measure's means
+(:mod:`kag.grading.measures.open`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from kag.errors import InputError
+from kag.grading.measures.open import OpenMetrics, open_metrics
 from kag.grading.open_answers import exact_match, normalize_answer, token_f1
+
+# Re-exported: the block's open-answer numbers are the open measure's (kag.grading.measures.open).
+__all__ = ["OpenMetrics", "check_open_gold", "grade_open_response", "open_metrics"]
 
 if TYPE_CHECKING:
     from kag.datasets import Datasets, Question
-
-
-@dataclass(frozen=True, slots=True)
-class OpenMetrics:
-    """The open-answer numbers of one block: files graded, error files, mean EM and mean F1."""
-
-    total: int
-    errors: int
-    exact_match: float
-    f1: float
 
 
 def check_open_gold(datasets: Datasets) -> None:
@@ -66,23 +59,3 @@ def grade_open_response(response: str | None, answers: Sequence[str]) -> tuple[f
     if response is None:
         return 0.0, 0.0
     return exact_match(response, answers), token_f1(response, answers)
-
-
-class OpenCounts(Protocol):
-    """The open-answer sums of a block (:class:`kag.grading.mcq.metrics.Metrics` has them)."""
-
-    @property
-    def open_total(self) -> int: ...
-    @property
-    def open_errors(self) -> int: ...
-    @property
-    def open_exact(self) -> int: ...
-    @property
-    def open_f1(self) -> float: ...
-
-
-def open_metrics(m: OpenCounts) -> OpenMetrics | None:
-    """The open-answer block of ``m``: means over ``open_total`` files; None when it has none."""
-    if m.open_total == 0:
-        return None
-    return OpenMetrics(m.open_total, m.open_errors, m.open_exact / m.open_total, m.open_f1 / m.open_total)

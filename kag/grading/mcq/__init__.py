@@ -13,15 +13,15 @@ from importlib import import_module
 from typing import Any
 
 _HOMES = {
-    "accuracy": "kag.grading.mcq.metrics",
+    "accuracy": "kag.grading.measures.accuracy",
     "AnswerKey": "kag.grading.mcq.rule",
     "ascii_fold": "kag.textsafe",
     "AUTO_PARALLEL_MIN_QUESTIONS": "kag.grading.mcq.walk",
     "CHUNK_QUESTIONS": "kag.grading.mcq.walk",
     "compile_abstention": "kag.grading.mcq.rule",
-    "coverage": "kag.grading.mcq.metrics",
+    "coverage": "kag.grading.measures.accuracy",
     "DEFAULT_ABSTENTION": "kag.grading.mcq.rule",
-    "duration_secs": "kag.grading.mcq.metrics",
+    "duration_secs": "kag.grading.measures.timing",
     "eq_ignore_ascii_case": "kag.grading.rule",
     "grade_fields": "kag.grading.mcq.rule",
     "grade_result": "kag.grading.mcq.rule",
@@ -29,13 +29,13 @@ _HOMES = {
     "GradedFile": "kag.grading.record",
     "GradeRun": "kag.grading.mcq.metrics",
     "is_correct": "kag.grading.rule",
-    "mean": "kag.grading.mcq.metrics",
-    "mean_duration_secs": "kag.grading.mcq.metrics",
+    "mean": "kag.grading.measures.context_length",
+    "mean_duration_secs": "kag.grading.measures.timing",
     "Metrics": "kag.grading.mcq.metrics",
     "Outcome": "kag.grading.record",
-    "precision": "kag.grading.mcq.metrics",
+    "precision": "kag.grading.measures.accuracy",
     "rank_key": "kag.grading.mcq.summary",
-    "RetrievalMetrics": "kag.grading.mcq.metrics",
+    "RetrievalMetrics": "kag.grading.measures.retrieval",
     "RetrievalSample": "kag.grading.mcq.rule",
     "rust_trim": "kag.grading.rule",
     "RUST_WHITESPACE": "kag.grading.rule",
@@ -45,8 +45,8 @@ _HOMES = {
     "Tally": "kag.grading.mcq.metrics",
     "timing_ns": "kag.grading.mcq.rule",
     "Unreadable": "kag.grading.mcq.metrics",
-    "wilson_interval": "kag.grading.mcq.metrics",
-    "Z95": "kag.grading.mcq.metrics",
+    "wilson_interval": "kag.grading.measures.interval",
+    "Z95": "kag.grading.measures.interval",
 }
 
 # The public names are the keys above: one list, so that a name cannot be exported here

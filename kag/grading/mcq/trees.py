@@ -5,8 +5,9 @@ unlabelled tree (label None: its setups keep their names), or labelled trees. Ea
 tree's setups are reported as ``LABEL/setup``, named so once, here, so that the same setup
 run twice (two trees) shows as two setups that the comparisons pair by question. Every
 tree is graded by :func:`~kag.grading.mcq.walk.grade_tree` with the same rules, and the
-runs are merged field by field: the metrics, records, epochs and evidence keep their setups
-apart, the file counters are summed and the datasets file is counted once.
+runs are merged field by field, a field a measure owns by that measure's merge: the
+metrics, records, epochs and evidence keep their setups apart, the file counters are summed
+and the datasets file is counted once.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from kag.datasets import Datasets
 from kag.errors import UsageError
 from kag.grading.mcq.metrics import GradeRun
 from kag.grading.mcq.walk import grade_tree
+from kag.grading.measures import Measure, merge_by_setup, run_fields
 
 #: Between a tree's label and a setup name: a setup name (a file name) never holds it.
 SEPARATOR = "/"
@@ -147,7 +149,9 @@ LabelledRuns = Sequence[tuple[str, GradeRun]]
 
 
 def merge_runs(runs: LabelledRuns) -> GradeRun:
-    """One run of the labelled runs of several trees, field by field (:data:`_MERGERS`).
+    """One run of the labelled runs of several trees, field by field: the run's own fields
+    by :data:`_MERGERS`, the fields a measure owns by that measure's merge
+    (:attr:`~kag.grading.measures.registry.Measure.merge_trees`).
 
     - ``tallies``, ``epochs`` and ``evidence`` (keyed by (setup, dataset)): the setups are
       renamed ``LABEL/setup``, keys sorted as a single tree's are.
@@ -164,7 +168,22 @@ def merge_runs(runs: LabelledRuns) -> GradeRun:
     """
     if not runs:
         raise ValueError("no run to merge")
-    return GradeRun(**{f.name: _MERGERS[f.name](f.name, runs) for f in dataclasses.fields(GradeRun)})
+    owned = run_fields()
+    return GradeRun(
+        **{
+            f.name: _merge_owned(owned[f.name], f.name, runs)
+            if f.name in owned
+            else _MERGERS[f.name](f.name, runs)
+            for f in dataclasses.fields(GradeRun)
+        }
+    )
+
+
+def _merge_owned(measure: Measure, name: str, runs: LabelledRuns) -> Any:
+    """A field a measure owns, merged by the measure."""
+    merge = measure.merge_trees
+    assert merge is not None  # register() refuses a run field without its merge
+    return merge([(label, getattr(run, name)) for label, run in runs], labelled)
 
 
 def _first(name: str, runs: LabelledRuns) -> Any:
@@ -179,29 +198,15 @@ def _chained(name: str, runs: LabelledRuns) -> tuple[Any, ...]:
     return tuple(item for _, run in runs for item in getattr(run, name))
 
 
-def _every_run_has(name: str, runs: LabelledRuns) -> list[tuple[str, Any]] | None:
-    """(label, value) of an optional field, None when a run lacks it (was not asked for it)."""
-    parts = [(label, getattr(run, name)) for label, run in runs]
-    return None if any(part is None for _, part in parts) else parts
-
-
-def _by_labelled_setup(name: str, runs: LabelledRuns) -> dict[tuple[str, str], Any] | None:
-    """A mapping keyed by (setup, dataset), with the setups labelled."""
-    parts = _every_run_has(name, runs)
-    if parts is None:
-        return None
-    merged = {
-        (labelled(label, setup), dataset): value
-        for label, part in parts
-        for (setup, dataset), value in part.items()
-    }
-    return {key: merged[key] for key in sorted(merged)}
+def _tallies(name: str, runs: LabelledRuns) -> Any:
+    """The blocks keyed by (setup, dataset), the setups labelled."""
+    return merge_by_setup([(label, getattr(run, name)) for label, run in runs], labelled)
 
 
 def _records(name: str, runs: LabelledRuns) -> tuple[Any, ...] | None:
-    """Per-file records (each with a ``setup``), the setups labelled."""
-    parts = _every_run_has(name, runs)
-    if parts is None:
+    """Per-file records (each with a ``setup``), the setups labelled; None unless every run has them."""
+    parts = [(label, getattr(run, name)) for label, run in runs]
+    if any(part is None for _, part in parts):
         return None
     return tuple(
         sorted(
@@ -211,20 +216,17 @@ def _records(name: str, runs: LabelledRuns) -> tuple[Any, ...] | None:
     )
 
 
-#: How each field of :class:`GradeRun` is merged. ``merge_runs`` looks every field up here,
-#: so a field without an entry fails every merge (and the tests) instead of being dropped.
+#: How each field of :class:`GradeRun` that no measure owns is merged. ``merge_runs`` looks
+#: every other field up here, so a field without an entry fails every merge (and the tests)
+#: instead of being dropped.
 _MERGERS: Mapping[str, Callable[[str, LabelledRuns], Any]] = {
-    "tallies": _by_labelled_setup,
+    "tallies": _tallies,
     "datasets": _first,
     "scorable_questions": _first,
     "skipped_files": _summed,
     "ignored_files": _summed,
     "unreadable": _chained,
     "records": _records,
-    "scorable_open_questions": _first,
-    "extract": _first,
-    "epochs": _by_labelled_setup,
-    "evidence": _by_labelled_setup,
     "open_records": _records,
 }
 

@@ -41,6 +41,7 @@ from kag.grading.mcq.rule import (
     compile_abstention,
     grade_fields,
 )
+from kag.grading.measures import measure
 from kag.grading.open_grading import check_open_gold, grade_open_response
 from kag.grading.record import GradedFile, Outcome, open_outcome
 from kag.results.codec import parse_grading_fields
@@ -96,8 +97,8 @@ class _Config:
     keep_records: bool
     log_level: int
     extract: str | None = None  # spec text: compiled in the worker (kag.grading.mcq.extracted)
-    epochs: bool = False
-    evidence: bool = False
+    # The optional measures asked for (kag.grading.measures): what they need is read only then.
+    measures: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -143,6 +144,8 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
     keep_setup = glob_filter(config.setup_globs, config.glob_prefix)
     abstention = compile_abstention(config.abstention)
     spec = compile_spec(config.extract) if config.extract is not None else None
+    epochs = "epochs" in config.measures
+    reads_text = any("retrieval_text" in measure(name).needs for name in config.measures)
     for task in tasks:
         try:
             entries = sorted_entries(task.path)
@@ -154,12 +157,12 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
         # Epoch 1's outcomes by setup, kept only in a question with an epoch folder.
         firsts: dict[str, EpochOutcome] | None = None
         if (
-            config.epochs
+            epochs
             and task.kind is _Kind.SCORABLE
             and any(e.name == EPOCHS_FOLDER and e.is_dir(follow_symlinks=False) for e in entries)
         ):
             firsts = {}
-        with_text = config.evidence and bool(task.evidence)
+        with_text = reads_text and bool(task.evidence)
         for entry in entries:
             name = entry.name
             if name == EPOCHS_FOLDER and entry.is_dir(follow_symlinks=False):
@@ -397,8 +400,15 @@ def grade_tree(
         keep_records,
         log.getEffectiveLevel(),
         extract,
-        epochs,
-        evidence,
+        frozenset(
+            name
+            for name, asked in (
+                ("extracted", extract is not None),
+                ("epochs", epochs),
+                ("evidence", evidence),
+            )
+            if asked
+        ),
     )
     parent = _ChunkResult()
     chunks = _chunked(_iter_questions(datasets, root, ds_globs, parent), CHUNK_QUESTIONS)

@@ -1,0 +1,52 @@
+"""The measures of a report block, one module each, registered in :mod:`.registry`.
+
+Importing this package registers every measure, in the order below, which is the order of
+a block's counters: :mod:`.accuracy`, :mod:`.interval`, :mod:`.timing`,
+:mod:`.context_length`, :mod:`.retrieval`, :mod:`.extracted`, :mod:`.open`,
+:mod:`.usage`, :mod:`.epochs`, :mod:`.evidence`. A measure module imports only
+:mod:`.registry` (and the records it reads), never the walk that runs it.
+"""
+
+# isort: off
+# Registration order is the order of a block's counters: not alphabetical.
+from kag.grading.measures import accuracy
+from kag.grading.measures import interval
+from kag.grading.measures import timing
+from kag.grading.measures import context_length
+from kag.grading.measures import retrieval
+from kag.grading.measures import extracted
+from kag.grading.measures import open
+from kag.grading.measures import usage
+from kag.grading.measures import epochs
+from kag.grading.measures import evidence
+
+# isort: on
+from kag.grading.measures.registry import (
+    Measure,
+    measure,
+    merge_by_setup,
+    merge_first,
+    register,
+    registered,
+    run_fields,
+)
+
+__all__ = [
+    "Measure",
+    "accuracy",
+    "context_length",
+    "epochs",
+    "evidence",
+    "extracted",
+    "interval",
+    "measure",
+    "merge_by_setup",
+    "merge_first",
+    "open",
+    "register",
+    "registered",
+    "retrieval",
+    "run_fields",
+    "timing",
+    "usage",
+]

@@ -1,0 +1,80 @@
+"""Accuracy (``accuracy``): OK, WRONG and ERR of the strict grade, the abstentions and the
+answers that are no option key among the WRONG ones, and ACC, PREC and COVER from them.
+
+ACC = OK / TOT, PREC = OK / (OK + WRONG), COVER = (OK + WRONG) / TOT, with
+TOT = OK + WRONG + ERR; each None when its denominator is 0. Its interval is
+:mod:`.interval`'s.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kag.grading.measures.registry import Measure, register
+from kag.grading.record import GradedFile, Outcome
+
+
+def accuracy(correct: int, total: int) -> float | None:
+    """ACC = OK / TOT, the share of scored files answered correctly; None when TOT = 0."""
+    return correct / total if total > 0 else None
+
+
+def precision(correct: int, parsed: int) -> float | None:
+    """PREC = OK / (OK + WRONG), correctness of committed answers; None when nothing committed."""
+    return correct / parsed if parsed > 0 else None
+
+
+def coverage(parsed: int, total: int) -> float | None:
+    """COVER = (OK + WRONG) / TOT, the share of scored files that are not errors; None when TOT = 0."""
+    return parsed / total if total > 0 else None
+
+
+class AccuracyCounts:
+    """The strict grade's counters of a block."""
+
+    # Slots for the block classes that inherit these counters, declared there (a base with
+    # non-empty slots cannot be mixed with others); hidden from the type checker, which
+    # would refuse the counters' assignment through an empty __slots__.
+    if not TYPE_CHECKING:
+        __slots__ = ()
+
+    correct: int = 0
+    incorrect: int = 0
+    errors: int = 0
+    abstentions: int = 0
+    non_option_answers: int = 0
+
+
+def add(counts: AccuracyCounts, graded: GradedFile) -> None:
+    """Count the strict grade of one MCQ file (abstained / non-option only on WRONG ones)."""
+    outcome = graded.outcome
+    if outcome is Outcome.OK:
+        counts.correct += 1
+    elif outcome is Outcome.WRONG:
+        counts.incorrect += 1
+        counts.abstentions += graded.abstained
+        counts.non_option_answers += graded.non_option
+    else:
+        counts.errors += 1
+
+
+MEASURE = register(
+    Measure(
+        "accuracy",
+        AccuracyCounts,
+        add,
+        needs=frozenset({"outcome", "abstained", "non_option"}),
+        json_keys=(
+            "total",
+            "correct",
+            "incorrect",
+            "errors",
+            "parsed",
+            "accuracy",
+            "precision",
+            "coverage",
+            "abstentions",
+            "non_option_answers",
+        ),
+    )
+)

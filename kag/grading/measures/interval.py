@@ -1,0 +1,41 @@
+"""The 95% interval of the accuracy (``interval``): the Wilson score interval of OK / TOT.
+
+It adds no counter: it reads :mod:`.accuracy`'s.
+"""
+
+from __future__ import annotations
+
+import math
+
+from kag.grading.measures.registry import Measure, register
+
+#: z for a two-sided 95% interval (the 0.975 quantile of the standard normal).
+Z95 = 1.959963984540054
+
+
+def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, float] | None:
+    """Wilson score interval for a binomial proportion ``successes / n``.
+
+    With p = k/n: centre = (p + z²/2n) / (1 + z²/n), half = z/(1 + z²/n) · √(p(1-p)/n + z²/4n²);
+    the interval is [centre - half, centre + half], clamped to [0, 1] (exactly 0 when k = 0
+    and exactly 1 when k = n). None when n = 0.
+    """
+    if n <= 0:
+        return None
+    p = successes / n
+    z2 = z * z
+    denom = 1 + z2 / n
+    centre = (p + z2 / (2 * n)) / denom
+    half = z / denom * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
+    low = 0.0 if successes == 0 else max(0.0, centre - half)
+    high = 1.0 if successes == n else min(1.0, centre + half)
+    return (low, high)
+
+
+class IntervalCounts:
+    """No counter of its own (the interval is computed from the accuracy's)."""
+
+    __slots__ = ()
+
+
+MEASURE = register(Measure("interval", IntervalCounts, json_keys=("accuracy_ci95",)))

@@ -1,0 +1,74 @@
+"""Token usage (``usage``): the prompt and completion tokens of ``ok.stats.usage``, summed
+over the files with a usage sample (:func:`kag.grading.usage.usage_sample`, which also
+decides the files whose counts are past belief); their cost is priced from the records
+(:func:`kag.grading.usage.price_records`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from kag.grading.measures.registry import Measure, register
+from kag.grading.record import GradedFile
+from kag.grading.usage import usage_beyond_bound, usage_sample
+
+
+class UsageCounts:
+    """Token sums of a block."""
+
+    # Slots for the block classes that inherit these counters, declared there (a base with
+    # non-empty slots cannot be mixed with others); hidden from the type checker, which
+    # would refuse the counters' assignment through an empty __slots__.
+    if not TYPE_CHECKING:
+        __slots__ = ()
+
+    usage_samples: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    # Files whose usage has a count above MAX_COUNT: left out of the usage, and warned about.
+    unbelievable_usage: int = 0
+
+
+def add(counts: UsageCounts, graded: GradedFile) -> None:
+    """Add the file's usage sample, or count it as past belief."""
+    tokens = usage_sample(graded)
+    if tokens is not None:
+        counts.prompt_tokens += tokens[0]
+        counts.completion_tokens += tokens[1]
+        counts.usage_samples += 1
+    elif usage_beyond_bound(graded):
+        counts.unbelievable_usage += 1
+
+
+@dataclass(frozen=True, slots=True)
+class UsageMetrics:
+    """Token counts summed over ``samples`` >= 1 files (see :func:`kag.grading.usage.usage_sample`)."""
+
+    samples: int
+    prompt_tokens: int
+    completion_tokens: int
+
+    @property
+    def avg_prompt_tokens(self) -> float:
+        """prompt_tokens / samples."""
+        return self.prompt_tokens / self.samples
+
+    @property
+    def avg_completion_tokens(self) -> float:
+        """completion_tokens / samples."""
+        return self.completion_tokens / self.samples
+
+    @property
+    def avg_tokens(self) -> float:
+        """(prompt_tokens + completion_tokens) / samples: the mean tokens per question."""
+        return (self.prompt_tokens + self.completion_tokens) / self.samples
+
+
+def usage_metrics(counts: UsageCounts) -> UsageMetrics | None:
+    """Token sums and means over the files with a usage sample; None when there is none."""
+    if counts.usage_samples == 0:
+        return None
+    return UsageMetrics(counts.usage_samples, counts.prompt_tokens, counts.completion_tokens)
+
+
+MEASURE = register(Measure("usage", UsageCounts, add, needs=frozenset({"usage"}), json_keys=("usage",)))

@@ -1,0 +1,124 @@
+"""The registry of measures (kag.grading.measures.registry) and how the blocks use it."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+
+import pytest
+
+from kag.grading.mcq.metrics import GradeRun, Metrics, Tally
+from kag.grading.measures import measure, merge_by_setup, merge_first, register, registered, run_fields
+from kag.grading.measures.registry import Measure
+from kag.grading.record import GradedFile, Outcome
+from kag.render.columns import STATS_COLUMNS
+from kag.render.stats import metrics_to_json
+from kag.results.model import Usage
+
+
+def test_every_registered_counter_is_a_field_of_a_block_in_registration_order() -> None:
+    names = [f.name for f in dataclasses.fields(Metrics)]
+    counters = [name for m in registered() for name in m.counters]
+    assert names[: len(counters)] == counters
+    assert [f.name for f in dataclasses.fields(Tally)] == names
+
+
+def test_the_names_are_the_measures_the_stats_columns_show() -> None:
+    shown = {c.measure for c in STATS_COLUMNS}
+    assert shown <= {m.name for m in registered()} | {"epochs"}
+
+
+def test_the_json_keys_of_a_block_are_declared_by_the_measures() -> None:
+    declared = [key for m in registered() for key in m.json_keys]
+    assert len(declared) == len(set(declared))
+    # The optional keys of a block are each its measure's own, named after it.
+    optional = {"extracted", "open", "usage", "epochs", "evidence"}
+    assert all(measure(name).json_keys == (name,) for name in optional)
+    assert set(declared) - optional == set(metrics_to_json(Metrics(correct=1)))
+
+
+def test_a_name_or_a_counter_is_registered_once() -> None:
+    class Again:
+        correct: int = 0
+
+    with pytest.raises(ValueError, match="'accuracy' is registered already"):
+        register(Measure("accuracy", Again))
+    with pytest.raises(ValueError, match=r"counters \['correct'\] belong to another measure"):
+        register(Measure("again", Again))
+    with pytest.raises(ValueError, match="a run field needs its merge"):
+        register(Measure("again", Again, run_field="again"))
+    with pytest.raises(ValueError, match="the run field 'epochs' belongs to another measure"):
+        register(Measure("again", Again, run_field="epochs", merge_trees=merge_first))
+    assert "again" not in {m.name for m in registered()}
+
+
+def test_the_fields_of_a_run_besides_its_own_are_owned_by_measures() -> None:
+    owned = {field: m.name for field, m in run_fields().items()}
+    assert owned == {
+        "extract": "extracted",
+        "scorable_open_questions": "open",
+        "epochs": "epochs",
+        "evidence": "evidence",
+    }
+    assert set(owned) <= {f.name for f in dataclasses.fields(GradeRun)}
+
+
+def test_merging_by_setup_renames_sorts_and_keeps_none_when_a_tree_lacks_it() -> None:
+    def rename(label: str, setup: str) -> str:
+        return f"{label}/{setup}"
+
+    parts = [("b", {("x", "d"): 1}), ("a", {("y", "d"): 2, ("x", "c"): 3})]
+    assert list(merge_by_setup(parts, rename).items()) == [  # type: ignore[union-attr]
+        (("a/x", "c"), 3),
+        (("a/y", "d"), 2),
+        (("b/x", "d"), 1),
+    ]
+    assert merge_by_setup([("a", {}), ("b", None)], rename) is None
+    assert merge_first([("a", "letter"), ("b", "letter")], rename) == "letter"
+
+
+def test_an_unknown_measure_is_named_in_the_error() -> None:
+    assert measure("timing").counters == ("generation_ns", "generation_samples")
+    with pytest.raises(KeyError, match="'nope'"):
+        measure("nope")
+
+
+def test_adding_a_record_runs_each_measure_and_merging_sums_them() -> None:
+    wrong = GradedFile("d", "1", "s", Outcome.WRONG, "x", abstained=True, generation_ns=5, context_length=3)
+    ok = GradedFile("d", "2", "s", Outcome.OK, "A", generation_ns=7)
+    one, two = Tally(), Tally()
+    one.add(wrong)
+    two.add(ok)
+    one.merge(two.freeze())
+    m = one.freeze()
+    assert (m.correct, m.incorrect, m.errors, m.abstentions) == (1, 1, 0, 1)
+    assert (m.generation_ns, m.generation_samples, m.context_bytes, m.context_samples) == (12, 2, 3, 1)
+    assert m.retrieval is None
+    assert m.usage is None
+
+
+def test_open_files_and_usage_and_the_extracted_grade_are_counted_by_their_measures() -> None:
+    tally = Tally()
+    tally.add_open(1.0, 1.0, False)
+    tally.add_open(0.0, 0.25, True)
+    tally.add(GradedFile("d", "1", "s", Outcome.OK, "A", extracted=Outcome.WRONG, usage=Usage(3, 4)))
+    tally.add(GradedFile("d", "2", "s", Outcome.OK, "A", extracted=Outcome.ERR, usage=Usage(2**40, 1)))
+    m = tally.freeze()
+    assert (m.open_total, m.open_errors, m.open_exact) == (2, 1, 1)
+    assert m.open_f1 == pytest.approx(1.25)
+    assert (m.extracted_correct, m.extracted_incorrect, m.not_extracted) == (0, 1, 1)
+    assert m.usage is not None
+    assert (m.usage.samples, m.usage.prompt_tokens, m.usage.completion_tokens) == (1, 3, 4)
+    assert m.unbelievable_usage == 1
+
+
+def test_a_measure_module_imports_only_the_registry_and_what_it_reads() -> None:
+    for m in registered():
+        module = inspect.getmodule(m.counts)
+        assert module is not None
+        imported = [
+            line.split()[1]
+            for line in inspect.getsource(module).splitlines()
+            if line.startswith(("from ", "import "))
+        ]
+        assert not [name for name in imported if name.startswith("kag.grading.mcq")], module.__name__
