@@ -122,7 +122,8 @@ class RunRecorder:
         self.root = root
         self.record = record
         self.redact = redact
-        self.path = runs_folder(root) / f"{when.strftime('%Y%m%dT%H%M%SZ')}-{token.token_hex(3)}.json"
+        # Microseconds in the name: two runs started within one second still sort oldest first.
+        self.path = runs_folder(root) / f"{when.strftime('%Y%m%dT%H%M%S.%fZ')}-{token.token_hex(3)}.json"
 
     @classmethod
     def start(

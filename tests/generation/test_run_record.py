@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -109,7 +110,7 @@ def test_a_normal_run_records_every_field(tmp_path: Path, server: FakeServer) ->
     assert done.returncode == 0, done.stderr
     files = list(runs_folder(root / "out").iterdir())
     assert len(files) == 1
-    assert files[0].name[:16].endswith("Z") and files[0].name[8] == "T" and files[0].suffix == ".json"
+    assert re.fullmatch(r"\d{8}T\d{6}\.\d{6}Z-[0-9a-f]{6}\.json", files[0].name), files[0].name
     record = only_record(root)
     assert record["kag_version"] == __version__
     assert record["argv"][1:] == bench_args(root, "--epochs", "2", "--shard", "1/1")
@@ -211,3 +212,25 @@ def test_a_link_planted_at_the_records_folder_is_not_followed(tmp_path: Path, se
     assert ".kag" in done.stderr
     assert list(outside.rglob("*")) == []
     assert not server.chat_requests()  # refused before any task
+
+
+def test_records_of_runs_started_within_one_second_sort_oldest_first(tmp_path: Path) -> None:
+    """The record's name holds the start time to the microsecond: the random id never decides
+    which of two runs started in the same second comes first."""
+    from datetime import UTC, datetime
+
+    from kag.generation.run_record import RunRecorder
+    from kag.generation.secrets import Redactor
+
+    root = tmp_path / "out"
+    root.mkdir()
+    second = datetime(2026, 12, 2, 2, 45, 11, tzinfo=UTC)
+    for micro, n in ((999_000, 2), (1_000, 1), (500_000, 3)):
+        RunRecorder(root, {"n": n}, Redactor.of(()), second.replace(microsecond=micro)).write()
+    records = read_run_records(root)
+    assert [r.data["n"] for r in records] == [1, 3, 2]
+    assert [r.name[:23] for r in records] == [
+        "20261202T024511.001000Z",
+        "20261202T024511.500000Z",
+        "20261202T024511.999000Z",
+    ]
