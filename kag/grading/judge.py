@@ -164,7 +164,7 @@ def parse_verdict(reply: str) -> Verdict:
 # ---------------------------------------------------------------- what is judged
 
 
-def _mcq_item(question: Question, setup: str, response: str, path: str) -> JudgeItem:
+def mcq_item(question: Question, setup: str, response: str, path: str) -> JudgeItem:
     assert question.mcq is not None and question.mcq.answer is not None
     options, answer = question.mcq.options, question.mcq.answer
     return JudgeItem(
@@ -227,7 +227,7 @@ def collect_items(
             continue
         if isinstance(result, ErrorResult):
             continue
-        make = _open_item if question.open is not None else _mcq_item
+        make = _open_item if question.open is not None else mcq_item
         items.append(make(question, file.setup, result.result, file.path))
     return Collected(tuple(items), tuple(unreadable), tuple(sorted(in_tree)))
 
@@ -361,6 +361,12 @@ class VerdictCache:
     def read(self, key: str) -> Verdict | None:
         """The cached verdict, or None when there is none (or it is unreadable: asked again).
         Every folder and the file are opened without following a link (LinkInTree)."""
+        entry = self.read_entry(key)
+        return entry[0] if entry is not None else None
+
+    def read_entry(self, key: str) -> tuple[Verdict, str] | None:
+        """The cached verdict and the judge's reply it was read from (empty when the file
+        holds none), with the rules of :meth:`read`."""
         parts = self.relative(key)
         try:
             fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -400,9 +406,11 @@ class VerdictCache:
             os.close(fd)
         try:
             raw = orjson.loads(data)
-            return Verdict(raw["verdict"])
+            verdict = Verdict(raw["verdict"])
         except (orjson.JSONDecodeError, TypeError, KeyError, ValueError):
             return None
+        reply = raw.get("reply", "")  # a mapping: raw["verdict"] was read from it
+        return verdict, reply if isinstance(reply, str) else ""
 
     def write(self, key: str, verdict: Verdict, reply: str) -> None:
         """Store a verdict and the (redacted) reply it was read from, atomically."""

@@ -11,29 +11,20 @@ its cache), a FIFO is not waited on, and a file that is not a verdict shows as n
 
 from __future__ import annotations
 
-import os
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-import orjson
-
 from kag.datasets import Question
+from kag.errors import KagError
 from kag.grading.judge import (
-    MAX_STORED_REPLY,
     Judge,
-    Verdict,
     VerdictCache,
-    _mcq_item,  # the judge's own texts for an MCQ answer: the key is computed over them
     check_judge,
     judge_endpoint,
+    mcq_item,
     verdict_key,
 )
 from kag.grading.judge_prompt import load_judge_prompt
-
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
-_READ_LIMIT = MAX_STORED_REPLY * 8 + 4096
 
 
 @dataclass(frozen=True)
@@ -63,44 +54,13 @@ class VerdictReader:
         at ``root``, or None when the judge has none (or its file is not a verdict)."""
         if question.mcq is None or question.mcq.answer is None:
             return None
-        item = _mcq_item(question, "", response, "")
+        item = mcq_item(question, "", response, "")  # the judge's own texts: its own key
         key = verdict_key(self.judge, self.prompt_sha256, item, self.endpoint)
-        body = _read_below(root, VerdictCache(Path(root), self.judge).relative(key))
-        if body is None:
-            return None
         try:
-            raw = orjson.loads(body)
-            verdict = Verdict(raw["verdict"]).value
-            reply = raw.get("reply", "")
-        except (orjson.JSONDecodeError, TypeError, KeyError, ValueError, AttributeError):
+            entry = VerdictCache(Path(root), self.judge).read_entry(key)
+        except (KagError, OSError):
+            return None  # a planted link or a file that is not a verdict: a page shows none
+        if entry is None:
             return None
-        reason = reply if isinstance(reply, str) else ""
+        verdict, reason = entry[0].value, entry[1]
         return CachedVerdict(verdict, reason, f"{self.judge.provider}/{self.judge.model}")
-
-
-def _read_below(root: str, parts: tuple[str, ...]) -> bytes | None:
-    """The head of the file ``root/parts...``, every folder and the file opened without
-    following a link; None when any of them is missing, a link, unreadable or not what it
-    should be (a page shows no verdict rather than an error)."""
-    try:
-        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        for part in parts[:-1]:
-            try:
-                inner = os.open(part, _DIR_FLAGS, dir_fd=fd)
-            except OSError:
-                return None
-            os.close(fd)
-            fd = inner
-        try:
-            file_fd = os.open(parts[-1], _FILE_FLAGS, dir_fd=fd)
-        except OSError:
-            return None
-        with os.fdopen(file_fd, "rb") as handle:
-            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-                return None
-            return handle.read(_READ_LIMIT)
-    finally:
-        os.close(fd)
