@@ -9,6 +9,7 @@ back. The ``.kag`` folder is kag's own: no walk of the result tree takes it for 
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,13 +47,15 @@ class RunRecord:
         return value if isinstance(value, str) else None
 
 
-def _read(path: str) -> dict[str, Any] | None:
+def _read(name: str, folder_fd: int) -> dict[str, Any] | None:
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder_fd)
     except OSError:
         return None
     try:
         with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                return None  # a FIFO or device planted under a record's name
             raw = f.read(MAX_RECORD_BYTES + 1)
     except OSError:
         return None
@@ -65,22 +68,46 @@ def _read(path: str) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+def _open_runs_folder(root: str | Path) -> int | None:
+    """A descriptor of ``<root>/.kag/runs``, each of the two folders opened without following
+    a link (a planted link would list records of a folder outside the tree); None when one is
+    missing, a link or not a folder. The root itself is the caller's choice, links and all."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for part in (KAG_FOLDER, RUNS_FOLDER):
+            inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
 def read_run_records(root: str | Path) -> list[RunRecord]:
     """The readable run records of the tree at ``root``, oldest first (by file name, which
     starts with the UTC start time). Links, unreadable, oversized and non-object files are
-    passed over; no records folder means no records."""
-    folder = runs_folder(root)
+    passed over; no records folder (or a link where ``.kag`` or ``.kag/runs`` belongs) means
+    no records."""
     try:
-        with os.scandir(folder) as it:
-            entries = sorted(
-                (e for e in it if e.name.endswith(".json") and e.is_file(follow_symlinks=False)),
-                key=lambda e: e.name,
-            )
+        folder_fd = _open_runs_folder(root)
     except OSError:
         return []
-    records = []
-    for entry in entries:
-        data = _read(entry.path)
-        if data is not None:
-            records.append(RunRecord(entry.name, data))
-    return records
+    if folder_fd is None:
+        return []
+    try:
+        try:
+            with os.scandir(folder_fd) as it:
+                names = sorted(
+                    e.name for e in it if e.name.endswith(".json") and e.is_file(follow_symlinks=False)
+                )
+        except OSError:
+            return []
+        records = []
+        for name in names:
+            data = _read(name, folder_fd)
+            if data is not None:
+                records.append(RunRecord(name, data))
+        return records
+    finally:
+        os.close(folder_fd)

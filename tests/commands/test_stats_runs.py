@@ -85,6 +85,29 @@ def test_unreadable_oversized_and_linked_records_are_passed_over(ran: Path, tmp_
     assert result.exit_code == 0 and len(result.stdout.splitlines()) == 2
 
 
+@pytest.mark.parametrize("planted", [".kag", ".kag/runs"])
+def test_a_link_planted_at_a_records_folder_lists_nothing(ran: Path, tmp_path: Path, planted: str) -> None:
+    out = ran / "out"
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "runs").mkdir(parents=True)
+    for folder in (elsewhere, elsewhere / "runs"):
+        (folder / "20990101T000000.000000Z-eeeeee.json").write_bytes(orjson.dumps({"kag_version": "outside"}))
+    shutil.rmtree(out / planted)
+    target = elsewhere if planted == ".kag" else elsewhere / "runs"
+    os.symlink(target, out / planted)
+    assert read_run_records(out) == []
+    result = invoke(["stats", "runs", "-r", str(out), "--format", "json"])
+    assert result.exit_code == 0, result.stderr
+    assert "outside" not in result.stdout
+
+
+def test_a_fifo_under_a_records_name_is_passed_over_without_waiting(ran: Path) -> None:
+    folder = runs_folder(ran / "out")
+    os.mkfifo(folder / "00000000T000000Z-ffffff.json")
+    records = read_run_records(ran / "out")
+    assert [r.name for r in records] == [p.name for p in folder.iterdir() if p.is_file()]
+
+
 def test_no_records_and_a_missing_tree(tmp_path: Path) -> None:
     tmp_path.joinpath("results").mkdir()
     result = invoke(["stats", "runs", "-r", str(tmp_path / "results")])
