@@ -4,7 +4,9 @@ Importing this package registers every measure, in the order below, which is the
 a block's counters: :mod:`.accuracy`, :mod:`.interval`, :mod:`.timing`,
 :mod:`.context_length`, :mod:`.retrieval`, :mod:`.extracted`, :mod:`.open`,
 :mod:`.usage`, :mod:`.epochs`, :mod:`.evidence`. A measure module imports only
-:mod:`.registry` (and the records it reads), never the walk that runs it.
+:mod:`.registry`, :mod:`.declarations` (the types of its JSON keys and columns) and the
+records it reads, never the walk that runs it or the renderers that draw it; the
+compatible order of the keys and columns across measures is :mod:`.layout`'s.
 """
 
 # isort: off

@@ -3,7 +3,8 @@
 A :class:`Measure` describes itself, as ir_measures' measures and inspect_ai's ``@metric``
 functions do: its name (the key :mod:`kag.render.columns` shows it under), what it reads
 from a graded record, the counters it adds to a block, how one record is folded into them,
-how two blocks' counters merge, and the JSON keys it fills. :func:`register` adds one; the
+how two blocks' counters merge, and what the reports show of it: its JSON keys and its
+columns (:mod:`.declarations`). :func:`register` adds one; the
 walk (:mod:`kag.grading.mcq.walk`), the tallies (:mod:`kag.grading.mcq.metrics`) and the
 merge of several trees (:mod:`kag.grading.mcq.trees`) iterate over :func:`registered`
 instead of naming each measure, so a new measure is one module that registers itself.
@@ -13,9 +14,10 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from kag.grading.measures.declarations import Column, JsonKey
 from kag.grading.record import GradedFile
 
 #: Names setup ``setup`` of the tree labelled ``label`` (``LABEL/setup``).
@@ -41,7 +43,10 @@ class Measure:
     - ``add``: folds one graded MCQ record into those counters (None: the measure is not
       counted per MCQ file, e.g. the open questions, counted by their own grade).
     - ``needs``: the record fields ``add`` reads (what the walk must fill in).
-    - ``json_keys``: the keys the measure fills in a block of ``--format json``.
+    - ``json``: the keys the measure fills in a block of ``--format json``, each with how
+      its value comes from the block and whether the block has it; ``columns``: its
+      columns in the tables of the text, markdown and HTML reports. Their order across
+      measures is the compatible one of :mod:`.layout`.
     - ``run_field`` and ``merge_trees``: a field of the grading run the measure owns besides
       the counters (the epochs' outcomes, the evidence records, the ``--extract`` spec),
       and how the runs of several trees merge it (:func:`kag.grading.mcq.trees.merge_runs`).
@@ -54,13 +59,20 @@ class Measure:
     counts: type
     add: Adder | None = None
     needs: frozenset[str] = frozenset()
-    json_keys: tuple[str, ...] = ()
+    json: tuple[JsonKey, ...] = ()
+    columns: tuple[Column[Any], ...] = ()
     run_field: str | None = None
     merge_trees: TreeMerge | None = None
     counters: tuple[str, ...] = field(init=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "counters", tuple(inspect.get_annotations(self.counts)))
+        object.__setattr__(self, "columns", tuple(replace(c, measure=self.name) for c in self.columns))
+
+    @property
+    def json_keys(self) -> tuple[str, ...]:
+        """The keys the measure fills in a block, in its declared order."""
+        return tuple(k.key for k in self.json)
 
     def merge(self, into: Any, other: Any) -> None:
         """Add ``other``'s counters of this measure to ``into``'s."""
