@@ -15,13 +15,12 @@ the same way.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kag.grading.measures import registered
 from kag.grading.measures.declarations import Block, Column, Fmt, Shown, Table
-from kag.grading.measures.layout import STATS_HEADERS, in_layout
-from kag.grading.percent import pct
+from kag.grading.measures.layout import EPOCH_HEADERS, STATS_HEADERS, in_layout
 
 if TYPE_CHECKING:
     from kag.grading.epochs import EpochSummary
@@ -36,8 +35,8 @@ __all__ = [
     "Shown",
     "cells_for",
     "columns_for",
+    "epoch_columns",
     "headers_for",
-    "shown_ks",
     "table_columns",
 ]
 
@@ -58,34 +57,29 @@ STATS_COLUMNS: tuple[Column[Block], ...] = table_columns("stats", STATS_HEADERS)
 OPEN_COLUMNS: tuple[Column[Block], ...] = table_columns("open")
 
 
-def shown_ks(n: int) -> list[int]:
-    """The k whose pass@k the text shows: the powers of two below ``n``, and ``n``."""
-    ks, k = [], 1
-    while k < n:
-        ks.append(k)
-        k *= 2
-    return [*ks, n]
+def _reduced(key: str, column: Column[Any]) -> Column[EpochSummary]:
+    """A reducer's column over the epoch blocks: its cell of the block's value under ``key``."""
+
+    def cell(e: EpochSummary) -> str | None:
+        return column.cell(e.reduced[key])
+
+    return replace(column, cell=cell, cells={})
 
 
-_TEXT: frozenset[Fmt] = frozenset(("text",))
-
-
-def _epochs(header: str, cell: Callable[[EpochSummary], str | None], width: int = 0) -> Column[EpochSummary]:
-    return Column(header, cell, _TEXT, width, table="epochs", measure="epochs")
+def epoch_columns() -> tuple[Column[EpochSummary], ...]:
+    """The epochs table: the measures' columns of that table (over epoch blocks) and their
+    reducers' (over the reduced values), in :data:`~kag.grading.measures.layout.EPOCH_HEADERS`
+    order, the columns it does not name after, in registration order."""
+    declared: list[Column[EpochSummary]] = []
+    for m in registered():
+        declared += [c for c in m.columns if c.table == "epochs"]
+        declared += [_reduced(r.key, c) for r in m.reducers for c in r.columns]
+    return in_layout(declared, lambda c: c.header, EPOCH_HEADERS)
 
 
 #: The epochs tables of the text report, one row per epoch block (a setup's, or one of its
-#: datasets'); PASS@k% is last, left-aligned (its width varies with the number of epochs).
-EPOCH_COLUMNS: tuple[Column[EpochSummary], ...] = (
-    _epochs("EPOCHS", lambda e: str(e.n), 6),
-    _epochs("Q", lambda e: str(e.questions), 4),
-    _epochs("INC", lambda e: str(e.incomplete), 4),
-    _epochs("MEAN%", lambda e: pct(e.mean_accuracy), 7),
-    _epochs("SE%", lambda e: pct(e.stderr), 6),
-    _epochs("MAJ%", lambda e: pct(e.maj_at_k), 7),
-    _epochs("CONS%", lambda e: pct(e.consistent), 7),
-    _epochs("PASS@k%", lambda e: " ".join(f"{k}:{pct(e.pass_at[k])}" for k in shown_ks(e.n))),
-)
+#: datasets'). A column without a width (PASS@k%) is left-aligned, as wide as its widest cell.
+EPOCH_COLUMNS: tuple[Column[EpochSummary], ...] = epoch_columns()
 
 
 def columns_for(table: tuple[Column[B], ...], fmt: Fmt, shown: Shown) -> tuple[Column[B], ...]:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kag.grading.measures.declarations import Column, JsonKey
+from kag.grading.measures.declarations import Column, JsonKey, Reducer
 from kag.grading.record import GradedFile
 
 #: Names setup ``setup`` of the tree labelled ``label`` (``LABEL/setup``).
@@ -47,6 +47,8 @@ class Measure:
       its value comes from the block and whether the block has it; ``columns``: its
       columns in the tables of the text, markdown and HTML reports. Their order across
       measures is the compatible one of :mod:`.layout`.
+    - ``reducers``: its values over the epochs of a block's questions, each with its key in
+      the ``epochs`` block and its columns in the epochs table (pass@k is one).
     - ``run_field`` and ``merge_trees``: a field of the grading run the measure owns besides
       the counters (the epochs' outcomes, the evidence records, the ``--extract`` spec),
       and how the runs of several trees merge it (:func:`kag.grading.mcq.trees.merge_runs`).
@@ -61,6 +63,7 @@ class Measure:
     needs: frozenset[str] = frozenset()
     json: tuple[JsonKey, ...] = ()
     columns: tuple[Column[Any], ...] = ()
+    reducers: tuple[Reducer, ...] = ()
     run_field: str | None = None
     merge_trees: TreeMerge | None = None
     counters: tuple[str, ...] = field(init=False)
@@ -68,6 +71,14 @@ class Measure:
     def __post_init__(self) -> None:
         object.__setattr__(self, "counters", tuple(inspect.get_annotations(self.counts)))
         object.__setattr__(self, "columns", tuple(replace(c, measure=self.name) for c in self.columns))
+        object.__setattr__(
+            self,
+            "reducers",
+            tuple(
+                replace(r, columns=tuple(replace(c, measure=self.name, table="epochs") for c in r.columns))
+                for r in self.reducers
+            ),
+        )
 
     @property
     def json_keys(self) -> tuple[str, ...]:
@@ -135,3 +146,15 @@ def measure(name: str) -> Measure:
         return _REGISTRY[name]
     except KeyError:
         raise KeyError(f"no measure is registered as {name!r}") from None
+
+
+def reducers() -> tuple[Reducer, ...]:
+    """Every registered measure's epoch reducers, in registration order; ValueError when
+    two share a key (each names a key of the ``epochs`` block)."""
+    found = tuple(r for m in _REGISTRY.values() for r in m.reducers)
+    keys = [r.key for r in found]
+    if len(keys) != len(set(keys)):
+        raise ValueError(
+            f"two epoch reducers share a key: {sorted(k for k in set(keys) if keys.count(k) > 1)}"
+        )
+    return found
