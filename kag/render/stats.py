@@ -5,7 +5,9 @@ One renderer per output format, chosen through :class:`~kag.render.formats.Table
 document as a string ending in a newline and never emits terminal escape codes.
 
 The text and markdown tables draw their columns from :data:`kag.render.columns.STATS_COLUMNS`
-(as does the HTML ranking), so a column is declared once for every format.
+(as does the HTML ranking), and a JSON block is the registered measures' keys
+(:func:`block_keys`), each with its measure's condition: a column or a key is declared once,
+by its measure (:mod:`kag.grading.measures`), in the order of :mod:`kag.grading.measures.layout`.
 
 - text: the compatible table (docs/architecture.md), column for column:
   header line, one row per setup, ``  └ <dataset>`` sub-rows, legend lines. The RAG

@@ -4,10 +4,12 @@ Importing this package registers every measure, in the order below, which is the
 a block's counters: :mod:`.accuracy`, :mod:`.interval`, :mod:`.timing`,
 :mod:`.context_length`, :mod:`.retrieval`, :mod:`.extracted`, :mod:`.open`,
 :mod:`.usage`, :mod:`.epochs`, :mod:`.pass_at`, :mod:`.evidence`; then every other module
-of the package, in name order, so that a measure added later is its module alone. A measure module imports only
-:mod:`.registry`, :mod:`.declarations` (the types of its JSON keys and columns) and the
-records it reads, never the walk that runs it or the renderers that draw it; the
-compatible order of the keys and columns across measures is :mod:`.layout`'s.
+of the package, in name order, so that a measure added later is its module alone.
+
+A measure module imports only :mod:`.registry`, :mod:`.declarations` (the types of its JSON
+keys, columns and epoch reducers) and the records it reads, never the walk that runs it or
+the renderers that draw it; the compatible order of the keys and columns across measures
+is :mod:`.layout`'s.
 """
 
 # isort: off

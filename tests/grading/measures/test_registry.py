@@ -142,3 +142,28 @@ def test_a_measure_module_imports_only_the_registry_and_what_it_reads() -> None:
             if line.startswith(("from ", "import "))
         ]
         assert not [name for name in imported if name.startswith("kag.grading.mcq")], module.__name__
+
+
+def test_every_module_of_the_package_but_its_parts_registers_one_measure() -> None:
+    import pkgutil
+
+    import kag.grading.measures as package
+
+    modules = {f"{package.__name__}.{m.name}" for m in pkgutil.iter_modules(package.__path__)}
+    parts = {f"{package.__name__}.{name}" for name in ("registry", "declarations", "layout")}
+    owners = [inspect.getmodule(m.counts).__name__ for m in registered()]  # type: ignore[union-attr]
+    assert sorted(owners) == sorted(modules - parts)
+
+
+def test_two_reducers_cannot_share_a_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kag.grading.measures import reducers, registry
+    from kag.grading.measures.declarations import Reducer
+
+    class Empty:
+        pass
+
+    assert "pass_at" in {r.key for r in reducers()}
+    again = Measure("again", Empty, reducers=(Reducer("pass_at", lambda counts, n: None),))
+    monkeypatch.setitem(registry._REGISTRY, "again", again)
+    with pytest.raises(ValueError, match=r"share a key: \['pass_at'\]"):
+        reducers()
