@@ -17,10 +17,12 @@ p[q] = (1/N) Σ_e x[q][e] for the question's mean score:
   standard deviation (ddof 1) of the per-question means over sqrt(Q). With N = 1 it is the
   binomial standard error sqrt(m (1 − m) / (Q − 1)). None when Q < 2 (undefined).
 - ``pass_at_k``: the share of questions with at least one correct epoch (pass@N).
-- ``pass_at``: for every k from 1 to N, the mean over questions of the unbiased pass@k of
-  Chen et al. (2021), 1 − C(N − c[q], k) / C(N, k) with c[q] = Σ_e x[q][e]
-  (:mod:`kag.grading.pass_at`): pass@1 = ``mean_accuracy``, pass@N = ``pass_at_k``, and
-  it never decreases with k.
+- ``reduced``: the values of the registered measures' epoch reducers
+  (:func:`kag.grading.measures.reducers`), each from the per-question counts
+  c[q] = Σ_e x[q][e] and N, under its key. ``reduced["pass_at"]`` is, for every k from 1
+  to N, the mean over questions of the unbiased pass@k of Chen et al. (2021),
+  1 − C(N − c[q], k) / C(N, k) (:mod:`kag.grading.measures.pass_at`): pass@1 =
+  ``mean_accuracy``, pass@N = ``pass_at_k``, and it never decreases with k.
 - ``maj_at_k``: the share of questions whose most frequent answer is correct. Answers are
   compared under the grading rule (trimmed of White_Space, ASCII case folded); an epoch
   without an answer (an error file, ``answer=None``) votes for "no answer", which is never
@@ -34,7 +36,7 @@ left out of every field and counted in ``incomplete``, so that pass@k, maj@k and
 consistency always compare the same k; epochs past N are ignored. N defaults to the
 largest number of epochs any question has.
 
-Invariants: every share is in [0, 1]; maj_at_k ≤ pass_at_k = pass_at[N]; pass_at_k ≥ mean_accuracy ≥
+Invariants: every share is in [0, 1]; maj_at_k ≤ pass_at_k = pass@N; pass_at_k ≥ mean_accuracy ≥
 (share all correct) = consistent + pass_at_k − 1; with N = 1, pass_at_k = maj_at_k =
 mean_accuracy and consistent = 1.
 """
@@ -44,9 +46,10 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
-from kag.grading.pass_at import mean_pass_at
+from kag.grading.measures import reducers
 from kag.grading.rule import rust_trim
 from kag.textsafe import ascii_fold
 
@@ -78,7 +81,7 @@ class EpochSummary:
     pass_at_k: float
     maj_at_k: float
     consistent: float
-    pass_at: Mapping[int, float]  # k -> mean pass@k, for k = 1 … n
+    reduced: Mapping[str, Any] = field(default_factory=dict)  # reducer key -> its value
 
 
 def majority_correct(outcomes: Sequence[EpochOutcome]) -> bool:
@@ -137,7 +140,7 @@ def summarize_epochs(
         pass_at_k=passed / count,
         maj_at_k=majority / count,
         consistent=consistent / count,
-        pass_at=mean_pass_at(counts, n),
+        reduced={r.key: r.reduce(counts, n) for r in reducers()},
     )
 
 

@@ -16,15 +16,10 @@ from kag.grading.mcq.summary import Summary
 from kag.render.columns import EPOCH_COLUMNS, Shown, cells_for, columns_for, headers_for
 from kag.textsafe import escape_controls
 
-EPOCHS_LEGEND = (
-    "EPOCHS = epochs measured (N), Q = questions with all N epochs, INC = questions left out for having fewer\n"
-    "MEAN% = mean over every answer, SE% = its standard error clustered by question\n"
-    "MAJ% = most frequent answer right, CONS% = all N answers right or all wrong\n"
-    "PASS@k% = unbiased pass@k (Chen et al. 2021) for k = 1, 2, 4, 8, … and N (every k in --format json)"
-)
-
-
 _COLUMNS = columns_for(EPOCH_COLUMNS, "text", Shown())
+
+#: One line per column that explains itself (some explain their neighbours too).
+EPOCHS_LEGEND = "\n".join(c.legend for c in _COLUMNS if c.legend)
 
 
 def _cells(block: EpochSummary | None) -> list[str]:
@@ -42,15 +37,28 @@ def _table(title: str, setups: Sequence[str], epochs: Mapping[str, SetupEpochs])
         rows.append((escape_controls(setup), _cells(found.overall)))
         rows += [(f"  └ {escape_controls(d)}", _cells(b)) for d, b in found.per_dataset.items()]
     width = max([5, *(len(label) for label, _ in rows)])
-    lines = [title, "", f"{'SETUP':<{width}}" + _cols(headers_for("text", _COLUMNS))]
-    lines += [f"{label:<{width}}" + _cols(cells) for label, cells in rows]
+    headers = list(headers_for("text", _COLUMNS))
+    # A column without a declared width is as wide as its widest cell, left-aligned; the
+    # last is not padded, so that no line ends in spaces.
+    widths = [
+        c.width or max(len(h), *(len(cells[i]) for _, cells in rows))
+        for i, (c, h) in enumerate(zip(_COLUMNS, headers, strict=True))
+    ]
+    lines = [title, "", f"{'SETUP':<{width}}" + _cols(headers, widths)]
+    lines += [f"{label:<{width}}" + _cols(cells, widths) for label, cells in rows]
     return lines
 
 
-def _cols(cells: Sequence[str]) -> str:
-    *head, last = cells
-    widths = [c.width for c in _COLUMNS[:-1]]
-    return "".join(f"  {c:>{w}}" for c, w in zip(head, widths, strict=True)) + f"  {last}"
+def _cols(cells: Sequence[str], widths: Sequence[int]) -> str:
+    out = []
+    for i, (cell, width, column) in enumerate(zip(cells, widths, _COLUMNS, strict=True)):
+        if column.width:
+            out.append(f"  {cell:>{width}}")
+        elif i == len(cells) - 1:
+            out.append(f"  {cell}")
+        else:
+            out.append(f"  {cell:<{width}}")
+    return "".join(out)
 
 
 def render_epochs_text(summary: Summary) -> str:

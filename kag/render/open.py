@@ -1,6 +1,6 @@
 """The open-answer parts of the `kag stats` report: the second text table and the markdown
-table (their columns: :data:`kag.render.columns.OPEN_COLUMNS`), the per-block JSON
-(``open``), and the ``extracted`` JSON block of ``--extract``.
+table (their columns: :data:`kag.render.columns.OPEN_COLUMNS`, declared by the ``open``
+measure, which also fills the per-block JSON ``open``).
 
 Only reached when the datasets file has open questions (or ``--extract`` was given), so
 that every other report keeps its compatible shape byte for byte (docs/architecture.md).
@@ -8,9 +8,6 @@ that every other report keeps its compatible shape byte for byte (docs/architect
 
 from __future__ import annotations
 
-from typing import Any
-
-from kag.grading.mcq.metrics import Metrics
 from kag.grading.mcq.summary import Summary
 from kag.grading.open_grading import open_metrics
 from kag.render.columns import OPEN_COLUMNS, Block, Fmt, Shown, cells_for, columns_for, headers_for
@@ -81,21 +78,3 @@ def render_open_markdown(summary: Summary) -> str:
         + table_markdown(table, explicit_left=True)
         + f"\n\n{OPEN_LEGEND}.\n"
     )
-
-
-def open_to_json(m: Metrics) -> dict[str, Any] | None:
-    """The ``open`` block: ``{total, errors, exact_match, f1}`` (means over total), or None."""
-    o = open_metrics(m)
-    if o is None:
-        return None
-    return {"total": o.total, "errors": o.errors, "exact_match": o.exact_match, "f1": o.f1}
-
-
-def extracted_to_json(m: Metrics) -> dict[str, Any]:
-    """The ``extracted`` block of ``--extract``: counts and accuracy = correct / total (None when 0)."""
-    return {
-        "correct": m.extracted_correct,
-        "incorrect": m.extracted_incorrect,
-        "not_extracted": m.not_extracted,
-        "accuracy": m.extracted_accuracy,
-    }

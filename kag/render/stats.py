@@ -5,7 +5,9 @@ One renderer per output format, chosen through :class:`~kag.render.formats.Table
 document as a string ending in a newline and never emits terminal escape codes.
 
 The text and markdown tables draw their columns from :data:`kag.render.columns.STATS_COLUMNS`
-(as does the HTML ranking), so a column is declared once for every format.
+(as does the HTML ranking), and a JSON block is the registered measures' keys
+(:func:`block_keys`), each with its measure's condition: a column or a key is declared once,
+by its measure (:mod:`kag.grading.measures`), in the order of :mod:`kag.grading.measures.layout`.
 
 - text: the compatible table (docs/architecture.md), column for column:
   header line, one row per setup, ``  └ <dataset>`` sub-rows, legend lines. The RAG
@@ -26,23 +28,19 @@ from typing import Any
 
 import orjson
 
-from kag.grading.mcq.epoch_walk import epochs_to_json
-from kag.grading.mcq.evidence_blocks import evidence_to_json
 from kag.grading.mcq.metrics import Metrics
 from kag.grading.mcq.summary import SetupSummary, SmallSample, Summary
+from kag.grading.measures import registered
+from kag.grading.measures.declarations import JsonKey
+from kag.grading.measures.layout import BLOCK_KEYS, in_layout
 from kag.grading.percent import pct
 from kag.grading.usage import Costs
 from kag.render.columns import STATS_COLUMNS, Block, Shown, cells_for, columns_for, headers_for
 from kag.render.epochs import render_epochs_text
 from kag.render.formats import TableFormat
-from kag.render.open import (
-    extracted_to_json,
-    open_to_json,
-    render_open_markdown,
-    render_open_text,
-)
+from kag.render.open import render_open_markdown, render_open_text
 from kag.render.table import Align, Table, table_markdown
-from kag.render.usage import usage_legend, usage_to_json
+from kag.render.usage import usage_legend
 from kag.textsafe import escape_controls
 
 LEGEND = (
@@ -191,65 +189,24 @@ def _open_markdown(summary: Summary) -> str:
 # ---------------------------------------------------------------- JSON
 
 
-def metrics_to_json(m: Metrics) -> dict[str, Any]:
-    """One block of the document (the compatible field order), then the additive fields."""
-    r = m.retrieval
-    retrieval = None
-    if r is not None:
-        retrieval = {
-            "time_secs": r.time_secs,
-            "vertices": r.vertices,
-            "relationships": r.relationships,
-            "properties": r.properties,
-            "samples": r.samples,
-            "avg_time_secs": r.avg_time_secs,
-            "avg_vertices": r.avg_vertices,
-            "avg_relationships": r.avg_relationships,
-            "avg_properties": r.avg_properties,
-        }
-    ci = m.accuracy_ci95
+def block_keys() -> tuple[JsonKey, ...]:
+    """The registered measures' keys of a block, in the compatible order."""
+    return in_layout((k for m in registered() for k in m.json), lambda k: k.key, BLOCK_KEYS)
+
+
+def block_to_json(block: Block, keys: Sequence[JsonKey] | None = None) -> dict[str, Any]:
+    """One block of the document: each measure's keys that the block has (a block outside a
+    report, ``block.report`` None, has only those every block has)."""
     return {
-        "total": m.total,
-        "correct": m.correct,
-        "incorrect": m.incorrect,
-        "errors": m.errors,
-        "parsed": m.parsed,
-        "accuracy": m.accuracy,
-        "precision": m.precision,
-        "coverage": m.coverage,
-        "avg_generation_secs": m.avg_generation_secs,
-        "total_generation_secs": m.total_generation_secs,
-        "avg_context_length": m.avg_context_length,
-        "retrieval": retrieval,
-        "accuracy_ci95": list(ci) if ci is not None else None,
-        "abstentions": m.abstentions,
-        "non_option_answers": m.non_option_answers,
+        k.key: k.value(block)
+        for k in (block_keys() if keys is None else keys)
+        if k.when is None or (block.report is not None and k.when(block))
     }
 
 
-def _with_usage(summary: Summary, setup: str, dataset: str | None, m: Metrics) -> dict[str, Any]:
-    block = metrics_to_json(m)
-    if summary.shows_usage:
-        costs = summary.costs
-        cost = costs.of(setup, dataset) if costs is not None else None
-        block["usage"] = usage_to_json(m, cost, costs is not None)
-    return block
-
-
-def _block_extras(summary: Summary, setup: str, dataset: str | None) -> dict[str, Any]:
-    """The ``epochs`` and ``evidence`` keys of one block (``dataset`` None: overall), when present."""
-    extras: dict[str, Any] = {}
-    epochs = summary.epochs.get(setup)
-    if epochs is not None:
-        block = epochs.overall if dataset is None else epochs.per_dataset.get(dataset)
-        extras["epochs"] = epochs_to_json(block)
-    if summary.evidence is not None:
-        evidence = summary.evidence.get(setup)
-        found = None
-        if evidence is not None:
-            found = evidence.overall if dataset is None else evidence.per_dataset.get(dataset)
-        extras["evidence"] = evidence_to_json(found)
-    return extras
+def metrics_to_json(m: Metrics) -> dict[str, Any]:
+    """The keys every block has, of the metrics ``m`` alone."""
+    return block_to_json(Block("", None, m))
 
 
 def summary_to_json(summary: Summary) -> dict[str, Any]:
@@ -258,22 +215,14 @@ def summary_to_json(summary: Summary) -> dict[str, Any]:
     ``extract`` (top level) and ``extracted`` (per block) appear only with ``--extract``;
     ``scorable_open_questions`` (top level) and ``open`` (per block) only when the datasets
     file has open questions; per block ``usage`` only when :attr:`Summary.shows_usage`: so
-    that every other document keeps its shape.
+    that every other document keeps its shape (each key's condition is its measure's).
     """
-    extract = summary.extract is not None
-    has_open = summary.scorable_open_questions is not None
+    keys = block_keys()
+    costs = summary.costs
 
     def block(setup: str, dataset: str | None, m: Metrics) -> dict[str, Any]:
-        out = _with_usage(summary, setup, dataset, m) | _block_extras(summary, setup, dataset)
-        if extract:
-            out["extracted"] = extracted_to_json(m)
-            found = summary.extracted_epochs.get(setup)
-            if found is not None:
-                epochs = found.overall if dataset is None else found.per_dataset.get(dataset)
-                out["extracted"]["epochs"] = epochs_to_json(epochs)
-        if has_open:
-            out["open"] = open_to_json(m)
-        return out
+        cost = costs.of(setup, dataset) if costs is not None else None
+        return block_to_json(Block(setup, dataset, m, cost, summary), keys)
 
     doc: dict[str, Any] = {
         "datasets": summary.datasets,
@@ -282,9 +231,9 @@ def summary_to_json(summary: Summary) -> dict[str, Any]:
         "unreadable_files": summary.unreadable_files,
         "ignored_files": summary.ignored_files,
     }
-    if has_open:
+    if summary.scorable_open_questions is not None:
         doc["scorable_open_questions"] = summary.scorable_open_questions
-    if extract:
+    if summary.extract is not None:
         doc["extract"] = summary.extract
     doc["setups"] = [
         {

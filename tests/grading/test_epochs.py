@@ -41,10 +41,10 @@ def test_hand_computed_three_by_three() -> None:
     assert summary.maj_at_k == pytest.approx(1 / 3)  # q1 only: q2's majority is B, q3's is C
     assert summary.consistent == pytest.approx(2 / 3)  # q1 all right, q3 all wrong
     # c = 3, 1, 0 of 3: pass@2 = (1 + (1 - C(2,2)/C(3,2)) + 0) / 3 = (1 + 2/3) / 3 = 5/9
-    assert list(summary.pass_at) == [1, 2, 3]
-    assert summary.pass_at[1] == pytest.approx(4 / 9)
-    assert summary.pass_at[2] == pytest.approx(5 / 9)
-    assert summary.pass_at[3] == summary.pass_at_k
+    assert list(summary.reduced["pass_at"]) == [1, 2, 3]
+    assert summary.reduced["pass_at"][1] == pytest.approx(4 / 9)
+    assert summary.reduced["pass_at"][2] == pytest.approx(5 / 9)
+    assert summary.reduced["pass_at"][3] == summary.pass_at_k
 
 
 def test_one_epoch_is_binomial() -> None:
@@ -132,8 +132,8 @@ def test_invariants(questions: list[list[EpochOutcome]]) -> None:
     assert all_correct == pytest.approx(summary.consistent + summary.pass_at_k - 1)
     assert summary.mean_accuracy >= all_correct - 1e-12
     # pass@1 is the mean score, pass@N the share with a correct epoch, and k only helps.
-    passes = [summary.pass_at[k] for k in range(1, summary.n + 1)]
-    assert list(summary.pass_at) == list(range(1, summary.n + 1))
+    passes = [summary.reduced["pass_at"][k] for k in range(1, summary.n + 1)]
+    assert list(summary.reduced["pass_at"]) == list(range(1, summary.n + 1))
     assert passes[0] == pytest.approx(summary.mean_accuracy)
     assert passes[-1] == summary.pass_at_k
     assert all(a <= b for a, b in itertools.pairwise(passes))

@@ -201,21 +201,3 @@ def _block(
     if summary is None:
         return None
     return replace(summary, incomplete=summary.incomplete + sum(max(0, alone[d]) for d in datasets))
-
-
-def epochs_to_json(summary: EpochSummary | None) -> dict[str, object] | None:
-    """The JSON ``epochs`` block: the measures, then how many questions they cover and how
-    many were left out for having fewer than ``n`` epochs."""
-    if summary is None:
-        return None
-    return {
-        "n": summary.n,
-        "mean_accuracy": summary.mean_accuracy,
-        "stderr": summary.stderr,
-        "pass_at_k": summary.pass_at_k,
-        "pass_at": {str(k): value for k, value in summary.pass_at.items()},
-        "maj_at_k": summary.maj_at_k,
-        "consistent": summary.consistent,
-        "questions": summary.questions,
-        "incomplete": summary.incomplete,
-    }

@@ -39,16 +39,3 @@ def summarize_setup_evidence(records: EvidenceRecords) -> dict[str, SetupEvidenc
         )
         for setup, per_dataset in grouped.items()
     }
-
-
-def evidence_to_json(summary: EvidenceSummary | None) -> dict[str, object] | None:
-    """The JSON ``evidence`` block."""
-    if summary is None:
-        return None
-    return {
-        "questions": summary.questions,
-        "recall": summary.recall,
-        "hit_rate": summary.hit_rate,
-        "accuracy_when_hit": summary.accuracy_when_hit,
-        "accuracy_when_missed": summary.accuracy_when_missed,
-    }

@@ -8,9 +8,12 @@ TOT = OK + WRONG + ERR; each None when its denominator is 0. Its interval is
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
+from kag.grading.measures.declarations import TEXT_MD_HTML, Block, Column, JsonKey
 from kag.grading.measures.registry import Measure, register
+from kag.grading.percent import pct
 from kag.grading.record import GradedFile, Outcome
 
 
@@ -45,6 +48,11 @@ class AccuracyCounts:
     non_option_answers: int = 0
 
 
+def _metric(name: str) -> Callable[[Block], Any]:
+    """The block's value of the :class:`~kag.grading.mcq.metrics.Metrics` field or property ``name``."""
+    return lambda b: getattr(b.metrics, name)
+
+
 def add(counts: AccuracyCounts, graded: GradedFile) -> None:
     """Count the strict grade of one MCQ file (abstained / non-option only on WRONG ones)."""
     outcome = graded.outcome
@@ -64,17 +72,29 @@ MEASURE = register(
         AccuracyCounts,
         add,
         needs=frozenset({"outcome", "abstained", "non_option"}),
-        json_keys=(
-            "total",
-            "correct",
-            "incorrect",
-            "errors",
-            "parsed",
-            "accuracy",
-            "precision",
-            "coverage",
-            "abstentions",
-            "non_option_answers",
+        json=tuple(
+            JsonKey(key, _metric(key))
+            for key in (
+                "total",
+                "correct",
+                "incorrect",
+                "errors",
+                "parsed",
+                "accuracy",
+                "precision",
+                "coverage",
+                "abstentions",
+                "non_option_answers",
+            )
+        ),
+        columns=(
+            Column("ACC%", lambda b: pct(b.metrics.accuracy), TEXT_MD_HTML, 7),
+            Column("PREC%", lambda b: pct(b.metrics.precision), TEXT_MD_HTML, 7),
+            Column("COVER%", lambda b: pct(b.metrics.coverage), TEXT_MD_HTML, 8),
+            Column("OK", lambda b: str(b.metrics.correct), TEXT_MD_HTML, 5),
+            Column("WRONG", lambda b: str(b.metrics.incorrect), TEXT_MD_HTML, 5),
+            Column("ERR", lambda b: str(b.metrics.errors), TEXT_MD_HTML, 4),
+            Column("TOT", lambda b: str(b.metrics.total), TEXT_MD_HTML, 3),
         ),
     )
 )

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kag.grading.evidence import EvidenceSummary
+from kag.grading.measures.declarations import Block, JsonKey
 from kag.grading.measures.registry import Measure, merge_by_setup, register
 
 
@@ -22,12 +24,37 @@ class EvidenceCounts:
         __slots__ = ()
 
 
+def summary_to_json(summary: EvidenceSummary | None) -> dict[str, object] | None:
+    """The JSON ``evidence`` block of one :class:`~kag.grading.evidence.EvidenceSummary`."""
+    if summary is None:
+        return None
+    return {
+        "questions": summary.questions,
+        "recall": summary.recall,
+        "hit_rate": summary.hit_rate,
+        "accuracy_when_hit": summary.accuracy_when_hit,
+        "accuracy_when_missed": summary.accuracy_when_missed,
+    }
+
+
+def evidence_to_json(b: Block) -> dict[str, object] | None:
+    """The block's ``evidence``: None for a setup without records (it never retrieved)."""
+    found = b.report.evidence.get(b.setup)
+    if found is None:
+        return None
+    return summary_to_json(found.overall if b.dataset is None else found.per_dataset.get(b.dataset))
+
+
+def _has_evidence(b: Block) -> bool:
+    return b.report.evidence is not None
+
+
 MEASURE = register(
     Measure(
         "evidence",
         EvidenceCounts,
         needs=frozenset({"retrieval_text"}),
-        json_keys=("evidence",),
+        json=(JsonKey("evidence", evidence_to_json, when=_has_evidence),),
         run_field="evidence",
         merge_trees=merge_by_setup,
     )

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import math
 
+from kag.grading.measures.declarations import MD_HTML, Block, Column, JsonKey
 from kag.grading.measures.registry import Measure, register
+from kag.grading.percent import pct
 
 #: z for a two-sided 95% interval (the 0.975 quantile of the standard normal).
 Z95 = 1.959963984540054
@@ -38,4 +40,28 @@ class IntervalCounts:
     __slots__ = ()
 
 
-MEASURE = register(Measure("interval", IntervalCounts, json_keys=("accuracy_ci95",)))
+def _ci(b: Block) -> list[float] | None:
+    ci = b.metrics.accuracy_ci95
+    return None if ci is None else list(ci)
+
+
+def _ci_dash(b: Block) -> str:
+    ci = b.metrics.accuracy_ci95
+    return "-" if ci is None else f"{pct(ci[0])}–{pct(ci[1])}"
+
+
+def _ci_brackets(b: Block) -> str:
+    ci = b.metrics.accuracy_ci95
+    return "-" if ci is None else f"[{pct(ci[0], 1)}, {pct(ci[1], 1)}]"
+
+
+MEASURE = register(
+    Measure(
+        "interval",
+        IntervalCounts,
+        json=(JsonKey("accuracy_ci95", _ci),),
+        columns=(
+            Column("ACC 95% CI", _ci_dash, MD_HTML, headers={"html": "95% CI"}, cells={"html": _ci_brackets}),
+        ),
+    )
+)

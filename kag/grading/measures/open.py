@@ -9,10 +9,13 @@ order, so that the sum does not depend on the number of workers.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from kag.grading.measures.declarations import TEXT_MD, Block, Column, JsonKey
 from kag.grading.measures.registry import Measure, merge_first, register
+from kag.grading.percent import pct
 
 
 class OpenCounts:
@@ -55,6 +58,28 @@ def open_metrics(m: OpenCounts) -> OpenMetrics | None:
     return OpenMetrics(m.open_total, m.open_errors, m.open_exact / m.open_total, m.open_f1 / m.open_total)
 
 
+def open_to_json(b: Block) -> dict[str, Any] | None:
+    """The ``open`` block: ``{total, errors, exact_match, f1}`` (means over total), or None."""
+    o = open_metrics(b.metrics)
+    if o is None:
+        return None
+    return {"total": o.total, "errors": o.errors, "exact_match": o.exact_match, "f1": o.f1}
+
+
+def _has_open(b: Block) -> bool:
+    return b.report.scorable_open_questions is not None
+
+
+def _cell(value: Callable[[OpenMetrics], str]) -> Callable[[Block], str | None]:
+    """A cell of the open-answer table; None for a block without open-question files (no row)."""
+
+    def cell(b: Block) -> str | None:
+        o = open_metrics(b.metrics)
+        return None if o is None else value(o)
+
+    return cell
+
+
 # Not added per MCQ record: an open question's file is counted by its own grade (add_open).
 # The run counts the open questions of the datasets file (``GradeRun.scorable_open_questions``,
 # None when it has none), the same for every tree.
@@ -63,7 +88,13 @@ MEASURE = register(
         "open",
         OpenCounts,
         needs=frozenset({"exact_match", "f1"}),
-        json_keys=("open",),
+        json=(JsonKey("open", open_to_json, when=_has_open),),
+        columns=(
+            Column("EM%", _cell(lambda o: pct(o.exact_match)), TEXT_MD, 7, table="open"),
+            Column("F1%", _cell(lambda o: pct(o.f1)), TEXT_MD, 7, table="open"),
+            Column("ERR", _cell(lambda o: str(o.errors)), TEXT_MD, 4, table="open"),
+            Column("TOT", _cell(lambda o: str(o.total)), TEXT_MD, 4, table="open"),
+        ),
         run_field="scorable_open_questions",
         merge_trees=merge_first,
     )

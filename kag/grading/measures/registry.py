@@ -3,7 +3,8 @@
 A :class:`Measure` describes itself, as ir_measures' measures and inspect_ai's ``@metric``
 functions do: its name (the key :mod:`kag.render.columns` shows it under), what it reads
 from a graded record, the counters it adds to a block, how one record is folded into them,
-how two blocks' counters merge, and the JSON keys it fills. :func:`register` adds one; the
+how two blocks' counters merge, and what the reports show of it: its JSON keys and its
+columns (:mod:`.declarations`). :func:`register` adds one; the
 walk (:mod:`kag.grading.mcq.walk`), the tallies (:mod:`kag.grading.mcq.metrics`) and the
 merge of several trees (:mod:`kag.grading.mcq.trees`) iterate over :func:`registered`
 instead of naming each measure, so a new measure is one module that registers itself.
@@ -13,9 +14,10 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from kag.grading.measures.declarations import Column, JsonKey, Reducer
 from kag.grading.record import GradedFile
 
 #: Names setup ``setup`` of the tree labelled ``label`` (``LABEL/setup``).
@@ -41,7 +43,12 @@ class Measure:
     - ``add``: folds one graded MCQ record into those counters (None: the measure is not
       counted per MCQ file, e.g. the open questions, counted by their own grade).
     - ``needs``: the record fields ``add`` reads (what the walk must fill in).
-    - ``json_keys``: the keys the measure fills in a block of ``--format json``.
+    - ``json``: the keys the measure fills in a block of ``--format json``, each with how
+      its value comes from the block and whether the block has it; ``columns``: its
+      columns in the tables of the text, markdown and HTML reports. Their order across
+      measures is the compatible one of :mod:`.layout`.
+    - ``reducers``: its values over the epochs of a block's questions, each with its key in
+      the ``epochs`` block and its columns in the epochs table (pass@k is one).
     - ``run_field`` and ``merge_trees``: a field of the grading run the measure owns besides
       the counters (the epochs' outcomes, the evidence records, the ``--extract`` spec),
       and how the runs of several trees merge it (:func:`kag.grading.mcq.trees.merge_runs`).
@@ -54,13 +61,29 @@ class Measure:
     counts: type
     add: Adder | None = None
     needs: frozenset[str] = frozenset()
-    json_keys: tuple[str, ...] = ()
+    json: tuple[JsonKey, ...] = ()
+    columns: tuple[Column[Any], ...] = ()
+    reducers: tuple[Reducer, ...] = ()
     run_field: str | None = None
     merge_trees: TreeMerge | None = None
     counters: tuple[str, ...] = field(init=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "counters", tuple(inspect.get_annotations(self.counts)))
+        object.__setattr__(self, "columns", tuple(replace(c, measure=self.name) for c in self.columns))
+        object.__setattr__(
+            self,
+            "reducers",
+            tuple(
+                replace(r, columns=tuple(replace(c, measure=self.name, table="epochs") for c in r.columns))
+                for r in self.reducers
+            ),
+        )
+
+    @property
+    def json_keys(self) -> tuple[str, ...]:
+        """The keys the measure fills in a block, in its declared order."""
+        return tuple(k.key for k in self.json)
 
     def merge(self, into: Any, other: Any) -> None:
         """Add ``other``'s counters of this measure to ``into``'s."""
@@ -123,3 +146,15 @@ def measure(name: str) -> Measure:
         return _REGISTRY[name]
     except KeyError:
         raise KeyError(f"no measure is registered as {name!r}") from None
+
+
+def reducers() -> tuple[Reducer, ...]:
+    """Every registered measure's epoch reducers, in registration order; ValueError when
+    two share a key (each names a key of the ``epochs`` block)."""
+    found = tuple(r for m in _REGISTRY.values() for r in m.reducers)
+    keys = [r.key for r in found]
+    if len(keys) != len(set(keys)):
+        raise ValueError(
+            f"two epoch reducers share a key: {sorted(k for k in set(keys) if keys.count(k) > 1)}"
+        )
+    return found

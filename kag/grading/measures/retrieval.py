@@ -4,11 +4,13 @@ sample; RET(s), VERTICE, RELATION and PROPERTY are their means."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from kag.grading.measures.declarations import TEXT_MD_HTML, Block, Column, JsonKey, Shown
 from kag.grading.measures.registry import Measure, register
-from kag.grading.measures.timing import duration_secs, mean_duration_secs
+from kag.grading.measures.timing import duration_secs, mean_duration_secs, secs
 from kag.grading.record import GradedFile
 
 
@@ -83,12 +85,52 @@ def retrieval_metrics(counts: RetrievalCounts) -> RetrievalMetrics | None:
     )
 
 
+def retrieval_to_json(b: Block) -> dict[str, Any] | None:
+    """The ``retrieval`` object of a block (sums, then means), or None without a sample."""
+    r = b.metrics.retrieval
+    if r is None:
+        return None
+    return {
+        "time_secs": r.time_secs,
+        "vertices": r.vertices,
+        "relationships": r.relationships,
+        "properties": r.properties,
+        "samples": r.samples,
+        "avg_time_secs": r.avg_time_secs,
+        "avg_vertices": r.avg_vertices,
+        "avg_relationships": r.avg_relationships,
+        "avg_properties": r.avg_properties,
+    }
+
+
+def _cell(value: Callable[[RetrievalMetrics], str]) -> Callable[[Block], str | None]:
+    """A cell of the block's retrieval means; None (no cell) for a block without retrieval."""
+
+    def cell(b: Block) -> str | None:
+        r = b.metrics.retrieval
+        return None if r is None else value(r)
+
+    return cell
+
+
+def _retrieved(s: Shown) -> bool:
+    return s.retrieval
+
+
 MEASURE = register(
     Measure(
         "retrieval",
         RetrievalCounts,
         add,
         needs=frozenset({"retrieval"}),
-        json_keys=("retrieval",),
+        json=(JsonKey("retrieval", retrieval_to_json),),
+        columns=(
+            Column("RET(s)", _cell(lambda r: secs(r.avg_time_secs)), TEXT_MD_HTML, 8, when=_retrieved),
+            Column("VERTICE", _cell(lambda r: f"{r.avg_vertices:.2f}"), TEXT_MD_HTML, 7, when=_retrieved),
+            Column(
+                "RELATION", _cell(lambda r: f"{r.avg_relationships:.2f}"), TEXT_MD_HTML, 8, when=_retrieved
+            ),
+            Column("PROPERTY", _cell(lambda r: f"{r.avg_properties:.2f}"), TEXT_MD_HTML, 8, when=_retrieved),
+        ),
     )
 )

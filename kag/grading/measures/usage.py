@@ -5,9 +5,11 @@ decides the files whose counts are past belief); their cost is priced from the r
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from kag.grading.measures.declarations import MD_HTML, Block, Column, JsonKey, Shown
 from kag.grading.measures.registry import Measure, register
 from kag.grading.record import GradedFile
 from kag.grading.usage import usage_beyond_bound, usage_sample
@@ -71,4 +73,59 @@ def usage_metrics(counts: UsageCounts) -> UsageMetrics | None:
     return UsageMetrics(counts.usage_samples, counts.prompt_tokens, counts.completion_tokens)
 
 
-MEASURE = register(Measure("usage", UsageCounts, add, needs=frozenset({"usage"}), json_keys=("usage",)))
+def usage_to_json(b: Block) -> dict[str, Any] | None:
+    """The ``usage`` object of a block, with ``cost_usd`` (the block's cost) when the run
+    was priced; None without samples."""
+    u = b.metrics.usage
+    if u is None:
+        return None
+    out: dict[str, Any] = {
+        "samples": u.samples,
+        "prompt_tokens": u.prompt_tokens,
+        "completion_tokens": u.completion_tokens,
+        "avg_prompt_tokens": u.avg_prompt_tokens,
+        "avg_completion_tokens": u.avg_completion_tokens,
+    }
+    if b.report.costs is not None:
+        out["cost_usd"] = b.cost
+    return out
+
+
+def _shows_usage(b: Block) -> bool:
+    return bool(b.report.shows_usage)
+
+
+def _tokens(mean: Callable[[UsageMetrics], float]) -> Callable[[Block], str]:
+    def cell(b: Block) -> str:
+        u = b.metrics.usage
+        return "-" if u is None else f"{mean(u):.1f}"
+
+    return cell
+
+
+def _cost(b: Block) -> str:
+    return "-" if b.cost is None else f"{b.cost:.4f}"
+
+
+def _used(s: Shown) -> bool:
+    return s.usage
+
+
+def _priced(s: Shown) -> bool:
+    return s.usage and s.priced
+
+
+MEASURE = register(
+    Measure(
+        "usage",
+        UsageCounts,
+        add,
+        needs=frozenset({"usage"}),
+        json=(JsonKey("usage", usage_to_json, when=_shows_usage),),
+        columns=(
+            Column("PROMPT_TOK", _tokens(lambda u: u.avg_prompt_tokens), MD_HTML, when=_used),
+            Column("COMPL_TOK", _tokens(lambda u: u.avg_completion_tokens), MD_HTML, when=_used),
+            Column("COST($)", _cost, MD_HTML, when=_priced),
+        ),
+    )
+)

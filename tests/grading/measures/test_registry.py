@@ -9,6 +9,7 @@ import pytest
 
 from kag.grading.mcq.metrics import GradeRun, Metrics, Tally
 from kag.grading.measures import measure, merge_by_setup, merge_first, register, registered, run_fields
+from kag.grading.measures.declarations import Block
 from kag.grading.measures.registry import Measure
 from kag.grading.record import GradedFile, Outcome
 from kag.render.columns import STATS_COLUMNS
@@ -31,10 +32,29 @@ def test_the_names_are_the_measures_the_stats_columns_show() -> None:
 def test_the_json_keys_of_a_block_are_declared_by_the_measures() -> None:
     declared = [key for m in registered() for key in m.json_keys]
     assert len(declared) == len(set(declared))
-    # The optional keys of a block are each its measure's own, named after it.
+    # The optional keys of a block are each its measure's own, named after it, and conditional.
     optional = {"extracted", "open", "usage", "epochs", "evidence"}
     assert all(measure(name).json_keys == (name,) for name in optional)
+    assert all(k.when is not None for name in optional for k in measure(name).json)
     assert set(declared) - optional == set(metrics_to_json(Metrics(correct=1)))
+
+
+def test_a_block_of_a_report_has_the_keys_whose_condition_holds() -> None:
+    from kag.grading.mcq.summary import SetupSummary, Summary
+    from kag.render.stats import block_to_json
+
+    m = Metrics(correct=1, open_total=1, open_exact=1, open_f1=1.0)
+    plain = Summary(1, 1, 0, 0, 0, (SetupSummary("s", m, {}),))
+    assert "open" not in block_to_json(Block("s", None, m, None, plain))
+    with_open = dataclasses.replace(plain, scorable_open_questions=1)
+    block = block_to_json(Block("s", None, m, None, with_open))
+    assert list(block)[-1] == "open"
+    assert block["open"] == {"total": 1, "errors": 0, "exact_match": 1.0, "f1": 1.0}
+
+
+def test_a_measure_names_itself_on_the_columns_it_declares() -> None:
+    assert all(c.measure == m.name for m in registered() for c in m.columns)
+    assert [c.header for c in measure("retrieval").columns] == ["RET(s)", "VERTICE", "RELATION", "PROPERTY"]
 
 
 def test_a_name_or_a_counter_is_registered_once() -> None:
@@ -122,3 +142,28 @@ def test_a_measure_module_imports_only_the_registry_and_what_it_reads() -> None:
             if line.startswith(("from ", "import "))
         ]
         assert not [name for name in imported if name.startswith("kag.grading.mcq")], module.__name__
+
+
+def test_every_module_of_the_package_but_its_parts_registers_one_measure() -> None:
+    import pkgutil
+
+    import kag.grading.measures as package
+
+    modules = {f"{package.__name__}.{m.name}" for m in pkgutil.iter_modules(package.__path__)}
+    parts = {f"{package.__name__}.{name}" for name in ("registry", "declarations", "layout")}
+    owners = [inspect.getmodule(m.counts).__name__ for m in registered()]  # type: ignore[union-attr]
+    assert sorted(owners) == sorted(modules - parts)
+
+
+def test_two_reducers_cannot_share_a_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kag.grading.measures import reducers, registry
+    from kag.grading.measures.declarations import Reducer
+
+    class Empty:
+        pass
+
+    assert "pass_at" in {r.key for r in reducers()}
+    again = Measure("again", Empty, reducers=(Reducer("pass_at", lambda counts, n: None),))
+    monkeypatch.setitem(registry._REGISTRY, "again", again)
+    with pytest.raises(ValueError, match=r"share a key: \['pass_at'\]"):
+        reducers()

@@ -1,4 +1,4 @@
-"""pass@k, the unbiased estimator of Chen et al. (2021), "Evaluating Large Language Models
+"""pass@k (``pass_at``), the unbiased estimator of Chen et al. (2021), "Evaluating Large Language Models
 Trained on Code", arXiv:2107.03374, section 2.1.
 
 For one question answered n times (n epochs) with c correct answers, and 1 <= k <= n,
@@ -23,13 +23,22 @@ taken term by term over k so that one pass gives every k.
 
 Edge cases: n < 1, c outside [0, n] or k outside [1, n] raise ValueError; an empty list of
 questions gives an empty mapping (nothing to measure).
+
+A reducer of the epochs (:class:`~.declarations.Reducer`): the ``pass_at`` key of every
+``epochs`` block holds every k, the PASS@k% column of the text report the k of
+:func:`shown_ks`.
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
+
+from kag.grading.measures.declarations import TEXT, Column, Reducer
+from kag.grading.measures.registry import Measure, register
+from kag.grading.percent import pct
 
 
 def _check(n: int, c: int) -> None:
@@ -72,3 +81,57 @@ def mean_pass_at(correct: Iterable[int], n: int) -> dict[int, float]:
         return {}
     curves = [(pass_at_curve(n, c), weight) for c, weight in sorted(counts.items())]
     return {k: math.fsum(curve[k - 1] * weight for curve, weight in curves) / total for k in range(1, n + 1)}
+
+
+def shown_ks(n: int) -> list[int]:
+    """The k a text column shows of a curve over k = 1 … ``n``: the powers of two below
+    ``n``, and ``n`` (so that the column stays short for many epochs)."""
+    ks, k = [], 1
+    while k < n:
+        ks.append(k)
+        k *= 2
+    return [*ks, n]
+
+
+def curve_cell(curve: Mapping[int, float]) -> str:
+    """``k:percent`` for the k of :func:`shown_ks` of a curve ``{k: value}``, k = 1 … n."""
+    return " ".join(f"{k}:{pct(curve[k])}" for k in shown_ks(len(curve)))
+
+
+def curve_to_json(curve: Mapping[int, float]) -> dict[str, float]:
+    """Every k of the curve, keyed by k in decimal (JSON keys are strings)."""
+    return {str(k): value for k, value in curve.items()}
+
+
+class PassAtCounts:
+    """No counter: reduced from the epochs' outcomes of a block."""
+
+    if not TYPE_CHECKING:
+        __slots__ = ()
+
+
+MEASURE = register(
+    Measure(
+        "pass_at",
+        PassAtCounts,
+        reducers=(
+            Reducer(
+                "pass_at",
+                mean_pass_at,
+                curve_to_json,
+                columns=(
+                    Column(
+                        "PASS@k%",
+                        curve_cell,
+                        TEXT,
+                        table="epochs",
+                        legend=(
+                            "PASS@k% = unbiased pass@k (Chen et al. 2021) for k = 1, 2, 4, 8, … and N "
+                            "(every k in --format json)"
+                        ),
+                    ),
+                ),
+            ),
+        ),
+    )
+)

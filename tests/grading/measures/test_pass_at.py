@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kag.grading.pass_at import mean_pass_at, pass_at_curve, pass_at_k
+from kag.grading.measures.pass_at import mean_pass_at, pass_at_curve, pass_at_k, shown_ks
 
 
 @pytest.mark.parametrize(
@@ -97,3 +97,18 @@ def test_invariants(sample: tuple[int, list[int]]) -> None:
     assert all(a <= b for a, b in itertools.pairwise(values))  # never decreases with k
     assert means[1] == pytest.approx(sum(c / n for c in counts) / len(counts))  # the mean score
     assert means[n] == sum(c > 0 for c in counts) / len(counts)  # at least one correct
+
+
+@pytest.mark.parametrize(
+    ("n", "ks"),
+    [
+        (1, [1]),
+        (2, [1, 2]),
+        (3, [1, 2, 3]),
+        (8, [1, 2, 4, 8]),
+        (10, [1, 2, 4, 8, 10]),
+        (100, [1, 2, 4, 8, 16, 32, 64, 100]),
+    ],
+)
+def test_powers_of_two_and_n(n: int, ks: list[int]) -> None:
+    assert shown_ks(n) == ks
