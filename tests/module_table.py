@@ -23,7 +23,8 @@ END = "<!-- end of the generated module table -->"
 # Sphinx roles (:class:`X`) and double backquotes (``x``) of the docstrings, as markdown code.
 _ROLE = re.compile(r":[a-z]+:`~?([^`]+)`")
 _LITERAL = re.compile(r"``(.+?)``")
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s")
+# A sentence ends at . ! or ? before a space, except after an abbreviation ("et al.", "e.g.").
+_SENTENCE_END = re.compile(r"(?<!\bal\.)(?<!\be\.g\.)(?<!\bi\.e\.)(?<=[.!?])\s")
 
 
 def summary(path: Path) -> str:
