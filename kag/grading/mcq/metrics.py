@@ -73,14 +73,14 @@ class _Counts(
 
 _C = TypeVar("_C", bound=type[_Counts])
 
-# The counters of a block: the registered measures' (every one must be a base of _Counts, so
-# that the type checker sees them).
+# The counters of a block: the registered measures', each with its starting value. The bases
+# of _Counts are there for the type checker, which then sees the counters the renderers and
+# the walk name; a measure that is not a base still counts (its own functions read its
+# counters), so a new measure needs no line here.
 _ANNOTATIONS: dict[str, Any] = {
     name: inspect.get_annotations(m.counts)[name] for m in registered() for name in m.counters
 }
-assert all(issubclass(_Counts, m.counts) for m in registered() if m.counters), (
-    "a measure's counters are not in _Counts"
-)
+_STARTS: dict[str, Any] = {name: getattr(m.counts, name) for m in registered() for name in m.counters}
 _MEASURES = registered()
 _ADDERS = tuple(m.add for m in _MEASURES if m.add is not None)
 
@@ -92,7 +92,7 @@ def _counts_dataclass(*, frozen: bool) -> Callable[[_C], _C]:
         own = inspect.get_annotations(cls)
         cls.__annotations__ = {**_ANNOTATIONS, **own}
         for name in _ANNOTATIONS:
-            setattr(cls, name, getattr(_Counts, name))
+            setattr(cls, name, _STARTS[name])
         return dataclass(frozen=frozen, slots=True)(cls)  # type: ignore[return-value]
 
     return wrap
