@@ -124,7 +124,7 @@ def test_what_a_tree_was_not_asked_for_stays_none() -> None:
 
 
 def test_asked_for_but_empty_stays_empty() -> None:
-    # epochs=True on trees without any epoch folder: {} (no block), not None, as for one tree.
+    # Epochs asked for on trees without any epoch folder: {} (no block), not None, as for one tree.
     empty = [
         (label, dataclasses.replace(run, epochs={}, evidence={}))
         for label, run in (("a", RUN_A), ("b", RUN_B))
