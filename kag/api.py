@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from kag.datasets import Datasets, load_datasets
 from kag.errors import InputError, UsageError
 from kag.grading.mcq.metrics import GradeRun, duration_secs
+from kag.grading.mcq.request import RECORDS, GradeRequest
 from kag.grading.mcq.rule import DEFAULT_ABSTENTION, AnswerKey, compile_abstention
 from kag.grading.mcq.summary import Summary, summarize
 from kag.grading.mcq.trees import ResultSource, ResultTree, file_place, grade_source, label_problem, one_tree
@@ -170,18 +171,15 @@ def _run(
     source = _source(results)
     dataset_globs = _globs("datasets_filter", datasets_filter)
     _check_dataset_filter(loaded, dataset_globs)
-    run = grade_source(
-        loaded,
-        source,
-        prefix,
-        setups=_globs("setups", setups),
-        dataset_globs=dataset_globs,
-        keep_records=records,
-        extract=extract,
-        epochs=not records,
-        evidence=not records and loaded.has_evidence,
+    # The records for the per-file functions; the report's epochs and evidence blocks for grade().
+    if records:
+        asked = {RECORDS}
+    else:
+        asked = {"epochs", "evidence"} if loaded.has_evidence else {"epochs"}
+    request = GradeRequest(
+        prefix, _globs("setups", setups), dataset_globs, extract=extract, measures=frozenset(asked)
     )
-    return loaded, source, run
+    return loaded, source, grade_source(loaded, source, request)
 
 
 def grade(

@@ -75,6 +75,7 @@ def _load(
 
     from kag.datasets import load_datasets
     from kag.grading.compare.trees import load_source_answers
+    from kag.grading.mcq.request import GradeRequest
     from kag.grading.mcq.trees import describe_source
 
     datasets_path = pick_datasets(ctx, datasets)
@@ -88,17 +89,12 @@ def _load(
     answer_key = load_datasets(datasets_path)
     # As in `kag stats`: a filter that selects nothing is a typo, not a smaller comparison.
     check_globs("--dataset", globs, "dataset", f"in {datasets_path}", sorted(answer_key.datasets))
-    loaded = load_source_answers(
-        answer_key,
-        source,
-        pfx,
-        setups,
-        globs,
-        extract=extract_spec,
-        extracted=extracted,
-        evidence=evidence and answer_key.has_evidence,
-        epochs=epochs,
-    )
+    # Evidence is measured against the names the datasets file lists, when it lists some.
+    measures = {"evidence"} if evidence and answer_key.has_evidence else set()
+    if epochs:
+        measures.add("epochs")
+    request = GradeRequest(pfx, setups, globs, extract=extract_spec, measures=frozenset(measures))
+    loaded = load_source_answers(answer_key, source, request, extracted=extracted)
     for name in named:
         if name and name not in loaded.setups:
             in_tree = setups_in(source, pfx)

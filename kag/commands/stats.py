@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from kag.datasets import Datasets
     from kag.grading.compare.setups import ComparisonRun
     from kag.grading.mcq.metrics import GradeRun
+    from kag.grading.mcq.request import GradeRequest
     from kag.grading.mcq.summary import Summary
     from kag.grading.mcq.trees import ResultSource
     from kag.pricing import Prices
@@ -106,20 +107,27 @@ class StatsPlan:
         return self.format == ReportFormat.JUNIT
 
     @property
-    def keep_records(self) -> bool:
-        return "records" in self.needs
-
-    @property
-    def epochs(self) -> bool:
-        return "epochs" in self.needs
-
-    @property
-    def evidence(self) -> bool:
-        return "evidence" in self.needs
-
-    @property
     def analysed(self) -> bool:
         return "analysis" in self.needs
+
+    def grading(
+        self,
+        prefix: str,
+        setups: tuple[str, ...],
+        dataset_globs: tuple[str, ...],
+        extract: str | None,
+        *,
+        has_evidence: bool,
+    ) -> GradeRequest:
+        """What the walk grades for this run: the filters and ``--extract`` spec given, and
+        the records, epochs and evidence its needs name (the evidence only when the datasets
+        file lists evidence names, ``has_evidence``: it is measured against them)."""
+        from kag.grading.mcq.request import GradeRequest
+
+        asked = {need for need in self.needs if need in ("records", "epochs", "evidence")}
+        if not has_evidence:
+            asked.discard("evidence")
+        return GradeRequest(prefix, setups, dataset_globs, extract=extract, measures=frozenset(asked))
 
 
 stats_app = typer.Typer(
@@ -220,18 +228,10 @@ def stats(
     # A filter that selects nothing is a typo far more often than an intent: exit 2
     # before any report, so that neither a CI gate nor a step summary passes on it.
     check_globs("--dataset", dataset_globs, "dataset", f"in {datasets}", sorted(loaded.datasets))
-    graded = grade_source(
-        loaded,
-        root,
-        prefix or "",
-        setups=tuple(setup or ()),
-        dataset_globs=dataset_globs,
-        keep_records=plan.keep_records,
-        extract=extract_spec,
-        epochs=plan.epochs,
-        # Evidence is measured against the names the datasets file lists, when it lists some.
-        evidence=plan.evidence and loaded.has_evidence,
+    request = plan.grading(
+        prefix or "", tuple(setup or ()), dataset_globs, extract_spec, has_evidence=loaded.has_evidence
     )
+    graded = grade_source(loaded, root, request)
     check_setup_globs(tuple(setup or ()), {s for s, _ in graded.tallies}, root, prefix or "", dataset_globs)
     warn_prefix((s for s, _ in graded.tallies), prefix or "", filtered=bool(setup))
     for tree in root:

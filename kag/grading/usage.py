@@ -2,8 +2,8 @@
 
 Which files count (:func:`usage_sample`) is decided here; the token sums live in the
 tallies (:class:`~kag.grading.mcq.metrics.Tally`); a cost needs the
-model of each file as well, so it is computed here from the per-file records of a
-``grade_tree(..., keep_records=True)`` run. Per block, tokens are summed per model first and
+model of each file as well, so it is computed here from the per-file records of a grading
+run that kept them (``records`` asked for). Per block, tokens are summed per model first and
 priced once per model, so the cost does not depend on the order of the files.
 """
 

@@ -1,7 +1,7 @@
 """Per-question export of `kag stats`: ``--format csv`` and ``--format jsonl``.
 
-One row per graded file, from the per-file records of a ``grade_tree(..., keep_records=True)``
-run: the MCQ records and the open-question records merged in (dataset, question, setup)
+One row per graded file, from the per-file records of a grading run that kept them
+(``records`` asked for): the MCQ records and the open-question records merged in (dataset, question, setup)
 order. Both formats load as they are into pandas (``read_csv`` /
 ``read_json(lines=True)``) or DuckDB (``read_csv`` / ``read_json``). Names
 and responses keep their exact text: these are machine formats, nothing is escaped for a

@@ -88,7 +88,7 @@ def cases_from_records(
     *,
     extracted: bool = False,
 ) -> list[Case]:
-    """The cases of a ``grade_tree(..., keep_records=True)`` run (with ``extracted``, each
+    """The cases of a grading run that kept its records (with ``extracted``, each
     MCQ file's extracted grade), its open-question records and its skipped files."""
     cases = []
     for r in records:

@@ -464,13 +464,16 @@ def test_every_format_declares_what_it_needs() -> None:
 )
 def test_the_plan_is_derived_from_the_options(fmt: str, gate: bool, priced: bool, needs: set[str]) -> None:
     from kag.commands.stats import StatsPlan
+    from kag.grading.mcq.request import GradeRequest
 
     plan = StatsPlan.of(fmt, regression_gate=gate, priced=priced)
     assert plan.needs == needs
-    assert (plan.keep_records, plan.epochs, plan.evidence, plan.analysed) == (
-        "records" in needs,
-        "epochs" in needs,
-        "evidence" in needs,
-        "analysis" in needs,
+    assert plan.analysed == ("analysis" in needs)
+    request = plan.grading("p-", ("s*",), ("d*",), "letter", has_evidence=True)
+    assert request == GradeRequest(
+        "p-", ("s*",), ("d*",), extract="letter", measures=frozenset(needs - {"analysis"})
     )
+    # Evidence is measured against the datasets file's evidence names: none listed, none asked.
+    bare = plan.grading("", (), (), None, has_evidence=False)
+    assert bare.measures == needs - {"analysis", "evidence"} and bare.extract is None
     assert (plan.page, plan.junit, plan.exported) == (fmt == "html", fmt == "junit", fmt in ("csv", "jsonl"))

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from kag.cli import app
 from kag.datasets import load_datasets
-from kag.grading.mcq.walk import grade_tree
+from kag.grading.mcq import GradeRequest, grade_tree
 from kag.results import EPOCHS_FOLDER, ErrorResult, OkResult, Result, epoch_result_path, write_result
 
 runner = CliRunner()
@@ -147,8 +147,8 @@ def test_the_walk_passes_over_the_epoch_folder_uncounted(tmp_path: Path) -> None
 def test_epochs_are_the_same_in_worker_processes(tmp_path: Path) -> None:
     datasets = load_datasets(datasets_file(tmp_path))
     root = epoch_tree(tmp_path / "r")
-    one = grade_tree(datasets, root, workers=1, epochs=True)
-    two = grade_tree(datasets, root, workers=2, epochs=True)
+    one = grade_tree(datasets, root, GradeRequest(measures={"epochs"}), workers=1)
+    two = grade_tree(datasets, root, GradeRequest(measures={"epochs"}), workers=2)
     assert one.epochs == two.epochs
     assert one.epochs is not None and len(one.epochs[("s1", "d")]) == 5  # q5 has no epoch folder
 

@@ -338,12 +338,14 @@ def test_real_tree_strict_numbers_unchanged_by_extract(med_kag: Path):
 def test_worker_processes_grade_extraction_and_open_answers_alike(tmp_path: Path):
     """The spec crosses to the worker processes as text; the pool gives the in-process result."""
     from kag.datasets import load_datasets
-    from kag.grading.mcq.walk import grade_tree
+    from kag.grading.mcq import GradeRequest, grade_tree
 
     args = write_tree(tmp_path)
     datasets = load_datasets(Path(args[1]))
     runs = [
-        grade_tree(datasets, args[3], extract=r"regex:answer is (\w)", keep_records=True, workers=n)
+        grade_tree(
+            datasets, args[3], GradeRequest(extract=r"regex:answer is (\w)", measures={"records"}), workers=n
+        )
         for n in (1, 2)
     ]
     assert runs[0] == runs[1]
@@ -433,7 +435,7 @@ def test_open_rows_interleave_with_mcq_rows_and_stay_out_of_the_pairings(tmp_pat
     """One dataset mixing both kinds: rows in question order, whatever their kind; the MCQ
     records the comparisons pair hold no open file."""
     from kag.datasets import load_datasets
-    from kag.grading.mcq.walk import grade_tree
+    from kag.grading.mcq import GradeRequest, grade_tree
 
     datasets = {"mix": {"1": open_q("yes"), "2": mcq("a"), "3": open_q("no")}}
     files: dict[tuple[str, str, str], Result] = {
@@ -451,7 +453,7 @@ def test_open_rows_interleave_with_mcq_rows_and_stay_out_of_the_pairings(tmp_pat
         ("2", "run/s", "OK", None, None),
         ("3", "run/s", "WRONG", 0.0, pytest.approx(2 / 3)),
     ]
-    run = grade_tree(load_datasets(path), tmp_path / "results", keep_records=True)
+    run = grade_tree(load_datasets(path), tmp_path / "results", GradeRequest(measures={"records"}))
     assert [r.question for r in run.records or ()] == ["2"]
     assert [(r.question, r.outcome) for r in run.open_records or ()] == [("1", "ok"), ("3", "wrong")]
     assert grade_tree(load_datasets(path), tmp_path / "results").open_records is None

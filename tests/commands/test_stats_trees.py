@@ -27,6 +27,7 @@ from typer.testing import CliRunner
 
 from kag.cli import app
 from kag.datasets import load_datasets
+from kag.grading.mcq.request import GradeRequest
 from kag.grading.mcq.trees import ResultTree, grade_trees, label_problem
 from kag.grading.mcq.walk import grade_tree
 from kag.results import ErrorResult, OkResult, result_path, write_result
@@ -299,14 +300,16 @@ def test_the_documented_example_prints_what_the_page_shows(
 def test_grade_trees_relabels_and_sums(two_trees: Path) -> None:
     datasets = load_datasets("datasets.json")
     run = grade_trees(
-        datasets, [ResultTree("run1", "A"), ResultTree("run2", "B")], setups=["*/s"], keep_records=True
+        datasets,
+        [ResultTree("run1", "A"), ResultTree("run2", "B")],
+        GradeRequest(setups=["*/s"], measures={"records"}),
     )
     assert sorted(run.tallies) == [("run1/s", "d1"), ("run2/s", "d1")]
     assert run.tallies[("run1/s", "d1")].correct == 8
     assert (run.skipped_files, run.ignored_files, run.unreadable_files) == (1, 2, 0)  # broken: not */s
     assert run.records is not None and len(run.records) == 20
     assert [r.setup for r in run.records[:2]] == ["run1/s", "run2/s"]  # question 0 of each
-    one = grade_tree(datasets, "A", setups=["s"], keep_records=True)
+    one = grade_tree(datasets, "A", GradeRequest(setups=["s"], measures={"records"}))
     assert run.tallies[("run1/s", "d1")] == one.tallies[("s", "d1")]
 
 

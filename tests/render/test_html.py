@@ -12,6 +12,7 @@ import pytest
 
 from kag.datasets import load_datasets
 from kag.grading.compare import AnswerSet, analyse, load_source_answers
+from kag.grading.mcq.request import GradeRequest
 from kag.grading.mcq.trees import one_tree
 from kag.render.html import PageMeta, render_html
 from kag.render.table import Table, pvalue, table_markdown, table_text
@@ -26,7 +27,7 @@ CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/ch
 def page(tmp_path_factory: pytest.TempPathFactory) -> str:
     root = tmp_path_factory.mktemp("html")
     datasets, results = build_tree(root)
-    loaded = load_source_answers(load_datasets(datasets), one_tree(results), PREFIX)
+    loaded = load_source_answers(load_datasets(datasets), one_tree(results), GradeRequest(PREFIX))
     analysis = analyse(loaded, "native", n_resamples=500, seed=5)
     meta = PageMeta(datasets="datasets.json", results="results", prefix=PREFIX, version="test")
     return render_html(loaded.summary.setups, analysis.comparisons, analysis.flips, analysis.impacts, meta)
@@ -34,7 +35,7 @@ def page(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 def _load(tmp_path: Path, names: tuple[str, ...]) -> AnswerSet:
     datasets, results = build_tree(tmp_path, names=names)
-    return load_source_answers(load_datasets(datasets), one_tree(results), PREFIX)
+    return load_source_answers(load_datasets(datasets), one_tree(results), GradeRequest(PREFIX))
 
 
 def _page(loaded: AnswerSet, baseline: str | None = None, **kwargs: int) -> str:

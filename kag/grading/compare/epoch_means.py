@@ -50,14 +50,14 @@ class SetupMeans:
 
 
 def question_means(run: GradeRun, *, extracted: bool = False) -> SetupMeans:
-    """Per-question mean scores from a ``grade_tree(..., keep_records=True, epochs=True)``
-    run, under the strict grade or (``extracted``) the extracted one of a run graded with
+    """Per-question mean scores from a grading run whose request asks for ``records`` and
+    ``epochs``, under the strict grade or (``extracted``) the extracted one of a run graded with
     ``extract`` (ERR = not extracted, not correct). Raises ValueError when the run kept no
     records, or has no extracted grade when ``extracted``."""
     if run.records is None:
-        raise ValueError("the grading run kept no per-file records (grade_tree(..., keep_records=True))")
+        raise ValueError("the grading run kept no per-file records (a request asking for 'records')")
     if extracted and run.extract is None:
-        raise ValueError("the grading run has no extracted grade (grade_tree(..., extract=...))")
+        raise ValueError("the grading run has no extracted grade (a request with an extract spec)")
     outcomes = run.epochs or {}
     if extracted:
         outcomes = extracted_epochs(outcomes)

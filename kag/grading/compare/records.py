@@ -1,7 +1,6 @@
-"""The records the comparisons work on: the graded files of a ``grade_tree(...,
-keep_records=True)`` run (:class:`~kag.grading.record.GradedFile`, their ``outcome`` the
-grade the comparison pairs on), and each setup's profile (model, provider, whether it
-retrieves)."""
+"""The records the comparisons work on: the graded files of a grading run whose request asks
+for ``records`` (:class:`~kag.grading.record.GradedFile`, their ``outcome`` the grade the
+comparison pairs on), and each setup's profile (model, provider, whether it retrieves)."""
 
 from __future__ import annotations
 
@@ -155,7 +154,7 @@ class AnswerSet:
 def answers_from_run(
     run: GradeRun, datasets: Datasets, root: str | Path, prefix: str = "", *, extracted: bool = False
 ) -> list[GradedFile]:
-    """The records of a ``grade_tree(..., keep_records=True)`` run, as the comparisons pair them.
+    """The records of a grading run that kept them (``records`` asked for), as the comparisons pair them.
 
     With ``extracted`` each record's outcome is its extracted grade (the run must have been
     graded with ``extract``; ERR = not extracted), so the comparisons pair on it.
@@ -180,7 +179,7 @@ def paired_records(
     """:func:`answers_from_run` over any trees: ``place`` gives the (tree root, setup name in
     its tree) of a setup as the run names it, for the records without a path."""
     if run.records is None:
-        raise ValueError("the grading run kept no per-file records (grade_tree(..., keep_records=True))")
+        raise ValueError("the grading run kept no per-file records (a request asking for 'records')")
     answers = []
     for r in run.records:
         if r.path is None or r.gold is None:
@@ -192,7 +191,7 @@ def paired_records(
             r = replace(r, gold=gold, path=path)
         if extracted:
             if r.extracted is None:
-                raise ValueError("the grading run has no extracted grade (grade_tree(..., extract=...))")
+                raise ValueError("the grading run has no extracted grade (a request with an extract spec)")
             r = replace(r, outcome=r.extracted)
         answers.append(r)
     return answers
@@ -213,6 +212,6 @@ def answer_set(run: GradeRun, answers: Sequence[GradedFile], *, extracted: bool 
 def answer_set_from_run(
     run: GradeRun, datasets: Datasets, root: str | Path, prefix: str = "", *, extracted: bool = False
 ) -> AnswerSet:
-    """:class:`AnswerSet` of a ``grade_tree(..., keep_records=True)`` run (see :func:`answers_from_run`)."""
+    """:class:`AnswerSet` of a grading run that kept its records (see :func:`answers_from_run`)."""
     answers = answers_from_run(run, datasets, root, prefix, extracted=extracted)
     return answer_set(run, answers, extracted=extracted)

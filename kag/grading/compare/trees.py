@@ -6,7 +6,6 @@ from __future__ import annotations
 
 __all__ = ["answer_set_from_source", "answers_from_trees", "load_source_answers"]
 
-from collections.abc import Sequence
 
 from kag.datasets import Datasets
 from kag.grading.compare.records import (
@@ -16,6 +15,7 @@ from kag.grading.compare.records import (
     paired_records,
 )
 from kag.grading.mcq.metrics import GradeRun
+from kag.grading.mcq.request import RECORDS, GradeRequest
 from kag.grading.mcq.trees import ResultSource, file_place, grade_source, is_labelled, split_labelled
 from kag.grading.record import GradedFile
 
@@ -28,15 +28,15 @@ def answers_from_trees(
     *,
     extracted: bool = False,
 ) -> list[GradedFile]:
-    """The records of a ``grade_trees(..., keep_records=True)`` run (:func:`answers_from_run`),
-    named ``LABEL/setup`` as the run names them; each record's path is its real file, in
-    the tree labelled LABEL, and its evidence hit that file's.
+    """The records of a :func:`~kag.grading.mcq.trees.grade_trees` run that kept them
+    (:func:`answers_from_run`), named ``LABEL/setup`` as the run names them; each record's
+    path is its real file, in the tree labelled LABEL, and its evidence hit that file's.
 
     Sorted by (dataset, question, labelled setup). Raises ValueError when the run kept no
     records or a record's label names none of ``trees``.
     """
     if run.records is None:
-        raise ValueError("the grading run kept no per-file records (grade_trees(..., keep_records=True))")
+        raise ValueError("the grading run kept no per-file records (a request asking for 'records')")
     known = {t.label for t in trees}
     for r in run.records:
         label, _ = split_labelled(r.setup)
@@ -65,32 +65,18 @@ def answer_set_from_source(
 def load_source_answers(
     datasets: Datasets,
     source: ResultSource,
-    prefix: str = "",
-    setups: Sequence[str] = (),
-    dataset_globs: Sequence[str] = (),
-    workers: int | None = None,
+    request: GradeRequest | None = None,
     *,
-    extract: str | None = None,
     extracted: bool = False,
-    evidence: bool = False,
-    epochs: bool = False,
+    workers: int | None = None,
 ) -> AnswerSet:
     """Grade one tree or labelled trees like `kag stats` (same rules, filters, warnings and
-    summary) and return the answers with the profile of each setup (:func:`setup_configs`).
+    summary) as ``request`` asks, each file's record always kept, and return the answers
+    with the profile of each setup (:func:`setup_configs`).
 
-    ``extract``: the ``--extract`` spec; ``extracted``: pair on the extracted grade;
-    ``evidence``: with each answer's evidence hit; ``epochs``: with the per-question mean
-    scores over the epochs (``AnswerSet.means``)."""
-    run = grade_source(
-        datasets,
-        source,
-        prefix,
-        setups=setups,
-        dataset_globs=dataset_globs,
-        keep_records=True,
-        workers=workers,
-        extract=extract,
-        evidence=evidence,
-        epochs=epochs,
-    )
-    return answer_set_from_source(run, datasets, source, prefix, extracted=extracted)
+    ``extracted``: pair on the extracted grade (the request's ``extract`` spec); asking for
+    ``evidence``: each answer with its evidence hit; for ``epochs``: with the per-question
+    mean scores over the epochs (``AnswerSet.means``)."""
+    request = (request if request is not None else GradeRequest()).asking({RECORDS})
+    run = grade_source(datasets, source, request, workers=workers)
+    return answer_set_from_source(run, datasets, source, request.prefix, extracted=extracted)

@@ -27,6 +27,7 @@ _HOMES = {
     "grade_result": "kag.grading.mcq.rule",
     "grade_tree": "kag.grading.mcq.walk",
     "GradedFile": "kag.grading.record",
+    "GradeRequest": "kag.grading.mcq.request",
     "GradeRun": "kag.grading.mcq.metrics",
     "is_correct": "kag.grading.rule",
     "mean": "kag.grading.measures.context_length",

@@ -203,9 +203,9 @@ class GradeRun:
     ``scorable_questions`` count the (filtered) datasets file, ``scorable_open_questions``
     its open questions (None when the whole file has none). ``records`` holds one
     :class:`GradedFile` per graded file, sorted by (dataset, question, setup), only when
-    ``grade_tree(..., keep_records=True)``. ``epochs`` (per (setup, dataset), one tuple of
+    the request asks for ``records``. ``epochs`` (per (setup, dataset), one tuple of
     epoch outcomes per question with epochs) and ``evidence`` (per (setup, dataset), the
-    evidence records) are filled only when ``grade_tree`` is asked for them.
+    evidence records) are filled only when the request asks for them.
     ``open_records`` holds the per-file records of open questions, sorted and kept like
     ``records`` but apart from them, so that the pairings over ``records`` (comparisons,
     flips) never see an open question.

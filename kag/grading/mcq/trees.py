@@ -4,7 +4,7 @@ What a report grades is always a tuple of :class:`ResultTree` (:data:`ResultSour
 unlabelled tree (label None: its setups keep their names), or labelled trees. Each labelled
 tree's setups are reported as ``LABEL/setup``, named so once, here, so that the same setup
 run twice (two trees) shows as two setups that the comparisons pair by question. Every
-tree is graded by :func:`~kag.grading.mcq.walk.grade_tree` with the same rules, and the
+tree is graded by :func:`~kag.grading.mcq.walk.grade_tree` with the same request, and the
 runs are merged field by field, a field a measure owns by that measure's merge: the
 metrics, records, epochs and evidence keep their setups apart, the file counters are summed
 and the datasets file is counted once.
@@ -13,7 +13,7 @@ and the datasets file is counted once.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,8 +21,10 @@ from typing import Any
 from kag.datasets import Datasets
 from kag.errors import UsageError
 from kag.grading.mcq.metrics import GradeRun
+from kag.grading.mcq.request import GradeRequest
 from kag.grading.mcq.walk import grade_tree
-from kag.grading.measures import Measure, merge_by_setup, run_fields
+from kag.grading.measures import merge_by_setup, run_fields
+from kag.grading.record import GradedFile
 
 #: Between a tree's label and a setup name: a setup name (a file name) never holds it.
 SEPARATOR = "/"
@@ -116,16 +118,15 @@ def check_trees(trees: Sequence[ResultTree]) -> None:
 def grade_trees(
     datasets: Datasets,
     trees: Sequence[ResultTree],
-    prefix: str = "",
+    request: GradeRequest | None = None,
     *,
-    setups: Sequence[str] = (),
-    **options: Any,
+    workers: int | None = None,
 ) -> GradeRun:
     """Grade each tree with :func:`~kag.grading.mcq.walk.grade_tree` and merge the runs
     (:func:`merge_runs`: every field, setups renamed ``LABEL/setup``).
 
-    - ``setups`` globs match the labelled name (``run1/*`` selects one tree); ``prefix``
-      and the other ``options`` of ``grade_tree`` apply to every tree.
+    - The ``request`` (None: ``GradeRequest()``) applies to every tree, each with its own
+      label: its ``setups`` globs match the labelled name (``run1/*`` selects one tree).
     - ``skipped_files``, ``ignored_files`` and the unreadable files (their real paths, tree
       by tree) are summed over the trees; ``datasets``, ``scorable_questions`` and
       ``scorable_open_questions`` count the one datasets file once.
@@ -135,12 +136,14 @@ def grade_trees(
     raises for a tree (InputError naming a root that is not a directory).
     """
     check_trees(trees)
+    request = request if request is not None else GradeRequest()
     runs: list[tuple[str, GradeRun]] = []
     for tree in trees:
         if tree.label is None:
             raise UsageError(f"-r {tree.root}: grade_trees grades labelled trees (grade_source grades one)")
-        run = grade_tree(datasets, tree.root, prefix, setups=setups, setup_label=tree.label, **options)
-        runs.append((tree.label, run))
+        runs.append(
+            (tree.label, grade_tree(datasets, tree.root, request.of_tree(tree.label), workers=workers))
+        )
     return merge_runs(runs)
 
 
@@ -149,9 +152,9 @@ LabelledRuns = Sequence[tuple[str, GradeRun]]
 
 
 def merge_runs(runs: LabelledRuns) -> GradeRun:
-    """One run of the labelled runs of several trees, field by field: the run's own fields
-    by :data:`_MERGERS`, the fields a measure owns by that measure's merge
-    (:attr:`~kag.grading.measures.registry.Measure.merge_trees`).
+    """One run of the labelled runs of several trees: each field a measure owns by that
+    measure's merge (:attr:`~kag.grading.measures.registry.Measure.merge_trees`), each of the
+    run's own fields by its rule in :func:`_merge_own`.
 
     - ``tallies``, ``epochs`` and ``evidence`` (keyed by (setup, dataset)): the setups are
       renamed ``LABEL/setup``, keys sorted as a single tree's are.
@@ -163,83 +166,67 @@ def merge_runs(runs: LabelledRuns) -> GradeRun:
       and ``extract`` (an option): the first run's, every tree being graded with the same.
 
     An optional field (records, open_records, epochs, evidence) is None unless every run
-    has it. Raises
-    ValueError when ``runs`` is empty.
+    has it. Raises ValueError when ``runs`` is empty.
     """
     if not runs:
         raise ValueError("no run to merge")
-    owned = run_fields()
-    return GradeRun(
-        **{
-            f.name: _merge_owned(owned[f.name], f.name, runs)
-            if f.name in owned
-            else _MERGERS[f.name](f.name, runs)
-            for f in dataclasses.fields(GradeRun)
-        }
-    )
+    merged = _merge_own(runs)
+    for name, owner in run_fields().items():
+        merge = owner.merge_trees
+        assert merge is not None  # register() refuses a run field without its merge
+        merged[name] = merge([(label, getattr(run, name)) for label, run in runs], labelled)
+    # A field with no rule would be dropped, its default in its place: fail instead.
+    missing = [f.name for f in dataclasses.fields(GradeRun) if f.name not in merged]
+    if missing:
+        raise TypeError(f"merge_runs: no rule merges the run field(s) {', '.join(missing)}")
+    return GradeRun(**merged)
 
 
-def _merge_owned(measure: Measure, name: str, runs: LabelledRuns) -> Any:
-    """A field a measure owns, merged by the measure."""
-    merge = measure.merge_trees
-    assert merge is not None  # register() refuses a run field without its merge
-    return merge([(label, getattr(run, name)) for label, run in runs], labelled)
+def _merge_own(runs: LabelledRuns) -> dict[str, Any]:
+    """The run's own fields (those no measure owns) merged, one rule each."""
+    first = runs[0][1]
+    return {
+        "tallies": merge_by_setup([(label, run.tallies) for label, run in runs], labelled),
+        # The datasets file is the same for every tree: counted once.
+        "datasets": first.datasets,
+        "scorable_questions": first.scorable_questions,
+        "skipped_files": sum(run.skipped_files for _, run in runs),
+        "ignored_files": sum(run.ignored_files for _, run in runs),
+        "unreadable": tuple(bad for _, run in runs for bad in run.unreadable),
+        "records": _records([(label, run.records) for label, run in runs]),
+        "open_records": _records([(label, run.open_records) for label, run in runs]),
+    }
 
 
-def _first(name: str, runs: LabelledRuns) -> Any:
-    return getattr(runs[0][1], name)
-
-
-def _summed(name: str, runs: LabelledRuns) -> int:
-    return sum(getattr(run, name) for _, run in runs)
-
-
-def _chained(name: str, runs: LabelledRuns) -> tuple[Any, ...]:
-    return tuple(item for _, run in runs for item in getattr(run, name))
-
-
-def _tallies(name: str, runs: LabelledRuns) -> Any:
-    """The blocks keyed by (setup, dataset), the setups labelled."""
-    return merge_by_setup([(label, getattr(run, name)) for label, run in runs], labelled)
-
-
-def _records(name: str, runs: LabelledRuns) -> tuple[Any, ...] | None:
-    """Per-file records (each with a ``setup``), the setups labelled; None unless every run has them."""
-    parts = [(label, getattr(run, name)) for label, run in runs]
+def _records(parts: Sequence[tuple[str, tuple[GradedFile, ...] | None]]) -> tuple[GradedFile, ...] | None:
+    """Per-file records, the setups labelled; None unless every run kept them."""
     if any(part is None for _, part in parts):
         return None
     return tuple(
         sorted(
-            (dataclasses.replace(r, setup=labelled(label, r.setup)) for label, part in parts for r in part),
+            (
+                dataclasses.replace(r, setup=labelled(label, r.setup))
+                for label, part in parts
+                for r in part or ()
+            ),
             key=lambda r: (r.dataset, r.question, r.setup),
         )
     )
 
 
-#: How each field of :class:`GradeRun` that no measure owns is merged. ``merge_runs`` looks
-#: every other field up here, so a field without an entry fails every merge (and the tests)
-#: instead of being dropped.
-_MERGERS: Mapping[str, Callable[[str, LabelledRuns], Any]] = {
-    "tallies": _tallies,
-    "datasets": _first,
-    "scorable_questions": _first,
-    "skipped_files": _summed,
-    "ignored_files": _summed,
-    "unreadable": _chained,
-    "records": _records,
-    "open_records": _records,
-}
-
-
 def grade_source(
-    datasets: Datasets, source: ResultSource, prefix: str = "", *, setups: Sequence[str] = (), **options: Any
+    datasets: Datasets,
+    source: ResultSource,
+    request: GradeRequest | None = None,
+    *,
+    workers: int | None = None,
 ) -> GradeRun:
     """:func:`~kag.grading.mcq.walk.grade_tree` for one unlabelled tree (exactly as a report
     over one tree), :func:`grade_trees` for labelled trees."""
     if not is_labelled(source):
         check_trees(source)
-        return grade_tree(datasets, source[0].root, prefix, setups=setups, **options)
-    return grade_trees(datasets, source, prefix, setups=setups, **options)
+        return grade_tree(datasets, source[0].root, request, workers=workers)
+    return grade_trees(datasets, source, request, workers=workers)
 
 
 def describe_source(source: ResultSource) -> str:

@@ -4,12 +4,13 @@ its grade into the tallies of (setup, dataset).
 The tree's layout is :mod:`kag.grading.rule`'s contract,
 ``<root>/<dataset>/<question>/<prefix><setup>.json``. Each question folder is a task of a
 kind set by the datasets file (an MCQ with a key, an MCQ without one, an open question,
-anything else); the walk streams: it keeps the tallies and the file counters, and the
-per-file records only when asked (``keep_records=True``, for the features that pair files
-across setups), so memory does not grow with the number of files unless records are kept
-(then a few hundred bytes per file, the response text included). A question's ``epochs``
-folder is read only when the epochs are asked for (:mod:`.epoch_walk`), its retrieval text
-only when the evidence is (:mod:`kag.grading.evidence`).
+anything else); what is graded is one :class:`~kag.grading.mcq.request.GradeRequest`. The
+walk streams: it keeps the tallies and the file counters, and the per-file records only
+when the request asks for ``records`` (the features that pair files across setups), so
+memory does not grow with the number of files unless records are kept (then a few hundred
+bytes per file, the response text included). A question's ``epochs`` folder is read only
+when the epochs are asked for (:mod:`.epoch_walk`), its retrieval text only when the
+evidence is (:mod:`kag.grading.evidence`).
 
 Parallelism: large trees are graded by a pool of worker processes over chunks of
 question folders; the chunks' tallies are merged in chunk order, so the result does not
@@ -21,26 +22,22 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import IntEnum
 from functools import partial
 from itertools import chain
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from kag.datasets import Datasets
 from kag.grading.epochs import EpochOutcome
-from kag.grading.evidence import EvidenceRecord, evidence_record
+from kag.grading.evidence import evidence_record
 from kag.grading.mcq.epoch_walk import epoch_outcome, question_epochs
 from kag.grading.mcq.extracted import compile_spec, extracted_grade
 from kag.grading.mcq.metrics import GradeRun, Tally, Unreadable
-from kag.grading.mcq.rule import (
-    DEFAULT_ABSTENTION,
-    AnswerKey,
-    compile_abstention,
-    grade_fields,
-)
+from kag.grading.mcq.request import RECORDS, GradeRequest
+from kag.grading.mcq.rule import AnswerKey, compile_abstention, grade_fields
 from kag.grading.measures import measure
 from kag.grading.open_grading import check_open_gold, grade_open_response
 from kag.grading.record import GradedFile, Outcome, open_outcome
@@ -88,17 +85,48 @@ class _QuestionTask:
     evidence: tuple[str, ...] = ()
 
 
+class _Files(list[GradedFile]):
+    """Per-file records: the chunks' are concatenated, the run's sorted by (dataset,
+    question, setup), whatever order the chunks finished in."""
+
+    def merge(self, other: _Files) -> None:
+        self.extend(other)
+
+    def finish(self) -> tuple[GradedFile, ...]:
+        return tuple(sorted(self, key=lambda r: (r.dataset, r.question, r.setup)))
+
+
+class _ByQuestion(dict[tuple[str, str], dict[str, Any]]):
+    """Values per (setup, dataset), then per question (the epochs' outcomes, the evidence
+    records): the chunks' are united, the run's sorted by key, then by question name."""
+
+    def merge(self, other: _ByQuestion) -> None:
+        for key, questions in other.items():
+            self.setdefault(key, {}).update(questions)
+
+    def finish(self) -> dict[tuple[str, str], dict[str, Any]]:
+        return {key: _by_name(self[key]) for key in sorted(self)}
+
+
+#: What the walk keeps beyond the tallies for each name a request can ask for
+#: (:data:`kag.grading.mcq.request.OPTIONAL`): the fields of the run it fills, each with the
+#: shape that says how the chunks' parts merge and how the run's is finished.
+_KEPT: Mapping[str, Mapping[str, type[_Files | _ByQuestion]]] = {
+    RECORDS: {"records": _Files, "open_records": _Files},
+    "epochs": {"epochs": _ByQuestion},
+    "evidence": {"evidence": _ByQuestion},
+}
+
+
+def _kept_parts(request: GradeRequest) -> dict[str, Any]:
+    """An empty part for every run field that ``request`` asks the walk to keep."""
+    return {name: shape() for asked in request.measures for name, shape in _KEPT[asked].items()}
+
+
 @dataclass(frozen=True)
 class _Config:
-    prefix: str
-    setup_globs: tuple[str, ...]
-    glob_prefix: str
-    abstention: str
-    keep_records: bool
+    request: GradeRequest
     log_level: int
-    extract: str | None = None  # spec text: compiled in the worker (kag.grading.mcq.extracted)
-    # The optional measures asked for (kag.grading.measures): what they need is read only then.
-    measures: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -107,11 +135,9 @@ class _ChunkResult:
     skipped: int = 0
     ignored: int = 0
     unreadable: list[Unreadable] = field(default_factory=list)
-    records: list[GradedFile] = field(default_factory=list)
-    open_records: list[GradedFile] = field(default_factory=list)
     logs: list[tuple[int, str]] = field(default_factory=list)
-    epochs: dict[tuple[str, str], dict[str, tuple[EpochOutcome, ...]]] = field(default_factory=dict)
-    evidence: dict[tuple[str, str], dict[str, EvidenceRecord]] = field(default_factory=dict)
+    # What the request asks to keep beyond the tallies, by the run field it fills (_KEPT).
+    kept: dict[str, Any] = field(default_factory=dict)
 
     def tally(self, key: tuple[str, str]) -> Tally:
         """The tally of (setup, dataset), created empty on first use."""
@@ -136,16 +162,22 @@ class _ChunkResult:
 
 def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResult:
     """Grade the result files of a chunk of question folders (runs in a worker process)."""
-    out = _ChunkResult()
+    request = config.request
+    out = _ChunkResult(kept=_kept_parts(request))
     info = config.log_level <= logging.INFO
     debug = config.log_level <= logging.DEBUG
-    prefix = config.prefix
+    prefix = request.prefix
     # One predicate for epoch 1's files and the later epochs' (kag.grading.mcq.epoch_walk).
-    keep_setup = glob_filter(config.setup_globs, config.glob_prefix)
-    abstention = compile_abstention(config.abstention)
-    spec = compile_spec(config.extract) if config.extract is not None else None
-    epochs = "epochs" in config.measures
-    reads_text = any("retrieval_text" in measure(name).needs for name in config.measures)
+    keep_setup = glob_filter(tuple(request.setups), request.glob_prefix)
+    abstention = compile_abstention(request.abstention)
+    spec = compile_spec(request.extract) if request.extract is not None else None
+    # The parts asked for, looked up once: the loop below only tests them for None.
+    records: _Files | None = out.kept.get("records")
+    open_records: _Files | None = out.kept.get("open_records")
+    epochs: _ByQuestion | None = out.kept.get("epochs")
+    evidence: _ByQuestion | None = out.kept.get("evidence")
+    keep = records is not None
+    reads_text = any("retrieval_text" in measure(name).needs for name in request.measures if name != RECORDS)
     for task in tasks:
         try:
             entries = sorted_entries(task.path)
@@ -157,7 +189,7 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
         # Epoch 1's outcomes by setup, kept only in a question with an epoch folder.
         firsts: dict[str, EpochOutcome] | None = None
         if (
-            epochs
+            epochs is not None
             and task.kind is _Kind.SCORABLE
             and any(e.name == EPOCHS_FOLDER and e.is_dir(follow_symlinks=False) for e in entries)
         ):
@@ -181,7 +213,7 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
                 out.ignore(entry, "question is free-form or not in the datasets file", info)
                 continue
             if task.kind is _Kind.OPEN:
-                _grade_open_file(entry.path, task, setup, out, config.keep_records)
+                _grade_open_file(entry.path, task, setup, out, open_records)
                 continue
             if task.kind is _Kind.NO_ANSWER:
                 out.skipped += 1
@@ -191,9 +223,7 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
             path = entry.path
             try:
                 # Config and usage only serve kept records; the retrieval text, the evidence measures.
-                fields = parse_grading_fields(
-                    read_result_bytes(path), config.keep_records, retrieval_text=with_text
-                )
+                fields = parse_grading_fields(read_result_bytes(path), keep, retrieval_text=with_text)
                 graded = grade_fields(
                     fields,
                     task.key,  # type: ignore[arg-type]
@@ -215,12 +245,12 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
             out.tally(key).add(graded)
             if with_text:
                 record = evidence_record(task.evidence, fields.retrieval_text, graded.outcome is Outcome.OK)
-                if record is not None:
-                    out.evidence.setdefault(key, {})[task.question] = record
-                    if config.keep_records:
+                if record is not None and evidence is not None:
+                    evidence.setdefault(key, {})[task.question] = record
+                    if keep:
                         graded = replace(graded, evidence_hit=record.hit)
-            if config.keep_records:
-                out.records.append(graded)
+            if records is not None:
+                records.append(graded)
             if firsts is not None:
                 firsts[setup] = epoch_outcome(graded, extracted_answer)
             if debug:
@@ -230,7 +260,7 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
                         f"[{task.dataset}/{task.question}] setup '{setup}' graded as {graded.outcome.name}",
                     )
                 )
-        if firsts is not None:
+        if firsts is not None and epochs is not None:
             found, logs = question_epochs(
                 os.path.join(task.path, EPOCHS_FOLDER),
                 firsts,
@@ -244,13 +274,15 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
             )
             out.logs.extend(logs)
             for setup, outcomes in found:
-                out.epochs.setdefault((setup, task.dataset), {})[task.question] = outcomes
+                epochs.setdefault((setup, task.dataset), {})[task.question] = outcomes
     return out
 
 
-def _grade_open_file(path: str, task: _QuestionTask, setup: str, out: _ChunkResult, keep: bool) -> None:
+def _grade_open_file(
+    path: str, task: _QuestionTask, setup: str, out: _ChunkResult, records: _Files | None
+) -> None:
     """Grade one result file of an open question into ``out`` (EM and F1, an error file 0),
-    with its record when ``keep``."""
+    with its record in ``records`` when the records are kept."""
     try:
         fields = parse_grading_fields(read_result_bytes(path), False)
     except Exception as exc:  # noqa: BLE001 - one bad file must never stop the walk
@@ -258,8 +290,8 @@ def _grade_open_file(path: str, task: _QuestionTask, setup: str, out: _ChunkResu
         return
     exact, f1 = grade_open_response(fields.response, task.answers)
     out.tally((setup, task.dataset)).add_open(exact, f1, fields.response is None)
-    if keep:
-        out.open_records.append(
+    if records is not None:
+        records.append(
             GradedFile(
                 task.dataset,
                 task.question,
@@ -323,21 +355,12 @@ def _graded_chunks(
 
 
 def grade_tree(
-    datasets: Datasets,
-    root: str | Path,
-    prefix: str = "",
-    *,
-    setups: Sequence[str] = (),
-    dataset_globs: Sequence[str] = (),
-    abstention: str = DEFAULT_ABSTENTION,
-    keep_records: bool = False,
-    workers: int | None = None,
-    extract: str | None = None,
-    setup_label: str | None = None,
-    epochs: bool = False,
-    evidence: bool = False,
+    datasets: Datasets, root: str | Path, request: GradeRequest | None = None, *, workers: int | None = None
 ) -> GradeRun:
-    """Grade every ``<root>/<dataset>/<question>/<prefix><setup>.json`` file.
+    """Grade every ``<root>/<dataset>/<question>/<prefix><setup>.json`` file as ``request``
+    asks (:class:`~kag.grading.mcq.request.GradeRequest`: the prefix, the filters, the
+    abstention pattern, the extracted grade, the tree's label, what is kept beyond the
+    tallies; None: ``GradeRequest()``, every file of the tree with the default rules).
 
     Per file (the spec's rules, in order):
 
@@ -354,11 +377,10 @@ def grade_tree(
     5. Otherwise :func:`grade_fields` grades it (what :func:`grade_result` gives for the
        result model of the file, without building the model).
 
-    ``setups`` / ``dataset_globs`` are shell globs (case-sensitive); a file must match one
-    of each given list, files filtered out are not counted anywhere. ``datasets`` and
-    ``scorable_questions`` of the run count the datasets file restricted to
-    ``dataset_globs``. With ``setup_label`` the ``setups`` globs match
-    ``<setup_label>/<setup>``, the name a setup has in a report over several trees
+    Files filtered out by the request's ``setups`` / ``dataset_globs`` are not counted
+    anywhere; ``datasets`` and ``scorable_questions`` of the run count the datasets file
+    restricted to ``dataset_globs``. With a ``label`` the ``setups`` globs match
+    ``<label>/<setup>``, the name a setup has in a report over several trees
     (:func:`kag.grading.mcq.trees.grade_trees`); the run's setups stay unlabelled.
 
     ``workers``: None chooses (a process pool for trees of 500 questions or more, else
@@ -366,65 +388,43 @@ def grade_tree(
     depends on it. Raises InputError when ``root`` is not a directory, UsageError for an
     invalid abstention pattern or ``extract`` spec.
 
-    ``extract`` (``letter`` or ``regex:PATTERN``) adds the extracted grade of every MCQ
-    file (:mod:`kag.grading.mcq.extracted`) to the tallies and records. Files of open
+    With an ``extract`` spec the extracted grade of every MCQ file
+    (:mod:`kag.grading.mcq.extracted`) is added to the tallies and records. Files of open
     questions (``"type": "Open"``) are graded by EM and F1 (:mod:`kag.grading.open_grading`)
-    into the ``open_*`` counters of the tallies; their records (with ``keep_records``) are
-    ``open_records``, apart from the MCQ ``records``.
+    into the ``open_*`` counters of the tallies; their records (when ``records`` is asked
+    for) are ``open_records``, apart from the MCQ ``records``.
 
     A folder named ``epochs`` among a question's files holds the later epochs of repeated
     samples (:func:`kag.results.epoch_result_path`): it is never counted, so every field
-    above stays epoch 1's. ``epochs=True`` also reads it and fills ``GradeRun.epochs``
-    (:mod:`kag.grading.mcq.epoch_walk`); ``evidence=True`` fills ``GradeRun.evidence``
+    above stays epoch 1's. Asking for ``epochs`` also reads it and fills ``GradeRun.epochs``
+    (:mod:`kag.grading.mcq.epoch_walk`); asking for ``evidence`` fills ``GradeRun.evidence``
     with the evidence records of the files whose question lists evidence names
-    (:mod:`kag.grading.mcq.evidence_blocks`).
+    (:mod:`kag.grading.mcq.evidence_blocks`). What is not asked for stays None in the run.
     """
     root = str(root)
+    request = request if request is not None else GradeRequest()
     check_results_root(root)
-    compile_abstention(abstention)
-    if extract is not None:
-        compile_spec(extract)  # a bad pattern is a usage error before any file is read
-    setup_globs, ds_globs = tuple(setups), tuple(dataset_globs)
+    compile_abstention(request.abstention)
+    if request.extract is not None:
+        compile_spec(request.extract)  # a bad pattern is a usage error before any file is read
+    ds_globs = request.dataset_globs
     selected = [name for name in datasets.datasets if matches_any(name, ds_globs)]
     scorable = sum(1 for name in selected for q in datasets.datasets[name].values() if q.scorable)
     any_open = any(q.open is not None for q in datasets.iter_questions())
     if any_open:
         check_open_gold(datasets)  # before any file is read
     open_questions = sum(1 for n in selected for q in datasets.datasets[n].values() if q.open is not None)
-    glob_prefix = f"{setup_label}/" if setup_label is not None else ""
-    config = _Config(
-        prefix,
-        setup_globs,
-        glob_prefix,
-        abstention,
-        keep_records,
-        log.getEffectiveLevel(),
-        extract,
-        frozenset(
-            name
-            for name, asked in (
-                ("extracted", extract is not None),
-                ("epochs", epochs),
-                ("evidence", evidence),
-            )
-            if asked
-        ),
-    )
+    config = _Config(request, log.getEffectiveLevel())
     parent = _ChunkResult()
     chunks = _chunked(_iter_questions(datasets, root, ds_globs, parent), CHUNK_QUESTIONS)
 
     tallies: dict[tuple[str, str], Tally] = {}
     skipped = ignored = 0
     unreadable: list[Unreadable] = []
-    records: list[GradedFile] = []
-    open_records: list[GradedFile] = []
-    epoch_outcomes: dict[tuple[str, str], dict[str, tuple[EpochOutcome, ...]]] = {}
-    evidence_records: dict[tuple[str, str], dict[str, EvidenceRecord]] = {}
+    kept = _kept_parts(request)
     for part in _graded_chunks(chunks, config, workers):
-        for key, questions in part.epochs.items():
-            epoch_outcomes.setdefault(key, {}).update(questions)
-        for key, found in part.evidence.items():
-            evidence_records.setdefault(key, {}).update(found)
+        for name, value in part.kept.items():
+            kept[name].merge(value)
         for level, message in part.logs:
             log.log(level, "%s", message)
         for key, tally in part.tallies.items():
@@ -436,17 +436,11 @@ def grade_tree(
         skipped += part.skipped
         ignored += part.ignored
         unreadable.extend(part.unreadable)
-        if keep_records:
-            records.extend(part.records)
-            open_records.extend(part.open_records)
     for level, message in parent.logs:
         log.log(level, "%s", message)
     unreadable.sort(key=lambda u: u.path)
     for bad in unreadable:
         log.warning("%s: unreadable result file: %s", escape_controls(bad.path), bad.reason)
-    if keep_records:
-        records.sort(key=lambda r: (r.dataset, r.question, r.setup))
-        open_records.sort(key=lambda r: (r.dataset, r.question, r.setup))
     return GradeRun(
         tallies={key: tallies[key].freeze() for key in sorted(tallies)},
         datasets=len(selected),
@@ -454,14 +448,9 @@ def grade_tree(
         skipped_files=skipped,
         ignored_files=ignored + parent.ignored,
         unreadable=tuple(unreadable),
-        records=tuple(records) if keep_records else None,
         scorable_open_questions=open_questions if any_open else None,
-        extract=extract,
-        epochs={key: _by_name(epoch_outcomes[key]) for key in sorted(epoch_outcomes)} if epochs else None,
-        evidence={key: _by_name(evidence_records[key]) for key in sorted(evidence_records)}
-        if evidence
-        else None,
-        open_records=tuple(open_records) if keep_records else None,
+        extract=request.extract,
+        **{name: value.finish() for name, value in kept.items()},
     )
 
 
@@ -471,7 +460,7 @@ def _by_name(by_question: dict[str, _T]) -> dict[str, _T]:
 
 
 def _iter_questions(
-    datasets: Datasets, root: str, ds_globs: tuple[str, ...], parent: _ChunkResult
+    datasets: Datasets, root: str, ds_globs: Sequence[str], parent: _ChunkResult
 ) -> Iterator[_QuestionTask]:
     """Question folders to grade, in name order; entries at wrong levels are counted in ``parent``."""
     info = log.isEnabledFor(logging.INFO)

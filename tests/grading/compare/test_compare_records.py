@@ -23,7 +23,7 @@ from kag.grading.compare import (
     size_bucket,
 )
 from kag.grading.gates import fail_under_verdict, regression_verdict
-from kag.grading.mcq import GradeRun, Outcome, grade_tree, summarize
+from kag.grading.mcq import GradeRequest, GradeRun, Outcome, grade_tree, summarize
 from kag.grading.record import GradedFile
 from kag.results import (
     AugmentedGeneration,
@@ -213,7 +213,7 @@ def _two_setup_run(tmp_path: Path, response: str) -> tuple[Datasets, GradeRun]:
     )
     write_result(result_path(tmp_path / "r", "d", "0", "p-", "bad"), ErrorResult("retrieval failed"))
     datasets = load_datasets(tmp_path / "ds.json")
-    run = grade_tree(datasets, tmp_path / "r", "p-", keep_records=True)
+    run = grade_tree(datasets, tmp_path / "r", GradeRequest("p-", measures={"records"}))
     return datasets, run
 
 
@@ -228,8 +228,10 @@ def test_answers_from_run_reads_error_messages_and_configs(tmp_path: Path) -> No
     assert loaded.profiles["kag"] == SetupProfile("kag", "m", "ollama", True)
     assert loaded.profiles["bad"] == SetupProfile("bad", None, None, False)
     assert [s.setup for s in loaded.summary.setups] == ["kag", "bad"]
-    with pytest.raises(ValueError, match="keep_records=True"):
-        answers_from_run(grade_tree(datasets, tmp_path / "r", "p-"), datasets, tmp_path / "r", "p-")
+    with pytest.raises(ValueError, match="a request asking for 'records'"):
+        answers_from_run(
+            grade_tree(datasets, tmp_path / "r", GradeRequest("p-")), datasets, tmp_path / "r", "p-"
+        )
 
 
 def test_answers_come_from_the_records_without_reading_the_files_again(tmp_path: Path) -> None:
@@ -253,5 +255,5 @@ def test_both_gates_give_their_verdict_from_the_library(tmp_path: Path) -> None:
     summary = summarize(grade_tree(load_datasets(tmp_path / "ds.json"), tmp_path / "r"))
     assert fail_under_verdict(summary, 50) == "--fail-under 50: ACC% below 50 for poor (0.00%)"
     assert fail_under_verdict(summary, 0) is None
-    empty = summarize(grade_tree(load_datasets(tmp_path / "ds.json"), tmp_path / "r", "none-"))
+    empty = summarize(grade_tree(load_datasets(tmp_path / "ds.json"), tmp_path / "r", GradeRequest("none-")))
     assert fail_under_verdict(empty, 0) == "--fail-under 0: no setup was graded"

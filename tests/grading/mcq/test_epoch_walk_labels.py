@@ -9,7 +9,7 @@ from pathlib import Path
 
 from kag.datasets import parse_datasets
 from kag.grading.epochs import EpochOutcome
-from kag.grading.mcq import grade_tree
+from kag.grading.mcq import GradeRequest, grade_tree
 from kag.results import ErrorResult, OkResult, epoch_result_path, write_result
 
 MCQ = {"type": "MCQ", "options": {"A": "yes", "B": "no"}, "answer": "A"}
@@ -29,10 +29,17 @@ def test_labelled_setup_globs_select_the_later_epochs(tmp_path: Path) -> None:
                 result = ErrorResult("failed") if answer is None else OkResult(answer)
                 write_result(epoch_result_path(tmp_path / "t", "d", question, "", setup, epoch), result)
 
-    labelled = grade_tree(datasets, tmp_path / "t", setup_label="L", epochs=True, setups=("L/x",), workers=1)
-    alone = grade_tree(datasets, tmp_path / "t", epochs=True, setups=("x",), workers=1)
+    labelled = grade_tree(
+        datasets, tmp_path / "t", GradeRequest(setups=("L/x",), label="L", measures={"epochs"}), workers=1
+    )
+    alone = grade_tree(datasets, tmp_path / "t", GradeRequest(setups=("x",), measures={"epochs"}), workers=1)
     right, wrong = EpochOutcome(True, "A"), EpochOutcome(False, "B")
     expected = {("x", "d"): {"q1": (right, wrong, right), "q2": (wrong, EpochOutcome(False, None))}}
     assert labelled.epochs == alone.epochs == expected
     # The label is part of the name the globs see: the bare name matches nothing then.
-    assert grade_tree(datasets, tmp_path / "t", setup_label="L", epochs=True, setups=("x",)).epochs == {}
+    assert (
+        grade_tree(
+            datasets, tmp_path / "t", GradeRequest(setups=("x",), label="L", measures={"epochs"})
+        ).epochs
+        == {}
+    )

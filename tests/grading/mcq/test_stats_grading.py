@@ -18,6 +18,7 @@ from kag.grading import mcq
 from kag.grading.gates import failing_setups
 from kag.grading.mcq import (
     GradedFile,
+    GradeRequest,
     Metrics,
     Outcome,
     RetrievalSample,
@@ -356,7 +357,7 @@ def tree(tmp_path: Path) -> Path:
 
 
 def test_grade_tree_counts(tmp_path: Path, tree: Path):
-    run = grade_tree(load(tmp_path), tree, "run-")
+    run = grade_tree(load(tmp_path), tree, GradeRequest("run-"))
     assert run.datasets == 2
     assert run.scorable_questions == 3
     assert run.skipped_files == 2  # mcq/2 for both setups
@@ -376,7 +377,7 @@ def test_grade_tree_counts(tmp_path: Path, tree: Path):
 
 
 def test_summary_of_the_tree(tmp_path: Path, tree: Path):
-    summary = summarize(grade_tree(load(tmp_path), tree, "run-"))
+    summary = summarize(grade_tree(load(tmp_path), tree, GradeRequest("run-")))
     assert [s.setup for s in summary.setups] == ["kag", "native"]  # 2/3 then 1/3
     kag = summary.setups[0]
     assert list(kag.per_dataset) == ["mcq", "other"]
@@ -388,21 +389,23 @@ def test_summary_of_the_tree(tmp_path: Path, tree: Path):
 
 def test_filters(tmp_path: Path, tree: Path):
     datasets = load(tmp_path)
-    only_kag = grade_tree(datasets, tree, "run-", setups=["k*"])
+    only_kag = grade_tree(datasets, tree, GradeRequest("run-", setups=["k*"]))
     assert {s for s, _ in only_kag.tallies} == {"kag"}
     assert only_kag.skipped_files == 1
-    only_other = grade_tree(datasets, tree, "run-", dataset_globs=["oth*"])
+    only_other = grade_tree(datasets, tree, GradeRequest("run-", dataset_globs=["oth*"]))
     assert {d for _, d in only_other.tallies} == {"other"}
     assert (only_other.datasets, only_other.scorable_questions, only_other.skipped_files) == (1, 1, 0)
-    nothing = grade_tree(datasets, tree, "run-", setups=["KAG"])  # globs are case-sensitive
+    nothing = grade_tree(datasets, tree, GradeRequest("run-", setups=["KAG"]))  # globs are case-sensitive
     assert nothing.tallies == {}
 
 
 def test_prefix_selects_files(tmp_path: Path, tree: Path):
-    run = grade_tree(load(tmp_path), tree, "")  # every *.json is a result: other-prefix.json too
+    run = grade_tree(
+        load(tmp_path), tree, GradeRequest("")
+    )  # every *.json is a result: other-prefix.json too
     assert ("run-kag", "mcq") in run.tallies
     assert [Path(u.path).name for u in run.unreadable] == ["other-prefix.json"]  # "{}" is no result
-    assert grade_tree(load(tmp_path), tree, "nothing-").tallies == {}
+    assert grade_tree(load(tmp_path), tree, GradeRequest("nothing-")).tallies == {}
 
 
 def test_unreadable_files_are_warned_by_name_and_counted(tmp_path: Path, tree: Path, caplog):
@@ -416,7 +419,7 @@ def test_unreadable_files_are_warned_by_name_and_counted(tmp_path: Path, tree: P
     (tree / "mcq" / "1" / "run-both.json").write_bytes(b'{"ok": {"result": "a"}, "error": "x"}')
     (tree / "mcq" / "1" / "run-binary.json").write_bytes(b"\xff\xfe\x00garbage")
     with caplog.at_level(logging.WARNING, logger="kag"):
-        run = grade_tree(load(tmp_path), tree, "run-")
+        run = grade_tree(load(tmp_path), tree, GradeRequest("run-"))
     names = [Path(u.path).relative_to(tree).as_posix() for u in run.unreadable]
     assert names == [
         "mcq/0/run-broken.json",
@@ -440,7 +443,7 @@ def test_symlinks_are_never_followed(tmp_path: Path, tree: Path):
     os.symlink(outside, tree / "mcq" / "0" / "run-linked.json")
     os.symlink(tree / "mcq" / "0", tree / "mcq" / "linked-question")
     os.symlink(tree / "mcq", tree / "linked-dataset")
-    run = grade_tree(load(tmp_path), tree, "run-")
+    run = grade_tree(load(tmp_path), tree, GradeRequest("run-"))
     assert ("linked", "mcq") not in run.tallies
     assert run.tallies[("kag", "mcq")].total == 2
     assert run.ignored_files == 9 + 3
@@ -453,7 +456,7 @@ def test_missing_results_directory(tmp_path: Path):
 
 def test_fifo_under_a_result_name_does_not_block(tmp_path: Path, tree: Path):
     os.mkfifo(tree / "mcq" / "0" / "run-fifo.json")
-    run = grade_tree(load(tmp_path), tree, "run-")
+    run = grade_tree(load(tmp_path), tree, GradeRequest("run-"))
     assert ("fifo", "mcq") not in run.tallies  # not a regular file: ignored, never opened
     assert run.ignored_files == 10
 
@@ -463,8 +466,8 @@ def test_records_and_worker_count_do_not_change_the_result(tmp_path: Path, tree:
     # enough question folders for several chunks
     for i in range(250):
         write(tree, "mcq", "1", f"s{i % 7}", ok("a" if i % 3 else "b", time=Timing(i, i * 1_000_003)))
-    serial = grade_tree(datasets, tree, "run-", keep_records=True, workers=1)
-    parallel = grade_tree(datasets, tree, "run-", keep_records=True, workers=2)
+    serial = grade_tree(datasets, tree, GradeRequest("run-", measures={"records"}), workers=1)
+    parallel = grade_tree(datasets, tree, GradeRequest("run-", measures={"records"}), workers=2)
     assert serial == parallel
     keys = [(r.dataset, r.question, r.setup) for r in serial.records]
     assert keys == sorted(keys)
@@ -640,10 +643,10 @@ def test_pool_while_another_thread_runs_uses_a_clean_start_method(tmp_path: Path
     try:
         alive.wait(5)
         assert mp_context().get_start_method() != "fork"
-        parallel = grade_tree(datasets, tree, "run-", workers=2)
+        parallel = grade_tree(datasets, tree, GradeRequest("run-"), workers=2)
     finally:
         release.set()
         thread.join()
     if threading.active_count() == 1:  # single-threaded again: the cheap fork start is used
         assert mp_context().get_start_method() == "fork"
-    assert parallel == grade_tree(datasets, tree, "run-", workers=1)
+    assert parallel == grade_tree(datasets, tree, GradeRequest("run-"), workers=1)

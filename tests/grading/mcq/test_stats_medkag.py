@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from kag.cli import app
 from kag.datasets import load_datasets
-from kag.grading.mcq import grade_tree, summarize
+from kag.grading.mcq import GradeRequest, grade_tree, summarize
 
 PREFIX = "wekgr-"
 NATIVE = "qwen35-9b-ollama-native"
@@ -88,7 +88,9 @@ def test_white_space_table_is_unicode_white_space():
 
 def test_counts_and_means_match_the_rust_rules(med_kag: Path):
     exp = expected(med_kag)
-    run = grade_tree(load_datasets(med_kag / "datasets" / "mirage.json"), med_kag / "results", PREFIX)
+    run = grade_tree(
+        load_datasets(med_kag / "datasets" / "mirage.json"), med_kag / "results", GradeRequest(PREFIX)
+    )
     summary = summarize(run)
     assert run.unreadable == () and run.ignored_files == 0 and run.skipped_files == 0
     assert {s.setup for s in summary.setups} == set(exp)
@@ -113,7 +115,9 @@ def test_counts_and_means_match_the_rust_rules(med_kag: Path):
 
 def test_headline_numbers(med_kag: Path):
     """Pinned: the first 100 pubmedqa questions (one KAG file missing upstream)."""
-    run = grade_tree(load_datasets(med_kag / "datasets" / "mirage.json"), med_kag / "results", PREFIX)
+    run = grade_tree(
+        load_datasets(med_kag / "datasets" / "mirage.json"), med_kag / "results", GradeRequest(PREFIX)
+    )
     summary = summarize(run)
     assert (summary.datasets, summary.scorable_questions) == (5, 7663)
     assert [s.setup for s in summary.setups] == [NATIVE, KAG]
@@ -128,8 +132,10 @@ def test_headline_numbers(med_kag: Path):
 
 def test_parallel_grading_of_the_real_tree_is_identical(med_kag: Path):
     datasets = load_datasets(med_kag / "datasets" / "mirage.json")
-    serial = grade_tree(datasets, med_kag / "results", PREFIX, workers=1, keep_records=True)
-    parallel = grade_tree(datasets, med_kag / "results", PREFIX, workers=2, keep_records=True)
+    serial = grade_tree(datasets, med_kag / "results", GradeRequest(PREFIX, measures={"records"}), workers=1)
+    parallel = grade_tree(
+        datasets, med_kag / "results", GradeRequest(PREFIX, measures={"records"}), workers=2
+    )
     assert serial == parallel
     assert len(serial.records) == 199
 

@@ -10,6 +10,7 @@ import pytest
 
 from kag.grading.epochs import EpochOutcome
 from kag.grading.evidence import EvidenceRecord
+from kag.grading.mcq import trees
 from kag.grading.mcq.metrics import GradeRun, Metrics, Tally, Unreadable
 from kag.grading.mcq.trees import merge_runs
 from kag.grading.record import GradedFile, Outcome
@@ -124,7 +125,7 @@ def test_what_a_tree_was_not_asked_for_stays_none() -> None:
 
 
 def test_asked_for_but_empty_stays_empty() -> None:
-    # epochs=True on trees without any epoch folder: {} (no block), not None, as for one tree.
+    # Epochs asked for on trees without any epoch folder: {} (no block), not None, as for one tree.
     empty = [
         (label, dataclasses.replace(run, epochs={}, evidence={}))
         for label, run in (("a", RUN_A), ("b", RUN_B))
@@ -136,3 +137,20 @@ def test_asked_for_but_empty_stays_empty() -> None:
 def test_no_run_to_merge() -> None:
     with pytest.raises(ValueError, match="no run to merge"):
         merge_runs([])
+
+
+def test_a_field_no_rule_merges_fails_the_merge(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A field forgotten by the rules would come back as its default (None, 0): refused instead.
+    own = trees._merge_own
+
+    def forgetful(runs: trees.LabelledRuns) -> dict[str, Any]:
+        merged = own(runs)
+        del merged["skipped_files"], merged["open_records"]
+        return merged
+
+    monkeypatch.setattr(trees, "_merge_own", forgetful)
+    with pytest.raises(TypeError, match="no rule merges the run field"):
+        merge_runs([("b", RUN_B), ("a", RUN_A)])
+    # the message names the fields, in GradeRun's order
+    with pytest.raises(TypeError, match="skipped_files, open_records$"):
+        merge_runs([("a", RUN_A)])

@@ -1,0 +1,86 @@
+"""What a walk of result trees grades: :class:`GradeRequest`, one frozen value derived once
+from a command's options (as ripgrep's ``hiargs``), that :func:`~kag.grading.mcq.walk.grade_tree`
+and :func:`~kag.grading.mcq.trees.grade_trees` take whole instead of a flag per feature."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass, replace
+
+from kag.grading.mcq.rule import DEFAULT_ABSTENTION
+
+#: The per-file records of the graded files (``GradeRun.records`` and ``open_records``):
+#: an output, not a measure, asked for in :attr:`GradeRequest.measures` all the same.
+RECORDS = "records"
+
+#: What a request can ask for beyond the measures every walk counts: each graded file's
+#: record, the epochs' outcomes (a question's ``epochs`` folder is read only then) and the
+#: evidence records (the retrieval text is read only then). The extracted grade is asked for
+#: by :attr:`GradeRequest.extract`, the spec it is graded with.
+OPTIONAL = frozenset({RECORDS, "epochs", "evidence"})
+
+
+@dataclass(frozen=True)
+class GradeRequest:
+    """What a walk grades, the same for every tree of a report.
+
+    - ``prefix``: the result files are ``<prefix><setup>.json``.
+    - ``setups`` / ``dataset_globs``: shell globs (case-sensitive); a file must match one of
+      each given list (none given: every setup, every dataset). Files filtered out are not
+      counted anywhere.
+    - ``abstention``: the pattern of a response that abstains
+      (:func:`~kag.grading.mcq.rule.compile_abstention`).
+    - ``extract``: an ``--extract`` spec (``letter`` or ``regex:PATTERN``): the extracted grade
+      of every MCQ file is counted too (the ``extracted`` measure); None: not graded so.
+    - ``label``: the label of the tree being graded, whose setups a report over several trees
+      names ``LABEL/setup``: the ``setups`` globs then match that name, the run's setups stay
+      unlabelled (:func:`~kag.grading.mcq.trees.grade_trees` sets it tree by tree).
+    - ``measures``: what the run keeps beyond the tallies, names of :data:`OPTIONAL`:
+      ``records`` (one record per graded file), ``epochs``, ``evidence``.
+
+    Raises ValueError for a name ``measures`` cannot hold, TypeError for a single string
+    given as ``setups`` or ``dataset_globs`` (a sequence of globs is expected).
+    """
+
+    prefix: str = ""
+    # Any sequence (any set for ``measures``), kept as a tuple (a frozenset), so that a
+    # request stays frozen and hashable.
+    setups: Sequence[str] = ()
+    dataset_globs: Sequence[str] = ()
+    abstention: str = DEFAULT_ABSTENTION
+    extract: str | None = None
+    label: str | None = None
+    measures: AbstractSet[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        for name in ("setups", "dataset_globs"):
+            globs = getattr(self, name)
+            if isinstance(globs, str):
+                raise TypeError(f"{name}: expected a sequence of globs, got the string {globs!r}")
+            object.__setattr__(self, name, tuple(globs))
+        object.__setattr__(self, "measures", frozenset(self.measures))
+        unknown = self.measures - OPTIONAL
+        if unknown:
+            raise ValueError(
+                f"measures: {', '.join(sorted(unknown))} cannot be asked for "
+                f"(one of {', '.join(sorted(OPTIONAL))})"
+            )
+
+    @property
+    def records(self) -> bool:
+        """Whether each graded file's record is kept."""
+        return RECORDS in self.measures
+
+    @property
+    def glob_prefix(self) -> str:
+        """What precedes a setup's name when the ``setups`` globs match it (``LABEL/``)."""
+        return f"{self.label}/" if self.label is not None else ""
+
+    def asking(self, names: Iterable[str]) -> GradeRequest:
+        """The same request, also asking for ``names``."""
+        return replace(self, measures=frozenset(self.measures).union(names))
+
+    def of_tree(self, label: str) -> GradeRequest:
+        """The same request for the tree labelled ``label``."""
+        return replace(self, label=label)
