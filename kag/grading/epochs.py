@@ -149,5 +149,5 @@ def extracted_outcomes(outcomes: Sequence[EpochOutcome]) -> tuple[EpochOutcome, 
     run was graded without ``--extract``)."""
     found = tuple(outcome.extracted for outcome in outcomes)
     if any(outcome is None for outcome in found):
-        raise ValueError("the epochs have no extracted grade (grade_tree(..., extract=...))")
+        raise ValueError("the epochs have no extracted grade (GradeRequest(extract=...))")
     return found  # type: ignore[return-value]
