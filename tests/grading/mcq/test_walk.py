@@ -1,4 +1,4 @@
-"""kag.grading.mcq: the grading rule, the metrics, and the walk of a result tree."""
+"""kag.grading.mcq.walk: grade_tree over real trees, and the grading rule and metrics it folds in."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ from kag import __version__
 from kag.cli import app
 
 runner = CliRunner()
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 DATASETS = str(REPO / "examples/dataset/datasets.json")
 RESULTS = str(REPO / "examples/results")
 TRIPLETS = REPO / "examples/triplets"
