@@ -156,6 +156,8 @@ def view(
         )
     idx = Index(place, loaded, trees, prefix or "", extract)
     stats = idx.scan()
+    for message in stats.warnings:
+        warn(message)
     info(f"index {place}: {stats.seen} file(s), {stats.read} read, {stats.removed} gone")
     verdicts = None
     if judge_provider is not None or judge_model is not None or judge_prompt is not None:

@@ -151,9 +151,8 @@ class ViewApp:
                 return _not_found() if detail is None else Reply(200, JSON, _json(detail))
             case ["api", "reload"]:
                 stats = v.reload()
-                return Reply(
-                    200, JSON, _json({"seen": stats.seen, "read": stats.read, "removed": stats.removed})
-                )
+                done = {"seen": stats.seen, "read": stats.read, "removed": stats.removed}
+                return Reply(200, JSON, _json({**done, "warnings": list(stats.warnings)}))
             case ["static", name] if name in self.static:
                 return Reply(200, STATIC_TYPES[os.path.splitext(name)[1]], self.static[name])
         return _not_found()

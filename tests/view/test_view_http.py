@@ -264,8 +264,6 @@ def test_worker_processes_index_the_same_rows(
 
     datasets, root = tree
     alone = open_view(datasets, root, tmp_path / "one.sqlite")
-    monkeypatch.setattr(index_module, "POOL_FROM", 1)
-    monkeypatch.setattr(index_module, "CHUNK_FILES", 3)
     monkeypatch.setattr(index_module, "POOL_FOLDERS", 1)
     monkeypatch.setattr(index_module, "CHUNK_FOLDERS", 2)
     pooled = open_view(datasets, root, tmp_path / "pool.sqlite")
