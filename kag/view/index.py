@@ -37,10 +37,10 @@ from kag.grading.mcq.rule import (
     rust_trim,
 )
 from kag.grading.open_grading import grade_open_response
-from kag.results.codec import parse_grading_fields
 from kag.results.io import read_result_bytes
 from kag.results.tree import check_results_root
 from kag.textsafe import ascii_fold
+from kag.view.fields import read_grading_fields
 from kag.view.walk import Stamp, iter_entries, iter_top, list_folder
 
 SCHEMA_VERSION = 5
@@ -61,9 +61,10 @@ COLUMNS = (
     "completion_tokens INTEGER, open_exact REAL, open_f1 REAL, evidence TEXT, vote TEXT, extracted_key TEXT, "
     "PRIMARY KEY (tree, rel)"
 )
-_NAMES = tuple(c.split()[0] for c in COLUMNS.split(", PRIMARY KEY")[0].split(", "))
+#: The columns in the order of a row (kag.view.query reads rows by position).
+NAMES = tuple(c.split()[0] for c in COLUMNS.split(", PRIMARY KEY")[0].split(", "))
 _BY_QUESTION = "CREATE INDEX IF NOT EXISTS by_question ON files (dataset, question)"
-_INSERT = f"INSERT OR REPLACE INTO files ({', '.join(_NAMES)}) VALUES ({', '.join('?' * len(_NAMES))})"
+_INSERT = f"INSERT OR REPLACE INTO files ({', '.join(NAMES)}) VALUES ({', '.join('?' * len(NAMES))})"
 _DELETE = "DELETE FROM files WHERE tree=? AND rel=?"
 # One row per question folder (and one for the tree's top, rel ""): the signature of its
 # listing when it was last scanned (kag.view.walk.signature).
@@ -141,8 +142,9 @@ class Index:
     def close(self) -> None:
         self.db.close()
 
-    def scan(self) -> ScanStats:
-        """Bring the index up to date with the trees: new and changed files read, gone ones dropped."""
+    def scan(self, on_rows: Callable[[list[tuple[object, ...]]], None] | None = None) -> ScanStats:
+        """Bring the index up to date with the trees: new and changed files read, gone ones
+        dropped. ``on_rows`` is given the rows stored, as they are, each question's in one call."""
         seen = read = removed = 0
         warnings: list[str] = []
         tallies: dict[tuple[str, str, str], Tally] | None = {}
@@ -170,7 +172,7 @@ class Index:
                 else:
                     top.append((rel, dataset))
             seen += len(top)
-            removed += self._top(tree.root, top, stored.pop("", None))
+            removed += self._top(tree.root, top, stored.pop("", None), on_rows)
             ctx = _Context(self.datasets, self.extract, self.prefix, str(self.path))
             chunks = ((tree.root, new, chunk) for chunk in _batched(iter(folders), CHUNK_FOLDERS))
             for part in self._parts(partial(_scan_chunk, ctx), chunks, len(folders)):
@@ -180,6 +182,8 @@ class Index:
                 warnings.extend(part.warnings)
                 db.executemany(_DELETE, [(tree.root, rel) for rel in part.gone])
                 db.executemany(_INSERT, part.rows)
+                if on_rows is not None:
+                    on_rows(part.rows)
                 db.executemany(_INSERT_FOLDER, [(tree.root, *f) for f in part.folders])
                 db.executemany(_DELETE_FOLDER, [(tree.root, rel) for rel in part.dropped])
                 if new and tallies is not None:
@@ -205,12 +209,17 @@ class Index:
         self.tallies = tallies
         return ScanStats(seen, read, removed, tuple(warnings))
 
-    def _top(self, root: str, top: list[tuple[str, str]], old: tuple[bytes, int] | None) -> int:
+    def _top(
+        self,
+        root: str,
+        top: list[tuple[str, str]],
+        old: tuple[bytes, int] | None,
+        on_rows: Callable[[list[tuple[object, ...]]], None] | None,
+    ) -> int:
         """Bring the rows of the entries at the dataset and question levels (ignored) up to
         date; returns the number of rows removed."""
-        sig = hashlib.blake2b("\n".join(rel for rel, _ in top).encode("utf-8", "surrogateescape")).digest()[
-            :16
-        ]
+        text = "\n".join(rel for rel, _ in top)
+        sig = hashlib.blake2b(text.encode("utf-8", "surrogateescape"), digest_size=16).digest()
         if old is not None and old[0] == sig:
             return 0
         known = set()
@@ -220,10 +229,10 @@ class Index:
                 for (rel,) in self.db.execute("SELECT rel FROM files WHERE tree=? AND question=''", (root,))
             }
         present = {rel for rel, _ in top}
-        self.db.executemany(
-            _INSERT,
-            [_row(root, rel, dataset, "", None, 1, IGNORED) for rel, dataset in top if rel not in known],
-        )
+        rows = [_row(root, rel, dataset, "", None, 1, IGNORED) for rel, dataset in top if rel not in known]
+        self.db.executemany(_INSERT, rows)
+        if on_rows is not None:
+            on_rows(rows)
         gone = [(root, rel) for rel in known - present]
         self.db.executemany(_DELETE, gone)
         self.db.execute(_INSERT_FOLDER, (root, "", "", "", sig, len(top)))
@@ -388,7 +397,7 @@ def _grade_one(
     if q.mcq is not None and q.mcq.answer is None:
         return _row(root, rel, dataset, question, setup, epoch, SKIPPED, stamp)
     try:
-        fields = parse_grading_fields(read_result_bytes(path), True, retrieval_text=bool(q.evidence))
+        fields = read_grading_fields(read_result_bytes(path), bool(q.evidence))
     except Exception as exc:  # noqa: BLE001 - one bad file must never stop the scan
         reason = (exc.strerror or str(exc)) if isinstance(exc, OSError) else str(exc)
         return _row(root, rel, dataset, question, setup, epoch, UNREADABLE, stamp, reason=reason)
