@@ -13,6 +13,7 @@ path, unless a file is named); the tree is never written to.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import sqlite3
 from collections.abc import Callable, Iterator
@@ -20,8 +21,10 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from itertools import islice
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 from urllib.parse import quote
+
+import orjson
 
 from kag.datasets import Datasets
 from kag.errors import InputError
@@ -31,6 +34,7 @@ from kag.grading.mcq.metrics import Tally
 from kag.grading.mcq.rule import (
     DEFAULT_ABSTENTION,
     AnswerKey,
+    GradedFile,
     Outcome,
     compile_abstention,
     grade_fields,
@@ -43,7 +47,7 @@ from kag.textsafe import ascii_fold
 from kag.view.fields import read_grading_fields
 from kag.view.walk import Stamp, iter_entries, iter_top, list_folder
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 ANSWER_CHARS = 200  # the head of a response kept for the grid
 ERROR_CHARS = 2000
 _T = TypeVar("_T")
@@ -54,13 +58,49 @@ GRADED, IGNORED, SKIPPED, UNREADABLE, OPEN = "graded", "ignored", "skipped", "un
 COLUMNS = (
     "tree TEXT NOT NULL, rel TEXT NOT NULL, dataset TEXT NOT NULL, question TEXT NOT NULL, "
     "setup TEXT, epoch INTEGER NOT NULL, kind TEXT NOT NULL, size INTEGER, mtime INTEGER, "
-    "outcome TEXT, abstained INTEGER, non_option INTEGER, extracted TEXT, answer TEXT, "
-    "error TEXT, reason TEXT, gen_ns INTEGER, ctx_len INTEGER, ret_ns INTEGER, vertices INTEGER, "
-    "relationships INTEGER, properties INTEGER, provider TEXT, model TEXT, temperature REAL, "
-    "max_tokens INTEGER, ag_retriever TEXT, ag_database TEXT, prompt_tokens INTEGER, "
-    "completion_tokens INTEGER, open_exact REAL, open_f1 REAL, evidence TEXT, vote TEXT, extracted_key TEXT, "
-    "PRIMARY KEY (tree, rel)"
+    "outcome TEXT, extracted TEXT, answer TEXT, error TEXT, reason TEXT, vertices INTEGER, "
+    "evidence TEXT, detail BLOB, PRIMARY KEY (tree, rel)"
 )
+
+
+class Detail(NamedTuple):
+    """The fields of a graded file that no query filters on, kept in one column (``detail``):
+    a row costs a parameter per column to store, and most pages read none of these."""
+
+    abstained: int
+    non_option: int
+    generation_ns: int | None
+    context_length: int | None
+    retrieval_ns: int | None
+    relationships: int | None
+    properties: int | None
+    provider: str | None
+    model: str | None
+    temperature: float | None
+    max_tokens: int | None
+    retriever: str | None
+    database: str | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    open_exact: float | None
+    open_f1: float | None
+    vote: str | None  # see answer_vote
+    extracted_key: str | None
+
+
+def pack_detail(detail: Detail) -> bytes:
+    """``detail`` as JSON (a number past 64 bits, a time read from a hostile file, in the
+    standard library's JSON behind a NUL: orjson neither writes nor reads it exactly)."""
+    try:
+        return orjson.dumps(tuple(detail))
+    except orjson.JSONEncodeError:
+        return b"\0" + json.dumps(detail).encode()
+
+
+def unpack_detail(data: bytes) -> Detail:
+    return Detail(*(json.loads(data[1:]) if data[:1] == b"\0" else orjson.loads(data)))
+
+
 #: The columns in the order of a row (kag.view.query reads rows by position).
 NAMES = tuple(c.split()[0] for c in COLUMNS.split(", PRIMARY KEY")[0].split(", "))
 _BY_QUESTION = "CREATE INDEX IF NOT EXISTS by_question ON files (dataset, question)"
@@ -476,27 +516,18 @@ def _row(
     extracted_key: str | None = None,
 ) -> tuple[object, ...]:
     g = graded
-    base: list[object] = [root, rel, dataset, question, setup, epoch, kind, stamp[0], stamp[1]]
+    base = (root, rel, dataset, question, setup, epoch, kind, stamp[0], stamp[1])
     if g is None:
-        return (*base, None, None, None, None, None, None, reason, *([None] * 19))
-    from kag.grading.mcq.rule import GradedFile
-
+        return (*base, None, None, None, None, reason, None, None, None)
     assert isinstance(g, GradedFile)
     r, c, u = g.retrieval, g.config, g.usage
     ag = c.augmented_generation if c is not None else None
-    return (
-        *base,
-        g.outcome.value,
+    detail = Detail(
         int(g.abstained),
         int(g.non_option),
-        g.extracted.value if g.extracted is not None else None,
-        g.response[:ANSWER_CHARS] if g.response is not None else None,
-        g.error[:ERROR_CHARS] if g.error is not None else None,
-        reason,
         g.generation_ns,
         g.context_length,
         r.time_ns if r is not None else None,
-        r.vertices if r is not None else None,
         r.relationships if r is not None else None,
         r.properties if r is not None else None,
         c.provider if c is not None else None,
@@ -509,7 +540,17 @@ def _row(
         u.completion_tokens if u is not None else None,
         open_[0] if open_ is not None else None,
         open_[1] if open_ is not None else None,
-        evidence,
         answer_vote(g.response),
         extracted_key,
+    )
+    return (
+        *base,
+        g.outcome.value,
+        g.extracted.value if g.extracted is not None else None,
+        g.response[:ANSWER_CHARS] if g.response is not None else None,
+        g.error[:ERROR_CHARS] if g.error is not None else None,
+        reason,
+        r.vertices if r is not None else None,
+        evidence,
+        pack_detail(detail),
     )

@@ -27,7 +27,7 @@ from kag.grading.usage import price_records
 from kag.results.codec import RetrievalSample, parse_result
 from kag.results.io import read_result_bytes
 from kag.results.model import AugmentedGeneration, ErrorResult, ModelConfig, Usage
-from kag.view.index import GRADED, IGNORED, NAMES, OPEN, SKIPPED, UNREADABLE, Index, ScanStats
+from kag.view.index import GRADED, IGNORED, NAMES, OPEN, SKIPPED, UNREADABLE, Index, ScanStats, unpack_detail
 
 if TYPE_CHECKING:  # the judge's modules load the model clients: only a named judge needs them
     from kag.pricing import Prices
@@ -315,9 +315,7 @@ class View:
             return None
         q = self.datasets.get(dataset, question)
         rows = self.index.db.execute(
-            "SELECT tree, rel, setup, gen_ns, ctx_len, ret_ns, vertices, relationships, properties, "
-            "prompt_tokens, completion_tokens, model, provider FROM files "
-            "WHERE dataset=? AND question=? AND epoch=1",
+            "SELECT tree, rel, vertices, detail FROM files WHERE dataset=? AND question=? AND epoch=1",
             (dataset, question),
         ).fetchall()
         by_rel = {(r[0], r[1]): r for r in rows}
@@ -335,18 +333,19 @@ class View:
                 if (dataset, question, name) in snap.epochs
                 else None,
             }
-            if r is not None:
+            if r is not None and r[3] is not None:
+                d = unpack_detail(r[3])
                 entry.update(
-                    generation_secs=r[3] / 1e9 if r[3] is not None else None,
-                    context_length=r[4],
-                    retrieval_secs=r[5] / 1e9 if r[5] is not None else None,
-                    vertices=r[6],
-                    relationships=r[7],
-                    properties=r[8],
-                    prompt_tokens=r[9],
-                    completion_tokens=r[10],
-                    model=r[11],
-                    provider=r[12],
+                    generation_secs=d.generation_ns / 1e9 if d.generation_ns is not None else None,
+                    context_length=d.context_length,
+                    retrieval_secs=d.retrieval_ns / 1e9 if d.retrieval_ns is not None else None,
+                    vertices=r[2],
+                    relationships=d.relationships,
+                    properties=d.properties,
+                    prompt_tokens=d.prompt_tokens,
+                    completion_tokens=d.completion_tokens,
+                    model=d.model,
+                    provider=d.provider,
                 )
             try:
                 result = parse_result(read_result_bytes(path))
@@ -436,7 +435,7 @@ class _Builder:
                 self.skipped += 1
                 continue
             if kind == UNREADABLE:
-                self.unreadable.append(Unreadable(os.path.join(tree, rel), row[15] or ""))
+                self.unreadable.append(Unreadable(os.path.join(tree, rel), row[13] or ""))
                 continue
             name = setup_name(labels.get(tree, ""), setup)
             outcome = row[9]
@@ -445,18 +444,19 @@ class _Builder:
                 if tally is None:
                     tally = tallies[(name, dataset)] = Tally()
                 if kind == OPEN:
-                    tally.add_open(row[30] or 0.0, row[31] or 0.0, outcome == Outcome.ERR.value)
+                    d = unpack_detail(row[16])
+                    tally.add_open(d.open_exact or 0.0, d.open_f1 or 0.0, outcome == Outcome.ERR.value)
                 else:
                     tally.add(_graded(row, name))
             if kind == OPEN:
                 continue
             if later and (tree, dataset, question, name) in later:
                 self.firsts[(tree, dataset, question, name)] = _epoch_outcome(row, self.with_extract)
-            if row[32] is not None:
-                found = EvidenceRecord(tuple(c == "1" for c in row[32]), outcome == Outcome.OK.value)
+            if row[15] is not None:
+                found = EvidenceRecord(tuple(c == "1" for c in row[15]), outcome == Outcome.OK.value)
                 self.evidence.setdefault((name, dataset), {})[question] = found
             grid.setdefault((dataset, question), {})[name] = Cell(
-                outcome, row[13], row[12], row[19], rel, tree
+                outcome, row[11], row[10], row[14], rel, tree
             )
 
     def run(self) -> GradeRun:
@@ -527,29 +527,32 @@ def _norm(c: Cell) -> str:
 
 
 def _graded(row: tuple[Any, ...], name: str) -> GradedFile:
-    """The per-file record of an index row (the columns :meth:`View._build` selects, by
-    position): what `kag stats` builds for the same file."""
-    ret_ns, provider, prompt_tokens, completion_tokens = row[18], row[22], row[28], row[29]
+    """The per-file record of an index row (the columns of :data:`_COLUMNS`, by position):
+    what `kag stats` builds for the same file."""
+    d = unpack_detail(row[16])
     config = None
-    if provider is not None:
-        ag = AugmentedGeneration(row[26], row[27]) if row[26] is not None else None
-        config = ModelConfig(provider, row[23], row[24], row[25], ag)
-    extracted = row[12]
+    if d.provider is not None:
+        ag = AugmentedGeneration(d.retriever, d.database) if d.retriever is not None else None  # type: ignore[arg-type]
+        config = ModelConfig(d.provider, d.model, d.temperature, d.max_tokens, ag)  # type: ignore[arg-type]
+    extracted = row[10]
+    ret_ns = d.retrieval_ns
     return GradedFile(
         row[2],
         row[3],
         name,
         _OUTCOME[row[9]],
-        row[13],
-        bool(row[10]),
-        bool(row[11]),
-        row[16],
-        row[17],
-        RetrievalSample(ret_ns, row[19], row[20], row[21]) if ret_ns is not None else None,
-        row[14],
+        row[11],
+        bool(d.abstained),
+        bool(d.non_option),
+        d.generation_ns,
+        d.context_length,
+        RetrievalSample(ret_ns, row[14], d.relationships, d.properties)  # type: ignore[arg-type]
+        if ret_ns is not None
+        else None,
+        row[12],
         config,
-        Usage(prompt_tokens, completion_tokens)
-        if prompt_tokens is not None or completion_tokens is not None
+        Usage(d.prompt_tokens, d.completion_tokens)
+        if d.prompt_tokens is not None or d.completion_tokens is not None
         else None,
         _OUTCOME[extracted] if extracted is not None else None,
     )
@@ -559,8 +562,9 @@ def _epoch_outcome(row: tuple[Any, ...], with_extract: bool) -> EpochOutcome:
     """What one graded file of an index row gives the epoch measures: its grade, its answer
     (the head kept for the grid, or for a longer one :func:`kag.view.index.answer_vote`),
     and with ``--extract`` the extracted grade and key."""
-    extracted = EpochOutcome(row[12] == Outcome.OK.value, row[34]) if with_extract else None
-    return EpochOutcome(row[9] == Outcome.OK.value, row[33] if row[33] is not None else row[13], extracted)
+    d = unpack_detail(row[16])
+    extracted = EpochOutcome(row[10] == Outcome.OK.value, d.extracted_key) if with_extract else None
+    return EpochOutcome(row[9] == Outcome.OK.value, d.vote if d.vote is not None else row[11], extracted)
 
 
 def _answers(records: Sequence[GradedFile], datasets: Datasets) -> list[GradedFile]:

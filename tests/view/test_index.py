@@ -105,3 +105,27 @@ def test_an_unlistable_epochs_folder_keeps_epoch_1_and_is_a_warning(
     finally:
         (tree / "med" / "q1" / "epochs").chmod(0o755)
         shutil.rmtree(top)
+
+
+def test_numbers_past_64_bits_are_kept_exactly(tmp_path: Path) -> None:
+    import orjson
+    from typer.testing import CliRunner
+
+    from kag.cli import app
+    from kag.render.view import overview
+    from tests.view.helpers import open_view
+
+    datasets, tree = make_tree(tmp_path)
+    huge = 2**64 - 1  # seconds: nanoseconds past 64 bits, which SQLite and orjson cannot hold
+    result_path(tree, "med", "q1", "", "native").write_text(
+        f'{{"ok": {{"result": "A", "stats": {{"time": {{"secs": {huge}, "nanos": 1}}, '
+        f'"usage": {{"prompt_tokens": {huge}, "completion_tokens": 1}}}}}}}}'
+    )
+    view = open_view(datasets, tree, tmp_path / "index.sqlite")
+    stats = CliRunner().invoke(app, ["stats", "-d", str(datasets), "-r", str(tree), "--format", "json"])
+    assert stats.exit_code == 0, stats.output
+    assert overview(view, None)["stats"] == orjson.loads(stats.stdout)
+    detail = view.question("med", "q1")
+    assert detail is not None
+    native = next(s for s in detail["setups"] if s["setup"] == "native")
+    assert native["prompt_tokens"] == huge and native["generation_secs"] == pytest.approx(huge)
