@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from itertools import islice
 from pathlib import Path
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar, cast
 from urllib.parse import quote
 
 import orjson
@@ -41,11 +41,11 @@ from kag.grading.mcq.rule import (
     rust_trim,
 )
 from kag.grading.open_grading import grade_open_response
-from kag.results.io import read_result_bytes
+from kag.results.io import read_result_stamped
 from kag.results.tree import check_results_root
 from kag.textsafe import ascii_fold
 from kag.view.fields import read_grading_fields
-from kag.view.walk import Stamp, iter_entries, iter_top, list_folder
+from kag.view.walk import NO_STAMP, Stamp, fill_stamps, iter_entries, iter_top, list_folder, signature
 
 SCHEMA_VERSION = 6
 ANSWER_CHARS = 200  # the head of a response kept for the grid
@@ -369,18 +369,20 @@ def _scan_chunk(ctx: _Context, chunk: _Chunk) -> _Part:
     known_rows = _KnownRows(ctx.index)
     try:
         for path, rel, dataset, question, old, count in jobs:
-            folder = list_folder(path, part.warnings)
+            # A tree new to the index has every file read: its stamp is taken as it is read.
+            folder = list_folder(path, part.warnings, stamped=not new)
             if folder is None:
                 if old is not None:
                     part.gone.extend(known_rows.of(root, dataset, question))
                     part.dropped.append(rel)
                 continue
-            if folder.signature == old:  # nothing in the folder changed
+            sig = signature(folder) if not new else b""
+            if sig == old:  # nothing in the folder changed
                 part.seen += count
                 continue
             known = known_rows.of(root, dataset, question) if not new else {}
             present = set()
-            for frel, epoch, setup, file_stamp in iter_entries(folder, rel, ctx.prefix):
+            for frel, epoch, setup, file_stamp, slot in iter_entries(folder, rel, ctx.prefix):
                 part.seen += 1
                 present.add(frel)
                 if setup is None:
@@ -390,25 +392,29 @@ def _scan_chunk(ctx: _Context, chunk: _Chunk) -> _Part:
                 if known.get(frel) == file_stamp:
                     continue
                 part.read += 1
-                part.rows.append(
-                    _grade_one(
-                        ctx.datasets,
-                        root,
-                        frel,
-                        dataset,
-                        question,
-                        setup,
-                        epoch,
-                        os.path.join(path, frel[len(rel) + 1 :]),
-                        file_stamp,
-                        abstention,
-                        spec,
-                        tallies,
-                        keys,
-                    )
+                row = _grade_one(
+                    ctx.datasets,
+                    root,
+                    frel,
+                    dataset,
+                    question,
+                    setup,
+                    epoch,
+                    os.path.join(path, frel[len(rel) + 1 :]),
+                    file_stamp,
+                    abstention,
+                    spec,
+                    tallies,
+                    keys,
                 )
+                part.rows.append(row)
+                if new:
+                    folder.stamps[slot : slot + 2] = cast("Stamp", row[7:9])
+            if new:
+                fill_stamps(folder, path)
+                sig = signature(folder)
             part.gone.extend(r for r in known if r not in present)
-            part.folders.append((rel, dataset, question, folder.signature, len(present)))
+            part.folders.append((rel, dataset, question, sig, len(present)))
     finally:
         known_rows.close()
     return part
@@ -430,17 +436,24 @@ def _grade_one(
     keys: dict[tuple[str, str], AnswerKey] | None = None,
 ) -> tuple[object, ...]:
     """The row of one result file: graded by kag's grading rule against its question; an
-    epoch 1 file graded is also added to its (setup, dataset) tally in ``tallies``."""
+    epoch 1 file graded is also added to its (setup, dataset) tally in ``tallies``. Its
+    stamp is that of the file read (else ``stamp``, or the file's when ``stamp`` is none)."""
     q = datasets.get(dataset, question)
     if q is None or (q.mcq is None and q.open is None):
-        return _row(root, rel, dataset, question, setup, epoch, IGNORED, stamp)
+        return _row(root, rel, dataset, question, setup, epoch, IGNORED, _known_stamp(stamp, path))
     if q.mcq is not None and q.mcq.answer is None:
-        return _row(root, rel, dataset, question, setup, epoch, SKIPPED, stamp)
+        return _row(root, rel, dataset, question, setup, epoch, SKIPPED, _known_stamp(stamp, path))
     try:
-        fields = read_grading_fields(read_result_bytes(path), bool(q.evidence))
+        data, st = read_result_stamped(path)
     except Exception as exc:  # noqa: BLE001 - one bad file must never stop the scan
         reason = (exc.strerror or str(exc)) if isinstance(exc, OSError) else str(exc)
+        stamp = _known_stamp(stamp, path)
         return _row(root, rel, dataset, question, setup, epoch, UNREADABLE, stamp, reason=reason)
+    stamp = (st.st_size, st.st_mtime_ns)
+    try:
+        fields = read_grading_fields(data, bool(q.evidence))
+    except Exception as exc:  # noqa: BLE001 - one bad file must never stop the scan
+        return _row(root, rel, dataset, question, setup, epoch, UNREADABLE, stamp, reason=str(exc))
     if q.open is not None:
         exact, f1 = grade_open_response(fields.response, q.open.answers)
         graded = grade_fields(fields, AnswerKey("", ()), dataset, question, setup, abstention)
@@ -475,6 +488,16 @@ def _grade_one(
         evidence=bits,
         extracted_key=extracted_key,
     )
+
+
+def _known_stamp(stamp: Stamp, path: str) -> Stamp:
+    if stamp[0] is not None:
+        return stamp
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return NO_STAMP
+    return (st.st_size, st.st_mtime_ns)
 
 
 def _tally(tallies: dict[tuple[str, str], Tally], setup: str, dataset: str) -> Tally:

@@ -22,8 +22,8 @@ from kag.textsafe import is_utf8
 #: (size, mtime_ns) of a file: what tells a rescan it changed; (None, None) for an entry
 #: that is not a regular file
 Stamp = tuple[int | None, int | None]
-#: (relative path, epoch, setup or None when ignored, stamp)
-Entry = tuple[str, int, str | None, Stamp]
+#: (relative path, epoch, setup or None when ignored, stamp, index of the stamp in the listing)
+Entry = tuple[str, int, str | None, Stamp, int]
 NO_STAMP: Stamp = (None, None)
 
 
@@ -56,23 +56,24 @@ class Folder(NamedTuple):
     ``epochs/`` named ``epochs/NAME``, those of an epoch folder ``epochs/<n>/NAME``):
     ``names`` in name order, each one that is not a regular file marked with its kind
     (``\0d`` a folder, ``\0l`` a link, ``\0o`` anything else); ``stamps`` the (size,
-    mtime_ns) of the regular files, two numbers each, in the same order; ``signature`` a
-    digest of both, the one the index keeps (a rewrite in place changes a size or an mtime)."""
+    mtime_ns) of the regular files, two numbers each, in the same order (None until known,
+    in a listing made without them)."""
 
     names: list[str]
-    stamps: list[int]
-    signature: bytes
+    stamps: list[int | None]
 
 
-def list_folder(path: str, warnings: list[str]) -> Folder | None:
+def list_folder(path: str, warnings: list[str], stamped: bool = True) -> Folder | None:
     """The listing of the question folder ``path``; None when it cannot be listed. An
     epochs folder that cannot be listed keeps the rest of the listing (and marks its place
     in it): a warning names it.
 
     One listing and one ``lstat`` (relative to the open folder) per entry: the whole cost
-    of a rescan of an unchanged folder."""
+    of a rescan of an unchanged folder. Not ``stamped``, the kinds come from the listing
+    alone and no entry is stat'ed: a caller that reads every file takes its stamp as it
+    reads it (:func:`fill_stamps` then stamps the others)."""
     names: list[str] = []
-    stamps: list[int] = []
+    stamps: list[int | None] = []
     try:
         fd = os.open(path, _DIR_FLAGS)
     except OSError as exc:
@@ -80,23 +81,47 @@ def list_folder(path: str, warnings: list[str]) -> Folder | None:
         return None
     try:
         try:
-            epochs = _list_fd(fd, "", names, stamps)
+            epochs = _list_fd(fd, "", names, stamps, stamped)
         except OSError as exc:
             warnings.append(f"{path}: cannot list the question folder: {exc.strerror or exc}")
             return None
         if epochs:
-            _list_epochs(fd, path, names, stamps, warnings)
+            _list_epochs(fd, path, names, stamps, warnings, stamped)
     finally:
         os.close(fd)
-    text = "\n".join(names) + "\0" + ",".join(map(str, stamps))
-    return Folder(
-        names, stamps, hashlib.blake2b(text.encode("utf-8", "surrogateescape"), digest_size=16).digest()
-    )
+    return Folder(names, stamps)
 
 
-def _list_fd(fd: int, base: str, names: list[str], stamps: list[int]) -> bool:
+def signature(folder: Folder) -> bytes:
+    """A digest of a listing (its names, kinds and stamps): the one the index keeps of a
+    question folder. Equal digests, the same entries and none rewritten (a rewrite in place
+    changes a size or an mtime)."""
+    text = "\n".join(folder.names) + "\0" + ",".join(map(str, folder.stamps))
+    return hashlib.blake2b(text.encode("utf-8", "surrogateescape"), digest_size=16).digest()
+
+
+def fill_stamps(folder: Folder, path: str) -> None:
+    """Stamp the regular files of a listing still without one (``lstat`` of each; one gone
+    since gets a stamp no file has, so that the next rescan looks at the folder again)."""
+    stamps = folder.stamps
+    i = 0
+    for name in folder.names:
+        if "\0" in name:
+            continue
+        if stamps[i] is None:
+            try:
+                st = os.lstat(os.path.join(path, name))
+                stamps[i], stamps[i + 1] = st.st_size, st.st_mtime_ns
+            except OSError:
+                stamps[i], stamps[i + 1] = -1, -1
+        i += 2
+
+
+def _list_fd(fd: int, base: str, names: list[str], stamps: list[int | None], stamped: bool) -> bool:
     """Add the entries of the open folder ``fd`` to a listing (each named ``base + name``);
     whether one of them is an ``epochs`` folder. OSError when it cannot be listed."""
+    if not stamped:
+        return _list_kinds(fd, base, names, stamps)
     found = os.listdir(fd)
     found.sort()
     epochs = False
@@ -118,14 +143,35 @@ def _list_fd(fd: int, base: str, names: list[str], stamps: list[int]) -> bool:
     return epochs
 
 
-def _list_epochs(fd: int, path: str, names: list[str], stamps: list[int], warnings: list[str]) -> None:
+def _list_kinds(fd: int, base: str, names: list[str], stamps: list[int | None]) -> bool:
+    """:func:`_list_fd` with the kinds the listing gives (no ``lstat``), the stamps None."""
+    with os.scandir(fd) as it:
+        found = sorted(it, key=lambda e: e.name)
+    epochs = False
+    for e in found:
+        name = e.name
+        if e.is_file(follow_symlinks=False):
+            names.append(base + name)
+            stamps.append(None)
+            stamps.append(None)
+        elif e.is_dir(follow_symlinks=False):
+            names.append(base + name + "\0d")
+            epochs = epochs or name == EPOCHS_FOLDER
+        else:
+            names.append(base + name + ("\0l" if e.is_symlink() else "\0o"))
+    return epochs
+
+
+def _list_epochs(
+    fd: int, path: str, names: list[str], stamps: list[int | None], warnings: list[str], stamped: bool
+) -> None:
     base = EPOCHS_FOLDER + "/"
     inner = _open_at(fd, EPOCHS_FOLDER)
     start = len(names)
     try:
         if inner is None:
             raise OSError
-        _list_fd(inner, base, names, stamps)
+        _list_fd(inner, base, names, stamps, stamped)
     except OSError:
         warnings.append(f"{os.path.join(path, EPOCHS_FOLDER)}: cannot list the epochs folder")
         names.append(base + "\0unlisted")
@@ -139,7 +185,7 @@ def _list_epochs(fd: int, path: str, names: list[str], stamps: list[int], warnin
             try:
                 if folder is None:
                     raise OSError
-                _list_fd(folder, name[:-2] + "/", names, stamps)
+                _list_fd(folder, name[:-2] + "/", names, stamps, stamped)
             except OSError:
                 warnings.append(f"{os.path.join(path, name[:-2])}: cannot list the epoch folder")
                 names.append(name[:-2] + "/\0unlisted")
@@ -172,22 +218,23 @@ def epoch_number(name: str) -> int | None:
 
 def iter_entries(folder: Folder, rel: str, prefix: str) -> Iterator[Entry]:
     """The file-level entries of a listed question folder (relative path, epoch, setup or
-    None when ignored, stamp): epoch 1's entries, then the later epochs' result files (an
-    epoch folder's other entries are not counted as ignored). ``.tmp`` writes and the
-    ``epochs/`` folder itself are passed over."""
+    None when ignored, stamp, the index of the stamp in ``folder.stamps`` or -1): epoch 1's
+    entries, then the later epochs' result files (an epoch folder's other entries are not
+    counted as ignored). ``.tmp`` writes and the ``epochs/`` folder itself are passed over."""
     stamps = folder.stamps
     i = 0
     for name in folder.names:
         regular = "\0" not in name
         stamp: Stamp = NO_STAMP
+        slot = -1
         if regular:
-            stamp = (stamps[i], stamps[i + 1])
+            stamp, slot = (stamps[i], stamps[i + 1]), i
             i += 2
         if "/" not in name:
             bare = name if regular else name[:-2]
             if bare.endswith(TMP_SUFFIX) or name == EPOCHS_FOLDER + "\0d":
                 continue
-            yield f"{rel}/{bare}", 1, _setup(name, prefix) if regular else None, stamp
+            yield f"{rel}/{bare}", 1, _setup(name, prefix) if regular else None, stamp, slot
             continue
         parts = name.split("/")
         if len(parts) != 3 or not regular or parts[2].endswith(TMP_SUFFIX):
@@ -195,7 +242,7 @@ def iter_entries(folder: Folder, rel: str, prefix: str) -> Iterator[Entry]:
         epoch = epoch_number(parts[1])
         setup = _setup(parts[2], prefix)
         if epoch is not None and setup is not None:
-            yield f"{rel}/{name}", epoch, setup, stamp
+            yield f"{rel}/{name}", epoch, setup, stamp, slot
 
 
 def _setup(name: str, prefix: str) -> str | None:

@@ -83,7 +83,11 @@ def _as_nobody() -> Iterator[None]:
 def test_an_unlistable_epochs_folder_keeps_epoch_1_and_is_a_warning(
     monkeypatch: pytest.MonkeyPatch, pooled: bool
 ) -> None:
-    import kag.workers  # noqa: F401 - imported while Python's own files can be read
+    # Imported while Python's own files (below /root, mode 0700) can still be read.
+    import multiprocessing.connection
+    import multiprocessing.popen_fork  # noqa: F401
+
+    import kag.workers  # noqa: F401
 
     if pooled:
         monkeypatch.setattr(index_module, "POOL_FOLDERS", 1)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kag.view.walk import Folder, epoch_number, iter_entries, list_folder
+from kag.view.walk import Folder, epoch_number, fill_stamps, iter_entries, list_folder, signature
 
 
 def _folder(path: Path) -> Folder:
@@ -39,7 +39,9 @@ def test_the_entries_are_those_kag_stats_reads(question: Path) -> None:
     (question / "epochs" / "2" / "notes.txt").write_text("x")
     (question / "epochs" / "2" / "kag.json.tmp").write_text("{")
     (question / "epochs" / "3.json").write_text("{}")
-    entries = {rel: (epoch, setup) for rel, epoch, setup, _ in iter_entries(_folder(question), "med/q1", "")}
+    entries = {
+        rel: (epoch, setup) for rel, epoch, setup, _, _ in iter_entries(_folder(question), "med/q1", "")
+    }
     assert entries == {
         "med/q1/kag.json": (1, "kag"),
         "med/q1/native.json": (1, "native"),
@@ -49,15 +51,15 @@ def test_the_entries_are_those_kag_stats_reads(question: Path) -> None:
         "med/q1/epochs/2/kag.json": (2, "kag"),
     }
     stamp = next(
-        s for rel, _, _, s in iter_entries(_folder(question), "med/q1", "") if rel.endswith("/kag.json")
+        s for rel, _, _, s, _ in iter_entries(_folder(question), "med/q1", "") if rel.endswith("/kag.json")
     )
     st = os.lstat(question / "kag.json")
     assert stamp == (st.st_size, st.st_mtime_ns)
 
 
 def test_the_signature_changes_with_each_change_a_rescan_must_see(question: Path) -> None:
-    before = _folder(question).signature
-    assert _folder(question).signature == before
+    before = signature(_folder(question))
+    assert signature(_folder(question)) == before
     changes = [
         lambda: os.utime(question / "kag.json", ns=(1, 10**18)),  # rewritten in place, same size
         lambda: (question / "kag.json").write_text("{ }"),  # another size
@@ -70,21 +72,21 @@ def test_the_signature_changes_with_each_change_a_rescan_must_see(question: Path
     seen = {before}
     for change in changes:
         change()
-        after = _folder(question).signature
+        after = signature(_folder(question))
         assert after not in seen
         seen.add(after)
     (question / "native.json").write_text("{}")  # the same listing again: the same signature
     os.utime(question / "native.json", ns=(1, 5))
-    again = _folder(question).signature
+    again = signature(_folder(question))
     os.utime(question / "native.json", ns=(1, 5))
-    assert _folder(question).signature == again
+    assert signature(_folder(question)) == again
 
 
 def test_a_folder_in_place_of_a_file_changes_the_signature(question: Path) -> None:
-    before = _folder(question).signature
+    before = signature(_folder(question))
     (question / "native.json").unlink()
     (question / "native.json").mkdir()
-    assert _folder(question).signature != before
+    assert signature(_folder(question)) != before
 
 
 def test_a_question_folder_that_is_gone_or_a_link_is_not_listed(question: Path, tmp_path: Path) -> None:
@@ -106,3 +108,17 @@ def test_epoch_numbers_are_two_and_more_in_ascii_decimal() -> None:
         None,
         None,
     ]
+
+
+def test_a_listing_stamped_afterwards_has_the_signature_of_a_stamped_one(question: Path) -> None:
+    (question / "notes.txt").write_text("x")
+    (question / "sub").mkdir()
+    (question / "link.json").symlink_to(question / "kag.json")
+    (question / "epochs" / "3.json").write_text("{}")
+    warnings: list[str] = []
+    kinds = list_folder(str(question), warnings, stamped=False)
+    assert kinds is not None and None in kinds.stamps
+    stamped = _folder(question)
+    assert kinds.names == stamped.names
+    fill_stamps(kinds, str(question))
+    assert kinds.stamps == stamped.stamps and signature(kinds) == signature(stamped)
