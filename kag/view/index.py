@@ -47,7 +47,7 @@ from kag.textsafe import ascii_fold
 from kag.view.fields import read_grading_fields
 from kag.view.walk import NO_STAMP, Stamp, fill_stamps, iter_entries, iter_top, list_folder, signature
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 ANSWER_CHARS = 200  # the head of a response kept for the grid
 ERROR_CHARS = 2000
 _T = TypeVar("_T")
@@ -59,7 +59,7 @@ COLUMNS = (
     "tree TEXT NOT NULL, rel TEXT NOT NULL, dataset TEXT NOT NULL, question TEXT NOT NULL, "
     "setup TEXT, epoch INTEGER NOT NULL, kind TEXT NOT NULL, size INTEGER, mtime INTEGER, "
     "outcome TEXT, extracted TEXT, answer TEXT, error TEXT, reason TEXT, vertices INTEGER, "
-    "evidence TEXT, detail BLOB, PRIMARY KEY (tree, rel)"
+    "evidence TEXT, detail BLOB"
 )
 
 
@@ -102,8 +102,13 @@ def unpack_detail(data: bytes) -> Detail:
 
 
 #: The columns in the order of a row (kag.view.query reads rows by position).
-NAMES = tuple(c.split()[0] for c in COLUMNS.split(", PRIMARY KEY")[0].split(", "))
-_BY_QUESTION = "CREATE INDEX IF NOT EXISTS by_question ON files (dataset, question)"
+NAMES = tuple(c.split()[0] for c in COLUMNS.split(", "))
+# The lookups, made after the rows when an empty index is filled at once (a sorted build
+# costs less than keeping them up to date row by row); by_rel makes a row's (tree, rel) unique.
+_LOOKUPS = (
+    "CREATE UNIQUE INDEX IF NOT EXISTS by_rel ON files (tree, rel)",
+    "CREATE INDEX IF NOT EXISTS by_question ON files (dataset, question)",
+)
 _INSERT = f"INSERT OR REPLACE INTO files ({', '.join(NAMES)}) VALUES ({', '.join('?' * len(NAMES))})"
 _DELETE = "DELETE FROM files WHERE tree=? AND rel=?"
 # One row per question folder (and one for the tree's top, rel ""): the signature of its
@@ -174,7 +179,8 @@ class Index:
                 self.db.execute("INSERT OR REPLACE INTO meta VALUES ('fingerprint', ?)", (self.fingerprint,))
             self.db.execute(f"CREATE TABLE IF NOT EXISTS files ({COLUMNS})")
             self.db.execute(f"CREATE TABLE IF NOT EXISTS folders ({FOLDER_COLUMNS})")
-            self.db.execute(_BY_QUESTION)
+            for lookup in _LOOKUPS:
+                self.db.execute(lookup)
             self.db.commit()
         except sqlite3.Error as exc:
             raise InputError(f"{path}: cannot open the index: {exc}") from None
@@ -191,8 +197,10 @@ class Index:
         if self.extract is not None:
             compile_spec(self.extract)  # a bad pattern is a usage error before any file is read
         db = self.db
-        if db.execute("SELECT 1 FROM files LIMIT 1").fetchone() is None:
-            db.execute("DROP INDEX IF EXISTS by_question")  # filled at once: the lookup is built after
+        distinct = len({t.root for t in self.trees}) == len(self.trees)  # no row written twice
+        if distinct and db.execute("SELECT 1 FROM files LIMIT 1").fetchone() is None:
+            db.execute("DROP INDEX IF EXISTS by_rel")
+            db.execute("DROP INDEX IF EXISTS by_question")
         for tree in self.trees:
             check_results_root(tree.root)
             stored = {
@@ -244,7 +252,8 @@ class Index:
         live = [t.root for t in self.trees]
         for table in ("files", "folders"):
             db.execute(f"DELETE FROM {table} WHERE tree NOT IN ({', '.join('?' * len(live))})", live)
-        db.execute(_BY_QUESTION)
+        for lookup in _LOOKUPS:
+            db.execute(lookup)
         db.commit()
         self.tallies = tallies
         return ScanStats(seen, read, removed, tuple(warnings))
