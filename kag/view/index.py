@@ -223,7 +223,7 @@ class Index:
             removed += self._top(tree.root, top, stored.pop("", None), on_rows)
             ctx = _Context(self.datasets, self.extract, self.prefix, str(self.path))
             chunks = ((tree.root, new, chunk) for chunk in _batched(iter(folders), CHUNK_FOLDERS))
-            for part in self._parts(partial(_scan_chunk, ctx), chunks, len(folders)):
+            for part in self._parts(partial(_scan_chunk, ctx), chunks, len(folders), new):
                 seen += part.seen
                 read += part.read
                 removed += len(part.gone)
@@ -288,14 +288,18 @@ class Index:
         return len(gone)
 
     def _parts(
-        self, work: Callable[[_Chunk], _Part], chunks: Iterator[_Chunk], folders: int
+        self, work: Callable[[_Chunk], _Part], chunks: Iterator[_Chunk], folders: int, new: bool
     ) -> Iterator[_Part]:
         """``map(work, chunks)``, in a pool of worker processes for a tree of many question
         folders (each one listed, stat'ed and, where changed, read by a worker, as `kag
-        stats` shares its walk)."""
-        from kag.workers import default_workers, ordered_map
+        stats` shares its walk). A rescan (``new`` False) from a process with threads (the
+        server's reload) stays in this process: a pool there starts through a forkserver,
+        which costs more than a rescan's stat calls save."""
+        from kag.workers import default_workers, mp_context, ordered_map
 
         if folders < POOL_FOLDERS or (workers := default_workers()) == 1:
+            return map(work, chunks)
+        if not new and mp_context().get_start_method() != "fork":
             return map(work, chunks)
         return ordered_map(
             work, chunks, workers, died="a worker process died while indexing", failed="indexing failed"

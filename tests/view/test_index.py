@@ -133,3 +133,22 @@ def test_numbers_past_64_bits_are_kept_exactly(tmp_path: Path) -> None:
     assert detail is not None
     native = next(s for s in detail["setups"] if s["setup"] == "native")
     assert native["prompt_tokens"] == huge and native["generation_secs"] == pytest.approx(huge)
+
+
+def test_a_rescan_from_another_thread_leaves_the_rows_of_a_first_build(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    monkeypatch.setattr(index_module, "POOL_FOLDERS", 1)
+    datasets, tree = make_tree(tmp_path)
+    index = _index(tmp_path / "index.sqlite", datasets, tree)
+    index.scan()
+    _change(tree)
+    found: list[object] = []
+    thread = threading.Thread(target=lambda: found.append(index.scan()))  # as the server reloads
+    thread.start()
+    thread.join()
+    fresh = _index(tmp_path / "fresh.sqlite", datasets, tree)
+    fresh.scan()
+    assert len(found) == 1 and index.db.execute(ROWS).fetchall() == fresh.db.execute(ROWS).fetchall()
