@@ -104,8 +104,7 @@ def main() -> None:
         index = Index(
             Path(tmp) / "index.sqlite", datasets, [Tree("", str((tree / "results").resolve()))], "", None
         )
-        index.scan()
-        view = View(index)
+        view = View(index, scan=True)
         build, build_cpu = time.perf_counter() - started, _cpu() - cpu
         started = time.perf_counter()
         view.reload()

@@ -155,8 +155,6 @@ def view(
             f"{os.path.realpath(datasets)}|{prefix or ''}|{extract}",
         )
     idx = Index(place, loaded, trees, prefix or "", extract)
-    stats = idx.scan()
-    info(f"index {place}: {stats.seen} file(s), {stats.read} read, {stats.removed} gone")
     verdicts = None
     if judge_provider is not None or judge_model is not None or judge_prompt is not None:
         if judge_provider is None or judge_model is None:
@@ -166,7 +164,12 @@ def view(
         verdicts = VerdictReader(judge_provider, judge_model, config, judge_prompt)
     from kag.pricing import load_prices
 
-    data = View(idx, verdicts, load_prices(prices) if prices is not None else None)
+    data = View(idx, verdicts, load_prices(prices) if prices is not None else None, scan=True)
+    stats = data.stats
+    assert stats is not None
+    for message in stats.warnings:
+        warn(message)
+    info(f"index {place}: {stats.seen} file(s), {stats.read} read, {stats.removed} gone")
     title = ", ".join(f"{t.label}={t.root}" if t.label else t.root for t in trees)
     from kag.render.view import ViewApp
     from kag.render.view import export as export_site

@@ -10,6 +10,8 @@ from __future__ import annotations
 import functools
 import html
 import os
+import re
+import stat
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
@@ -151,9 +153,8 @@ class ViewApp:
                 return _not_found() if detail is None else Reply(200, JSON, _json(detail))
             case ["api", "reload"]:
                 stats = v.reload()
-                return Reply(
-                    200, JSON, _json({"seen": stats.seen, "read": stats.read, "removed": stats.removed})
-                )
+                done = {"seen": stats.seen, "read": stats.read, "removed": stats.removed}
+                return Reply(200, JSON, _json({**done, "warnings": list(stats.warnings)}))
             case ["static", name] if name in self.static:
                 return Reply(200, STATIC_TYPES[os.path.splitext(name)[1]], self.static[name])
         return _not_found()
@@ -265,12 +266,17 @@ def export(view: View, out: Path, title: str, params: dict[str, list[str]], limi
         target = link(kind, *args, **query)
         return target if target == "#" else ("../" + target if not target.startswith("q/") else target[2:])
 
+    earlier = _earlier_export(out)
+    written = ["index.html", "questions.html", "data.json", *names.values()]
     try:
         (out / "q").mkdir(parents=True, exist_ok=True)
         (out / "static").mkdir(exist_ok=True)
+        # Listed before they are written: an export stopped half way still knows its files.
+        _write_manifest(out, sorted({*earlier, *written}))
         for name, content in static_files().items():
             if name.endswith(".css"):
                 (out / "static" / name).write_bytes(content)
+                written.append(f"static/{name}")
         data = {**first, "rows": rows, "page": 1, "pages": 1, "page_size": len(rows)}
         info = overview(view, None)
         (out / "index.html").write_text(
@@ -292,6 +298,7 @@ def export(view: View, out: Path, title: str, params: dict[str, list[str]], limi
         for (dataset, question), name in names.items():
             detail = view.question(dataset, question)
             if detail is None:
+                written.remove(name)
                 continue
             details[f"{dataset}/{question}"] = detail
             (out / name).write_text(
@@ -299,6 +306,49 @@ def export(view: View, out: Path, title: str, params: dict[str, list[str]], limi
                 "utf-8",
             )
         (out / "data.json").write_bytes(_json({"setups": info, "questions": data, "details": details}))
+        for name in set(earlier) - set(written):  # the pages of questions no longer selected
+            path = out / name
+            if _PAGE.fullmatch(name) and stat.S_ISREG(os.lstat(path).st_mode):
+                path.unlink()
+        _write_manifest(out, sorted(written))
     except OSError as exc:
         raise InputError(f"{out}: cannot write the export: {exc.strerror or exc}") from None
     return len(names)
+
+
+# The list of the files an export wrote, so that the next export into the folder removes
+# the pages it no longer holds and nothing else.
+EXPORT_MANIFEST = ".kag-view-export.json"
+_PAGE = re.compile(r"q/[0-9]{6}\.html")
+
+
+def _earlier_export(out: Path) -> list[str]:
+    """The files an earlier export wrote into ``out`` (none when ``out`` is new or empty);
+    UsageError when ``out`` holds anything but an earlier export."""
+    try:
+        entries = os.listdir(out)
+    except FileNotFoundError:
+        return []
+    except NotADirectoryError:
+        raise UsageError(f"{out}: not a folder (--export takes a folder to write the snapshot in)") from None
+    except OSError as exc:
+        raise InputError(f"{out}: cannot list the export folder: {exc.strerror or exc}") from None
+    if not entries:
+        return []
+    refused = UsageError(
+        f"{out}: not empty and not an earlier export of kag view: export into a new or empty folder"
+    )
+    manifest = out / EXPORT_MANIFEST
+    try:
+        if not stat.S_ISREG(os.lstat(manifest).st_mode):
+            raise refused
+        files = orjson.loads(manifest.read_bytes()).get("files")
+    except (OSError, orjson.JSONDecodeError, AttributeError):
+        raise refused from None
+    if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
+        raise refused
+    return files
+
+
+def _write_manifest(out: Path, files: list[str]) -> None:
+    (out / EXPORT_MANIFEST).write_bytes(orjson.dumps({"files": files}))

@@ -18,6 +18,7 @@ __all__ = [
     "read_result",
     "read_result_bytes",
     "read_result_nofollow",
+    "read_result_stamped",
     "temporary_name",
     "temporary_owner",
     "too_large_message",
@@ -77,23 +78,47 @@ def read_result_bytes(path: str) -> bytes:
         except IsADirectoryError:
             raise InputError("not a regular file") from None
         if len(data) == _READ_SIZE or not data:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                raise InputError("not a regular file")
-            if st.st_size > MAX_RESULT_BYTES:
-                raise InputError(too_large_message(st.st_size))
-            if data:
-                parts = [data]
-                size = len(data)
-                while part := os.read(fd, _READ_SIZE):
-                    parts.append(part)
-                    size += len(part)
-                    if size > MAX_RESULT_BYTES:  # grew while read
-                        raise InputError(too_large_message(os.fstat(fd).st_size))
-                data = b"".join(parts)
+            data = _read_rest(fd, data, os.fstat(fd))
         return data
     finally:
         os.close(fd)
+
+
+def read_result_stamped(path: str) -> tuple[bytes, os.stat_result]:
+    """:func:`read_result_bytes` and the ``fstat`` of the file read, taken before reading
+    it: the size and mtime of the very file whose bytes these are, for the cost of one call
+    on the open descriptor (an index compares them with a later ``lstat`` of the path)."""
+    fd = os.open(path, _OPEN_FLAGS)
+    try:
+        st = os.fstat(fd)
+        data = b""
+        if stat.S_ISREG(st.st_mode) and st.st_size <= MAX_RESULT_BYTES:
+            data = os.read(fd, _READ_SIZE)
+        if len(data) == _READ_SIZE or not data:
+            data = _read_rest(fd, data, st)
+        return data, st
+    finally:
+        os.close(fd)
+
+
+def _read_rest(fd: int, data: bytes, st: os.stat_result) -> bytes:
+    """The whole file open at ``fd``, ``data`` being its first read (a full buffer or
+    nothing) and ``st`` its ``fstat``; InputError for a file that is not a regular one or
+    is past the size cap."""
+    if not stat.S_ISREG(st.st_mode):
+        raise InputError("not a regular file")
+    if st.st_size > MAX_RESULT_BYTES:
+        raise InputError(too_large_message(st.st_size))
+    if not data:
+        return data
+    parts = [data]
+    size = len(data)
+    while part := os.read(fd, _READ_SIZE):
+        parts.append(part)
+        size += len(part)
+        if size > MAX_RESULT_BYTES:  # grew while read
+            raise InputError(too_large_message(os.fstat(fd).st_size))
+    return b"".join(parts)
 
 
 def read_result(path: str | Path) -> Result:

@@ -4,20 +4,27 @@ question folder (epoch 1's files and the later epochs' ``epochs/<n>/`` files).
 Only the small fields are kept (the grade, the extracted answer's head, tokens, times,
 retrieval sizes, size and mtime); responses, prompts and retrieval texts are read from the
 file when a question is opened. A rescan reads again only the files whose (size, mtime)
-changed. The index lives outside the tree (the user cache folder, keyed by the tree's real
+changed: each question folder's listing and stamps are compared at once with the
+signature kept of them, by worker processes for a large tree, and only a folder whose
+signature differs is compared file by file with the rows. The index lives outside the tree (the user cache folder, keyed by the tree's real
 path, unless a file is named); the tree is never written to.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import sqlite3
-from collections.abc import Iterator
-from dataclasses import dataclass, replace
-from itertools import chain, islice
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from functools import partial
+from itertools import islice
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar, cast
+from urllib.parse import quote
+
+import orjson
 
 from kag.datasets import Datasets
 from kag.errors import InputError
@@ -27,19 +34,20 @@ from kag.grading.mcq.metrics import Tally
 from kag.grading.mcq.rule import (
     DEFAULT_ABSTENTION,
     AnswerKey,
+    GradedFile,
     Outcome,
     compile_abstention,
     grade_fields,
     rust_trim,
 )
 from kag.grading.open_grading import grade_open_response
-from kag.results.codec import parse_grading_fields
-from kag.results.io import read_result_bytes
-from kag.results.model import TMP_SUFFIX
-from kag.results.tree import EPOCHS_FOLDER, check_results_root, result_file_setup, sorted_entries
+from kag.results.io import read_result_stamped
+from kag.results.tree import check_results_root
 from kag.textsafe import ascii_fold
+from kag.view.fields import read_grading_fields
+from kag.view.walk import NO_STAMP, Stamp, fill_stamps, iter_entries, iter_top, list_folder, signature
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 7
 ANSWER_CHARS = 200  # the head of a response kept for the grid
 ERROR_CHARS = 2000
 _T = TypeVar("_T")
@@ -50,16 +58,67 @@ GRADED, IGNORED, SKIPPED, UNREADABLE, OPEN = "graded", "ignored", "skipped", "un
 COLUMNS = (
     "tree TEXT NOT NULL, rel TEXT NOT NULL, dataset TEXT NOT NULL, question TEXT NOT NULL, "
     "setup TEXT, epoch INTEGER NOT NULL, kind TEXT NOT NULL, size INTEGER, mtime INTEGER, "
-    "outcome TEXT, abstained INTEGER, non_option INTEGER, extracted TEXT, answer TEXT, "
-    "error TEXT, reason TEXT, gen_ns INTEGER, ctx_len INTEGER, ret_ns INTEGER, vertices INTEGER, "
-    "relationships INTEGER, properties INTEGER, provider TEXT, model TEXT, temperature REAL, "
-    "max_tokens INTEGER, ag_retriever TEXT, ag_database TEXT, prompt_tokens INTEGER, "
-    "completion_tokens INTEGER, open_exact REAL, open_f1 REAL, evidence TEXT, vote TEXT, extracted_key TEXT, "
-    "PRIMARY KEY (tree, rel)"
+    "outcome TEXT, extracted TEXT, answer TEXT, error TEXT, reason TEXT, vertices INTEGER, "
+    "evidence TEXT, detail BLOB"
 )
-_NAMES = tuple(c.split()[0] for c in COLUMNS.split(", PRIMARY KEY")[0].split(", "))
-_BY_QUESTION = "CREATE INDEX IF NOT EXISTS by_question ON files (dataset, question)"
-_INSERT = f"INSERT OR REPLACE INTO files ({', '.join(_NAMES)}) VALUES ({', '.join('?' * len(_NAMES))})"
+
+
+class Detail(NamedTuple):
+    """The fields of a graded file that no query filters on, kept in one column (``detail``):
+    a row costs a parameter per column to store, and most pages read none of these."""
+
+    abstained: int
+    non_option: int
+    generation_ns: int | None
+    context_length: int | None
+    retrieval_ns: int | None
+    relationships: int | None
+    properties: int | None
+    provider: str | None
+    model: str | None
+    temperature: float | None
+    max_tokens: int | None
+    retriever: str | None
+    database: str | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    open_exact: float | None
+    open_f1: float | None
+    vote: str | None  # see answer_vote
+    extracted_key: str | None
+
+
+def pack_detail(detail: Detail) -> bytes:
+    """``detail`` as JSON (a number past 64 bits, a time read from a hostile file, in the
+    standard library's JSON behind a NUL: orjson neither writes nor reads it exactly)."""
+    try:
+        return orjson.dumps(tuple(detail))
+    except orjson.JSONEncodeError:
+        return b"\0" + json.dumps(detail).encode()
+
+
+def unpack_detail(data: bytes) -> Detail:
+    return Detail(*(json.loads(data[1:]) if data[:1] == b"\0" else orjson.loads(data)))
+
+
+#: The columns in the order of a row (kag.view.query reads rows by position).
+NAMES = tuple(c.split()[0] for c in COLUMNS.split(", "))
+# The lookups, made after the rows when an empty index is filled at once (a sorted build
+# costs less than keeping them up to date row by row); by_rel makes a row's (tree, rel) unique.
+_LOOKUPS = (
+    "CREATE UNIQUE INDEX IF NOT EXISTS by_rel ON files (tree, rel)",
+    "CREATE INDEX IF NOT EXISTS by_question ON files (dataset, question)",
+)
+_INSERT = f"INSERT OR REPLACE INTO files ({', '.join(NAMES)}) VALUES ({', '.join('?' * len(NAMES))})"
+_DELETE = "DELETE FROM files WHERE tree=? AND rel=?"
+# One row per question folder (and one for the tree's top, rel ""): the signature of its
+# listing when it was last scanned (kag.view.walk.signature).
+FOLDER_COLUMNS = (
+    "tree TEXT NOT NULL, rel TEXT NOT NULL, dataset TEXT NOT NULL, question TEXT NOT NULL, "
+    "sig BLOB NOT NULL, files INTEGER NOT NULL, PRIMARY KEY (tree, rel)"
+)
+_INSERT_FOLDER = "INSERT OR REPLACE INTO folders VALUES (?, ?, ?, ?, ?, ?)"
+_DELETE_FOLDER = "DELETE FROM folders WHERE tree=? AND rel=?"
 
 
 def default_index_path(roots: list[str], fingerprint: str) -> Path:
@@ -71,11 +130,13 @@ def default_index_path(roots: list[str], fingerprint: str) -> Path:
 
 @dataclass(frozen=True)
 class ScanStats:
-    """What one scan did: files seen, files (re)read, rows removed."""
+    """What one scan did: files seen, files (re)read, rows removed, and the folders it
+    could not list (a warning each)."""
 
     seen: int
     read: int
     removed: int
+    warnings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -114,9 +175,12 @@ class Index:
             if row is None or row[0] != self.fingerprint:
                 # Other settings (datasets file changed, --prefix, --extract): grade again.
                 self.db.execute("DROP TABLE IF EXISTS files")
+                self.db.execute("DROP TABLE IF EXISTS folders")
                 self.db.execute("INSERT OR REPLACE INTO meta VALUES ('fingerprint', ?)", (self.fingerprint,))
             self.db.execute(f"CREATE TABLE IF NOT EXISTS files ({COLUMNS})")
-            self.db.execute(_BY_QUESTION)
+            self.db.execute(f"CREATE TABLE IF NOT EXISTS folders ({FOLDER_COLUMNS})")
+            for lookup in _LOOKUPS:
+                self.db.execute(lookup)
             self.db.commit()
         except sqlite3.Error as exc:
             raise InputError(f"{path}: cannot open the index: {exc}") from None
@@ -124,145 +188,122 @@ class Index:
     def close(self) -> None:
         self.db.close()
 
-    def scan(self) -> ScanStats:
-        """Bring the index up to date with the trees: new and changed files read, gone ones dropped."""
+    def scan(self, on_rows: Callable[[list[tuple[object, ...]]], None] | None = None) -> ScanStats:
+        """Bring the index up to date with the trees: new and changed files read, gone ones
+        dropped. ``on_rows`` is given the rows stored, as they are, each question's in one call."""
         seen = read = removed = 0
+        warnings: list[str] = []
         tallies: dict[tuple[str, str, str], Tally] | None = {}
         if self.extract is not None:
             compile_spec(self.extract)  # a bad pattern is a usage error before any file is read
-        empty = self.db.execute("SELECT 1 FROM files LIMIT 1").fetchone() is None
-        if empty:  # filled at once: the question lookup is built after, in one pass
-            self.db.execute("DROP INDEX IF EXISTS by_question")
+        db = self.db
+        distinct = len({t.root for t in self.trees}) == len(self.trees)  # no row written twice
+        if distinct and db.execute("SELECT 1 FROM files LIMIT 1").fetchone() is None:
+            db.execute("DROP INDEX IF EXISTS by_rel")
+            db.execute("DROP INDEX IF EXISTS by_question")
         for tree in self.trees:
             check_results_root(tree.root)
-            known = {
-                rel: (size, mtime)
-                for rel, size, mtime in self.db.execute(
-                    "SELECT rel, size, mtime FROM files WHERE tree=?", (tree.root,)
+            stored = {
+                rel: (sig, count)
+                for rel, sig, count in db.execute(
+                    "SELECT rel, sig, files FROM folders WHERE tree=?", (tree.root,)
                 )
             }
-            walk = _TreeWalk(tree.root, self.prefix, known)
-            # A tree new to the index: its folders are walked by the worker processes too.
-            for part in self._graded(walk.jobs()) if known else self._first(walk):
-                self.db.executemany(_INSERT, part)
-            if known:
+            new = not stored  # every scan stores the signature of the tree's top ("")
+            top: list[tuple[str, str]] = []
+            folders: list[_FolderJob] = []
+            for rel, dataset, question, entry in iter_top(tree.root):
+                if question:
+                    old = stored.pop(rel, None)
+                    sig, count = old if old is not None else (None, 0)
+                    folders.append((entry.path, rel, dataset, question, sig, count))
+                else:
+                    top.append((rel, dataset))
+            seen += len(top)
+            removed += self._top(tree.root, top, stored.pop("", None), on_rows)
+            ctx = _Context(self.datasets, self.extract, self.prefix, str(self.path))
+            chunks = ((tree.root, new, chunk) for chunk in _batched(iter(folders), CHUNK_FOLDERS))
+            for part in self._parts(partial(_scan_chunk, ctx), chunks, len(folders), new):
+                seen += part.seen
+                read += part.read
+                removed += len(part.gone)
+                warnings.extend(part.warnings)
+                db.executemany(_DELETE, [(tree.root, rel) for rel in part.gone])
+                db.executemany(_INSERT, part.rows)
+                if on_rows is not None:
+                    on_rows(part.rows)
+                db.executemany(_INSERT_FOLDER, [(tree.root, *f) for f in part.folders])
+                db.executemany(_DELETE_FOLDER, [(tree.root, rel) for rel in part.dropped])
+                if new and tallies is not None:
+                    for (setup, dataset), tally in part.tallies.items():  # merged in chunk order
+                        key = (tree.root, setup, dataset)
+                        if key not in tallies:
+                            tallies[key] = Tally()
+                        tallies[key].merge(tally)
+            if not new:
                 tallies = None
-            elif tallies is not None:
-                tallies.update({(tree.root, *key): t for key, t in walk.tallies.items()})
-            self.db.executemany(_INSERT, walk.rows)
-            seen += walk.seen
-            read += walk.read
-            gone = [(tree.root, rel) for rel in known if rel not in walk.present]
-            removed += len(gone)
-            self.db.executemany("DELETE FROM files WHERE tree=? AND rel=?", gone)
+            for rel in stored:  # question folders gone
+                dataset, question = rel.split("/", 1)
+                removed += db.execute(
+                    "DELETE FROM files WHERE tree=? AND dataset=? AND question=?",
+                    (tree.root, dataset, question),
+                ).rowcount
+                db.execute(_DELETE_FOLDER, (tree.root, rel))
         live = [t.root for t in self.trees]
-        self.db.execute(f"DELETE FROM files WHERE tree NOT IN ({', '.join('?' * len(live))})", live)
-        self.db.execute(_BY_QUESTION)
-        self.db.commit()
+        for table in ("files", "folders"):
+            db.execute(f"DELETE FROM {table} WHERE tree NOT IN ({', '.join('?' * len(live))})", live)
+        for lookup in _LOOKUPS:
+            db.execute(lookup)
+        db.commit()
         self.tallies = tallies
-        return ScanStats(seen, read, removed)
+        return ScanStats(seen, read, removed, tuple(warnings))
 
-    def _graded(self, jobs: Iterator[_Job]) -> Iterator[list[tuple[object, ...]]]:
-        """The rows of the files to read, in chunks; a pool of worker processes for many
-        files, fed as the walk finds them (the walk and the reading overlap)."""
-        from functools import partial
+    def _top(
+        self,
+        root: str,
+        top: list[tuple[str, str]],
+        old: tuple[bytes, int] | None,
+        on_rows: Callable[[list[tuple[object, ...]]], None] | None,
+    ) -> int:
+        """Bring the rows of the entries at the dataset and question levels (ignored) up to
+        date; returns the number of rows removed."""
+        text = "\n".join(rel for rel, _ in top)
+        sig = hashlib.blake2b(text.encode("utf-8", "surrogateescape"), digest_size=16).digest()
+        if old is not None and old[0] == sig:
+            return 0
+        known = set()
+        if old is not None:
+            known = {
+                rel
+                for (rel,) in self.db.execute("SELECT rel FROM files WHERE tree=? AND question=''", (root,))
+            }
+        present = {rel for rel, _ in top}
+        rows = [_row(root, rel, dataset, "", None, 1, IGNORED) for rel, dataset in top if rel not in known]
+        self.db.executemany(_INSERT, rows)
+        if on_rows is not None:
+            on_rows(rows)
+        gone = [(root, rel) for rel in known - present]
+        self.db.executemany(_DELETE, gone)
+        self.db.execute(_INSERT_FOLDER, (root, "", "", "", sig, len(top)))
+        return len(gone)
 
-        from kag.workers import default_workers, ordered_map
+    def _parts(
+        self, work: Callable[[_Chunk], _Part], chunks: Iterator[_Chunk], folders: int, new: bool
+    ) -> Iterator[_Part]:
+        """``map(work, chunks)``, in a pool of worker processes for a tree of many question
+        folders (each one listed, stat'ed and, where changed, read by a worker, as `kag
+        stats` shares its walk). A rescan (``new`` False) from a process with threads (the
+        server's reload) stays in this process: a pool there starts through a forkserver,
+        which costs more than a rescan's stat calls save."""
+        from kag.workers import default_workers, mp_context, ordered_map
 
-        work = partial(_grade_chunk, _Context(self.datasets, self.extract))
-        head = list(islice(jobs, POOL_FROM))
-        chunks = _batched(chain(head, jobs), CHUNK_FILES)
-        workers = default_workers() if len(head) >= POOL_FROM else 1
-        if workers == 1:
-            yield from map(work, chunks)
-            return
-        yield from ordered_map(
+        if folders < POOL_FOLDERS or (workers := default_workers()) == 1:
+            return map(work, chunks)
+        if not new and mp_context().get_start_method() != "fork":
+            return map(work, chunks)
+        return ordered_map(
             work, chunks, workers, died="a worker process died while indexing", failed="indexing failed"
         )
-
-    def _first(self, walk: _TreeWalk) -> Iterator[list[tuple[object, ...]]]:
-        """The rows of a tree the index has none of, in chunks: its question folders are
-        listed here, and each one's files listed, stat'ed and read by a pool of worker
-        processes (as `kag stats` shares the walk) when there are many."""
-        from functools import partial
-
-        from kag.workers import default_workers, ordered_map
-
-        folders = _folders(walk)
-        head = list(islice(folders, POOL_FOLDERS))
-        chunks = ((walk.root, chunk) for chunk in _batched(chain(head, folders), CHUNK_FOLDERS))
-        work = partial(_walk_chunk, _Context(self.datasets, self.extract, self.prefix))
-        workers = default_workers() if len(head) >= POOL_FOLDERS else 1
-        parts = (
-            map(work, chunks)
-            if workers == 1
-            else ordered_map(
-                work, chunks, workers, died="a worker process died while indexing", failed="indexing failed"
-            )
-        )
-        for part, tallies in parts:
-            walk.seen += len(part)
-            walk.read += sum(1 for row in part if row[4] is not None)
-            for (setup, dataset), tally in tallies.items():  # merged in chunk order
-                _tally(walk.tallies, setup, dataset).merge(tally)
-            yield part
-
-
-def _folders(walk: _TreeWalk) -> Iterator[tuple[str, str, str, str]]:
-    """(path, relative path, dataset, question) of each question folder of ``walk``'s
-    tree; the entries at the wrong level go to its rows as ignored."""
-    for rel, dataset, question, entry in _top(walk.root):
-        if question:
-            yield entry.path, rel, dataset, question
-        else:
-            walk.seen += 1
-            walk.rows.append(_row(walk.root, rel, dataset, "", None, 1, IGNORED))
-
-
-def _walk_chunk(
-    ctx: _Context, chunk: tuple[str, list[tuple[str, str, str, str]]]
-) -> tuple[list[tuple[object, ...]], dict[tuple[str, str], Tally]]:
-    """The rows of every file of some question folders of the tree ``chunk[0]``, and the
-    tallies of their epoch 1 files by (setup, dataset)."""
-    root, folders = chunk
-    tallies: dict[tuple[str, str], Tally] = {}
-    keys: dict[tuple[str, str], AnswerKey] = {}
-    abstention = compile_abstention(DEFAULT_ABSTENTION)
-    spec = compile_spec(ctx.extract) if ctx.extract is not None else None
-    datasets, rows = ctx.datasets, []
-    for path, rel, dataset, question in folders:
-        for frel, _, _, epoch, entry, setup in _files(path, rel, dataset, question, ctx.prefix):
-            if setup is None:
-                rows.append(_row(root, frel, dataset, question, None, epoch, IGNORED))
-            else:
-                stamp = _stamp(entry)
-                rows.append(
-                    _grade_one(
-                        datasets,
-                        root,
-                        frel,
-                        dataset,
-                        question,
-                        setup,
-                        epoch,
-                        entry.path,
-                        stamp,
-                        abstention,
-                        spec,
-                        tallies,
-                        keys,
-                    )
-                )
-    return rows, tallies
-
-
-def _stamp(entry: os.DirEntry[str]) -> tuple[int | None, int | None]:
-    """(size, mtime) of a file, what tells a rescan it changed; (None, None) when it cannot be stat'ed."""
-    try:
-        st = entry.stat(follow_symlinks=False)
-    except OSError:
-        return (None, None)
-    return (st.st_size, st.st_mtime_ns)
 
 
 def _batched(items: Iterator[_T], size: int) -> Iterator[list[_T]]:
@@ -270,54 +311,126 @@ def _batched(items: Iterator[_T], size: int) -> Iterator[list[_T]]:
         yield chunk
 
 
-class _TreeWalk:
-    """One tree's walk for a scan: the files to read (new or changed since ``known``), and
-    what it saw on the way (the rows of ignored entries, every path present, the counts)."""
-
-    def __init__(self, root: str, prefix: str, known: dict[str, tuple[int | None, int | None]]) -> None:
-        self.root, self.prefix, self.known = root, prefix, known
-        self.rows: list[tuple[object, ...]] = []
-        self.tallies: dict[tuple[str, str], Tally] = {}
-        self.present: set[str] = set()
-        self.seen = self.read = 0
-
-    def jobs(self) -> Iterator[_Job]:
-        root, known = self.root, self.known
-        for rel, dataset, question, epoch, entry, setup in _walk(root, self.prefix):
-            self.seen += 1
-            self.present.add(rel)
-            if setup is None:
-                if rel not in known:
-                    self.rows.append(_row(root, rel, dataset, question, None, epoch, IGNORED))
-                continue
-            stamp = _stamp(entry)
-            if known.get(rel) == stamp:
-                continue
-            self.read += 1
-            yield (root, rel, dataset, question, setup, epoch, entry.path, stamp)
-
-
-CHUNK_FILES = 1000
-POOL_FROM = 4000  # files to read from which worker processes are started
-# The same for a tree new to the index, counted in question folders (about ten files each).
+# Question folders per chunk of work (about ten files each), and from how many a pool is used.
 CHUNK_FOLDERS = 100
 POOL_FOLDERS = 400
 
-_Job = tuple[str, str, str, str, str, int, str, tuple[int | None, int | None]]
+#: (path, relative path, dataset, question, the signature the index holds or None, and
+#: the folder's count of file-level entries with it)
+_FolderJob = tuple[str, str, str, str, bytes | None, int]
+#: (tree root, whether the index holds nothing of the tree, question folders)
+_Chunk = tuple[str, bool, list[_FolderJob]]
 
 
 @dataclass(frozen=True)
 class _Context:
     datasets: Datasets
     extract: str | None
-    prefix: str = ""
+    prefix: str
+    index: str  # the index file, read by a worker for the rows of a folder that changed
 
 
-def _grade_chunk(ctx: _Context, jobs: list[_Job]) -> list[tuple[object, ...]]:
+@dataclass
+class _Part:
+    """What a chunk of question folders changes in the index."""
+
+    rows: list[tuple[object, ...]] = field(default_factory=list)  # to insert or replace
+    gone: list[str] = field(default_factory=list)  # rows to delete (relative paths)
+    # (rel, dataset, question, signature, file-level entries) of each folder read again
+    folders: list[tuple[str, str, str, bytes, int]] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)  # folders that could not be listed: no signature
+    tallies: dict[tuple[str, str], Tally] = field(
+        default_factory=dict
+    )  # epoch 1 files read, by (setup, dataset)
+    warnings: list[str] = field(default_factory=list)
+    seen: int = 0
+    read: int = 0
+
+
+class _KnownRows:
+    """The index's (size, mtime) of each file of a question folder, read through a
+    read-only connection of the worker's own, opened when a folder first needs it."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.db: sqlite3.Connection | None = None
+
+    def of(self, root: str, dataset: str, question: str) -> dict[str, Stamp]:
+        if self.db is None:
+            self.db = sqlite3.connect(f"file:{quote(self.path)}?mode=ro", uri=True)
+        rows = self.db.execute(
+            "SELECT rel, size, mtime FROM files WHERE tree=? AND dataset=? AND question=?",
+            (root, dataset, question),
+        )
+        return {rel: (size, mtime) for rel, size, mtime in rows}
+
+    def close(self) -> None:
+        if self.db is not None:
+            self.db.close()
+
+
+def _scan_chunk(ctx: _Context, chunk: _Chunk) -> _Part:
+    """The changes of some question folders of one tree: each folder listed and its result
+    files stat'ed; one whose signature is the index's is done; in another, the files new
+    or changed since the index's rows are read (every file, in a tree new to the index)."""
+    root, new, jobs = chunk
+    part = _Part()
     abstention = compile_abstention(DEFAULT_ABSTENTION)
     spec = compile_spec(ctx.extract) if ctx.extract is not None else None
     keys: dict[tuple[str, str], AnswerKey] = {}
-    return [_grade_one(ctx.datasets, *job, abstention, spec, None, keys) for job in jobs]
+    tallies = part.tallies if new else None
+    known_rows = _KnownRows(ctx.index)
+    try:
+        for path, rel, dataset, question, old, count in jobs:
+            # A tree new to the index has every file read: its stamp is taken as it is read.
+            folder = list_folder(path, part.warnings, stamped=not new)
+            if folder is None:
+                if old is not None:
+                    part.gone.extend(known_rows.of(root, dataset, question))
+                    part.dropped.append(rel)
+                continue
+            sig = signature(folder) if not new else b""
+            if sig == old:  # nothing in the folder changed
+                part.seen += count
+                continue
+            known = known_rows.of(root, dataset, question) if not new else {}
+            present = set()
+            for frel, epoch, setup, file_stamp, slot in iter_entries(folder, rel, ctx.prefix):
+                part.seen += 1
+                present.add(frel)
+                if setup is None:
+                    if frel not in known:
+                        part.rows.append(_row(root, frel, dataset, question, None, epoch, IGNORED))
+                    continue
+                if known.get(frel) == file_stamp:
+                    continue
+                part.read += 1
+                row = _grade_one(
+                    ctx.datasets,
+                    root,
+                    frel,
+                    dataset,
+                    question,
+                    setup,
+                    epoch,
+                    os.path.join(path, frel[len(rel) + 1 :]),
+                    file_stamp,
+                    abstention,
+                    spec,
+                    tallies,
+                    keys,
+                )
+                part.rows.append(row)
+                if new:
+                    folder.stamps[slot : slot + 2] = cast("Stamp", row[7:9])
+            if new:
+                fill_stamps(folder, path)
+                sig = signature(folder)
+            part.gone.extend(r for r in known if r not in present)
+            part.folders.append((rel, dataset, question, sig, len(present)))
+    finally:
+        known_rows.close()
+    return part
 
 
 def _grade_one(
@@ -329,24 +442,31 @@ def _grade_one(
     setup: str,
     epoch: int,
     path: str,
-    stamp: tuple[int | None, int | None],
+    stamp: Stamp,
     abstention: Any,
     spec: Any,
     tallies: dict[tuple[str, str], Tally] | None = None,
     keys: dict[tuple[str, str], AnswerKey] | None = None,
 ) -> tuple[object, ...]:
     """The row of one result file: graded by kag's grading rule against its question; an
-    epoch 1 file graded is also added to its (setup, dataset) tally in ``tallies``."""
+    epoch 1 file graded is also added to its (setup, dataset) tally in ``tallies``. Its
+    stamp is that of the file read (else ``stamp``, or the file's when ``stamp`` is none)."""
     q = datasets.get(dataset, question)
     if q is None or (q.mcq is None and q.open is None):
-        return _row(root, rel, dataset, question, setup, epoch, IGNORED, stamp)
+        return _row(root, rel, dataset, question, setup, epoch, IGNORED, _known_stamp(stamp, path))
     if q.mcq is not None and q.mcq.answer is None:
-        return _row(root, rel, dataset, question, setup, epoch, SKIPPED, stamp)
+        return _row(root, rel, dataset, question, setup, epoch, SKIPPED, _known_stamp(stamp, path))
     try:
-        fields = parse_grading_fields(read_result_bytes(path), True, retrieval_text=bool(q.evidence))
+        data, st = read_result_stamped(path)
     except Exception as exc:  # noqa: BLE001 - one bad file must never stop the scan
         reason = (exc.strerror or str(exc)) if isinstance(exc, OSError) else str(exc)
+        stamp = _known_stamp(stamp, path)
         return _row(root, rel, dataset, question, setup, epoch, UNREADABLE, stamp, reason=reason)
+    stamp = (st.st_size, st.st_mtime_ns)
+    try:
+        fields = read_grading_fields(data, bool(q.evidence))
+    except Exception as exc:  # noqa: BLE001 - one bad file must never stop the scan
+        return _row(root, rel, dataset, question, setup, epoch, UNREADABLE, stamp, reason=str(exc))
     if q.open is not None:
         exact, f1 = grade_open_response(fields.response, q.open.answers)
         graded = grade_fields(fields, AnswerKey("", ()), dataset, question, setup, abstention)
@@ -381,6 +501,16 @@ def _grade_one(
         evidence=bits,
         extracted_key=extracted_key,
     )
+
+
+def _known_stamp(stamp: Stamp, path: str) -> Stamp:
+    if stamp[0] is not None:
+        return stamp
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return NO_STAMP
+    return (st.st_size, st.st_mtime_ns)
 
 
 def _tally(tallies: dict[tuple[str, str], Tally], setup: str, dataset: str) -> Tally:
@@ -422,27 +552,18 @@ def _row(
     extracted_key: str | None = None,
 ) -> tuple[object, ...]:
     g = graded
-    base: list[object] = [root, rel, dataset, question, setup, epoch, kind, stamp[0], stamp[1]]
+    base = (root, rel, dataset, question, setup, epoch, kind, stamp[0], stamp[1])
     if g is None:
-        return (*base, None, None, None, None, None, None, reason, *([None] * 19))
-    from kag.grading.mcq.rule import GradedFile
-
+        return (*base, None, None, None, None, reason, None, None, None)
     assert isinstance(g, GradedFile)
     r, c, u = g.retrieval, g.config, g.usage
     ag = c.augmented_generation if c is not None else None
-    return (
-        *base,
-        g.outcome.value,
+    detail = Detail(
         int(g.abstained),
         int(g.non_option),
-        g.extracted.value if g.extracted is not None else None,
-        g.response[:ANSWER_CHARS] if g.response is not None else None,
-        g.error[:ERROR_CHARS] if g.error is not None else None,
-        reason,
         g.generation_ns,
         g.context_length,
         r.time_ns if r is not None else None,
-        r.vertices if r is not None else None,
         r.relationships if r is not None else None,
         r.properties if r is not None else None,
         c.provider if c is not None else None,
@@ -455,75 +576,17 @@ def _row(
         u.completion_tokens if u is not None else None,
         open_[0] if open_ is not None else None,
         open_[1] if open_ is not None else None,
-        evidence,
         answer_vote(g.response),
         extracted_key,
     )
-
-
-def _walk(root: str, prefix: str) -> Iterator[tuple[str, str, str, int, os.DirEntry[str], str | None]]:
-    """(relative path, dataset, question, epoch, entry, setup or None when ignored) of every
-    file-level entry, as `kag stats` walks them: no link followed, hidden dataset folders
-    and ``.tmp`` writes passed over, entries at the wrong level ignored (question "")."""
-    for rel, dataset, question, entry in _top(root):
-        if question:
-            yield from _files(entry.path, rel, dataset, question, prefix)
-        else:
-            yield rel, dataset, "", 1, entry, None
-
-
-def _top(root: str) -> Iterator[tuple[str, str, str, os.DirEntry[str]]]:
-    """(relative path, dataset, question, entry) of every question folder, and of every
-    entry at the dataset or question level that is not one (question "": ignored)."""
-    for d in sorted_entries(root):
-        if d.name.startswith(".") and d.is_dir(follow_symlinks=False):
-            continue
-        if not d.is_dir(follow_symlinks=False):
-            if not d.name.endswith(TMP_SUFFIX):
-                yield d.name, "", "", d
-            continue
-        try:
-            questions = sorted_entries(d.path)
-        except OSError:
-            continue
-        for q in questions:
-            if q.is_dir(follow_symlinks=False):
-                yield f"{d.name}/{q.name}", d.name, q.name, q
-            elif not q.name.endswith(TMP_SUFFIX):
-                yield f"{d.name}/{q.name}", d.name, "", q
-
-
-def _files(
-    path: str, rel: str, dataset: str, question: str, prefix: str
-) -> Iterator[tuple[str, str, str, int, os.DirEntry[str], str | None]]:
-    """The file-level entries of one question folder (see :func:`_walk`), its later epochs' too."""
-    try:
-        entries = sorted_entries(path)
-    except OSError:
-        return
-    for e in entries:
-        if e.name == EPOCHS_FOLDER and e.is_dir(follow_symlinks=False):
-            yield from _epochs(e.path, f"{rel}/{EPOCHS_FOLDER}", dataset, question, prefix)
-            continue
-        if e.name.endswith(TMP_SUFFIX):
-            continue
-        yield f"{rel}/{e.name}", dataset, question, 1, e, result_file_setup(e, prefix)
-
-
-def _epochs(
-    folder: str, rel: str, dataset: str, question: str, prefix: str
-) -> Iterator[tuple[str, str, str, int, os.DirEntry[str], str | None]]:
-    """The later epochs' files (``epochs/<n>/``, n >= 2 in decimal): never counted as ignored."""
-    for n in sorted_entries(folder):
-        # An epoch folder's name is n >= 2 in ASCII decimal, as `kag stats` reads them.
-        if not (n.name.isascii() and n.name.isdigit() and not n.name.startswith("0")):
-            continue
-        if not n.is_dir(follow_symlinks=False):
-            continue
-        epoch = int(n.name)
-        if epoch < 2:
-            continue
-        for e in sorted_entries(n.path):
-            setup = result_file_setup(e, prefix)
-            if setup is not None and not e.name.endswith(TMP_SUFFIX):
-                yield f"{rel}/{n.name}/{e.name}", dataset, question, epoch, e, setup
+    return (
+        *base,
+        g.outcome.value,
+        g.extracted.value if g.extracted is not None else None,
+        g.response[:ANSWER_CHARS] if g.response is not None else None,
+        g.error[:ERROR_CHARS] if g.error is not None else None,
+        reason,
+        r.vertices if r is not None else None,
+        evidence,
+        pack_detail(detail),
+    )

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -27,7 +27,7 @@ from kag.grading.usage import price_records
 from kag.results.codec import RetrievalSample, parse_result
 from kag.results.io import read_result_bytes
 from kag.results.model import AugmentedGeneration, ErrorResult, ModelConfig, Usage
-from kag.view.index import GRADED, IGNORED, OPEN, SKIPPED, UNREADABLE, Index
+from kag.view.index import GRADED, IGNORED, NAMES, OPEN, SKIPPED, UNREADABLE, Index, ScanStats, unpack_detail
 
 if TYPE_CHECKING:  # the judge's modules load the model clients: only a named judge needs them
     from kag.pricing import Prices
@@ -35,12 +35,7 @@ if TYPE_CHECKING:  # the judge's modules load the model clients: only a named ju
 
 PAGE_SIZE = 50
 # An index row as View reads it: _graded and _epoch_outcome take its fields by position.
-_COLUMNS = (
-    "SELECT tree, rel, dataset, question, setup, epoch, kind, outcome, abstained, non_option, "
-    "extracted, answer, error, reason, gen_ns, ctx_len, ret_ns, vertices, relationships, "
-    "properties, provider, model, temperature, max_tokens, ag_retriever, ag_database, "
-    "prompt_tokens, completion_tokens, open_exact, open_f1, evidence, vote, extracted_key FROM files"
-)
+_COLUMNS = f"SELECT {', '.join(NAMES)} FROM files"
 SORTS = ("question", "-question", "correct", "-correct", "vertices", "-vertices")
 OUTCOMES = tuple(o.value for o in Outcome)
 _OUTCOME = {o.value: o for o in Outcome}  # a lookup costs a tenth of Outcome(value), 100,000 times
@@ -79,8 +74,16 @@ class View:
     """The data behind the pages: the index, the snapshot of it, the question lookups."""
 
     def __init__(
-        self, index: Index, verdicts: VerdictReader | None = None, prices: Prices | None = None
+        self,
+        index: Index,
+        verdicts: VerdictReader | None = None,
+        prices: Prices | None = None,
+        *,
+        scan: bool = False,
     ) -> None:
+        """The view of ``index``; with ``scan``, the index is brought up to date first
+        (:attr:`stats`), and when that read every file the snapshot is made from the rows
+        as they came, not read back."""
         self.index = index
         self.verdicts = verdicts
         self.prices = prices
@@ -89,7 +92,14 @@ class View:
         self._search_cache: dict[tuple[str, tuple[str, ...]], frozenset[tuple[str, str]]] = {}
         self._compared: dict[str, ComparisonRun | None] = {}
         self._records: tuple[GradedFile, ...] | None = None
-        self.snapshot = self._build()
+        builder = None
+        self.stats: ScanStats | None = None
+        if scan:
+            builder = _Builder(index, False)
+            self.stats = index.scan(builder.add_part)
+            if index.tallies is None:  # only the changed rows went by
+                builder = None
+        self.snapshot = self._build(builder)
 
     def reload(self) -> Any:
         with self._lock:
@@ -101,111 +111,29 @@ class View:
                 self._records = None
             return stats
 
-    def _build(self) -> Snapshot:
-        labels = {t.root: t.label for t in self.index.trees}
-        tallies: dict[tuple[str, str], Tally] = {}
-        grid: dict[tuple[str, str], dict[str, Cell]] = {}
-        epochs: dict[tuple[str, str, str], tuple[int, int]] = {}
-        skipped = ignored = 0
-        unreadable: list[Unreadable] = []
-        evidence: dict[tuple[str, str], dict[str, EvidenceRecord]] = {}
-        later: dict[tuple[str, str, str, str], dict[int, EpochOutcome | None]] = {}
-        firsts: dict[tuple[str, str, str, str], EpochOutcome] = {}
-        with_extract = self.index.extract is not None
-        # The tallies the workers made while the scan read every file, else made here.
-        counted = self.index.tallies
-        if counted is not None:
-            for (tree, setup, dataset), part in counted.items():  # the trees in order
-                name = setup_name(labels.get(tree, ""), setup)
-                if (name, dataset) not in tallies:
-                    tallies[(name, dataset)] = Tally()
-                tallies[(name, dataset)].merge(part)
-        # The later epochs first: epoch 1's outcome is then kept only where there are some.
-        for row in self.index.db.execute(
-            _COLUMNS + " WHERE epoch != 1 AND kind IN (?, ?)", (GRADED, UNREADABLE)
-        ):
-            tree, _, dataset, question, setup, epoch, kind = row[:7]
-            name = setup_name(labels.get(tree, ""), setup)
-            later.setdefault((tree, dataset, question, name), {})[epoch] = (
-                _epoch_outcome(row, with_extract) if kind == GRADED else None
+    def _build(self, builder: _Builder | None = None) -> Snapshot:
+        """The snapshot of the index's rows (those ``builder`` was given while the scan
+        made them, when it made them all; else read from the index)."""
+        if builder is None:
+            builder = _Builder(self.index, self.index.tallies is None)
+            db = self.index.db
+            # The later epochs first: epoch 1's outcome is then kept only where there are some.
+            builder.add_later(
+                db.execute(_COLUMNS + " WHERE epoch != 1 AND kind IN (?, ?)", (GRADED, UNREADABLE))
             )
-        for row in self.index.db.execute(_COLUMNS + " WHERE epoch = 1"):
-            tree, rel, dataset, question, setup, epoch, kind = row[:7]
-            if kind == IGNORED:
-                ignored += 1
-                continue
-            if kind == SKIPPED:
-                skipped += 1
-                continue
-            if kind == UNREADABLE:
-                unreadable.append(Unreadable(os.path.join(tree, rel), row[13] or ""))
-                continue
-            name = setup_name(labels.get(tree, ""), setup)
-            outcome = row[7]
-            if counted is None:
-                tally = tallies.get((name, dataset))
-                if tally is None:
-                    tally = tallies[(name, dataset)] = Tally()
-                if kind == OPEN:
-                    tally.add_open(row[28] or 0.0, row[29] or 0.0, outcome == Outcome.ERR.value)
-                else:
-                    tally.add(_graded(row, name))
-            if kind == OPEN:
-                continue
-            if later and (tree, dataset, question, name) in later:
-                firsts[(tree, dataset, question, name)] = _epoch_outcome(row, with_extract)
-            if row[30] is not None:
-                found = EvidenceRecord(tuple(c == "1" for c in row[30]), outcome == Outcome.OK.value)
-                evidence.setdefault((name, dataset), {})[question] = found
-            grid.setdefault((dataset, question), {})[name] = Cell(
-                outcome, row[11], row[10], row[17], rel, tree
-            )
-        epoch_outcomes: dict[tuple[str, str], dict[str, tuple[EpochOutcome, ...]]] = {}
-        for (tree, dataset, question, name), files in later.items():
-            q = self.datasets.get(dataset, question)
-            if q is None or q.mcq is None or q.mcq.answer is None:
-                continue  # an open question's epochs are not measured
-            first = firsts.get((tree, dataset, question, name))
-            chain = [first] if first is not None else []
-            # Up to the first missing or unreadable epoch, as `kag stats` counts them.
-            while chain and (outcome := files.get(len(chain) + 1)) is not None:
-                chain.append(outcome)
-            epoch_outcomes.setdefault((name, dataset), {})[question] = tuple(chain)
-            if len(chain) > 1:
-                epochs[(dataset, question, name)] = (sum(o.correct for o in chain), len(chain))
-        unreadable.sort(key=lambda u: u.path)
-        ds = self.datasets
-        any_open = any(q.open is not None for q in ds.iter_questions())
-        run = GradeRun(
-            tallies={key: tallies[key].freeze() for key in sorted(tallies)},
-            datasets=len(ds.datasets),
-            scorable_questions=ds.scorable_questions,
-            skipped_files=skipped,
-            ignored_files=ignored,
-            unreadable=tuple(unreadable),
-            records=None,  # made when a page needs them (View.records)
-            scorable_open_questions=sum(1 for q in ds.iter_questions() if q.open is not None)
-            if any_open
-            else None,
-            extract=self.index.extract,
-            evidence={k: {q: evidence[k][q] for q in sorted(evidence[k])} for k in sorted(evidence)}
-            if ds.has_evidence
-            else None,
-            epochs={
-                key: {q: epoch_outcomes[key][q] for q in sorted(epoch_outcomes[key])}
-                for key in sorted(epoch_outcomes)
-            },
-        )
+            builder.add_first(db.execute(_COLUMNS + " WHERE epoch = 1"))
+        run = builder.run()
         summary = summarize(run)
         if self.prices is not None:
+            labels = {t.root: t.label for t in self.index.trees}
             summary = replace(summary, costs=price_records(self._read_records(labels), self.prices))
         return Snapshot(
             run,
             summary,
             tuple(sorted({name for name, _ in run.tallies})),
-            grid,
-            sorted(grid, key=question_sort_key),
-            epochs,
+            builder.grid,
+            sorted(builder.grid, key=question_sort_key),
+            builder.epochs,
         )
 
     def records(self) -> tuple[GradedFile, ...]:
@@ -387,9 +315,7 @@ class View:
             return None
         q = self.datasets.get(dataset, question)
         rows = self.index.db.execute(
-            "SELECT tree, rel, setup, gen_ns, ctx_len, ret_ns, vertices, relationships, properties, "
-            "prompt_tokens, completion_tokens, model, provider FROM files "
-            "WHERE dataset=? AND question=? AND epoch=1",
+            "SELECT tree, rel, vertices, detail FROM files WHERE dataset=? AND question=? AND epoch=1",
             (dataset, question),
         ).fetchall()
         by_rel = {(r[0], r[1]): r for r in rows}
@@ -407,18 +333,19 @@ class View:
                 if (dataset, question, name) in snap.epochs
                 else None,
             }
-            if r is not None:
+            if r is not None and r[3] is not None:
+                d = unpack_detail(r[3])
                 entry.update(
-                    generation_secs=r[3] / 1e9 if r[3] is not None else None,
-                    context_length=r[4],
-                    retrieval_secs=r[5] / 1e9 if r[5] is not None else None,
-                    vertices=r[6],
-                    relationships=r[7],
-                    properties=r[8],
-                    prompt_tokens=r[9],
-                    completion_tokens=r[10],
-                    model=r[11],
-                    provider=r[12],
+                    generation_secs=d.generation_ns / 1e9 if d.generation_ns is not None else None,
+                    context_length=d.context_length,
+                    retrieval_secs=d.retrieval_ns / 1e9 if d.retrieval_ns is not None else None,
+                    vertices=r[2],
+                    relationships=d.relationships,
+                    properties=d.properties,
+                    prompt_tokens=d.prompt_tokens,
+                    completion_tokens=d.completion_tokens,
+                    model=d.model,
+                    provider=d.provider,
                 )
             try:
                 result = parse_result(read_result_bytes(path))
@@ -464,6 +391,124 @@ class View:
         return {"judge": found.judge, "verdict": found.verdict, "reason": found.reason}
 
 
+class _Builder:
+    """The parts of a snapshot, made from index rows (the columns of :data:`_COLUMNS`): the
+    later epochs' rows of a question before its epoch 1's."""
+
+    def __init__(self, index: Index, counting: bool) -> None:
+        self.index = index
+        self.counting = counting  # the tallies made here, not by the scan's workers
+        self.labels = {t.root: t.label for t in index.trees}
+        self.with_extract = index.extract is not None
+        self.tallies: dict[tuple[str, str], Tally] = {}
+        self.grid: dict[tuple[str, str], dict[str, Cell]] = {}
+        self.epochs: dict[tuple[str, str, str], tuple[int, int]] = {}
+        self.skipped = self.ignored = 0
+        self.unreadable: list[Unreadable] = []
+        self.evidence: dict[tuple[str, str], dict[str, EvidenceRecord]] = {}
+        self.later: dict[tuple[str, str, str, str], dict[int, EpochOutcome | None]] = {}
+        self.firsts: dict[tuple[str, str, str, str], EpochOutcome] = {}
+
+    def add_part(self, rows: list[tuple[Any, ...]]) -> None:
+        """Rows as a scan stores them, each question's all in one part."""
+        self.add_later(row for row in rows if row[5] != 1 and row[6] in (GRADED, UNREADABLE))
+        self.add_first(row for row in rows if row[5] == 1)
+
+    def add_later(self, rows: Iterable[tuple[Any, ...]]) -> None:
+        labels, later, with_extract = self.labels, self.later, self.with_extract
+        for row in rows:
+            tree, _, dataset, question, setup, epoch, kind = row[:7]
+            name = setup_name(labels.get(tree, ""), setup)
+            later.setdefault((tree, dataset, question, name), {})[epoch] = (
+                _epoch_outcome(row, with_extract) if kind == GRADED else None
+            )
+
+    def add_first(self, rows: Iterable[tuple[Any, ...]]) -> None:
+        labels, later, grid, tallies = self.labels, self.later, self.grid, self.tallies
+        counting = self.counting
+        for row in rows:
+            tree, rel, dataset, question, setup, _, kind = row[:7]
+            if kind == IGNORED:
+                self.ignored += 1
+                continue
+            if kind == SKIPPED:
+                self.skipped += 1
+                continue
+            if kind == UNREADABLE:
+                self.unreadable.append(Unreadable(os.path.join(tree, rel), row[13] or ""))
+                continue
+            name = setup_name(labels.get(tree, ""), setup)
+            outcome = row[9]
+            if counting:
+                tally = tallies.get((name, dataset))
+                if tally is None:
+                    tally = tallies[(name, dataset)] = Tally()
+                if kind == OPEN:
+                    d = unpack_detail(row[16])
+                    tally.add_open(d.open_exact or 0.0, d.open_f1 or 0.0, outcome == Outcome.ERR.value)
+                else:
+                    tally.add(_graded(row, name))
+            if kind == OPEN:
+                continue
+            if later and (tree, dataset, question, name) in later:
+                self.firsts[(tree, dataset, question, name)] = _epoch_outcome(row, self.with_extract)
+            if row[15] is not None:
+                found = EvidenceRecord(tuple(c == "1" for c in row[15]), outcome == Outcome.OK.value)
+                self.evidence.setdefault((name, dataset), {})[question] = found
+            grid.setdefault((dataset, question), {})[name] = Cell(
+                outcome, row[11], row[10], row[14], rel, tree
+            )
+
+    def run(self) -> GradeRun:
+        """The `kag stats` run of the rows added."""
+        tallies = self.tallies
+        # The tallies the workers made while the scan read every file, else made here.
+        counted = self.index.tallies
+        if not self.counting and counted is not None:
+            for (tree, setup, dataset), part in counted.items():  # the trees in order
+                name = setup_name(self.labels.get(tree, ""), setup)
+                if (name, dataset) not in tallies:
+                    tallies[(name, dataset)] = Tally()
+                tallies[(name, dataset)].merge(part)
+        epoch_outcomes: dict[tuple[str, str], dict[str, tuple[EpochOutcome, ...]]] = {}
+        ds = self.index.datasets
+        for (tree, dataset, question, name), files in self.later.items():
+            q = ds.get(dataset, question)
+            if q is None or q.mcq is None or q.mcq.answer is None:
+                continue  # an open question's epochs are not measured
+            first = self.firsts.get((tree, dataset, question, name))
+            chain = [first] if first is not None else []
+            # Up to the first missing or unreadable epoch, as `kag stats` counts them.
+            while chain and (outcome := files.get(len(chain) + 1)) is not None:
+                chain.append(outcome)
+            epoch_outcomes.setdefault((name, dataset), {})[question] = tuple(chain)
+            if len(chain) > 1:
+                self.epochs[(dataset, question, name)] = (sum(o.correct for o in chain), len(chain))
+        self.unreadable.sort(key=lambda u: u.path)
+        evidence = self.evidence
+        any_open = any(q.open is not None for q in ds.iter_questions())
+        return GradeRun(
+            tallies={key: tallies[key].freeze() for key in sorted(tallies)},
+            datasets=len(ds.datasets),
+            scorable_questions=ds.scorable_questions,
+            skipped_files=self.skipped,
+            ignored_files=self.ignored,
+            unreadable=tuple(self.unreadable),
+            records=None,  # made when a page needs them (View.records)
+            scorable_open_questions=sum(1 for q in ds.iter_questions() if q.open is not None)
+            if any_open
+            else None,
+            extract=self.index.extract,
+            evidence={k: {q: evidence[k][q] for q in sorted(evidence[k])} for k in sorted(evidence)}
+            if ds.has_evidence
+            else None,
+            epochs={
+                key: {q: epoch_outcomes[key][q] for q in sorted(epoch_outcomes[key])}
+                for key in sorted(epoch_outcomes)
+            },
+        )
+
+
 def _one(params: Mapping[str, Sequence[str]], name: str) -> str | None:
     values = params.get(name)
     return values[-1] if values and values[-1] != "" else None
@@ -482,29 +527,32 @@ def _norm(c: Cell) -> str:
 
 
 def _graded(row: tuple[Any, ...], name: str) -> GradedFile:
-    """The per-file record of an index row (the columns :meth:`View._build` selects, by
-    position): what `kag stats` builds for the same file."""
-    ret_ns, provider, prompt_tokens, completion_tokens = row[16], row[20], row[26], row[27]
+    """The per-file record of an index row (the columns of :data:`_COLUMNS`, by position):
+    what `kag stats` builds for the same file."""
+    d = unpack_detail(row[16])
     config = None
-    if provider is not None:
-        ag = AugmentedGeneration(row[24], row[25]) if row[24] is not None else None
-        config = ModelConfig(provider, row[21], row[22], row[23], ag)
+    if d.provider is not None:
+        ag = AugmentedGeneration(d.retriever, d.database) if d.retriever is not None else None  # type: ignore[arg-type]
+        config = ModelConfig(d.provider, d.model, d.temperature, d.max_tokens, ag)  # type: ignore[arg-type]
     extracted = row[10]
+    ret_ns = d.retrieval_ns
     return GradedFile(
         row[2],
         row[3],
         name,
-        _OUTCOME[row[7]],
+        _OUTCOME[row[9]],
         row[11],
-        bool(row[8]),
-        bool(row[9]),
-        row[14],
-        row[15],
-        RetrievalSample(ret_ns, row[17], row[18], row[19]) if ret_ns is not None else None,
+        bool(d.abstained),
+        bool(d.non_option),
+        d.generation_ns,
+        d.context_length,
+        RetrievalSample(ret_ns, row[14], d.relationships, d.properties)  # type: ignore[arg-type]
+        if ret_ns is not None
+        else None,
         row[12],
         config,
-        Usage(prompt_tokens, completion_tokens)
-        if prompt_tokens is not None or completion_tokens is not None
+        Usage(d.prompt_tokens, d.completion_tokens)
+        if d.prompt_tokens is not None or d.completion_tokens is not None
         else None,
         _OUTCOME[extracted] if extracted is not None else None,
     )
@@ -514,8 +562,9 @@ def _epoch_outcome(row: tuple[Any, ...], with_extract: bool) -> EpochOutcome:
     """What one graded file of an index row gives the epoch measures: its grade, its answer
     (the head kept for the grid, or for a longer one :func:`kag.view.index.answer_vote`),
     and with ``--extract`` the extracted grade and key."""
-    extracted = EpochOutcome(row[10] == Outcome.OK.value, row[32]) if with_extract else None
-    return EpochOutcome(row[7] == Outcome.OK.value, row[31] if row[31] is not None else row[11], extracted)
+    d = unpack_detail(row[16])
+    extracted = EpochOutcome(row[10] == Outcome.OK.value, d.extracted_key) if with_extract else None
+    return EpochOutcome(row[9] == Outcome.OK.value, d.vote if d.vote is not None else row[11], extracted)
 
 
 def _answers(records: Sequence[GradedFile], datasets: Datasets) -> list[GradedFile]:

@@ -146,9 +146,12 @@ def test_stats_find_and_the_judge_listing_pass_over_the_records(ran: Path) -> No
 
 
 def test_the_view_index_walk_passes_over_the_records(ran: Path) -> None:
-    from kag.view.index import _walk
+    from kag.view.walk import iter_entries, iter_top, list_folder
 
-    walked = [rel for rel, *_ in _walk(str(ran / "out"), "")]
+    walked = []
+    for rel, _, question, entry in iter_top(str(ran / "out")):
+        folder = list_folder(entry.path, []) if question else None
+        walked += [e[0] for e in iter_entries(folder, rel, "")] if folder is not None else [rel]
     assert len(walked) == 8 and not any(".kag" in rel for rel in walked)
 
 

@@ -93,13 +93,12 @@ def write_verdicts(datasets: Path, tree: Path) -> Path:
 def open_view(datasets: Path, tree: Path, index: Path, prefix: str = "", config: Path | None = None) -> View:
     """The view of ``tree``; with ``config``, showing the verdicts of :data:`JUDGE`."""
     idx = Index(index, load_datasets(datasets), [Tree("", str(tree.resolve()))], prefix, None)
-    idx.scan()
     verdicts = None
     if config is not None:
         from kag.view.verdicts import VerdictReader
 
         verdicts = VerdictReader(*JUDGE, config, None)
-    return View(idx, verdicts)
+    return View(idx, verdicts, scan=True)
 
 
 @contextmanager

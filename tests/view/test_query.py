@@ -177,3 +177,19 @@ def test_the_grid_s_kept_selections_follow_a_rescan(tmp_path: Path) -> None:
     view.reload()
     after = [r["question"] for r in view.questions(flip)["rows"]]
     assert "q2" in before and after == [q for q in before if q != "q2"]
+
+
+@pytest.mark.parametrize("extract", [None, "letter"])
+def test_the_snapshot_made_as_the_scan_reads_equals_the_one_read_back(
+    tmp_path: Path, extract: str | None
+) -> None:
+    datasets, tree = _epoch_tree(tmp_path)
+    (tree / "med" / "q0" / "notes.txt").write_text("ignored")
+    index = Index(tmp_path / "index.sqlite", load_datasets(datasets), [Tree("", str(tree))], "", extract)
+    scanned = View(index, scan=True)
+    assert scanned.stats is not None and scanned.stats.read > 0
+    index.tallies = None  # counted again from the rows read back
+    read_back = View(index)
+    for name in ("run", "summary", "setups", "grid", "order", "epochs"):
+        assert getattr(scanned.snapshot, name) == getattr(read_back.snapshot, name), name
+    assert scanned.snapshot.run.ignored_files == 1 and scanned.snapshot.epochs

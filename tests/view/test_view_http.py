@@ -180,6 +180,29 @@ def test_export_writes_pages_and_refuses_past_the_limit(tree: tuple[Path, Path],
         export(view, tmp_path / "big", "t", {}, 3)
 
 
+def test_an_export_into_an_earlier_one_removes_only_the_pages_it_wrote(
+    tree: tuple[Path, Path], tmp_path: Path
+) -> None:
+    from kag.errors import UsageError
+
+    view = open_view(*tree, tmp_path / "index.sqlite")
+    out = tmp_path / "site"
+    assert export(view, out, "t", {}, 10) == 8
+    (out / "notes.txt").write_text("mine")
+    (out / "q" / "000099.html").write_text("mine too")
+    assert export(view, out, "t", {"flip": ["native,kag"]}, 10) == 3
+    pages = sorted(p.name for p in (out / "q").iterdir())
+    assert pages == ["000001.html", "000002.html", "000003.html", "000099.html"]
+    assert (out / "notes.txt").read_text() == "mine"
+    assert len(json.loads((out / "data.json").read_text())["details"]) == 3
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "thesis.tex").write_text("x")
+    with pytest.raises(UsageError, match=rf"{other}: not empty and not an earlier export"):
+        export(view, other, "t", {}, 10)
+    assert os.listdir(other) == ["thesis.tex"]
+
+
 def test_the_export_command_takes_the_grid_s_filters(tree: tuple[Path, Path], tmp_path: Path) -> None:
     datasets, root = tree
     view = open_view(datasets, root, tmp_path / "index.sqlite")
@@ -264,8 +287,6 @@ def test_worker_processes_index_the_same_rows(
 
     datasets, root = tree
     alone = open_view(datasets, root, tmp_path / "one.sqlite")
-    monkeypatch.setattr(index_module, "POOL_FROM", 1)
-    monkeypatch.setattr(index_module, "CHUNK_FILES", 3)
     monkeypatch.setattr(index_module, "POOL_FOLDERS", 1)
     monkeypatch.setattr(index_module, "CHUNK_FOLDERS", 2)
     pooled = open_view(datasets, root, tmp_path / "pool.sqlite")

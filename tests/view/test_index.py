@@ -1,0 +1,154 @@
+"""The index (kag/view/index.py): a rescan, shared among worker processes or not, leaves the
+rows a first build of the changed tree would make; a folder it cannot list is a warning."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+import kag.view.index as index_module
+from kag.datasets import load_datasets
+from kag.results import epoch_result_path, result_path, write_result
+from kag.view.index import Index, Tree
+from tests.result_helpers import ok_result
+from tests.view.helpers import make_tree
+
+ROWS = "SELECT * FROM files ORDER BY rel"
+
+
+def _index(path: Path, datasets: Path, tree: Path) -> Index:
+    return Index(path, load_datasets(datasets), [Tree("", str(tree))], "", None)
+
+
+def _change(tree: Path) -> None:
+    """Every kind of change a rescan must see."""
+    q2 = result_path(tree, "med", "q2", "", "native")
+    size, mtime = q2.stat().st_size, q2.stat().st_mtime_ns
+    q2.write_text(q2.read_text().replace('"B"', '"A"'))  # rewritten in place, the same size
+    assert q2.stat().st_size == size
+    os.utime(q2, ns=(mtime + 10**9, mtime + 10**9))
+    os.remove(result_path(tree, "med", "q4", "", "kag"))  # a file gone
+    write_result(result_path(tree, "med", "q5", "", "gpt"), ok_result("A"))  # a new file
+    write_result(epoch_result_path(tree, "med", "q6", "", "kag", 2), ok_result("B"))  # a new epoch
+    shutil.rmtree(tree / "med" / "q7")  # a question folder gone
+    write_result(result_path(tree, "med", "noanswer", "", "kag"), ok_result("A"))
+    (tree / "med" / "q3" / "notes.txt").unlink()  # an ignored file gone, another new
+    (tree / "med" / "stray.json").write_text("{}")
+
+
+@pytest.mark.parametrize("pooled", [False, True])
+def test_a_rescan_leaves_the_rows_of_a_first_build(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pooled: bool
+) -> None:
+    datasets, tree = make_tree(tmp_path)
+    if pooled:  # every folder listed, and every change seen, by a worker process
+        monkeypatch.setattr(index_module, "POOL_FOLDERS", 1)
+        monkeypatch.setattr(index_module, "CHUNK_FOLDERS", 2)
+    index = _index(tmp_path / "index.sqlite", datasets, tree)
+    first = index.scan()
+    again = index.scan()
+    assert (again.seen, again.read, again.removed) == (first.seen, 0, 0)
+    _change(tree)
+    stats = index.scan()
+    fresh = _index(tmp_path / "fresh.sqlite", datasets, tree)
+    fresh.scan()
+    assert index.db.execute(ROWS).fetchall() == fresh.db.execute(ROWS).fetchall()
+    # Read again: the rewritten file, the new result files; removed: q4's, q7's two, notes.txt.
+    assert (stats.read, stats.removed) == (4, 4)
+    assert index.scan().read == 0
+
+
+@contextmanager
+def _as_nobody() -> Iterator[None]:
+    """Run as the user nobody when the tests run as root (who lists any folder)."""
+    if os.geteuid() != 0:
+        yield
+        return
+    os.setegid(65534)
+    os.seteuid(65534)
+    try:
+        yield
+    finally:
+        os.seteuid(0)
+        os.setegid(0)
+
+
+@pytest.mark.parametrize("pooled", [False, True])
+def test_an_unlistable_epochs_folder_keeps_epoch_1_and_is_a_warning(
+    monkeypatch: pytest.MonkeyPatch, pooled: bool
+) -> None:
+    # Imported while Python's own files (below /root, mode 0700) can still be read.
+    import multiprocessing.connection
+    import multiprocessing.popen_fork  # noqa: F401
+
+    import kag.workers  # noqa: F401
+
+    if pooled:
+        monkeypatch.setattr(index_module, "POOL_FOLDERS", 1)
+    top = Path(tempfile.mkdtemp(prefix="kag-view-index-"))
+    try:
+        top.chmod(0o777)
+        datasets, tree = make_tree(top)
+        epochs = tree / "med" / "q1" / "epochs"
+        epochs.chmod(0)
+        with _as_nobody():
+            index = _index(top / "index.sqlite", datasets, tree)
+            first = index.scan()
+            rels = [r for (r,) in index.db.execute("SELECT rel FROM files WHERE question='q1'")]
+            again = index.scan()
+            index.close()
+        assert first.warnings == again.warnings == (f"{epochs}: cannot list the epochs folder",)
+        assert sorted(rels) == ["med/q1/kag.json", "med/q1/native.json"]
+        assert (again.read, again.removed) == (0, 0)
+    finally:
+        (tree / "med" / "q1" / "epochs").chmod(0o755)
+        shutil.rmtree(top)
+
+
+def test_numbers_past_64_bits_are_kept_exactly(tmp_path: Path) -> None:
+    import orjson
+    from typer.testing import CliRunner
+
+    from kag.cli import app
+    from kag.render.view import overview
+    from tests.view.helpers import open_view
+
+    datasets, tree = make_tree(tmp_path)
+    huge = 2**64 - 1  # seconds: nanoseconds past 64 bits, which SQLite and orjson cannot hold
+    result_path(tree, "med", "q1", "", "native").write_text(
+        f'{{"ok": {{"result": "A", "stats": {{"time": {{"secs": {huge}, "nanos": 1}}, '
+        f'"usage": {{"prompt_tokens": {huge}, "completion_tokens": 1}}}}}}}}'
+    )
+    view = open_view(datasets, tree, tmp_path / "index.sqlite")
+    stats = CliRunner().invoke(app, ["stats", "-d", str(datasets), "-r", str(tree), "--format", "json"])
+    assert stats.exit_code == 0, stats.output
+    assert overview(view, None)["stats"] == orjson.loads(stats.stdout)
+    detail = view.question("med", "q1")
+    assert detail is not None
+    native = next(s for s in detail["setups"] if s["setup"] == "native")
+    assert native["prompt_tokens"] == huge and native["generation_secs"] == pytest.approx(huge)
+
+
+def test_a_rescan_from_another_thread_leaves_the_rows_of_a_first_build(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    monkeypatch.setattr(index_module, "POOL_FOLDERS", 1)
+    datasets, tree = make_tree(tmp_path)
+    index = _index(tmp_path / "index.sqlite", datasets, tree)
+    index.scan()
+    _change(tree)
+    found: list[object] = []
+    thread = threading.Thread(target=lambda: found.append(index.scan()))  # as the server reloads
+    thread.start()
+    thread.join()
+    fresh = _index(tmp_path / "fresh.sqlite", datasets, tree)
+    fresh.scan()
+    assert len(found) == 1 and index.db.execute(ROWS).fetchall() == fresh.db.execute(ROWS).fetchall()
