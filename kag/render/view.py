@@ -26,6 +26,7 @@ from kag.grading.mcq.summary import small_samples
 from kag.render.compare import comparison_run_to_json
 from kag.render.stats import summary_to_json
 from kag.render.templating import environment
+from kag.results.io import write_atomic
 from kag.view.graph import Graph, build_graph
 from kag.view.query import View
 from kag.view.server import Reply
@@ -268,18 +269,23 @@ def export(view: View, out: Path, title: str, params: dict[str, list[str]], limi
 
     earlier = _earlier_export(out)
     written = ["index.html", "questions.html", "data.json", *names.values()]
+
+    def put(name: str, content: bytes) -> None:
+        # Below ``out`` no link is followed: a link planted at a folder is refused
+        # (LinkInTree), one at a file's name is replaced, never written through.
+        write_atomic(out / name, (content,), root=out, mode=0o644)
+
     try:
-        (out / "q").mkdir(parents=True, exist_ok=True)
-        (out / "static").mkdir(exist_ok=True)
         # Listed before they are written: an export stopped half way still knows its files.
-        _write_manifest(out, sorted({*earlier, *written}))
+        put(EXPORT_MANIFEST, orjson.dumps({"files": sorted({*earlier, *written})}))
         for name, content in static_files().items():
             if name.endswith(".css"):
-                (out / "static" / name).write_bytes(content)
+                put(f"static/{name}", content)
                 written.append(f"static/{name}")
         data = {**first, "rows": rows, "page": 1, "pages": 1, "page_size": len(rows)}
         info = overview(view, None)
-        (out / "index.html").write_text(
+        put(
+            "index.html",
             render_page(
                 "view_overview.j2",
                 title,
@@ -288,11 +294,11 @@ def export(view: View, out: Path, title: str, params: dict[str, list[str]], limi
                 **info,
                 baseline=None,
                 priced=view.prices is not None,
-            ),
-            "utf-8",
+            ).encode(),
         )
-        (out / "questions.html").write_text(
-            render_page("view_questions.j2", title, link, EXPORT_CSP, data=data, params={}), "utf-8"
+        put(
+            "questions.html",
+            render_page("view_questions.j2", title, link, EXPORT_CSP, data=data, params={}).encode(),
         )
         details = {}
         for (dataset, question), name in names.items():
@@ -301,16 +307,18 @@ def export(view: View, out: Path, title: str, params: dict[str, list[str]], limi
                 written.remove(name)
                 continue
             details[f"{dataset}/{question}"] = detail
-            (out / name).write_text(
-                render_page("view_question.j2", title, sub_link, EXPORT_CSP, **question_context(detail)),
-                "utf-8",
+            put(
+                name,
+                render_page(
+                    "view_question.j2", title, sub_link, EXPORT_CSP, **question_context(detail)
+                ).encode(),
             )
-        (out / "data.json").write_bytes(_json({"setups": info, "questions": data, "details": details}))
+        put("data.json", _json({"setups": info, "questions": data, "details": details}))
         for name in set(earlier) - set(written):  # the pages of questions no longer selected
             path = out / name
             if _PAGE.fullmatch(name) and stat.S_ISREG(os.lstat(path).st_mode):
                 path.unlink()
-        _write_manifest(out, sorted(written))
+        put(EXPORT_MANIFEST, orjson.dumps({"files": sorted(written)}))
     except OSError as exc:
         raise InputError(f"{out}: cannot write the export: {exc.strerror or exc}") from None
     return len(names)
@@ -348,7 +356,3 @@ def _earlier_export(out: Path) -> list[str]:
     if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
         raise refused
     return files
-
-
-def _write_manifest(out: Path, files: list[str]) -> None:
-    (out / EXPORT_MANIFEST).write_bytes(orjson.dumps({"files": files}))

@@ -203,6 +203,36 @@ def test_an_export_into_an_earlier_one_removes_only_the_pages_it_wrote(
     assert os.listdir(other) == ["thesis.tex"]
 
 
+def test_an_export_never_writes_through_a_link_planted_in_its_folder(
+    tree: tuple[Path, Path], tmp_path: Path
+) -> None:
+    from kag.errors import InputError
+
+    view = open_view(*tree, tmp_path / "index.sqlite")
+    out = tmp_path / "site"
+    assert export(view, out, "t", {}, 10) == 8
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep")
+    for name in ("q/000001.html", "index.html", "data.json", ".kag-view-export.json"):
+        if name != ".kag-view-export.json":
+            (out / name).unlink()
+            (out / name).symlink_to(victim)
+    assert export(view, out, "t", {}, 10) == 8
+    assert victim.read_text() == "keep"
+    for name in ("q/000001.html", "index.html", "data.json"):
+        assert not (out / name).is_symlink() and (out / name).stat().st_size > 0
+    # A link where a folder of the export belongs is refused, naming it; nothing lands there.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    for page in (out / "q").iterdir():
+        page.unlink()
+    (out / "q").rmdir()
+    (out / "q").symlink_to(elsewhere)
+    with pytest.raises(InputError, match=r"site/q: a symbolic link"):
+        export(view, out, "t", {}, 10)
+    assert os.listdir(elsewhere) == []
+
+
 def test_the_export_command_takes_the_grid_s_filters(tree: tuple[Path, Path], tmp_path: Path) -> None:
     datasets, root = tree
     view = open_view(datasets, root, tmp_path / "index.sqlite")
