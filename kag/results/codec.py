@@ -387,6 +387,25 @@ _BOM = b"\xef\xbb\xbf"
 _simd_parser: simdjson.Parser | None = None
 
 
+def simd_result_object(data: bytes) -> simdjson.Object | None:
+    """The document ``data`` parsed by simdjson when it is an object of one key (the shape
+    of every result file), else None (not one, or not sure: a byte order mark, which
+    simdjson accepts and orjson refuses, or a document simdjson refuses). The object is a
+    proxy into the one parser's buffer: it must die before the next call."""
+    global _simd_parser
+    if data.startswith(_BOM):
+        return None
+    if _simd_parser is None:
+        _simd_parser = simdjson.Parser()
+    try:
+        doc = _simd_parser.parse(data)
+    except (ValueError, RuntimeError):  # UnicodeDecodeError is a ValueError
+        return None
+    if type(doc) is not simdjson.Object or len(doc) != 1:
+        return None
+    return doc
+
+
 def simd_response(data: bytes) -> str | ErrorResult | None:
     """The two well-formed shapes read through simdjson, which validates the whole
     document (syntax, UTF-8, numbers) without building a Python object for anything but
@@ -400,16 +419,8 @@ def simd_response(data: bytes) -> str | ErrorResult | None:
     simdjson requires before the next parse (a leaked one makes it refuse, and orjson
     takes over).
     """
-    global _simd_parser
-    if data.startswith(_BOM):
-        return None
-    if _simd_parser is None:
-        _simd_parser = simdjson.Parser()
-    try:
-        doc = _simd_parser.parse(data)
-    except (ValueError, RuntimeError):  # UnicodeDecodeError is a ValueError
-        return None
-    if type(doc) is not simdjson.Object or len(doc) != 1:
+    doc = simd_result_object(data)
+    if doc is None:
         return None
     ok = doc.get("ok")
     if type(ok) is simdjson.Object:

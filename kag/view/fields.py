@@ -17,11 +17,7 @@ from typing import Any
 
 import simdjson
 
-from kag.results.codec import GradingFields, grading_fields, parse_grading_fields
-
-_BOM = b"\xef\xbb\xbf"
-_parser: simdjson.Parser | None = None
-
+from kag.results.codec import GradingFields, grading_fields, parse_grading_fields, simd_result_object
 
 # From this size on simdjson is the faster reader (a KAG file with its embedding); below
 # it, the cost of its calls from Python outweighs what it saves on a short file.
@@ -48,16 +44,8 @@ def simd_grading_fields(data: bytes, retrieval_text: bool) -> GradingFields:
 def _skeleton(data: bytes, retrieval_text: bool) -> dict[str, Any] | None:
     """What grading reads of a well-formed result file, as plain values (None: not sure).
     The parser's proxies die with this call, as simdjson requires before its next parse."""
-    global _parser
-    if data.startswith(_BOM):
-        return None
-    if _parser is None:
-        _parser = simdjson.Parser()
-    try:
-        doc = _parser.parse(data)
-    except (ValueError, RuntimeError):  # UnicodeDecodeError is a ValueError
-        return None
-    if type(doc) is not simdjson.Object or len(doc) != 1:
+    doc = simd_result_object(data)
+    if doc is None:
         return None
     error = doc.get("error")
     if error is not None:
