@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
-from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from kag.datasets import name_problem
 from kag.errors import ConfigError, toml_type_name
@@ -44,10 +43,15 @@ from kag.generation.settings import (
 from kag.generation.templates import (
     DEFAULT_TEMPLATE,
     TOO_DEEP,
+    TOO_LARGE,
     PromptTemplate,
+    TemplateWorkError,
+    bound_loops,
     check_no_internals,
     compile_template,
     internals_message,
+    new_environment,
+    render_bounded,
 )
 from kag.results import AugmentedGeneration, ModelConfig
 from kag.textfile import read_text_file
@@ -193,21 +197,28 @@ def render_file(path: str | Path, what: str = "configuration file") -> str:
     def env_helper(name: str) -> str:
         return os.environ.get(str(name), "")
 
-    environment = ImmutableSandboxedEnvironment(
-        undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True
-    )
+    # The prompt templates' bounded sandbox: a hostile file's loops, calls and values are
+    # bounded as a prompt's are (kag.generation.templates).
+    environment = new_environment(keep_trailing_newline=True)
     environment.globals.update(file=file_helper, env=env_helper)
     try:
-        check_no_internals(environment.parse(raw), str(path))
-        template = environment.from_string(raw)
+        ast = environment.parse(raw)
+        check_no_internals(ast, str(path))
+        template = environment.from_string(bound_loops(ast))
     except jinja2.TemplateSyntaxError as exc:
         raise ConfigError(f"{path}: line {exc.lineno}: template syntax error: {exc.message}") from None
-    except (RecursionError, SyntaxError, MemoryError):
+    except (MemoryError, OverflowError):
+        raise ConfigError(f"{path}: {TOO_LARGE}") from None
+    except (RecursionError, SyntaxError):
         # See compile_template: Jinja recurses per nesting level, Python's compiler gives up
         # on the generated code past ~100 nested blocks.
         raise ConfigError(f"{path}: {TOO_DEEP}") from None
     try:
-        return template.render()
+        return render_bounded(template, {})
+    except TemplateWorkError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    except (MemoryError, OverflowError):
+        raise ConfigError(f"{path}: {TOO_LARGE}") from None
     except RecursionError:
         raise ConfigError(f"{path}: {TOO_DEEP}") from None
     except jinja2.exceptions.SecurityError as exc:

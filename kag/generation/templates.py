@@ -151,11 +151,15 @@ class _BoundedSandbox(ImmutableSandboxedEnvironment):
             yield item
 
 
-def _new_environment() -> _BoundedSandbox:
+def new_environment(*, keep_trailing_newline: bool = False) -> _BoundedSandbox:
+    """A bounded sandbox (:class:`_BoundedSandbox`, filters bounded, no ``lipsum``): the
+    prompt templates' (one trailing newline dropped), or the configuration file's
+    (``keep_trailing_newline``). A template it compiles must go through :func:`bound_loops`
+    and be rendered by :func:`render_bounded` for its work to be bounded."""
     environment = _BoundedSandbox(
         undefined=jinja2.StrictUndefined,
         autoescape=False,
-        keep_trailing_newline=False,
+        keep_trailing_newline=keep_trailing_newline,
         auto_reload=False,
     )
     environment.globals.pop("lipsum", None)
@@ -163,10 +167,10 @@ def _new_environment() -> _BoundedSandbox:
     return environment
 
 
-_ENV = _new_environment()
+_ENV = new_environment()
 
 
-def _bound_loops(ast: jinja2.nodes.Template) -> jinja2.nodes.Template:
+def bound_loops(ast: jinja2.nodes.Template) -> jinja2.nodes.Template:
     """``ast`` with the iterable of every ``for`` loop passed through `_BoundedSandbox.bounded_iter`."""
     for loop in ast.find_all(jinja2.nodes.For):
         loop.iter = jinja2.nodes.Call(
@@ -195,9 +199,8 @@ class PromptTemplate:
     def render(self, variables: Mapping[str, str]) -> str:
         """Render with ``variables``; raises PromptRenderError naming the origin."""
         assert self.compiled is not None
-        token = _STEPS.set([MAX_STEPS])
         try:
-            return _join_bounded(self.compiled.generate(variables))
+            return render_bounded(self.compiled, variables)
         except TemplateWorkError as exc:
             raise PromptRenderError(f"{self.origin}: {exc}") from None
         except (MemoryError, OverflowError):
@@ -212,8 +215,17 @@ class PromptTemplate:
             raise PromptRenderError(f"{self.origin}: {exc}") from None
         except Exception as exc:  # noqa: BLE001 - a filter raising on a value (e.g. int('x'))
             raise PromptRenderError(f"{self.origin}: {type(exc).__name__}: {exc}") from None
-        finally:
-            _STEPS.reset(token)
+
+
+def render_bounded(compiled: jinja2.Template, variables: Mapping[str, Any]) -> str:
+    """Render ``compiled`` (made by :func:`new_environment` from :func:`bound_loops`' tree)
+    in at most :data:`MAX_STEPS` steps and :data:`MAX_SIZE` characters; TemplateWorkError
+    past either, what the template raises otherwise."""
+    token = _STEPS.set([MAX_STEPS])
+    try:
+        return _join_bounded(compiled.generate(variables))
+    finally:
+        _STEPS.reset(token)
 
 
 def _join_bounded(pieces: Iterator[str]) -> str:
@@ -242,7 +254,7 @@ def compile_template(
         ast = _ENV.parse(source)
         check_no_internals(ast, origin)
         used = frozenset(jinja2.meta.find_undeclared_variables(ast))
-        compiled = _ENV.from_string(_bound_loops(ast))
+        compiled = _ENV.from_string(bound_loops(ast))
     except jinja2.TemplateSyntaxError as exc:
         raise ConfigError(f"{origin}: template syntax error at line {exc.lineno}: {exc.message}") from None
     except (MemoryError, OverflowError):

@@ -4,6 +4,7 @@ fingerprints. Real files from the Rust tool's users where they exist (med-kag)."
 from __future__ import annotations
 
 import logging
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -571,6 +572,39 @@ def test_deeply_nested_templates_and_toml_are_config_errors(tmp_path: Path) -> N
     path = write(tmp_path / "deep.toml", "a = " + "[" * 100_000)
     with pytest.raises(ConfigError, match=f"^{path}: not valid TOML: arrays or tables nested too deeply"):
         load_config(path)
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        # 10^15 iterations: bounded by steps, not by time.
+        (
+            (
+                "{% for a in range(100000) %}{% for b in range(100000) %}{% for c in range(100000) %}"
+                "{% endfor %}{% endfor %}{% endfor %}"
+            ),
+            "takes more than 250,000 steps",
+        ),
+        (
+            "{% macro m(n) %}{% if n %}{{ m(n - 1) }}{{ m(n - 1) }}{% endif %}{% endmacro %}{{ m(40) }}",
+            "takes more than 250,000 steps",
+        ),
+        ("x = '{{ 'x' * 2000000000 }}'", "computes a value too large to hold"),
+        ("x = '{{ 'x' | center(2000000000) }}'", "computes a value too large to hold"),
+        ("{% set s = 'x' * 60000000 %}{{ s }}{{ s }}", "computes a value too large to hold"),
+    ],
+)
+def test_the_work_of_a_hostile_configuration_file_is_bounded(
+    tmp_path: Path, source: str, message: str
+) -> None:
+    path = write(tmp_path / "c.toml", source)
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(path))}: the template {message}"):
+        render_file(path)
+
+
+def test_a_configuration_keeps_its_trailing_newline_in_the_bounded_sandbox(tmp_path: Path) -> None:
+    path = write(tmp_path / "c.toml", "{% for i in range(3) %}k{{ i }} = {{ i }}\n{% endfor %}")
+    assert render_file(path) == "k0 = 0\nk1 = 1\nk2 = 2\n"
 
 
 def test_file_and_env_still_work_in_the_sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
