@@ -130,13 +130,20 @@ def default_index_path(roots: list[str], fingerprint: str) -> Path:
 
 @dataclass(frozen=True)
 class ScanStats:
-    """What one scan did: files seen, files (re)read, rows removed, and the folders it
-    could not list (a warning each)."""
+    """What one scan did: files seen, files (re)read, rows removed, rows written (the
+    files read and the ignored entries new to the index), and the folders it could not
+    list (a warning each)."""
 
     seen: int
     read: int
     removed: int
     warnings: tuple[str, ...] = ()
+    written: int = 0
+
+    @property
+    def changed(self) -> bool:
+        """Whether the index's rows changed (and with them what a page shows)."""
+        return bool(self.read or self.removed or self.written)
 
 
 @dataclass(frozen=True)
@@ -191,7 +198,7 @@ class Index:
     def scan(self, on_rows: Callable[[list[tuple[object, ...]]], None] | None = None) -> ScanStats:
         """Bring the index up to date with the trees: new and changed files read, gone ones
         dropped. ``on_rows`` is given the rows stored, as they are, each question's in one call."""
-        seen = read = removed = 0
+        seen = read = removed = written = 0
         warnings: list[str] = []
         tallies: dict[tuple[str, str, str], Tally] | None = {}
         if self.extract is not None:
@@ -220,7 +227,9 @@ class Index:
                 else:
                     top.append((rel, dataset))
             seen += len(top)
-            removed += self._top(tree.root, top, stored.pop("", None), on_rows)
+            gone, added = self._top(tree.root, top, stored.pop("", None), on_rows)
+            removed += gone
+            written += added
             ctx = _Context(self.datasets, self.extract, self.prefix, str(self.path))
             chunks = ((tree.root, new, chunk) for chunk in _batched(iter(folders), CHUNK_FOLDERS))
             for part in self._parts(partial(_scan_chunk, ctx), chunks, len(folders), new):
@@ -230,6 +239,7 @@ class Index:
                 warnings.extend(part.warnings)
                 db.executemany(_DELETE, [(tree.root, rel) for rel in part.gone])
                 db.executemany(_INSERT, part.rows)
+                written += len(part.rows)
                 if on_rows is not None:
                     on_rows(part.rows)
                 db.executemany(_INSERT_FOLDER, [(tree.root, *f) for f in part.folders])
@@ -256,7 +266,7 @@ class Index:
             db.execute(lookup)
         db.commit()
         self.tallies = tallies
-        return ScanStats(seen, read, removed, tuple(warnings))
+        return ScanStats(seen, read, removed, tuple(warnings), written)
 
     def _top(
         self,
@@ -264,13 +274,13 @@ class Index:
         top: list[tuple[str, str]],
         old: tuple[bytes, int] | None,
         on_rows: Callable[[list[tuple[object, ...]]], None] | None,
-    ) -> int:
+    ) -> tuple[int, int]:
         """Bring the rows of the entries at the dataset and question levels (ignored) up to
-        date; returns the number of rows removed."""
+        date; returns the numbers of rows removed and written."""
         text = "\n".join(rel for rel, _ in top)
         sig = hashlib.blake2b(text.encode("utf-8", "surrogateescape"), digest_size=16).digest()
         if old is not None and old[0] == sig:
-            return 0
+            return 0, 0
         known = set()
         if old is not None:
             known = {
@@ -285,7 +295,7 @@ class Index:
         gone = [(root, rel) for rel in known - present]
         self.db.executemany(_DELETE, gone)
         self.db.execute(_INSERT_FOLDER, (root, "", "", "", sig, len(top)))
-        return len(gone)
+        return len(gone), len(rows)
 
     def _parts(
         self, work: Callable[[_Chunk], _Part], chunks: Iterator[_Chunk], folders: int, new: bool
@@ -399,7 +409,8 @@ def _scan_chunk(ctx: _Context, chunk: _Chunk) -> _Part:
                 part.seen += 1
                 present.add(frel)
                 if setup is None:
-                    if frel not in known:
+                    # An ignored entry's row has no stamp: one with a stamp was a result file.
+                    if known.get(frel, ()) != NO_STAMP:
                         part.rows.append(_row(root, frel, dataset, question, None, epoch, IGNORED))
                     continue
                 if known.get(frel) == file_stamp:

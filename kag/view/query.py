@@ -104,7 +104,7 @@ class View:
     def reload(self) -> Any:
         with self._lock:
             stats = self.index.scan()
-            if stats.read or stats.removed:  # nothing changed: the pages stay as they are
+            if stats.changed:  # else the pages stay as they are
                 self.snapshot = self._build()
                 self._search_cache.clear()
                 self._compared.clear()
