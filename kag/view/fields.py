@@ -13,15 +13,19 @@ depth simdjson refuses, and every shape that is not a well-formed result.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import simdjson
 
+from kag.grading.mcq.rule import rust_trim
 from kag.results.codec import GradingFields, grading_fields, parse_grading_fields, simd_result_object
+from kag.textsafe import ascii_fold
 
 # From this size on simdjson is the faster reader (a KAG file with its embedding); below
 # it, the cost of its calls from Python outweighs what it saves on a short file.
 SIMD_FROM = 16 * 1024
+ANSWER_CHARS = 200  # the head of a response kept for the grid (kag.view.index)
 
 
 def read_grading_fields(data: bytes, retrieval_text: bool) -> GradingFields:
@@ -114,3 +118,18 @@ def _small(value: Any) -> Any:
     """A small object as a dict (its repeated keys as orjson reads them: the last value at
     the first place); any other value as None, which grading reads as it reads any non-object."""
     return value.as_dict() if type(value) is simdjson.Object else None
+
+
+def answer_vote(response: str | None) -> str | None:
+    """What a response longer than the grid's head votes for in maj@k
+    (:func:`kag.grading.epochs.majority_correct` compares the answers trimmed and ASCII
+    case folded): the SHA-256 of that form, so that it is compared whole without being
+    kept; that form itself when it is no longer than the head (so that it votes with the
+    short responses it equals). None for a shorter response (the head is all of it) and
+    for an error file."""
+    if response is None or len(response) <= ANSWER_CHARS:
+        return None
+    folded = ascii_fold(rust_trim(response))
+    if len(folded) <= ANSWER_CHARS:
+        return folded
+    return "\0sha256:" + hashlib.sha256(folded.encode("utf-8", "surrogatepass")).hexdigest()

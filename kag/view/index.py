@@ -38,17 +38,14 @@ from kag.grading.mcq.rule import (
     Outcome,
     compile_abstention,
     grade_fields,
-    rust_trim,
 )
 from kag.grading.open_grading import grade_open_response
 from kag.results.io import read_result_stamped
 from kag.results.tree import check_results_root
-from kag.textsafe import ascii_fold
-from kag.view.fields import read_grading_fields
+from kag.view.fields import ANSWER_CHARS, answer_vote, read_grading_fields
 from kag.view.walk import NO_STAMP, Stamp, fill_stamps, iter_entries, iter_top, list_folder, signature
 
 SCHEMA_VERSION = 7
-ANSWER_CHARS = 200  # the head of a response kept for the grid
 ERROR_CHARS = 2000
 _T = TypeVar("_T")
 
@@ -154,6 +151,15 @@ class Tree:
     root: str
 
 
+def tree_labels(trees: list[Tree]) -> dict[str, tuple[str, ...]]:
+    """Each root's labels, in the order given (a root given twice shows under both)."""
+    labels: dict[str, tuple[str, ...]] = {}
+    for t in trees:
+        if t.label not in labels.get(t.root, ()):
+            labels[t.root] = (*labels.get(t.root, ()), t.label)
+    return labels
+
+
 def _settings_fingerprint(datasets: Datasets, prefix: str, extract: str | None) -> str:
     st = os.stat(datasets.path)
     return f"v{SCHEMA_VERSION}|{os.path.realpath(datasets.path)}|{st.st_size}|{st.st_mtime_ns}|{prefix}|{extract}"
@@ -204,22 +210,20 @@ class Index:
         if self.extract is not None:
             compile_spec(self.extract)  # a bad pattern is a usage error before any file is read
         db = self.db
-        distinct = len({t.root for t in self.trees}) == len(self.trees)  # no row written twice
-        if distinct and db.execute("SELECT 1 FROM files LIMIT 1").fetchone() is None:
+        if db.execute("SELECT 1 FROM files LIMIT 1").fetchone() is None:
             db.execute("DROP INDEX IF EXISTS by_rel")
             db.execute("DROP INDEX IF EXISTS by_question")
-        for tree in self.trees:
-            check_results_root(tree.root)
+        # A tree given under several labels is scanned once: its rows show under each label.
+        for root in tree_labels(self.trees):
+            check_results_root(root)
             stored = {
                 rel: (sig, count)
-                for rel, sig, count in db.execute(
-                    "SELECT rel, sig, files FROM folders WHERE tree=?", (tree.root,)
-                )
+                for rel, sig, count in db.execute("SELECT rel, sig, files FROM folders WHERE tree=?", (root,))
             }
             new = not stored  # every scan stores the signature of the tree's top ("")
             top: list[tuple[str, str]] = []
             folders: list[_FolderJob] = []
-            for rel, dataset, question, entry in iter_top(tree.root):
+            for rel, dataset, question, entry in iter_top(root):
                 if question:
                     old = stored.pop(rel, None)
                     sig, count = old if old is not None else (None, 0)
@@ -227,26 +231,26 @@ class Index:
                 else:
                     top.append((rel, dataset))
             seen += len(top)
-            gone, added = self._top(tree.root, top, stored.pop("", None), on_rows)
+            gone, added = self._top(root, top, stored.pop("", None), on_rows)
             removed += gone
             written += added
             ctx = _Context(self.datasets, self.extract, self.prefix, str(self.path))
-            chunks = ((tree.root, new, chunk) for chunk in _batched(iter(folders), CHUNK_FOLDERS))
+            chunks = ((root, new, chunk) for chunk in _batched(iter(folders), CHUNK_FOLDERS))
             for part in self._parts(partial(_scan_chunk, ctx), chunks, len(folders), new):
                 seen += part.seen
                 read += part.read
                 removed += len(part.gone)
                 warnings.extend(part.warnings)
-                db.executemany(_DELETE, [(tree.root, rel) for rel in part.gone])
+                db.executemany(_DELETE, [(root, rel) for rel in part.gone])
                 db.executemany(_INSERT, part.rows)
                 written += len(part.rows)
                 if on_rows is not None:
                     on_rows(part.rows)
-                db.executemany(_INSERT_FOLDER, [(tree.root, *f) for f in part.folders])
-                db.executemany(_DELETE_FOLDER, [(tree.root, rel) for rel in part.dropped])
+                db.executemany(_INSERT_FOLDER, [(root, *f) for f in part.folders])
+                db.executemany(_DELETE_FOLDER, [(root, rel) for rel in part.dropped])
                 if new and tallies is not None:
                     for (setup, dataset), tally in part.tallies.items():  # merged in chunk order
-                        key = (tree.root, setup, dataset)
+                        key = (root, setup, dataset)
                         if key not in tallies:
                             tallies[key] = Tally()
                         tallies[key].merge(tally)
@@ -256,9 +260,9 @@ class Index:
                 dataset, question = rel.split("/", 1)
                 removed += db.execute(
                     "DELETE FROM files WHERE tree=? AND dataset=? AND question=?",
-                    (tree.root, dataset, question),
+                    (root, dataset, question),
                 ).rowcount
-                db.execute(_DELETE_FOLDER, (tree.root, rel))
+                db.execute(_DELETE_FOLDER, (root, rel))
         live = [t.root for t in self.trees]
         for table in ("files", "folders"):
             db.execute(f"DELETE FROM {table} WHERE tree NOT IN ({', '.join('?' * len(live))})", live)
@@ -529,21 +533,6 @@ def _tally(tallies: dict[tuple[str, str], Tally], setup: str, dataset: str) -> T
     if tally is None:
         tally = tallies[(setup, dataset)] = Tally()
     return tally
-
-
-def answer_vote(response: str | None) -> str | None:
-    """What a response longer than the grid's head votes for in maj@k
-    (:func:`kag.grading.epochs.majority_correct` compares the answers trimmed and ASCII
-    case folded): the SHA-256 of that form, so that it is compared whole without being
-    kept; that form itself when it is no longer than the head (so that it votes with the
-    short responses it equals). None for a shorter response (the head is all of it) and
-    for an error file."""
-    if response is None or len(response) <= ANSWER_CHARS:
-        return None
-    folded = ascii_fold(rust_trim(response))
-    if len(folded) <= ANSWER_CHARS:
-        return folded
-    return "\0sha256:" + hashlib.sha256(folded.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _row(

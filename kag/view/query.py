@@ -27,7 +27,18 @@ from kag.grading.usage import price_records
 from kag.results.codec import RetrievalSample, parse_result
 from kag.results.io import read_result_bytes
 from kag.results.model import AugmentedGeneration, ErrorResult, ModelConfig, Usage
-from kag.view.index import GRADED, IGNORED, NAMES, OPEN, SKIPPED, UNREADABLE, Index, ScanStats, unpack_detail
+from kag.view.index import (
+    GRADED,
+    IGNORED,
+    NAMES,
+    OPEN,
+    SKIPPED,
+    UNREADABLE,
+    Index,
+    ScanStats,
+    tree_labels,
+    unpack_detail,
+)
 
 if TYPE_CHECKING:  # the judge's modules load the model clients: only a named judge needs them
     from kag.pricing import Prices
@@ -125,8 +136,7 @@ class View:
         run = builder.run()
         summary = summarize(run)
         if self.prices is not None:
-            labels = {t.root: t.label for t in self.index.trees}
-            summary = replace(summary, costs=price_records(self._read_records(labels), self.prices))
+            summary = replace(summary, costs=price_records(self._read_records(), self.prices))
         return Snapshot(
             run,
             summary,
@@ -140,13 +150,15 @@ class View:
         """The per-file records of the graded MCQ files (epoch 1), what `kag stats compare`
         pairs: read from the index once per scan, when a page first needs them."""
         if self._records is None:
-            self._records = self._read_records({t.root: t.label for t in self.index.trees})
+            self._records = self._read_records()
         return self._records
 
-    def _read_records(self, labels: dict[str, str]) -> tuple[GradedFile, ...]:
+    def _read_records(self) -> tuple[GradedFile, ...]:
+        labels = tree_labels(self.index.trees)
         records = [
-            _graded(row, setup_name(labels.get(row[0], ""), row[4]))
+            _graded(row, setup_name(label, row[4]))
             for row in self.index.db.execute(_COLUMNS + " WHERE epoch = 1 AND kind = ?", (GRADED,))
+            for label in labels.get(row[0], ("",))
         ]
         records.sort(key=lambda r: (r.dataset, r.question, r.setup))
         return tuple(records)
@@ -398,7 +410,9 @@ class _Builder:
     def __init__(self, index: Index, counting: bool) -> None:
         self.index = index
         self.counting = counting  # the tallies made here, not by the scan's workers
-        self.labels = {t.root: t.label for t in index.trees}
+        self.labels = tree_labels(index.trees)
+        # The setup names of a (tree, setup): one per label the tree is given under.
+        self._names: dict[tuple[str, str], tuple[str, ...]] = {}
         self.with_extract = index.extract is not None
         self.tallies: dict[tuple[str, str], Tally] = {}
         self.grid: dict[tuple[str, str], dict[str, Cell]] = {}
@@ -414,50 +428,57 @@ class _Builder:
         self.add_later(row for row in rows if row[5] != 1 and row[6] in (GRADED, UNREADABLE))
         self.add_first(row for row in rows if row[5] == 1)
 
+    def names(self, tree: str, setup: str) -> tuple[str, ...]:
+        names = self._names.get((tree, setup))
+        if names is None:
+            labels = self.labels.get(tree, ("",))
+            names = self._names[(tree, setup)] = tuple(setup_name(label, setup) for label in labels)
+        return names
+
     def add_later(self, rows: Iterable[tuple[Any, ...]]) -> None:
-        labels, later, with_extract = self.labels, self.later, self.with_extract
+        later, with_extract = self.later, self.with_extract
         for row in rows:
             tree, _, dataset, question, setup, epoch, kind = row[:7]
-            name = setup_name(labels.get(tree, ""), setup)
-            later.setdefault((tree, dataset, question, name), {})[epoch] = (
-                _epoch_outcome(row, with_extract) if kind == GRADED else None
-            )
+            outcome = _epoch_outcome(row, with_extract) if kind == GRADED else None
+            for name in self.names(tree, setup):
+                later.setdefault((tree, dataset, question, name), {})[epoch] = outcome
 
     def add_first(self, rows: Iterable[tuple[Any, ...]]) -> None:
         labels, later, grid, tallies = self.labels, self.later, self.grid, self.tallies
         counting = self.counting
         for row in rows:
             tree, rel, dataset, question, setup, _, kind = row[:7]
-            if kind == IGNORED:
-                self.ignored += 1
+            if kind == IGNORED:  # counted once per label, as `kag stats` walks each tree given
+                self.ignored += len(labels.get(tree, ("",)))
                 continue
             if kind == SKIPPED:
-                self.skipped += 1
+                self.skipped += len(labels.get(tree, ("",)))
                 continue
             if kind == UNREADABLE:
-                self.unreadable.append(Unreadable(os.path.join(tree, rel), row[13] or ""))
+                bad = Unreadable(os.path.join(tree, rel), row[13] or "")
+                self.unreadable.extend(bad for _ in labels.get(tree, ("",)))
                 continue
-            name = setup_name(labels.get(tree, ""), setup)
             outcome = row[9]
-            if counting:
-                tally = tallies.get((name, dataset))
-                if tally is None:
-                    tally = tallies[(name, dataset)] = Tally()
+            for name in self.names(tree, setup):
+                if counting:
+                    tally = tallies.get((name, dataset))
+                    if tally is None:
+                        tally = tallies[(name, dataset)] = Tally()
+                    if kind == OPEN:
+                        d = unpack_detail(row[16])
+                        tally.add_open(d.open_exact or 0.0, d.open_f1 or 0.0, outcome == Outcome.ERR.value)
+                    else:
+                        tally.add(_graded(row, name))
                 if kind == OPEN:
-                    d = unpack_detail(row[16])
-                    tally.add_open(d.open_exact or 0.0, d.open_f1 or 0.0, outcome == Outcome.ERR.value)
-                else:
-                    tally.add(_graded(row, name))
-            if kind == OPEN:
-                continue
-            if later and (tree, dataset, question, name) in later:
-                self.firsts[(tree, dataset, question, name)] = _epoch_outcome(row, self.with_extract)
-            if row[15] is not None:
-                found = EvidenceRecord(tuple(c == "1" for c in row[15]), outcome == Outcome.OK.value)
-                self.evidence.setdefault((name, dataset), {})[question] = found
-            grid.setdefault((dataset, question), {})[name] = Cell(
-                outcome, row[11], row[10], row[14], rel, tree
-            )
+                    continue
+                if later and (tree, dataset, question, name) in later:
+                    self.firsts[(tree, dataset, question, name)] = _epoch_outcome(row, self.with_extract)
+                if row[15] is not None:
+                    found = EvidenceRecord(tuple(c == "1" for c in row[15]), outcome == Outcome.OK.value)
+                    self.evidence.setdefault((name, dataset), {})[question] = found
+                grid.setdefault((dataset, question), {})[name] = Cell(
+                    outcome, row[11], row[10], row[14], rel, tree
+                )
 
     def run(self) -> GradeRun:
         """The `kag stats` run of the rows added."""
@@ -466,10 +487,10 @@ class _Builder:
         counted = self.index.tallies
         if not self.counting and counted is not None:
             for (tree, setup, dataset), part in counted.items():  # the trees in order
-                name = setup_name(self.labels.get(tree, ""), setup)
-                if (name, dataset) not in tallies:
-                    tallies[(name, dataset)] = Tally()
-                tallies[(name, dataset)].merge(part)
+                for name in self.names(tree, setup):
+                    if (name, dataset) not in tallies:
+                        tallies[(name, dataset)] = Tally()
+                    tallies[(name, dataset)].merge(part)
         epoch_outcomes: dict[tuple[str, str], dict[str, tuple[EpochOutcome, ...]]] = {}
         ds = self.index.datasets
         for (tree, dataset, question, name), files in self.later.items():
@@ -560,7 +581,7 @@ def _graded(row: tuple[Any, ...], name: str) -> GradedFile:
 
 def _epoch_outcome(row: tuple[Any, ...], with_extract: bool) -> EpochOutcome:
     """What one graded file of an index row gives the epoch measures: its grade, its answer
-    (the head kept for the grid, or for a longer one :func:`kag.view.index.answer_vote`),
+    (the head kept for the grid, or for a longer one :func:`kag.view.fields.answer_vote`),
     and with ``--extract`` the extracted grade and key."""
     d = unpack_detail(row[16])
     extracted = EpochOutcome(row[10] == Outcome.OK.value, d.extracted_key) if with_extract else None
