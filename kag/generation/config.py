@@ -21,17 +21,15 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import jinja2
-
 from kag.datasets import name_problem
 from kag.errors import ConfigError, toml_type_name
+from kag.generation.config_file import render_file
 from kag.generation.secrets import display_url, url_credentials
 from kag.generation.settings import (
     NO_SETTINGS,
@@ -42,16 +40,8 @@ from kag.generation.settings import (
 )
 from kag.generation.templates import (
     DEFAULT_TEMPLATE,
-    TOO_DEEP,
-    TOO_LARGE,
     PromptTemplate,
-    TemplateWorkError,
-    bound_loops,
-    check_no_internals,
     compile_template,
-    internals_message,
-    new_environment,
-    render_bounded,
 )
 from kag.results import AugmentedGeneration, ModelConfig
 from kag.textfile import read_text_file
@@ -172,69 +162,6 @@ class Benchmark:
 
 def _read_text(path: Path, what: str) -> str:
     return read_text_file(path, what, ConfigError, universal_newlines=True)
-
-
-class _FileNotReadable(ConfigError):
-    """A ``file()`` target that cannot be read; the configuration file's name is put before it."""
-
-
-def render_file(path: str | Path, what: str = "configuration file") -> str:
-    """Render ``path`` as a Jinja2 template with ``file()`` and ``env()``; ConfigError names
-    the file and the line of any problem."""
-    path = Path(path)
-    raw = _read_text(path, what)
-
-    def file_helper(name: str) -> str:
-        candidates = [Path(name)]
-        if not Path(name).is_absolute():
-            candidates.append(path.parent / name)
-        for candidate in candidates:
-            if candidate.is_file():
-                return read_text_file(candidate, "included file", _FileNotReadable, universal_newlines=True)
-        tried = " or ".join(str(c) for c in dict.fromkeys(candidates))
-        raise _FileNotReadable(f"file({name!r}): not found (looked for {tried})")
-
-    def env_helper(name: str) -> str:
-        return os.environ.get(str(name), "")
-
-    # The prompt templates' bounded sandbox: a hostile file's loops, calls and values are
-    # bounded as a prompt's are (kag.generation.templates).
-    environment = new_environment(keep_trailing_newline=True)
-    environment.globals.update(file=file_helper, env=env_helper)
-    try:
-        ast = environment.parse(raw)
-        check_no_internals(ast, str(path))
-        template = environment.from_string(bound_loops(ast))
-    except jinja2.TemplateSyntaxError as exc:
-        raise ConfigError(f"{path}: line {exc.lineno}: template syntax error: {exc.message}") from None
-    except (MemoryError, OverflowError):
-        raise ConfigError(f"{path}: {TOO_LARGE}") from None
-    except (RecursionError, SyntaxError):
-        # See compile_template: Jinja recurses per nesting level, Python's compiler gives up
-        # on the generated code past ~100 nested blocks.
-        raise ConfigError(f"{path}: {TOO_DEEP}") from None
-    try:
-        return render_bounded(template, {})
-    except TemplateWorkError as exc:
-        raise ConfigError(f"{path}: {exc}") from None
-    except (MemoryError, OverflowError):
-        raise ConfigError(f"{path}: {TOO_LARGE}") from None
-    except RecursionError:
-        raise ConfigError(f"{path}: {TOO_DEEP}") from None
-    except jinja2.exceptions.SecurityError as exc:
-        raise ConfigError(f"{path}: {internals_message(exc)}") from None
-    except _FileNotReadable as exc:
-        raise ConfigError(f"{path}: {exc}") from None
-    except jinja2.UndefinedError as exc:
-        hint = ""
-        if any(v in str(exc.message) for v in ("INPUT", "CHOICE", "RETRIEVAL")):
-            hint = (
-                " (this file is rendered as a template before it is parsed: write an inline prompt"
-                " inside {% raw %}...{% endraw %}, or load it with file('prompt.md'))"
-            )
-        raise ConfigError(f"{path}: {exc.message}{hint}") from None
-    except jinja2.TemplateError as exc:
-        raise ConfigError(f"{path}: template error: {exc}") from None
 
 
 def _toml_loads(text: str) -> dict[str, Any]:

@@ -23,8 +23,8 @@ from kag.generation.config import (
     load_benchmark,
     load_config,
     parse_toml,
-    render_file,
 )
+from kag.generation.config_file import render_file
 from kag.generation.fingerprint import task_fingerprint
 from kag.generation.templates import (
     DEFAULT_TEMPLATE,
