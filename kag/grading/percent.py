@@ -1,4 +1,5 @@
-"""The one formatting of a fraction as a percentage, for report cells and messages alike."""
+"""The one formatting of a fraction as a percentage, and of a mean as a fixed-point number,
+for report cells and messages alike."""
 
 from __future__ import annotations
 
@@ -12,3 +13,8 @@ def pct(
     if value is None:
         return missing
     return f"{100 * value:{'+' if signed else ''}.{digits}f}{unit}"
+
+
+def fixed(value: float | None, digits: int = 3, *, missing: str = "-") -> str:
+    """``value`` with ``digits`` decimals (GEN(s), RET(s), CTX_LEN); None -> ``missing``."""
+    return missing if value is None else f"{value:.{digits}f}"

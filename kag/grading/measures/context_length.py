@@ -7,17 +7,13 @@ from typing import TYPE_CHECKING
 
 from kag.grading.measures.declarations import TEXT_MD_HTML, Column, JsonKey
 from kag.grading.measures.registry import Measure, register
+from kag.grading.percent import fixed
 from kag.grading.record import GradedFile
 
 
 def mean(total: int, samples: int) -> float | None:
     """total / samples as a float; None when there are no samples."""
     return total / samples if samples > 0 else None
-
-
-def num(value: float | None) -> str:
-    """A mean with 3 decimals (CTX_LEN), or ``-``."""
-    return "-" if value is None else f"{value:.3f}"
 
 
 class ContextLengthCounts:
@@ -47,6 +43,6 @@ MEASURE = register(
         add,
         needs=frozenset({"context_length"}),
         json=(JsonKey("avg_context_length", lambda b: b.metrics.avg_context_length),),
-        columns=(Column("CTX_LEN", lambda b: num(b.metrics.avg_context_length), TEXT_MD_HTML, 10),),
+        columns=(Column("CTX_LEN", lambda b: fixed(b.metrics.avg_context_length), TEXT_MD_HTML, 10),),
     )
 )

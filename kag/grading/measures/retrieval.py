@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from kag.grading.measures.declarations import TEXT_MD_HTML, Block, Column, JsonKey, Shown
 from kag.grading.measures.registry import Measure, register
-from kag.grading.measures.timing import duration_secs, mean_duration_secs, secs
+from kag.grading.measures.timing import duration_secs, mean_duration_secs
+from kag.grading.percent import fixed
 from kag.grading.record import GradedFile
 
 
@@ -125,12 +126,12 @@ MEASURE = register(
         needs=frozenset({"retrieval"}),
         json=(JsonKey("retrieval", retrieval_to_json),),
         columns=(
-            Column("RET(s)", _cell(lambda r: secs(r.avg_time_secs)), TEXT_MD_HTML, 8, when=_retrieved),
-            Column("VERTICE", _cell(lambda r: f"{r.avg_vertices:.2f}"), TEXT_MD_HTML, 7, when=_retrieved),
+            Column("RET(s)", _cell(lambda r: fixed(r.avg_time_secs)), TEXT_MD_HTML, 8, when=_retrieved),
+            Column("VERTICE", _cell(lambda r: fixed(r.avg_vertices, 2)), TEXT_MD_HTML, 7, when=_retrieved),
             Column(
-                "RELATION", _cell(lambda r: f"{r.avg_relationships:.2f}"), TEXT_MD_HTML, 8, when=_retrieved
+                "RELATION", _cell(lambda r: fixed(r.avg_relationships, 2)), TEXT_MD_HTML, 8, when=_retrieved
             ),
-            Column("PROPERTY", _cell(lambda r: f"{r.avg_properties:.2f}"), TEXT_MD_HTML, 8, when=_retrieved),
+            Column("PROPERTY", _cell(lambda r: fixed(r.avg_properties, 2)), TEXT_MD_HTML, 8, when=_retrieved),
         ),
     )
 )

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from kag.grading.measures.declarations import TEXT_MD_HTML, Column, JsonKey
 from kag.grading.measures.registry import Measure, register
+from kag.grading.percent import fixed
 from kag.grading.record import GradedFile
 from kag.results.codec import NANOS_PER_SEC
 
@@ -31,11 +32,6 @@ def mean_duration_secs(total_ns: int, samples: int) -> float | None:
         return None
     quotient = duration_secs(total_ns) / float(samples)
     return duration_secs(round(Fraction(quotient) * NANOS_PER_SEC))
-
-
-def secs(value: float | None) -> str:
-    """Seconds with 3 decimals, or ``-``."""
-    return "-" if value is None else f"{value:.3f}"
 
 
 class TimingCounts:
@@ -68,6 +64,6 @@ MEASURE = register(
             JsonKey("avg_generation_secs", lambda b: b.metrics.avg_generation_secs),
             JsonKey("total_generation_secs", lambda b: b.metrics.total_generation_secs),
         ),
-        columns=(Column("GEN(s)", lambda b: secs(b.metrics.avg_generation_secs), TEXT_MD_HTML, 8),),
+        columns=(Column("GEN(s)", lambda b: fixed(b.metrics.avg_generation_secs), TEXT_MD_HTML, 8),),
     )
 )

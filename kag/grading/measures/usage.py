@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from kag.grading.measures.declarations import MD_HTML, Block, Column, JsonKey, Shown
 from kag.grading.measures.registry import Measure, register
+from kag.grading.percent import fixed
 from kag.grading.record import GradedFile
 from kag.grading.usage import usage_beyond_bound, usage_sample
 
@@ -98,13 +99,13 @@ def _shows_usage(b: Block) -> bool:
 def _tokens(mean: Callable[[UsageMetrics], float]) -> Callable[[Block], str]:
     def cell(b: Block) -> str:
         u = b.metrics.usage
-        return "-" if u is None else f"{mean(u):.1f}"
+        return "-" if u is None else fixed(mean(u), 1)
 
     return cell
 
 
 def _cost(b: Block) -> str:
-    return "-" if b.cost is None else f"{b.cost:.4f}"
+    return fixed(b.cost, 4)
 
 
 def _used(s: Shown) -> bool:
