@@ -9,7 +9,6 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import orjson
@@ -23,6 +22,7 @@ from tests.bench_helpers import FAKE_CONFIG, fresh, server_fixture
 from tests.conftest import REPO
 from tests.fakeserver import FakeServer
 from tests.judge_helpers import REPLIES, make_tree, marker
+from tests.unprivileged import unprivileged
 
 SECRET = "sk-judge-4f1a9c-planted-secret"
 
@@ -367,28 +367,6 @@ def test_another_url_behind_the_same_provider_asks_again(
     assert again.exit_code == 0, again.stderr
     assert server.chat_requests() == []
     assert rows(again.stdout)["s1"]["correct"] == 1
-
-
-@contextmanager
-def unprivileged() -> Iterator[None]:
-    """Run as the user nobody when the tests run as root (who may write anywhere)."""
-    if os.geteuid() != 0:
-        yield
-        return
-    # Python's own files may lie below /root (mode 0700): what the command imports lazily is
-    # imported here, while root can still read it.
-    import multiprocessing.connection
-    import multiprocessing.pool  # noqa: F401
-
-    import kag.workers  # noqa: F401
-
-    os.setegid(65534)
-    os.seteuid(65534)
-    try:
-        yield
-    finally:
-        os.seteuid(0)
-        os.setegid(0)
 
 
 @pytest.fixture

@@ -6,8 +6,6 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -17,6 +15,7 @@ from kag.datasets import load_datasets
 from kag.results import epoch_result_path, result_path, write_result
 from kag.view.index import Index, Tree
 from tests.result_helpers import ok_result
+from tests.unprivileged import unprivileged
 from tests.view.helpers import make_tree
 
 ROWS = "SELECT * FROM files ORDER BY rel"
@@ -64,31 +63,10 @@ def test_a_rescan_leaves_the_rows_of_a_first_build(
     assert index.scan().read == 0
 
 
-@contextmanager
-def _as_nobody() -> Iterator[None]:
-    """Run as the user nobody when the tests run as root (who lists any folder)."""
-    if os.geteuid() != 0:
-        yield
-        return
-    os.setegid(65534)
-    os.seteuid(65534)
-    try:
-        yield
-    finally:
-        os.seteuid(0)
-        os.setegid(0)
-
-
 @pytest.mark.parametrize("pooled", [False, True])
 def test_an_unlistable_epochs_folder_keeps_epoch_1_and_is_a_warning(
     monkeypatch: pytest.MonkeyPatch, pooled: bool
 ) -> None:
-    # Imported while Python's own files (below /root, mode 0700) can still be read.
-    import multiprocessing.connection
-    import multiprocessing.popen_fork  # noqa: F401
-
-    import kag.workers  # noqa: F401
-
     if pooled:
         monkeypatch.setattr(index_module, "POOL_FOLDERS", 1)
     top = Path(tempfile.mkdtemp(prefix="kag-view-index-"))
@@ -97,7 +75,7 @@ def test_an_unlistable_epochs_folder_keeps_epoch_1_and_is_a_warning(
         datasets, tree = make_tree(top)
         epochs = tree / "med" / "q1" / "epochs"
         epochs.chmod(0)
-        with _as_nobody():
+        with unprivileged():
             index = _index(top / "index.sqlite", datasets, tree)
             first = index.scan()
             rels = [r for (r,) in index.db.execute("SELECT rel FROM files WHERE question='q1'")]
