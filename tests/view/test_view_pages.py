@@ -222,6 +222,8 @@ def test_the_export_shows_no_control_it_cannot_serve(view: View, tmp_path: Path)
     grid = (out / "questions.html").read_text()
     overview = (out / "index.html").read_text()
     assert "<form" not in grid and "<form" not in overview and "<select" not in overview
+    # The overview's flip counts are no links: the export's grid holds its own selection only.
+    assert 'class="flip"' not in overview and "right in the baseline only" in overview
     assert "Keys:" not in grid
     assert '<span class="good">kag</span> right, <span class="bad">native</span> not' in grid
     assert "A static snapshot of the questions where kag right, native not; dataset med." in grid
