@@ -26,7 +26,9 @@ from kag.grading.mcq.summary import small_samples
 from kag.render.compare import comparison_run_to_json
 from kag.render.stats import summary_to_json
 from kag.render.templating import environment
+from kag.render.view_pages import error_context, question_nav, questions_context
 from kag.results.io import write_atomic
+from kag.view.choices import link_state
 from kag.view.graph import Graph, build_graph
 from kag.view.query import View
 from kag.view.server import Reply
@@ -117,7 +119,8 @@ class ViewApp:
         except UsageError as exc:
             if segments and segments[0] == "api":
                 return Reply(400, JSON, _json({"error": str(exc)}))
-            return Reply(400, HTML, self._page("view_error.j2", error=str(exc)).encode())
+            context = error_context(self.view, segments, params, exc, server_link)
+            return Reply(400, HTML, self._page("view_error.j2", **context).encode())
 
     def _route(self, segments: list[str], params: dict[str, list[str]]) -> Reply:
         v = self.view
@@ -133,18 +136,22 @@ class ViewApp:
                         **overview(v, baseline),
                         baseline=baseline,
                         priced=v.prices is not None,
+                        state=link_state(params),
                     ).encode(),
                 )
             case ["questions"]:
                 data = v.questions(params)
-                return Reply(
-                    200, HTML, self._page("view_questions.j2", data=data, params=_flat(params)).encode()
-                )
+                context = questions_context(v, params)
+                page = self._page("view_questions.j2", data=data, **context)
+                return Reply(200, HTML, page.encode())
             case ["q", dataset, question]:
                 detail = v.question(dataset, question)
                 if detail is None:
                     return _not_found()
-                return Reply(200, HTML, self._page("view_question.j2", **question_context(detail)).encode())
+                nav = question_nav(v, params, detail)
+                return Reply(
+                    200, HTML, self._page("view_question.j2", **question_context(detail), **nav).encode()
+                )
             case ["api", "setups"]:
                 return Reply(200, JSON, _json(overview(v, baseline)))
             case ["api", "questions"]:
@@ -168,17 +175,14 @@ def _not_found() -> Reply:
     return Reply(404, "text/plain; charset=utf-8", b"not found\n")
 
 
-def _flat(params: dict[str, list[str]]) -> dict[str, Any]:
-    return {k: (v if k == "setup" else v[-1]) for k, v in params.items()}
-
-
 def server_link(kind: str, *args: str, **query: Any) -> str:
     """The URL of a page of the server: ``q`` (dataset, question), ``questions``, ``overview``, ``static``."""
-    if kind == "q":
-        return "/q/" + "/".join(quote(a, safe="") for a in args)
     if kind == "static":
         return "/static/" + args[0]
-    base = "/questions" if kind == "questions" else "/"
+    if kind == "q":
+        base = "/q/" + "/".join(quote(a, safe="") for a in args)
+    else:
+        base = "/questions" if kind == "questions" else "/"
     clean = {k: v for k, v in query.items() if v not in (None, "", [])}
     return base + ("?" + urlencode(clean, doseq=True) if clean else "")
 
@@ -234,6 +238,7 @@ def question_context(detail: dict[str, Any]) -> dict[str, Any]:
 def render_page(
     template: str, title: str, link: Callable[..., str], csp: str | None = None, **context: Any
 ) -> str:
+    context.setdefault("state", {})  # the export's pages keep no state: their links are files
     return environment().get_template(template).render(title=title, link=link, csp=csp, **context)
 
 
@@ -298,7 +303,9 @@ def export(view: View, out: Path, title: str, params: dict[str, list[str]], limi
         )
         put(
             "questions.html",
-            render_page("view_questions.j2", title, link, EXPORT_CSP, data=data, params={}).encode(),
+            render_page(
+                "view_questions.j2", title, link, EXPORT_CSP, data=data, **questions_context(view, params)
+            ).encode(),
         )
         details = {}
         for (dataset, question), name in names.items():

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kag.datasets import Datasets, Question
-from kag.errors import UsageError
 from kag.grading.compare.records import question_sort_key
 from kag.grading.compare.setups import ComparisonRun, compare_setups
 from kag.grading.epochs import EpochOutcome
@@ -27,6 +26,7 @@ from kag.grading.usage import price_records
 from kag.results.codec import RetrievalSample, parse_result
 from kag.results.io import read_result_bytes
 from kag.results.model import AugmentedGeneration, ErrorResult, ModelConfig, Usage
+from kag.view.choices import Choice, UnknownChoice, neighbours, option_key, read_choice, read_page
 from kag.view.index import (
     GRADED,
     IGNORED,
@@ -47,8 +47,6 @@ if TYPE_CHECKING:  # the judge's modules load the model clients: only a named ju
 PAGE_SIZE = 50
 # An index row as View reads it: _graded and _epoch_outcome take its fields by position.
 _COLUMNS = f"SELECT {', '.join(NAMES)} FROM files"
-SORTS = ("question", "-question", "correct", "-correct", "vertices", "-vertices")
-OUTCOMES = tuple(o.value for o in Outcome)
 _OUTCOME = {o.value: o for o in Outcome}  # a lookup costs a tenth of Outcome(value), 100,000 times
 
 
@@ -73,6 +71,7 @@ class Snapshot:
     grid: dict[tuple[str, str], dict[str, Cell]]
     order: list[tuple[str, str]]
     epochs: dict[tuple[str, str, str], tuple[int, int]] = field(default_factory=dict)
+    datasets: tuple[str, ...] = ()  # of the grid's questions
     #: The grid's question lists by choice of filters (View.questions), kept until the next scan.
     selected: dict[tuple[Any, ...], list[tuple[str, str]]] = field(default_factory=dict)
 
@@ -144,6 +143,7 @@ class View:
             builder.grid,
             sorted(builder.grid, key=question_sort_key),
             builder.epochs,
+            tuple(sorted({dataset for dataset, _ in builder.grid})),
         )
 
     def records(self) -> tuple[GradedFile, ...]:
@@ -173,7 +173,7 @@ class View:
         if baseline is None:
             baseline = snap.summary.setups[0].setup
         if baseline not in snap.setups:
-            raise UsageError(f"baseline {baseline!r}: no graded setup has that name")
+            raise UnknownChoice("baseline", baseline, "setup", snap.setups)
         if baseline not in self._compared:  # computed once per baseline and scan
             answers = _answers(self.records(), self.datasets)
             found = any(a.setup == baseline for a in answers)
@@ -185,34 +185,9 @@ class View:
     def questions(self, params: Mapping[str, Sequence[str]]) -> dict[str, Any]:
         """The grid's rows for the query parameters (see docs/view.md), one page of them."""
         snap = self.snapshot
-        dataset = _one(params, "dataset")
-        setups = [s for s in params.get("setup", []) if s] or list(snap.setups)
-        for s in setups:
-            if s not in snap.setups:
-                raise UsageError(f"setup={s}: no graded setup has that name")
-        outcome = _one(params, "outcome")
-        if outcome is not None and outcome not in OUTCOMES:
-            raise UsageError(f"outcome must be one of {', '.join(OUTCOMES)} (got {outcome!r})")
-        flip = _one(params, "flip")
-        flip_pair: tuple[str, str] | None = None
-        if flip is not None:
-            a, sep, b = flip.partition(",")
-            if not sep or a not in snap.setups or b not in snap.setups:
-                raise UsageError(f"flip=A,B takes two graded setup names (got {flip!r})")
-            flip_pair = (a, b)
-        disagree = _one(params, "disagree") in {"1", "true", "yes"}
-        sort = _one(params, "sort") or "question"
-        if sort not in SORTS:
-            raise UsageError(f"sort must be one of {', '.join(SORTS)} (got {sort!r})")
-        page = _int(_one(params, "page") or "1", "page")
-        pattern = _one(params, "q")
-        choice = (dataset, tuple(setups), outcome, flip_pair, disagree, pattern, sort)
-        keys = snap.selected.get(choice)
-        if keys is None:
-            keys = self._select(snap, *choice)
-            if len(snap.selected) >= 32:
-                snap.selected.clear()
-            snap.selected[choice] = keys
+        choice, keys = self._selected(snap, params)
+        setups = list(choice.setups)
+        page = read_page(params)
         total = len(keys)
         pages = max(1, -(-total // PAGE_SIZE))
         page = min(max(page, 1), pages)
@@ -220,15 +195,18 @@ class View:
         for key in keys[(page - 1) * PAGE_SIZE : page * PAGE_SIZE]:
             q = self.datasets.get(*key)
             cells = snap.grid[key]
+            options = dict(q.mcq.options) if q is not None and q.mcq is not None else None
             rows.append(
                 {
                     "dataset": key[0],
                     "question": key[1],
                     "input": q.input[:300] if q is not None else "",
                     "gold": q.mcq.answer if q is not None and q.mcq is not None else None,
+                    "options": options,
                     "cells": {
                         s: (
                             {"outcome": c.outcome, "answer": c.answer, "extracted": c.extracted}
+                            | {"option": option_key(c.answer, options)}
                             if (c := cells.get(s)) is not None
                             else None
                         )
@@ -244,6 +222,23 @@ class View:
             "setups": setups,
             "rows": rows,
         }
+
+    def _selected(
+        self, snap: Snapshot, params: Mapping[str, Sequence[str]]
+    ) -> tuple[Choice, list[tuple[str, str]]]:
+        """The choice of ``params`` and its questions, in order."""
+        choice = read_choice(params, snap.setups, snap.datasets)
+        keys = snap.selected.get(choice)
+        if keys is None:
+            keys = self._select(snap, *choice)
+            if len(snap.selected) >= 32:
+                snap.selected.clear()
+            snap.selected[choice] = keys
+        return choice, keys
+
+    def neighbours(self, params: Mapping[str, Sequence[str]], key: tuple[str, str]) -> dict[str, Any]:
+        """Where the question ``key`` stands in the grid of ``params`` (:func:`neighbours`)."""
+        return neighbours(self._selected(self.snapshot, params)[1], key, PAGE_SIZE)
 
     def _select(
         self,
@@ -528,17 +523,6 @@ class _Builder:
                 for key in sorted(epoch_outcomes)
             },
         )
-
-
-def _one(params: Mapping[str, Sequence[str]], name: str) -> str | None:
-    values = params.get(name)
-    return values[-1] if values and values[-1] != "" else None
-
-
-def _int(text: str, name: str) -> int:
-    if not text.isdigit() or len(text) > 9:
-        raise UsageError(f"{name} must be a positive whole number (got {text!r})")
-    return int(text)
 
 
 def _norm(c: Cell) -> str:

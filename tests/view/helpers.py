@@ -102,11 +102,11 @@ def open_view(datasets: Path, tree: Path, index: Path, prefix: str = "", config:
 
 
 @contextmanager
-def serving(view: View) -> Iterator[str]:
+def serving(view: View, title: str = "test") -> Iterator[str]:
     from kag.render.view import ViewApp
 
     errors: list[BaseException] = []
-    server = Server(ViewApp(view, "test"), "127.0.0.1", 0, errors.append)
+    server = Server(ViewApp(view, title), "127.0.0.1", 0, errors.append)
     server.start()
     try:
         yield server.url

@@ -7,6 +7,7 @@ import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
@@ -61,13 +62,14 @@ def test_overview_flip_question_subgraph_and_nothing_hostile_runs(browser: objec
         page.click("a.flip >> nth=0")  # type: ignore[attr-defined] # kag right, the baseline native not
         page.wait_for_selector("#grid")  # type: ignore[attr-defined]
         assert page.inner_text("#count") == "2"  # type: ignore[attr-defined]
+        assert page.inner_text("#direction") == "kag right, native not (wrong or error)"  # type: ignore[attr-defined]
         rows = page.locator("#grid tr.row a.open").all_inner_texts()  # type: ignore[attr-defined]
         assert rows == ["med/q2", "med/q7"]
         shared = page.url  # type: ignore[attr-defined]
         page.keyboard.press("j")  # type: ignore[attr-defined]
         page.keyboard.press("Enter")  # type: ignore[attr-defined]
         page.wait_for_selector("svg.graph")  # type: ignore[attr-defined]
-        assert page.url.endswith("/q/med/q2")  # type: ignore[attr-defined]
+        assert "/q/med/q2?" in page.url  # type: ignore[attr-defined]
         assert page.locator("svg.graph g.node").count() == 3  # type: ignore[attr-defined]
         # The hostile question q0: its response, input and node labels show as text.
         page.goto(url + "q/med/q0")  # type: ignore[attr-defined]
@@ -77,18 +79,88 @@ def test_overview_flip_question_subgraph_and_nothing_hostile_runs(browser: objec
         assert "<script>window.pwned=1</script>" in page.inner_text("pre.reason")  # type: ignore[attr-defined]
         assert page.evaluate("window.pwned === undefined")  # type: ignore[attr-defined]
         assert page.locator("img").count() == 0  # type: ignore[attr-defined]
-        SCREENSHOT.parent.mkdir(exist_ok=True)
-        page.set_viewport_size({"width": 800, "height": 600})  # type: ignore[attr-defined]
         page.goto(url + "q/med/q2")  # type: ignore[attr-defined]
         assert page.locator(".badge.verdict").all_inner_texts() == ["CORRECT", "INCORRECT"]  # type: ignore[attr-defined]
-        page.screenshot(path=str(SCREENSHOT), full_page=True)  # type: ignore[attr-defined]
-        assert SCREENSHOT.read_bytes().startswith(b"\x89PNG")
         # A shared URL reloads to the same rows.
         other = _page(browser, requests)
         other.goto(shared)  # type: ignore[attr-defined]
         assert other.locator("#grid tr.row a.open").all_inner_texts() == rows  # type: ignore[attr-defined]
         other.keyboard.press("/")  # type: ignore[attr-defined]
         assert other.evaluate("document.activeElement.id") == "q"  # type: ignore[attr-defined]
+    assert requests and all(r.startswith(url) for r in requests), requests
+
+
+KAG = "qwen35-9b-ollama-neo4j-embedding-triplet-formal"
+NATIVE = "qwen35-9b-ollama-native"
+
+
+def test_a_flip_chosen_from_the_menus_keeps_its_state_from_page_to_page(
+    browser: object, med_kag: Path, tmp_path: Path
+) -> None:
+    """The Med-KAG tree as a new user meets it: the flip chosen with the two menus, the
+    list walked question by question, the filters kept through every link; the docs'
+    screenshot is this tree's question page."""
+    view = open_view(
+        med_kag / "datasets" / "mirage.json", med_kag / "results", tmp_path / "i.sqlite", "wekgr-"
+    )
+    requests: list[str] = []
+    with serving(view, "med-kag/results") as url:
+        page = _page(browser, requests)
+        page.goto(url + "questions")  # type: ignore[attr-defined]
+        assert page.locator("#flip-a option").all_inner_texts() == ["-", NATIVE, KAG]  # type: ignore[attr-defined]
+        assert page.locator("#f-dataset option").all_inner_texts() == ["any", "pubmedqa"]  # type: ignore[attr-defined]
+        page.select_option("#flip-a", KAG)  # type: ignore[attr-defined]
+        page.select_option("#flip-b", NATIVE)  # type: ignore[attr-defined]
+        page.select_option("#f-sort", "-question")  # type: ignore[attr-defined]
+        page.click("#filters button")  # type: ignore[attr-defined]
+        page.wait_for_selector("#direction")  # type: ignore[attr-defined]
+        # Only the fields that are set make the address.
+        query = parse_qs(urlsplit(page.url).query)  # type: ignore[attr-defined]
+        assert query == {"flip": [KAG, NATIVE], "sort": ["-question"]}
+        assert page.inner_text("#direction") == f"{KAG} right, {NATIVE} not (wrong or error)"  # type: ignore[attr-defined]
+        assert page.inner_text("#count") == "15"  # type: ignore[attr-defined]
+        rows = page.locator("#grid tr.row a.open").all_inner_texts()  # type: ignore[attr-defined]
+        assert len(rows) == 15 and rows == sorted(rows, reverse=True)
+        # Each cell names its option's text beside the key; the legend says what colours mean.
+        gold = page.locator("#grid tr.row >> nth=0").locator("td.gold .opt").inner_text()  # type: ignore[attr-defined]
+        assert gold in {"yes", "no", "maybe"}
+        assert page.locator("#grid td.cell .opt").count() == 30  # type: ignore[attr-defined]
+        assert "the strict grade" in page.inner_text("#legend")  # type: ignore[attr-defined]
+        # A question opened from the list: its place in it, previous and next (j/k too).
+        page.click("#grid a.open >> nth=0")  # type: ignore[attr-defined]
+        assert page.inner_text("#qnav").startswith("question 1 of 15 where")  # type: ignore[attr-defined]
+        assert page.locator("#prev-q").count() == 0  # type: ignore[attr-defined]
+        page.keyboard.press("j")  # type: ignore[attr-defined]
+        page.wait_for_url(f"**/q/pubmedqa/{rows[1].split('/')[1]}?*")  # type: ignore[attr-defined]
+        assert page.inner_text("#qnav").startswith("← previous · question 2 of 15 where")  # type: ignore[attr-defined]
+        page.click("#prev-q")  # type: ignore[attr-defined]
+        page.wait_for_url(f"**/q/pubmedqa/{rows[0].split('/')[1]}?*")  # type: ignore[attr-defined]
+        # Overview, then Questions: the same list, the menus as they were chosen.
+        page.click("nav a >> text=Overview")  # type: ignore[attr-defined]
+        page.click("nav a >> text=Questions")  # type: ignore[attr-defined]
+        assert page.inner_text("#count") == "15"  # type: ignore[attr-defined]
+        assert page.input_value("#flip-a") == KAG and page.input_value("#flip-b") == NATIVE  # type: ignore[attr-defined]
+        assert page.input_value("#f-sort") == "-question"  # type: ignore[attr-defined]
+        # A mistyped name: a page that names the valid ones, each a link that works.
+        answer = page.goto(url + "questions?dataset=pubmedq&sort=-question")  # type: ignore[attr-defined]
+        assert answer.status == 400
+        assert "dataset=pubmedq" in page.inner_text("#error")  # type: ignore[attr-defined]
+        assert page.locator("#valid a").all_inner_texts() == ["pubmedqa"]  # type: ignore[attr-defined]
+        page.click("#valid a")  # type: ignore[attr-defined]
+        assert parse_qs(urlsplit(page.url).query) == {"dataset": ["pubmedqa"], "sort": ["-question"]}  # type: ignore[attr-defined]
+        assert page.inner_text("#count") == "100"  # type: ignore[attr-defined]
+        answer = page.goto(url + "questions?setup=qwen35-9b-native")  # type: ignore[attr-defined]
+        assert answer.status == 400
+        assert page.locator("#valid a").all_inner_texts() == [NATIVE, KAG]  # type: ignore[attr-defined]
+        assert page.locator("#filters #flip-a").count() == 1  # type: ignore[attr-defined]
+        # The screenshot of docs/view.md: a flipped question of the real tree.
+        SCREENSHOT.parent.mkdir(exist_ok=True)
+        page.set_viewport_size({"width": 800, "height": 600})  # type: ignore[attr-defined]
+        page.goto(f"{url}q/pubmedqa/11411430?setup={KAG}&setup={NATIVE}&flip={KAG}&flip={NATIVE}")  # type: ignore[attr-defined]
+        assert page.inner_text("#qnav").startswith("← previous · question 3 of 15")  # type: ignore[attr-defined]
+        assert page.locator("svg.graph g.node").count() == 26  # type: ignore[attr-defined]
+        page.screenshot(path=str(SCREENSHOT), full_page=True)  # type: ignore[attr-defined]
+        assert SCREENSHOT.read_bytes().startswith(b"\x89PNG")
     assert requests and all(r.startswith(url) for r in requests), requests
 
 
@@ -101,8 +173,13 @@ def test_static_export_opens_from_file(browser: object, tmp_path: Path) -> None:
     page = _page(browser, requests)
     page.goto((out / "index.html").as_uri())  # type: ignore[attr-defined]
     assert "ACC" in page.inner_text("#setups")  # type: ignore[attr-defined]
+    assert page.locator("form").count() == 0  # type: ignore[attr-defined] # no baseline menu either
     page.click("nav a >> text=Questions")  # type: ignore[attr-defined]
     assert page.inner_text("#count") == "2"  # type: ignore[attr-defined]
+    assert page.inner_text("#direction") == "kag right, native not (wrong or error)"  # type: ignore[attr-defined]
+    # No control that would need a server: no form, no keys.
+    assert page.locator("form").count() == 0  # type: ignore[attr-defined]
+    assert "Keys:" not in page.inner_text("#total")  # type: ignore[attr-defined]
     page.click("#grid a.open >> nth=0")  # type: ignore[attr-defined]
     page.wait_for_selector("svg.graph")  # type: ignore[attr-defined]
     assert page.evaluate("window.pwned === undefined")  # type: ignore[attr-defined]
