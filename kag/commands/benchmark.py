@@ -205,6 +205,7 @@ def benchmark(
     from kag.datasets import load_datasets
     from kag.generation.config import load_benchmark, load_config
     from kag.generation.plan import PlanOptions, check_output, plan_benchmark
+    from kag.generation.shard import check_other_slicings, lock_part
     from kag.results import lock_tree
 
     slice_ = _shard(shard)
@@ -237,10 +238,12 @@ def benchmark(
     plan_benchmark(cfg, bench, data, dataclasses.replace(plan_options, resume=False, check_only=True))
     check_output(output)
     # One writer per shard: two runs of the same shard refuse each other, different
-    # shards share the tree (each writes only its own files). The lock is taken before
-    # the plan reads the tree: a run that waited for another plans from its results.
-    lock = lock_tree(output, part=f"shard-{slice_.index}-of-{slice_.count}" if slice_ else None)
+    # shards of one N share the tree (each writes only its own files), runs cut into other
+    # slices refuse each other. The lock is taken before the plan reads the tree: a run
+    # that waited for another plans from its results.
+    lock = lock_tree(output, part=lock_part(slice_))
     try:
+        check_other_slicings(output, slice_)
         plan = plan_benchmark(cfg, bench, data, plan_options)
         recorder = _start_record(
             output, cfg, bench, datasets, plan, data, limit, epochs, str(slice_) if slice_ else None

@@ -13,12 +13,19 @@ the Job's completions in ``JOB_COMPLETIONS``, which the Job's pod template sets)
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import hashlib
+import os
 import re
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from kag.errors import UsageError
+from kag.results.io import LOCK_NAME, TreeBusy
+from kag.results.model import TMP_SUFFIX
 
 _SHARD = re.compile(r"\s*([0-9]+)\s*/\s*([0-9]+)\s*")
 #: The most shards a run can be cut into: far more machines than any cluster has, and few
@@ -183,3 +190,67 @@ def shard_from_environment(environ: Mapping[str, str], option: str = "--shard") 
         f"{option} auto: no scheduler's task found (SLURM_ARRAY_TASK_ID of a Slurm job array,"
         f" JOB_COMPLETION_INDEX of a Kubernetes indexed Job); {_ADVICE}"
     )
+
+
+_LOCK_FILE = re.compile(re.escape(LOCK_NAME) + r"(?:-shard-([0-9]+)-of-([0-9]+))?" + re.escape(TMP_SUFFIX))
+
+
+def lock_part(shard: Shard | None) -> str | None:
+    """The name of the share of a result tree whose lock a run of ``shard`` takes (None: the
+    whole tree's)."""
+    return f"shard-{shard.index}-of-{shard.count}" if shard is not None else None
+
+
+def _holder(path: Path) -> str | None:
+    """The pid written in the lock file at ``path`` while a live process holds its lock;
+    None when it is free (left by a run that was killed), not a regular file, or cannot be
+    opened (the run that owns that name reports it)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                return os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+        return None  # free: closing the descriptor lets the probe's lock go at once
+    finally:
+        os.close(fd)
+
+
+def check_other_slicings(root: str | Path, shard: Shard | None) -> None:
+    """TreeBusy when another run writes the tree at ``root`` cut into other slices: shards
+    of another N, or a run without ``--shard`` beside shards (or shards beside it). Their
+    tasks overlap this run's, so both would run some tasks. Shards of one N share the tree.
+
+    Called with this run's own lock held: of two such runs starting together, the one that
+    looks second sees the other's lock (both may refuse; neither runs a task twice). A lock
+    file left by a killed run holds no lock and does not count."""
+    folder = Path(root)
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return
+    for name in names:
+        match = _LOCK_FILE.fullmatch(name)
+        if match is None:
+            continue
+        count = int(match[2]) if match[2] else None
+        if shard is not None and count == shard.count:
+            continue  # a slice of the same cut (this run's own lock among them)
+        if shard is None and count is None:
+            continue  # this run's own lock
+        holder = _holder(folder / name)
+        if holder is None:
+            continue
+        other = f"--shard {match[1]}/{match[2]}" if count is not None else "no --shard"
+        this = f"--shard {shard}" if shard is not None else "no --shard"
+        raise TreeBusy(
+            f"{folder}: another kag benchmark (pid {holder}) is writing this result tree with {other};"
+            f" with {this} some tasks would run twice: wait for it to end, or give every run the"
+            f" same N (lock file {folder / name})"
+        )

@@ -17,7 +17,15 @@ from scipy.stats import chi2
 
 from kag.cli import app
 from kag.errors import UsageError
-from kag.generation.shard import MAX_SHARDS, Shard, parse_shard, shard_from_environment, shard_number
+from kag.generation.shard import (
+    MAX_SHARDS,
+    Shard,
+    check_other_slicings,
+    parse_shard,
+    shard_from_environment,
+    shard_number,
+)
+from kag.results.io import TreeBusy, lock_tree
 from tests.conftest import REPO
 
 names = st.text(min_size=0, max_size=12)
@@ -405,3 +413,69 @@ def test_benchmark_shard_auto_runs_the_array_tasks_slice_and_records_it(tmp_path
     assert dry.stdout.splitlines()[-1].startswith(f"{len(mine)} task(s) to run")
     (record,) = (tmp_path / "out" / ".kag" / "runs").glob("*.json")
     assert json.loads(record.read_text())["shard"] == "2/4"
+
+
+# ---------------------------------------------------------------- runs cut into other slices
+
+
+@pytest.mark.parametrize(
+    ("held", "mine", "other", "this"),
+    [
+        ("shard-1-of-4", Shard(1, 2), "--shard 1/4", "--shard 1/2"),
+        ("shard-3-of-4", None, "--shard 3/4", "no --shard"),
+        (None, Shard(2, 4), "no --shard", "--shard 2/4"),
+    ],
+)
+def test_a_run_cut_into_other_slices_is_refused_while_the_other_writes(
+    tmp_path, held: str | None, mine: Shard | None, other: str, this: str
+) -> None:
+    lock = lock_tree(tmp_path, held)
+    try:
+        with pytest.raises(TreeBusy) as caught:
+            check_other_slicings(tmp_path, mine)
+    finally:
+        lock.release()
+    assert str(caught.value) == (
+        f"{tmp_path}: another kag benchmark (pid {os.getpid()}) is writing this result tree with"
+        f" {other}; with {this} some tasks would run twice: wait for it to end, or give every run"
+        f" the same N (lock file {lock.path})"
+    )
+    check_other_slicings(tmp_path, mine)  # once it has ended
+
+
+def test_shards_of_one_n_and_leftover_lock_files_share_the_tree(tmp_path) -> None:
+    # Killed runs leave their lock files but no lock.
+    (tmp_path / ".kag-benchmark-lock-shard-1-of-8.tmp").write_text("999999\n")
+    (tmp_path / ".kag-benchmark-lock.tmp").write_text("999999\n")
+    # A link named like a lock file is not followed to the held lock it points at.
+    other = tmp_path / "other"
+    other.mkdir()
+    with lock_tree(other, "shard-1-of-3") as far:
+        (tmp_path / far.path.name).symlink_to(far.path)
+        with lock_tree(tmp_path, "shard-1-of-4"), lock_tree(tmp_path, "shard-2-of-4"):
+            for shard in (Shard(1, 4), Shard(3, 4)):
+                check_other_slicings(tmp_path, shard)
+
+
+def test_benchmark_refuses_another_n_beside_a_running_shard(tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from tests.fakeserver import FakeServer
+
+    with FakeServer(reply="a") as server:
+        args = _project(tmp_path, server.url)
+        (tmp_path / "out").mkdir()
+        with lock_tree(tmp_path / "out", "shard-2-of-3") as held:
+            result = CliRunner().invoke(app, [*args, "--shard", "1/2"])
+            beside = CliRunner().invoke(app, [*args, "--shard", "1/3"])
+        asked = len(server.chat_requests())
+    assert result.exit_code == 2
+    assert result.stderr == (
+        f"kag: error: {tmp_path / 'out'}: another kag benchmark (pid {os.getpid()}) is writing this"
+        " result tree with --shard 2/3; with --shard 1/2 some tasks would run twice: wait for it to"
+        f" end, or give every run the same N (lock file {held.path})\n"
+    )
+    assert beside.exit_code == 0, beside.stderr  # a shard of the same N runs beside it
+    mine = [i for i in range(12) if shard_number("d", str(i), "s1", 3) == 1]
+    assert asked == len(mine) > 0
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [".kag", "d"]  # no lock left

@@ -1,8 +1,9 @@
 """docs/benchmark.md's Slurm array recipe (`kag benchmark --shard auto` in `sbatch --array`),
 run as written on a real one-node Slurm cluster against the loopback model server: the
 array fills the tree of an unsharded run; a cancelled task requeued with `--continue` runs
-exactly the rest; the same array twice at once runs no task twice; a shard whose requests
-fail leaves error files that a resubmission with `--retry-errors` heals."""
+exactly the rest; the same array twice at once, or an array of another size, runs no task
+twice; a shard whose requests fail leaves error files that a resubmission with
+`--retry-errors` heals."""
 
 from __future__ import annotations
 
@@ -300,7 +301,7 @@ def test_a_cancelled_task_requeued_runs_exactly_the_rest(
     assert stats(root, "results") == reference
 
 
-def test_the_same_array_twice_at_once_runs_no_task_twice(
+def test_arrays_on_one_tree_at_once_run_no_task_twice(
     cluster: Cluster, fresh_server: FakeServer, unsharded: Callable[[tuple[str, ...]], Any], tmp_path: Path
 ) -> None:
     server = fresh_server
@@ -316,6 +317,12 @@ def test_the_same_array_twice_at_once_runs_no_task_twice(
     for k in range(1, SHARDS + 1):
         out = job_output(root, second, str(k))
         assert f"--shard auto: shard {k}/{SHARDS} " in out and "another kag benchmark (pid " in out
+    # An array of another size cuts the tasks into other slices: refused too.
+    halves = cluster.sbatch(root / "benchmark.sh", options=["--array=1-2"], cwd=root, env=job_env())
+    assert states(cluster.wait(halves, count=2)) == {"1": ("FAILED", "2:0"), "2": ("FAILED", "2:0")}
+    for k in (1, 2):
+        out = job_output(root, halves, str(k))
+        assert f"with --shard {k}/2 some tasks would run twice" in out
     server.release()
     assert states(cluster.wait(first, count=SHARDS)) == ALL_DONE
     assert sent(server) == requests(every(BOTH))
