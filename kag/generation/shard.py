@@ -9,6 +9,9 @@ hash is BLAKE2b, not Python's salted ``hash``). The N shards cover every task ex
 Slurm job array (``SLURM_ARRAY_TASK_ID`` and the array's ``SLURM_ARRAY_TASK_MIN``, ``_MAX``,
 ``_COUNT``, ``_STEP``) or the pod of a Kubernetes indexed Job (``JOB_COMPLETION_INDEX``, and
 the Job's completions in ``JOB_COMPLETIONS``, which the Job's pod template sets).
+
+Shards of one N share a result tree, each under its own lock; a run cut into other slices
+(another N, or no shard) is refused while they write (:func:`check_other_slicings`).
 """
 
 from __future__ import annotations
