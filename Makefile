@@ -7,7 +7,7 @@ WHEELS ?= $(HOME)/.cache/kag/wheels
 export HF_HUB_OFFLINE := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo test test-e2e lint docs install install-test install-server bench clean
+.PHONY: demo test test-e2e test-slurm lint docs install install-test install-server bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,7 +41,12 @@ demo: $(VENV)/.installed
 	$(BIN)/kag stats --datasets examples/dataset/datasets.json --results examples/results
 
 test: $(VENV)/.installed-test
-	$(BIN)/python -m pytest -q -n 2 -m "not slow" tests
+	$(BIN)/python -m pytest -q -n 2 -m "not slow and not slurm" tests
+
+# A one-node Slurm cluster (Debian's slurm-wlm and munge, as root) running the Slurm array
+# recipe of docs/benchmark.md: run by .ci/run, which installs the packages when missing.
+test-slurm: $(VENV)/.installed-test
+	$(BIN)/python -m pytest -q -m slurm tests/slurm
 
 # Type check with the pinned mypy ([tool.mypy] in pyproject.toml); typer and rich are
 # kept at the CLI edge by ruff's banned-api rule (TID251).

@@ -28,7 +28,8 @@ is read, logged with the behaviour ``dropped``, and the connection closed cleanl
 a reply: a server whose idle timeout fires as the request arrives), ``noreply`` (the
 connection is closed cleanly without a reply), ``echo401`` (401 whose message quotes the
 ``Authorization`` key back, as some servers do), ``endless`` (200 whose body streams for
-ever), ``huge:<bytes>`` (200 announcing a body of that many bytes, then silence).
+ever), ``huge:<bytes>`` (200 announcing a body of that many bytes, then silence), ``hold`` (no
+reply until ``FakeServer.release()``, then a normal one: a test decides when it comes).
 
 TLS: ``FakeServer(tls=(certfile, keyfile))`` serves HTTPS; ``make_certificate`` writes a
 self-signed certificate for 127.0.0.1 (with the ``openssl`` command).
@@ -102,6 +103,7 @@ class _State:
     keep_bodies: bool = True
     closed: int = 0  # connections the server has closed (or seen closed)
     closed_ports: set[int] = field(default_factory=set)  # their client ports (`connection`)
+    gate: asyncio.Event = field(default_factory=asyncio.Event)  # opened by release(): ends `hold`
 
 
 class _Handler:
@@ -256,6 +258,8 @@ class _Handler:
         if name == "hang":
             await asyncio.sleep(3600)
             return False
+        if name == "hold":
+            await self.state.gate.wait()
         if name in ("noreply", "dropped"):  # the request was read whole: the close is a FIN
             return False
         if name == "slow":
@@ -445,6 +449,12 @@ class FakeServer:
         self.state.log.clear()
         self.state.counters.clear()
         self.state.closed_ports.clear()
+        self.state.gate = asyncio.Event()
+
+    def release(self) -> None:
+        """Answer every request held by the behaviour ``hold``, and from now on every new one."""
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self.state.gate.set)
 
     def set_faults(self, faults: Mapping[str, Sequence[str]], default: str | None = None) -> None:
         self.state.faults = {k: list(v) for k, v in faults.items()}

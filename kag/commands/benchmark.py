@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -32,6 +33,7 @@ from kag.render.progress import PlainProgress, run_progress
 if TYPE_CHECKING:
     from kag.generation.plan import Plan
     from kag.generation.run_record import RunRecorder
+    from kag.generation.shard import Shard
 
 
 class GenerationFailed(KagError):
@@ -175,7 +177,10 @@ def benchmark(
         typer.Option(
             "--shard",
             metavar="K/N",
-            help="Run only the K-th of N disjoint slices of the tasks (1 <= K <= N).",
+            help=(
+                "Run only the K-th of N disjoint slices of the tasks (1 <= K <= N); 'auto': K and N"
+                " of the Slurm array task or Kubernetes indexed Job this runs as."
+            ),
         ),
     ] = None,
     retries: RetriesOpt = 3,
@@ -200,10 +205,10 @@ def benchmark(
     from kag.datasets import load_datasets
     from kag.generation.config import load_benchmark, load_config
     from kag.generation.plan import PlanOptions, check_output, plan_benchmark
-    from kag.generation.shard import parse_shard
+    from kag.generation.shard import check_other_slicings, lock_part
     from kag.results import lock_tree
 
-    slice_ = parse_shard(shard) if shard is not None else None
+    slice_ = _shard(shard)
     resume = resume or retry_errors or rerun_stale
     cfg = load_config(config)
     bench = load_benchmark(benchmark_file, cfg)
@@ -233,12 +238,16 @@ def benchmark(
     plan_benchmark(cfg, bench, data, dataclasses.replace(plan_options, resume=False, check_only=True))
     check_output(output)
     # One writer per shard: two runs of the same shard refuse each other, different
-    # shards share the tree (each writes only its own files). The lock is taken before
-    # the plan reads the tree: a run that waited for another plans from its results.
-    lock = lock_tree(output, part=f"shard-{slice_.index}-of-{slice_.count}" if slice_ else None)
+    # shards of one N share the tree (each writes only its own files), runs cut into other
+    # slices refuse each other. The lock is taken before the plan reads the tree: a run
+    # that waited for another plans from its results.
+    lock = lock_tree(output, part=lock_part(slice_))
     try:
+        check_other_slicings(output, slice_)
         plan = plan_benchmark(cfg, bench, data, plan_options)
-        recorder = _start_record(output, cfg, bench, datasets, plan, data, limit, epochs, shard)
+        recorder = _start_record(
+            output, cfg, bench, datasets, plan, data, limit, epochs, str(slice_) if slice_ else None
+        )
         _run(
             plan,
             cfg,
@@ -261,6 +270,20 @@ def register(app: typer.Typer) -> None:
     kag_command(
         app, "benchmark", "Run every setup of a benchmark file over the datasets.", BENCHMARK_EXAMPLES
     )(benchmark)
+
+
+def _shard(text: str | None) -> Shard | None:
+    """``--shard``: K/N as given, or with ``auto`` the scheduler's (said on stderr, so the
+    job's log tells which slice it ran)."""
+    from kag.generation.shard import AUTO, parse_shard, shard_from_environment
+
+    if text is None:
+        return None
+    if text.strip() != AUTO:
+        return parse_shard(text)
+    shard, source = shard_from_environment(os.environ)
+    info(f"kag: benchmark: --shard auto: shard {shard} ({source})")
+    return shard
 
 
 def _start_record(
