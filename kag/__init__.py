@@ -6,9 +6,15 @@ imported on first use so that ``import kag`` and the command line stay fast.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 __version__ = "0.1.0"
+
+# A library's loggers print nothing until the application configures logging: without a
+# handler, Python's last-resort handler would print kag's warnings on stderr. The command
+# line installs its own handler (kag.console.set_verbosity).
+logging.getLogger("kag").addHandler(logging.NullHandler())
 
 _API = ("grade", "records", "records_frame", "Record", "Report")
 
