@@ -1,10 +1,8 @@
 """kag from Python: grade a result tree, or read it one graded file at a time.
 
-The functions here are what ``kag stats`` runs, without the terminal: they print nothing,
-never exit, and raise :class:`kag.errors.KagError` subclasses (``InputError`` for a file that
-cannot be read, ``UsageError`` for an argument that cannot be used), whose message names the
-file, the key or the argument. ``kag.grade``, ``kag.records`` and ``kag.records_frame`` are
-these functions (see docs/python.md).
+``kag.grade``, ``kag.records`` and ``kag.records_frame`` are the functions here (see
+:mod:`kag.api` and docs/python.md); :func:`check_inputs` checks the arguments every function
+of the API shares.
 
 ``results`` is one tree (a path) or several labelled trees (a mapping ``label -> path``,
 what ``kag stats -r LABEL=DIR -r LABEL=DIR`` grades): their setups are then named
@@ -229,14 +227,7 @@ def _check_setup_filter(
     missing = [g for g in globs if not any(fnmatchcase(name, g) for name in names)]
     if not missing:
         return
-    in_trees = sorted(
-        {
-            f.setup if tree.label is None else labelled(tree.label, f.setup)
-            for tree in source
-            for f in list_results(tree.root, prefix).files
-            if matches_any(f.dataset, dataset_globs)
-        }
-    )
+    in_trees = setups_in(source, prefix, dataset_globs)
     shown = ", ".join(in_trees[:_NAMES_SHOWN]) or "none"
     if len(in_trees) > _NAMES_SHOWN:
         shown += f", … ({len(in_trees) - _NAMES_SHOWN} more)"
@@ -245,6 +236,19 @@ def _check_setup_filter(
     )
     verb = "matches" if len(missing) == 1 else "match"
     raise UsageError(f"setups {', '.join(map(repr, missing))} {verb} no setup in {where} (setups: {shown})")
+
+
+def setups_in(source: ResultSource, prefix: str, dataset_globs: tuple[str, ...] = ()) -> list[str]:
+    """The setups of the result files of ``source`` (``LABEL/setup`` over labelled trees) in
+    the ``datasets_filter`` folders, by name; names only, no file is read."""
+    return sorted(
+        {
+            f.setup if tree.label is None else labelled(tree.label, f.setup)
+            for tree in source
+            for f in list_results(tree.root, prefix).files
+            if matches_any(f.dataset, dataset_globs)
+        }
+    )
 
 
 #: How many setup names an unmatched ``setups`` message lists (as the command line's).
