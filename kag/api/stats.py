@@ -447,7 +447,7 @@ def _iter_records(inputs: Inputs, run: GradeRun, spec: ExtractSpec | None) -> It
             continue
         question = loaded.get(graded.dataset, graded.question)
         assert question is not None and question.mcq is not None and question.mcq.answer is not None
-        key = AnswerKey(question.mcq.answer, tuple(question.mcq.options))
+        key = AnswerKey.of(question.mcq.answer, question.mcq.options)
         yield _record(graded, loaded, source, prefix, 1, None, _extracted_key(spec, graded, key))
         for epoch, path, later in _later_epochs(graded, key, source, prefix, spec):
             yield _record(later, loaded, source, prefix, epoch, path, _extracted_key(spec, later, key))
@@ -457,7 +457,7 @@ def _extracted_key(spec: ExtractSpec | None, graded: GradedFile, key: AnswerKey)
     """The key ``spec`` reads from the file's response (None: not asked, error file, nothing read)."""
     if spec is None or graded.response is None:
         return None
-    return spec.extract(graded.response, key.options)
+    return spec.extract(graded.response, key.choices)
 
 
 def _later_epochs(

@@ -41,7 +41,8 @@ def test_letter_table(response: str, keys: list[str], expected: str | None, why:
 
 @pytest.mark.parametrize("case", REPLIES, ids=[f"{n}-{case['style']}" for n, case in enumerate(REPLIES)])
 def test_letter_replies(case: dict[str, Any]) -> None:
-    assert extract_letter(case["reply"], case["keys"]) == case["expected"], case["reply"]
+    # With "options" the reply is read with the options' texts, as a datasets file gives them.
+    assert extract_letter(case["reply"], case.get("options", case["keys"])) == case["expected"], case["reply"]
 
 
 def test_letter_corpus_is_large_and_varied() -> None:
@@ -182,7 +183,11 @@ def test_result_is_a_key_or_none(response: str) -> None:
         (r"ANSWER:\s*(\w)", "Reasoning.\nANSWER: C\nANSWER: D", "C"),  # first match
         (r"[A-D](?=\)$)", "Pick B)", "B"),  # no group: the whole match
         (r"(?i)answer is (\w+)", "The Answer is Maybe.", "Maybe"),
-        (r"(x)|(y)", "y", None),  # group 1 did not take part in the first match
+        (r"(x)|(y)", "y", "y"),  # the first group that took part (lm-evaluation-harness' RegexFilter)
+        (r"(x)|y", "y", None),  # no group took part in the first match
+        (r"answer is (.*)", "The answer is  B  ", "B"),  # white space around it stripped
+        (r"answer is(\s*)(\w?)", "answer is  ", None),  # only white space captured: nothing
+        (r"\s+B\s+", "A  B  C", "B"),  # the whole match, stripped
         (r"ANSWER: (\w)", "no marker", None),
         (r"(\p{Lu})\)", "é) É)", "É"),  # regex syntax: Unicode properties
     ],

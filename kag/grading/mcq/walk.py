@@ -490,5 +490,5 @@ def _iter_questions(
             elif question.mcq.answer is None:
                 yield _QuestionTask(q.path, d.name, q.name, _Kind.NO_ANSWER, None)
             else:
-                key = AnswerKey(question.mcq.answer, tuple(question.mcq.options))
+                key = AnswerKey.of(question.mcq.answer, question.mcq.options)
                 yield _QuestionTask(q.path, d.name, q.name, _Kind.SCORABLE, key, evidence=question.evidence)
