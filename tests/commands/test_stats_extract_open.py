@@ -481,13 +481,35 @@ def test_setups_without_multiple_choice_files_are_not_small_samples(tree: list[s
     assert "alpha 4" in note and "beta 4" in note and "gamma" not in note
 
 
-@pytest.mark.parametrize("alias", ["", "The", "!!!"])
-def test_an_alias_that_normalizes_to_nothing_is_refused(tmp_path: Path, alias: str):
-    datasets = {"trivia": {"1": open_q("Paris"), "2": open_q("Rome", alias)}}
-    ds = build(tmp_path, datasets, {("trivia", "2", "s"): ok("")})
+@pytest.mark.parametrize("alias", ["", "The", "!!!", "\t", "..."])
+def test_an_alias_that_normalizes_to_nothing_is_ignored_and_the_rest_graded(tmp_path: Path, alias: str):
+    # trivia/2 keeps "Rome"; trivia/3 has no alias left: not scored. The empty replies match nothing.
+    datasets = {"trivia": {"1": open_q("Paris"), "2": open_q("Rome", alias), "3": open_q(alias, "the")}}
+    files = {("trivia", "1", "s"): ok("Paris"), ("trivia", "2", "s"): ok(""), ("trivia", "3", "s"): ok("")}
+    ds = build(tmp_path, datasets, files)
     result = stats("-d", str(ds), "-r", str(tmp_path / "results"), "--format", "json")
-    assert result.exit_code == 2 and result.stdout == ""
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["scorable_open_questions"] == 2
+    assert doc["setups"][0]["overall"]["open"] == {"total": 2, "errors": 0, "exact_match": 0.5, "f1": 0.5}
     assert result.stderr == (
-        f"kag: error: {ds}: trivia/2: 'output.answers' item 2, {alias!r}, normalizes to nothing (case,"
-        " punctuation and articles are ignored), so an empty reply would match it: it cannot be gold\n"
+        f"kag: warning: {ds}: ignored 3 accepted answer(s) that normalize to nothing (case, punctuation and"
+        " articles are ignored: only an empty reply would match them): trivia/2: 'output.answers' item 2,"
+        f" {alias!r} (and 2 more); 1 question(s) left with none are not scored; kag datasets check lists them\n"
     )
+
+
+def test_datasets_check_lists_the_aliases_that_normalize_to_nothing(tmp_path: Path):
+    ds = build(
+        tmp_path, {"trivia": {"1": open_q("Paris"), "2": open_q("Rome", "\t"), "3": open_q("the")}}, {}
+    )
+    result = runner.invoke(app, ["datasets", "check", str(ds), "--format", "json"])
+    assert result.exit_code == 0
+    assert json.loads(result.stdout)["total"]["open"] == 3
+    assert result.stderr.splitlines() == [
+        f"kag: warning: {ds}: trivia/2: 'output.answers' item 2, '\\t' normalizes to nothing: it is ignored when graded",
+        (
+            f"kag: warning: {ds}: trivia/3: 'output.answers' item 1, 'the' normalizes to nothing: it is ignored"
+            " when graded; the question has no other accepted answer and is not scored"
+        ),
+    ]
