@@ -219,3 +219,43 @@ def test_the_api_prints_no_warning_and_returns_them(tmp_path: Path) -> None:
         f"{root}/pubmedqa/12377809/qwen35-9b-kag.json: unreadable result file: not valid JSON"
     )
     assert int(rows) == 11
+
+
+def test_records_speak_the_words_of_the_export_rows() -> None:
+    # gold, response, extracted, outcome, extracted_outcome: the same names and values as --format jsonl
+    rows = [
+        orjson.loads(line)
+        for line in CliRunner()
+        .invoke(
+            app,
+            ["stats", "-d", str(DATASETS), "-r", str(RESULTS), "--extract", "letter", "--format", "jsonl"],
+        )
+        .stdout.splitlines()
+    ]
+    records = [r for r in kag.records(DATASETS, RESULTS, extract="letter") if r.epoch == 1]
+    keys = ("dataset", "question", "setup", "outcome", "gold", "response", "extracted", "extracted_outcome")
+    assert [tuple(r.to_dict()[k] for k in keys) for r in records] == [
+        tuple(row[k] for k in keys) for row in rows
+    ]
+    assert "answer" not in records[0].to_dict()
+    assert all(r.answer == r.response for r in records)  # the former name still reads the response
+    assert any(r.extracted is not None and r.extracted != r.response for r in records)
+
+
+def test_records_read_a_reply_that_names_an_option_by_its_text(tmp_path: Path) -> None:
+    datasets = tmp_path / "d.json"
+    options = {"A": "Hypokalemia", "B": "Hyperkalemia", "C": "Vitamin C deficiency"}
+    question = {"input": "?", "output": {"type": "MCQ", "options": options, "answer": "B"}}
+    datasets.write_bytes(orjson.dumps({"ds": {"q1": question, "q2": {**question}}}))
+    root = tmp_path / "r"
+    write_ok(root / "ds" / "q1" / "s.json", "The answer is Hyperkalemia.")
+    write_ok(root / "ds" / "q2" / "s.json", "Hyperkalemia or hypokalemia?")
+    rows = list(kag.records(datasets, root, extract="letter"))
+    assert [(r.outcome, r.extracted, r.extracted_outcome) for r in rows] == [
+        ("WRONG", "B", "OK"),
+        ("WRONG", None, "ERR"),
+    ]
+    assert (
+        kag.grade(datasets, root, extract="letter").to_dict()["setups"][0]["overall"]["extracted"]["correct"]
+        == 1
+    )

@@ -96,11 +96,13 @@ class Record:
       for ``<question>/epochs/<n>/``; ``path`` the result file.
     - ``type`` is ``"MCQ"`` or ``"Open"``; ``outcome`` ``"OK"``, ``"WRONG"`` or ``"ERR"``
       (the strict grade; for an open question OK means an exact match); ``gold`` the answer
-      key (an open question's accepted answers joined with `` | ``); ``answer`` the response
-      verbatim (None for an error file, whose text is ``error``).
+      key (an open question's accepted answers joined with `` | ``); ``response`` the
+      model's reply verbatim (None for an error file, whose text is ``error``); ``answer``
+      is the same value under its former name (not a field: kept for older scripts).
     - ``extracted`` is the key read from the response under ``extract`` (None when nothing
       was extracted or no extraction was asked), ``extracted_outcome`` its grade (``"ERR"``
       = not extracted; None without ``extract``); ``exact_match``/``f1`` an open question's.
+      The words are those of the ``--format jsonl`` and ``csv`` rows.
     - Times are seconds; retrieval sizes and token counts as the file records them; None
       when absent.
     """
@@ -114,7 +116,7 @@ class Record:
     path: str
     outcome: str
     gold: str | None
-    answer: str | None
+    response: str | None
     error: str | None
     extracted: str | None
     extracted_outcome: str | None
@@ -133,6 +135,11 @@ class Record:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @property
+    def answer(self) -> str | None:
+        """The response (the former name of ``response``, kept for older scripts)."""
+        return self.response
 
 
 def _path(name: str, value: object) -> str:
@@ -371,7 +378,6 @@ def _record(
     prefix: str,
     epoch: int,
     path: str | None,
-    extracted: str | None,
 ) -> Record:
     label, root, name = file_place(source, graded.setup)
     question = loaded.get(graded.dataset, graded.question)
@@ -393,9 +399,9 @@ def _record(
         path=path or str(result_path(root, graded.dataset, graded.question, prefix, name)),
         outcome=graded.outcome.name,
         gold=gold,
-        answer=graded.response,
+        response=graded.response,
         error=graded.error,
-        extracted=extracted,
+        extracted=graded.extracted_key,
         extracted_outcome=graded.extracted.name if graded.extracted is not None else None,
         exact_match=graded.exact_match,
         f1=graded.f1,
@@ -443,21 +449,14 @@ def _iter_records(inputs: Inputs, run: GradeRun, spec: ExtractSpec | None) -> It
     )
     for graded in merged:
         if graded.is_open:
-            yield _record(graded, loaded, source, prefix, 1, None, None)
+            yield _record(graded, loaded, source, prefix, 1, None)
             continue
         question = loaded.get(graded.dataset, graded.question)
         assert question is not None and question.mcq is not None and question.mcq.answer is not None
         key = AnswerKey.of(question.mcq.answer, question.mcq.options)
-        yield _record(graded, loaded, source, prefix, 1, None, _extracted_key(spec, graded, key))
+        yield _record(graded, loaded, source, prefix, 1, None)
         for epoch, path, later in _later_epochs(graded, key, source, prefix, spec):
-            yield _record(later, loaded, source, prefix, epoch, path, _extracted_key(spec, later, key))
-
-
-def _extracted_key(spec: ExtractSpec | None, graded: GradedFile, key: AnswerKey) -> str | None:
-    """The key ``spec`` reads from the file's response (None: not asked, error file, nothing read)."""
-    if spec is None or graded.response is None:
-        return None
-    return spec.extract(graded.response, key.choices)
+            yield _record(later, loaded, source, prefix, epoch, path)
 
 
 def _later_epochs(

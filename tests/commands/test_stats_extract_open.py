@@ -420,7 +420,10 @@ def test_csv_export_has_extracted_outcome_and_open_rows(tree: list[str]):
     result = stats(*tree, "--format", "csv", "--extract", "letter", "--setup", "alpha")
     assert result.exit_code == 0, result.stderr
     lines = list(csv.DictReader(io.StringIO(result.stdout)))
-    got = [tuple(line[k] for k in GRADE_KEYS) for line in lines]
+    # CSV has no row version: the answer key's column is "gold" (no "answer" column kept)
+    assert "answer" not in lines[0]
+    keys = tuple("gold" if k == "answer" else k for k in GRADE_KEYS)
+    got = [tuple(line[k] for k in keys) for line in lines]
     assert got == [
         ("mcq", "1", "alpha", "WRONG", "b", "OK", "", ""),
         ("mcq", "2", "alpha", "OK", "c", "OK", "", ""),
@@ -428,6 +431,28 @@ def test_csv_export_has_extracted_outcome_and_open_rows(tree: list[str]):
         ("mcq", "4", "alpha", "ERR", "d", "ERR", "", ""),
         ("trivia", "1", "alpha", "OK", "Paris | City of Paris", "", "1.0", "1.0"),
         ("trivia", "2", "alpha", "WRONG", "George Washington", "", "0.0", str(2 / 3)),
+    ]
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv"])
+def test_export_rows_name_the_gold_the_response_and_the_extracted_key(tree: list[str], fmt: str):
+    result = stats(*tree, "--format", fmt, "--extract", "letter", "--setup", "alpha")
+    assert result.exit_code == 0, result.stderr
+    if fmt == "jsonl":
+        rows = [json.loads(line) for line in result.stdout.splitlines()]
+        assert all(r["answer"] == r["gold"] and r["v"] == 3 for r in rows)
+    else:
+        rows = [
+            {k: v or None for k, v in line.items()} for line in csv.DictReader(io.StringIO(result.stdout))
+        ]
+    keys = ("question", "gold", "response", "extracted", "extracted_outcome")
+    assert [tuple(r[k] for k in keys) for r in rows] == [
+        ("1", "b", "The answer is B.", "b", "OK"),  # the key as the dataset spells it
+        ("2", "c", "c", "c", "OK"),
+        ("3", "a", "A or B", None, "ERR"),  # nothing extracted
+        ("4", "d", None, None, "ERR"),  # an error file
+        ("1", "Paris | City of Paris", "The city of Paris.", None, None),  # open rows: no extraction
+        ("2", "George Washington", "Washington", None, None),
     ]
 
 

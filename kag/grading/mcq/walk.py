@@ -240,7 +240,7 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
             if spec is not None:
                 # Outside the try above: a regex timeout is the pattern's fault, not the file's.
                 extracted, extracted_answer = extracted_grade(spec, graded.response, task.key)  # type: ignore[arg-type]
-                graded = replace(graded, extracted=extracted)
+                graded = replace(graded, extracted=extracted, extracted_key=extracted_answer)
             key = (setup, task.dataset)
             out.tally(key).add(graded)
             if with_text:
