@@ -155,6 +155,11 @@ def test_import_kag_stays_light() -> None:
         (lambda: kag.grade(DATASETS, RESULTS, prefix=None), r"^prefix: expected a string, got None$"),
         (lambda: kag.grade(DATASETS, RESULTS, prefix=1), r"^prefix: expected a string, got int \(1\)$"),
         (lambda: kag.grade(DATASETS, RESULTS, extract=1), r"^extract: expected a string or None, got int"),
+        (
+            lambda: kag.grade(DATASETS, RESULTS, extract="bogus"),
+            r"^extract: expected 'letter' or 'regex:PATTERN'",
+        ),
+        (lambda: kag.records(DATASETS, RESULTS, extract="regex:("), r"^extract regex:\(: invalid pattern"),
         (lambda: kag.grade(DATASETS, RESULTS, setups=1), r"^setups: expected a glob string or a list"),
         (lambda: kag.grade(DATASETS, RESULTS, setups=[b"x"]), r"^setups: expected glob strings, got bytes"),
         (

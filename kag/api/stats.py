@@ -305,7 +305,10 @@ def check_inputs(
     setup_globs = _globs("setups", setups)
     dataset_globs = _globs("datasets_filter", datasets_filter)
     if isinstance(extract, str):
-        compile_spec(extract)
+        try:
+            compile_spec(extract)
+        except UsageError as exc:  # named as the argument, not as the command line's option
+            raise UsageError(str(exc).replace("--extract", "extract", 1)) from None
     source = _source(results)
     loaded = _datasets(datasets)
     _check_dataset_filter(loaded, dataset_globs)

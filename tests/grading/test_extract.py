@@ -266,3 +266,45 @@ def test_parse_errors_name_the_option(value: str, message: str) -> None:
 )  # fmt: skip
 def test_bounded_patterns_compile(pattern: str) -> None:
     assert parse_extract_spec(f"regex:{pattern}").pattern is not None
+
+
+# ---------------------------------------------------------------- options named by their text
+
+TEXTS = {"A": "Hypokalemia", "B": "Hyperkalemia", "C": "Vitamin C deficiency", "D": "The liver"}
+
+
+@pytest.mark.parametrize(
+    "unit", ["hyperkalemia ", "not hyperkalemia. ", "the liver, ", "vitamin C deficiency? "]
+)
+def test_option_text_work_grows_linearly(unit: str) -> None:
+    small, large = unit * 200, unit * 2000
+    extract_letter(unit, TEXTS)  # the texts' patterns compiled once, outside the count
+    assert (
+        _calls(lambda: extract_letter(large, TEXTS))
+        <= 12 * _calls(lambda: extract_letter(small, TEXTS)) + 100
+    )
+
+
+@given(st.text(max_size=80), st.sampled_from(["", "hyperkalemia", "Vitamin C", "liver", "B"]))
+def test_with_texts_the_result_is_a_key_or_none_and_a_key_wins(response: str, tail: str) -> None:
+    extracted = extract_letter(response + " " + tail, TEXTS)
+    assert extracted is None or extracted in TEXTS
+    # a reply naming a key is read as without the texts: the texts only fill in when no key is named
+    keyed = extract_letter(response + " " + tail, list(TEXTS))
+    if keyed is not None:
+        assert extracted == keyed
+
+
+@pytest.mark.parametrize(
+    ("reply", "texts", "expected"),
+    [
+        ("Hyperkalemia", {"A": "Hyperkalemia", "B": "hyperkalemia"}, None),  # two options share the text
+        ("C", {"A": "C", "B": "D", "C": "E"}, "C"),  # a text that is a key is never read: the key is
+        ("e", {"A": "C", "B": "D", "C": "E"}, None),
+        ("Straße", {"A": "STRASSE", "B": "Weg"}, "A"),  # case folded in full
+    ],
+)
+def test_option_texts_that_cannot_name_an_option(
+    reply: str, texts: dict[str, str], expected: str | None
+) -> None:
+    assert extract_letter(reply, texts) == expected
