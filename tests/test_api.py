@@ -139,3 +139,128 @@ def test_import_kag_stays_light() -> None:
     assert "grade" in dir(kag)
     with pytest.raises(AttributeError):
         kag.nothing_here  # noqa: B018
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: kag.grade(None, RESULTS), r"^datasets: expected a path \(str or pathlib.Path\), got None$"),
+        (lambda: kag.grade(123, RESULTS), r"^datasets: expected a path .*got int$"),
+        (lambda: kag.grade(b"d.json", RESULTS), r"^datasets: expected a path .*got bytes$"),
+        (lambda: kag.grade("d\0.json", RESULTS), r"^datasets 'd\\x00.json': a path cannot contain a NUL"),
+        (lambda: kag.grade(DATASETS, None), r"^results: expected a path or a mapping .*got None$"),
+        (lambda: kag.grade(DATASETS, [RESULTS]), r"^results: expected a path or a mapping .*got list$"),
+        (lambda: kag.grade(DATASETS, {1: RESULTS}), r"^results: a label must be a string, got int \(1\)$"),
+        (lambda: kag.grade(DATASETS, {"a": None}), r"^results\['a'\]: expected a path .*got None$"),
+        (lambda: kag.grade(DATASETS, RESULTS, prefix=None), r"^prefix: expected a string, got None$"),
+        (lambda: kag.grade(DATASETS, RESULTS, prefix=1), r"^prefix: expected a string, got int \(1\)$"),
+        (lambda: kag.grade(DATASETS, RESULTS, extract=1), r"^extract: expected a string or None, got int"),
+        (
+            lambda: kag.grade(DATASETS, RESULTS, extract="bogus"),
+            r"^extract: expected 'letter' or 'regex:PATTERN'",
+        ),
+        (lambda: kag.records(DATASETS, RESULTS, extract="regex:("), r"^extract regex:\(: invalid pattern"),
+        (lambda: kag.grade(DATASETS, RESULTS, setups=1), r"^setups: expected a glob string or a list"),
+        (lambda: kag.grade(DATASETS, RESULTS, setups=[b"x"]), r"^setups: expected glob strings, got bytes"),
+        (
+            lambda: kag.grade(DATASETS, RESULTS, datasets_filter=1),
+            r"^datasets_filter: expected a glob string",
+        ),
+        (
+            lambda: kag.grade(DATASETS, RESULTS, datasets_filter={"a": 1}),
+            r"^datasets_filter: expected a glob",
+        ),
+        (
+            lambda: kag.grade(DATASETS, RESULTS).accuracy("nope"),
+            r"^setup 'nope': not in the report \(setups: ",
+        ),
+        (
+            lambda: kag.records(None, RESULTS),
+            r"^datasets: expected a path",
+        ),  # at the call, not the first next()
+        (lambda: kag.records(DATASETS, RESULTS, prefix=None), r"^prefix: expected a string"),
+        (lambda: kag.records_frame(DATASETS, 7), r"^results: expected a path or a mapping"),
+    ],
+)
+def test_unusable_arguments_are_usage_errors(call: object, message: str) -> None:
+    assert callable(call)
+    with pytest.raises(UsageError, match=message):
+        call()
+
+
+@pytest.mark.parametrize("function", [kag.grade, kag.records, kag.records_frame])
+def test_a_setup_glob_that_selects_nothing_is_a_usage_error_naming_the_setups(function: object) -> None:
+    assert callable(function)
+    if function is kag.records_frame:
+        pytest.importorskip("pandas")
+    expected = (
+        r"^setups 'nomatch\*' matches no setup in .*examples/results "
+        r"\(setups: qwen35-9b-kag, qwen35-9b-native, smollm2-135m-native\)$"
+    )
+    with pytest.raises(UsageError, match=expected):
+        function(DATASETS, RESULTS, setups=["qwen*", "nomatch*"])
+    with pytest.raises(UsageError, match=r"^setups 'a/zz' matches no setup in a=.*, b=.* \(setups: a/qwen35"):
+        function(DATASETS, {"a": RESULTS, "b": RESULTS}, setups="a/zz")
+
+
+def test_the_api_prints_no_warning_and_returns_them(tmp_path: Path) -> None:
+    import shutil
+    import subprocess
+
+    root = tmp_path / "r"
+    shutil.copytree(RESULTS, root)
+    (root / "pubmedqa" / "12377809" / "qwen35-9b-kag.json").write_text("{bad", encoding="utf-8")
+    code = (
+        "import kag, sys\n"
+        f"r = kag.grade({str(DATASETS)!r}, {str(root)!r})\n"
+        "print(len(r.warnings)); print(r.warnings[0])\n"
+        f"print(len(list(kag.records({str(DATASETS)!r}, {str(root)!r}))))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stderr == ""  # Python's last-resort handler printed the warning here
+    count, warning, rows = done.stdout.splitlines()
+    assert count == "1"
+    assert warning.startswith(
+        f"{root}/pubmedqa/12377809/qwen35-9b-kag.json: unreadable result file: not valid JSON"
+    )
+    assert int(rows) == 11
+
+
+def test_records_speak_the_words_of_the_export_rows() -> None:
+    # gold, response, extracted, outcome, extracted_outcome: the same names and values as --format jsonl
+    rows = [
+        orjson.loads(line)
+        for line in CliRunner()
+        .invoke(
+            app,
+            ["stats", "-d", str(DATASETS), "-r", str(RESULTS), "--extract", "letter", "--format", "jsonl"],
+        )
+        .stdout.splitlines()
+    ]
+    records = [r for r in kag.records(DATASETS, RESULTS, extract="letter") if r.epoch == 1]
+    keys = ("dataset", "question", "setup", "outcome", "gold", "response", "extracted", "extracted_outcome")
+    assert [tuple(r.to_dict()[k] for k in keys) for r in records] == [
+        tuple(row[k] for k in keys) for row in rows
+    ]
+    assert "answer" not in records[0].to_dict()
+    assert all(r.answer == r.response for r in records)  # the former name still reads the response
+    assert any(r.extracted is not None and r.extracted != r.response for r in records)
+
+
+def test_records_read_a_reply_that_names_an_option_by_its_text(tmp_path: Path) -> None:
+    datasets = tmp_path / "d.json"
+    options = {"A": "Hypokalemia", "B": "Hyperkalemia", "C": "Vitamin C deficiency"}
+    question = {"input": "?", "output": {"type": "MCQ", "options": options, "answer": "B"}}
+    datasets.write_bytes(orjson.dumps({"ds": {"q1": question, "q2": {**question}}}))
+    root = tmp_path / "r"
+    write_ok(root / "ds" / "q1" / "s.json", "The answer is Hyperkalemia.")
+    write_ok(root / "ds" / "q2" / "s.json", "Hyperkalemia or hypokalemia?")
+    rows = list(kag.records(datasets, root, extract="letter"))
+    assert [(r.outcome, r.extracted, r.extracted_outcome) for r in rows] == [
+        ("WRONG", "B", "OK"),
+        ("WRONG", None, "ERR"),
+    ]
+    assert (
+        kag.grade(datasets, root, extract="letter").to_dict()["setups"][0]["overall"]["extracted"]["correct"]
+        == 1
+    )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -14,6 +14,9 @@ from kag.commands._report import write_report
 from kag.commands._values import KagSubGroup
 from kag.console import info
 from kag.errors import UsageError
+
+if TYPE_CHECKING:
+    from kag.datasets import Datasets
 
 datasets_app = typer.Typer(
     cls=KagSubGroup,
@@ -182,8 +185,20 @@ def check(
     fmt = format.strip().lower()
     if fmt not in ("text", "json"):
         raise UsageError(f"--format must be one of text, json (got {format!r})")
-    counts = count_questions(load_datasets(datasets))
+    loaded = load_datasets(datasets)
+    counts = count_questions(loaded)
     sys.stdout.write(render_counts(counts, fmt))
+    _warn_empty_gold(loaded)
+
+
+def _warn_empty_gold(loaded: Datasets) -> None:
+    """One warning per accepted answer that normalizes to nothing: ``kag stats`` ignores them."""
+    from kag.console import warn
+    from kag.grading.open_grading import empty_open_gold
+
+    for gold in empty_open_gold(loaded):
+        unscored = "; the question has no other accepted answer and is not scored" if gold.alone else ""
+        warn(f"{loaded.path}: {gold.describe()} normalizes to nothing: it is ignored when graded{unscored}")
 
 
 def register(app: typer.Typer) -> None:

@@ -44,6 +44,13 @@ window of a few words around it (so the time is linear in the reply's length):
    listed with it (``B, C and D are false``).
 5. Else the only key mentioned and not rejected (``I'd go with B here``, ``A is wrong;
    so C.``); none when there are two (``A or B``) or none.
+6. Else, when the options' texts are given (a mapping key -> text) and no key is
+   mentioned but to be rejected, the option the reply names by its text
+   (:func:`~kag.grading.letter.read_option_text`): the whole reply is its text
+   (``Staphylococcus aureus``), or its text is the only option text in the reply and is
+   not negated (``The answer is Hyperkalemia.``, ``The deficiency here is of vitamin
+   C.``); none when two options' texts appear (``hyperkalemia or hypokalemia``, or
+   ``Aspirin`` inside ``Aspirin and clopidogrel``) or the reply rejected that option's key.
 
 The article and the pronoun: when ``A`` is a key, ``a``/``A`` followed by a space and a
 word (or ``A 45-year-old``) is the article when lower-case, or upper-case at the start of
@@ -55,19 +62,22 @@ before a lower-case word is the pronoun (``I think``), except after a marker.
 Keys compare under the grading rule (ASCII case-insensitive only, so ``É`` is not ``é``)
 and may be words (``yes``/``no``/``maybe``); a key is found only as a whole word (not
 followed or preceded by a letter or digit: ``B12`` holds no key ``B``). Option texts are
-not read: ``Vitamin C`` alone names no key. The key returned is spelled as in the
-dataset.
+read only at step 6: ``Vitamin C`` names the option whose text it is, never the key
+``C``. The key returned is spelled as in the dataset.
 
 Sources: lm-evaluation-harness' ``MultiChoiceRegexFilter``
-(``lm_eval/filters/extraction.py``) falls back from a task pattern to the option keys
+(``lm_eval/filters/extraction.py``) falls back from a task pattern to the options' texts
+(step 6; it takes the first text found, kag none when two are), then to the option keys
 after a colon (``:\s*([A-D])``), the origin of the "Answer: (b)" marker here; inspect_ai's
 ``ANSWER_PATTERN_LETTER`` (``inspect_ai/_util/pattern.py``) and ``parse_answers``
 (``solver/_multiple_choice.py``) require the key to end at a non-word character, the
 whole-word rule here (inspect_ai takes the last ``ANSWER:`` line; kag gives none when two
 answers disagree). The windowed reading, negations, names and the ambiguity rule are kag's.
 
-``regex:PATTERN`` (:func:`extract_regex`): the first capture group of the first match, or
-the whole match when the pattern has no group; Python ``regex`` syntax; each search is
+``regex:PATTERN`` (:func:`extract_regex`): the first capture group that took part in the
+first match and is not empty (``(A)|(B)`` on ``B`` gives ``B``, as lm-evaluation-harness'
+``RegexFilter`` does), or the whole match when the pattern has no group, with the white
+space around it stripped (``answer is (.*)`` on ``answer is  B `` gives ``B``); Python ``regex`` syntax; each search is
 limited to :data:`REGEX_TIMEOUT_S` seconds. A pattern that recurses (``(?R)``, ``(?1)``,
 ``(?&name)``) or asks for more than :data:`MAX_REPEAT` counted repetitions in all
 (``(?:a{1000000}){1000000}``) is refused before it is compiled: the engine would exhaust
@@ -138,8 +148,10 @@ def extract_letter(response: str, option_keys: Collection[str]) -> str | None:
     """The option key a reader takes from ``response``, as spelled in ``option_keys``; None if none.
 
     See the module docstring for the rule: reasoning blocks removed (`strip_think`), then
-    :func:`kag.grading.letter.read_letter`. Empty keys are ignored; no keys means nothing
-    is extracted. Time is linear in the length of ``response``.
+    :func:`kag.grading.letter.read_letter`. ``option_keys`` may map each key to its option
+    text (a datasets file's ``options``): a reply that names no key is then read for an
+    option's text (step 6). Empty keys are ignored; no keys means nothing is extracted.
+    Time is linear in the length of ``response``.
     """
     return read_letter(strip_think(response), option_keys)
 
@@ -223,10 +235,12 @@ def extract_regex(
     """The first capture group of the first match of ``pattern`` in ``response`` (group 0 without groups).
 
     ``pattern`` is a compiled pattern or its source (compiled once, see `compile_pattern`).
-    None when nothing matches, or when the first group did not take part in the first
-    match (``(a)|b`` on ``"b"``). The text is returned as matched, untrimmed: the grading
-    rule trims it. Raises :class:`RegexTimeout` when the search takes longer than
-    ``timeout`` seconds.
+    With groups, the first group that took part in the first match and captured more than
+    white space (``(a)|(b)`` on ``"b"`` gives ``"b"``, as lm-evaluation-harness'
+    ``RegexFilter``); none did (``(a)|b`` on ``"b"``): None. The text is returned with the
+    white space around it stripped; None when nothing matches or only white space was
+    captured. Raises :class:`RegexTimeout` when the search takes longer than ``timeout``
+    seconds.
     """
     if isinstance(pattern, str):
         pattern = compile_pattern(pattern)
@@ -239,7 +253,8 @@ def extract_regex(
         ) from None
     if match is None:
         return None
-    return match.group(1) if pattern.groups else match.group(0)
+    captured = match.groups() if pattern.groups else (match.group(0),)
+    return next((text.strip() for text in captured if text and text.strip()), None)
 
 
 class RegexTimeout(UsageError):
@@ -268,8 +283,9 @@ class ExtractSpec:
     def extract(self, response: str, option_keys: Collection[str]) -> str | None:
         """The extracted answer of ``response`` (reasoning blocks removed first), or None.
 
-        For ``letter`` an option key as spelled in ``option_keys``; for ``regex`` the
-        captured text (``option_keys`` unused), to be graded by the caller.
+        For ``letter`` an option key as spelled in ``option_keys`` (a mapping key -> text
+        lets it read options' texts); for ``regex`` the captured text (``option_keys``
+        unused), to be graded by the caller.
         """
         if self.pattern is None:
             return extract_letter(response, option_keys)

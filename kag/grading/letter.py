@@ -8,7 +8,7 @@ around it, so the time is linear in the reply's length.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from functools import lru_cache
@@ -405,17 +405,38 @@ def read_letter(text: str, option_keys: Collection[str]) -> str | None:
     as spelled in ``option_keys``; None if none.
 
     The rule is :func:`kag.grading.extract.extract_letter`'s (steps 1 to 5 of that module's
-    docstring). Empty keys are ignored; no keys means nothing is extracted. Time is linear
-    in the length of ``text``: each mention of a key is read with a window of a few words
-    around it.
+    docstring). Empty keys are ignored; no keys means nothing is extracted. Given a mapping
+    (option key -> option text), a reply that names no key is read for the text of an
+    option (:func:`read_option_text`), unless it rejected that option's key ("not B").
+    Time is linear in the length of ``text``: each mention of a key is read with a window
+    of a few words around it.
     """
     patterns = _patterns(tuple(option_keys))
     if patterns is None:
         return None
+    key, mentions = _read_keys(text, patterns)
+    if key is not None or not isinstance(option_keys, Mapping):
+        return key
+    # Keys offered side by side ("A or B") are not settled by a text; a rejected key's
+    # text does not make it the answer.
+    if any(m.kind is not _Kind.NEGATED for m in mentions):
+        return None
+    named = read_option_text(text, option_keys)
+    rejected = {k for m in mentions for k in (m.key, *m.offered)}
+    return None if named is None or ascii_fold(named) in rejected else named
+
+
+def _read_keys(text: str, patterns: _KeyPatterns) -> tuple[str | None, list[_Mention]]:
+    """(the key a reader takes from ``text`` or None, the mentions of keys read)."""
     whole = _whole(text, patterns)
     if whole is not None:
-        return whole
+        return whole, []
     mentions = _mentions(text, patterns)
+    return _settle(mentions, patterns), mentions
+
+
+def _settle(mentions: list[_Mention], patterns: _KeyPatterns) -> str | None:
+    """The key the mentions give (steps 3 to 5), or None."""
     rejected: set[str] = set()
     for mention in mentions:
         if mention.kind is _Kind.NEGATED:  # with the keys listed with it: "rule out A and B"
@@ -435,3 +456,79 @@ def read_letter(text: str, option_keys: Collection[str]) -> str | None:
 
 def _single(keys: set[str], patterns: _KeyPatterns) -> str | None:
     return patterns.spelled[keys.pop()] if len(keys) == 1 else None
+
+
+# ---------------------------------------------------------------- options named by their text
+
+_WORDS = regex.compile(r"[\p{L}\p{N}]+")
+_LEADING_ARTICLES = frozenset({"the", "a", "an"})
+
+
+@dataclass(frozen=True, slots=True)
+class _TextPatterns:
+    words: dict[tuple[str, ...], str]  # an option's text as words -> its key as in the dataset
+    texts: tuple[tuple[str, regex.Pattern[str]], ...]  # (key, where its text is named)
+
+
+def _words(text: str) -> tuple[str, ...]:
+    """The words of ``text``, case-folded, without a leading article: how texts compare."""
+    words = tuple(w.casefold() for w in _WORDS.findall(text))
+    return words[1:] if len(words) > 1 and words[0] in _LEADING_ARTICLES else words
+
+
+@lru_cache(maxsize=256)
+def _text_patterns(options: tuple[tuple[str, str], ...]) -> _TextPatterns | None:
+    folded_keys = {ascii_fold(key) for key, _ in options}
+    by_words: dict[tuple[str, ...], list[str]] = {}
+    for key, text in options:
+        words = _words(text)
+        # A text that is a key, one character or nothing would be read in every reply.
+        if key.strip() and words and len("".join(words)) > 1 and " ".join(words) not in folded_keys:
+            by_words.setdefault(words, []).append(key)
+    # Two options with the same text cannot be told apart by it.
+    unique = {words: keys[0] for words, keys in by_words.items() if len(keys) == 1}
+    if not unique:
+        return None
+    texts = tuple((key, _text_pattern(words)) for words, key in unique.items())
+    return _TextPatterns(unique, texts)
+
+
+def _text_pattern(words: tuple[str, ...]) -> regex.Pattern[str]:
+    """Where ``words`` are named: as whole words, in any case, any non-word characters between."""
+    body = r"[^\p{L}\p{N}]+".join(regex.escape(w) for w in words)
+    return regex.compile(rf"(?fi)(?<![\p{{L}}\p{{N}}]){body}(?![\p{{L}}\p{{N}}])")
+
+
+def read_option_text(text: str, options: Mapping[str, str]) -> str | None:
+    """The key of the one option whose text ``text`` names, as spelled in ``options``; None if none.
+
+    Texts compare as their words, case-folded, a leading article dropped (``"The liver"``
+    is named by ``liver``). The reply names an option when the whole reply is its text
+    (``"Staphylococcus aureus."``), or when its text appears in the reply as whole words,
+    not negated (``not``, ``rather than``, ``X is wrong``: the rule of the keys), and no
+    other option's text appears at all (``"Hyperkalemia or hypokalemia"`` names none, nor
+    does a reply naming ``"Aspirin and clopidogrel"`` when ``"Aspirin"`` is another option).
+    Texts that are a key, one character long or shared by two options are never read.
+    Time is linear in the length of ``text`` times the number of options.
+    """
+    patterns = _text_patterns(tuple(options.items()))
+    if patterns is None:
+        return None
+    whole = patterns.words.get(_words(text))
+    if whole is not None:
+        return whole
+    named: list[str] = []
+    negated = False
+    for key, pattern in patterns.texts:
+        found = False
+        for match in pattern.finditer(text):
+            found = True
+            start, end = match.span()
+            before = _read_before(_tokens_before(text, start))
+            if before is _Kind.NEGATED or _verdict(_tokens_after(text, end)) is _Kind.NEGATED:
+                negated = True
+        if found:
+            named.append(key)
+            if len(named) > 1:
+                return None
+    return named[0] if len(named) == 1 and not negated else None

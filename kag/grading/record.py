@@ -38,7 +38,8 @@ class GradedFile:
       ``ok.stats.prompt``, ``retrieval`` the complete retrieval sample; ``config`` and
       ``usage`` are ``ok.stats.config`` and ``ok.stats.usage``, kept so that later stages
       (comparisons, costs) never read the file again. Absent or mistyped values are None.
-    - Scores: ``extracted`` the grade under ``--extract`` (ERR = not extracted);
+    - Scores: ``extracted`` the grade under ``--extract`` (ERR = not extracted) and
+      ``extracted_key`` what was extracted (None when nothing was, or not asked);
       ``exact_match`` and ``f1`` an open question's (0 and 0 for an error file);
       ``evidence_hit`` whether the retrieval text holds one of the question's evidence
       names (None when the question lists none, the file has no retrieval text, or
@@ -66,6 +67,7 @@ class GradedFile:
     evidence_hit: bool | None = None
     gold: str | None = None
     path: str | None = None
+    extracted_key: str | None = None
 
     @property
     def is_open(self) -> bool:

@@ -11,12 +11,15 @@ only: a text cell that a spreadsheet would read as a formula (it starts with ``=
 injection; JSON Lines keeps every text exact.
 
 Every row has every column; a value that does not apply is empty (CSV) or null (JSON).
-``extracted_outcome`` is the grade under ``--extract`` (OK, WRONG or ERR = not extracted)
-of an MCQ row, empty without ``--extract``. An open-question row (``"type": "Open"``) has
+The words are those of every kag surface: ``gold`` the answer key, ``response`` the model's
+reply, ``extracted`` the key read from the reply under ``--extract`` (empty when nothing
+was, or without ``--extract``), ``outcome`` and ``extracted_outcome`` their grades (OK,
+WRONG or ERR; ERR = not extracted). An open-question row (``"type": "Open"``) has
 ``exact_match`` and ``f1`` (0 and 0 for an error file), ``outcome`` OK when the exact match
-is 1, WRONG otherwise, ERR for an error file, and ``answer`` the accepted answers joined
-with `` | ``; its ``extracted_outcome`` is empty, as ``exact_match`` and ``f1`` are for an
-MCQ row.
+is 1, WRONG otherwise, ERR for an error file, and ``gold`` the accepted answers joined
+with `` | ``; its ``extracted`` and ``extracted_outcome`` are empty, as ``exact_match`` and
+``f1`` are for an MCQ row. JSON Lines rows (version 3) also keep the key ``answer`` of
+versions 1 and 2, the same value as ``gold``.
 """
 
 from __future__ import annotations
@@ -37,21 +40,26 @@ from kag.results.tree import result_path
 if TYPE_CHECKING:
     from kag.datasets import Datasets
 
-#: The separator of an open question's accepted answers in the ``answer`` column.
+#: The separator of an open question's accepted answers in the ``gold`` column.
 ANSWERS_SEPARATOR = " | "
 
 #: The version of the JSON Lines rows (their last key, ``"v"``): `kag stats compare --against`
-#: reads rows of this version and older ones (rows without ``"v"`` are version 1).
-JSONL_VERSION = 2
+#: reads rows of this version and older ones (rows without ``"v"`` are version 1). Version 3
+#: added ``gold`` and ``extracted`` (``answer`` kept, after the columns).
+JSONL_VERSION = 3
 
-#: The columns, in order (also the keys of every JSON Lines object).
+#: The key of versions 1 and 2 that JSON Lines rows keep (the answer key, as ``gold``).
+LEGACY_ANSWER = "answer"
+
+#: The columns, in order (also the first keys of every JSON Lines object).
 COLUMNS = (
     "dataset",
     "question",
     "setup",
     "outcome",
-    "answer",
+    "gold",
     "response",
+    "extracted",
     "extracted_outcome",
     "exact_match",
     "f1",
@@ -73,12 +81,13 @@ COLUMNS = (
 
 def export_row(
     record: GradedFile,
-    answer: str | None,
+    gold: str | None,
     place: tuple[str | None, str | None] = (None, None),
 ) -> dict[str, Any]:
-    """One row: ``outcome`` is OK, WRONG or ERR; ``answer`` the answer key; ``response`` the
-    response verbatim (None for ERR); ``extracted_outcome`` the ``--extract`` grade of an
-    MCQ record; ``exact_match`` and ``f1`` those of an open record; times in seconds;
+    """One row: ``outcome`` is OK, WRONG or ERR; ``gold`` the answer key; ``response`` the
+    response verbatim (None for ERR); ``extracted`` the key ``--extract`` read and
+    ``extracted_outcome`` its grade, of an MCQ record; ``exact_match`` and ``f1`` those of
+    an open record; times in seconds;
     ``vertices``/``relationships``/``properties``/``retrieval_secs`` only for files with a
     complete retrieval sample; token counts as the result file records them; ``model`` and
     ``provider`` those the file records; ``place`` the (label, path) of the file (its tree's
@@ -93,8 +102,9 @@ def export_row(
         "question": record.question,
         "setup": record.setup,
         "outcome": record.outcome.name,
-        "answer": answer,
+        "gold": gold,
         "response": record.response,
+        "extracted": record.extracted_key,
         "extracted_outcome": extracted,
         "exact_match": record.exact_match,
         "f1": record.f1,
@@ -131,16 +141,16 @@ def iter_rows(
     )
     for record in merged:
         question = datasets.get(record.dataset, record.question)
-        answer = None
+        gold = None
         if question is not None and question.mcq is not None:
-            answer = question.mcq.answer
+            gold = question.mcq.answer
         elif question is not None and question.open is not None:
-            answer = ANSWERS_SEPARATOR.join(question.open.answers)
+            gold = ANSWERS_SEPARATOR.join(question.open.answers)
         place: tuple[str | None, str | None] = (None, None)
         if source is not None:
             label, root, name = file_place(source, record.setup)
             place = (label, str(result_path(root, record.dataset, record.question, prefix, name)))
-        yield export_row(record, answer, place)
+        yield export_row(record, gold, place)
 
 
 #: The first characters that make a spreadsheet read a cell as a formula (OWASP, "CSV
@@ -194,10 +204,11 @@ def render_jsonl(
     source: ResultSource | None = None,
     prefix: str = "",
 ) -> str:
-    """JSON Lines: one object per graded file (keys :data:`COLUMNS`, then ``"v"``, the row
-    version :data:`JSONL_VERSION`), absent values null."""
+    """JSON Lines: one object per graded file (keys :data:`COLUMNS`, then ``"answer"``, the
+    key of versions 1 and 2 (:data:`LEGACY_ANSWER`, the same value as ``gold``), then
+    ``"v"``, the row version :data:`JSONL_VERSION`), absent values null."""
     return "".join(
-        orjson.dumps({**row, "v": JSONL_VERSION}).decode() + "\n"
+        orjson.dumps({**row, LEGACY_ANSWER: row["gold"], "v": JSONL_VERSION}).decode() + "\n"
         for row in iter_rows(records, datasets, open_records, source=source, prefix=prefix)
     )
 

@@ -491,7 +491,7 @@ def _grade_one(
     assert q.mcq is not None and q.mcq.answer is not None
     key = keys.get((dataset, question)) if keys is not None else None
     if key is None:  # folded once per question of a chunk, not once per file
-        key = AnswerKey(q.mcq.answer, tuple(q.mcq.options))
+        key = AnswerKey.of(q.mcq.answer, q.mcq.options)
         if keys is not None:
             keys[(dataset, question)] = key
     graded = grade_fields(fields, key, dataset, question, setup, abstention)

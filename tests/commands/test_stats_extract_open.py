@@ -420,7 +420,10 @@ def test_csv_export_has_extracted_outcome_and_open_rows(tree: list[str]):
     result = stats(*tree, "--format", "csv", "--extract", "letter", "--setup", "alpha")
     assert result.exit_code == 0, result.stderr
     lines = list(csv.DictReader(io.StringIO(result.stdout)))
-    got = [tuple(line[k] for k in GRADE_KEYS) for line in lines]
+    # CSV has no row version: the answer key's column is "gold" (no "answer" column kept)
+    assert "answer" not in lines[0]
+    keys = tuple("gold" if k == "answer" else k for k in GRADE_KEYS)
+    got = [tuple(line[k] for k in keys) for line in lines]
     assert got == [
         ("mcq", "1", "alpha", "WRONG", "b", "OK", "", ""),
         ("mcq", "2", "alpha", "OK", "c", "OK", "", ""),
@@ -428,6 +431,28 @@ def test_csv_export_has_extracted_outcome_and_open_rows(tree: list[str]):
         ("mcq", "4", "alpha", "ERR", "d", "ERR", "", ""),
         ("trivia", "1", "alpha", "OK", "Paris | City of Paris", "", "1.0", "1.0"),
         ("trivia", "2", "alpha", "WRONG", "George Washington", "", "0.0", str(2 / 3)),
+    ]
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv"])
+def test_export_rows_name_the_gold_the_response_and_the_extracted_key(tree: list[str], fmt: str):
+    result = stats(*tree, "--format", fmt, "--extract", "letter", "--setup", "alpha")
+    assert result.exit_code == 0, result.stderr
+    if fmt == "jsonl":
+        rows = [json.loads(line) for line in result.stdout.splitlines()]
+        assert all(r["answer"] == r["gold"] and r["v"] == 3 for r in rows)
+    else:
+        rows = [
+            {k: v or None for k, v in line.items()} for line in csv.DictReader(io.StringIO(result.stdout))
+        ]
+    keys = ("question", "gold", "response", "extracted", "extracted_outcome")
+    assert [tuple(r[k] for k in keys) for r in rows] == [
+        ("1", "b", "The answer is B.", "b", "OK"),  # the key as the dataset spells it
+        ("2", "c", "c", "c", "OK"),
+        ("3", "a", "A or B", None, "ERR"),  # nothing extracted
+        ("4", "d", None, None, "ERR"),  # an error file
+        ("1", "Paris | City of Paris", "The city of Paris.", None, None),  # open rows: no extraction
+        ("2", "George Washington", "Washington", None, None),
     ]
 
 
@@ -481,13 +506,35 @@ def test_setups_without_multiple_choice_files_are_not_small_samples(tree: list[s
     assert "alpha 4" in note and "beta 4" in note and "gamma" not in note
 
 
-@pytest.mark.parametrize("alias", ["", "The", "!!!"])
-def test_an_alias_that_normalizes_to_nothing_is_refused(tmp_path: Path, alias: str):
-    datasets = {"trivia": {"1": open_q("Paris"), "2": open_q("Rome", alias)}}
-    ds = build(tmp_path, datasets, {("trivia", "2", "s"): ok("")})
+@pytest.mark.parametrize("alias", ["", "The", "!!!", "\t", "..."])
+def test_an_alias_that_normalizes_to_nothing_is_ignored_and_the_rest_graded(tmp_path: Path, alias: str):
+    # trivia/2 keeps "Rome"; trivia/3 has no alias left: not scored. The empty replies match nothing.
+    datasets = {"trivia": {"1": open_q("Paris"), "2": open_q("Rome", alias), "3": open_q(alias, "the")}}
+    files = {("trivia", "1", "s"): ok("Paris"), ("trivia", "2", "s"): ok(""), ("trivia", "3", "s"): ok("")}
+    ds = build(tmp_path, datasets, files)
     result = stats("-d", str(ds), "-r", str(tmp_path / "results"), "--format", "json")
-    assert result.exit_code == 2 and result.stdout == ""
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["scorable_open_questions"] == 2
+    assert doc["setups"][0]["overall"]["open"] == {"total": 2, "errors": 0, "exact_match": 0.5, "f1": 0.5}
     assert result.stderr == (
-        f"kag: error: {ds}: trivia/2: 'output.answers' item 2, {alias!r}, normalizes to nothing (case,"
-        " punctuation and articles are ignored), so an empty reply would match it: it cannot be gold\n"
+        f"kag: warning: {ds}: ignored 3 accepted answer(s) that normalize to nothing (case, punctuation and"
+        " articles are ignored: only an empty reply would match them): trivia/2: 'output.answers' item 2,"
+        f" {alias!r} (and 2 more); 1 question(s) left with none are not scored; kag datasets check lists them\n"
     )
+
+
+def test_datasets_check_lists_the_aliases_that_normalize_to_nothing(tmp_path: Path):
+    ds = build(
+        tmp_path, {"trivia": {"1": open_q("Paris"), "2": open_q("Rome", "\t"), "3": open_q("the")}}, {}
+    )
+    result = runner.invoke(app, ["datasets", "check", str(ds), "--format", "json"])
+    assert result.exit_code == 0
+    assert json.loads(result.stdout)["total"]["open"] == 3
+    assert result.stderr.splitlines() == [
+        f"kag: warning: {ds}: trivia/2: 'output.answers' item 2, '\\t' normalizes to nothing: it is ignored when graded",
+        (
+            f"kag: warning: {ds}: trivia/3: 'output.answers' item 1, 'the' normalizes to nothing: it is ignored"
+            " when graded; the question has no other accepted answer and is not scored"
+        ),
+    ]

@@ -271,7 +271,7 @@ def test_a_cost_past_the_largest_float_is_an_error_not_no_price(tree, tmp_path: 
 # ---------------------------------------------------------------- per-question export
 
 EXPECTED_ROWS = [
-    # dataset, question, setup, outcome, answer, response, gen s, ctx, ret s, v, r, p, tokens
+    # dataset, question, setup, outcome, gold, response, gen s, ctx, ret s, v, r, p, tokens
     ["ds", "q1", "big", "OK", "a", "a", 1.5, 6, 0.25, 3, 4, 5, 100, 10],
     ["ds", "q1", "small", "OK", "a", "a", None, None, None, None, None, None, 50, 5],
     ["ds", "q2", "big", "WRONG", "b", HOSTILE, None, None, None, None, None, None, 200, 30],
@@ -280,12 +280,12 @@ EXPECTED_ROWS = [
     ["ds", "q3", "small", "OK", "a", "a", None, None, None, None, None, None, None, 7],
     ["ds2", "q1", "big", "OK", "a", "a", None, None, None, None, None, None, 1000, 0],
 ]
-HEAD = ["dataset", "question", "setup", "outcome", "answer", "response"]
+HEAD = ["dataset", "question", "setup", "outcome", "gold", "response"]
 TAIL = [
     "generation_secs", "context_length", "retrieval_secs", "vertices", "relationships", "properties",
     "prompt_tokens", "completion_tokens",
 ]  # fmt: skip
-EMPTY_GRADES = {"extracted_outcome": None, "exact_match": None, "f1": None}
+EMPTY_GRADES = {"extracted": None, "extracted_outcome": None, "exact_match": None, "f1": None}
 
 
 PLACE = ["model", "provider", "label", "epoch", "path"]
@@ -316,8 +316,9 @@ def test_jsonl_one_object_per_graded_file_in_order(tree):
     lines = result.stdout.split("\n")
     assert lines[-1] == "" and len(lines) == len(EXPECTED_ROWS) + 1
     rows = [json.loads(line) for line in lines[:-1]]
-    assert rows == [{**row, "v": 2} for row in expected_objects(tree[1])]
-    assert [list(r) for r in rows] == [[*HEAD, *EMPTY_GRADES, *TAIL, *PLACE, "v"]] * len(rows)
+    # version 3 keeps the key "answer" of versions 1 and 2 (the gold key), before "v"
+    assert rows == [{**row, "answer": row["gold"], "v": 3} for row in expected_objects(tree[1])]
+    assert [list(r) for r in rows] == [[*HEAD, *EMPTY_GRADES, *TAIL, *PLACE, "answer", "v"]] * len(rows)
 
 
 def test_csv_round_trips_through_the_csv_module(tree):
@@ -401,4 +402,4 @@ def test_export_rows_name_the_label_and_path_of_each_tree(tree):
         label, setup = r["setup"].split("/")
         assert r["label"] == label
         assert r["path"] == str(result_path(root, r["dataset"], r["question"], "", setup))
-        assert r["epoch"] == 1 and r["v"] == 2
+        assert r["epoch"] == 1 and r["v"] == 3

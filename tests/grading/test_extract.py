@@ -41,7 +41,8 @@ def test_letter_table(response: str, keys: list[str], expected: str | None, why:
 
 @pytest.mark.parametrize("case", REPLIES, ids=[f"{n}-{case['style']}" for n, case in enumerate(REPLIES)])
 def test_letter_replies(case: dict[str, Any]) -> None:
-    assert extract_letter(case["reply"], case["keys"]) == case["expected"], case["reply"]
+    # With "options" the reply is read with the options' texts, as a datasets file gives them.
+    assert extract_letter(case["reply"], case.get("options", case["keys"])) == case["expected"], case["reply"]
 
 
 def test_letter_corpus_is_large_and_varied() -> None:
@@ -182,7 +183,11 @@ def test_result_is_a_key_or_none(response: str) -> None:
         (r"ANSWER:\s*(\w)", "Reasoning.\nANSWER: C\nANSWER: D", "C"),  # first match
         (r"[A-D](?=\)$)", "Pick B)", "B"),  # no group: the whole match
         (r"(?i)answer is (\w+)", "The Answer is Maybe.", "Maybe"),
-        (r"(x)|(y)", "y", None),  # group 1 did not take part in the first match
+        (r"(x)|(y)", "y", "y"),  # the first group that took part (lm-evaluation-harness' RegexFilter)
+        (r"(x)|y", "y", None),  # no group took part in the first match
+        (r"answer is (.*)", "The answer is  B  ", "B"),  # white space around it stripped
+        (r"answer is(\s*)(\w?)", "answer is  ", None),  # only white space captured: nothing
+        (r"\s+B\s+", "A  B  C", "B"),  # the whole match, stripped
         (r"ANSWER: (\w)", "no marker", None),
         (r"(\p{Lu})\)", "é) É)", "É"),  # regex syntax: Unicode properties
     ],
@@ -261,3 +266,45 @@ def test_parse_errors_name_the_option(value: str, message: str) -> None:
 )  # fmt: skip
 def test_bounded_patterns_compile(pattern: str) -> None:
     assert parse_extract_spec(f"regex:{pattern}").pattern is not None
+
+
+# ---------------------------------------------------------------- options named by their text
+
+TEXTS = {"A": "Hypokalemia", "B": "Hyperkalemia", "C": "Vitamin C deficiency", "D": "The liver"}
+
+
+@pytest.mark.parametrize(
+    "unit", ["hyperkalemia ", "not hyperkalemia. ", "the liver, ", "vitamin C deficiency? "]
+)
+def test_option_text_work_grows_linearly(unit: str) -> None:
+    small, large = unit * 200, unit * 2000
+    extract_letter(unit, TEXTS)  # the texts' patterns compiled once, outside the count
+    assert (
+        _calls(lambda: extract_letter(large, TEXTS))
+        <= 12 * _calls(lambda: extract_letter(small, TEXTS)) + 100
+    )
+
+
+@given(st.text(max_size=80), st.sampled_from(["", "hyperkalemia", "Vitamin C", "liver", "B"]))
+def test_with_texts_the_result_is_a_key_or_none_and_a_key_wins(response: str, tail: str) -> None:
+    extracted = extract_letter(response + " " + tail, TEXTS)
+    assert extracted is None or extracted in TEXTS
+    # a reply naming a key is read as without the texts: the texts only fill in when no key is named
+    keyed = extract_letter(response + " " + tail, list(TEXTS))
+    if keyed is not None:
+        assert extracted == keyed
+
+
+@pytest.mark.parametrize(
+    ("reply", "texts", "expected"),
+    [
+        ("Hyperkalemia", {"A": "Hyperkalemia", "B": "hyperkalemia"}, None),  # two options share the text
+        ("C", {"A": "C", "B": "D", "C": "E"}, "C"),  # a text that is a key is never read: the key is
+        ("e", {"A": "C", "B": "D", "C": "E"}, None),
+        ("Straße", {"A": "STRASSE", "B": "Weg"}, "A"),  # case folded in full
+    ],
+)
+def test_option_texts_that_cannot_name_an_option(
+    reply: str, texts: dict[str, str], expected: str | None
+) -> None:
+    assert extract_letter(reply, texts) == expected

@@ -68,7 +68,7 @@ def test_formula_cells_get_a_quote_in_front_and_parse_back_row_for_row(tmp_path:
     assert by_question["q9"]["response"] == "" and by_question["q9"]["outcome"] == "ERR"
     opened = by_question["o1"]
     assert (opened["dataset"], opened["setup"], opened["response"]) == ("'=ds", "'@s", "'-5")
-    assert opened["answer"] == "'-5 | =1" and opened["exact_match"] == "1.0"
+    assert opened["gold"] == "'-5 | =1" and opened["exact_match"] == "1.0"
 
 
 def test_no_cell_outside_quotes_starts_a_formula_or_holds_a_bare_carriage_return(tmp_path: Path):
@@ -87,7 +87,8 @@ def test_jsonl_keeps_every_text_exact(tmp_path: Path):
     for question, response in RESPONSES.items():
         assert by_question[question]["response"] == response
         assert by_question[question]["setup"] == "=cmd|' -C calc'!A0"
-    assert by_question["o1"]["dataset"] == "=ds" and by_question["o1"]["answer"] == "-5 | =1"
+    assert by_question["o1"]["dataset"] == "=ds" and by_question["o1"]["gold"] == "-5 | =1"
+    assert by_question["o1"]["answer"] == "-5 | =1"  # the key of versions 1 and 2, kept
 
 
 @pytest.mark.parametrize(

@@ -41,7 +41,7 @@ from kag.grading.record import GradedFile
 from kag.textfile import open_binary_file
 
 #: The version of the rows ``kag stats --format jsonl`` writes (their ``"v"`` key).
-EXPORT_VERSION = 2
+EXPORT_VERSION = 3
 
 #: A row longer than this is no export row (a response is cut by nothing, but 64 MiB is
 #: far beyond any model reply): the reader stops instead of holding it.

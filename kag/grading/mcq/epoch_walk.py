@@ -98,7 +98,7 @@ def grade_later_epochs(
         if spec is not None:
             # Outside the try above, as for epoch 1: a regex timeout is the pattern's fault.
             extracted, answer = extracted_grade(spec, graded.response, key)
-            graded = replace(graded, extracted=extracted)
+            graded = replace(graded, extracted=extracted, extracted_key=answer)
         yield epoch, path, graded, answer
         epoch += 1
 

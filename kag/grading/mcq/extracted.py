@@ -53,7 +53,7 @@ def extracted_grade(spec: ExtractSpec, response: str | None, key: AnswerKey) -> 
     (None: nothing was); ``response`` None = an error file."""
     if response is None:
         return Outcome.ERR, None
-    answer = spec.extract(response, key.options)
+    answer = spec.extract(response, key.choices)
     if answer is None:
         return Outcome.ERR, None
     return (Outcome.OK if is_correct(answer, key.answer) else Outcome.WRONG), answer

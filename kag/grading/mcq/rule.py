@@ -8,7 +8,7 @@ that are no option key told apart among the WRONG ones. An ``error`` file is ERR
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -30,16 +30,29 @@ DEFAULT_ABSTENTION = r"(?i)^\s*i\s+don'?t\s+know\.?\s*$"
 
 @dataclass(frozen=True, slots=True)
 class AnswerKey:
-    """The answer key of one MCQ and its option keys, folded once for the comparisons."""
+    """The answer key of one MCQ and its option keys, folded once for the comparisons;
+    ``texts`` the options' texts in the same order (empty when not known), which
+    ``--extract letter`` reads a reply for when it names no key."""
 
     answer: str
     options: tuple[str, ...]
+    texts: tuple[str, ...] = ()
     folded_answer: str = field(init=False)
     folded_options: frozenset[str] = field(init=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "folded_answer", ascii_fold(self.answer))
         object.__setattr__(self, "folded_options", frozenset(ascii_fold(k) for k in self.options))
+
+    @classmethod
+    def of(cls, answer: str, options: Mapping[str, str]) -> AnswerKey:
+        """The key of an MCQ whose ``options`` map each key to its text."""
+        return cls(answer, tuple(options), tuple(options.values()))
+
+    @property
+    def choices(self) -> Mapping[str, str] | tuple[str, ...]:
+        """What extraction reads: key -> text when the texts are known, else the keys."""
+        return dict(zip(self.options, self.texts, strict=True)) if self.texts else self.options
 
 
 def timing_ns(timing: Timing | None) -> int | None:

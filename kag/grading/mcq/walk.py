@@ -39,7 +39,7 @@ from kag.grading.mcq.metrics import GradeRun, Tally, Unreadable
 from kag.grading.mcq.request import RECORDS, GradeRequest
 from kag.grading.mcq.rule import AnswerKey, compile_abstention, grade_fields
 from kag.grading.measures import measure
-from kag.grading.open_grading import check_open_gold, grade_open_response
+from kag.grading.open_grading import empty_gold_warning, grade_open_response, usable_open_gold
 from kag.grading.record import GradedFile, Outcome, open_outcome
 from kag.results.codec import parse_grading_fields
 from kag.results.io import read_result_bytes
@@ -240,7 +240,7 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
             if spec is not None:
                 # Outside the try above: a regex timeout is the pattern's fault, not the file's.
                 extracted, extracted_answer = extracted_grade(spec, graded.response, task.key)  # type: ignore[arg-type]
-                graded = replace(graded, extracted=extracted)
+                graded = replace(graded, extracted=extracted, extracted_key=extracted_answer)
             key = (setup, task.dataset)
             out.tally(key).add(graded)
             if with_text:
@@ -411,8 +411,10 @@ def grade_tree(
     selected = [name for name in datasets.datasets if matches_any(name, ds_globs)]
     scorable = sum(1 for name in selected for q in datasets.datasets[name].values() if q.scorable)
     any_open = any(q.open is not None for q in datasets.iter_questions())
-    if any_open:
-        check_open_gold(datasets)  # before any file is read
+    if any_open:  # accepted answers that are no gold are set aside, with one warning
+        datasets, empty = usable_open_gold(datasets)
+        if (warning := empty_gold_warning(datasets, empty)) is not None:
+            log.warning("%s", warning)
     open_questions = sum(1 for n in selected for q in datasets.datasets[n].values() if q.open is not None)
     config = _Config(request, log.getEffectiveLevel())
     parent = _ChunkResult()
@@ -490,5 +492,5 @@ def _iter_questions(
             elif question.mcq.answer is None:
                 yield _QuestionTask(q.path, d.name, q.name, _Kind.NO_ANSWER, None)
             else:
-                key = AnswerKey(question.mcq.answer, tuple(question.mcq.options))
+                key = AnswerKey.of(question.mcq.answer, question.mcq.options)
                 yield _QuestionTask(q.path, d.name, q.name, _Kind.SCORABLE, key, evidence=question.evidence)

@@ -1,10 +1,8 @@
 """kag from Python: grade a result tree, or read it one graded file at a time.
 
-The functions here are what ``kag stats`` runs, without the terminal: they print nothing,
-never exit, and raise :class:`kag.errors.KagError` subclasses (``InputError`` for a file that
-cannot be read, ``UsageError`` for an argument that cannot be used), whose message names the
-file, the key or the argument. ``kag.grade``, ``kag.records`` and ``kag.records_frame`` are
-these functions (see docs/python.md).
+``kag.grade``, ``kag.records`` and ``kag.records_frame`` are the functions here (see
+:mod:`kag.api` and docs/python.md); :func:`check_inputs` checks the arguments every function
+of the API shares.
 
 ``results`` is one tree (a path) or several labelled trees (a mapping ``label -> path``,
 what ``kag stats -r LABEL=DIR -r LABEL=DIR`` grades): their setups are then named
@@ -14,9 +12,13 @@ what ``kag stats -r LABEL=DIR -r LABEL=DIR`` grades): their setups are then name
 from __future__ import annotations
 
 import heapq
+import logging
 import os
-from collections.abc import Iterator, Mapping, Sequence
+import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,9 +28,18 @@ from kag.grading.mcq.metrics import GradeRun, duration_secs
 from kag.grading.mcq.request import RECORDS, GradeRequest
 from kag.grading.mcq.rule import DEFAULT_ABSTENTION, AnswerKey, compile_abstention
 from kag.grading.mcq.summary import Summary, summarize
-from kag.grading.mcq.trees import ResultSource, ResultTree, file_place, grade_source, label_problem, one_tree
+from kag.grading.mcq.trees import (
+    ResultSource,
+    ResultTree,
+    describe_source,
+    file_place,
+    grade_source,
+    label_problem,
+    labelled,
+    one_tree,
+)
 from kag.grading.record import GradedFile
-from kag.results.tree import EPOCHS_FOLDER, epoch_result_path, matches_any, result_path
+from kag.results.tree import EPOCHS_FOLDER, epoch_result_path, list_results, matches_any, result_path
 
 if TYPE_CHECKING:
     import pandas
@@ -44,9 +55,11 @@ Results = str | Path | Mapping[str, str | Path]
 @dataclass(frozen=True)
 class Report:
     """The graded report of :func:`grade`: ``to_dict()`` is the ``kag stats --format json``
-    document of the same inputs, ``to_json()`` its exact text."""
+    document of the same inputs, ``to_json()`` its exact text; ``warnings`` the warnings
+    ``kag stats`` prints on stderr for the same inputs (unreadable result files, ...)."""
 
     summary: Summary
+    warnings: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON document as plain Python values (dicts, lists, str, int, float, None)."""
@@ -67,11 +80,11 @@ class Report:
 
     def accuracy(self, setup: str) -> float | None:
         """The strict accuracy (0-1) of ``setup`` over every dataset (None when it has no graded
-        file); KeyError for an unknown setup."""
+        file); UsageError naming the report's setups for a setup it does not hold."""
         for s in self.summary.setups:
             if s.setup == setup:
                 return s.overall.accuracy
-        raise KeyError(setup)
+        raise UsageError(f"setup {setup!r}: not in the report (setups: {', '.join(self.setups) or 'none'})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,11 +96,13 @@ class Record:
       for ``<question>/epochs/<n>/``; ``path`` the result file.
     - ``type`` is ``"MCQ"`` or ``"Open"``; ``outcome`` ``"OK"``, ``"WRONG"`` or ``"ERR"``
       (the strict grade; for an open question OK means an exact match); ``gold`` the answer
-      key (an open question's accepted answers joined with `` | ``); ``answer`` the response
-      verbatim (None for an error file, whose text is ``error``).
+      key (an open question's accepted answers joined with `` | ``); ``response`` the
+      model's reply verbatim (None for an error file, whose text is ``error``); ``answer``
+      is the same value under its former name (not a field: kept for older scripts).
     - ``extracted`` is the key read from the response under ``extract`` (None when nothing
       was extracted or no extraction was asked), ``extracted_outcome`` its grade (``"ERR"``
       = not extracted; None without ``extract``); ``exact_match``/``f1`` an open question's.
+      The words are those of the ``--format jsonl`` and ``csv`` rows.
     - Times are seconds; retrieval sizes and token counts as the file records them; None
       when absent.
     """
@@ -101,7 +116,7 @@ class Record:
     path: str
     outcome: str
     gold: str | None
-    answer: str | None
+    response: str | None
     error: str | None
     extracted: str | None
     extracted_outcome: str | None
@@ -121,34 +136,82 @@ class Record:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    @property
+    def answer(self) -> str | None:
+        """The response (the former name of ``response``, kept for older scripts)."""
+        return self.response
 
-def _source(results: Results) -> ResultSource:
-    if isinstance(results, (str, Path)):
-        return one_tree(results)
+
+def _path(name: str, value: object) -> str:
+    """``value`` as a path string; UsageError naming the argument when it is no path."""
+    if isinstance(value, str | os.PathLike):
+        text = os.fspath(value)
+        if isinstance(text, str):
+            if "\0" in text:
+                raise UsageError(f"{name} {text!r}: a path cannot contain a NUL character")
+            return text
+    raise UsageError(f"{name}: expected a path (str or pathlib.Path), got {_kind(value)}")
+
+
+def _kind(value: object) -> str:
+    """How a message names the type of an unusable argument: ``int``, ``None``, ``bytes``."""
+    return "None" if value is None else type(value).__name__
+
+
+def _described(value: object) -> str:
+    """``int (1)``, ``None``: an unusable value in a message, its repr cut to 40 characters."""
+    if value is None:
+        return "None"
+    shown = repr(value)
+    return f"{type(value).__name__} ({shown if len(shown) <= 40 else shown[:40] + '...'})"
+
+
+def _source(results: object) -> ResultSource:
+    if isinstance(results, str | os.PathLike):
+        return one_tree(_path("results", results))
+    if not isinstance(results, Mapping):
+        raise UsageError(
+            f"results: expected a path or a mapping from label to path (str or pathlib.Path), got {_kind(results)}"
+        )
     trees: list[ResultTree] = []
     for label, root in results.items():
+        if not isinstance(label, str):
+            raise UsageError(f"results: a label must be a string, got {_described(label)}")
         why = label_problem(label)
         if why:
             raise UsageError(f"results label {label!r}: {why}")
-        trees.append(ResultTree(label, str(root)))
+        trees.append(ResultTree(label, _path(f"results[{label!r}]", root)))
     if not trees:
         raise UsageError("results: no tree given (an empty mapping)")
     return tuple(trees)
 
 
-def _datasets(datasets: str | Path | Datasets) -> Datasets:
-    return datasets if isinstance(datasets, Datasets) else load_datasets(datasets)
+def _datasets(datasets: object) -> Datasets:
+    if isinstance(datasets, Datasets):
+        return datasets
+    return load_datasets(_path("datasets", datasets))
 
 
-def _globs(name: str, globs: Sequence[str] | str | None) -> tuple[str, ...]:
+def _globs(name: str, globs: object) -> tuple[str, ...]:
     if globs is None:
         return ()
     if isinstance(globs, str):
         return (globs,)
+    if isinstance(globs, bytes | Mapping) or not isinstance(globs, Iterable):
+        raise UsageError(f"{name}: expected a glob string or a list of glob strings, got {_kind(globs)}")
     out = tuple(globs)
-    if not all(isinstance(g, str) for g in out):
-        raise UsageError(f"{name}: expected glob strings")
+    bad = [g for g in out if not isinstance(g, str)]
+    if bad:
+        raise UsageError(f"{name}: expected glob strings, got {_described(bad[0])}")
     return out
+
+
+def _text(name: str, value: object, *, optional: bool = False) -> None:
+    """UsageError naming ``name`` unless ``value`` is a string (or None when ``optional``)."""
+    if isinstance(value, str) or (optional and value is None):
+        return
+    expected = "a string or None" if optional else "a string"
+    raise UsageError(f"{name}: expected {expected}, got {_described(value)}")
 
 
 def _check_dataset_filter(loaded: Datasets, globs: tuple[str, ...]) -> None:
@@ -157,29 +220,133 @@ def _check_dataset_filter(loaded: Datasets, globs: tuple[str, ...]) -> None:
             raise UsageError(f"datasets_filter {glob!r}: no dataset in {loaded.path} matches it")
 
 
-def _run(
-    datasets: str | Path | Datasets,
-    results: Results,
+def _check_setup_filter(
+    globs: tuple[str, ...],
+    graded: Iterable[str],
+    source: ResultSource,
     prefix: str,
-    extract: str | None,
-    setups: Sequence[str] | str | None,
-    datasets_filter: Sequence[str] | str | None,
-    *,
-    records: bool,
-) -> tuple[Datasets, ResultSource, GradeRun]:
-    loaded = _datasets(datasets)
-    source = _source(results)
+    dataset_globs: tuple[str, ...],
+) -> None:
+    """UsageError naming each ``setups`` glob that selects no graded setup, with the setups of
+    the trees (within ``datasets_filter``), as ``kag stats --setup`` exits 2 naming them. The
+    trees are listed again (names only) only when a glob selected nothing."""
+    names = set(graded)
+    missing = [g for g in globs if not any(fnmatchcase(name, g) for name in names)]
+    if not missing:
+        return
+    in_trees = setups_in(source, prefix, dataset_globs)
+    shown = ", ".join(in_trees[:_NAMES_SHOWN]) or "none"
+    if len(in_trees) > _NAMES_SHOWN:
+        shown += f", … ({len(in_trees) - _NAMES_SHOWN} more)"
+    where = describe_source(source) + (
+        f" with datasets_filter {list(dataset_globs)}" if dataset_globs else ""
+    )
+    verb = "matches" if len(missing) == 1 else "match"
+    raise UsageError(f"setups {', '.join(map(repr, missing))} {verb} no setup in {where} (setups: {shown})")
+
+
+def setups_in(source: ResultSource, prefix: str, dataset_globs: tuple[str, ...] = ()) -> list[str]:
+    """The setups of the result files of ``source`` (``LABEL/setup`` over labelled trees) in
+    the ``datasets_filter`` folders, by name; names only, no file is read."""
+    return sorted(
+        {
+            f.setup if tree.label is None else labelled(tree.label, f.setup)
+            for tree in source
+            for f in list_results(tree.root, prefix).files
+            if matches_any(f.dataset, dataset_globs)
+        }
+    )
+
+
+#: How many setup names an unmatched ``setups`` message lists (as the command line's).
+_NAMES_SHOWN = 20
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """The arguments shared by the API's functions, checked: the loaded datasets file, the
+    trees, and the ``--prefix``, ``--extract``, ``--setup`` and ``--dataset`` values."""
+
+    datasets: Datasets
+    source: ResultSource
+    prefix: str
+    extract: str | None
+    setup_globs: tuple[str, ...]
+    dataset_globs: tuple[str, ...]
+
+    def request(self, measures: Iterable[str], extra_setups: tuple[str, ...] = ()) -> GradeRequest:
+        """The grading request of these inputs, asking for ``measures``; ``extra_setups`` are
+        kept whatever ``setups`` selects (when it selects)."""
+        globs = self.setup_globs + extra_setups if self.setup_globs else ()
+        return GradeRequest(
+            self.prefix, globs, self.dataset_globs, extract=self.extract, measures=frozenset(measures)
+        )
+
+    def check_setups(self, graded: Iterable[str]) -> None:
+        """UsageError for a ``setups`` glob that selected none of the ``graded`` setups."""
+        _check_setup_filter(self.setup_globs, graded, self.source, self.prefix, self.dataset_globs)
+
+
+def check_inputs(
+    datasets: object,
+    results: object,
+    prefix: object,
+    extract: object,
+    setups: object,
+    datasets_filter: object,
+) -> Inputs:
+    """The API's arguments checked at its edge: a UsageError names the argument that cannot
+    be used (its type, a NUL in a path, a label, an ``extract`` spec, a ``datasets_filter``
+    glob that selects no dataset), an InputError the file that cannot be read."""
+    from kag.grading.mcq.extracted import compile_spec
+
+    _text("prefix", prefix)
+    _text("extract", extract, optional=True)
+    setup_globs = _globs("setups", setups)
     dataset_globs = _globs("datasets_filter", datasets_filter)
+    if isinstance(extract, str):
+        try:
+            compile_spec(extract)
+        except UsageError as exc:  # named as the argument, not as the command line's option
+            raise UsageError(str(exc).replace("--extract", "extract", 1)) from None
+    source = _source(results)
+    loaded = _datasets(datasets)
     _check_dataset_filter(loaded, dataset_globs)
+    assert isinstance(prefix, str) and (extract is None or isinstance(extract, str))
+    return Inputs(loaded, source, prefix, extract, setup_globs, dataset_globs)
+
+
+@contextmanager
+def collect_warnings() -> Iterator[list[str]]:
+    """The warnings the ``kag`` loggers give in this thread while the block runs (unreadable
+    result files, epochs that end early), as their text: the API returns them instead of
+    printing them."""
+    found: list[str] = []
+    thread = threading.get_ident()
+
+    class _Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.thread == thread:
+                found.append(record.getMessage())
+
+    handler = _Collect(logging.WARNING)
+    logger = logging.getLogger("kag")
+    logger.addHandler(handler)
+    try:
+        yield found
+    finally:
+        logger.removeHandler(handler)
+
+
+def _run(inputs: Inputs, *, records: bool) -> GradeRun:
     # The records for the per-file functions; the report's epochs and evidence blocks for grade().
     if records:
         asked = {RECORDS}
     else:
-        asked = {"epochs", "evidence"} if loaded.has_evidence else {"epochs"}
-    request = GradeRequest(
-        prefix, _globs("setups", setups), dataset_globs, extract=extract, measures=frozenset(asked)
-    )
-    return loaded, source, grade_source(loaded, source, request)
+        asked = {"epochs", "evidence"} if inputs.datasets.has_evidence else {"epochs"}
+    run = grade_source(inputs.datasets, inputs.source, inputs.request(asked))
+    inputs.check_setups({s for s, _ in run.tallies})
+    return run
 
 
 def grade(
@@ -194,11 +361,13 @@ def grade(
     """Grade ``results`` against the datasets file ``datasets``: what ``kag stats -d DATASETS
     -r RESULTS --format json`` reports (``extract`` is ``--extract``: ``"letter"`` or
     ``"regex:PATTERN"``; ``setups`` and ``datasets_filter`` are the ``--setup`` and
-    ``--dataset`` globs). A ``datasets_filter`` glob that selects no dataset is a UsageError,
-    as on the command line; a ``setups`` glob that selects nothing gives a report without
-    setups."""
-    _, _, run = _run(datasets, results, prefix, extract, setups, datasets_filter, records=False)
-    return Report(summarize(run))
+    ``--dataset`` globs). A ``setups`` or ``datasets_filter`` glob that selects nothing is a
+    UsageError naming the names there are, as on the command line. The warnings ``kag
+    stats`` prints are the report's ``warnings``."""
+    inputs = check_inputs(datasets, results, prefix, extract, setups, datasets_filter)
+    with collect_warnings() as warnings:
+        run = _run(inputs, records=False)
+    return Report(summarize(run), tuple(warnings))
 
 
 def _secs(ns: int | None) -> float | None:
@@ -212,7 +381,6 @@ def _record(
     prefix: str,
     epoch: int,
     path: str | None,
-    extracted: str | None,
 ) -> Record:
     label, root, name = file_place(source, graded.setup)
     question = loaded.get(graded.dataset, graded.question)
@@ -234,9 +402,9 @@ def _record(
         path=path or str(result_path(root, graded.dataset, graded.question, prefix, name)),
         outcome=graded.outcome.name,
         gold=gold,
-        answer=graded.response,
+        response=graded.response,
         error=graded.error,
-        extracted=extracted,
+        extracted=graded.extracted_key,
         extracted_outcome=graded.extracted.name if graded.extracted is not None else None,
         exact_match=graded.exact_match,
         f1=graded.f1,
@@ -266,31 +434,32 @@ def records(
     order: the files ``kag stats`` grades (epoch 1), each followed by its later epochs
     (``<question>/epochs/2/``, ``3/``... up to the first missing or unreadable one, as the
     ``epochs`` blocks count them). MCQ and open questions alike; files ``kag stats`` ignores,
-    skips or cannot read are not records."""
+    skips or cannot read are not records. The arguments are checked and the tree graded
+    when it is called (a UsageError or InputError then), the records read as they are
+    iterated."""
     from kag.grading.mcq.extracted import compile_spec
 
-    loaded, source, run = _run(datasets, results, prefix, extract, setups, datasets_filter, records=True)
-    spec = compile_spec(extract) if extract is not None else None
+    inputs = check_inputs(datasets, results, prefix, extract, setups, datasets_filter)
+    run = _run(inputs, records=True)
+    spec = compile_spec(inputs.extract) if inputs.extract is not None else None
+    return _iter_records(inputs, run, spec)
+
+
+def _iter_records(inputs: Inputs, run: GradeRun, spec: ExtractSpec | None) -> Iterator[Record]:
+    loaded, source, prefix = inputs.datasets, inputs.source, inputs.prefix
     merged: Iterator[GradedFile] = heapq.merge(
         run.records or (), run.open_records or (), key=lambda r: (r.dataset, r.question, r.setup)
     )
     for graded in merged:
         if graded.is_open:
-            yield _record(graded, loaded, source, prefix, 1, None, None)
+            yield _record(graded, loaded, source, prefix, 1, None)
             continue
         question = loaded.get(graded.dataset, graded.question)
         assert question is not None and question.mcq is not None and question.mcq.answer is not None
-        key = AnswerKey(question.mcq.answer, tuple(question.mcq.options))
-        yield _record(graded, loaded, source, prefix, 1, None, _extracted_key(spec, graded, key))
+        key = AnswerKey.of(question.mcq.answer, question.mcq.options)
+        yield _record(graded, loaded, source, prefix, 1, None)
         for epoch, path, later in _later_epochs(graded, key, source, prefix, spec):
-            yield _record(later, loaded, source, prefix, epoch, path, _extracted_key(spec, later, key))
-
-
-def _extracted_key(spec: ExtractSpec | None, graded: GradedFile, key: AnswerKey) -> str | None:
-    """The key ``spec`` reads from the file's response (None: not asked, error file, nothing read)."""
-    if spec is None or graded.response is None:
-        return None
-    return spec.extract(graded.response, key.options)
+            yield _record(later, loaded, source, prefix, epoch, path)
 
 
 def _later_epochs(
