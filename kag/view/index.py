@@ -27,6 +27,7 @@ from kag.errors import InputError
 from kag.grading.mcq.extracted import compile_spec
 from kag.grading.mcq.metrics import Tally
 from kag.results.tree import check_results_root
+from kag.textsafe import is_utf8
 from kag.view.rows import (
     CHUNK_FOLDERS,
     COLUMNS,
@@ -44,6 +45,7 @@ from kag.view.rows import (
     make_row,
     pack_detail,
     scan_chunk,
+    shown_name,
     unpack_detail,
 )
 from kag.view.walk import iter_top
@@ -171,6 +173,10 @@ class Index:
         # A tree given under several labels is scanned once: its rows show under each label.
         for root in tree_labels(self.trees):
             check_results_root(root)
+            if not is_utf8(root):
+                raise InputError(
+                    f"{shown_name(root)}: the results folder's name is not valid UTF-8: rename it"
+                )
             stored = {
                 rel: (sig, count)
                 for rel, sig, count in db.execute("SELECT rel, sig, files FROM folders WHERE tree=?", (root,))
@@ -178,7 +184,10 @@ class Index:
             new = not stored  # every scan stores the signature of the tree's top ("")
             top: list[tuple[str, str]] = []
             folders: list[FolderJob] = []
-            for rel, dataset, question, entry in iter_top(root):
+            for raw, dataset, question, entry in iter_top(root):
+                # A name that is not UTF-8 is kept as text SQLite can hold (its bytes
+                # escaped); such a folder is no question of a datasets file: its files are ignored.
+                rel, dataset, question = shown_name(raw), shown_name(dataset), shown_name(question)
                 if question:
                     old = stored.pop(rel, None)
                     sig, count = old if old is not None else (None, 0)

@@ -28,10 +28,20 @@ from kag.grading.mcq.rule import (
 )
 from kag.grading.open_grading import grade_open_response
 from kag.results.io import read_result_stamped
+from kag.textsafe import is_utf8
 from kag.view.fields import ANSWER_CHARS, answer_vote, read_grading_fields
 from kag.view.walk import NO_STAMP, Stamp, fill_stamps, iter_entries, list_folder, signature
 
 ERROR_CHARS = 2000
+
+
+def shown_name(name: str) -> str:
+    """A name read from the file system as text SQLite (and a page) can hold: a byte that
+    is not UTF-8 written ``\\xff``."""
+    if is_utf8(name):
+        return name
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
 
 # Row kinds: what a file is to `kag stats` (graded, ignored, skipped, unreadable, open).
 GRADED, IGNORED, SKIPPED, UNREADABLE, OPEN = "graded", "ignored", "skipped", "unreadable", "open"
@@ -166,8 +176,11 @@ def scan_chunk(ctx: ScanContext, chunk: Chunk) -> Part:
                 continue
             known = known_rows.of(root, dataset, question) if not new else {}
             present = set()
+            named = is_utf8(path)  # a folder whose name is not UTF-8 holds no question's files
             for frel, epoch, setup, file_stamp, slot in iter_entries(folder, rel, ctx.prefix):
                 part.seen += 1
+                if not named or not is_utf8(frel):
+                    frel, setup = shown_name(frel), None
                 present.add(frel)
                 if setup is None:
                     # An ignored entry's row has no stamp: one with a stamp was a result file.
