@@ -111,15 +111,32 @@ class ViewApp:
         self.title = title
         self.static = static_files()
 
-    def __call__(self, segments: list[str], params: dict[str, list[str]]) -> Reply:
+    def __call__(
+        self,
+        segments: list[str],
+        params: dict[str, list[str]],
+        *,
+        method: str = "GET",
+        gone: Callable[[], bool] | None = None,
+    ) -> Reply:
+        # Only a reload changes anything, so only it is a POST (a page of another origin
+        # cannot send one unseen: the server checks its origin).
+        reload = segments == ["api", "reload"]
+        if reload != (method == "POST"):
+            allow = "POST" if reload else "GET"
+            return Reply(
+                405, JSON, _json({"error": f"{method} is not allowed here: use {allow}"}), (("Allow", allow),)
+            )
         try:
-            return self._route(segments, params)
+            return self._route(segments, params, gone)
         except UsageError as exc:
             if segments and segments[0] == "api":
                 return Reply(400, JSON, _json({"error": str(exc)}))
             return Reply(400, HTML, self._page("view_error.j2", error=str(exc)).encode())
 
-    def _route(self, segments: list[str], params: dict[str, list[str]]) -> Reply:
+    def _route(
+        self, segments: list[str], params: dict[str, list[str]], gone: Callable[[], bool] | None
+    ) -> Reply:
         v = self.view
         chosen = params.get("baseline") or [""]
         baseline = chosen[-1] or None
@@ -172,7 +189,7 @@ def _flat(params: dict[str, list[str]]) -> dict[str, Any]:
     return {k: (v if k == "setup" else v[-1]) for k, v in params.items()}
 
 
-def server_link(kind: str, *args: str, **query: Any) -> str:
+def server_link(kind: str, /, *args: str, **query: Any) -> str:
     """The URL of a page of the server: ``q`` (dataset, question), ``questions``, ``overview``, ``static``."""
     if kind == "q":
         return "/q/" + "/".join(quote(a, safe="") for a in args)
@@ -256,14 +273,14 @@ def export(view: View, out: Path, title: str, params: dict[str, list[str]], limi
         rows.extend(view.questions({**params, "page": [str(page)]})["rows"])
     names = {(r["dataset"], r["question"]): f"q/{i:06d}.html" for i, r in enumerate(rows, 1)}
 
-    def link(kind: str, *args: str, **query: Any) -> str:
+    def link(kind: str, /, *args: str, **query: Any) -> str:
         if kind == "q":
             return names.get((args[0], args[1]), "#")
         if kind == "static":
             return "static/" + args[0]
         return "questions.html" if kind == "questions" else "index.html"
 
-    def sub_link(kind: str, *args: str, **query: Any) -> str:
+    def sub_link(kind: str, /, *args: str, **query: Any) -> str:
         target = link(kind, *args, **query)
         return target if target == "#" else ("../" + target if not target.startswith("q/") else target[2:])
 
