@@ -7,6 +7,7 @@ and `kag stats compare --format json` documents of the same inputs.
 
 from __future__ import annotations
 
+import errno
 import functools
 import html
 import os
@@ -26,7 +27,7 @@ from kag.grading.mcq.summary import small_samples
 from kag.render.compare import comparison_run_to_json
 from kag.render.stats import summary_to_json
 from kag.render.templating import environment
-from kag.results.io import write_atomic
+from kag.results.io import LinkInTree, write_atomic
 from kag.view.graph import Graph, build_graph
 from kag.view.query import View
 from kag.view.server import Reply
@@ -285,6 +286,8 @@ def export(view: View, out: Path, title: str, params: dict[str, list[str]], limi
         return target if target == "#" else ("../" + target if not target.startswith("q/") else target[2:])
 
     earlier = _earlier_export(out)
+    for folder in _FOLDERS:  # before anything is written: a link there is refused, whatever is selected
+        _check_folder(out, folder)
     written = ["index.html", "questions.html", "data.json", *names.values()]
 
     def put(name: str, content: bytes) -> None:
@@ -331,10 +334,8 @@ def export(view: View, out: Path, title: str, params: dict[str, list[str]], limi
                 ).encode(),
             )
         put("data.json", _json({"setups": info, "questions": data, "details": details}))
-        for name in set(earlier) - set(written):  # the pages of questions no longer selected
-            path = out / name
-            if _PAGE.fullmatch(name) and stat.S_ISREG(os.lstat(path).st_mode):
-                path.unlink()
+        # The pages of questions no longer selected.
+        _remove_pages(out, sorted(n for n in set(earlier) - set(written) if _PAGE.fullmatch(n)))
         put(EXPORT_MANIFEST, orjson.dumps({"files": sorted(written)}))
     except OSError as exc:
         raise InputError(f"{out}: cannot write the export: {exc.strerror or exc}") from None
@@ -363,13 +364,66 @@ def _earlier_export(out: Path) -> list[str]:
     refused = UsageError(
         f"{out}: not empty and not an earlier export of kag view: export into a new or empty folder"
     )
-    manifest = out / EXPORT_MANIFEST
     try:
-        if not stat.S_ISREG(os.lstat(manifest).st_mode):
-            raise refused
-        files = orjson.loads(manifest.read_bytes()).get("files")
+        fd = os.open(out / EXPORT_MANIFEST, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise refused
+            files = orjson.loads(f.read(_MAX_MANIFEST)).get("files")
     except (OSError, orjson.JSONDecodeError, AttributeError):
         raise refused from None
     if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
         raise refused
     return files
+
+
+_FOLDERS = ("q", "static")
+_MAX_MANIFEST = 1 << 20
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+
+
+def _link_refused(out: Path, folder: str) -> LinkInTree:
+    return LinkInTree(f"{out / folder}: a symbolic link or a file where a folder belongs")
+
+
+def _check_folder(out: Path, folder: str) -> None:
+    """LinkInTree when ``out/folder`` is there and is not a folder (a link, say)."""
+    try:
+        st = os.lstat(out / folder)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise InputError(f"{out / folder}: {exc.strerror or exc}") from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise _link_refused(out, folder)
+
+
+def _remove_pages(out: Path, names: list[str]) -> None:
+    """Remove the pages ``names`` (``q/NNNNNN.html``) of an earlier export through the
+    descriptor of its ``q`` folder, opened without following a link (LinkInTree when one is
+    there): a page is removed only when it is a regular file of that folder."""
+    if not names:
+        return
+    out_fd = os.open(out, _DIR_FLAGS)
+    try:
+        try:
+            q_fd = os.open("q", _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=out_fd)
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                raise _link_refused(out, "q") from None
+            raise
+        try:
+            for name in names:
+                page = name.removeprefix("q/")
+                try:
+                    st = os.stat(page, dir_fd=q_fd, follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+                if stat.S_ISREG(st.st_mode):
+                    os.unlink(page, dir_fd=q_fd)
+        finally:
+            os.close(q_fd)
+    finally:
+        os.close(out_fd)
