@@ -64,15 +64,23 @@ def overview(view: View, baseline: str | None) -> dict[str, Any]:
 
 def run_records(view: View) -> list[dict[str, Any]]:
     """The run records of each tree (``kag stats runs``): the tree's label, the record's file,
-    and the row ``kag stats runs`` prints, by its column names."""
+    and the row ``kag stats runs`` prints, by its column names; read once per scan (the rows
+    kept with the snapshot, not the records)."""
     from kag.render.runs import HEADER, run_row
     from kag.results.runs import read_run_records
 
-    return [
-        {"tree": tree.label or None, "file": record.name, **dict(zip(HEADER, run_row(record), strict=True))}
-        for tree in view.index.trees
-        for record in read_run_records(tree.root)
-    ]
+    snap = view.snapshot
+    if snap.runs is None:
+        snap.runs = [
+            {
+                "tree": tree.label or None,
+                "file": record.name,
+                **dict(zip(HEADER, run_row(record), strict=True)),
+            }
+            for tree in view.index.trees
+            for record in read_run_records(tree.root)
+        ]
+    return snap.runs
 
 
 def svg_graph(graph: Graph) -> Markup:
@@ -154,7 +162,7 @@ class ViewApp:
                     ).encode(),
                 )
             case ["questions"]:
-                data = v.questions(params)
+                data = v.questions(params, gone)
                 return Reply(
                     200, HTML, self._page("view_questions.j2", data=data, params=_flat(params)).encode()
                 )
@@ -166,7 +174,7 @@ class ViewApp:
             case ["api", "setups"]:
                 return Reply(200, JSON, _json(overview(v, baseline)))
             case ["api", "questions"]:
-                return Reply(200, JSON, _json(v.questions(params)))
+                return Reply(200, JSON, _json(v.questions(params, gone)))
             case ["api", "question", dataset, question]:
                 detail = v.question(dataset, question)
                 return _not_found() if detail is None else Reply(200, JSON, _json(detail))
@@ -263,6 +271,8 @@ def export(view: View, out: Path, title: str, params: dict[str, list[str]], limi
     page per question, ``data.json``. Returns the number of question pages. Refuses (UsageError)
     past ``limit`` questions."""
     first = view.questions({**params, "page": ["1"]})
+    if first["cut"] is not None:
+        raise InputError(f"--search: {first['cut']}")
     total = first["total"]
     if total > limit:
         raise UsageError(

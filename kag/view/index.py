@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import secrets
 import sqlite3
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from functools import partial
 from itertools import islice
 from pathlib import Path
 from typing import TypeVar
+from urllib.parse import quote
 
 from kag.datasets import Datasets
 from kag.errors import InputError
@@ -93,11 +95,14 @@ class ScanStats:
     removed: int
     warnings: tuple[str, ...] = ()
     written: int = 0
+    #: Whether another process (another `kag view` on the same index) changed the index
+    #: since this one last scanned it: what this one shows is then read from it again.
+    elsewhere: bool = False
 
     @property
     def changed(self) -> bool:
         """Whether the index's rows changed (and with them what a page shows)."""
-        return bool(self.read or self.removed or self.written)
+        return bool(self.read or self.removed or self.written or self.elsewhere)
 
 
 @dataclass(frozen=True)
@@ -125,7 +130,15 @@ def _settings_fingerprint(datasets: Datasets, prefix: str, extract: str | None) 
 class Index:
     """The index file: opened (created when missing), then :meth:`scan` brings it up to date."""
 
-    def __init__(self, path: Path, datasets: Datasets, trees: list[Tree], prefix: str, extract: str | None):
+    def __init__(
+        self,
+        path: Path,
+        datasets: Datasets,
+        trees: list[Tree],
+        prefix: str,
+        extract: str | None,
+        on_wait: Callable[[str], None] | None = None,
+    ):
         self.path = path
         self.datasets = datasets
         self.trees = trees
@@ -135,38 +148,128 @@ class Index:
         #: After a scan that read every file (the first), the tallies of the epoch 1 files
         #: by (tree, setup, dataset), made by the workers as they graded them; else None.
         self.tallies: dict[tuple[str, str, str], Tally] | None = None
+        #: The index's generation (a token each scan that changes it writes) this process
+        #: last saw; another one means another process changed the index since.
+        self.generation: str | None = None
+        #: Told, once, when another process holds the index (its scan runs): this one waits.
+        self.on_wait = on_wait
+        self._lock_fd: int | None = None
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            self.db = sqlite3.connect(str(path), check_same_thread=False)
-            self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.execute("PRAGMA synchronous=OFF")
-            self.db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
-            row = self.db.execute("SELECT value FROM meta WHERE key='fingerprint'").fetchone()
-            if row is None or row[0] != self.fingerprint:
-                # Other settings (datasets file changed, --prefix, --extract): grade again.
-                self.db.execute("DROP TABLE IF EXISTS files")
-                self.db.execute("DROP TABLE IF EXISTS folders")
-                self.db.execute("INSERT OR REPLACE INTO meta VALUES ('fingerprint', ?)", (self.fingerprint,))
-            self.db.execute(f"CREATE TABLE IF NOT EXISTS files ({COLUMNS})")
-            self.db.execute(f"CREATE TABLE IF NOT EXISTS folders ({FOLDER_COLUMNS})")
-            for lookup in _LOOKUPS:
-                self.db.execute(lookup)
-            self.db.commit()
+            self._acquire()
+            try:
+                self.db = sqlite3.connect(str(path), check_same_thread=False, timeout=60)
+                self.db.execute("PRAGMA journal_mode=WAL")
+                self.db.execute("PRAGMA synchronous=OFF")
+                self._prepare()
+                self.db.commit()
+            finally:
+                self._release()
         except sqlite3.Error as exc:
             raise InputError(f"{path}: cannot open the index: {exc}") from None
+        except OSError as exc:
+            raise InputError(f"{path}: cannot open the index: {exc.strerror or exc}") from None
+
+    def _prepare(self) -> bool:
+        """Create the tables; drop the rows first when they were made with other settings
+        (another datasets file, ``--prefix`` or ``--extract``: every file is graded again).
+        Whether they were dropped."""
+        db = self.db
+        db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
+        row = db.execute("SELECT value FROM meta WHERE key='fingerprint'").fetchone()
+        dropped = row is None or row[0] != self.fingerprint
+        if dropped:
+            db.execute("DROP TABLE IF EXISTS files")
+            db.execute("DROP TABLE IF EXISTS folders")
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('fingerprint', ?)", (self.fingerprint,))
+        db.execute(f"CREATE TABLE IF NOT EXISTS files ({COLUMNS})")
+        db.execute(f"CREATE TABLE IF NOT EXISTS folders ({FOLDER_COLUMNS})")
+        for lookup in _LOOKUPS:
+            db.execute(lookup)
+        return dropped
+
+    def _acquire(self) -> None:
+        """Hold the index's lock file (``<index>.lock``, beside it): one process at a time
+        scans it, the others wait for it (told through :attr:`on_wait`)."""
+        import fcntl
+
+        fd = os.open(f"{self.path}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if self.on_wait is not None:
+                    self.on_wait(f"{self.path}: another kag view is scanning this index: waiting for it")
+                fcntl.flock(fd, fcntl.LOCK_EX)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._lock_fd = fd
+
+    def _release(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # closing the descriptor releases its lock
+            self._lock_fd = None
+
+    def commit(self) -> None:
+        """Commit a scan made with ``commit=False`` and let other processes scan."""
+        try:
+            self.db.commit()
+        finally:
+            self._release()
+
+    def rollback(self) -> None:
+        """Drop a scan made with ``commit=False`` (the index stays as it was)."""
+        try:
+            self.db.rollback()
+        finally:
+            self._release()
+
+    def reader(self) -> sqlite3.Connection:
+        """A read-only connection of its own: it sees what was committed, never a scan in
+        progress."""
+        return sqlite3.connect(f"file:{quote(str(self.path))}?mode=ro", uri=True, check_same_thread=False)
 
     def close(self) -> None:
         self.db.close()
+        self._release()
 
-    def scan(self, on_rows: Callable[[list[tuple[object, ...]]], None] | None = None) -> ScanStats:
+    def scan(
+        self, on_rows: Callable[[list[tuple[object, ...]]], None] | None = None, *, commit: bool = True
+    ) -> ScanStats:
         """Bring the index up to date with the trees: new and changed files read, gone ones
-        dropped. ``on_rows`` is given the rows stored, as they are, each question's in one call."""
+        dropped. ``on_rows`` is given the rows stored, as they are, each question's in one call.
+        The index is held (its lock file) from the start of the scan to its commit: with
+        ``commit`` False, until :meth:`commit` or :meth:`rollback`."""
+        if self.extract is not None:
+            compile_spec(self.extract)  # a bad pattern is a usage error before any file is read
+        self._acquire()
+        try:
+            stats = self._scan(on_rows)
+        except BaseException:
+            self.rollback()
+            raise
+        if commit:
+            self.commit()
+        return stats
+
+    def _scan(self, on_rows: Callable[[list[tuple[object, ...]]], None] | None) -> ScanStats:
         seen = read = removed = written = 0
         warnings: list[str] = []
         tallies: dict[tuple[str, str, str], Tally] | None = {}
-        if self.extract is not None:
-            compile_spec(self.extract)  # a bad pattern is a usage error before any file is read
         db = self.db
+        # Another process may have changed the index since this one last read it (another
+        # `kag view` of the same trees), or filled it under other settings (the same --index).
+        row = db.execute("SELECT value FROM meta WHERE key='generation'").fetchone()
+        now = row[0] if row is not None else None
+        elsewhere = self.generation is not None and now != self.generation
+        if self._prepare():
+            elsewhere = self.generation is not None
+        if elsewhere:
+            warnings.append(
+                f"{self.path}: another kag view changed this index since this one read it: "
+                "the pages now show what it holds"
+            )
         if db.execute("SELECT 1 FROM files LIMIT 1").fetchone() is None:
             db.execute("DROP INDEX IF EXISTS by_rel")
             db.execute("DROP INDEX IF EXISTS by_question")
@@ -232,9 +335,12 @@ class Index:
             db.execute(f"DELETE FROM {table} WHERE tree NOT IN ({', '.join('?' * len(live))})", live)
         for lookup in _LOOKUPS:
             db.execute(lookup)
-        db.commit()
+        if read or removed or written or now is None:
+            now = secrets.token_hex(8)
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('generation', ?)", (now,))
+        self.generation = now
         self.tallies = tallies
-        return ScanStats(seen, read, removed, tuple(warnings), written)
+        return ScanStats(seen, read, removed, tuple(warnings), written, elsewhere)
 
     def _top(
         self,

@@ -6,8 +6,9 @@ of questions with its filters, and one question's detail (read from its result f
 from __future__ import annotations
 
 import os
+import sqlite3
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -18,11 +19,9 @@ from kag.grading.compare.setups import ComparisonRun, compare_setups
 from kag.grading.mcq.summary import summarize
 from kag.grading.record import GradedFile, Outcome
 from kag.grading.rule import rust_trim
-from kag.grading.search.match import Matcher, literal_of, match_text
-from kag.grading.search.options import DEFAULT_TIMEOUT, compile_pattern
+from kag.grading.search.match import Matcher
 from kag.grading.usage import price_records
 from kag.results.codec import parse_result
-from kag.results.io import read_result_bytes
 from kag.results.model import ErrorResult
 from kag.view.index import (
     GRADED,
@@ -32,6 +31,7 @@ from kag.view.index import (
     tree_labels,
     unpack_detail,
 )
+from kag.view.search import SEARCH_SECONDS, Found, compile_search, read_below, search_files
 from kag.view.snapshot import SELECT_ROWS, Builder, Cell, Snapshot, graded_record, setup_name
 
 if TYPE_CHECKING:  # the judge's modules load the model clients: only a named judge needs them
@@ -61,10 +61,13 @@ class View:
         self.verdicts = verdicts
         self.prices = prices
         self.datasets = index.datasets
-        self._lock = threading.Lock()
-        self._search_cache: dict[tuple[str, tuple[str, ...]], frozenset[tuple[str, str]]] = {}
-        self._compared: dict[str, ComparisonRun | None] = {}
-        self._records: tuple[GradedFile, ...] | None = None
+        #: How long a search of the grid's responses may run (seconds).
+        self.search_seconds = SEARCH_SECONDS
+        self._reloading = threading.Lock()
+        # Held while a page reads the index and while a reload commits its scan and puts its
+        # snapshot in place: a page sees the rows of the snapshot it shows, never a scan's half.
+        self._swap = threading.Lock()
+        self._reader: sqlite3.Connection | None = None
         builder = None
         self.stats: ScanStats | None = None
         if scan:
@@ -74,22 +77,28 @@ class View:
                 builder = None
         self.snapshot = self._build(builder)
 
-    def reload(self) -> Any:
-        with self._lock:
-            stats = self.index.scan()
-            if stats.changed:  # else the pages stay as they are
-                self.snapshot = self._build()
-                self._search_cache.clear()
-                self._compared.clear()
-                self._records = None
+    def reload(self) -> ScanStats:
+        """Scan the trees again; when that changed the index (here or in another process
+        sharing it), the pages show the new snapshot from then on."""
+        with self._reloading:
+            stats = self.index.scan(commit=False)
+            try:
+                snap = self._build() if stats.changed else None  # else the pages stay as they are
+            except BaseException:
+                self.index.rollback()
+                raise
+            with self._swap:
+                self.index.commit()
+                if snap is not None:
+                    self.snapshot = snap
             return stats
 
     def _build(self, builder: Builder | None = None) -> Snapshot:
         """The snapshot of the index's rows (those ``builder`` was given while the scan
         made them, when it made them all; else read from the index)."""
+        db = self.index.db
         if builder is None:
             builder = Builder(self.index, self.index.tallies is None)
-            db = self.index.db
             # The later epochs first: epoch 1's outcome is then kept only where there are some.
             builder.add_later(
                 db.execute(SELECT_ROWS + " WHERE epoch != 1 AND kind IN (?, ?)", (GRADED, UNREADABLE))
@@ -97,8 +106,10 @@ class View:
             builder.add_first(db.execute(SELECT_ROWS + " WHERE epoch = 1"))
         run = builder.run()
         summary = summarize(run)
+        records = None
         if self.prices is not None:
-            summary = replace(summary, costs=price_records(self._read_records(), self.prices))
+            records = self._read_records(db)
+            summary = replace(summary, costs=price_records(records, self.prices))
         return Snapshot(
             run,
             summary,
@@ -106,20 +117,37 @@ class View:
             builder.grid,
             sorted(builder.grid, key=question_sort_key),
             builder.epochs,
+            records=records,
         )
 
-    def records(self) -> tuple[GradedFile, ...]:
-        """The per-file records of the graded MCQ files (epoch 1), what `kag stats compare`
-        pairs: read from the index once per scan, when a page first needs them."""
-        if self._records is None:
-            self._records = self._read_records()
-        return self._records
+    def _read(self, query: str, args: tuple[object, ...]) -> tuple[Snapshot, list[Any]]:
+        """The snapshot the pages show and the rows of ``query`` as committed with it."""
+        with self._swap:
+            if self._reader is None:
+                self._reader = self.index.reader()
+            return self.snapshot, self._reader.execute(query, args).fetchall()
 
-    def _read_records(self) -> tuple[GradedFile, ...]:
+    def records(self, snap: Snapshot | None = None) -> tuple[GradedFile, ...]:
+        """The per-file records of the graded MCQ files (epoch 1), what `kag stats compare`
+        pairs: read from the index once per scan (kept with ``snap``, by default the
+        snapshot shown), when a page first needs them."""
+        snap = snap or self.snapshot
+        if snap.records is None:
+            taken, rows = self._read(SELECT_ROWS + " WHERE epoch = 1 AND kind = ?", (GRADED,))
+            records = self._records_of(rows)
+            if taken is not snap:  # a reload put another snapshot in place meanwhile
+                return records
+            snap.records = records
+        return snap.records
+
+    def _read_records(self, db: sqlite3.Connection) -> tuple[GradedFile, ...]:
+        return self._records_of(db.execute(SELECT_ROWS + " WHERE epoch = 1 AND kind = ?", (GRADED,)))
+
+    def _records_of(self, rows: Iterable[tuple[Any, ...]]) -> tuple[GradedFile, ...]:
         labels = tree_labels(self.index.trees)
         records = [
             graded_record(row, setup_name(label, row[4]))
-            for row in self.index.db.execute(SELECT_ROWS + " WHERE epoch = 1 AND kind = ?", (GRADED,))
+            for row in rows
             for label in labels.get(row[0], ("",))
         ]
         records.sort(key=lambda r: (r.dataset, r.question, r.setup))
@@ -136,16 +164,20 @@ class View:
             baseline = snap.summary.setups[0].setup
         if baseline not in snap.setups:
             raise UsageError(f"baseline {baseline!r}: no graded setup has that name")
-        if baseline not in self._compared:  # computed once per baseline and scan
-            answers = _answers(self.records(), self.datasets)
+        if baseline not in snap.compared:  # computed once per baseline and scan
+            answers = _answers(self.records(snap), self.datasets)
             found = any(a.setup == baseline for a in answers)
-            self._compared[baseline] = compare_setups(answers, baseline) if found else None
-        return self._compared[baseline]
+            snap.compared[baseline] = compare_setups(answers, baseline) if found else None
+        return snap.compared[baseline]
 
     # ------------------------------------------------------------------ the grid
 
-    def questions(self, params: Mapping[str, Sequence[str]]) -> dict[str, Any]:
-        """The grid's rows for the query parameters (see docs/view.md), one page of them."""
+    def questions(
+        self, params: Mapping[str, Sequence[str]], gone: Callable[[], bool] | None = None
+    ) -> dict[str, Any]:
+        """The grid's rows for the query parameters (see docs/view.md), one page of them;
+        ``cut`` says why a search stopped before its last file (``gone``: whether the
+        client has left, which stops it too)."""
         snap = self.snapshot
         dataset = _one(params, "dataset")
         setups = [s for s in params.get("setup", []) if s] or list(snap.setups)
@@ -168,13 +200,20 @@ class View:
             raise UsageError(f"sort must be one of {', '.join(SORTS)} (got {sort!r})")
         page = _int(_one(params, "page") or "1", "page")
         pattern = _one(params, "q")
+        matcher = compile_search(pattern) if pattern is not None else None
         choice = (dataset, tuple(setups), outcome, flip_pair, disagree, pattern, sort)
         keys = snap.selected.get(choice)
+        cut = None
         if keys is None:
-            keys = self._select(snap, *choice)
-            if len(snap.selected) >= 32:
-                snap.selected.clear()
-            snap.selected[choice] = keys
+            matched = None
+            if matcher is not None:
+                found = self._search(snap, matcher, tuple(setups), gone)
+                matched, cut = found.keys, found.cut
+            keys = self._select(snap, *choice[:5], matched, sort)
+            if cut is None:  # a search cut short is not kept: the next asks again
+                if len(snap.selected) >= 32:
+                    snap.selected.clear()
+                snap.selected[choice] = keys
         total = len(keys)
         pages = max(1, -(-total // PAGE_SIZE))
         page = min(max(page, 1), pages)
@@ -205,6 +244,7 @@ class View:
             "page_size": PAGE_SIZE,
             "setups": setups,
             "rows": rows,
+            "cut": cut,
         }
 
     def _select(
@@ -215,12 +255,12 @@ class View:
         outcome: str | None,
         flip_pair: tuple[str, str] | None,
         disagree: bool,
-        pattern: str | None,
+        matched: frozenset[tuple[str, str]] | None,
         sort: str,
     ) -> list[tuple[str, str]]:
-        """The grid's questions for one choice of filters, in order (kept per choice with the
-        snapshot: paging through them, or coming back, costs a slice)."""
-        matched = self._search(pattern, setups) if pattern else None
+        """The grid's questions for one choice of filters (``matched``: those a search
+        found), in order (kept per choice with the snapshot: paging through them, or coming
+        back, costs a slice)."""
         keys = []
         for key in snap.order:
             if dataset is not None and key[0] != dataset:
@@ -250,48 +290,41 @@ class View:
             keys.reverse()
         return keys
 
-    def _search(self, pattern: str, setups: tuple[str, ...]) -> frozenset[tuple[str, str]]:
-        """The questions where one of ``setups``' responses matches ``pattern`` (`kag stats find`'s
-        rules: the trimmed response, the ``regex`` module, a CPU budget per file)."""
-        cached = self._search_cache.get((pattern, setups))
+    def _search(
+        self, snap: Snapshot, m: Matcher, setups: tuple[str, ...], gone: Callable[[], bool] | None
+    ) -> Found:
+        """The questions where one of ``setups``' responses matches (`kag stats find`'s
+        rules: the trimmed response, the ``regex`` module, a CPU budget per file), within
+        :attr:`search_seconds` and while the client is there; kept with the snapshot."""
+        key = (m.pattern.pattern, setups)
+        cached = snap.searches.get(key)
         if cached is not None:
             return cached
-        m = Matcher(compile_pattern(pattern), False, 0, 1, DEFAULT_TIMEOUT, literal_of(pattern))
-        found = set()
-        for key, cells in self.snapshot.grid.items():
-            for s in setups:
-                c = cells.get(s)
-                if c is None or c.outcome == "err":
-                    continue
-                try:
-                    result = parse_result(read_result_bytes(os.path.join(c.tree, c.rel)))
-                except Exception:  # noqa: BLE001, S112 - a file that changed since the scan
-                    continue
-                if isinstance(result, ErrorResult):
-                    continue
-                hits, _ = match_text(rust_trim(result.result), m)
-                if hits:
-                    found.add(key)
-                    break
-        out = frozenset(found)
-        if len(self._search_cache) > 32:
-            self._search_cache.clear()
-        self._search_cache[(pattern, setups)] = out
-        return out
+        files = [
+            (k, c.tree, c.rel)
+            for k, cells in snap.grid.items()
+            for s in setups
+            if (c := cells.get(s)) is not None and c.outcome != "err"
+        ]
+        found = search_files(files, len(files), m, seconds=self.search_seconds, gone=gone)
+        if found.cut is None:
+            if len(snap.searches) > 32:
+                snap.searches.clear()
+            snap.searches[key] = found
+        return found
 
     # ------------------------------------------------------------------ one question
 
     def question(self, dataset: str, question: str) -> dict[str, Any] | None:
         """A question and every setup's file, read now; None when the index has no such question."""
-        snap = self.snapshot
+        snap, rows = self._read(
+            "SELECT tree, rel, vertices, detail FROM files WHERE dataset=? AND question=? AND epoch=1",
+            (dataset, question),
+        )
         cells = snap.grid.get((dataset, question))
         if cells is None:
             return None
         q = self.datasets.get(dataset, question)
-        rows = self.index.db.execute(
-            "SELECT tree, rel, vertices, detail FROM files WHERE dataset=? AND question=? AND epoch=1",
-            (dataset, question),
-        ).fetchall()
         by_rel = {(r[0], r[1]): r for r in rows}
         out = []
         for name in sorted(cells):
@@ -306,6 +339,7 @@ class View:
                 "epochs": list(snap.epochs[(dataset, question, name)])
                 if (dataset, question, name) in snap.epochs
                 else None,
+                **dict.fromkeys(_DETAIL),  # a row another process removed since: no figures
             }
             if r is not None and r[3] is not None:
                 d = unpack_detail(r[3])
@@ -322,11 +356,12 @@ class View:
                     provider=d.provider,
                 )
             try:
-                result = parse_result(read_result_bytes(path))
+                result = parse_result(read_below(c.tree, c.rel))
             except Exception as exc:  # noqa: BLE001 - changed or gone since the scan
+                reason = (exc.strerror or str(exc)) if isinstance(exc, OSError) else str(exc)
                 entry.update(
                     response=None,
-                    error=f"cannot read the file now: {exc}",
+                    error=f"cannot read the file now: {reason}",
                     retrieval=None,
                     prompt=None,
                     judge=None,
@@ -363,6 +398,20 @@ class View:
         if found is None:
             return None
         return {"judge": found.judge, "verdict": found.verdict, "reason": found.reason}
+
+
+_DETAIL = (
+    "generation_secs",
+    "context_length",
+    "retrieval_secs",
+    "vertices",
+    "relationships",
+    "properties",
+    "prompt_tokens",
+    "completion_tokens",
+    "model",
+    "provider",
+)
 
 
 def _one(params: Mapping[str, Sequence[str]], name: str) -> str | None:

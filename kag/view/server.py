@@ -168,6 +168,12 @@ def _handler(
             except Exception as exc:  # noqa: BLE001 - one request never stops the server
                 on_error(exc)
                 reply = Reply(500, TEXT, b"internal error\n")
+            try:
+                self._send(reply)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client left: no one to answer
+
+        def _send(self, reply: Reply) -> None:
             self.send_response(reply.status)
             self.send_header("Content-Type", reply.content_type)
             self.send_header("Content-Length", str(len(reply.body)))

@@ -8,8 +8,9 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
+from kag.grading.compare.setups import ComparisonRun
 from kag.grading.epochs import EpochOutcome
 from kag.grading.evidence import EvidenceRecord
 from kag.grading.mcq.metrics import GradeRun, Tally, Unreadable
@@ -28,6 +29,9 @@ from kag.view.index import (
     tree_labels,
     unpack_detail,
 )
+
+if TYPE_CHECKING:
+    from kag.view.search import Found
 
 # An index row as the builder reads it: graded_record and epoch_outcome take its fields by position.
 SELECT_ROWS = f"SELECT {', '.join(NAMES)} FROM files"
@@ -57,6 +61,13 @@ class Snapshot:
     epochs: dict[tuple[str, str, str], tuple[int, int]] = field(default_factory=dict)
     #: The grid's question lists by choice of filters (View.questions), kept until the next scan.
     selected: dict[tuple[Any, ...], list[tuple[str, str]]] = field(default_factory=dict)
+    #: What a page computes from the snapshot once, kept with it: the per-file records of
+    #: the graded files, the comparisons by baseline, the searches by (pattern, setups), the
+    #: rows of the trees' run records (the records themselves are not kept: up to 16 MiB each).
+    records: tuple[GradedFile, ...] | None = None
+    compared: dict[str, ComparisonRun | None] = field(default_factory=dict)
+    searches: dict[tuple[str, tuple[str, ...]], Found] = field(default_factory=dict)
+    runs: list[dict[str, Any]] | None = None
 
 
 def setup_name(label: str, setup: str) -> str:

@@ -167,3 +167,34 @@ def test_names_that_are_not_utf8_are_ignored_as_kag_stats_ignores_them(tmp_path:
     result = runner.invoke(app, [*base, "--export", str(out)])
     assert result.exit_code == 0, result.output
     assert "8 question page(s)" in result.stdout
+
+
+def test_a_scan_waits_for_another_process_s_scan_of_the_same_index(tmp_path: Path) -> None:
+    import threading
+
+    datasets, tree = make_tree(tmp_path)
+    path = tmp_path / "shared.sqlite"
+    holder = _index(path, datasets, tree)
+    holder.scan(commit=False)  # holds the index until its commit
+    waiting = threading.Event()
+    told: list[str] = []
+    stats: list[object] = []
+
+    def on_wait(message: str) -> None:
+        told.append(message)
+        waiting.set()
+
+    def other() -> None:
+        index = Index(path, load_datasets(datasets), [Tree("", str(tree))], "", None, on_wait=on_wait)
+        stats.append(index.scan())
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    try:
+        assert waiting.wait(60)  # the other's open waits for the scan's commit
+        assert told == [f"{path}: another kag view is scanning this index: waiting for it"]
+        assert not stats
+    finally:
+        holder.commit()
+        thread.join(60)
+    assert len(stats) == 1 and stats[0].read == 0  # type: ignore[attr-defined]  # the rows were in place
