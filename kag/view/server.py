@@ -225,9 +225,11 @@ class Server:
             daemon_threads = True
 
         try:
-            self.httpd = _Http((host, port), _handler(app, HostCheck(host), on_error))
+            hosts = HostCheck(host)
+            self.httpd = _Http((host, port), _handler(app, hosts, on_error))
         except OSError as exc:
             raise InputError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        hosts.names.add(str(self.httpd.server_address[0]).lower())  # the address a name was bound as
         self.host = host
         self.port = self.httpd.server_address[1]
 

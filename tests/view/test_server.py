@@ -120,3 +120,23 @@ def test_addresses_that_are_not_utf8_are_404_and_any_parameter_name_is_kept(tmp_
             assert status == 200 and b'id="next"' in body, path
         status, _, body = _request(url, "/api/questions?q=%ff")
         assert status == 400
+
+
+def test_a_server_bound_to_a_name_answers_to_the_address_it_bound(
+    tree: tuple[Path, Path], tmp_path: Path
+) -> None:
+    from kag.render.view import ViewApp
+    from kag.view.server import Server
+
+    view = open_view(*tree, tmp_path / "index.sqlite")
+    errors: list[BaseException] = []
+    server = Server(ViewApp(view, "t"), "localhost", 0, errors.append)
+    server.start()
+    try:
+        url = f"http://127.0.0.1:{server.port}/"
+        assert _request(url, "/api/setups", host=f"127.0.0.1:{server.port}")[0] == 200
+        assert _request(url, "/api/setups", host=f"localhost:{server.port}")[0] == 200
+        assert _request(url, "/api/setups", host="evil.example")[0] == 421
+    finally:
+        server.close()
+    assert not errors
