@@ -198,3 +198,18 @@ def test_a_scan_waits_for_another_process_s_scan_of_the_same_index(tmp_path: Pat
         holder.commit()
         thread.join(60)
     assert len(stats) == 1 and stats[0].read == 0  # type: ignore[attr-defined]  # the rows were in place
+
+
+def test_a_results_folder_whose_name_is_not_utf8_is_one_line_exit_2(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from kag.cli import app
+
+    datasets, tree = make_tree(tmp_path)
+    odd = tmp_path / os.fsdecode(b"res\xffults")
+    tree.rename(odd)
+    base = ["view", "-d", str(datasets), "-r", str(odd), "--index", str(tmp_path / "i.sqlite")]
+    result = CliRunner().invoke(app, [*base, "--export", str(tmp_path / "site")])
+    assert result.exit_code == 2, result.output
+    assert "res\\xffults: the results folder's name is not valid UTF-8" in result.stderr
+    assert "Traceback" not in result.output
