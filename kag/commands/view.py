@@ -154,7 +154,7 @@ def view(
             [f"{t.label}={t.root}" for t in trees],
             f"{os.path.realpath(datasets)}|{prefix or ''}|{extract}",
         )
-    idx = Index(place, loaded, trees, prefix or "", extract)
+    idx = Index(place, loaded, trees, prefix or "", extract, on_wait=info)
     verdicts = None
     if judge_provider is not None or judge_model is not None or judge_prompt is not None:
         if judge_provider is None or judge_model is None:
@@ -188,6 +188,7 @@ def view(
                 params[key] = [value]
         if setup:
             params["setup"] = list(setup)
+        data.search_seconds = float("inf")  # an export waits for its search: Ctrl-C stops it
         count = export_site(data, export, title, params, limit)
         typer.echo(f"{export}: {count} question page(s); open {export / 'index.html'}")
         return

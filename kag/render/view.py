@@ -7,6 +7,7 @@ and `kag stats compare --format json` documents of the same inputs.
 
 from __future__ import annotations
 
+import errno
 import functools
 import html
 import os
@@ -27,7 +28,7 @@ from kag.render.compare import comparison_run_to_json
 from kag.render.stats import summary_to_json
 from kag.render.templating import environment
 from kag.render.view_pages import error_context, question_nav, questions_context
-from kag.results.io import write_atomic
+from kag.results.io import LinkInTree, write_atomic
 from kag.view.choices import link_state
 from kag.view.graph import Graph, build_graph
 from kag.view.query import View
@@ -65,15 +66,23 @@ def overview(view: View, baseline: str | None) -> dict[str, Any]:
 
 def run_records(view: View) -> list[dict[str, Any]]:
     """The run records of each tree (``kag stats runs``): the tree's label, the record's file,
-    and the row ``kag stats runs`` prints, by its column names."""
+    and the row ``kag stats runs`` prints, by its column names; read once per scan (the rows
+    kept with the snapshot, not the records)."""
     from kag.render.runs import HEADER, run_row
     from kag.results.runs import read_run_records
 
-    return [
-        {"tree": tree.label or None, "file": record.name, **dict(zip(HEADER, run_row(record), strict=True))}
-        for tree in view.index.trees
-        for record in read_run_records(tree.root)
-    ]
+    snap = view.snapshot
+    if snap.runs is None:
+        snap.runs = [
+            {
+                "tree": tree.label or None,
+                "file": record.name,
+                **dict(zip(HEADER, run_row(record), strict=True)),
+            }
+            for tree in view.index.trees
+            for record in read_run_records(tree.root)
+        ]
+    return snap.runs
 
 
 def svg_graph(graph: Graph) -> Markup:
@@ -113,16 +122,33 @@ class ViewApp:
         self.title = title
         self.static = static_files()
 
-    def __call__(self, segments: list[str], params: dict[str, list[str]]) -> Reply:
+    def __call__(
+        self,
+        segments: list[str],
+        params: dict[str, list[str]],
+        *,
+        method: str = "GET",
+        gone: Callable[[], bool] | None = None,
+    ) -> Reply:
+        # Only a reload changes anything, so only it is a POST (a page of another origin
+        # cannot send one unseen: the server checks its origin).
+        reload = segments == ["api", "reload"]
+        if reload != (method == "POST"):
+            allow = "POST" if reload else "GET"
+            return Reply(
+                405, JSON, _json({"error": f"{method} is not allowed here: use {allow}"}), (("Allow", allow),)
+            )
         try:
-            return self._route(segments, params)
+            return self._route(segments, params, gone)
         except UsageError as exc:
             if segments and segments[0] == "api":
                 return Reply(400, JSON, _json({"error": str(exc)}))
             context = error_context(self.view, segments, params, exc, server_link)
             return Reply(400, HTML, self._page("view_error.j2", **context).encode())
 
-    def _route(self, segments: list[str], params: dict[str, list[str]]) -> Reply:
+    def _route(
+        self, segments: list[str], params: dict[str, list[str]], gone: Callable[[], bool] | None
+    ) -> Reply:
         v = self.view
         chosen = params.get("baseline") or [""]
         baseline = chosen[-1] or None
@@ -140,7 +166,7 @@ class ViewApp:
                     ).encode(),
                 )
             case ["questions"]:
-                data = v.questions(params)
+                data = v.questions(params, gone)
                 context = questions_context(v, params)
                 page = self._page("view_questions.j2", data=data, **context)
                 return Reply(200, HTML, page.encode())
@@ -155,7 +181,7 @@ class ViewApp:
             case ["api", "setups"]:
                 return Reply(200, JSON, _json(overview(v, baseline)))
             case ["api", "questions"]:
-                return Reply(200, JSON, _json(v.questions(params)))
+                return Reply(200, JSON, _json(v.questions(params, gone)))
             case ["api", "question", dataset, question]:
                 detail = v.question(dataset, question)
                 return _not_found() if detail is None else Reply(200, JSON, _json(detail))
@@ -175,7 +201,7 @@ def _not_found() -> Reply:
     return Reply(404, "text/plain; charset=utf-8", b"not found\n")
 
 
-def server_link(kind: str, *args: str, **query: Any) -> str:
+def server_link(kind: str, /, *args: str, **query: Any) -> str:
     """The URL of a page of the server: ``q`` (dataset, question), ``questions``, ``overview``, ``static``."""
     if kind == "static":
         return "/static/" + args[0]
@@ -250,6 +276,8 @@ def export(view: View, out: Path, title: str, params: dict[str, list[str]], limi
     page per question, ``data.json``. Returns the number of question pages. Refuses (UsageError)
     past ``limit`` questions."""
     first = view.questions({**params, "page": ["1"]})
+    if first["cut"] is not None:
+        raise InputError(f"--search: {first['cut']}")
     total = first["total"]
     if total > limit:
         raise UsageError(
@@ -261,18 +289,20 @@ def export(view: View, out: Path, title: str, params: dict[str, list[str]], limi
         rows.extend(view.questions({**params, "page": [str(page)]})["rows"])
     names = {(r["dataset"], r["question"]): f"q/{i:06d}.html" for i, r in enumerate(rows, 1)}
 
-    def link(kind: str, *args: str, **query: Any) -> str:
+    def link(kind: str, /, *args: str, **query: Any) -> str:
         if kind == "q":
             return names.get((args[0], args[1]), "#")
         if kind == "static":
             return "static/" + args[0]
         return "questions.html" if kind == "questions" else "index.html"
 
-    def sub_link(kind: str, *args: str, **query: Any) -> str:
+    def sub_link(kind: str, /, *args: str, **query: Any) -> str:
         target = link(kind, *args, **query)
         return target if target == "#" else ("../" + target if not target.startswith("q/") else target[2:])
 
     earlier = _earlier_export(out)
+    for folder in _FOLDERS:  # before anything is written: a link there is refused, whatever is selected
+        _check_folder(out, folder)
     written = ["index.html", "questions.html", "data.json", *names.values()]
 
     def put(name: str, content: bytes) -> None:
@@ -321,10 +351,8 @@ def export(view: View, out: Path, title: str, params: dict[str, list[str]], limi
                 ).encode(),
             )
         put("data.json", _json({"setups": info, "questions": data, "details": details}))
-        for name in set(earlier) - set(written):  # the pages of questions no longer selected
-            path = out / name
-            if _PAGE.fullmatch(name) and stat.S_ISREG(os.lstat(path).st_mode):
-                path.unlink()
+        # The pages of questions no longer selected.
+        _remove_pages(out, sorted(n for n in set(earlier) - set(written) if _PAGE.fullmatch(n)))
         put(EXPORT_MANIFEST, orjson.dumps({"files": sorted(written)}))
     except OSError as exc:
         raise InputError(f"{out}: cannot write the export: {exc.strerror or exc}") from None
@@ -353,13 +381,66 @@ def _earlier_export(out: Path) -> list[str]:
     refused = UsageError(
         f"{out}: not empty and not an earlier export of kag view: export into a new or empty folder"
     )
-    manifest = out / EXPORT_MANIFEST
     try:
-        if not stat.S_ISREG(os.lstat(manifest).st_mode):
-            raise refused
-        files = orjson.loads(manifest.read_bytes()).get("files")
+        fd = os.open(out / EXPORT_MANIFEST, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise refused
+            files = orjson.loads(f.read(_MAX_MANIFEST)).get("files")
     except (OSError, orjson.JSONDecodeError, AttributeError):
         raise refused from None
     if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
         raise refused
     return files
+
+
+_FOLDERS = ("q", "static")
+_MAX_MANIFEST = 1 << 20
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+
+
+def _link_refused(out: Path, folder: str) -> LinkInTree:
+    return LinkInTree(f"{out / folder}: a symbolic link or a file where a folder belongs")
+
+
+def _check_folder(out: Path, folder: str) -> None:
+    """LinkInTree when ``out/folder`` is there and is not a folder (a link, say)."""
+    try:
+        st = os.lstat(out / folder)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise InputError(f"{out / folder}: {exc.strerror or exc}") from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise _link_refused(out, folder)
+
+
+def _remove_pages(out: Path, names: list[str]) -> None:
+    """Remove the pages ``names`` (``q/NNNNNN.html``) of an earlier export through the
+    descriptor of its ``q`` folder, opened without following a link (LinkInTree when one is
+    there): a page is removed only when it is a regular file of that folder."""
+    if not names:
+        return
+    out_fd = os.open(out, _DIR_FLAGS)
+    try:
+        try:
+            q_fd = os.open("q", _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=out_fd)
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                raise _link_refused(out, "q") from None
+            raise
+        try:
+            for name in names:
+                page = name.removeprefix("q/")
+                try:
+                    st = os.stat(page, dir_fd=q_fd, follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+                if stat.S_ISREG(st.st_mode):
+                    os.unlink(page, dir_fd=q_fd)
+        finally:
+            os.close(q_fd)
+    finally:
+        os.close(out_fd)

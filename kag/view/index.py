@@ -13,90 +13,49 @@ path, unless a file is named); the tree is never written to.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
+import secrets
 import sqlite3
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from functools import partial
 from itertools import islice
 from pathlib import Path
-from typing import Any, NamedTuple, TypeVar, cast
+from typing import TypeVar
 from urllib.parse import quote
-
-import orjson
 
 from kag.datasets import Datasets
 from kag.errors import InputError
-from kag.grading.evidence import evidence_record
-from kag.grading.mcq.extracted import compile_spec, extracted_grade
+from kag.grading.mcq.extracted import compile_spec
 from kag.grading.mcq.metrics import Tally
-from kag.grading.mcq.rule import (
-    DEFAULT_ABSTENTION,
-    AnswerKey,
-    GradedFile,
-    Outcome,
-    compile_abstention,
-    grade_fields,
-)
-from kag.grading.open_grading import grade_open_response
-from kag.results.io import read_result_stamped
 from kag.results.tree import check_results_root
-from kag.view.fields import ANSWER_CHARS, answer_vote, read_grading_fields
-from kag.view.walk import NO_STAMP, Stamp, fill_stamps, iter_entries, iter_top, list_folder, signature
+from kag.textsafe import is_utf8
+from kag.view.rows import (
+    CHUNK_FOLDERS,
+    COLUMNS,
+    GRADED,
+    IGNORED,
+    OPEN,
+    POOL_FOLDERS,
+    SKIPPED,
+    UNREADABLE,
+    Chunk,
+    Detail,
+    FolderJob,
+    Part,
+    ScanContext,
+    make_row,
+    pack_detail,
+    scan_chunk,
+    shown_name,
+    unpack_detail,
+)
+from kag.view.walk import iter_top
+
+__all__ = ["GRADED", "IGNORED", "OPEN", "SKIPPED", "UNREADABLE", "Detail", "pack_detail", "unpack_detail"]
 
 SCHEMA_VERSION = 7
-ERROR_CHARS = 2000
 _T = TypeVar("_T")
-
-# Row kinds: what a file is to `kag stats` (graded, ignored, skipped, unreadable, open).
-GRADED, IGNORED, SKIPPED, UNREADABLE, OPEN = "graded", "ignored", "skipped", "unreadable", "open"
-
-COLUMNS = (
-    "tree TEXT NOT NULL, rel TEXT NOT NULL, dataset TEXT NOT NULL, question TEXT NOT NULL, "
-    "setup TEXT, epoch INTEGER NOT NULL, kind TEXT NOT NULL, size INTEGER, mtime INTEGER, "
-    "outcome TEXT, extracted TEXT, answer TEXT, error TEXT, reason TEXT, vertices INTEGER, "
-    "evidence TEXT, detail BLOB"
-)
-
-
-class Detail(NamedTuple):
-    """The fields of a graded file that no query filters on, kept in one column (``detail``):
-    a row costs a parameter per column to store, and most pages read none of these."""
-
-    abstained: int
-    non_option: int
-    generation_ns: int | None
-    context_length: int | None
-    retrieval_ns: int | None
-    relationships: int | None
-    properties: int | None
-    provider: str | None
-    model: str | None
-    temperature: float | None
-    max_tokens: int | None
-    retriever: str | None
-    database: str | None
-    prompt_tokens: int | None
-    completion_tokens: int | None
-    open_exact: float | None
-    open_f1: float | None
-    vote: str | None  # see answer_vote
-    extracted_key: str | None
-
-
-def pack_detail(detail: Detail) -> bytes:
-    """``detail`` as JSON (a number past 64 bits, a time read from a hostile file, in the
-    standard library's JSON behind a NUL: orjson neither writes nor reads it exactly)."""
-    try:
-        return orjson.dumps(tuple(detail))
-    except orjson.JSONEncodeError:
-        return b"\0" + json.dumps(detail).encode()
-
-
-def unpack_detail(data: bytes) -> Detail:
-    return Detail(*(json.loads(data[1:]) if data[:1] == b"\0" else orjson.loads(data)))
-
 
 #: The columns in the order of a row (kag.view.query reads rows by position).
 NAMES = tuple(c.split()[0] for c in COLUMNS.split(", "))
@@ -136,11 +95,14 @@ class ScanStats:
     removed: int
     warnings: tuple[str, ...] = ()
     written: int = 0
+    #: Whether another process (another `kag view` on the same index) changed the index
+    #: since this one last scanned it: what this one shows is then read from it again.
+    elsewhere: bool = False
 
     @property
     def changed(self) -> bool:
         """Whether the index's rows changed (and with them what a page shows)."""
-        return bool(self.read or self.removed or self.written)
+        return bool(self.read or self.removed or self.written or self.elsewhere)
 
 
 @dataclass(frozen=True)
@@ -168,7 +130,15 @@ def _settings_fingerprint(datasets: Datasets, prefix: str, extract: str | None) 
 class Index:
     """The index file: opened (created when missing), then :meth:`scan` brings it up to date."""
 
-    def __init__(self, path: Path, datasets: Datasets, trees: list[Tree], prefix: str, extract: str | None):
+    def __init__(
+        self,
+        path: Path,
+        datasets: Datasets,
+        trees: list[Tree],
+        prefix: str,
+        extract: str | None,
+        on_wait: Callable[[str], None] | None = None,
+    ):
         self.path = path
         self.datasets = datasets
         self.trees = trees
@@ -178,52 +148,149 @@ class Index:
         #: After a scan that read every file (the first), the tallies of the epoch 1 files
         #: by (tree, setup, dataset), made by the workers as they graded them; else None.
         self.tallies: dict[tuple[str, str, str], Tally] | None = None
+        #: The index's generation (a token each scan that changes it writes) this process
+        #: last saw; another one means another process changed the index since.
+        self.generation: str | None = None
+        #: Told, once, when another process holds the index (its scan runs): this one waits.
+        self.on_wait = on_wait
+        self._lock_fd: int | None = None
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            self.db = sqlite3.connect(str(path), check_same_thread=False)
-            self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.execute("PRAGMA synchronous=OFF")
-            self.db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
-            row = self.db.execute("SELECT value FROM meta WHERE key='fingerprint'").fetchone()
-            if row is None or row[0] != self.fingerprint:
-                # Other settings (datasets file changed, --prefix, --extract): grade again.
-                self.db.execute("DROP TABLE IF EXISTS files")
-                self.db.execute("DROP TABLE IF EXISTS folders")
-                self.db.execute("INSERT OR REPLACE INTO meta VALUES ('fingerprint', ?)", (self.fingerprint,))
-            self.db.execute(f"CREATE TABLE IF NOT EXISTS files ({COLUMNS})")
-            self.db.execute(f"CREATE TABLE IF NOT EXISTS folders ({FOLDER_COLUMNS})")
-            for lookup in _LOOKUPS:
-                self.db.execute(lookup)
-            self.db.commit()
+            self._acquire()
+            try:
+                self.db = sqlite3.connect(str(path), check_same_thread=False, timeout=60)
+                self.db.execute("PRAGMA journal_mode=WAL")
+                self.db.execute("PRAGMA synchronous=OFF")
+                self._prepare()
+                self.db.commit()
+            finally:
+                self._release()
         except sqlite3.Error as exc:
             raise InputError(f"{path}: cannot open the index: {exc}") from None
+        except OSError as exc:
+            raise InputError(f"{path}: cannot open the index: {exc.strerror or exc}") from None
+
+    def _prepare(self) -> bool:
+        """Create the tables; drop the rows first when they were made with other settings
+        (another datasets file, ``--prefix`` or ``--extract``: every file is graded again).
+        Whether they were dropped."""
+        db = self.db
+        db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
+        row = db.execute("SELECT value FROM meta WHERE key='fingerprint'").fetchone()
+        dropped = row is None or row[0] != self.fingerprint
+        if dropped:
+            db.execute("DROP TABLE IF EXISTS files")
+            db.execute("DROP TABLE IF EXISTS folders")
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('fingerprint', ?)", (self.fingerprint,))
+        db.execute(f"CREATE TABLE IF NOT EXISTS files ({COLUMNS})")
+        db.execute(f"CREATE TABLE IF NOT EXISTS folders ({FOLDER_COLUMNS})")
+        for lookup in _LOOKUPS:
+            db.execute(lookup)
+        return dropped
+
+    def _acquire(self) -> None:
+        """Hold the index's lock file (``<index>.lock``, beside it): one process at a time
+        scans it, the others wait for it (told through :attr:`on_wait`)."""
+        import fcntl
+
+        fd = os.open(f"{self.path}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if self.on_wait is not None:
+                    self.on_wait(f"{self.path}: another kag view is scanning this index: waiting for it")
+                fcntl.flock(fd, fcntl.LOCK_EX)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._lock_fd = fd
+
+    def _release(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # closing the descriptor releases its lock
+            self._lock_fd = None
+
+    def commit(self) -> None:
+        """Commit a scan made with ``commit=False`` and let other processes scan."""
+        try:
+            self.db.commit()
+        finally:
+            self._release()
+
+    def rollback(self) -> None:
+        """Drop a scan made with ``commit=False`` (the index stays as it was)."""
+        try:
+            self.db.rollback()
+        finally:
+            self._release()
+
+    def reader(self) -> sqlite3.Connection:
+        """A read-only connection of its own: it sees what was committed, never a scan in
+        progress."""
+        return sqlite3.connect(f"file:{quote(str(self.path))}?mode=ro", uri=True, check_same_thread=False)
 
     def close(self) -> None:
         self.db.close()
+        self._release()
 
-    def scan(self, on_rows: Callable[[list[tuple[object, ...]]], None] | None = None) -> ScanStats:
+    def scan(
+        self, on_rows: Callable[[list[tuple[object, ...]]], None] | None = None, *, commit: bool = True
+    ) -> ScanStats:
         """Bring the index up to date with the trees: new and changed files read, gone ones
-        dropped. ``on_rows`` is given the rows stored, as they are, each question's in one call."""
+        dropped. ``on_rows`` is given the rows stored, as they are, each question's in one call.
+        The index is held (its lock file) from the start of the scan to its commit: with
+        ``commit`` False, until :meth:`commit` or :meth:`rollback`."""
+        if self.extract is not None:
+            compile_spec(self.extract)  # a bad pattern is a usage error before any file is read
+        self._acquire()
+        try:
+            stats = self._scan(on_rows)
+        except BaseException:
+            self.rollback()
+            raise
+        if commit:
+            self.commit()
+        return stats
+
+    def _scan(self, on_rows: Callable[[list[tuple[object, ...]]], None] | None) -> ScanStats:
         seen = read = removed = written = 0
         warnings: list[str] = []
         tallies: dict[tuple[str, str, str], Tally] | None = {}
-        if self.extract is not None:
-            compile_spec(self.extract)  # a bad pattern is a usage error before any file is read
         db = self.db
+        # Another process may have changed the index since this one last read it (another
+        # `kag view` of the same trees), or filled it under other settings (the same --index).
+        row = db.execute("SELECT value FROM meta WHERE key='generation'").fetchone()
+        now = row[0] if row is not None else None
+        elsewhere = self.generation is not None and now != self.generation
+        if self._prepare():
+            elsewhere = self.generation is not None
+        if elsewhere:
+            warnings.append(
+                f"{self.path}: another kag view changed this index since this one read it: "
+                "the pages now show what it holds"
+            )
         if db.execute("SELECT 1 FROM files LIMIT 1").fetchone() is None:
             db.execute("DROP INDEX IF EXISTS by_rel")
             db.execute("DROP INDEX IF EXISTS by_question")
         # A tree given under several labels is scanned once: its rows show under each label.
         for root in tree_labels(self.trees):
             check_results_root(root)
+            if not is_utf8(root):
+                raise InputError(
+                    f"{shown_name(root)}: the results folder's name is not valid UTF-8: rename it"
+                )
             stored = {
                 rel: (sig, count)
                 for rel, sig, count in db.execute("SELECT rel, sig, files FROM folders WHERE tree=?", (root,))
             }
             new = not stored  # every scan stores the signature of the tree's top ("")
             top: list[tuple[str, str]] = []
-            folders: list[_FolderJob] = []
-            for rel, dataset, question, entry in iter_top(root):
+            folders: list[FolderJob] = []
+            for raw, dataset, question, entry in iter_top(root):
+                # A name that is not UTF-8 is kept as text SQLite can hold (its bytes
+                # escaped); such a folder is no question of a datasets file: its files are ignored.
+                rel, dataset, question = shown_name(raw), shown_name(dataset), shown_name(question)
                 if question:
                     old = stored.pop(rel, None)
                     sig, count = old if old is not None else (None, 0)
@@ -234,9 +301,9 @@ class Index:
             gone, added = self._top(root, top, stored.pop("", None), on_rows)
             removed += gone
             written += added
-            ctx = _Context(self.datasets, self.extract, self.prefix, str(self.path))
+            ctx = ScanContext(self.datasets, self.extract, self.prefix, str(self.path))
             chunks = ((root, new, chunk) for chunk in _batched(iter(folders), CHUNK_FOLDERS))
-            for part in self._parts(partial(_scan_chunk, ctx), chunks, len(folders), new):
+            for part in self._parts(partial(scan_chunk, ctx), chunks, len(folders), new):
                 seen += part.seen
                 read += part.read
                 removed += len(part.gone)
@@ -268,9 +335,12 @@ class Index:
             db.execute(f"DELETE FROM {table} WHERE tree NOT IN ({', '.join('?' * len(live))})", live)
         for lookup in _LOOKUPS:
             db.execute(lookup)
-        db.commit()
+        if read or removed or written or now is None:
+            now = secrets.token_hex(8)
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('generation', ?)", (now,))
+        self.generation = now
         self.tallies = tallies
-        return ScanStats(seen, read, removed, tuple(warnings), written)
+        return ScanStats(seen, read, removed, tuple(warnings), written, elsewhere)
 
     def _top(
         self,
@@ -292,7 +362,9 @@ class Index:
                 for (rel,) in self.db.execute("SELECT rel FROM files WHERE tree=? AND question=''", (root,))
             }
         present = {rel for rel, _ in top}
-        rows = [_row(root, rel, dataset, "", None, 1, IGNORED) for rel, dataset in top if rel not in known]
+        rows = [
+            make_row(root, rel, dataset, "", None, 1, IGNORED) for rel, dataset in top if rel not in known
+        ]
         self.db.executemany(_INSERT, rows)
         if on_rows is not None:
             on_rows(rows)
@@ -302,8 +374,8 @@ class Index:
         return len(gone), len(rows)
 
     def _parts(
-        self, work: Callable[[_Chunk], _Part], chunks: Iterator[_Chunk], folders: int, new: bool
-    ) -> Iterator[_Part]:
+        self, work: Callable[[Chunk], Part], chunks: Iterator[Chunk], folders: int, new: bool
+    ) -> Iterator[Part]:
         """``map(work, chunks)``, in a pool of worker processes for a tree of many question
         folders (each one listed, stat'ed and, where changed, read by a worker, as `kag
         stats` shares its walk). A rescan (``new`` False) from a process with threads (the
@@ -323,270 +395,3 @@ class Index:
 def _batched(items: Iterator[_T], size: int) -> Iterator[list[_T]]:
     while chunk := list(islice(items, size)):
         yield chunk
-
-
-# Question folders per chunk of work (about ten files each), and from how many a pool is used.
-CHUNK_FOLDERS = 100
-POOL_FOLDERS = 400
-
-#: (path, relative path, dataset, question, the signature the index holds or None, and
-#: the folder's count of file-level entries with it)
-_FolderJob = tuple[str, str, str, str, bytes | None, int]
-#: (tree root, whether the index holds nothing of the tree, question folders)
-_Chunk = tuple[str, bool, list[_FolderJob]]
-
-
-@dataclass(frozen=True)
-class _Context:
-    datasets: Datasets
-    extract: str | None
-    prefix: str
-    index: str  # the index file, read by a worker for the rows of a folder that changed
-
-
-@dataclass
-class _Part:
-    """What a chunk of question folders changes in the index."""
-
-    rows: list[tuple[object, ...]] = field(default_factory=list)  # to insert or replace
-    gone: list[str] = field(default_factory=list)  # rows to delete (relative paths)
-    # (rel, dataset, question, signature, file-level entries) of each folder read again
-    folders: list[tuple[str, str, str, bytes, int]] = field(default_factory=list)
-    dropped: list[str] = field(default_factory=list)  # folders that could not be listed: no signature
-    tallies: dict[tuple[str, str], Tally] = field(
-        default_factory=dict
-    )  # epoch 1 files read, by (setup, dataset)
-    warnings: list[str] = field(default_factory=list)
-    seen: int = 0
-    read: int = 0
-
-
-class _KnownRows:
-    """The index's (size, mtime) of each file of a question folder, read through a
-    read-only connection of the worker's own, opened when a folder first needs it."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.db: sqlite3.Connection | None = None
-
-    def of(self, root: str, dataset: str, question: str) -> dict[str, Stamp]:
-        if self.db is None:
-            self.db = sqlite3.connect(f"file:{quote(self.path)}?mode=ro", uri=True)
-        rows = self.db.execute(
-            "SELECT rel, size, mtime FROM files WHERE tree=? AND dataset=? AND question=?",
-            (root, dataset, question),
-        )
-        return {rel: (size, mtime) for rel, size, mtime in rows}
-
-    def close(self) -> None:
-        if self.db is not None:
-            self.db.close()
-
-
-def _scan_chunk(ctx: _Context, chunk: _Chunk) -> _Part:
-    """The changes of some question folders of one tree: each folder listed and its result
-    files stat'ed; one whose signature is the index's is done; in another, the files new
-    or changed since the index's rows are read (every file, in a tree new to the index)."""
-    root, new, jobs = chunk
-    part = _Part()
-    abstention = compile_abstention(DEFAULT_ABSTENTION)
-    spec = compile_spec(ctx.extract) if ctx.extract is not None else None
-    keys: dict[tuple[str, str], AnswerKey] = {}
-    tallies = part.tallies if new else None
-    known_rows = _KnownRows(ctx.index)
-    try:
-        for path, rel, dataset, question, old, count in jobs:
-            # A tree new to the index has every file read: its stamp is taken as it is read.
-            folder = list_folder(path, part.warnings, stamped=not new)
-            if folder is None:
-                if old is not None:
-                    part.gone.extend(known_rows.of(root, dataset, question))
-                    part.dropped.append(rel)
-                continue
-            sig = signature(folder) if not new else b""
-            if sig == old:  # nothing in the folder changed
-                part.seen += count
-                continue
-            known = known_rows.of(root, dataset, question) if not new else {}
-            present = set()
-            for frel, epoch, setup, file_stamp, slot in iter_entries(folder, rel, ctx.prefix):
-                part.seen += 1
-                present.add(frel)
-                if setup is None:
-                    # An ignored entry's row has no stamp: one with a stamp was a result file.
-                    if known.get(frel, ()) != NO_STAMP:
-                        part.rows.append(_row(root, frel, dataset, question, None, epoch, IGNORED))
-                    continue
-                if known.get(frel) == file_stamp:
-                    continue
-                part.read += 1
-                row = _grade_one(
-                    ctx.datasets,
-                    root,
-                    frel,
-                    dataset,
-                    question,
-                    setup,
-                    epoch,
-                    os.path.join(path, frel[len(rel) + 1 :]),
-                    file_stamp,
-                    abstention,
-                    spec,
-                    tallies,
-                    keys,
-                )
-                part.rows.append(row)
-                if new:
-                    folder.stamps[slot : slot + 2] = cast("Stamp", row[7:9])
-            if new:
-                fill_stamps(folder, path)
-                sig = signature(folder)
-            part.gone.extend(r for r in known if r not in present)
-            part.folders.append((rel, dataset, question, sig, len(present)))
-    finally:
-        known_rows.close()
-    return part
-
-
-def _grade_one(
-    datasets: Datasets,
-    root: str,
-    rel: str,
-    dataset: str,
-    question: str,
-    setup: str,
-    epoch: int,
-    path: str,
-    stamp: Stamp,
-    abstention: Any,
-    spec: Any,
-    tallies: dict[tuple[str, str], Tally] | None = None,
-    keys: dict[tuple[str, str], AnswerKey] | None = None,
-) -> tuple[object, ...]:
-    """The row of one result file: graded by kag's grading rule against its question; an
-    epoch 1 file graded is also added to its (setup, dataset) tally in ``tallies``. Its
-    stamp is that of the file read (else ``stamp``, or the file's when ``stamp`` is none)."""
-    q = datasets.get(dataset, question)
-    if q is None or (q.mcq is None and q.open is None):
-        return _row(root, rel, dataset, question, setup, epoch, IGNORED, _known_stamp(stamp, path))
-    if q.mcq is not None and q.mcq.answer is None:
-        return _row(root, rel, dataset, question, setup, epoch, SKIPPED, _known_stamp(stamp, path))
-    try:
-        data, st = read_result_stamped(path)
-    except Exception as exc:  # noqa: BLE001 - one bad file must never stop the scan
-        reason = (exc.strerror or str(exc)) if isinstance(exc, OSError) else str(exc)
-        stamp = _known_stamp(stamp, path)
-        return _row(root, rel, dataset, question, setup, epoch, UNREADABLE, stamp, reason=reason)
-    stamp = (st.st_size, st.st_mtime_ns)
-    try:
-        fields = read_grading_fields(data, bool(q.evidence))
-    except Exception as exc:  # noqa: BLE001 - one bad file must never stop the scan
-        return _row(root, rel, dataset, question, setup, epoch, UNREADABLE, stamp, reason=str(exc))
-    if q.open is not None:
-        exact, f1 = grade_open_response(fields.response, q.open.answers)
-        graded = grade_fields(fields, AnswerKey("", ()), dataset, question, setup, abstention)
-        if tallies is not None and epoch == 1:
-            _tally(tallies, setup, dataset).add_open(exact, f1, graded.outcome is Outcome.ERR)
-        return _row(root, rel, dataset, question, setup, epoch, OPEN, stamp, graded=graded, open_=(exact, f1))
-    assert q.mcq is not None and q.mcq.answer is not None
-    key = keys.get((dataset, question)) if keys is not None else None
-    if key is None:  # folded once per question of a chunk, not once per file
-        key = AnswerKey.of(q.mcq.answer, q.mcq.options)
-        if keys is not None:
-            keys[(dataset, question)] = key
-    graded = grade_fields(fields, key, dataset, question, setup, abstention)
-    extracted_key = None
-    if spec is not None:
-        extracted, extracted_key = extracted_grade(spec, graded.response, key)
-        graded = replace(graded, extracted=extracted)
-    if tallies is not None and epoch == 1:
-        _tally(tallies, setup, dataset).add(graded)
-    found = evidence_record(q.evidence, fields.retrieval_text, graded.outcome is Outcome.OK)
-    bits = "".join("1" if f else "0" for f in found.found) if found is not None else None
-    return _row(
-        root,
-        rel,
-        dataset,
-        question,
-        setup,
-        epoch,
-        GRADED,
-        stamp,
-        graded=graded,
-        evidence=bits,
-        extracted_key=extracted_key,
-    )
-
-
-def _known_stamp(stamp: Stamp, path: str) -> Stamp:
-    if stamp[0] is not None:
-        return stamp
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return NO_STAMP
-    return (st.st_size, st.st_mtime_ns)
-
-
-def _tally(tallies: dict[tuple[str, str], Tally], setup: str, dataset: str) -> Tally:
-    tally = tallies.get((setup, dataset))
-    if tally is None:
-        tally = tallies[(setup, dataset)] = Tally()
-    return tally
-
-
-def _row(
-    root: str,
-    rel: str,
-    dataset: str,
-    question: str,
-    setup: str | None,
-    epoch: int,
-    kind: str,
-    stamp: tuple[int | None, int | None] = (None, None),
-    *,
-    reason: str | None = None,
-    graded: object = None,
-    open_: tuple[float, float] | None = None,
-    evidence: str | None = None,
-    extracted_key: str | None = None,
-) -> tuple[object, ...]:
-    g = graded
-    base = (root, rel, dataset, question, setup, epoch, kind, stamp[0], stamp[1])
-    if g is None:
-        return (*base, None, None, None, None, reason, None, None, None)
-    assert isinstance(g, GradedFile)
-    r, c, u = g.retrieval, g.config, g.usage
-    ag = c.augmented_generation if c is not None else None
-    detail = Detail(
-        int(g.abstained),
-        int(g.non_option),
-        g.generation_ns,
-        g.context_length,
-        r.time_ns if r is not None else None,
-        r.relationships if r is not None else None,
-        r.properties if r is not None else None,
-        c.provider if c is not None else None,
-        c.model if c is not None else None,
-        c.temperature if c is not None else None,
-        c.tokens if c is not None else None,
-        ag.retriever if ag is not None else None,
-        ag.database if ag is not None else None,
-        u.prompt_tokens if u is not None else None,
-        u.completion_tokens if u is not None else None,
-        open_[0] if open_ is not None else None,
-        open_[1] if open_ is not None else None,
-        answer_vote(g.response),
-        extracted_key,
-    )
-    return (
-        *base,
-        g.outcome.value,
-        g.extracted.value if g.extracted is not None else None,
-        g.response[:ANSWER_CHARS] if g.response is not None else None,
-        g.error[:ERROR_CHARS] if g.error is not None else None,
-        reason,
-        r.vertices if r is not None else None,
-        evidence,
-        pack_detail(detail),
-    )

@@ -6,78 +6,39 @@ of questions with its filters, and one question's detail (read from its result f
 from __future__ import annotations
 
 import os
+import sqlite3
 import threading
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, NamedTuple
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from kag.datasets import Datasets, Question
 from kag.grading.compare.records import question_sort_key
 from kag.grading.compare.setups import ComparisonRun, compare_setups
-from kag.grading.epochs import EpochOutcome
-from kag.grading.evidence import EvidenceRecord
-from kag.grading.mcq.metrics import GradeRun, Tally, Unreadable
-from kag.grading.mcq.summary import Summary, summarize
-from kag.grading.record import GradedFile, Outcome
+from kag.grading.mcq.summary import summarize
+from kag.grading.record import GradedFile
 from kag.grading.rule import rust_trim
-from kag.grading.search.match import Matcher, literal_of, match_text
-from kag.grading.search.options import DEFAULT_TIMEOUT, compile_pattern
+from kag.grading.search.match import Matcher
 from kag.grading.usage import price_records
-from kag.results.codec import RetrievalSample, parse_result
-from kag.results.io import read_result_bytes
-from kag.results.model import AugmentedGeneration, ErrorResult, ModelConfig, Usage
+from kag.results.codec import parse_result
+from kag.results.model import ErrorResult
 from kag.view.choices import Choice, UnknownChoice, neighbours, option_key, read_choice, read_page
 from kag.view.index import (
     GRADED,
-    IGNORED,
-    NAMES,
-    OPEN,
-    SKIPPED,
     UNREADABLE,
     Index,
     ScanStats,
     tree_labels,
     unpack_detail,
 )
+from kag.view.search import SEARCH_SECONDS, Found, compile_search, read_below, search_files
+from kag.view.snapshot import SELECT_ROWS, Builder, Cell, Snapshot, graded_record, setup_name
 
 if TYPE_CHECKING:  # the judge's modules load the model clients: only a named judge needs them
     from kag.pricing import Prices
     from kag.view.verdicts import VerdictReader
 
 PAGE_SIZE = 50
-# An index row as View reads it: _graded and _epoch_outcome take its fields by position.
-_COLUMNS = f"SELECT {', '.join(NAMES)} FROM files"
-_OUTCOME = {o.value: o for o in Outcome}  # a lookup costs a tenth of Outcome(value), 100,000 times
-
-
-class Cell(NamedTuple):
-    """One setup's file of one question, as the grid shows it (a tuple: one per file)."""
-
-    outcome: str
-    answer: str | None
-    extracted: str | None
-    vertices: int | None
-    rel: str
-    tree: str
-
-
-@dataclass
-class Snapshot:
-    """Everything the pages read, rebuilt after each scan."""
-
-    run: GradeRun
-    summary: Summary
-    setups: tuple[str, ...]
-    grid: dict[tuple[str, str], dict[str, Cell]]
-    order: list[tuple[str, str]]
-    epochs: dict[tuple[str, str, str], tuple[int, int]] = field(default_factory=dict)
-    datasets: tuple[str, ...] = ()  # of the grid's questions
-    #: The grid's question lists by choice of filters (View.questions), kept until the next scan.
-    selected: dict[tuple[Any, ...], list[tuple[str, str]]] = field(default_factory=dict)
-
-
-def setup_name(label: str, setup: str) -> str:
-    return f"{label}/{setup}" if label else setup
 
 
 class View:
@@ -98,44 +59,55 @@ class View:
         self.verdicts = verdicts
         self.prices = prices
         self.datasets = index.datasets
-        self._lock = threading.Lock()
-        self._search_cache: dict[tuple[str, tuple[str, ...]], frozenset[tuple[str, str]]] = {}
-        self._compared: dict[str, ComparisonRun | None] = {}
-        self._records: tuple[GradedFile, ...] | None = None
+        #: How long a search of the grid's responses may run (seconds).
+        self.search_seconds = SEARCH_SECONDS
+        self._reloading = threading.Lock()
+        # Held while a page reads the index and while a reload commits its scan and puts its
+        # snapshot in place: a page sees the rows of the snapshot it shows, never a scan's half.
+        self._swap = threading.Lock()
+        self._reader: sqlite3.Connection | None = None
         builder = None
         self.stats: ScanStats | None = None
         if scan:
-            builder = _Builder(index, False)
+            builder = Builder(index, False)
             self.stats = index.scan(builder.add_part)
             if index.tallies is None:  # only the changed rows went by
                 builder = None
         self.snapshot = self._build(builder)
 
-    def reload(self) -> Any:
-        with self._lock:
-            stats = self.index.scan()
-            if stats.changed:  # else the pages stay as they are
-                self.snapshot = self._build()
-                self._search_cache.clear()
-                self._compared.clear()
-                self._records = None
+    def reload(self) -> ScanStats:
+        """Scan the trees again; when that changed the index (here or in another process
+        sharing it), the pages show the new snapshot from then on."""
+        with self._reloading:
+            stats = self.index.scan(commit=False)
+            try:
+                snap = self._build() if stats.changed else None  # else the pages stay as they are
+            except BaseException:
+                self.index.rollback()
+                raise
+            with self._swap:
+                self.index.commit()
+                if snap is not None:
+                    self.snapshot = snap
             return stats
 
-    def _build(self, builder: _Builder | None = None) -> Snapshot:
+    def _build(self, builder: Builder | None = None) -> Snapshot:
         """The snapshot of the index's rows (those ``builder`` was given while the scan
         made them, when it made them all; else read from the index)."""
+        db = self.index.db
         if builder is None:
-            builder = _Builder(self.index, self.index.tallies is None)
-            db = self.index.db
+            builder = Builder(self.index, self.index.tallies is None)
             # The later epochs first: epoch 1's outcome is then kept only where there are some.
             builder.add_later(
-                db.execute(_COLUMNS + " WHERE epoch != 1 AND kind IN (?, ?)", (GRADED, UNREADABLE))
+                db.execute(SELECT_ROWS + " WHERE epoch != 1 AND kind IN (?, ?)", (GRADED, UNREADABLE))
             )
-            builder.add_first(db.execute(_COLUMNS + " WHERE epoch = 1"))
+            builder.add_first(db.execute(SELECT_ROWS + " WHERE epoch = 1"))
         run = builder.run()
         summary = summarize(run)
+        records = None
         if self.prices is not None:
-            summary = replace(summary, costs=price_records(self._read_records(), self.prices))
+            records = self._read_records(db)
+            summary = replace(summary, costs=price_records(records, self.prices))
         return Snapshot(
             run,
             summary,
@@ -144,20 +116,37 @@ class View:
             sorted(builder.grid, key=question_sort_key),
             builder.epochs,
             tuple(sorted({dataset for dataset, _ in builder.grid})),
+            records=records,
         )
 
-    def records(self) -> tuple[GradedFile, ...]:
-        """The per-file records of the graded MCQ files (epoch 1), what `kag stats compare`
-        pairs: read from the index once per scan, when a page first needs them."""
-        if self._records is None:
-            self._records = self._read_records()
-        return self._records
+    def _read(self, query: str, args: tuple[object, ...]) -> tuple[Snapshot, list[Any]]:
+        """The snapshot the pages show and the rows of ``query`` as committed with it."""
+        with self._swap:
+            if self._reader is None:
+                self._reader = self.index.reader()
+            return self.snapshot, self._reader.execute(query, args).fetchall()
 
-    def _read_records(self) -> tuple[GradedFile, ...]:
+    def records(self, snap: Snapshot | None = None) -> tuple[GradedFile, ...]:
+        """The per-file records of the graded MCQ files (epoch 1), what `kag stats compare`
+        pairs: read from the index once per scan (kept with ``snap``, by default the
+        snapshot shown), when a page first needs them."""
+        snap = snap or self.snapshot
+        if snap.records is None:
+            taken, rows = self._read(SELECT_ROWS + " WHERE epoch = 1 AND kind = ?", (GRADED,))
+            records = self._records_of(rows)
+            if taken is not snap:  # a reload put another snapshot in place meanwhile
+                return records
+            snap.records = records
+        return snap.records
+
+    def _read_records(self, db: sqlite3.Connection) -> tuple[GradedFile, ...]:
+        return self._records_of(db.execute(SELECT_ROWS + " WHERE epoch = 1 AND kind = ?", (GRADED,)))
+
+    def _records_of(self, rows: Iterable[tuple[Any, ...]]) -> tuple[GradedFile, ...]:
         labels = tree_labels(self.index.trees)
         records = [
-            _graded(row, setup_name(label, row[4]))
-            for row in self.index.db.execute(_COLUMNS + " WHERE epoch = 1 AND kind = ?", (GRADED,))
+            graded_record(row, setup_name(label, row[4]))
+            for row in rows
             for label in labels.get(row[0], ("",))
         ]
         records.sort(key=lambda r: (r.dataset, r.question, r.setup))
@@ -174,18 +163,22 @@ class View:
             baseline = snap.summary.setups[0].setup
         if baseline not in snap.setups:
             raise UnknownChoice("baseline", baseline, "setup", snap.setups)
-        if baseline not in self._compared:  # computed once per baseline and scan
-            answers = _answers(self.records(), self.datasets)
+        if baseline not in snap.compared:  # computed once per baseline and scan
+            answers = _answers(self.records(snap), self.datasets)
             found = any(a.setup == baseline for a in answers)
-            self._compared[baseline] = compare_setups(answers, baseline) if found else None
-        return self._compared[baseline]
+            snap.compared[baseline] = compare_setups(answers, baseline) if found else None
+        return snap.compared[baseline]
 
     # ------------------------------------------------------------------ the grid
 
-    def questions(self, params: Mapping[str, Sequence[str]]) -> dict[str, Any]:
-        """The grid's rows for the query parameters (see docs/view.md), one page of them."""
+    def questions(
+        self, params: Mapping[str, Sequence[str]], gone: Callable[[], bool] | None = None
+    ) -> dict[str, Any]:
+        """The grid's rows for the query parameters (see docs/view.md), one page of them;
+        ``cut`` says why a search stopped before its last file (``gone``: whether the
+        client has left, which stops it too)."""
         snap = self.snapshot
-        choice, keys = self._selected(snap, params)
+        choice, keys, cut = self._selected(snap, params, gone)
         setups = list(choice.setups)
         page = read_page(params)
         total = len(keys)
@@ -221,20 +214,31 @@ class View:
             "page_size": PAGE_SIZE,
             "setups": setups,
             "rows": rows,
+            "cut": cut,
         }
 
     def _selected(
-        self, snap: Snapshot, params: Mapping[str, Sequence[str]]
-    ) -> tuple[Choice, list[tuple[str, str]]]:
-        """The choice of ``params`` and its questions, in order."""
+        self,
+        snap: Snapshot,
+        params: Mapping[str, Sequence[str]],
+        gone: Callable[[], bool] | None = None,
+    ) -> tuple[Choice, list[tuple[str, str]], str | None]:
+        """The choice of ``params``, its questions in order, and why a search of it stopped
+        before its last file (None when it did not)."""
         choice = read_choice(params, snap.setups, snap.datasets)
         keys = snap.selected.get(choice)
+        cut = None
         if keys is None:
-            keys = self._select(snap, *choice)
-            if len(snap.selected) >= 32:
-                snap.selected.clear()
-            snap.selected[choice] = keys
-        return choice, keys
+            matched = None
+            if choice.pattern is not None:
+                found = self._search(snap, compile_search(choice.pattern), choice.setups, gone)
+                matched, cut = found.keys, found.cut
+            keys = self._select(snap, *choice[:5], matched, choice.sort)
+            if cut is None:  # a search cut short is not kept: the next asks again
+                if len(snap.selected) >= 32:
+                    snap.selected.clear()
+                snap.selected[choice] = keys
+        return choice, keys, cut
 
     def neighbours(self, params: Mapping[str, Sequence[str]], key: tuple[str, str]) -> dict[str, Any]:
         """Where the question ``key`` stands in the grid of ``params`` (:func:`neighbours`)."""
@@ -248,12 +252,12 @@ class View:
         outcome: str | None,
         flip_pair: tuple[str, str] | None,
         disagree: bool,
-        pattern: str | None,
+        matched: frozenset[tuple[str, str]] | None,
         sort: str,
     ) -> list[tuple[str, str]]:
-        """The grid's questions for one choice of filters, in order (kept per choice with the
-        snapshot: paging through them, or coming back, costs a slice)."""
-        matched = self._search(pattern, setups) if pattern else None
+        """The grid's questions for one choice of filters (``matched``: those a search
+        found), in order (kept per choice with the snapshot: paging through them, or coming
+        back, costs a slice)."""
         keys = []
         for key in snap.order:
             if dataset is not None and key[0] != dataset:
@@ -283,48 +287,41 @@ class View:
             keys.reverse()
         return keys
 
-    def _search(self, pattern: str, setups: tuple[str, ...]) -> frozenset[tuple[str, str]]:
-        """The questions where one of ``setups``' responses matches ``pattern`` (`kag stats find`'s
-        rules: the trimmed response, the ``regex`` module, a CPU budget per file)."""
-        cached = self._search_cache.get((pattern, setups))
+    def _search(
+        self, snap: Snapshot, m: Matcher, setups: tuple[str, ...], gone: Callable[[], bool] | None
+    ) -> Found:
+        """The questions where one of ``setups``' responses matches (`kag stats find`'s
+        rules: the trimmed response, the ``regex`` module, a CPU budget per file), within
+        :attr:`search_seconds` and while the client is there; kept with the snapshot."""
+        key = (m.pattern.pattern, setups)
+        cached = snap.searches.get(key)
         if cached is not None:
             return cached
-        m = Matcher(compile_pattern(pattern), False, 0, 1, DEFAULT_TIMEOUT, literal_of(pattern))
-        found = set()
-        for key, cells in self.snapshot.grid.items():
-            for s in setups:
-                c = cells.get(s)
-                if c is None or c.outcome == "err":
-                    continue
-                try:
-                    result = parse_result(read_result_bytes(os.path.join(c.tree, c.rel)))
-                except Exception:  # noqa: BLE001, S112 - a file that changed since the scan
-                    continue
-                if isinstance(result, ErrorResult):
-                    continue
-                hits, _ = match_text(rust_trim(result.result), m)
-                if hits:
-                    found.add(key)
-                    break
-        out = frozenset(found)
-        if len(self._search_cache) > 32:
-            self._search_cache.clear()
-        self._search_cache[(pattern, setups)] = out
-        return out
+        files = [
+            (k, c.tree, c.rel)
+            for k, cells in snap.grid.items()
+            for s in setups
+            if (c := cells.get(s)) is not None and c.outcome != "err"
+        ]
+        found = search_files(files, len(files), m, seconds=self.search_seconds, gone=gone)
+        if found.cut is None:
+            if len(snap.searches) > 32:
+                snap.searches.clear()
+            snap.searches[key] = found
+        return found
 
     # ------------------------------------------------------------------ one question
 
     def question(self, dataset: str, question: str) -> dict[str, Any] | None:
         """A question and every setup's file, read now; None when the index has no such question."""
-        snap = self.snapshot
+        snap, rows = self._read(
+            "SELECT tree, rel, vertices, detail FROM files WHERE dataset=? AND question=? AND epoch=1",
+            (dataset, question),
+        )
         cells = snap.grid.get((dataset, question))
         if cells is None:
             return None
         q = self.datasets.get(dataset, question)
-        rows = self.index.db.execute(
-            "SELECT tree, rel, vertices, detail FROM files WHERE dataset=? AND question=? AND epoch=1",
-            (dataset, question),
-        ).fetchall()
         by_rel = {(r[0], r[1]): r for r in rows}
         out = []
         for name in sorted(cells):
@@ -339,6 +336,7 @@ class View:
                 "epochs": list(snap.epochs[(dataset, question, name)])
                 if (dataset, question, name) in snap.epochs
                 else None,
+                **dict.fromkeys(_DETAIL),  # a row another process removed since: no figures
             }
             if r is not None and r[3] is not None:
                 d = unpack_detail(r[3])
@@ -355,11 +353,12 @@ class View:
                     provider=d.provider,
                 )
             try:
-                result = parse_result(read_result_bytes(path))
+                result = parse_result(read_below(c.tree, c.rel))
             except Exception as exc:  # noqa: BLE001 - changed or gone since the scan
+                reason = (exc.strerror or str(exc)) if isinstance(exc, OSError) else str(exc)
                 entry.update(
                     response=None,
-                    error=f"cannot read the file now: {exc}",
+                    error=f"cannot read the file now: {reason}",
                     retrieval=None,
                     prompt=None,
                     judge=None,
@@ -398,178 +397,24 @@ class View:
         return {"judge": found.judge, "verdict": found.verdict, "reason": found.reason}
 
 
-class _Builder:
-    """The parts of a snapshot, made from index rows (the columns of :data:`_COLUMNS`): the
-    later epochs' rows of a question before its epoch 1's."""
-
-    def __init__(self, index: Index, counting: bool) -> None:
-        self.index = index
-        self.counting = counting  # the tallies made here, not by the scan's workers
-        self.labels = tree_labels(index.trees)
-        # The setup names of a (tree, setup): one per label the tree is given under.
-        self._names: dict[tuple[str, str], tuple[str, ...]] = {}
-        self.with_extract = index.extract is not None
-        self.tallies: dict[tuple[str, str], Tally] = {}
-        self.grid: dict[tuple[str, str], dict[str, Cell]] = {}
-        self.epochs: dict[tuple[str, str, str], tuple[int, int]] = {}
-        self.skipped = self.ignored = 0
-        self.unreadable: list[Unreadable] = []
-        self.evidence: dict[tuple[str, str], dict[str, EvidenceRecord]] = {}
-        self.later: dict[tuple[str, str, str, str], dict[int, EpochOutcome | None]] = {}
-        self.firsts: dict[tuple[str, str, str, str], EpochOutcome] = {}
-
-    def add_part(self, rows: list[tuple[Any, ...]]) -> None:
-        """Rows as a scan stores them, each question's all in one part."""
-        self.add_later(row for row in rows if row[5] != 1 and row[6] in (GRADED, UNREADABLE))
-        self.add_first(row for row in rows if row[5] == 1)
-
-    def names(self, tree: str, setup: str) -> tuple[str, ...]:
-        names = self._names.get((tree, setup))
-        if names is None:
-            labels = self.labels.get(tree, ("",))
-            names = self._names[(tree, setup)] = tuple(setup_name(label, setup) for label in labels)
-        return names
-
-    def add_later(self, rows: Iterable[tuple[Any, ...]]) -> None:
-        later, with_extract = self.later, self.with_extract
-        for row in rows:
-            tree, _, dataset, question, setup, epoch, kind = row[:7]
-            outcome = _epoch_outcome(row, with_extract) if kind == GRADED else None
-            for name in self.names(tree, setup):
-                later.setdefault((tree, dataset, question, name), {})[epoch] = outcome
-
-    def add_first(self, rows: Iterable[tuple[Any, ...]]) -> None:
-        labels, later, grid, tallies = self.labels, self.later, self.grid, self.tallies
-        counting = self.counting
-        for row in rows:
-            tree, rel, dataset, question, setup, _, kind = row[:7]
-            if kind == IGNORED:  # counted once per label, as `kag stats` walks each tree given
-                self.ignored += len(labels.get(tree, ("",)))
-                continue
-            if kind == SKIPPED:
-                self.skipped += len(labels.get(tree, ("",)))
-                continue
-            if kind == UNREADABLE:
-                bad = Unreadable(os.path.join(tree, rel), row[13] or "")
-                self.unreadable.extend(bad for _ in labels.get(tree, ("",)))
-                continue
-            outcome = row[9]
-            for name in self.names(tree, setup):
-                if counting:
-                    tally = tallies.get((name, dataset))
-                    if tally is None:
-                        tally = tallies[(name, dataset)] = Tally()
-                    if kind == OPEN:
-                        d = unpack_detail(row[16])
-                        tally.add_open(d.open_exact or 0.0, d.open_f1 or 0.0, outcome == Outcome.ERR.value)
-                    else:
-                        tally.add(_graded(row, name))
-                if kind == OPEN:
-                    continue
-                if later and (tree, dataset, question, name) in later:
-                    self.firsts[(tree, dataset, question, name)] = _epoch_outcome(row, self.with_extract)
-                if row[15] is not None:
-                    found = EvidenceRecord(tuple(c == "1" for c in row[15]), outcome == Outcome.OK.value)
-                    self.evidence.setdefault((name, dataset), {})[question] = found
-                grid.setdefault((dataset, question), {})[name] = Cell(
-                    outcome, row[11], row[10], row[14], rel, tree
-                )
-
-    def run(self) -> GradeRun:
-        """The `kag stats` run of the rows added."""
-        tallies = self.tallies
-        # The tallies the workers made while the scan read every file, else made here.
-        counted = self.index.tallies
-        if not self.counting and counted is not None:
-            for (tree, setup, dataset), part in counted.items():  # the trees in order
-                for name in self.names(tree, setup):
-                    if (name, dataset) not in tallies:
-                        tallies[(name, dataset)] = Tally()
-                    tallies[(name, dataset)].merge(part)
-        epoch_outcomes: dict[tuple[str, str], dict[str, tuple[EpochOutcome, ...]]] = {}
-        ds = self.index.datasets
-        for (tree, dataset, question, name), files in self.later.items():
-            q = ds.get(dataset, question)
-            if q is None or q.mcq is None or q.mcq.answer is None:
-                continue  # an open question's epochs are not measured
-            first = self.firsts.get((tree, dataset, question, name))
-            chain = [first] if first is not None else []
-            # Up to the first missing or unreadable epoch, as `kag stats` counts them.
-            while chain and (outcome := files.get(len(chain) + 1)) is not None:
-                chain.append(outcome)
-            epoch_outcomes.setdefault((name, dataset), {})[question] = tuple(chain)
-            if len(chain) > 1:
-                self.epochs[(dataset, question, name)] = (sum(o.correct for o in chain), len(chain))
-        self.unreadable.sort(key=lambda u: u.path)
-        evidence = self.evidence
-        any_open = any(q.open is not None for q in ds.iter_questions())
-        return GradeRun(
-            tallies={key: tallies[key].freeze() for key in sorted(tallies)},
-            datasets=len(ds.datasets),
-            scorable_questions=ds.scorable_questions,
-            skipped_files=self.skipped,
-            ignored_files=self.ignored,
-            unreadable=tuple(self.unreadable),
-            records=None,  # made when a page needs them (View.records)
-            scorable_open_questions=sum(1 for q in ds.iter_questions() if q.open is not None)
-            if any_open
-            else None,
-            extract=self.index.extract,
-            evidence={k: {q: evidence[k][q] for q in sorted(evidence[k])} for k in sorted(evidence)}
-            if ds.has_evidence
-            else None,
-            epochs={
-                key: {q: epoch_outcomes[key][q] for q in sorted(epoch_outcomes[key])}
-                for key in sorted(epoch_outcomes)
-            },
-        )
+_DETAIL = (
+    "generation_secs",
+    "context_length",
+    "retrieval_secs",
+    "vertices",
+    "relationships",
+    "properties",
+    "prompt_tokens",
+    "completion_tokens",
+    "model",
+    "provider",
+)
 
 
 def _norm(c: Cell) -> str:
     if c.outcome == "err":
         return "\0err"
     return rust_trim(c.answer or "").casefold()
-
-
-def _graded(row: tuple[Any, ...], name: str) -> GradedFile:
-    """The per-file record of an index row (the columns of :data:`_COLUMNS`, by position):
-    what `kag stats` builds for the same file."""
-    d = unpack_detail(row[16])
-    config = None
-    if d.provider is not None:
-        ag = AugmentedGeneration(d.retriever, d.database) if d.retriever is not None else None  # type: ignore[arg-type]
-        config = ModelConfig(d.provider, d.model, d.temperature, d.max_tokens, ag)  # type: ignore[arg-type]
-    extracted = row[10]
-    ret_ns = d.retrieval_ns
-    return GradedFile(
-        row[2],
-        row[3],
-        name,
-        _OUTCOME[row[9]],
-        row[11],
-        bool(d.abstained),
-        bool(d.non_option),
-        d.generation_ns,
-        d.context_length,
-        RetrievalSample(ret_ns, row[14], d.relationships, d.properties)  # type: ignore[arg-type]
-        if ret_ns is not None
-        else None,
-        row[12],
-        config,
-        Usage(d.prompt_tokens, d.completion_tokens)
-        if d.prompt_tokens is not None or d.completion_tokens is not None
-        else None,
-        _OUTCOME[extracted] if extracted is not None else None,
-    )
-
-
-def _epoch_outcome(row: tuple[Any, ...], with_extract: bool) -> EpochOutcome:
-    """What one graded file of an index row gives the epoch measures: its grade, its answer
-    (the head kept for the grid, or for a longer one :func:`kag.view.fields.answer_vote`),
-    and with ``--extract`` the extracted grade and key."""
-    d = unpack_detail(row[16])
-    extracted = EpochOutcome(row[10] == Outcome.OK.value, d.extracted_key) if with_extract else None
-    return EpochOutcome(row[9] == Outcome.OK.value, d.vote if d.vote is not None else row[11], extracted)
 
 
 def _answers(records: Sequence[GradedFile], datasets: Datasets) -> list[GradedFile]:

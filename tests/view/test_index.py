@@ -130,3 +130,86 @@ def test_a_rescan_from_another_thread_leaves_the_rows_of_a_first_build(
     fresh = _index(tmp_path / "fresh.sqlite", datasets, tree)
     fresh.scan()
     assert len(found) == 1 and index.db.execute(ROWS).fetchall() == fresh.db.execute(ROWS).fetchall()
+
+
+def test_names_that_are_not_utf8_are_ignored_as_kag_stats_ignores_them(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from kag.cli import app
+
+    datasets, tree = make_tree(tmp_path)
+    raw = os.fsencode(tree)
+    (tree / "med" / "q1" / os.fsdecode(b"kag\xff.json")).write_text('{"ok": {"result": "A"}}')
+    for folder in (b"med/q\xff", b"m\xffd/q1"):
+        os.makedirs(os.path.join(raw, folder))
+        with open(os.path.join(raw, folder, b"kag.json"), "w") as f:
+            f.write('{"ok": {"result": "A"}}')
+    (tree / os.fsdecode(b"top\xff.json")).write_text("{}")
+    runner = CliRunner()
+    result = runner.invoke(app, ["stats", "-d", str(datasets), "-r", str(tree), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    import json
+
+    expected = json.loads(result.stdout)["ignored_files"]
+    index = _index(tmp_path / "index.sqlite", datasets, tree)
+    first = index.scan()
+    again = index.scan()
+    assert (again.read, again.removed, again.written) == (0, 0, 0) and again.seen == first.seen
+    from kag.view.query import View
+
+    view = View(index)
+    assert view.snapshot.run.ignored_files == expected == 5
+    assert view.questions({})["total"] == 8
+    shown = {rel for (rel,) in index.db.execute("SELECT rel FROM files WHERE kind='ignored'")}
+    assert {"med/q1/kag\\xff.json", "med/q\\xff/kag.json", "m\\xffd/q1/kag.json", "top\\xff.json"} <= shown
+    out = tmp_path / "site"
+    base = ["view", "-d", str(datasets), "-r", str(tree), "--index", str(tmp_path / "cli.sqlite")]
+    result = runner.invoke(app, [*base, "--export", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "8 question page(s)" in result.stdout
+
+
+def test_a_scan_waits_for_another_process_s_scan_of_the_same_index(tmp_path: Path) -> None:
+    import threading
+
+    datasets, tree = make_tree(tmp_path)
+    path = tmp_path / "shared.sqlite"
+    holder = _index(path, datasets, tree)
+    holder.scan(commit=False)  # holds the index until its commit
+    waiting = threading.Event()
+    told: list[str] = []
+    stats: list[object] = []
+
+    def on_wait(message: str) -> None:
+        told.append(message)
+        waiting.set()
+
+    def other() -> None:
+        index = Index(path, load_datasets(datasets), [Tree("", str(tree))], "", None, on_wait=on_wait)
+        stats.append(index.scan())
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    try:
+        assert waiting.wait(60)  # the other's open waits for the scan's commit
+        assert told == [f"{path}: another kag view is scanning this index: waiting for it"]
+        assert not stats
+    finally:
+        holder.commit()
+        thread.join(60)
+    assert len(stats) == 1 and stats[0].read == 0  # type: ignore[attr-defined]  # the rows were in place
+
+
+def test_a_results_folder_whose_name_is_not_utf8_is_one_line_exit_2(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from kag.cli import app
+
+    datasets, tree = make_tree(tmp_path)
+    odd = tmp_path / os.fsdecode(b"res\xffults")
+    tree.rename(odd)
+    base = ["view", "-d", str(datasets), "-r", str(odd), "--index", str(tmp_path / "i.sqlite")]
+    result = CliRunner().invoke(app, [*base, "--export", str(tmp_path / "site")])
+    assert result.exit_code == 2, result.output
+    assert "res\\xffults: the results folder's name is not valid UTF-8" in result.stderr
+    assert "Traceback" not in result.output

@@ -193,3 +193,95 @@ def test_the_snapshot_made_as_the_scan_reads_equals_the_one_read_back(
     for name in ("run", "summary", "setups", "grid", "order", "epochs"):
         assert getattr(scanned.snapshot, name) == getattr(read_back.snapshot, name), name
     assert scanned.snapshot.run.ignored_files == 1 and scanned.snapshot.epochs
+
+
+def test_a_page_sees_one_snapshot_while_a_reload_rewrites_its_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    from tests.view.helpers import make_tree, open_view, serving
+
+    datasets, root = make_tree(tmp_path)
+    view = open_view(datasets, root, tmp_path / "index.sqlite")
+    os.remove(root / "med" / "q2" / "kag.json")
+    write_result(result_path(root, "med", "q2", "", "native"), ok_result("A"))
+    scanned, go = threading.Event(), threading.Event()
+    build = view._build
+
+    def held(*args: object) -> object:  # the reload holds here, its scan made, its snapshot not yet
+        scanned.set()
+        assert go.wait(60)
+        return build(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(view, "_build", held)
+    with serving(view) as url:
+        reload = threading.Thread(target=view.reload)
+        reload.start()
+        try:
+            assert scanned.wait(60)
+            import urllib.request
+
+            for _ in range(20):
+                with urllib.request.urlopen(url + "q/med/q2") as r:  # raises on a 500
+                    assert r.status == 200 and b"kag.json" in r.read()
+            detail = view.question("med", "q2")
+            assert detail is not None and {s["setup"] for s in detail["setups"]} == {"kag", "native"}
+            kag = next(s for s in detail["setups"] if s["setup"] == "kag")
+            assert kag["model"] == "m" and kag["outcome"] == "ok"
+        finally:
+            go.set()
+            reload.join(60)
+        assert not reload.is_alive()
+        with urllib.request.urlopen(url + "q/med/q2") as r:
+            page = r.read()
+        assert r.status == 200 and b"kag.json" not in page
+    native = view.question("med", "q2")["setups"]  # type: ignore[index]
+    assert [(s["setup"], s["outcome"]) for s in native] == [("native", "ok")]
+
+
+def test_two_views_sharing_an_index_each_show_what_it_holds_after_a_reload(tmp_path: Path) -> None:
+    from tests.view.helpers import make_tree, open_view, serving
+
+    datasets, root = make_tree(tmp_path)
+    index = tmp_path / "shared.sqlite"
+    first = open_view(datasets, root, index)
+    second = open_view(datasets, root, index)
+    os.remove(root / "med" / "q2" / "kag.json")
+    write_result(result_path(root, "med", "q5", "", "native"), ok_result("B"))
+    assert second.reload().changed
+    stats = first.reload()  # the files were read by the other view: only the index changed
+    assert stats.read == 0 and stats.changed
+    assert any("another kag view changed this index" in w for w in stats.warnings)
+    assert first.questions({}) == second.questions({})
+    assert overview(first, None)["stats"] == overview(second, None)["stats"]
+    import urllib.request
+
+    with serving(first) as url, urllib.request.urlopen(url + "q/med/q2") as r:
+        assert r.status == 200
+    assert not first.reload().changed  # nothing new since
+
+
+def test_the_run_records_are_read_once_per_scan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kag.results import runs
+    from tests.view.helpers import make_tree, open_view
+
+    datasets, root = make_tree(tmp_path)
+    folder = runs.runs_folder(root)
+    folder.mkdir(parents=True)
+    (folder / "20261201T100000Z-abcdef.json").write_bytes(orjson.dumps({"started": "2026-12-01T10:00:00Z"}))
+    view = open_view(datasets, root, tmp_path / "index.sqlite")
+    calls: list[str] = []
+    real = runs.read_run_records
+
+    def counted(tree: str) -> list[runs.RunRecord]:
+        calls.append(tree)
+        return real(tree)
+
+    monkeypatch.setattr(runs, "read_run_records", counted)
+    for _ in range(3):
+        assert len(overview(view, None)["runs"]) == 1
+    assert len(calls) == 1
+    write_result(result_path(root, "med", "q5", "", "gpt"), ok_result("A"))
+    view.reload()
+    assert len(overview(view, None)["runs"]) == 1 and len(calls) == 2

@@ -4,6 +4,8 @@ drawn subgraph, escaped whatever the retrieved text holds."""
 from __future__ import annotations
 
 import html
+import os
+from pathlib import Path
 
 import pytest
 
@@ -37,3 +39,25 @@ def test_the_triplet_table_is_each_cell_escaped(text: str) -> None:
 def test_the_drawn_graph_escapes_its_labels() -> None:
     svg = str(svg_graph(build_graph('(1)-[:R]->(2)\n(2)-[name]->("<script>window.pwned=1</script>")\n')))
     assert "<script>" not in svg and "&lt;script&gt;" in svg and svg.count('<g class="node"') == 2
+
+
+@pytest.mark.parametrize("selected", [{"q": ["^no response reads like this$"]}, {}])
+def test_an_export_never_removes_through_a_link_at_its_q_folder(
+    tmp_path: Path, selected: dict[str, list[str]]
+) -> None:
+    from kag.errors import InputError
+    from kag.render.view import export
+    from tests.view.helpers import make_tree, open_view
+
+    view = open_view(*make_tree(tmp_path), tmp_path / "index.sqlite")
+    out = tmp_path / "site"
+    assert export(view, out, "t", {}, 10) == 8
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (out / "q").rename(elsewhere / "q")  # the earlier pages, and a link to them where q/ was
+    (out / "q").symlink_to(elsewhere / "q")
+    kept = sorted(os.listdir(elsewhere / "q"))
+    with pytest.raises(InputError, match=r"site/q: a symbolic link"):
+        export(view, out, "t", selected, 10)
+    assert sorted(os.listdir(elsewhere / "q")) == kept and len(kept) == 8
+    assert (out / "q").is_symlink()

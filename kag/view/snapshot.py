@@ -1,0 +1,243 @@
+"""The snapshot of the index that the pages of `kag view` read: the `kag stats` run of its
+rows (tallies, epochs, evidence), the paired grid of questions, and the caches that hold
+until the next scan. Built from index rows (the columns of :data:`SELECT_ROWS`, by position).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from kag.grading.compare.setups import ComparisonRun
+from kag.grading.epochs import EpochOutcome
+from kag.grading.evidence import EvidenceRecord
+from kag.grading.mcq.metrics import GradeRun, Tally, Unreadable
+from kag.grading.mcq.summary import Summary
+from kag.grading.record import GradedFile, Outcome
+from kag.results.codec import RetrievalSample
+from kag.results.model import AugmentedGeneration, ModelConfig, Usage
+from kag.view.index import (
+    GRADED,
+    IGNORED,
+    NAMES,
+    OPEN,
+    SKIPPED,
+    UNREADABLE,
+    Index,
+    tree_labels,
+    unpack_detail,
+)
+
+if TYPE_CHECKING:
+    from kag.view.search import Found
+
+# An index row as the builder reads it: graded_record and epoch_outcome take its fields by position.
+SELECT_ROWS = f"SELECT {', '.join(NAMES)} FROM files"
+_OUTCOME = {o.value: o for o in Outcome}  # a lookup costs a tenth of Outcome(value), 100,000 times
+
+
+class Cell(NamedTuple):
+    """One setup's file of one question, as the grid shows it (a tuple: one per file)."""
+
+    outcome: str
+    answer: str | None
+    extracted: str | None
+    vertices: int | None
+    rel: str
+    tree: str
+
+
+@dataclass
+class Snapshot:
+    """Everything the pages read, rebuilt after each scan."""
+
+    run: GradeRun
+    summary: Summary
+    setups: tuple[str, ...]
+    grid: dict[tuple[str, str], dict[str, Cell]]
+    order: list[tuple[str, str]]
+    epochs: dict[tuple[str, str, str], tuple[int, int]] = field(default_factory=dict)
+    datasets: tuple[str, ...] = ()  # of the grid's questions
+    #: The grid's question lists by choice of filters (View.questions), kept until the next scan.
+    selected: dict[tuple[Any, ...], list[tuple[str, str]]] = field(default_factory=dict)
+    #: What a page computes from the snapshot once, kept with it: the per-file records of
+    #: the graded files, the comparisons by baseline, the searches by (pattern, setups), the
+    #: rows of the trees' run records (the records themselves are not kept: up to 16 MiB each).
+    records: tuple[GradedFile, ...] | None = None
+    compared: dict[str, ComparisonRun | None] = field(default_factory=dict)
+    searches: dict[tuple[str, tuple[str, ...]], Found] = field(default_factory=dict)
+    runs: list[dict[str, Any]] | None = None
+
+
+def setup_name(label: str, setup: str) -> str:
+    return f"{label}/{setup}" if label else setup
+
+
+class Builder:
+    """The parts of a snapshot, made from index rows (the columns of :data:`SELECT_ROWS`): the
+    later epochs' rows of a question before its epoch 1's."""
+
+    def __init__(self, index: Index, counting: bool) -> None:
+        self.index = index
+        self.counting = counting  # the tallies made here, not by the scan's workers
+        self.labels = tree_labels(index.trees)
+        # The setup names of a (tree, setup): one per label the tree is given under.
+        self._names: dict[tuple[str, str], tuple[str, ...]] = {}
+        self.with_extract = index.extract is not None
+        self.tallies: dict[tuple[str, str], Tally] = {}
+        self.grid: dict[tuple[str, str], dict[str, Cell]] = {}
+        self.epochs: dict[tuple[str, str, str], tuple[int, int]] = {}
+        self.skipped = self.ignored = 0
+        self.unreadable: list[Unreadable] = []
+        self.evidence: dict[tuple[str, str], dict[str, EvidenceRecord]] = {}
+        self.later: dict[tuple[str, str, str, str], dict[int, EpochOutcome | None]] = {}
+        self.firsts: dict[tuple[str, str, str, str], EpochOutcome] = {}
+
+    def add_part(self, rows: list[tuple[Any, ...]]) -> None:
+        """Rows as a scan stores them, each question's all in one part."""
+        self.add_later(row for row in rows if row[5] != 1 and row[6] in (GRADED, UNREADABLE))
+        self.add_first(row for row in rows if row[5] == 1)
+
+    def names(self, tree: str, setup: str) -> tuple[str, ...]:
+        names = self._names.get((tree, setup))
+        if names is None:
+            labels = self.labels.get(tree, ("",))
+            names = self._names[(tree, setup)] = tuple(setup_name(label, setup) for label in labels)
+        return names
+
+    def add_later(self, rows: Iterable[tuple[Any, ...]]) -> None:
+        later, with_extract = self.later, self.with_extract
+        for row in rows:
+            tree, _, dataset, question, setup, epoch, kind = row[:7]
+            outcome = epoch_outcome(row, with_extract) if kind == GRADED else None
+            for name in self.names(tree, setup):
+                later.setdefault((tree, dataset, question, name), {})[epoch] = outcome
+
+    def add_first(self, rows: Iterable[tuple[Any, ...]]) -> None:
+        labels, later, grid, tallies = self.labels, self.later, self.grid, self.tallies
+        counting = self.counting
+        for row in rows:
+            tree, rel, dataset, question, setup, _, kind = row[:7]
+            if kind == IGNORED:  # counted once per label, as `kag stats` walks each tree given
+                self.ignored += len(labels.get(tree, ("",)))
+                continue
+            if kind == SKIPPED:
+                self.skipped += len(labels.get(tree, ("",)))
+                continue
+            if kind == UNREADABLE:
+                bad = Unreadable(os.path.join(tree, rel), row[13] or "")
+                self.unreadable.extend(bad for _ in labels.get(tree, ("",)))
+                continue
+            outcome = row[9]
+            for name in self.names(tree, setup):
+                if counting:
+                    tally = tallies.get((name, dataset))
+                    if tally is None:
+                        tally = tallies[(name, dataset)] = Tally()
+                    if kind == OPEN:
+                        d = unpack_detail(row[16])
+                        tally.add_open(d.open_exact or 0.0, d.open_f1 or 0.0, outcome == Outcome.ERR.value)
+                    else:
+                        tally.add(graded_record(row, name))
+                if kind == OPEN:
+                    continue
+                if later and (tree, dataset, question, name) in later:
+                    self.firsts[(tree, dataset, question, name)] = epoch_outcome(row, self.with_extract)
+                if row[15] is not None:
+                    found = EvidenceRecord(tuple(c == "1" for c in row[15]), outcome == Outcome.OK.value)
+                    self.evidence.setdefault((name, dataset), {})[question] = found
+                grid.setdefault((dataset, question), {})[name] = Cell(
+                    outcome, row[11], row[10], row[14], rel, tree
+                )
+
+    def run(self) -> GradeRun:
+        """The `kag stats` run of the rows added."""
+        tallies = self.tallies
+        # The tallies the workers made while the scan read every file, else made here.
+        counted = self.index.tallies
+        if not self.counting and counted is not None:
+            for (tree, setup, dataset), part in counted.items():  # the trees in order
+                for name in self.names(tree, setup):
+                    if (name, dataset) not in tallies:
+                        tallies[(name, dataset)] = Tally()
+                    tallies[(name, dataset)].merge(part)
+        epoch_outcomes: dict[tuple[str, str], dict[str, tuple[EpochOutcome, ...]]] = {}
+        ds = self.index.datasets
+        for (tree, dataset, question, name), files in self.later.items():
+            q = ds.get(dataset, question)
+            if q is None or q.mcq is None or q.mcq.answer is None:
+                continue  # an open question's epochs are not measured
+            first = self.firsts.get((tree, dataset, question, name))
+            chain = [first] if first is not None else []
+            # Up to the first missing or unreadable epoch, as `kag stats` counts them.
+            while chain and (outcome := files.get(len(chain) + 1)) is not None:
+                chain.append(outcome)
+            epoch_outcomes.setdefault((name, dataset), {})[question] = tuple(chain)
+            if len(chain) > 1:
+                self.epochs[(dataset, question, name)] = (sum(o.correct for o in chain), len(chain))
+        self.unreadable.sort(key=lambda u: u.path)
+        evidence = self.evidence
+        any_open = any(q.open is not None for q in ds.iter_questions())
+        return GradeRun(
+            tallies={key: tallies[key].freeze() for key in sorted(tallies)},
+            datasets=len(ds.datasets),
+            scorable_questions=ds.scorable_questions,
+            skipped_files=self.skipped,
+            ignored_files=self.ignored,
+            unreadable=tuple(self.unreadable),
+            records=None,  # made when a page needs them (View.records)
+            scorable_open_questions=sum(1 for q in ds.iter_questions() if q.open is not None)
+            if any_open
+            else None,
+            extract=self.index.extract,
+            evidence={k: {q: evidence[k][q] for q in sorted(evidence[k])} for k in sorted(evidence)}
+            if ds.has_evidence
+            else None,
+            epochs={
+                key: {q: epoch_outcomes[key][q] for q in sorted(epoch_outcomes[key])}
+                for key in sorted(epoch_outcomes)
+            },
+        )
+
+
+def graded_record(row: tuple[Any, ...], name: str) -> GradedFile:
+    """The per-file record of an index row (the columns of :data:`SELECT_ROWS`, by position):
+    what `kag stats` builds for the same file."""
+    d = unpack_detail(row[16])
+    config = None
+    if d.provider is not None:
+        ag = AugmentedGeneration(d.retriever, d.database) if d.retriever is not None else None  # type: ignore[arg-type]
+        config = ModelConfig(d.provider, d.model, d.temperature, d.max_tokens, ag)  # type: ignore[arg-type]
+    extracted = row[10]
+    ret_ns = d.retrieval_ns
+    return GradedFile(
+        row[2],
+        row[3],
+        name,
+        _OUTCOME[row[9]],
+        row[11],
+        bool(d.abstained),
+        bool(d.non_option),
+        d.generation_ns,
+        d.context_length,
+        RetrievalSample(ret_ns, row[14], d.relationships, d.properties)  # type: ignore[arg-type]
+        if ret_ns is not None
+        else None,
+        row[12],
+        config,
+        Usage(d.prompt_tokens, d.completion_tokens)
+        if d.prompt_tokens is not None or d.completion_tokens is not None
+        else None,
+        _OUTCOME[extracted] if extracted is not None else None,
+    )
+
+
+def epoch_outcome(row: tuple[Any, ...], with_extract: bool) -> EpochOutcome:
+    """What one graded file of an index row gives the epoch measures: its grade, its answer
+    (the head kept for the grid, or for a longer one :func:`kag.view.fields.answer_vote`),
+    and with ``--extract`` the extracted grade and key."""
+    d = unpack_detail(row[16])
+    extracted = EpochOutcome(row[10] == Outcome.OK.value, d.extracted_key) if with_extract else None
+    return EpochOutcome(row[9] == Outcome.OK.value, d.vote if d.vote is not None else row[11], extracted)
