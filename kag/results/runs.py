@@ -22,6 +22,10 @@ KAG_FOLDER = ".kag"
 RUNS_FOLDER = "runs"
 # A record holds two rendered files; anything larger is not one of ours.
 MAX_RECORD_BYTES = 16 * 1024 * 1024
+# A record nests four levels; JSON nested past this is not one of ours either (and orjson,
+# which reads 1,024 levels, writes no more than 254: `kag stats runs --format json` could not
+# show it).
+MAX_RECORD_DEPTH = 64
 
 
 def runs_folder(root: str | Path) -> Path:
@@ -65,7 +69,22 @@ def _read(name: str, folder_fd: int) -> dict[str, Any] | None:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError:
         return None
-    return data if isinstance(data, dict) else None
+    return data if isinstance(data, dict) and _depth_within(data, MAX_RECORD_DEPTH) else None
+
+
+def _depth_within(value: object, limit: int) -> bool:
+    """Whether ``value`` nests no more than ``limit`` arrays and objects deep."""
+    level: list[object] = [value]
+    for _ in range(limit):
+        level = [
+            child
+            for item in level
+            if isinstance(item, (dict, list))
+            for child in (item.values() if isinstance(item, dict) else item)
+        ]
+        if not level:
+            return True
+    return not any(isinstance(item, (dict, list)) for item in level)
 
 
 def _open_runs_folder(root: str | Path) -> int | None:
