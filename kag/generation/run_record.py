@@ -27,7 +27,7 @@ from kag.errors import KagError
 from kag.generation.config import Benchmark, Config
 from kag.generation.git_state import git_state
 from kag.generation.runner import Summary
-from kag.generation.secrets import Redactor, display_url, url_credentials
+from kag.generation.secrets import Redactor, display_url, redact_toml, url_credentials
 from kag.results import runs_folder, write_atomic
 
 
@@ -116,8 +116,9 @@ class RunRecorder:
         """Write the record of a run that starts now (``"finished": null``)."""
         redact = redactor(config)
         when = _now()
-        config_text = redact(config.rendered)
-        benchmark_text = redact(benchmark.rendered)
+        # On the values TOML reads, not only the text: a key may be written with escapes.
+        config_text = redact_toml(config.rendered, redact)
+        benchmark_text = redact_toml(benchmark.rendered, redact)
         record: dict[str, Any] = {
             "kag_version": __version__,
             "argv": [redact(arg) for arg in argv],

@@ -284,3 +284,35 @@ def test_records_of_runs_started_within_one_second_sort_oldest_first(tmp_path: P
         "20261202T024511.500000Z",
         "20261202T024511.999000Z",
     ]
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    [
+        # TOML escapes: the value is the key, the text holds none of its spellings.
+        '"' + SECRET[:3] + "\\u" + f"{ord(SECRET[3]):04x}" + SECRET[4:] + '"',
+        '"""' + SECRET[:8] + "\\\n    " + SECRET[8:] + '"""',
+        '"' + "".join(f"\\U{ord(c):08X}" for c in SECRET) + '"',
+    ],
+)
+def test_a_key_written_with_toml_escapes_is_redacted(
+    tmp_path: Path, server: FakeServer, spelling: str
+) -> None:
+    """Redaction works on the values TOML reads: the text alone never holds the key."""
+    import tomllib
+
+    root = project(tmp_path)
+    config = (root / "config.toml").read_text().replace("\"{{ env('FAKE_KEY') }}\"", spelling)
+    assert (
+        tomllib.loads(config.replace("{{ env('FAKE_URL') }}", "x").replace("{{ env('URL_SECRET') }}", "y"))[
+            "providers"
+        ]["oa"]["key"]
+        == SECRET
+    )
+    (root / "config.toml").write_text(config)
+    done = run(root)
+    assert done.returncode == 0, done.stderr
+    record = only_record(root)
+    assert 'key = "***"' in record["config"]["rendered"]
+    assert_no_secret(next(runs_folder(root / "out").iterdir()).read_bytes())
+    assert tomllib.loads(record["config"]["rendered"])["providers"]["oa"]["key"] == "***"
