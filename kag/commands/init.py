@@ -67,7 +67,7 @@ def init(
     written = write_starter(folder, chosen, url, model)
     out = sys.stdout
     out.write("".join(f"wrote {path}\n" for path in written))
-    here = [] if folder.resolve() == Path.cwd().resolve() else [f"cd {shlex.quote(str(folder))}"]
+    here = [] if folder.resolve() == Path.cwd().resolve() else [f"cd {shlex.quote(_cd_path(folder))}"]
     key = DEFAULTS[chosen].key
     if chosen is StarterProvider.OPENAI and key:
         here.append(f"export {key}=...   # your API key")
@@ -78,6 +78,13 @@ def init(
         "kag stats -d datasets.json -r results --extract letter                   # grade it",
     ]
     out.write("\nNext:\n" + "".join(f"  {step}\n" for step in steps))
+
+
+def _cd_path(folder: Path) -> str:
+    """``folder`` as ``cd`` takes it: a name starting with ``-`` would be read as an option
+    (``cd -`` goes back to the previous folder), so it is written ``./-name``."""
+    text = str(folder)
+    return f"./{text}" if text.startswith("-") else text
 
 
 def register(app: typer.Typer) -> None:

@@ -5,6 +5,10 @@ hostile --url or --model would smuggle into a template."""
 from __future__ import annotations
 
 import os
+import resource
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +18,7 @@ from typer.testing import CliRunner
 
 from kag.cli import app
 from kag.starter import FILES
+from tests.conftest import REPO
 from tests.fakeserver import FakeServer
 
 
@@ -122,3 +127,54 @@ def test_openai_key_comes_from_the_environment(tmp_path: Path) -> None:
     config = (tmp_path / "config.toml").read_text()
     assert "key = \"{{ env('OPENAI_API_KEY') }}\"" in config
     assert "https://api.openai.com/v1" in config
+
+
+def test_a_refused_init_leaves_nothing_and_a_rerun_works(tmp_path: Path) -> None:
+    """A file where the prompts folder belongs is found after two files were written: they
+    are removed again, and once the file is gone the same command works."""
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "prompts").write_text("mine")
+    result = kag("init", folder)
+    assert result.exit_code == 2
+    assert result.stderr == f"kag: error: {folder / 'prompts'}: not a folder (a link or a file is there)\n"
+    assert sorted(p.name for p in folder.iterdir()) == ["prompts"]
+    (folder / "prompts").unlink()
+    again = kag("init", folder)
+    assert again.exit_code == 0, again.output
+    assert sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()) == sorted(FILES)
+
+
+def test_a_full_disk_leaves_no_cut_file_and_names_the_file(tmp_path: Path) -> None:
+    """The kernel cuts config.toml short at the file size limit (as a full disk does), then
+    refuses the rest: the error names the file, and no file nor the new folder is left."""
+    folder = tmp_path / "new" / "run"
+
+    def cap() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64, 64))
+
+    done = subprocess.run(
+        [sys.executable, "-m", "kag", "init", str(folder)],
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+        capture_output=True,
+        text=True,
+        check=False,
+        preexec_fn=cap,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == f"kag: error: {folder / 'config.toml'}: cannot write: File too large\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("name", ["-dash", "--", "a b", "-"])
+def test_the_cd_line_works_for_any_folder_name(
+    tmp_path: Path, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = kag("init", "--", name)
+    assert result.exit_code == 0, result.output
+    cd = next(line.strip() for line in result.stdout.splitlines() if line.strip().startswith("cd "))
+    # The printed command, run by a shell, lands in the folder.
+    where = subprocess.run(["sh", "-c", f"{cd} && pwd -P"], capture_output=True, text=True, check=True)
+    assert where.stdout.strip() == str((tmp_path / name).resolve())
