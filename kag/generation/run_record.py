@@ -98,6 +98,7 @@ class RunRecorder:
         self.root = root
         self.record = record
         self.redact = redact
+        self.empty = False  # set by start() for a run of no task: no record is written
         # Microseconds in the name: two runs started within one second still sort oldest first.
         self.path = runs_folder(root) / f"{when.strftime('%Y%m%dT%H%M%S.%fZ')}-{token.token_hex(3)}.json"
 
@@ -113,7 +114,8 @@ class RunRecorder:
         tasks: int,
         kept: int,
     ) -> RunRecorder:
-        """Write the record of a run that starts now (``"finished": null``)."""
+        """Write the record of a run that starts now (``"finished": null``); a run of no task
+        (``tasks`` 0) writes none, now or at its end."""
         redact = redactor(config)
         when = _now()
         # On the values TOML reads, not only the text: a key may be written with escapes.
@@ -155,6 +157,9 @@ class RunRecorder:
         if git is not None:
             record["git"] = git
         recorder = cls(root, record, redact, when)
+        # A run with nothing to run (a --continue over a complete tree) made nothing: a
+        # record of zero tasks would only bury the records of the runs that did.
+        recorder.empty = tasks == 0
         recorder.write()
         return recorder
 
@@ -176,6 +181,9 @@ class RunRecorder:
         return None
 
     def write(self) -> None:
+        """Write the record (atomically); nothing for a run of no task."""
+        if self.empty:
+            return
         body = orjson.dumps(self.record, option=orjson.OPT_INDENT_2) + b"\n"
         # A last pass over the whole document: no secret in any spelling, whatever field.
         text = self.redact(body.decode())

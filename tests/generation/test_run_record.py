@@ -316,3 +316,13 @@ def test_a_key_written_with_toml_escapes_is_redacted(
     assert 'key = "***"' in record["config"]["rendered"]
     assert_no_secret(next(runs_folder(root / "out").iterdir()).read_bytes())
     assert tomllib.loads(record["config"]["rendered"])["providers"]["oa"]["key"] == "***"
+
+
+def test_a_continue_with_nothing_to_run_writes_no_record(tmp_path: Path, server: FakeServer) -> None:
+    root = project(tmp_path)
+    assert run(root).returncode == 0
+    first = only_record(root)
+    again = run(root, "--continue")
+    assert again.returncode == 0, again.stderr
+    assert "0 task(s) to run" in again.stderr
+    assert [r.data for r in read_run_records(root / "out")] == [first]
