@@ -661,8 +661,10 @@ def test_a_system_prompt_without_input_warns_naming_file_and_setup(
     with caplog.at_level(logging.WARNING, logger="kag"):
         load_benchmark(path, cfg)
     assert [r.getMessage() for r in caplog.records] == [
-        f"{path}: [terse]: system_prompt never uses {{{{INPUT}}}}, so the question is not sent:"
-        " system_prompt is the template of the user message; the system message is 'system'"
+        (
+            f"{path}: [terse]: system_prompt never uses {{{{INPUT}}}}, so the question is not sent:"
+            " system_prompt is the template of the user message; the system message is 'system'"
+        )
     ]
     caplog.clear()
     path = bench(
