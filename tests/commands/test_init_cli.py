@@ -178,3 +178,60 @@ def test_the_cd_line_works_for_any_folder_name(
     # The printed command, run by a shell, lands in the folder.
     where = subprocess.run(["sh", "-c", f"{cd} && pwd -P"], capture_output=True, text=True, check=True)
     assert where.stdout.strip() == str((tmp_path / name).resolve())
+
+
+def test_a_second_setup_in_the_starters_style_trips_no_prefix_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`local-native` and `local-terse` share their first word: without --prefix, kag stats
+    and compare would take it for a prefix the files were written with. The tree's run
+    records say the runs were given none: no warning. A tree without records still warns,
+    and so does one whose records show a run given --prefix."""
+    import shutil
+
+    from kag.results import runs_folder
+
+    folder = tmp_path / "run"
+    with FakeServer(reply="C") as server:
+        assert kag("init", folder, "--provider", "llama-cpp", "--url", f"{server.url}/v1").exit_code == 0
+        monkeypatch.chdir(folder)
+        bench = Path("benchmark.toml")
+        bench.write_text(
+            bench.read_text() + "\n" + bench.read_text().split("\n\n", 1)[1].replace("native", "terse")
+        )
+        # As a user runs it: the record keeps this process's command line.
+        for out, extra in (("results", []), ("other", ["--prefix", "x-"])):
+            run = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "kag",
+                    "benchmark",
+                    "-d",
+                    "datasets.json",
+                    "-b",
+                    "benchmark.toml",
+                    "-o",
+                    out,
+                    *extra,
+                ],
+                env=dict(os.environ, PYTHONPATH=str(REPO)),
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            assert run.returncode == 0, run.stderr
+    for command in (["stats"], ["stats", "compare"]):
+        graded = kag(*command, "-d", "datasets.json", "-r", "results")
+        assert graded.exit_code == 0, graded.output
+        assert "local-native" in graded.stdout and "local-terse" in graded.stdout
+        assert "every setup name starts with" not in graded.stderr
+    # The runs given --prefix x- into `other`, read as a run given none would be: the hint.
+    shutil.copytree(runs_folder("other"), runs_folder("results"), dirs_exist_ok=True)
+    assert (
+        "every setup name starts with 'local-'" in kag("stats", "-d", "datasets.json", "-r", "results").stderr
+    )
+    shutil.rmtree(Path("results") / ".kag")
+    assert (
+        "every setup name starts with 'local-'" in kag("stats", "-d", "datasets.json", "-r", "results").stderr
+    )
