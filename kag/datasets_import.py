@@ -221,8 +221,9 @@ def _iter_parquet(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
 
 
 #: Most rows one import takes: far above a benchmark's datasets (MedMCQA's training split
-#: has 183k), low enough that the questions held in memory stay well below a gigabyte.
-MAX_ROWS = 1_000_000
+#: has 183k), low enough that the questions held in memory stay below a gigabyte (1,000,000
+#: short MCQ rows took 1.5 GB, and their datasets file passed the 256 MiB every reader takes).
+MAX_ROWS = 500_000
 _PARQUET_BATCH = 10_000
 
 

@@ -16,7 +16,8 @@ from kag.errors import UsageError
 HELP = """Write a working project into DIR (default: the current folder): config.toml (the
 model server), benchmark.toml (one setup), prompts/mcq.md and a five-question datasets.json.
 
-No existing file is replaced (exit 2 naming it). The next commands to run are printed.
+No existing file is replaced (exit 2 naming it), and the files are written all or none. The
+next commands to run are printed.
 """
 
 EXAMPLES = """Examples:
