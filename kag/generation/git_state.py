@@ -25,6 +25,8 @@ GIT_TIMEOUT = 5.0
 _OID = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
 #: Largest HEAD, ref or ``.git`` file read (they hold one line).
 _SMALL = 4096
+#: Largest part of ``packed-refs`` read (a few hundred thousand refs).
+_PACKED_REFS = 32 * 1024 * 1024
 
 
 def _read_small(path: Path) -> str | None:
@@ -74,13 +76,14 @@ def _resolve_ref(name: str, gitdir: Path, common: Path) -> str | None:
             oid = text.strip()
             return oid if _OID.fullmatch(oid) else None
     try:
-        with open(common / "packed-refs", encoding="utf-8", errors="replace") as handle:
-            for line in handle:
-                oid, _, ref = line.rstrip("\n").partition(" ")
-                if ref == name and _OID.fullmatch(oid):
-                    return oid
+        with open(common / "packed-refs", "rb") as handle:
+            packed = handle.read(_PACKED_REFS).decode("utf-8", errors="replace")
     except OSError:
         return None
+    for line in packed.splitlines():
+        oid, _, ref = line.partition(" ")
+        if ref == name and _OID.fullmatch(oid):
+            return oid
     return None
 
 

@@ -326,3 +326,21 @@ def test_a_continue_with_nothing_to_run_writes_no_record(tmp_path: Path, server:
     assert again.returncode == 0, again.stderr
     assert "0 task(s) to run" in again.stderr
     assert [r.data for r in read_run_records(root / "out")] == [first]
+
+
+def test_the_commit_of_a_packed_branch_and_of_a_detached_head(tmp_path: Path) -> None:
+    """HEAD is read from .git itself: a branch in packed-refs, and a detached HEAD."""
+    from kag.generation.git_state import git_state
+
+    root = tmp_path / "p"
+    root.mkdir()
+    (root / "bench.toml").write_text("")
+    commit = commit_all(root)
+    subprocess.run(["git", "pack-refs", "--all"], cwd=root, check=True)
+    assert not list((root / ".git" / "refs" / "heads").iterdir())
+    assert git_state(root / "bench.toml") == {"commit": commit, "dirty": False}
+    subprocess.run(["git", "checkout", "-q", "--detach"], cwd=root, check=True)
+    assert git_state(root / "bench.toml") == {"commit": commit, "dirty": False}
+    (root / "new.txt").write_text("x")
+    assert git_state(root / "bench.toml") == {"commit": commit, "dirty": True}
+    assert git_state(tmp_path / "elsewhere.toml") is None
