@@ -141,17 +141,20 @@ def redact_toml(text: str, redact: Redactor) -> str:
     each string is decoded as TOML decodes it, and when its value holds a secret it is
     written again as a plain basic string of the redacted value. Other strings, comments
     and the layout are kept as they are."""
-    import tomllib
-
     try:
         return redact(_redact_strings(text, redact))
-    except (IndexError, tomllib.TOMLDecodeError):
+    except (IndexError, ValueError):  # a TOMLDecodeError is a ValueError
         # Not a document tomllib read (the caller's promise): nothing of it is kept.
         return "# (not kept: kag could not read this file's strings to redact them)\n"
 
 
 def _redact_strings(text: str, redact: Redactor) -> str:
-    import tomllib
+    # As the configuration is read (kag.generation.config): tomli reads TOML 1.1, whose
+    # escapes (\xHH, \e) Python 3.11's tomllib refuses.
+    try:
+        import tomli as toml
+    except ImportError:  # pragma: no cover - depends on the environment
+        import tomllib as toml  # type: ignore[no-redef]
 
     out: list[str] = []
     i = done = 0
@@ -166,7 +169,7 @@ def _redact_strings(text: str, redact: Redactor) -> str:
             continue
         end = _string_end(text, i)
         token = text[i:end]
-        value = tomllib.loads(f"v = {token}")["v"]
+        value = toml.loads(f"v = {token}")["v"]
         redacted = redact(value)
         if redacted != value:
             out += [text[done:i], json.dumps(redacted, ensure_ascii=False)]
