@@ -376,6 +376,16 @@ def test_a_key_written_twice_fails_check_and_import_leaves_the_file_as_it_was(tm
     result = kag("datasets", "import", source, "-o", target, "--dataset", "other", *args)
     assert result.exit_code == 2 and "written twice" in result.stderr
     assert target.read_text() == text
+    # Every command reads the file the same way.
+    (tmp_path / "results").mkdir()
+    for command in (
+        ["stats", "-r", tmp_path / "results"],
+        ["view", "--export", tmp_path / "site", "-r", tmp_path / "results"],
+    ):
+        other = kag(*command, "-d", target)
+        assert other.exit_code == 2 and f"{target}:3: dataset 'mmlu' is written twice" in other.stderr, (
+            other.output
+        )
 
 
 MMLU_ARGS = [
