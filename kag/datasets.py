@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -142,6 +144,10 @@ def _parse_entry(
         return None
     folded: dict[str, str] = {}
     for key in options:
+        if not key.strip():
+            # An empty key would be "extracted" from an empty reply and graded correct.
+            problems.append(f"{where}: option key {key!r} is empty (an empty reply would match it)")
+            return None
         # A-Z -> a-z only: the grading rule compares option keys ignoring ASCII case only
         # (kag/grading/rule.py), so "É" and "é" stay distinct.
         first = folded.setdefault(ascii_fold(key), key)
@@ -209,12 +215,103 @@ def _without_dataset_level(raw: dict[str, object]) -> str | None:
     return next(iter(raw))
 
 
+class _Duplicate(Exception):
+    """A key written twice in one JSON object."""
+
+
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        raise _Duplicate
+    return obj
+
+
+def _no_constant(name: str) -> object:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _int64(digits: str) -> int:
+    # The reader of a datasets file writes it back (kag datasets import) through orjson,
+    # which holds 64-bit integers only; int() of 5,000 digits is refused by Python itself.
+    if len(digits.lstrip("-")) > 19 or not -(2**63) <= (value := int(digits)) < 2**64:
+        raise ValueError(f"the integer {digits[:20]}... is out of the 64-bit range")
+    return value
+
+
+#: The escape of a UTF-16 surrogate, which Python's JSON reader takes alone.
+_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
+#: A JSON string, or one of the characters that open, close or separate an object or array.
+_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\]:]')
+
+
+def _duplicate_message(text: str) -> str:
+    """Where the first key written twice in one object of ``text`` (valid JSON) is:
+    ``LINE: WHAT 'KEY' is written twice (first at line N)``."""
+    # One frame per open object ([keys seen -> offset, the key being read]) or array (None).
+    frames: list[tuple[dict[str, int], list[str]] | None] = []
+    last = ""
+    for match in _TOKEN.finditer(text):
+        token = match.group()
+        if token == "{":
+            frames.append(({}, [""]))
+        elif token == "[":
+            frames.append(None)
+        elif token in "}]":
+            frames.pop()
+        elif token == ":":
+            frame = frames[-1]
+            assert frame is not None
+            seen, current = frame
+            key = json.loads(last)
+            if key in seen:
+                line = text.count("\n", 0, match.start()) + 1
+                first = text.count("\n", 0, seen[key]) + 1
+                path = [f[1][0] for f in frames[:-1] if f is not None]
+                what = _duplicate_what(path, key)
+                return f"{line}: {what} is written twice (first at line {first})"
+            seen[key] = match.start()
+            current[0] = key
+        else:
+            last = token
+    raise AssertionError("no key is written twice")  # the caller found one
+
+
+def _duplicate_what(path: list[str], key: str) -> str:
+    if not path:
+        return f"dataset {key!r}"
+    if len(path) == 1:
+        return f"question id {key!r} of dataset {path[0]!r}"
+    return f"key {key!r} of {'/'.join(path)}"
+
+
+def load_json(data: bytes, path: Path) -> object:
+    """The JSON value of ``data`` (the bytes of the datasets file ``path``). InputError for
+    text that is not JSON, and for a key written twice in one object, naming its line: a
+    JSON reader keeps the last of the two, so the questions of the other would be lost
+    without a word (and ``kag datasets import`` would write the file back without them)."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise InputError(f"{path}:{line}: not valid JSON: not UTF-8 text (byte {exc.start})") from None
+    try:
+        if _SURROGATE.search(text):
+            orjson.loads(data)  # which refuses a lone surrogate, as a file name cannot hold one
+        return json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_no_constant, parse_int=_int64)
+    except _Duplicate:
+        raise InputError(
+            f"{path}:{_duplicate_message(text)}; a JSON reader keeps only the last, so remove or rename one"
+        ) from None
+    except (json.JSONDecodeError, orjson.JSONDecodeError) as exc:
+        raise InputError(f"{path}: not valid JSON: {exc}{_json_lines_hint(data)}") from None
+    except (ValueError, RecursionError) as exc:
+        why = str(exc) if isinstance(exc, ValueError) else "nested too deeply"
+        raise InputError(f"{path}: not valid JSON: {why}") from None
+
+
 def parse_datasets(data: bytes, path: Path) -> Datasets:
     """Parse and validate a datasets file; all problems are reported at once (capped)."""
-    try:
-        raw = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        raise InputError(f"{path}: not valid JSON: {exc}{_json_lines_hint(data)}") from None
+    raw = load_json(data, path)
     if not isinstance(raw, dict):
         raise InputError(
             f"{path}: the datasets file must be a JSON object {EXPECTED_SHAPE}, got {_json_type(raw)}"

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import csv
 import io
+import os
+import stat
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -35,7 +37,7 @@ import orjson
 
 from kag.datasets import Datasets, entry_name_problem, parse_datasets
 from kag.errors import InputError, UsageError
-from kag.textfile import read_bytes_file
+from kag.textfile import MAX_FILE_BYTES, read_bytes_file, read_failure, read_text_file
 
 
 class AnswerIs(StrEnum):
@@ -129,16 +131,21 @@ def _kind(path: Path, kind: InputKind | None) -> InputKind:
 
 
 def _iter_csv(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    text = read_bytes_file(path, "input file").decode("utf-8-sig", errors="strict")
+    text = read_text_file(path, "input file", bom=True)
     reader = csv.DictReader(io.StringIO(text, newline=""))
-    if reader.fieldnames is None:
-        return
-    if len(set(reader.fieldnames)) != len(reader.fieldnames):
-        raise InputError(f"{path}:1: the header names a column twice")
-    for row in reader:
-        if None in row:
-            raise InputError(f"{path}:{reader.line_num}: more fields than the header names")
-        yield reader.line_num, dict(row)
+    try:
+        if reader.fieldnames is None:
+            return
+        if len(set(reader.fieldnames)) != len(reader.fieldnames):
+            raise InputError(f"{path}:1: the header names a column twice")
+        for row in reader:
+            if None in row:
+                raise InputError(f"{path}:{reader.line_num}: more fields than the header names")
+            yield reader.line_num, dict(row)
+    except csv.Error as exc:
+        # The one csv.Error a well-formed file meets: a field over csv.field_size_limit()
+        # (131,072 characters); the reader's line is where the field ends.
+        raise InputError(f"{path}:{reader.reader.line_num}: not a CSV row kag can read: {exc}") from None
 
 
 def _iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -178,11 +185,60 @@ def _iter_parquet(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         raise UsageError(
             f"{path}: reading Parquet needs pyarrow: {missing_extra('pyarrow', 'parquet')}"
         ) from None
+    import pyarrow as pa
+
     try:
-        table = pq.read_table(path)
-    except (OSError, ValueError) as exc:
+        source = pq.ParquetFile(path)
+        rows = source.metadata.num_rows
+    except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:
+        raise read_failure(path, "input file", exc) from None
+    except (OSError, ValueError, pa.ArrowException) as exc:
         raise InputError(f"{path}: cannot read the Parquet file: {exc}") from None
-    yield from enumerate(table.to_pylist(), 1)
+    if rows > MAX_ROWS:
+        # Known from the file's footer before a row is read: a few kilobytes of Parquet
+        # can declare millions of rows (a repeated value compresses to nothing).
+        raise InputError(
+            f"{path}: {rows:,} rows, more than the {MAX_ROWS:,} one import takes; split the file"
+        )
+    n = 0
+    with source:
+        batches = source.iter_batches(batch_size=_PARQUET_BATCH)
+        while True:
+            try:
+                batch = next(batches, None)
+            except (OSError, ValueError, pa.ArrowException) as exc:
+                raise InputError(f"{path}: cannot read the Parquet file after row {n}: {exc}") from None
+            if batch is None:
+                return
+            try:
+                decoded = batch.to_pylist()
+            except (ValueError, OverflowError, pa.ArrowException) as exc:
+                # A value Python cannot hold (a timestamp past the year 9999, for one).
+                raise _bad_value(path, batch, n, exc) from None
+            for row in decoded:
+                n += 1
+                yield n, row
+
+
+#: Most rows one import takes: far above a benchmark's datasets (MedMCQA's training split
+#: has 183k), low enough that the questions held in memory stay below a gigabyte (1,000,000
+#: short MCQ rows took 1.5 GB, and their datasets file passed the 256 MiB every reader takes).
+MAX_ROWS = 500_000
+_PARQUET_BATCH = 10_000
+
+
+def _bad_value(path: Path, batch: Any, before: int, exc: Exception) -> InputError:
+    """The InputError naming the row and column of the value of ``batch`` (after ``before``
+    rows) that cannot be decoded."""
+    for i in range(batch.num_rows):
+        for name, column in zip(batch.schema.names, batch.columns, strict=True):
+            try:
+                column[i].as_py()
+            except Exception as cell:  # noqa: BLE001 (the decoder's own error, shown)
+                return InputError(
+                    f"{path}: row {before + i + 1}: column {name!r}: cannot read the value: {cell}"
+                )
+    return InputError(f"{path}: cannot read rows {before + 1}-{before + batch.num_rows}: {exc}")
 
 
 READERS = {InputKind.CSV: _iter_csv, InputKind.JSONL: _iter_jsonl, InputKind.PARQUET: _iter_parquet}
@@ -233,6 +289,8 @@ def _options(row: Mapping[str, Any], cols: Columns, where: str) -> dict[str, str
     if isinstance(value, Mapping):
         out: dict[str, str] = {}
         for key, text in value.items():
+            if not str(key).strip():
+                raise InputError(f"{where}: column {cols.options_list!r}: an option key is empty")
             out[str(key)] = _text(text, cols.options_list, where)
         return out
     if isinstance(value, (list, tuple)):
@@ -240,21 +298,28 @@ def _options(row: Mapping[str, Any], cols: Columns, where: str) -> dict[str, str
     raise InputError(f"{where}: column {cols.options_list!r}: expected a list or an object of options")
 
 
+_INDEX_DIGITS = 6
+
+
 def _answer_key(value: Any, options: Mapping[str, str], cols: Columns, where: str) -> str:
     column = cols.answer
     assert column is not None
     if cols.answer_is is AnswerIs.INDEX:
         index: int | None = None
+        digits = value.strip() if isinstance(value, str) else ""
         if isinstance(value, int) and not isinstance(value, bool):
             index = value
-        elif isinstance(value, str) and value.strip().isdigit():
-            index = int(value.strip())
+        elif digits.isascii() and digits.isdigit() and len(digits) <= _INDEX_DIGITS:
+            # isascii: "²" is a digit to str.isdigit, not to int(); the length keeps int()
+            # of thousands of digits (which Python refuses) from being tried.
+            index = int(digits)
         elif isinstance(value, float) and value.is_integer():
             index = int(value)
         keys = list(options)
         if index is None or not 0 <= index < len(keys):
+            shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
             raise InputError(
-                f"{where}: column {column!r}: {value!r} is not an index of the {len(keys)} option(s) (0-based)"
+                f"{where}: column {column!r}: {shown} is not an index of the {len(keys)} option(s) (0-based)"
             )
         return keys[index]
     text = _text(value, column, where).strip()
@@ -298,6 +363,26 @@ def _entry(row: Mapping[str, Any], cols: Columns, where: str) -> dict[str, Any]:
     return {"input": text, "output": {"type": "MCQ", "options": options, "answer": key}}
 
 
+def read_target(path: Path) -> bytes | None:
+    """The bytes of the datasets file ``path`` an import adds to, None when there is none
+    yet. It is read, then written back whole: anything but a regular file (a named pipe
+    would keep the import waiting for a writer, a device would be read forever) is an
+    InputError naming it."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise read_failure(path, "datasets file", exc) from None
+    try:
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+    finally:
+        os.close(fd)
+    if not regular:
+        raise InputError(f"{path}: not a regular file; the datasets file is read, then written back whole")
+    return read_bytes_file(path, "datasets file")
+
+
 def import_questions(
     source: Path,
     target: Path,
@@ -330,6 +415,8 @@ def import_questions(
     seen: set[str] = set()
     for n, row in READERS[kind](source):
         where = _where(source, kind, n)
+        if added >= MAX_ROWS:
+            raise InputError(f"{where}: more than the {MAX_ROWS:,} rows one import takes; split the file")
         qid = (
             _text(_cell(row, columns.id, where), columns.id, where).strip()
             if columns.id is not None
@@ -357,6 +444,11 @@ def import_questions(
         raise InputError(f"{source}: no row to import")
     doc[name] = questions
     document = orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n"
+    if len(document) > MAX_FILE_BYTES:
+        raise InputError(
+            f"{target}: the datasets file would be larger than the {MAX_FILE_BYTES // (1024 * 1024)} MiB"
+            " every command reads; nothing was written (import into another file)"
+        )
     parsed = parse_datasets(document, target)
     return ImportReport(name, added, mcq, opened, document, parsed, kept=kept)
 

@@ -1,6 +1,7 @@
 """``kag init``: a working project to start from (configuration, benchmark, prompt, datasets).
 
-The files are written new and exclusively (``O_CREAT|O_EXCL``, no link followed): an existing
+The files are written new and exclusively (``O_CREAT|O_EXCL``, no link followed), all or
+nothing (a failure removes what was written before it): an existing
 file, or a link planted where one goes, is never replaced. The URL and model given are
 checked first, because they are written into a file that kag renders as a template and
 parses as TOML: nothing that could run as template code, end a TOML string or carry a
@@ -189,8 +190,10 @@ def write_starter(
 ) -> list[Path]:
     """Write the starter files into ``folder`` (created when missing) and return their paths.
 
-    Raises InputError naming the first file that already exists (before writing any), a
-    link where a folder belongs, or a file that cannot be written.
+    All or nothing: a file that exists already (checked before writing any), a link where a
+    folder belongs, or a file that cannot be written (a full disk) is an InputError naming
+    it, and every file and folder written before it is removed again, so that the same
+    command can simply be run again.
     """
     files = render_files(provider, url, model)
     for name in files:
@@ -199,46 +202,102 @@ def write_starter(
             raise InputError(
                 f"{target}: already exists; kag init never replaces a file (choose another folder)"
             )
-    written: list[Path] = []
+    made = _missing_folders(folder)
     try:
         os.makedirs(folder, exist_ok=True)
         root = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
+        _remove_folders(made)
         raise InputError(f"{folder}: cannot create the folder: {exc.strerror}") from None
+    created: list[tuple[str, ...]] = []  # relative paths written, folders with a trailing ""
     try:
         for name, data in files.items():
-            parent = root
-            *dirs, base = name.split("/")
-            opened: list[int] = []
-            try:
-                for d in dirs:
-                    try:
-                        os.mkdir(d, dir_fd=parent)
-                    except FileExistsError:
-                        pass
-                    try:
-                        parent = os.open(d, _DIR, dir_fd=parent)
-                    except OSError:
-                        raise InputError(f"{folder / d}: not a folder (a link or a file is there)") from None
-                    opened.append(parent)
-                try:
-                    fd = os.open(base, _CREATE, 0o644, dir_fd=parent)
-                except FileExistsError:
-                    raise InputError(
-                        f"{folder / name}: already exists; kag init never replaces a file"
-                    ) from None
-                except OSError as exc:
-                    raise InputError(f"{folder / name}: cannot write: {exc.strerror}") from None
-                try:
-                    view = memoryview(data)
-                    while view:
-                        view = view[os.write(fd, view) :]
-                finally:
-                    os.close(fd)
-                written.append(folder / name)
-            finally:
-                for fd_ in opened:
-                    os.close(fd_)
-    finally:
+            _write_one(root, folder, name, data, created)
+    except BaseException:
+        _undo(root, created)
         os.close(root)
-    return written
+        _remove_folders(made)
+        raise
+    os.close(root)
+    return [folder / name for name in files]
+
+
+def _missing_folders(folder: Path) -> list[Path]:
+    """``folder`` and those of its parents that do not exist yet, deepest first."""
+    missing: list[Path] = []
+    for path in (folder, *folder.parents):
+        if os.path.lexists(path):
+            break
+        missing.append(path)
+    return missing
+
+
+def _remove_folders(folders: list[Path]) -> None:
+    for path in folders:
+        try:
+            os.rmdir(path)
+        except OSError:
+            return  # no longer empty: something else was put there
+
+
+def _write_one(root: int, folder: Path, name: str, data: bytes, created: list[tuple[str, ...]]) -> None:
+    parent = root
+    *dirs, base = name.split("/")
+    opened: list[int] = []
+    try:
+        for i, d in enumerate(dirs):
+            try:
+                os.mkdir(d, dir_fd=parent)
+                created.append((*dirs[: i + 1], ""))
+            except FileExistsError:
+                pass
+            except OSError as exc:
+                raise InputError(f"{folder / d}: cannot create the folder: {exc.strerror}") from None
+            try:
+                parent = os.open(d, _DIR, dir_fd=parent)
+            except OSError:
+                raise InputError(f"{folder / d}: not a folder (a link or a file is there)") from None
+            opened.append(parent)
+        try:
+            fd = os.open(base, _CREATE, 0o644, dir_fd=parent)
+        except FileExistsError:
+            raise InputError(f"{folder / name}: already exists; kag init never replaces a file") from None
+        except OSError as exc:
+            raise InputError(f"{folder / name}: cannot write: {exc.strerror}") from None
+        created.append((*dirs, base))
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        except OSError as exc:
+            raise InputError(f"{folder / name}: cannot write: {exc.strerror}") from None
+        finally:
+            os.close(fd)
+    finally:
+        for fd_ in opened:
+            os.close(fd_)
+
+
+def _undo(root: int, created: list[tuple[str, ...]]) -> None:
+    """Remove what :func:`_write_one` created below ``root``, newest first (files, then the
+    folders that held them); what cannot be removed is left."""
+    for parts in reversed(created):
+        *dirs, base = parts
+        is_dir = base == ""
+        if is_dir:
+            *dirs, base = dirs
+        parent = root
+        opened: list[int] = []
+        try:
+            for d in dirs:
+                parent = os.open(d, _DIR, dir_fd=parent)
+                opened.append(parent)
+            if is_dir:
+                os.rmdir(base, dir_fd=parent)
+            else:
+                os.unlink(base, dir_fd=parent)
+        except OSError:
+            pass
+        finally:
+            for fd in opened:
+                os.close(fd)

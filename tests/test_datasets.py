@@ -227,3 +227,66 @@ def test_stats_refuses_a_hidden_dataset_name_with_exit_2(tmp_path: Path):
     assert result.exit_code == 2 and result.stdout == ""
     assert result.stderr.startswith(f"kag: error: {path}: 1 problem(s) in the datasets file:")
     assert "dataset name '.secret-set' starts with '.'" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            '{\n "ds": {"1": {"input": "a"}},\n "other": {},\n "ds": {"2": {"input": "b"}}\n}',
+            ":4: dataset 'ds' is written twice (first at line 2)",
+        ),
+        (
+            '{"ds": {\n "1": {"input": "a"},\n "1": {"input": "b"}\n}}',
+            ":3: question id '1' of dataset 'ds' is written twice (first at line 2)",
+        ),
+        (
+            '{"ds": {"1": {"input": "a",\n "output": {"type": "MCQ", "options": {"a": "x",\n "a": "y"}}}}}',
+            ":3: key 'a' of ds/1/output/options is written twice (first at line 2)",
+        ),
+        # The same text inside a string is no key: only the real pair is named.
+        (
+            '{"ds": {"1": {"input": "\\"1\\": {"},\n "1": {"input": "b"}}}',
+            ":2: question id '1' of dataset 'ds'",
+        ),
+    ],
+)
+def test_a_key_written_twice_is_refused_naming_its_line(tmp_path: Path, text: str, message: str):
+    """A JSON reader keeps the last of two equal keys: the questions of the other would be
+    graded as absent, and written back without them by `kag datasets import`."""
+    path = tmp_path / "datasets.json"
+    path.write_text(text)
+    with pytest.raises(InputError) as info:
+        load_datasets(path)
+    assert str(info.value).startswith(f"{path}{message}")
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('{"ds": {"1": {"input": "a", "n": NaN}}}', "NaN is not a JSON number"),
+        ('{"ds": {"1": {"input": "a", "n": ' + "1" * 5000 + "}}}", "out of the 64-bit range"),
+        ('{"ds": {"\\ud800": {"input": "a"}}}', "surrogate"),
+        ("[" * 100_000, "nested too deeply"),
+        (b'{"ds": {"\xe9": {"input": "a"}}}', ":1: not valid JSON: not UTF-8 text (byte 9)"),
+    ],
+)
+def test_json_a_file_name_could_not_hold_is_refused(tmp_path: Path, text: str | bytes, message: str):
+    path = tmp_path / "datasets.json"
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    with pytest.raises(InputError, match=f"^{path}") as info:
+        load_datasets(path)
+    assert message in str(info.value)
+
+
+@pytest.mark.parametrize("key", ["", " "])
+def test_an_empty_option_key_is_refused(tmp_path: Path, key: str):
+    """An empty reply would be "extracted" as the key "" and graded correct."""
+    path = write(
+        tmp_path,
+        {"ds": {"1": {"input": "q", "output": {"type": "MCQ", "options": {key: ""}, "answer": key}}}},
+    )
+    with pytest.raises(InputError) as info:
+        load_datasets(path)
+    assert f"ds/1: option key {key!r} is empty" in str(info.value)

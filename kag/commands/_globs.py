@@ -78,15 +78,22 @@ def setups_in(source: ResultSource, prefix: str, dataset_globs: Sequence[str] = 
     )
 
 
-def warn_prefix(setups: Iterable[str], prefix: str, filtered: bool = False) -> None:
-    """:func:`kag.grading.mcq.diagnose.prefix_hint` as a warning, when there is one."""
+def warn_prefix(
+    setups: Iterable[str], prefix: str, filtered: bool = False, source: ResultSource = ()
+) -> None:
+    """:func:`kag.grading.mcq.diagnose.prefix_hint` as a warning, when there is one and the
+    trees of ``source`` do not say otherwise: when the run records of every tree show runs
+    given no ``--prefix``, setups that share a first word were named so (``local-native``,
+    ``local-rag``)."""
     from kag.grading.mcq.diagnose import prefix_hint
+    from kag.results.runs import written_without_prefix
 
     hint = prefix_hint(setups, prefix, filtered)
-    if hint is not None:
-        from kag.console import warn
+    if hint is None or (not prefix and written_without_prefix(t.root for t in source)):
+        return
+    from kag.console import warn
 
-        warn(hint)
+    warn(hint)
 
 
 def select_names(

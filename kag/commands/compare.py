@@ -101,7 +101,7 @@ def _load(
             why = "no graded answers after the filters" if name in in_tree else "no such setup"
             raise UsageError(f"setup {name!r}: {why}; setups in {root}: {', '.join(in_tree) or 'none'}")
     check_setup_globs(asked, set(loaded.setups), source, pfx, globs)
-    warn_prefix(loaded.setups, pfx, filtered=bool(asked) or any(named))
+    warn_prefix(loaded.setups, pfx, filtered=bool(asked) or any(named), source=source)
     if not loaded.answers:
         raise UsageError(
             f"{root}: no graded result file (prefix {pfx!r}, setups {list(setups) or 'all'}, "

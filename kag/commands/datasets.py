@@ -141,8 +141,7 @@ def import_(
     verbose: Verbose = 0,
     quiet: Quiet = 0,
 ) -> None:
-    from kag.datasets_import import AnswerIs, Columns, InputKind, import_questions
-    from kag.textfile import read_bytes_file
+    from kag.datasets_import import AnswerIs, Columns, InputKind, import_questions, read_target
 
     try:
         kind = InputKind(input_format.strip().lower()) if input_format is not None else None
@@ -164,8 +163,9 @@ def import_(
         answer_is=answer_kind,
         answers=answers,
     )
-    existing = read_bytes_file(output, "datasets file") if output.exists() else None
-    report = import_questions(source, output, columns, dataset=dataset, kind=kind, existing=existing)
+    report = import_questions(
+        source, output, columns, dataset=dataset, kind=kind, existing=read_target(output)
+    )
     write_report(str(output), report.document.decode())
     kinds = f"{report.mcq} multiple-choice, {report.open} open"
     kept = f"; it already held {report.kept}" if report.kept else ""

@@ -16,7 +16,8 @@ from kag.errors import UsageError
 HELP = """Write a working project into DIR (default: the current folder): config.toml (the
 model server), benchmark.toml (one setup), prompts/mcq.md and a five-question datasets.json.
 
-No existing file is replaced (exit 2 naming it). The next commands to run are printed.
+No existing file is replaced (exit 2 naming it), and the files are written all or none. The
+next commands to run are printed.
 """
 
 EXAMPLES = """Examples:
@@ -67,7 +68,7 @@ def init(
     written = write_starter(folder, chosen, url, model)
     out = sys.stdout
     out.write("".join(f"wrote {path}\n" for path in written))
-    here = [] if folder.resolve() == Path.cwd().resolve() else [f"cd {shlex.quote(str(folder))}"]
+    here = [] if folder.resolve() == Path.cwd().resolve() else [f"cd {shlex.quote(_cd_path(folder))}"]
     key = DEFAULTS[chosen].key
     if chosen is StarterProvider.OPENAI and key:
         here.append(f"export {key}=...   # your API key")
@@ -78,6 +79,13 @@ def init(
         "kag stats -d datasets.json -r results --extract letter                   # grade it",
     ]
     out.write("\nNext:\n" + "".join(f"  {step}\n" for step in steps))
+
+
+def _cd_path(folder: Path) -> str:
+    """``folder`` as ``cd`` takes it: a name starting with ``-`` would be read as an option
+    (``cd -`` goes back to the previous folder), so it is written ``./-name``."""
+    text = str(folder)
+    return f"./{text}" if text.startswith("-") else text
 
 
 def register(app: typer.Typer) -> None:

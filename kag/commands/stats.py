@@ -233,7 +233,7 @@ def stats(
     )
     graded = grade_source(loaded, root, request)
     check_setup_globs(tuple(setup or ()), {s for s, _ in graded.tallies}, root, prefix or "", dataset_globs)
-    warn_prefix((s for s, _ in graded.tallies), prefix or "", filtered=bool(setup))
+    warn_prefix((s for s, _ in graded.tallies), prefix or "", filtered=bool(setup), source=root)
     for tree in root:
         _explain_little(graded, loaded, Path(tree.root), prefix or "", dataset_globs)
     summary = summarize(graded)

@@ -482,6 +482,14 @@ def _setup(path: Path, name: str, table: Any, config: Config, text: str = "") ->
     source = _string(path, where, table, "system_prompt")
     origin = f"{path}: {where} system_prompt"
     template = compile_template(source if source is not None else DEFAULT_TEMPLATE, origin)
+    if source is not None and "INPUT" not in template.variables:
+        # A common slip: system_prompt read as the system message, which is `system`.
+        log.warning(
+            "%s: %s: system_prompt never uses {{INPUT}}, so the question is not sent: system_prompt"
+            " is the template of the user message; the system message is 'system'",
+            path,
+            where,
+        )
     if augmented is not None and "RETRIEVAL" not in template.variables:
         log.warning("%s: %s: the setup retrieves, but its prompt template never uses RETRIEVAL", path, where)
     return Setup(

@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import platform
 import secrets as token
-import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -26,11 +25,10 @@ import orjson
 from kag import __version__
 from kag.errors import KagError
 from kag.generation.config import Benchmark, Config
+from kag.generation.git_state import git_state
 from kag.generation.runner import Summary
-from kag.generation.secrets import Redactor, display_url, url_credentials
+from kag.generation.secrets import Redactor, display_url, redact_toml, url_credentials
 from kag.results import runs_folder, write_atomic
-
-GIT_TIMEOUT = 5.0
 
 
 def _now() -> datetime:
@@ -82,28 +80,6 @@ def redactor(config: Config) -> Redactor:
     return Redactor.of(found)
 
 
-def _git(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["git", *args], cwd=folder, capture_output=True, text=True, timeout=GIT_TIMEOUT, check=False
-    )
-
-
-def git_state(folder: Path) -> dict[str, Any] | None:
-    """``{"commit": …, "dirty": …}`` of the git work tree ``folder`` is in; None when git
-    or the repository is missing (or git takes longer than ``GIT_TIMEOUT``)."""
-    try:
-        head = _git(folder, "rev-parse", "HEAD")
-        if head.returncode != 0:
-            return None
-        status = _git(folder, "status", "--porcelain")
-    except (OSError, subprocess.SubprocessError):
-        return None
-    commit = head.stdout.strip()
-    if not commit or status.returncode != 0:
-        return None
-    return {"commit": commit, "dirty": bool(status.stdout.strip())}
-
-
 @dataclass(frozen=True)
 class Selection:
     """What the run was asked to do: setups, datasets with their question counts, epochs,
@@ -122,6 +98,7 @@ class RunRecorder:
         self.root = root
         self.record = record
         self.redact = redact
+        self.empty = False  # set by start() for a run of no task: no record is written
         # Microseconds in the name: two runs started within one second still sort oldest first.
         self.path = runs_folder(root) / f"{when.strftime('%Y%m%dT%H%M%S.%fZ')}-{token.token_hex(3)}.json"
 
@@ -136,13 +113,14 @@ class RunRecorder:
         selection: Selection,
         tasks: int,
         kept: int,
-        cwd: Path | None = None,
     ) -> RunRecorder:
-        """Write the record of a run that starts now (``"finished": null``)."""
+        """Write the record of a run that starts now (``"finished": null``); a run of no task
+        (``tasks`` 0) writes none, now or at its end."""
         redact = redactor(config)
         when = _now()
-        config_text = redact(config.rendered)
-        benchmark_text = redact(benchmark.rendered)
+        # On the values TOML reads, not only the text: a key may be written with escapes.
+        config_text = redact_toml(config.rendered, redact)
+        benchmark_text = redact_toml(benchmark.rendered, redact)
         record: dict[str, Any] = {
             "kag_version": __version__,
             "argv": [redact(arg) for arg in argv],
@@ -173,10 +151,15 @@ class RunRecorder:
                 name: [redact(display_url(url)) for url in urls] for name, urls in _urls(config).items()
             },
         }
-        git = git_state(cwd if cwd is not None else Path.cwd())
+        # The repository of the benchmark file, never the current folder's (which may be
+        # anyone's): see kag.generation.git_state.
+        git = git_state(benchmark.path)
         if git is not None:
             record["git"] = git
         recorder = cls(root, record, redact, when)
+        # A run with nothing to run (a --continue over a complete tree) made nothing: a
+        # record of zero tasks would only bury the records of the runs that did.
+        recorder.empty = tasks == 0
         recorder.write()
         return recorder
 
@@ -198,6 +181,9 @@ class RunRecorder:
         return None
 
     def write(self) -> None:
+        """Write the record (atomically); nothing for a run of no task."""
+        if self.empty:
+            return
         body = orjson.dumps(self.record, option=orjson.OPT_INDENT_2) + b"\n"
         # A last pass over the whole document: no secret in any spelling, whatever field.
         text = self.redact(body.decode())

@@ -107,3 +107,73 @@ def display_url(url: str) -> str:
     if query:
         query = "&".join(f"{name}={MASK}" for name, _ in parse_qsl(query, keep_blank_values=True)) or MASK
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def _string_end(text: str, start: int) -> int:
+    """The end of the TOML string starting at ``text[start]`` (a quote): one past its last
+    quote. Multi-line strings may close with up to two quotes of their content before their
+    three."""
+    quote = text[start]
+    if text.startswith(quote * 3, start):
+        i = start + 3
+        while True:
+            if quote == '"' and text[i] == "\\":
+                i += 2
+                continue
+            if text.startswith(quote * 3, i):
+                end = i + 3
+                while end < len(text) and text[end] == quote and end - i < 5:
+                    end += 1
+                return end
+            i += 1
+    i = start + 1
+    while text[i] != quote:
+        i += 2 if quote == '"' and text[i] == "\\" else 1
+    return i + 1
+
+
+def redact_toml(text: str, redact: Redactor) -> str:
+    """``text`` (a TOML document tomllib read) with every string whose *value* holds a
+    secret written as that value, redacted, and then ``redact`` over the whole text.
+
+    Redacting the text alone misses a secret the file spells with TOML's own escapes
+    (``"sk-\\u0061bc"``) or splits with a line-ending backslash in a multi-line string:
+    each string is decoded as TOML decodes it, and when its value holds a secret it is
+    written again as a plain basic string of the redacted value. Other strings, comments
+    and the layout are kept as they are."""
+    try:
+        return redact(_redact_strings(text, redact))
+    except (IndexError, ValueError):  # a TOMLDecodeError is a ValueError
+        # Not a document tomllib read (the caller's promise): nothing of it is kept.
+        return "# (not kept: kag could not read this file's strings to redact them)\n"
+
+
+def _redact_strings(text: str, redact: Redactor) -> str:
+    # As the configuration is read (kag.generation.config): tomli reads TOML 1.1, whose
+    # escapes (\xHH, \e) Python 3.11's tomllib refuses.
+    try:
+        import tomli as toml
+    except ImportError:  # pragma: no cover - depends on the environment
+        import tomllib as toml  # type: ignore[no-redef]
+
+    out: list[str] = []
+    i = done = 0
+    while i < len(text):
+        char = text[i]
+        if char == "#":
+            newline = text.find("\n", i)
+            i = len(text) if newline < 0 else newline
+            continue
+        if char not in "\"'":
+            i += 1
+            continue
+        end = _string_end(text, i)
+        token = text[i:end]
+        value = toml.loads(f"v = {token}")["v"]
+        redacted = redact(value)
+        if redacted != value:
+            out += [text[done:i], json.dumps(redacted, ensure_ascii=False)]
+            done = end
+        i = end
+    out.append(text[done:])
+    return "".join(out)

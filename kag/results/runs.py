@@ -10,18 +10,32 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-__all__ = ["KAG_FOLDER", "MAX_RECORD_BYTES", "RUNS_FOLDER", "RunRecord", "read_run_records", "runs_folder"]
+__all__ = [
+    "KAG_FOLDER",
+    "MAX_RECORD_BYTES",
+    "RUNS_FOLDER",
+    "RunRecord",
+    "read_run_records",
+    "recorded_prefix",
+    "runs_folder",
+    "written_without_prefix",
+]
 
 KAG_FOLDER = ".kag"
 RUNS_FOLDER = "runs"
 # A record holds two rendered files; anything larger is not one of ours.
 MAX_RECORD_BYTES = 16 * 1024 * 1024
+# A record nests four levels; JSON nested past this is not one of ours either (and orjson,
+# which reads 1,024 levels, writes no more than 254: `kag stats runs --format json` could not
+# show it).
+MAX_RECORD_DEPTH = 64
 
 
 def runs_folder(root: str | Path) -> Path:
@@ -65,7 +79,22 @@ def _read(name: str, folder_fd: int) -> dict[str, Any] | None:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError:
         return None
-    return data if isinstance(data, dict) else None
+    return data if isinstance(data, dict) and _depth_within(data, MAX_RECORD_DEPTH) else None
+
+
+def _depth_within(value: object, limit: int) -> bool:
+    """Whether ``value`` nests no more than ``limit`` arrays and objects deep."""
+    level: list[object] = [value]
+    for _ in range(limit):
+        level = [
+            child
+            for item in level
+            if isinstance(item, (dict, list))
+            for child in (item.values() if isinstance(item, dict) else item)
+        ]
+        if not level:
+            return True
+    return not any(isinstance(item, (dict, list)) for item in level)
 
 
 def _open_runs_folder(root: str | Path) -> int | None:
@@ -111,3 +140,32 @@ def read_run_records(root: str | Path) -> list[RunRecord]:
         return records
     finally:
         os.close(folder_fd)
+
+
+def recorded_prefix(record: RunRecord) -> str | None:
+    """The ``--prefix`` the run of ``record`` was given ("" for none), read from its command
+    line; None when the record holds no command line."""
+    argv = record.data.get("argv")
+    if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
+        return None
+    prefix = ""
+    for i, arg in enumerate(argv):
+        if arg == "--":
+            break
+        if arg == "--prefix" and i + 1 < len(argv):
+            prefix = argv[i + 1]
+        elif arg.startswith("--prefix="):
+            prefix = arg.partition("=")[2]
+    return prefix
+
+
+def written_without_prefix(roots: Iterable[str | Path]) -> bool:
+    """Whether every tree at ``roots`` holds run records and each says its run was given no
+    ``--prefix``: the result file names are then the setups' own, whatever they share."""
+    found = False
+    for root in roots:
+        records = read_run_records(root)
+        if not records or any(recorded_prefix(r) != "" for r in records):
+            return False
+        found = True
+    return found

@@ -4,6 +4,8 @@ Hugging Face publishes) and `kag datasets check`; each imported file is then gra
 from __future__ import annotations
 
 import csv
+import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -347,3 +349,175 @@ def test_an_invalid_datasets_file_is_not_merged_into(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "'0' looks like a question, not a dataset" in result.stderr
     assert target.read_bytes() == b'{"0": {"input": "x"}}'
+
+
+def test_a_key_written_twice_fails_check_and_import_leaves_the_file_as_it_was(tmp_path: Path) -> None:
+    """A JSON reader keeps the second of two equal keys: the import would have written the
+    file back without the first block's questions."""
+    target = tmp_path / "d.json"
+    text = '{\n "mmlu": {"q1": {"input": "first block"}},\n "mmlu": {"q2": {"input": "second block"}}\n}\n'
+    target.write_text(text)
+    check = kag("datasets", "check", target)
+    assert check.exit_code == 2
+    assert check.stderr.startswith(
+        f"kag: error: {target}:3: dataset 'mmlu' is written twice (first at line 2)"
+    )
+    source = write_rows(tmp_path / "m.jsonl", MMLU)
+    args = [
+        "--question",
+        "question",
+        "--options-list",
+        "choices",
+        "--answer",
+        "answer",
+        "--answer-is",
+        "index",
+    ]
+    result = kag("datasets", "import", source, "-o", target, "--dataset", "other", *args)
+    assert result.exit_code == 2 and "written twice" in result.stderr
+    assert target.read_text() == text
+    # Every command reads the file the same way.
+    (tmp_path / "results").mkdir()
+    for command in (
+        ["stats", "-r", tmp_path / "results"],
+        ["view", "--export", tmp_path / "site", "-r", tmp_path / "results"],
+    ):
+        other = kag(*command, "-d", target)
+        assert other.exit_code == 2 and f"{target}:3: dataset 'mmlu' is written twice" in other.stderr, (
+            other.output
+        )
+
+
+MMLU_ARGS = [
+    "--question",
+    "question",
+    "--options-list",
+    "choices",
+    "--answer",
+    "answer",
+    "--answer-is",
+    "index",
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("big.csv", "question,answers\n" + "x" * 131_073 + ",a\n", ":2: not a CSV row kag can read"),
+        (
+            "latin.csv",
+            "question,answers\ncaf\xe9,a\n".encode("latin-1"),
+            ":2: input file is not UTF-8 text (byte 20)",
+        ),
+    ],
+)
+def test_an_unreadable_csv_is_one_line_naming_its_line(
+    tmp_path: Path, name: str, content: str | bytes, message: str
+) -> None:
+    source = tmp_path / name
+    source.write_bytes(content if isinstance(content, bytes) else content.encode())
+    result = kag(
+        "datasets",
+        "import",
+        source,
+        "-o",
+        tmp_path / "d.json",
+        "--question",
+        "question",
+        "--answers",
+        "answers",
+    )
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(f"kag: error: {source}{message}") and result.stderr.count("\n") == 1
+    assert not (tmp_path / "d.json").exists()
+
+
+@pytest.mark.parametrize("index", ["²", "1" * 5000, "٣"])
+def test_an_index_that_is_no_ascii_number_is_named(tmp_path: Path, index: str) -> None:
+    source = write_rows(tmp_path / "m.jsonl", [{**MMLU[0], "answer": index}])
+    result = kag("datasets", "import", source, "-o", tmp_path / "d.json", *MMLU_ARGS)
+    assert result.exit_code == 2, result.output
+    assert (
+        f"{source}:1: column 'answer': " in result.stderr
+        and "is not an index of the 4 option(s)" in result.stderr
+    )
+    assert result.stderr.count("\n") == 1 and len(result.stderr) < 300
+
+
+def test_an_empty_option_key_is_refused_at_its_row(tmp_path: Path) -> None:
+    source = write_rows(tmp_path / "m.jsonl", [{"question": "q", "options": {"": ""}, "answer_idx": ""}])
+    result = kag(
+        "datasets", "import", source, "-o", tmp_path / "d.json",
+        "--question", "question", "--options-list", "options", "--answer", "answer_idx",
+    )  # fmt: skip
+    assert result.exit_code == 2
+    assert f"{source}:1: column 'options': an option key is empty" in result.stderr
+    assert not (tmp_path / "d.json").exists()
+
+
+def test_a_parquet_value_python_cannot_hold_names_its_row_and_column(tmp_path: Path) -> None:
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    source = tmp_path / "m.parquet"
+    when = pa.array([0, 2**62], type=pa.timestamp("us"))
+    pq.write_table(pa.table({"q": ["x", "y"], "a": ["p", "q"], "when": when}), source)
+    result = kag("datasets", "import", source, "-o", tmp_path / "d.json", "--question", "q", "--answers", "a")
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(f"kag: error: {source}: row 2: column 'when': cannot read the value")
+    assert result.stderr.count("\n") == 1
+
+
+def test_a_parquet_file_of_more_rows_than_an_import_takes_is_refused_before_reading(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The row count is in the file's footer: a few kilobytes can declare millions of rows
+    (20 million repeated rows fit in 147 KB) that would fill the memory."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    from kag import datasets_import
+
+    monkeypatch.setattr(datasets_import, "MAX_ROWS", 1_000)
+    source = tmp_path / "m.parquet"
+    same = pa.array([0] * 1_001, type=pa.int32())
+    pq.write_table(pa.table({"q": pa.array(["x"]).take(same), "a": pa.array(["p"]).take(same)}), source)
+    result = kag("datasets", "import", source, "-o", tmp_path / "d.json", "--question", "q", "--answers", "a")
+    assert result.exit_code == 2, result.output
+    assert (
+        result.stderr
+        == f"kag: error: {source}: 1,001 rows, more than the 1,000 one import takes; split the file\n"
+    )
+
+
+def test_rows_past_the_cap_are_refused_in_every_format(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kag import datasets_import
+
+    monkeypatch.setattr(datasets_import, "MAX_ROWS", 2)
+    source = write_rows(tmp_path / "m.jsonl", MMLU)
+    result = kag("datasets", "import", source, "-o", tmp_path / "d.json", *MMLU_ARGS)
+    assert result.exit_code == 2
+    assert f"{source}:3: more than the 2 rows one import takes" in result.stderr
+    assert not (tmp_path / "d.json").exists()
+
+
+def test_an_output_that_is_no_regular_file_is_refused_without_waiting(tmp_path: Path) -> None:
+    """The datasets file is read, then written back: a named pipe would wait for a writer."""
+    fifo = tmp_path / "d.json"
+    os.mkfifo(fifo)
+    source = write_rows(tmp_path / "m.jsonl", MMLU)
+    # A writer, so that a reader that does wait is given an empty file instead of hanging
+    # the suite; released below by a reader of its own when the import never opened it.
+    writer = threading.Thread(target=lambda: os.close(os.open(fifo, os.O_WRONLY)))
+    writer.start()
+    try:
+        result = kag("datasets", "import", source, "-o", fifo, *MMLU_ARGS)
+    finally:
+        release = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+        writer.join()
+        os.close(release)
+    assert result.exit_code == 2
+    assert (
+        result.stderr
+        == f"kag: error: {fifo}: not a regular file; the datasets file is read, then written back whole\n"
+    )

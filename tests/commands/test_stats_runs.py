@@ -85,6 +85,17 @@ def test_unreadable_oversized_and_linked_records_are_passed_over(ran: Path, tmp_
     assert result.exit_code == 0 and len(result.stdout.splitlines()) == 2
 
 
+def test_a_deeply_nested_record_is_passed_over(ran: Path) -> None:
+    """orjson reads 1,024 levels but writes 254: such a record (never one of kag's) would end
+    `--format json` in a traceback."""
+    folder = runs_folder(ran / "out")
+    (folder / "00000000T000000Z-eeeeee.json").write_bytes(b'{"git": ' + b"[" * 500 + b"]" * 500 + b"}")
+    result = invoke(["stats", "runs", "-r", str(ran / "out"), "--format", "json"])
+    assert result.exit_code == 0, result.stderr
+    assert [r["file"] for r in orjson.loads(result.stdout)] == [r.name for r in read_run_records(ran / "out")]
+    assert len(read_run_records(ran / "out")) == 1
+
+
 @pytest.mark.parametrize("planted", [".kag", ".kag/runs"])
 def test_a_link_planted_at_a_records_folder_lists_nothing(ran: Path, tmp_path: Path, planted: str) -> None:
     out = ran / "out"

@@ -650,3 +650,27 @@ def test_url_may_list_several_servers(tmp_path: Path) -> None:
     write(path, '[providers.o]\ntype = "OpenAI"\nkey = "sk-1"\nurl = ["http://a:1", "http://u:pw@b:2"]\n')
     with pytest.raises(ConfigError, match=f"^{path}: providers.o: 'url' carries credentials"):
         load_config(path)
+
+
+def test_a_system_prompt_without_input_warns_naming_file_and_setup(
+    tmp_path: Path, cfg_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """system_prompt is the user message's template: without {{INPUT}} no question is sent."""
+    cfg = load_config(cfg_path)
+    path = bench(tmp_path, f"[terse]\n{BASE}system_prompt = 'You are a careful doctor.'\n")
+    with caplog.at_level(logging.WARNING, logger="kag"):
+        load_benchmark(path, cfg)
+    assert [r.getMessage() for r in caplog.records] == [
+        (
+            f"{path}: [terse]: system_prompt never uses {{{{INPUT}}}}, so the question is not sent:"
+            " system_prompt is the template of the user message; the system message is 'system'"
+        )
+    ]
+    caplog.clear()
+    path = bench(
+        tmp_path,
+        f"[terse]\n{BASE}system = 'You are a careful doctor.'\nsystem_prompt = '{{% raw %}}Q: {{{{ INPUT }}}}{{% endraw %}}'\n",
+    )
+    with caplog.at_level(logging.WARNING, logger="kag"):
+        load_benchmark(path, cfg)
+    assert not caplog.records

@@ -59,11 +59,11 @@ def project(root: Path, n: int = 3) -> Path:
     return root
 
 
-def run(root: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+def run(root: Path, *extra: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PYTHONPATH=str(REPO))
     return subprocess.run(
         [sys.executable, "-m", "kag", *bench_args(root, *extra)],
-        cwd=root,
+        cwd=cwd or root,
         env=env,
         capture_output=True,
         text=True,
@@ -164,21 +164,71 @@ def test_errors_and_a_second_run_get_their_own_record(tmp_path: Path, server: Fa
     assert records[1].finished is not None and records[0].name < records[1].name
 
 
-@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
-def test_the_git_commit_and_dirty_flag_of_the_current_folder(tmp_path: Path, server: FakeServer) -> None:
-    root = project(tmp_path)
-    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.org", "-c", "commit.gpgsign=false"]
-    subprocess.run([*git, "init", "-q"], cwd=root, check=True)
+GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@example.org", "-c", "commit.gpgsign=false"]
+
+
+def commit_all(root: Path) -> str:
+    subprocess.run([*GIT, "init", "-q"], cwd=root, check=True)
     (root / ".gitignore").write_text("out/\n")
-    subprocess.run([*git, "add", "-A"], cwd=root, check=True)
-    subprocess.run([*git, "commit", "-qm", "project"], cwd=root, check=True)
+    subprocess.run([*GIT, "add", "-A"], cwd=root, check=True)
+    subprocess.run([*GIT, "commit", "-qm", "project"], cwd=root, check=True)
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True)
-    assert run(root).returncode == 0
-    assert only_record(root)["git"] == {"commit": head.stdout.strip(), "dirty": False}
+    return head.stdout.strip()
+
+
+def plant_commands(root: Path, marker: Path) -> None:
+    """Every command a repository's own configuration can make `git status` run (the
+    fsmonitor, a clean filter its attributes select, hooks), each creating ``marker``."""
+    script = root / "planted.sh"
+    script.write_text(f"#!/bin/sh\ntouch {marker}\ncat\n")
+    script.chmod(0o755)
+    (root / ".gitattributes").write_text("*.md filter=planted\n")
+    with (root / ".git" / "config").open("a") as config:
+        config.write(
+            f"[core]\n\tfsmonitor = {script}\n\thooksPath = {root}\n"
+            f'[filter "planted"]\n\tclean = {script}\n\tprocess = {script}\n'
+            f"[diff]\n\texternal = {script}\n"
+        )
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_the_git_commit_and_dirty_flag_of_the_benchmark_files_repository(
+    tmp_path: Path, server: FakeServer
+) -> None:
+    root = project(tmp_path / "p")
+    commit = commit_all(root)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    assert run(root, cwd=elsewhere).returncode == 0
+    assert only_record(root)["git"] == {"commit": commit, "dirty": False}
     (root / "prompt.md").write_text("changed {{INPUT}}\n")
     shutil.rmtree(root / "out")
-    assert run(root).returncode == 0
-    assert only_record(root)["git"] == {"commit": head.stdout.strip(), "dirty": True}
+    assert run(root, cwd=elsewhere).returncode == 0
+    assert only_record(root)["git"] == {"commit": commit, "dirty": True}
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_no_command_a_repositorys_configuration_names_runs(tmp_path: Path, server: FakeServer) -> None:
+    """The current folder is a received archive whose .git names commands: none runs, and
+    its state is not recorded. The benchmark file's own repository names the same ones: its
+    state is read all the same, and none runs either."""
+    marker = tmp_path / "ran"
+    received = tmp_path / "received"
+    received.mkdir()
+    commit_all(received)
+    plant_commands(received, marker)
+    outside = project(tmp_path / "outside")
+    assert run(outside, cwd=received).returncode == 0
+    assert "git" not in only_record(outside)
+    assert not marker.exists()
+
+    root = project(tmp_path / "p")
+    commit = commit_all(root)
+    plant_commands(root, marker)
+    (root / "prompt.md").write_text("changed {{INPUT}}\n")  # selected by the planted filter
+    assert run(root, cwd=root).returncode == 0
+    assert only_record(root)["git"] == {"commit": commit, "dirty": True}
+    assert not marker.exists()
 
 
 def test_sigkill_mid_run_leaves_a_record_not_finished(tmp_path: Path, server: FakeServer) -> None:
@@ -234,3 +284,64 @@ def test_records_of_runs_started_within_one_second_sort_oldest_first(tmp_path: P
         "20261202T024511.500000Z",
         "20261202T024511.999000Z",
     ]
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    [
+        # TOML escapes: the value is the key, the text holds none of its spellings.
+        '"' + SECRET[:3] + "\\u" + f"{ord(SECRET[3]):04x}" + SECRET[4:] + '"',
+        '"""' + SECRET[:8] + "\\\n    " + SECRET[8:] + '"""',
+        '"' + "".join(f"\\U{ord(c):08X}" for c in SECRET) + '"',
+        '"' + "".join(f"\\x{ord(c):02x}" for c in SECRET) + '"',  # TOML 1.1, as kag reads it
+    ],
+)
+def test_a_key_written_with_toml_escapes_is_redacted(
+    tmp_path: Path, server: FakeServer, spelling: str
+) -> None:
+    """Redaction works on the values TOML reads: the text alone never holds the key."""
+    import tomli as tomllib
+
+    root = project(tmp_path)
+    config = (root / "config.toml").read_text().replace("\"{{ env('FAKE_KEY') }}\"", spelling)
+    assert (
+        tomllib.loads(config.replace("{{ env('FAKE_URL') }}", "x").replace("{{ env('URL_SECRET') }}", "y"))[
+            "providers"
+        ]["oa"]["key"]
+        == SECRET
+    )
+    (root / "config.toml").write_text(config)
+    done = run(root)
+    assert done.returncode == 0, done.stderr
+    record = only_record(root)
+    assert 'key = "***"' in record["config"]["rendered"]
+    assert_no_secret(next(runs_folder(root / "out").iterdir()).read_bytes())
+    assert tomllib.loads(record["config"]["rendered"])["providers"]["oa"]["key"] == "***"
+
+
+def test_a_continue_with_nothing_to_run_writes_no_record(tmp_path: Path, server: FakeServer) -> None:
+    root = project(tmp_path)
+    assert run(root).returncode == 0
+    first = only_record(root)
+    again = run(root, "--continue")
+    assert again.returncode == 0, again.stderr
+    assert "0 task(s) to run" in again.stderr
+    assert [r.data for r in read_run_records(root / "out")] == [first]
+
+
+def test_the_commit_of_a_packed_branch_and_of_a_detached_head(tmp_path: Path) -> None:
+    """HEAD is read from .git itself: a branch in packed-refs, and a detached HEAD."""
+    from kag.generation.git_state import git_state
+
+    root = tmp_path / "p"
+    root.mkdir()
+    (root / "bench.toml").write_text("")
+    commit = commit_all(root)
+    subprocess.run(["git", "pack-refs", "--all"], cwd=root, check=True)
+    assert not list((root / ".git" / "refs" / "heads").iterdir())
+    assert git_state(root / "bench.toml") == {"commit": commit, "dirty": False}
+    subprocess.run(["git", "checkout", "-q", "--detach"], cwd=root, check=True)
+    assert git_state(root / "bench.toml") == {"commit": commit, "dirty": False}
+    (root / "new.txt").write_text("x")
+    assert git_state(root / "bench.toml") == {"commit": commit, "dirty": True}
+    assert git_state(tmp_path / "elsewhere.toml") is None

@@ -7,7 +7,7 @@ from urllib.parse import quote, quote_plus
 
 import pytest
 
-from kag.generation.secrets import Redactor, display_url, secret_forms, url_credentials
+from kag.generation.secrets import Redactor, display_url, redact_toml, secret_forms, url_credentials
 
 KEY = 'k3y-With_odd/chars+ "é\\'
 
@@ -48,3 +48,34 @@ def test_url_credentials_and_display_url() -> None:
     assert url_credentials("https://tok3n@host") == {"tok3n"}
     assert display_url("http://alice:pw@127.0.0.1:8/v1") == "http://***@127.0.0.1:8/v1"
     assert display_url("http://127.0.0.1:8/v1") == "http://127.0.0.1:8/v1"
+
+
+def test_redact_toml_works_on_the_values_and_keeps_the_rest() -> None:
+    import tomllib
+
+    text = (
+        '# a comment with a quote " and sk-abcdef\n'
+        "[p]\n"
+        'key = "sk-\\u0061bcdef"\n'
+        'wrapped = """sk-\\\n    abcdef"""\n'
+        "literal = 'sk-abcdef'\n"
+        "kept = '''lit \"\" ' x'''\n"
+        'quotes = """a"\\"""""\n'
+        'url = "http://u:sk-abc\\u0064ef@h"\n'
+        'other = "keep \\u00e9 \\"q\\" # not a comment"\n'
+    )
+    out = redact_toml(text, Redactor.of(["sk-abcdef"]))
+    assert tomllib.loads(out) == {
+        "p": {
+            "key": "***",
+            "wrapped": "***",
+            "literal": "***",
+            "kept": 'lit "" \' x',
+            "quotes": 'a"""',
+            "url": "http://u:***@h",
+            "other": 'keep é "q" # not a comment',
+        }
+    }
+    assert out.splitlines()[0] == '# a comment with a quote " and ***'
+    assert out.splitlines()[-1] == 'other = "keep \\u00e9 \\"q\\" # not a comment"'  # as written
+    assert redact_toml('k = "unterminated', Redactor.of(["sk-abcdef"])).startswith("# (not kept")
