@@ -362,3 +362,73 @@ def test_the_job_summary_holds_no_raw_html_link_or_image(hostile: list[str], tmp
     text = summary.read_text()
     assert '\\<img src="x" onerror=alert(1)>' in text  # shown as written, not as markup
     assert "``a`<a href=x>`[l](x)``" in text  # a code span its backticks cannot close
+
+
+# ---------------------------------------------------------------- a regression gate that paired nothing
+
+
+def _rows_renamed(row: dict[str, object]) -> dict[str, object]:
+    return {**row, "setup": f"old-{row['setup']}"}
+
+
+def _rows_of_open_questions(row: dict[str, object]) -> dict[str, object]:
+    return {**row, "f1": 0.5}
+
+
+def _rows_of_other_questions(row: dict[str, object]) -> dict[str, object]:
+    return {**row, "question": f"x{row['question']}"}
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        (None, "previous.jsonl holds no MCQ row (an empty file, or open-question rows only)"),
+        (
+            _rows_of_open_questions,
+            "previous.jsonl holds no MCQ row (an empty file, or open-question rows only)",
+        ),
+        (
+            _rows_renamed,
+            (
+                "none of the setups graded now (qwen35-9b-kag, qwen35-9b-native, smollm2-135m-native) is in "
+                "previous.jsonl, whose rows are of old-qwen35-9b-kag, old-qwen35-9b-native, "
+                "old-smollm2-135m-native: a renamed setup, or another --prefix or --setup?"
+            ),
+        ),
+        (_rows_of_other_questions, "no question graded now is in previous.jsonl for the same setup"),
+    ],
+)
+def test_a_regression_gate_that_paired_nothing_fails_saying_why(
+    example: list[str], tmp_path: Path, change: object, why: str
+) -> None:
+    exported = kag("stats", *example, "--format", "jsonl").stdout
+    rows = [orjson.loads(line) for line in exported.splitlines()]
+    previous = tmp_path / "previous.jsonl"
+    lines = [orjson.dumps(change(row)).decode() for row in rows] if callable(change) else []
+    previous.write_text("".join(f"{line}\n" for line in lines))
+    junit, summary = tmp_path / "gate.xml", tmp_path / "summary.md"
+    gate = ["stats", "compare", *example, "--against", previous, "--fail-if-regressed"]
+    result = kag(*gate, "--format", "junit", "-o", junit, "--summary", summary)
+    assert result.exit_code == 1  # the gate failed, as a regression would
+    message = "--fail-if-regressed compared nothing: no question was paired with the earlier run: "
+    error = result.stderr.strip().splitlines()[-1]
+    assert (
+        error.startswith(f"kag: error: {message}") and why.replace("previous.jsonl", str(previous)) in error
+    )
+    failure = re.search(
+        r'<testcase classname="kag.gates" name="--fail-if-regressed">\s*<failure [^>]*>', junit.read_text()
+    )
+    assert failure is not None and message in failure.group()
+    assert f"FAILED: {message}" in summary.read_text()
+    # Without the gate the comparison is only reported (each setup: no paired questions).
+    assert kag(*gate[:-1]).exit_code == 0
+
+
+def test_a_regression_gate_that_paired_questions_passes(example: list[str], tmp_path: Path) -> None:
+    previous = tmp_path / "previous.jsonl"
+    previous.write_text(kag("stats", *example, "--format", "jsonl").stdout)
+    result = kag(
+        "stats", "compare", *example, "--against", previous, "--fail-if-regressed", "--format", "junit"
+    )
+    assert result.exit_code == 0, result.stderr
+    assert '<testcase classname="kag.gates" name="--fail-if-regressed" />' in result.stdout
