@@ -18,6 +18,7 @@ from kag.grading.compare.against import EXPORT_VERSION, read_previous
 from kag.render.export import JSONL_VERSION
 from kag.render.github import MAX_ANNOTATIONS, cap_summary, escape_data, escape_property, workflow_annotations
 from kag.render.junit import xml_text
+from tests.bench_helpers import bench_args, make_project
 from tests.conftest import write_ok
 
 XSD = Path(__file__).parents[1] / "data" / "junit" / "junit-10.xsd"
@@ -432,3 +433,12 @@ def test_a_regression_gate_that_paired_questions_passes(example: list[str], tmp_
     )
     assert result.exit_code == 0, result.stderr
     assert '<testcase classname="kag.gates" name="--fail-if-regressed" />' in result.stdout
+
+
+def test_the_benchmark_plan_never_emits_a_workflow_command(tmp_path: Path) -> None:
+    question = {"input": "q", "output": {"type": "MCQ", "options": {"a": "x", "b": "y"}, "answer": "a"}}
+    root = make_project(tmp_path, questions={HOSTILE_DATASET: {"::error::q": question}})
+    result = kag(*bench_args(root, "--dry-run"), env={"FAKE_URL": "http://127.0.0.1:9", "FAKE_KEY": "k"})
+    assert result.exit_code == 0, result.stderr
+    assert "\\x23#[add-mask]ds" in result.stdout
+    assert foreign_commands(result.stdout) == [] and foreign_commands(result.stderr) == []
