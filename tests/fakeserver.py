@@ -34,6 +34,11 @@ reply until ``FakeServer.release()``, then a normal one: a test decides when it 
 TLS: ``FakeServer(tls=(certfile, keyfile))`` serves HTTPS; ``make_certificate`` writes a
 self-signed certificate for 127.0.0.1 (with the ``openssl`` command).
 
+Synchronization for tests (no sleep, no time window): ``server.hold()`` makes every model
+request (or each one a predicate of its log entry picks) wait, logged, until
+``server.release()``; ``server.wait_requests(n)`` returns once
+``n`` model requests are logged (a generous deadline only guards against a hang).
+
 Use in-process (``with FakeServer(...) as server: server.url``; the loop runs in a thread)
 or as a process: ``python tests/fakeserver.py --latency 0.1`` prints the port on its first
 line of stdout, then serves until killed.
@@ -54,7 +59,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
@@ -103,7 +108,17 @@ class _State:
     keep_bodies: bool = True
     closed: int = 0  # connections the server has closed (or seen closed)
     closed_ports: set[int] = field(default_factory=set)  # their client ports (`connection`)
-    gate: asyncio.Event = field(default_factory=asyncio.Event)  # opened by release(): ends `hold`
+    # Which requests `hold()` holds (None: none); they wait for `gate`, set again by `release()`.
+    held: Callable[[LoggedRequest], bool] | None = None
+    gate: asyncio.Event = field(default_factory=asyncio.Event)
+    # Notified (from the loop thread) each time a request is logged: `wait_requests` waits on it.
+    logged: threading.Condition = field(default_factory=threading.Condition)
+
+    # Opened by release(), closed again by reset(): ends the behaviour ``hold``.
+    hold_gate: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def __post_init__(self) -> None:
+        self.gate.set()
 
 
 class _Handler:
@@ -220,19 +235,22 @@ class _Handler:
             text = "\n".join(texts)
         behaviour = "dropped" if writer in self.drop_next else self.behaviour_for(model, text)
         peer = writer.get_extra_info("peername")
-        state.log.append(
-            LoggedRequest(
-                target,
-                model,
-                prompt,
-                texts,
-                headers.get("authorization"),
-                behaviour,
-                time.time(),
-                request if state.keep_bodies else None,
-                peer[1] if peer else 0,
-            )
+        logged = LoggedRequest(
+            target,
+            model,
+            prompt,
+            texts,
+            headers.get("authorization"),
+            behaviour,
+            time.time(),
+            request if state.keep_bodies else None,
+            peer[1] if peer else 0,
         )
+        state.log.append(logged)
+        with state.logged:
+            state.logged.notify_all()
+        if state.held is not None and state.held(logged):
+            await state.gate.wait()
         if state.latency:
             await asyncio.sleep(state.latency)
         return await self.misbehave(
@@ -259,7 +277,7 @@ class _Handler:
             await asyncio.sleep(3600)
             return False
         if name == "hold":
-            await self.state.gate.wait()
+            await self.state.hold_gate.wait()
         if name in ("noreply", "dropped"):  # the request was read whole: the close is a FIN
             return False
         if name == "slow":
@@ -434,9 +452,56 @@ class FakeServer:
     def chat_requests(self) -> list[LoggedRequest]:
         return [r for r in self.state.log if r.prompt is not None]
 
+    def hold(self, which: Callable[[LoggedRequest], bool] | None = None) -> None:
+        """From now on every model request (with ``which``, each one it returns true for,
+        given its log entry) is logged, then waits until :meth:`release`."""
+
+        def close() -> None:
+            self.state.held = which or (lambda _: True)
+            self.state.gate.clear()
+
+        self._call(close)
+
+    def release(self) -> None:
+        """Let the held requests be answered, and hold no later one (those of the behaviour
+        ``hold`` too, until :meth:`reset`)."""
+
+        def open_() -> None:
+            self.state.held = None
+            self.state.gate.set()
+            self.state.hold_gate.set()
+
+        self._call(open_)
+
+    def wait_requests(self, count: int, timeout: float = 120.0) -> list[LoggedRequest]:
+        """The model requests once at least ``count`` are logged (a chat or an embedding);
+        ``timeout`` only guards against a hang (an AssertionError says how many came)."""
+        logged = self.state.logged
+
+        def model_requests() -> list[LoggedRequest]:
+            return [r for r in self.state.log if r.prompt is not None or r.texts is not None]
+
+        with logged:
+            if not logged.wait_for(lambda: len(model_requests()) >= count, timeout):
+                raise AssertionError(f"{len(model_requests())} of {count} request(s) reached the server")
+        return model_requests()
+
+    def _call(self, function: Any) -> None:
+        loop = self._loop
+        if loop is None:
+            function()
+        else:
+
+            async def call() -> None:
+                function()
+
+            asyncio.run_coroutine_threadsafe(call(), loop).result(10)
+
     def reset(self) -> None:
-        """Clear the log and the fault counters, and drop every open connection, so that
-        a request a previous client left in flight cannot be logged afterwards."""
+        """Clear the log and the fault counters, drop every open connection, so that a
+        request a previous client left in flight cannot be logged afterwards, and release
+        a :meth:`hold`."""
+        self.release()
         loop = self._loop
         if loop is not None:
 
@@ -449,12 +514,7 @@ class FakeServer:
         self.state.log.clear()
         self.state.counters.clear()
         self.state.closed_ports.clear()
-        self.state.gate = asyncio.Event()
-
-    def release(self) -> None:
-        """Answer every request held by the behaviour ``hold``, and from now on every new one."""
-        if self._loop is not None:
-            self._loop.call_soon_threadsafe(self.state.gate.set)
+        self.state.hold_gate = asyncio.Event()  # the behaviour ``hold`` holds again
 
     def set_faults(self, faults: Mapping[str, Sequence[str]], default: str | None = None) -> None:
         self.state.faults = {k: list(v) for k, v in faults.items()}

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -79,26 +80,28 @@ def test_stopping_early_stops_the_workers_and_reads_no_further() -> None:
     assert len(produced) <= 5  # the window: 2 x workers chunks ahead, plus the first
 
 
-def finished_at(n: int) -> tuple[int, float]:
-    time.sleep(0.2)
-    return n, time.monotonic()  # one clock for every process of the machine
+def next_chunk_pulled(chunk: tuple[int, int, str]) -> tuple[int, bool]:
+    """Work on chunk n (of ``last``): wait until the parent has pulled chunk n + 1 (its
+    marker file appears in ``folder``); whether it did (the wait is only a hang guard)."""
+    n, last, folder = chunk
+    deadline = time.monotonic() + 60
+    while n < last and not Path(folder, str(n + 1)).exists():
+        if time.monotonic() > deadline:
+            return n, False
+        time.sleep(0.005)
+    return n, True
 
 
-def test_a_worker_has_its_next_chunk_queued_while_it_works() -> None:
-    # One worker: chunk 1 is handed out while chunk 0 is still being worked on, so the
+def test_a_worker_has_its_next_chunk_queued_while_it_works(tmp_path: Path) -> None:
+    # One worker: chunk n + 1 is handed out while chunk n is still being worked on, so the
     # worker goes on as soon as it has sent a result, without waiting for the parent.
-    pulled: dict[int, float] = {}
-
-    def chunks() -> Iterator[int]:
+    def chunks() -> Iterator[tuple[int, int, str]]:
         for n in range(4):
-            pulled[n] = time.monotonic()
-            yield n
+            (tmp_path / str(n)).touch()
+            yield n, 3, str(tmp_path)
 
-    results = list(ordered_map(finished_at, chunks(), 1, **MESSAGES))
-    assert [n for n, _ in results] == [0, 1, 2, 3]
-    for (n, done), nxt in zip(results, [1, 2, 3], strict=False):
-        assert pulled[nxt] < done, f"chunk {nxt} was handed out only after chunk {n} was done"
-    assert multiprocessing.active_children() == []
+    results = list(ordered_map(next_chunk_pulled, chunks(), 1, **MESSAGES))
+    assert results == [(0, True), (1, True), (2, True), (3, True)]
 
 
 _LARGE = """

@@ -214,8 +214,8 @@ def compare(
 ) -> None:
     """Each setup against a baseline on the questions both answered: McNemar, bootstrap CI, Holm.
 
-    Exit codes: 0 success, 1 --fail-if-worse-than found a significant regression,
-    2 bad usage or input, 130 interrupted.
+    Exit codes: 0 success, 1 a gate failed (a significant regression, or no question
+    paired with the earlier run), 2 bad usage or input, 130 interrupted.
     """
     from kag.grading import compare as lib
     from kag.render.compare import COMPARISON_RENDERERS

@@ -10,6 +10,7 @@ import orjson
 
 from kag.render.formats import GenerationFormat
 from kag.results import ErrorResult, Result, result_to_json
+from kag.textsafe import escape_controls
 
 if TYPE_CHECKING:
     from kag.generation.plan import Plan
@@ -23,8 +24,8 @@ def render_plan(plan: Plan, resume: bool) -> str:
     for r in plan.rows:
         rows.append(
             (
-                r.setup,
-                r.dataset,
+                escape_controls(r.setup),
+                escape_controls(r.dataset),
                 *(str(v) for v in (r.tasks, r.ok, r.errors, r.stale, r.unreadable, r.missing, r.to_run)),
             )
         )

@@ -33,7 +33,7 @@ from kag.render.table import (
     table_markdown,
     table_text,
 )
-from kag.textsafe import escape_message
+from kag.textsafe import escape_markdown, escape_message, markdown_code
 
 P = ParamSpec("P")
 
@@ -94,10 +94,12 @@ def _test_label(test: McNemar | None) -> str:
     return "exact" if test.method == "exact" else f"chi2={test.statistic:.2f}"
 
 
-def comparison_legend(run: ComparisonRun) -> list[str]:
+def comparison_legend(run: ComparisonRun, baseline: str | None = None) -> list[str]:
+    """The lines under a comparison table; ``baseline`` is how the baseline's name is shown
+    (default: as it is)."""
     return [
         (
-            f"Baseline: {run.baseline} | paired questions only | alpha {run.alpha:g} after Holm over "
+            f"Baseline: {run.baseline if baseline is None else baseline} | paired questions only | alpha {run.alpha:g} after Holm over "
             f"{sum(1 for c in run.comparisons if c.test)} comparison(s)"
         ),
         (
@@ -119,9 +121,10 @@ def comparisons_text(run: ComparisonRun) -> str:
 
 @_terminal_safe
 def comparisons_markdown(run: ComparisonRun) -> str:
-    legend = "\n".join(f"- {line}" for line in comparison_legend(run))
+    legend = "\n".join(f"- {line}" for line in comparison_legend(run, escape_markdown(run.baseline)))
     return (
-        f"### Comparisons against `{run.baseline}`\n\n{table_markdown(comparison_table(run))}\n\n{legend}\n"
+        f"### Comparisons against {markdown_code(run.baseline)}\n\n"
+        f"{table_markdown(comparison_table(run))}\n\n{legend}\n"
     )
 
 
@@ -183,7 +186,7 @@ def flips_text(report: FlipReport, max_chars: int = 120) -> str:
 def flips_markdown(report: FlipReport, max_chars: int = 300) -> str:
     first, second = flip_tables(report, max_chars)
     parts = [
-        f"### Flips: `{report.a}` (A) vs `{report.b}` (B)",
+        f"### Flips: {markdown_code(report.a)} (A) vs {markdown_code(report.b)} (B)",
         "",
         *(f"- {line}" for line in flip_header(report)),
         "",
@@ -305,7 +308,7 @@ def _impact_tables(impact: RetrievalImpact) -> list[Table]:
 def impact_markdown(impacts: Sequence[RetrievalImpact]) -> str:
     parts: list[str] = []
     for impact in impacts:
-        parts.append(f"### Retrieval impact: `{impact.setup}`")
+        parts.append(f"### Retrieval impact: {markdown_code(impact.setup)}")
         parts.append("")
         parts.extend(f"- {line}" for line in impact_header(impact)[1:])
         parts.append("")

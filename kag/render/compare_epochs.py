@@ -11,7 +11,7 @@ from kag.grading.compare.epoch_means import MeanComparisonRun
 from kag.grading.percent import pct
 from kag.render.formats import TableFormat
 from kag.render.table import Table, interval_pct, pvalue, signed_pp, table_markdown, table_text
-from kag.textsafe import escape_message
+from kag.textsafe import escape_message, markdown_code
 
 TEST_NAME = "paired bootstrap over questions"
 
@@ -62,7 +62,7 @@ def mean_comparisons_text(run: MeanComparisonRun) -> str:
 def mean_comparisons_markdown(run: MeanComparisonRun) -> str:
     legend = "\n".join(f"- {line}" for line in mean_comparison_legend(run))
     document = (
-        f"### Comparisons against `{run.baseline}` on mean scores over epochs\n\n"
+        f"### Comparisons against {markdown_code(run.baseline)} on mean scores over epochs\n\n"
         f"{table_markdown(mean_comparison_table(run))}\n\n{legend}\n"
     )
     return escape_message(document)

@@ -5,8 +5,9 @@ The summary holds the ranked table, the differences against the baseline with th
 p-values, the largest flips and the data-quality notes; it is cut to stay under
 :data:`MAX_SUMMARY_BYTES` (GitHub refuses a step summary above 1 MiB). A workflow
 command's message and properties are escaped by GitHub's rules (``%``, CR and LF; in a
-property also ``:`` and ``,``), so no name or response can end the command early or
-start another one; at most :data:`MAX_ANNOTATIONS` of each kind are written (GitHub
+property also ``:`` and ``,``), and ``##[`` is broken, so no name or response can end
+the command early or start another one; names in the summary are escaped so that they add
+no HTML, link or image (:func:`~kag.textsafe.escape_markdown`); at most :data:`MAX_ANNOTATIONS` of each kind are written (GitHub
 shows 10 of each per step).
 """
 
@@ -16,6 +17,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from kag.render.table import Table, table_markdown
+from kag.textsafe import escape_controls, escape_markdown, markdown_code, neutralize_commands
 
 if TYPE_CHECKING:
     from kag.grading.compare.setups import ComparisonRun
@@ -42,9 +44,10 @@ def escape_property(text: str) -> str:
 
 
 def workflow_command(command: str, message: str, title: str | None = None) -> str:
-    """``::command title=…::message`` (no properties without a title)."""
-    props = f" title={escape_property(title)}" if title else ""
-    return f"::{command}{props}::{escape_data(message)}"
+    """``::command title=…::message`` (no properties without a title); an older-form
+    command (``##[…]``) in the title or message is broken (:func:`neutralize_commands`)."""
+    props = f" title={neutralize_commands(escape_property(title))}" if title else ""
+    return f"::{command}{props}::{neutralize_commands(escape_data(message))}"
 
 
 def workflow_annotations(errors: Sequence[tuple[str, str]], warnings: Sequence[str]) -> list[str]:
@@ -79,6 +82,10 @@ def _flips_table(run: ComparisonRun, now_then: bool) -> str | None:
     return table_markdown(table)
 
 
+def _md(text: str) -> str:
+    return escape_markdown(escape_controls(text))
+
+
 def summary_markdown(
     title: str,
     summary: Summary | None = None,
@@ -111,12 +118,12 @@ def summary_markdown(
         if flips is not None:
             parts.append(f"### Largest flips\n\n{flips}\n")
     if lost:
-        lines = [f"- `{s}`: {d}/{q}" for s, d, q in lost[:MAX_LISTED]]
+        lines = [f"- {markdown_code(s)}: {_md(d)}/{_md(q)}" for s, d, q in lost[:MAX_LISTED]]
         if len(lost) > MAX_LISTED:
             lines.append(f"- … {len(lost) - MAX_LISTED} more")
         parts.append("### Right before, not now\n\n" + "\n".join(lines) + "\n")
     if notes:
-        parts.append("### Data quality\n\n" + "\n".join(f"- {n}" for n in notes) + "\n")
+        parts.append("### Data quality\n\n" + "\n".join(f"- {_md(n)}" for n in notes) + "\n")
     return cap_summary("\n".join(p.rstrip("\n") + "\n" for p in parts))
 
 

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from kag.grading.mcq.metrics import duration_secs
 from kag.grading.mcq.rule import Outcome
+from kag.textsafe import neutralize_commands
 
 if TYPE_CHECKING:
     from kag.datasets import Datasets
@@ -41,13 +42,15 @@ _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 
 def xml_text(text: str) -> str:
-    """``text`` with each character XML 1.0 forbids written as ``\\xNN`` or ``\\uNNNN``."""
+    """``text`` with each character XML 1.0 forbids written as ``\\xNN`` or ``\\uNNNN``, and
+    no GitHub workflow command (:func:`~kag.textsafe.neutralize_commands`): the document
+    may be printed in a CI log."""
 
     def escape(match: re.Match[str]) -> str:
         code = ord(match.group())
         return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
-    return _NOT_XML.sub(escape, text)
+    return neutralize_commands(_NOT_XML.sub(escape, text))
 
 
 def _cut(text: str, limit: int) -> str:

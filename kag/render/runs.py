@@ -9,6 +9,7 @@ import orjson
 
 from kag.render.formats import RunsFormat
 from kag.results.runs import RunRecord
+from kag.textsafe import neutralize_commands
 
 HEADER = ("started", "finished", "kag", "setups", "ok", "error", "kept", "not run", "commit")
 
@@ -19,8 +20,8 @@ def _count(tasks: Any, key: str) -> str:
 
 
 def _text(value: Any) -> str:
-    # One line per record, whatever a hand-edited file holds.
-    return "".join(c if c.isprintable() else "?" for c in str(value))
+    # One line per record, whatever a hand-edited file holds, and no workflow command in a CI log.
+    return neutralize_commands("".join(c if c.isprintable() else "?" for c in str(value)))
 
 
 def run_row(record: RunRecord) -> tuple[str, ...]:

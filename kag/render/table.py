@@ -15,7 +15,7 @@ from typing import Literal
 from markupsafe import Markup
 
 from kag.grading.percent import pct
-from kag.textsafe import escape_controls
+from kag.textsafe import escape_controls, escape_markdown
 
 Align = Literal["l", "r"]
 
@@ -86,8 +86,7 @@ def table_text(table: Table) -> str:
 
 
 def _md_cell(text: str) -> str:
-    text = escape_controls(text.replace("\n", " "))
-    return text.replace("\\", "\\\\").replace("|", "\\|")
+    return escape_markdown(escape_controls(text.replace("\n", " ")))
 
 
 def table_markdown(table: Table, explicit_left: bool = False) -> str:

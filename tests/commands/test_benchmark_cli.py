@@ -482,10 +482,11 @@ def check_tree_and_resume(root: Path, server: FakeServer, n: int) -> None:
 def signalled_mid_run(
     tmp_path: Path, server: FakeServer, n: int, signum: signal.Signals
 ) -> tuple[Path, subprocess.Popen[str]]:
-    """A slow run of ``n`` questions in a real subprocess, sent ``signum`` once 6 files are
-    written (the run is then mid-way: 40 tasks at 4 in parallel, 0.3 s each)."""
+    """A run of ``n`` questions in a real subprocess, sent ``signum`` once the 6 files of
+    questions 0-2 are written: the calls of the later questions are held by the server (the
+    run is then mid-way, 4 calls in flight, until the test resets the server)."""
     root = make_project(tmp_path, n=n)
-    server.state.latency = 0.3
+    server.hold(lambda r: int((r.prompt or "").split()[3]) >= 3)  # "Question: question number N"
     process = spawn(root, "-p", "4")
     wait_for_files(root, 6, process)
     process.send_signal(signum)

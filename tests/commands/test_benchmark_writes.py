@@ -12,7 +12,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -163,7 +162,7 @@ def test_a_full_tmpfs_leaves_no_truncated_file_counted_as_written(
 
 def test_a_second_run_on_the_same_tree_exits_2_naming_the_holder(tmp_path: Path, server: FakeServer) -> None:
     root = make_project(tmp_path, n=10)
-    server.state.latency = 0.3
+    server.hold()  # the first run's two calls stay in flight until the end of the test
     env = dict(os.environ, PYTHONPATH=str(REPO), KAG_WIDTH="200")
     first = subprocess.Popen(
         [sys.executable, "-m", "kag", *bench_args(root, "-p", "2")],
@@ -174,22 +173,20 @@ def test_a_second_run_on_the_same_tree_exits_2_naming_the_holder(tmp_path: Path,
         text=True,
     )
     try:
-        deadline = time.monotonic() + 60
-        while not list(tree_files(root / "out", "*.json")):
-            assert first.poll() is None and time.monotonic() < deadline, first.communicate()
-            time.sleep(0.02)
-        requests_before = len(server.chat_requests())
-        second = invoke(bench_args(root, "--continue"))
+        # Both of its calls are in flight: it holds the lock (taken before the first call).
+        assert len(server.wait_requests(2)) == 2, first.poll()
+        # A call of the second run would be held too: --timeout ends it instead of a hang.
+        second = invoke(bench_args(root, "--continue", "--timeout", "30"))
         assert second.exit_code == 2
         line = one_error_line(second.stderr)
         assert f"another kag benchmark (pid {first.pid}) is writing this result tree" in line
         assert second.stdout == ""
-        assert len(server.chat_requests()) - requests_before <= 2  # only the first run's workers
+        assert len(server.chat_requests()) == 2  # only the first run's two held calls
     finally:
         first.send_signal(signal.SIGINT)
         first.communicate(timeout=60)
     assert first.returncode == 130
-    server.state.latency = 0.0
+    server.release()
     third = invoke(bench_args(root, "--continue"))  # the lock went with the first run
     assert third.exit_code == 0, third.stderr
     assert not list((root / "out").rglob("*.tmp"))
@@ -420,7 +417,7 @@ def test_names_the_file_system_cannot_hold_are_refused_before_any_request(
 # ---------------------------------------------------------------- special files at lock and result paths
 
 
-def _returns_within(call: Any, fifo: Path, seconds: float = 20.0) -> Any:
+def _returns_within(call: Any, fifo: Path, seconds: float = 60.0) -> Any:
     """``call()`` run in a thread; fails (and unblocks it by opening ``fifo`` for writing)
     when it waits on the FIFO instead of returning."""
     box: dict[str, Any] = {}

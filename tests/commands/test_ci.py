@@ -4,6 +4,7 @@ the GitHub step summary and workflow commands, and `kag stats compare --against`
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -17,6 +18,8 @@ from kag.grading.compare.against import EXPORT_VERSION, read_previous
 from kag.render.export import JSONL_VERSION
 from kag.render.github import MAX_ANNOTATIONS, cap_summary, escape_data, escape_property, workflow_annotations
 from kag.render.junit import xml_text
+from tests.bench_helpers import bench_args, make_project
+from tests.conftest import write_ok
 
 XSD = Path(__file__).parents[1] / "data" / "junit" / "junit-10.xsd"
 
@@ -246,3 +249,196 @@ def test_against_usage_errors(example: list[str], tmp_path: Path) -> None:
     assert "needs --against" in kag("stats", "compare", *example, "--fail-if-regressed").stderr
     missing = kag("stats", "compare", *example, "--against", tmp_path / "nope.jsonl")
     assert missing.exit_code == 2 and "nope.jsonl: export file not found" in missing.stderr
+
+
+# ---------------------------------------------------------------- hostile names in a CI log and a job summary
+
+HOSTILE_SETUPS = (
+    "::stop-commands::tok",
+    "  ::add-mask::s",
+    '<img src="x" onerror=alert(1)>',
+    "a`<a href=x>`[l](x)",
+)
+HOSTILE_DATASET = "##[add-mask]ds"
+# kag's own workflow commands: the gate failures and the warnings (names only in their message).
+# Raw HTML, a link or an image, unless backslash-escaped.
+RAW_MARKUP = re.compile(r"(?<!\\)(?:<img|<a |\]\()")
+# A code span (its text is never markup): a run of backticks (not backslash-escaped) up to
+# the next run as long.
+CODE_SPAN = re.compile(r"(?<![`\\])(`+)(?!`).*?(?<!`)\1(?!`)")
+OWN_COMMAND = re.compile(r"::(error title=kag [^:]*|warning)::")
+
+
+def foreign_commands(text: str) -> list[str]:
+    """The lines of ``text`` GitHub Actions would run as a workflow command kag did not write."""
+    return [
+        line
+        for line in text.splitlines()
+        if "##[" in line or (line.lstrip().startswith("::") and not OWN_COMMAND.match(line))
+    ]
+
+
+@pytest.fixture
+def hostile(tmp_path: Path) -> list[str]:
+    """A datasets file and a result tree whose dataset, question and setup names are
+    workflow commands and markup, written by the library's writer."""
+    question = {"input": "q", "output": {"type": "MCQ", "options": {"a": "x", "b": "y"}, "answer": "a"}}
+    names = ("::error::q0", "##[warning]q1", "q2")
+    datasets = tmp_path / "datasets.json"
+    datasets.write_bytes(orjson.dumps({HOSTILE_DATASET: {q: question for q in names}}))
+    for setup in HOSTILE_SETUPS:
+        for n, q in enumerate(names):
+            write_ok(tmp_path / "results" / HOSTILE_DATASET / q / f"{setup}.json", "ab"[n % 2])
+    return ["-d", str(datasets), "-r", str(tmp_path / "results")]
+
+
+def test_names_never_emit_a_workflow_command(hostile: list[str], tmp_path: Path) -> None:
+    env = {"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md")}
+    for args in (
+        ["stats", *hostile],
+        ["stats", *hostile, "--fail-under", "90", "--fail-if-worse-than", HOSTILE_SETUPS[0]],
+        ["stats", "compare", *hostile],
+        ["stats", "flips", *hostile, HOSTILE_SETUPS[0], HOSTILE_SETUPS[1]],
+        ["stats", "find", "a", "-r", hostile[3]],
+        ["datasets", "check", hostile[1]],
+    ):
+        result = kag(*args, env=env)
+        assert result.exit_code in (0, 1), (args, result.stderr)
+        assert foreign_commands(result.stdout) == [], args
+        assert foreign_commands(result.stderr) == [], args
+    table = kag("stats", *hostile, env=env).stdout
+    assert "\\x3a:stop-commands::tok" in table and "\\x23#[add-mask]ds" in table  # shown, escaped
+    check = kag("datasets", "check", hostile[1]).stdout
+    assert check.splitlines()[1].startswith("\\x23#[add-mask]ds ")
+
+
+def test_run_record_fields_never_emit_a_workflow_command(hostile: list[str]) -> None:
+    folder = Path(hostile[3]) / ".kag" / "runs"
+    folder.mkdir(parents=True)
+    record = {
+        "started": "::stop-commands::tok",
+        "finished": "##[add-mask]x",
+        "kag_version": " ::error::v",
+        "setups": list(HOSTILE_SETUPS),
+        "git": {"commit": "::error::c", "dirty": False},
+        "tasks": {"ok": 1, "error": 0, "kept": 0, "not_run": 0},
+    }
+    (folder / "20260101T000000.000000Z-abcdef.json").write_bytes(orjson.dumps(record))
+    result = kag("stats", "runs", "-r", hostile[3])
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.splitlines()[1].startswith("\\x3a:stop-commands::tok")
+    assert foreign_commands(result.stdout) == [] and foreign_commands(result.stderr) == []
+    raw = kag("stats", "runs", "-r", hostile[3], "--format", "json").stdout
+    assert json.loads(raw)[0]["started"] == "::stop-commands::tok"  # JSON keeps the exact text
+
+
+def test_junit_output_never_emits_a_workflow_command(hostile: list[str]) -> None:
+    tree = Path(hostile[3])
+    write_ok(tree / HOSTILE_DATASET / "q2" / f"{HOSTILE_SETUPS[0]}.json", "b\n::error::reply\n ##[add-mask]x")
+    result = kag("stats", *hostile, "--format", "junit")
+    assert result.exit_code == 0, result.stderr
+    _validate(result.stdout)
+    assert foreign_commands(result.stdout) == [] and "\\x3a:error::reply" in result.stdout
+
+
+def test_annotations_carry_no_older_form_command() -> None:
+    lines = workflow_annotations([("kag t ##[x]", "e ##[add-mask]s")], ["w ##[error]x"])
+    assert foreign_commands("\n".join(lines)) == [] and len(lines) == 2
+
+
+def test_the_job_summary_holds_no_raw_html_link_or_image(hostile: list[str], tmp_path: Path) -> None:
+    summary = tmp_path / "summary.md"
+    previous = tmp_path / "previous.jsonl"
+    assert kag("stats", *hostile, "--format", "jsonl", "-o", previous).exit_code == 0
+    for args in (
+        ["stats", *hostile, "--fail-under", "90", "--fail-if-worse-than", HOSTILE_SETUPS[2]],
+        ["stats", "compare", *hostile, "--baseline", HOSTILE_SETUPS[3]],
+        ["stats", "compare", *hostile, "--against", previous],
+        ["stats", *hostile, "--format", "markdown"],
+    ):
+        result = kag(*args, "--summary", summary)
+        assert result.exit_code in (0, 1), (args, result.stderr)
+        for text in (summary.read_text(), result.stdout if "markdown" in args else ""):
+            assert [l for l in CODE_SPAN.sub("", text).splitlines() if RAW_MARKUP.search(l)] == [], args
+    text = summary.read_text()
+    assert '\\<img src="x" onerror=alert(1)>' in text  # shown as written, not as markup
+    assert "``a`<a href=x>`[l](x)``" in text  # a code span its backticks cannot close
+
+
+# ---------------------------------------------------------------- a regression gate that paired nothing
+
+
+def _rows_renamed(row: dict[str, object]) -> dict[str, object]:
+    return {**row, "setup": f"old-{row['setup']}"}
+
+
+def _rows_of_open_questions(row: dict[str, object]) -> dict[str, object]:
+    return {**row, "f1": 0.5}
+
+
+def _rows_of_other_questions(row: dict[str, object]) -> dict[str, object]:
+    return {**row, "question": f"x{row['question']}"}
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        (None, "previous.jsonl holds no MCQ row (an empty file, or open-question rows only)"),
+        (
+            _rows_of_open_questions,
+            "previous.jsonl holds no MCQ row (an empty file, or open-question rows only)",
+        ),
+        (
+            _rows_renamed,
+            (
+                "none of the setups graded now (qwen35-9b-kag, qwen35-9b-native, smollm2-135m-native) is in "
+                "previous.jsonl, whose rows are of old-qwen35-9b-kag, old-qwen35-9b-native, "
+                "old-smollm2-135m-native: a renamed setup, or another --prefix or --setup?"
+            ),
+        ),
+        (_rows_of_other_questions, "no question graded now is in previous.jsonl for the same setup"),
+    ],
+)
+def test_a_regression_gate_that_paired_nothing_fails_saying_why(
+    example: list[str], tmp_path: Path, change: object, why: str
+) -> None:
+    exported = kag("stats", *example, "--format", "jsonl").stdout
+    rows = [orjson.loads(line) for line in exported.splitlines()]
+    previous = tmp_path / "previous.jsonl"
+    lines = [orjson.dumps(change(row)).decode() for row in rows] if callable(change) else []
+    previous.write_text("".join(f"{line}\n" for line in lines))
+    junit, summary = tmp_path / "gate.xml", tmp_path / "summary.md"
+    gate = ["stats", "compare", *example, "--against", previous, "--fail-if-regressed"]
+    result = kag(*gate, "--format", "junit", "-o", junit, "--summary", summary)
+    assert result.exit_code == 1  # the gate failed, as a regression would
+    message = "--fail-if-regressed compared nothing: no question was paired with the earlier run: "
+    error = result.stderr.strip().splitlines()[-1]
+    assert (
+        error.startswith(f"kag: error: {message}") and why.replace("previous.jsonl", str(previous)) in error
+    )
+    failure = re.search(
+        r'<testcase classname="kag.gates" name="--fail-if-regressed">\s*<failure [^>]*>', junit.read_text()
+    )
+    assert failure is not None and message in failure.group()
+    assert f"FAILED: {message}" in summary.read_text()
+    # Without the gate the comparison is only reported (each setup: no paired questions).
+    assert kag(*gate[:-1]).exit_code == 0
+
+
+def test_a_regression_gate_that_paired_questions_passes(example: list[str], tmp_path: Path) -> None:
+    previous = tmp_path / "previous.jsonl"
+    previous.write_text(kag("stats", *example, "--format", "jsonl").stdout)
+    result = kag(
+        "stats", "compare", *example, "--against", previous, "--fail-if-regressed", "--format", "junit"
+    )
+    assert result.exit_code == 0, result.stderr
+    assert '<testcase classname="kag.gates" name="--fail-if-regressed" />' in result.stdout
+
+
+def test_the_benchmark_plan_never_emits_a_workflow_command(tmp_path: Path) -> None:
+    question = {"input": "q", "output": {"type": "MCQ", "options": {"a": "x", "b": "y"}, "answer": "a"}}
+    root = make_project(tmp_path, questions={HOSTILE_DATASET: {"::error::q": question}})
+    result = kag(*bench_args(root, "--dry-run"), env={"FAKE_URL": "http://127.0.0.1:9", "FAKE_KEY": "k"})
+    assert result.exit_code == 0, result.stderr
+    assert "\\x23#[add-mask]ds" in result.stdout
+    assert foreign_commands(result.stdout) == [] and foreign_commands(result.stderr) == []

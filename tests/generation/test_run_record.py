@@ -233,10 +233,11 @@ def test_no_command_a_repositorys_configuration_names_runs(tmp_path: Path, serve
 
 def test_sigkill_mid_run_leaves_a_record_not_finished(tmp_path: Path, server: FakeServer) -> None:
     root = project(tmp_path, n=20)
-    server.state.latency = 0.3
+    server.hold(lambda r: int((r.prompt or "").split()[3]) >= 3)  # "Question: question number N"
     process = spawn(root, "-p", "4")
     try:
-        # The record is written before the first task; then wait for a few results.
+        # The record is written before the first task; then wait for the results of questions
+        # 0-2 (the later questions' calls are held by the server: the run cannot end).
         while len(tree_files(root / "out", "*.json")) < 6 if (root / "out").exists() else True:
             if process.poll() is not None:
                 raise AssertionError(f"the benchmark ended early: {process.communicate()}")

@@ -19,6 +19,7 @@ __all__ = [
     "compare_against",
     "read_previous",
     "regressed_verdict",
+    "unpaired_reason",
 ]
 
 from collections.abc import Iterable
@@ -184,9 +185,43 @@ def compare_against(
     return AgainstRun(run, tuple(previous_only), tuple(sorted(current_only)), tuple(gone), tuple(lost))
 
 
+def _names(names: Iterable[str], limit: int = 5) -> str:
+    shown = list(names)
+    return ", ".join(shown[:limit]) + (f", … ({len(shown) - limit} more)" if len(shown) > limit else "")
+
+
+def unpaired_reason(against: AgainstRun) -> str | None:
+    """Why no question at all was paired with the export (so nothing was compared), or None
+    when at least one was: the export holds no MCQ row of any setup (an empty file, only
+    open-question rows), or none of the setups graded now (renamed, another ``--prefix``),
+    or none of their questions (other datasets)."""
+    run = against.run
+    if any(c.n for c in run.comparisons):
+        return None
+    now = [c.setup for c in run.comparisons]
+    if not now:
+        return "no setup is graded now"
+    if against.previous_setups and not against.previous_only:
+        return (
+            f"none of the setups graded now ({_names(now)}) is in {run.baseline}, whose rows are of "
+            f"{_names(against.previous_setups)}: a renamed setup, or another --prefix or --setup?"
+        )
+    if against.previous_only:
+        return (
+            f"no question graded now is in {run.baseline} for the same setup (other datasets or questions?)"
+        )
+    return f"{run.baseline} holds no MCQ row (an empty file, or open-question rows only)"
+
+
 def regressed_verdict(against: AgainstRun) -> str | None:
-    """Why ``--fail-if-regressed`` fails (each setup significantly worse than in the
-    export, with both accuracies on the paired questions and the Holm p), or None."""
+    """Why ``--fail-if-regressed`` fails: no question paired with the export, so the gate
+    compared nothing (:func:`unpaired_reason`); or each setup significantly worse than in
+    the export, with both accuracies on the paired questions and the Holm p. None: passed."""
+    unpaired = unpaired_reason(against)
+    if unpaired is not None:
+        return (
+            f"--fail-if-regressed compared nothing: no question was paired with the earlier run: {unpaired}"
+        )
     worse = against.run.regressions
     if not worse:
         return None

@@ -641,7 +641,7 @@ def test_pool_while_another_thread_runs_uses_a_clean_start_method(tmp_path: Path
     thread = threading.Thread(target=idle)
     thread.start()
     try:
-        alive.wait(5)
+        alive.wait(60)
         assert mp_context().get_start_method() != "fork"
         parallel = grade_tree(datasets, tree, GradeRequest("run-"), workers=2)
     finally:

