@@ -4,22 +4,18 @@ XACC = extracted OK / TOT, the denominator of ACC, so that the two compare direc
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 from kag.grading.measures.declarations import TEXT_MD_HTML, Block, Column, JsonKey, Shown
-from kag.grading.measures.registry import Measure, merge_first, register
+from kag.grading.measures.registry import Counters, Measure, merge_first, register
 from kag.grading.percent import pct
 from kag.grading.record import GradedFile, Outcome
 
 
-class ExtractedCounts:
+@dataclass(slots=True)
+class ExtractedCounts(Counters):
     """The extracted grade's counters of a block (all 0 without ``--extract``)."""
-
-    # Slots for the block classes that inherit these counters, declared there (a base with
-    # non-empty slots cannot be mixed with others); hidden from the type checker, which
-    # would refuse the counters' assignment through an empty __slots__.
-    if not TYPE_CHECKING:
-        __slots__ = ()
 
     extracted_correct: int = 0
     extracted_incorrect: int = 0
@@ -36,6 +32,12 @@ def add(counts: ExtractedCounts, graded: GradedFile) -> None:
             counts.extracted_incorrect += 1
         else:
             counts.not_extracted += 1
+
+
+def extracted_accuracy(c: ExtractedCounts) -> float | None:
+    """XACC = extracted OK / TOT; None when no file was graded so."""
+    total = c.extracted_correct + c.extracted_incorrect + c.not_extracted
+    return c.extracted_correct / total if total > 0 else None
 
 
 def extracted_to_json(b: Block) -> dict[str, Any]:
@@ -75,6 +77,9 @@ MEASURE = register(
         ExtractedCounts,
         add,
         needs=frozenset({"extracted"}),
+        # XACC = extracted correct / TOT, the denominator of ACC: every MCQ file graded has an
+        # extracted grade under --extract (not extracted included), so their sum is TOT.
+        values={"extracted_accuracy": extracted_accuracy},
         json=(JsonKey("extracted", extracted_to_json, when=_graded),),
         columns=(
             Column("XACC%", lambda b: pct(b.metrics.extracted_accuracy), TEXT_MD_HTML, 7, when=_extracted),
