@@ -49,6 +49,7 @@ __all__ = [
 if TYPE_CHECKING:
     from kag.grading.mcq.epoch_walk import EpochOutcomes
     from kag.grading.mcq.evidence_blocks import EvidenceRecords
+    from kag.grading.verdicts import JudgeKey
 
 # ---------------------------------------------------------------- aggregation
 
@@ -62,7 +63,7 @@ class _Layout:
     stateful: tuple[Measure, ...]
     adders: tuple[tuple[int, Callable[[Any, GradedFile], None]], ...]
     open_adders: tuple[tuple[int, Callable[[Any, GradedFile], None]], ...]
-    # value name -> (position of the measure's state, or -1 for a measure without one; getter)
+    # value name -> (position of the measure's state, or -1 for a value read from the block; getter)
     values: Mapping[str, tuple[int, Callable[[Any], Any]]]
     positions: Mapping[str, int]
 
@@ -78,10 +79,9 @@ def _layout() -> _Layout:
     stateful = tuple(m for m in measures if m.state is not None)
     positions = {m.name: i for i, m in enumerate(stateful)}
     values = {
-        name: (positions.get(m.name, -1), getter)
-        for m in measures
-        for name, getter in m.value_getters().items()
+        name: (positions[m.name], getter) for m in stateful for name, getter in m.value_getters().items()
     }
+    values.update((name, (-1, getter)) for m in measures for name, getter in m.block_values.items())
     layout = _Layout(
         stateful,
         tuple((i, m.add) for i, m in enumerate(stateful) if m.add is not None),
@@ -233,6 +233,7 @@ class GradeRun:
     the request asks for ``records``. ``epochs`` (per (setup, dataset), one tuple of
     epoch outcomes per question with epochs) and ``evidence`` (per (setup, dataset), the
     evidence records) are filled only when the request asks for them.
+    ``judge`` names the judge whose verdicts were read (None: none was).
     ``open_records`` holds the per-file records of open questions, sorted and kept like
     ``records`` but apart from them, so that the pairings over ``records`` (comparisons,
     flips) never see an open question.
@@ -251,6 +252,7 @@ class GradeRun:
     epochs: EpochOutcomes | None = None
     evidence: EvidenceRecords | None = None
     open_records: tuple[GradedFile, ...] | None = None
+    judge: JudgeKey | None = None  # the judge whose cached verdicts the records carry
 
     @property
     def unreadable_files(self) -> int:

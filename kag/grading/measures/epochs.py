@@ -14,7 +14,7 @@ from typing import Any
 
 from kag.grading.measures.declarations import TEXT, Block, Column, JsonKey
 from kag.grading.measures.layout import EPOCH_KEYS, in_layout
-from kag.grading.measures.registry import Measure, merge_by_setup, reducers, register
+from kag.grading.measures.registry import ByQuestion, Measure, merge_by_setup, reducers, register
 from kag.grading.percent import pct
 
 #: The keys of an ``epochs`` block that the summary itself holds (an
@@ -90,5 +90,7 @@ MEASURE = register(
         ),
         run_field="epochs",
         merge_trees=merge_by_setup,
+        keeps={"epochs": ByQuestion},
+        optional=True,
     )
 )

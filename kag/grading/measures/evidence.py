@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from kag.grading.evidence import EvidenceSummary
 from kag.grading.measures.declarations import Block, JsonKey
-from kag.grading.measures.registry import Measure, merge_by_setup, register
+from kag.grading.measures.registry import ByQuestion, Measure, merge_by_setup, register
 
 
 def summary_to_json(summary: EvidenceSummary | None) -> dict[str, object] | None:
@@ -46,5 +46,7 @@ MEASURE = register(
         json=(JsonKey("evidence", evidence_to_json, when=_has_evidence),),
         run_field="evidence",
         merge_trees=merge_by_setup,
+        keeps={"evidence": ByQuestion},
+        optional=True,
     )
 )

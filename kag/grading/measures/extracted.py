@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from kag.grading.measures.accuracy import accuracy
 from kag.grading.measures.declarations import TEXT_MD_HTML, Block, Column, JsonKey, Shown
 from kag.grading.measures.registry import Counters, Measure, merge_first, register
 from kag.grading.percent import pct
@@ -32,12 +33,6 @@ def add(counts: ExtractedCounts, graded: GradedFile) -> None:
             counts.extracted_incorrect += 1
         else:
             counts.not_extracted += 1
-
-
-def extracted_accuracy(c: ExtractedCounts) -> float | None:
-    """XACC = extracted OK / TOT; None when no file was graded so."""
-    total = c.extracted_correct + c.extracted_incorrect + c.not_extracted
-    return c.extracted_correct / total if total > 0 else None
 
 
 def extracted_to_json(b: Block) -> dict[str, Any]:
@@ -77,9 +72,8 @@ MEASURE = register(
         ExtractedCounts,
         add,
         needs=frozenset({"extracted"}),
-        # XACC = extracted correct / TOT, the denominator of ACC: every MCQ file graded has an
-        # extracted grade under --extract (not extracted included), so their sum is TOT.
-        values={"extracted_accuracy": extracted_accuracy},
+        # XACC = extracted correct / TOT (the denominator of ACC, the accuracy's); None when TOT = 0.
+        block_values={"extracted_accuracy": lambda m: accuracy(m.extracted_correct, m.total)},
         json=(JsonKey("extracted", extracted_to_json, when=_graded),),
         columns=(
             Column("XACC%", lambda b: pct(b.metrics.extracted_accuracy), TEXT_MD_HTML, 7, when=_extracted),

@@ -53,7 +53,7 @@ MEASURE = register(
     Measure(
         "interval",
         # No state: the interval is read from the accuracy's counters of the block.
-        values={"accuracy_ci95": lambda m: wilson_interval(m.correct, m.total)},
+        block_values={"accuracy_ci95": lambda m: wilson_interval(m.correct, m.total)},
         json=(JsonKey("accuracy_ci95", _ci),),
         columns=(
             Column("ACC 95% CI", _ci_dash, MD_HTML, headers={"html": "95% CI"}, cells={"html": _ci_brackets}),

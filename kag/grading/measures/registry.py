@@ -85,9 +85,11 @@ class Measure:
       order, then datasets by name: a fixed order, so a float sum or a list does not depend
       on the number of workers); None for counters, which merge by addition.
     - ``finish``: the block's value of the measure from its state (None: the state itself).
-    - ``values``: the values a block has of the measure, each from the finished value (for
-      a measure without state, from the block itself); a counters state's counters are
-      values too. ``Metrics.<name>`` reads them (:class:`kag.grading.mcq.metrics.Metrics`).
+    - ``values``: the values a block has of the measure, each from the finished value; a
+      counters state's counters are values too. ``block_values``: values read from the
+      whole block, for a measure that reads other measures' values (the interval reads the
+      accuracy's counters). ``Metrics.<name>`` reads either
+      (:class:`kag.grading.mcq.metrics.Metrics`).
     - ``needs``: the record fields ``add`` reads (what the walk must read from a file and
       fill in: ``response``, ``config``, ``retrieval_text``, ``verdict``...).
     - ``json``: the keys the measure fills in a block of ``--format json``, each with how
@@ -118,6 +120,7 @@ class Measure:
     merge: Merger | None = None
     finish: Callable[[Any], Any] | None = None
     values: Mapping[str, Callable[[Any], Any]] = field(default_factory=dict)
+    block_values: Mapping[str, Callable[[Any], Any]] = field(default_factory=dict)
     keeps: Mapping[str, Part] = field(default_factory=dict)
     optional: bool = False
     counters: tuple[str, ...] = field(init=False)
@@ -146,8 +149,9 @@ class Measure:
 
     @property
     def value_names(self) -> tuple[str, ...]:
-        """The names of the block's values of the measure: its counters, then its ``values``."""
-        return (*self.counters, *self.values)
+        """The names of the block's values of the measure: its counters, then its ``values``
+        and ``block_values``."""
+        return (*self.counters, *self.values, *self.block_values)
 
     def new_state(self) -> Any:
         """An empty accumulator of the measure (its state before any record)."""
@@ -167,10 +171,34 @@ class Measure:
         return (self.finish or _identity)(state)
 
     def value_getters(self) -> dict[str, Callable[[Any], Any]]:
-        """Each value name with how it is read from the finished value (or the block)."""
+        """Each value name with how it is read from the finished value (not ``block_values``)."""
         getters: dict[str, Callable[[Any], Any]] = {name: attrgetter(name) for name in self.counters}
         getters.update(self.values)
         return getters
+
+
+class Files(list[GradedFile]):
+    """A part a walk keeps: per-file records. The chunks' are concatenated, the run's
+    sorted by (dataset, question, setup), whatever order the chunks finished in."""
+
+    def merge(self, other: Files) -> None:
+        self.extend(other)
+
+    def finish(self) -> tuple[GradedFile, ...]:
+        return tuple(sorted(self, key=lambda r: (r.dataset, r.question, r.setup)))
+
+
+class ByQuestion(dict[tuple[str, str], dict[str, Any]]):
+    """A part a walk keeps: values per (setup, dataset), then per question (the epochs'
+    outcomes, the evidence records). The chunks' are united, the run's sorted by key, then
+    by question name."""
+
+    def merge(self, other: ByQuestion) -> None:
+        for key, questions in other.items():
+            self.setdefault(key, {}).update(questions)
+
+    def finish(self) -> dict[tuple[str, str], dict[str, Any]]:
+        return {key: {q: self[key][q] for q in sorted(self[key])} for key in sorted(self)}
 
 
 def merge_first(parts: Sequence[tuple[str, Any]], rename: Rename) -> Any:
@@ -234,6 +262,11 @@ def registered() -> tuple[Measure, ...]:
 def optional_names() -> frozenset[str]:
     """The measures a request asks for by name (counted only then)."""
     return frozenset(m.name for m in _REGISTRY.values() if m.optional)
+
+
+def kept_parts(asked: frozenset[str] | set[str] | Sequence[str]) -> dict[str, Any]:
+    """An empty part for every run field that the measures named in ``asked`` keep."""
+    return {field: part() for m in _REGISTRY.values() if m.name in asked for field, part in m.keeps.items()}
 
 
 def needs(asked: frozenset[str] | set[str] | Sequence[str]) -> frozenset[str]:
