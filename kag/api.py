@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     import pandas
 
     from kag.grading.extract import ExtractSpec
+    from kag.grading.verdicts import JudgeKey
 
 __all__ = ["Record", "Report", "grade", "records", "records_frame"]
 
@@ -166,6 +167,7 @@ def _run(
     datasets_filter: Sequence[str] | str | None,
     *,
     records: bool,
+    judge: JudgeKey | None = None,
 ) -> tuple[Datasets, ResultSource, GradeRun]:
     loaded = _datasets(datasets)
     source = _source(results)
@@ -177,7 +179,12 @@ def _run(
     else:
         asked = {"epochs", "evidence"} if loaded.has_evidence else {"epochs"}
     request = GradeRequest(
-        prefix, _globs("setups", setups), dataset_globs, extract=extract, measures=frozenset(asked)
+        prefix,
+        _globs("setups", setups),
+        dataset_globs,
+        extract=extract,
+        measures=frozenset(asked),
+        judge=judge,
     )
     return loaded, source, grade_source(loaded, source, request)
 
@@ -190,14 +197,16 @@ def grade(
     extract: str | None = None,
     setups: Sequence[str] | str | None = None,
     datasets_filter: Sequence[str] | str | None = None,
+    judge: JudgeKey | None = None,
 ) -> Report:
     """Grade ``results`` against the datasets file ``datasets``: what ``kag stats -d DATASETS
     -r RESULTS --format json`` reports (``extract`` is ``--extract``: ``"letter"`` or
     ``"regex:PATTERN"``; ``setups`` and ``datasets_filter`` are the ``--setup`` and
-    ``--dataset`` globs). A ``datasets_filter`` glob that selects no dataset is a UsageError,
-    as on the command line; a ``setups`` glob that selects nothing gives a report without
-    setups."""
-    _, _, run = _run(datasets, results, prefix, extract, setups, datasets_filter, records=False)
+    ``--dataset`` globs; ``judge`` is ``--judge``, the key of the judge whose cached verdicts
+    the blocks count, from :func:`kag.grading.judge.judge_key`). A ``datasets_filter`` glob
+    that selects no dataset is a UsageError, as on the command line; a ``setups`` glob that
+    selects nothing gives a report without setups."""
+    _, _, run = _run(datasets, results, prefix, extract, setups, datasets_filter, records=False, judge=judge)
     return Report(summarize(run))
 
 

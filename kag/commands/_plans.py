@@ -111,7 +111,36 @@ def _stats_junit(out: StatsOutput) -> str:
         prefix=out.prefix,
         version=__version__,
         grade="extracted" if out.extracted else None,
+        suite_properties=asked_measure_properties(out.summary),
     )
+
+
+def asked_measure_properties(summary: Summary) -> dict[tuple[str, str], dict[str, str]]:
+    """Per (setup, dataset) block, the JSON keys of the optional measures a request asked
+    for (the judge's verdicts) that the block has, flattened as ``key.field`` names with
+    their JSON values as text: what a JUnit suite adds to its properties."""
+    import orjson
+
+    from kag.grading.measures import registered
+    from kag.grading.measures.declarations import Block
+
+    keys = [k for m in registered() if m.optional for k in m.json]
+    found: dict[tuple[str, str], dict[str, str]] = {}
+    for s in summary.setups:
+        for dataset, metrics in s.per_dataset.items():
+            block = Block(s.setup, dataset, metrics, None, summary)
+            shown: dict[str, str] = {}
+            for key in keys:
+                if key.when is not None and not key.when(block):
+                    continue
+                value = key.value(block)
+                fields = value.items() if isinstance(value, dict) else [("", value)]
+                for name, v in fields:
+                    text = v if isinstance(v, str) else "" if v is None else orjson.dumps(v).decode()
+                    shown[f"{key.key}.{name}" if name else key.key] = text
+            if shown:
+                found[(s.setup, dataset)] = shown
+    return found
 
 
 #: Every format of `kag stats`: what it needs, and its renderer.

@@ -174,6 +174,28 @@ def stats(
             show_default=False,
         ),
     ] = None,
+    judge: Annotated[
+        str | None,
+        typer.Option(
+            "--judge",
+            help="Count the cached verdicts of this judge (kag stats judge -p PROVIDER -m MODEL).",
+            metavar="PROVIDER:MODEL",
+            show_default=False,
+        ),
+    ] = None,
+    judge_prompt: Annotated[
+        Path | None,
+        typer.Option(
+            "--judge-prompt",
+            help="With --judge: the judge's --prompt FILE (its verdicts are keyed by it).",
+            metavar="FILE",
+            show_default=False,
+        ),
+    ] = None,
+    config: Annotated[
+        Path,
+        typer.Option("--config", help="With --judge: the configuration naming its provider.", metavar="FILE"),
+    ] = Path("config.toml"),
     summary_file: SummaryOpt = None,
     annotations: AnnotationsOpt = None,
     verbose: StatsVerbose = 0,
@@ -217,7 +239,12 @@ def stats(
     # before any report, so that neither a CI gate nor a step summary passes on it.
     check_globs("--dataset", dataset_globs, "dataset", f"in {datasets}", sorted(loaded.datasets))
     request = plan.grading(
-        prefix or "", tuple(setup or ()), dataset_globs, extract_spec, has_evidence=loaded.has_evidence
+        prefix or "",
+        tuple(setup or ()),
+        dataset_globs,
+        extract_spec,
+        has_evidence=loaded.has_evidence,
+        judge=_judge_key(judge, judge_prompt, config) if judge is not None else None,
     )
     graded = grade_source(loaded, root, request)
     check_setup_globs(tuple(setup or ()), {s for s, _ in graded.tallies}, root, prefix or "", dataset_globs)
@@ -262,6 +289,18 @@ def stats(
     verdict = next((v for _, v in gates if v is not None), None)
     if verdict is not None:
         raise GateFailed(verdict)
+
+
+def _judge_key(spec: str, prompt: Path | None, config: Path) -> JudgeKey:
+    """The key of the verdicts ``--judge PROVIDER:MODEL`` cached (``kag stats judge``)."""
+    from kag.generation.config import load_config
+    from kag.grading.judge import Judge, judge_key
+    from kag.grading.judge_prompt import load_judge_prompt
+
+    provider, _, model = spec.partition(":")
+    if not provider or not model:
+        raise UsageError(f"--judge {spec}: expected PROVIDER:MODEL, as kag stats judge -p PROVIDER -m MODEL")
+    return judge_key(load_config(config), Judge(provider, model), load_judge_prompt(prompt))
 
 
 def _warn_unbelievable_usage(graded: GradeRun) -> None:

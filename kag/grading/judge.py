@@ -398,38 +398,36 @@ async def _ask_all(
 
 def summarize_verdicts(judged: Iterable[JudgedItem]) -> tuple[JudgeSummary, ...]:
     """Per setup (sorted by name): ``judged`` answers, of which ``correct``, ``incorrect``
-    and ``unusable`` verdicts (they sum to ``judged``).
+    and ``unusable`` verdicts (they sum to ``judged``), counted and reduced by the ``judge``
+    measure (:mod:`kag.grading.measures.judge`), as `kag stats` counts the cached verdicts.
 
     accuracy = correct / judged (an unusable verdict counts against; None when judged = 0).
     agreement_with_exact_match = the share of usable verdicts (correct + incorrect) that
     equal the strict grade (CORRECT where the exact match holds, INCORRECT where it does
     not); None when no verdict is usable.
     """
-    counts: dict[str, list[int]] = {}
+    from kag.grading.measures.judge import JudgeCounts, add_verdict, judge_accuracy, judge_agreement
+
+    counts: dict[str, JudgeCounts] = {}
     for j in judged:
-        c = counts.setdefault(j.item.setup, [0, 0, 0, 0])  # correct, incorrect, unusable, agree
-        if j.verdict is Verdict.CORRECT:
-            c[0] += 1
-        elif j.verdict is Verdict.INCORRECT:
-            c[1] += 1
-        else:
-            c[2] += 1
-        if j.verdict is not Verdict.UNUSABLE and (j.verdict is Verdict.CORRECT) == j.item.exact:
-            c[3] += 1
-    out = []
-    for setup in sorted(counts):
-        correct, incorrect, unusable, agree = counts[setup]
-        total = correct + incorrect + unusable
-        usable = correct + incorrect
-        out.append(
-            JudgeSummary(
-                setup,
-                total,
-                correct,
-                incorrect,
-                unusable,
-                correct / total if total else None,
-                agree / usable if usable else None,
-            )
+        add_verdict(counts.setdefault(j.item.setup, JudgeCounts()), j.verdict, j.item.exact)
+    return tuple(
+        JudgeSummary(
+            setup,
+            c.judged,
+            c.judged_correct,
+            c.judged_incorrect,
+            c.judged_unusable,
+            judge_accuracy(c),
+            judge_agreement(c),
         )
-    return tuple(out)
+        for setup, c in sorted(counts.items())
+    )
+
+
+def judge_key(config: Config, judge: Judge, prompt: JudgePrompt) -> JudgeKey:
+    """What keys ``judge``'s verdicts besides the answer (its server in ``config`` and the
+    prompt's SHA-256): what `kag stats --judge` reads the cached verdicts with. ConfigError
+    unless the provider is configured and generates text."""
+    check_judge(config, judge)
+    return JudgeKey(judge.provider, judge.model, judge_endpoint(config, judge), prompt.sha256)
