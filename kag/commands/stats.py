@@ -179,7 +179,7 @@ def stats(
         typer.Option(
             "--judge",
             help="Count the cached verdicts of this judge (kag stats judge -p PROVIDER -m MODEL).",
-            metavar="PROVIDER:MODEL",
+            metavar="PROVIDER/MODEL",
             show_default=False,
         ),
     ] = None,
@@ -292,14 +292,14 @@ def stats(
 
 
 def _judge_key(spec: str, prompt: Path | None, config: Path) -> JudgeKey:
-    """The key of the verdicts ``--judge PROVIDER:MODEL`` cached (``kag stats judge``)."""
+    """The key of the verdicts ``--judge PROVIDER/MODEL`` cached (``kag stats judge``)."""
     from kag.generation.config import load_config
     from kag.grading.judge import Judge, judge_key
     from kag.grading.judge_prompt import load_judge_prompt
 
-    provider, _, model = spec.partition(":")
+    provider, _, model = spec.partition("/")
     if not provider or not model:
-        raise UsageError(f"--judge {spec}: expected PROVIDER:MODEL, as kag stats judge -p PROVIDER -m MODEL")
+        raise UsageError(f"--judge {spec}: expected PROVIDER/MODEL, as kag stats judge -p PROVIDER -m MODEL")
     return judge_key(load_config(config), Judge(provider, model), load_judge_prompt(prompt))
 
 

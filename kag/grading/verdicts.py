@@ -64,9 +64,6 @@ class JudgeKey:
     def judge(self) -> Judge:
         return Judge(self.provider, self.model)
 
-    def __str__(self) -> str:
-        return f"{self.provider}:{self.model}"
-
 
 def verdict_key_of(key: JudgeKey, question_text: str, reference: str, response: str) -> str:
     """The cache key of a verdict: SHA-256 (hex) of the judge, the server it is asked at,

@@ -396,6 +396,9 @@ def grade_tree(
     (:mod:`kag.grading.mcq.epoch_walk`); asking for ``evidence`` fills ``GradeRun.evidence``
     with the evidence records of the files whose question lists evidence names
     (:mod:`kag.grading.mcq.evidence_blocks`). What is not asked for stays None in the run.
+    With the request's ``judge``, the judge's cached verdict of each answer is read into its
+    record (:mod:`kag.grading.verdicts`) and counted by the ``judge`` measure. A file is
+    read for what the measures of the request need (:func:`kag.grading.measures.needs`).
     """
     root = str(root)
     request = request if request is not None else GradeRequest()

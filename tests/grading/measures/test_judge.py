@@ -23,7 +23,7 @@ from tests.fakeserver import FakeServer
 from tests.judge_helpers import REPLIES, make_tree
 
 server = server_fixture("Maybe, hard to say.")
-JUDGE = ["--judge", "oa:judge-m", "--config", "config.toml"]
+JUDGE = ["--judge", "oa/judge-m", "--config", "config.toml"]
 
 
 @pytest.fixture
@@ -114,8 +114,8 @@ def test_the_page_and_the_junit_suites_show_the_judge(project: Path) -> None:
 def test_without_judge_nothing_changes_and_a_bad_spec_is_refused(project: Path) -> None:
     assert "judge" not in stats("--format", "json")
     bad = CliRunner().invoke(app, ["stats", "-d", "datasets.json", "-r", "results", "--judge", "oa"])
-    assert bad.exit_code == 2 and "--judge oa: expected PROVIDER:MODEL" in bad.stderr
+    assert bad.exit_code == 2 and "--judge oa: expected PROVIDER/MODEL" in bad.stderr
     unknown = CliRunner().invoke(
-        app, ["stats", "-d", "datasets.json", "-r", "results", "--judge", "nope:m", "--config", "config.toml"]
+        app, ["stats", "-d", "datasets.json", "-r", "results", "--judge", "nope/m", "--config", "config.toml"]
     )
     assert unknown.exit_code == 2 and "nope" in unknown.stderr
