@@ -100,23 +100,25 @@ class Tally:
     ``Tally(**counters)`` starts the counters named with the values given (a block built by
     hand, in tests and examples)."""
 
-    __slots__ = ("states",)
+    __slots__ = ("_adders", "_open_adders", "states")
 
     def __init__(self, **counters: Any) -> None:
-        self.states = [m.new_state() for m in _layout().stateful]
+        layout = _layout()
+        self.states = [m.new_state() for m in layout.stateful]
+        self._adders, self._open_adders = layout.adders, layout.open_adders
         for name, value in counters.items():
             _set_counter(self.states, name, value)
 
     def add(self, graded: GradedFile) -> None:
         """Fold one graded MCQ record into every measure that counts those."""
         states = self.states
-        for i, add in _layout().adders:
+        for i, add in self._adders:
             add(states[i], graded)
 
     def add_open_record(self, graded: GradedFile) -> None:
         """Fold one graded record of an open question into every measure that counts those."""
         states = self.states
-        for i, add in _layout().open_adders:
+        for i, add in self._open_adders:
             add(states[i], graded)
 
     def add_open(self, exact: float, f1: float, error: bool) -> None:
@@ -149,7 +151,9 @@ class Tally:
         return self.states
 
     def __setstate__(self, states: list[Any]) -> None:
+        layout = _layout()
         self.states = states
+        self._adders, self._open_adders = layout.adders, layout.open_adders
 
 
 def _set_counter(states: list[Any], name: str, value: Any) -> None:
