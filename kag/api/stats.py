@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     import pandas
 
     from kag.grading.extract import ExtractSpec
+    from kag.grading.verdicts import JudgeKey
 
 __all__ = ["Record", "Report", "grade", "records", "records_frame"]
 
@@ -274,12 +275,20 @@ class Inputs:
     setup_globs: tuple[str, ...]
     dataset_globs: tuple[str, ...]
 
-    def request(self, measures: Iterable[str], extra_setups: tuple[str, ...] = ()) -> GradeRequest:
-        """The grading request of these inputs, asking for ``measures``; ``extra_setups`` are
-        kept whatever ``setups`` selects (when it selects)."""
+    def request(
+        self, measures: Iterable[str], extra_setups: tuple[str, ...] = (), judge: JudgeKey | None = None
+    ) -> GradeRequest:
+        """The grading request of these inputs, asking for ``measures`` (and the cached
+        verdicts of ``judge``); ``extra_setups`` are kept whatever ``setups`` selects (when it
+        selects)."""
         globs = self.setup_globs + extra_setups if self.setup_globs else ()
         return GradeRequest(
-            self.prefix, globs, self.dataset_globs, extract=self.extract, measures=frozenset(measures)
+            self.prefix,
+            globs,
+            self.dataset_globs,
+            extract=self.extract,
+            measures=frozenset(measures),
+            judge=judge,
         )
 
     def check_setups(self, graded: Iterable[str]) -> None:
@@ -338,13 +347,13 @@ def collect_warnings() -> Iterator[list[str]]:
         logger.removeHandler(handler)
 
 
-def _run(inputs: Inputs, *, records: bool) -> GradeRun:
+def _run(inputs: Inputs, *, records: bool, judge: JudgeKey | None = None) -> GradeRun:
     # The records for the per-file functions; the report's epochs and evidence blocks for grade().
     if records:
         asked = {RECORDS}
     else:
         asked = {"epochs", "evidence"} if inputs.datasets.has_evidence else {"epochs"}
-    run = grade_source(inputs.datasets, inputs.source, inputs.request(asked))
+    run = grade_source(inputs.datasets, inputs.source, inputs.request(asked, judge=judge))
     inputs.check_setups({s for s, _ in run.tallies})
     return run
 
@@ -357,16 +366,24 @@ def grade(
     extract: str | None = None,
     setups: Sequence[str] | str | None = None,
     datasets_filter: Sequence[str] | str | None = None,
+    judge: JudgeKey | None = None,
 ) -> Report:
     """Grade ``results`` against the datasets file ``datasets``: what ``kag stats -d DATASETS
     -r RESULTS --format json`` reports (``extract`` is ``--extract``: ``"letter"`` or
     ``"regex:PATTERN"``; ``setups`` and ``datasets_filter`` are the ``--setup`` and
-    ``--dataset`` globs). A ``setups`` or ``datasets_filter`` glob that selects nothing is a
-    UsageError naming the names there are, as on the command line. The warnings ``kag
-    stats`` prints are the report's ``warnings``."""
+    ``--dataset`` globs; ``judge`` is ``--judge``, the key of the judge whose cached verdicts
+    the blocks count, from :func:`kag.grading.judge.judge_key`). A ``setups`` or
+    ``datasets_filter`` glob that selects nothing is a UsageError naming the names there are,
+    as on the command line. The warnings ``kag stats`` prints are the report's ``warnings``."""
+    from kag.grading.verdicts import JudgeKey
+
     inputs = check_inputs(datasets, results, prefix, extract, setups, datasets_filter)
+    if judge is not None and not isinstance(judge, JudgeKey):
+        raise UsageError(
+            f"judge must be a JudgeKey from kag.grading.judge.judge_key (got {type(judge).__name__})"
+        )
     with collect_warnings() as warnings:
-        run = _run(inputs, records=False)
+        run = _run(inputs, records=False, judge=judge)
     return Report(summarize(run), tuple(warnings))
 
 

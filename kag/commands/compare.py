@@ -10,7 +10,7 @@ wins.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -36,12 +36,14 @@ from kag.commands._options import (
     Verbose,
     complete_setups,
 )
+from kag.commands._plans import COMPARE_PLANS, AgainstOutput, CompareOutput, ComparePlanLine
 from kag.commands._report import check_page_output, emit_report, html_report, warn_small_samples
 from kag.commands._trees import parse_trees
 from kag.errors import GateFailed, UsageError
 from kag.render.formats import ReportFormat, TableFormat
 
 if TYPE_CHECKING:
+    from kag.grading.compare.epoch_means import MeanComparisonRun
     from kag.grading.compare.records import AnswerSet
     from kag.grading.mcq.trees import ResultSource
 
@@ -218,9 +220,9 @@ def compare(
     paired with the earlier run), 2 bad usage or input, 130 interrupted.
     """
     from kag.grading import compare as lib
-    from kag.render.compare import COMPARISON_RENDERERS
 
     fmt = pick_format(ctx, output_format, ReportFormat)
+    plan = COMPARE_PLANS[fmt]
     if not 0 < alpha < 1:
         raise UsageError(f"--alpha {alpha:g}: must be between 0 and 1")
     if baseline and fail_if_worse_than and baseline != fail_if_worse_than:
@@ -228,16 +230,16 @@ def compare(
     base = fail_if_worse_than or baseline
     if epochs not in ("1", "all"):
         raise UsageError(f"--epochs must be 1 or all (got {epochs!r})")
-    if epochs == "all" and fmt in (ReportFormat.HTML, ReportFormat.JUNIT):
+    if epochs == "all" and plan.means is None:
         raise UsageError(f"--epochs all: the formats are text, markdown and json (not {fmt.value})")
     if fail_if_regressed and against is None:
         raise UsageError("--fail-if-regressed needs --against FILE (a kag stats --format jsonl export)")
-    if against is not None and (base or epochs == "all" or fmt is ReportFormat.HTML):
+    if against is not None and (base or epochs == "all" or plan.against is None):
         raise UsageError(
             "--against compares each setup with its earlier run: no --baseline, "
             "--fail-if-worse-than, --epochs all or --format html"
         )
-    check_page_output(fmt is ReportFormat.HTML, output)
+    check_page_output(plan.page, output)
     loaded = _load(
         ctx,
         datasets,
@@ -259,7 +261,7 @@ def compare(
             alpha,
             resamples,
             seed,
-            fmt,
+            plan,
             output,
             summary_file,
             annotations,
@@ -269,10 +271,12 @@ def compare(
         raise UsageError(f"only one setup ({answers.setups[0]}) has graded answers: nothing to compare")
     warn_small_samples(answers.summary)
     if answers.means is not None:
-        _compare_means(answers, base, alpha, resamples, seed, TableFormat(fmt), output, fail_if_worse_than)
+        assert plan.means is not None  # refused above
+        _compare_means(answers, base, alpha, resamples, seed, plan.means, output, fail_if_worse_than)
         return
-    if fmt is ReportFormat.HTML:
-        text, analysis = html_report(
+    page = None
+    if plan.page:
+        page, analysis = html_report(
             answers,
             loaded.datasets,
             loaded.source,
@@ -291,34 +295,18 @@ def compare(
         run = lib.compare_setups(
             answers.answers, base or lib.best_setup(answers.answers), None, alpha, resamples, seed
         )
-        text = "" if fmt is ReportFormat.JUNIT else COMPARISON_RENDERERS[TableFormat(fmt)](run)
     gates: list[tuple[str, str | None]] = []
     if fail_if_worse_than:
         from kag.grading.gates import regression_verdict
 
         gates.append((f"--fail-if-worse-than {fail_if_worse_than}", regression_verdict(run)))
-    if fmt is ReportFormat.JUNIT:
-        text = _junit(loaded, gates)
+    text = plan.draw(CompareOutput(run, answers, loaded.prefix, loaded.extracted, gates, page))
     emit_report(text, output)
     _tell_significant(run.comparisons, run.baseline, alpha, "Holm")
     _ci(loaded, run, gates, summary_file, annotations)
     verdict = next((v for _, v in gates if v is not None), None)
     if verdict is not None:
         raise GateFailed(verdict)
-
-
-def _junit(loaded: _Loaded, gates: list[tuple[str, str | None]]) -> str:
-    from kag import __version__
-    from kag.render.junit import Gate, cases_from_answers, render_junit
-
-    cases = cases_from_answers(loaded.answers.answers, extracted=loaded.extracted)
-    return render_junit(
-        cases,
-        [Gate(n, v) for n, v in gates],
-        prefix=loaded.prefix,
-        version=__version__,
-        grade="extracted" if loaded.extracted else None,
-    )
 
 
 def _ci(
@@ -357,7 +345,7 @@ def _against(
     alpha: float,
     resamples: int,
     seed: int,
-    fmt: ReportFormat,
+    plan: ComparePlanLine,
     output: Path | None,
     summary_file: Path | None,
     annotations: str | None,
@@ -365,7 +353,6 @@ def _against(
     """`compare --against PREVIOUS.jsonl`: each setup now against its earlier run."""
     from kag.console import warn
     from kag.grading.compare.against import compare_against, read_previous, regressed_verdict
-    from kag.render.compare import COMPARISON_RENDERERS, comparison_run_to_json
 
     previous = read_previous(path)
     result = compare_against(
@@ -380,23 +367,8 @@ def _against(
     for note in notes:
         warn(note)
     gates: list[tuple[str, str | None]] = [("--fail-if-regressed", regressed_verdict(result))] if gate else []
-    if fmt is ReportFormat.JUNIT:
-        text = _junit(loaded, gates)
-    elif fmt is ReportFormat.JSON:
-        import orjson
-
-        document = {
-            **comparison_run_to_json(result.run),
-            "against": {
-                "file": str(path),
-                "previous_only": len(result.previous_only),
-                "current_only": len(result.current_only),
-                "previous_setups": list(result.previous_setups),
-            },
-        }
-        text = orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() + "\n"
-    else:
-        text = COMPARISON_RENDERERS[TableFormat(fmt)](result.run)
+    assert plan.against is not None  # refused before any grading
+    text = plan.against(AgainstOutput(result, path, loaded.answers, loaded.prefix, loaded.extracted, gates))
     emit_report(text, output)
     _tell_significant(result.run.comparisons, result.run.baseline, alpha, "Holm")
     _ci(loaded, result.run, gates, summary_file, annotations, notes, result.lost)
@@ -411,13 +383,12 @@ def _compare_means(
     alpha: float,
     resamples: int,
     seed: int,
-    fmt: TableFormat,
+    draw: Callable[[MeanComparisonRun], str],
     output: Path | None,
     gate: str | None,
 ) -> None:
     """`compare --epochs all`: per-question mean scores, paired bootstrap, Holm."""
     from kag.grading.compare.epoch_means import best_mean_setup, compare_means, mean_regression_verdict
-    from kag.render.compare_epochs import MEAN_COMPARISON_RENDERERS
 
     assert answers.means is not None
     try:
@@ -425,7 +396,7 @@ def _compare_means(
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     run = compare_means(answers.means, baseline, alpha, resamples, seed)
-    emit_report(MEAN_COMPARISON_RENDERERS[fmt](run), output)
+    emit_report(draw(run), output)
     _tell_significant(run.comparisons, run.baseline, alpha, "Holm, paired bootstrap on mean scores")
     if gate:
         verdict = mean_regression_verdict(run)

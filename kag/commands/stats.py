@@ -9,10 +9,9 @@ None / empty when not given).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -33,11 +32,11 @@ from kag.commands._options import (
     StatsVerbose,
     parse_percent,
 )
+from kag.commands._plans import STATS_PLANS, Need, StatsOutput
 from kag.commands._report import (
     analyse_answers,
     check_page_output,
     emit_report,
-    html_page,
     small_samples_warning,
     warn_small_samples,
 )
@@ -45,49 +44,37 @@ from kag.commands._trees import parse_trees
 from kag.commands._values import KagSubGroup
 from kag.console import warn
 from kag.errors import GateFailed, UsageError
-from kag.render.formats import ExportFormat, ReportFormat, TableFormat
+from kag.render.formats import StatsFormat
 from kag.textsafe import escape_controls
 
 if TYPE_CHECKING:
     from kag.datasets import Datasets
+    from kag.grading.compare.analysis import Analysis
+    from kag.grading.compare.records import AnswerSet
     from kag.grading.compare.setups import ComparisonRun
     from kag.grading.mcq.metrics import GradeRun
     from kag.grading.mcq.request import GradeRequest
     from kag.grading.mcq.summary import Summary
     from kag.grading.mcq.trees import ResultSource
+    from kag.grading.verdicts import JudgeKey
     from kag.pricing import Prices
 
-FORMATS = (*(f.value for f in ReportFormat), *(f.value for f in ExportFormat))
-
-#: What grading computes beyond the summary: each graded file's record, the epoch blocks,
-#: the evidence blocks, the paired comparisons of the setups.
-Need = Literal["records", "epochs", "evidence", "analysis"]
-
-#: What each --format's renderer reads beyond the summary.
-FORMAT_NEEDS: Mapping[str, frozenset[Need]] = {
-    ReportFormat.TEXT: frozenset({"epochs"}),  # the epochs section
-    ReportFormat.JSON: frozenset({"epochs", "evidence"}),  # the epochs and evidence keys
-    ReportFormat.MARKDOWN: frozenset(),
-    ReportFormat.HTML: frozenset({"records", "analysis"}),  # the comparisons and flips of the page
-    ReportFormat.JUNIT: frozenset({"records"}),  # one test case per graded file
-    ExportFormat.CSV: frozenset({"records"}),  # one row per graded file
-    ExportFormat.JSONL: frozenset({"records"}),
-}
+FORMATS = tuple(f.value for f in StatsFormat)
 
 
 @dataclass(frozen=True)
 class StatsPlan:
     """What a `kag stats` run computes, derived once from its parsed options
-    (:meth:`of`): the renderer's needs (:data:`FORMAT_NEEDS`), those of the
-    ``--fail-if-worse-than`` gate (the comparisons, from the records) and of ``--prices``
-    (the records' models and tokens)."""
+    (:meth:`of`): the format's line of :data:`~kag.commands._plans.STATS_PLANS` (what its
+    renderer reads, and the renderer), plus the needs of the ``--fail-if-worse-than`` gate
+    (the comparisons, from the records) and of ``--prices`` (the records' models and tokens)."""
 
-    format: str
+    format: StatsFormat
     needs: frozenset[Need]
 
     @classmethod
-    def of(cls, format: str, *, regression_gate: bool, priced: bool) -> StatsPlan:
-        needs = set(FORMAT_NEEDS[format])
+    def of(cls, format: StatsFormat, *, regression_gate: bool, priced: bool) -> StatsPlan:
+        needs = set(STATS_PLANS[format].needs)
         if regression_gate:
             needs |= {"analysis", "records"}
         if priced:
@@ -96,19 +83,15 @@ class StatsPlan:
 
     @property
     def page(self) -> bool:
-        return self.format == ReportFormat.HTML
-
-    @property
-    def exported(self) -> bool:
-        return self.format in set(ExportFormat)
-
-    @property
-    def junit(self) -> bool:
-        return self.format == ReportFormat.JUNIT
+        return STATS_PLANS[self.format].page
 
     @property
     def analysed(self) -> bool:
         return "analysis" in self.needs
+
+    def draw(self, out: StatsOutput) -> str:
+        """The report, drawn by the format's renderer."""
+        return STATS_PLANS[self.format].draw(out)
 
     def grading(
         self,
@@ -118,16 +101,20 @@ class StatsPlan:
         extract: str | None,
         *,
         has_evidence: bool,
+        judge: JudgeKey | None = None,
     ) -> GradeRequest:
-        """What the walk grades for this run: the filters and ``--extract`` spec given, and
-        the records, epochs and evidence its needs name (the evidence only when the datasets
-        file lists evidence names, ``has_evidence``: it is measured against them)."""
+        """What the walk grades for this run: the filters and ``--extract`` spec given, the
+        judge whose verdicts are read (``--judge``), and the records, epochs and evidence its
+        needs name (the evidence only when the datasets file lists evidence names,
+        ``has_evidence``: it is measured against them)."""
         from kag.grading.mcq.request import GradeRequest
 
         asked = {need for need in self.needs if need in ("records", "epochs", "evidence")}
         if not has_evidence:
             asked.discard("evidence")
-        return GradeRequest(prefix, setups, dataset_globs, extract=extract, measures=frozenset(asked))
+        return GradeRequest(
+            prefix, setups, dataset_globs, extract=extract, measures=frozenset(asked), judge=judge
+        )
 
 
 stats_app = typer.Typer(
@@ -187,6 +174,28 @@ def stats(
             show_default=False,
         ),
     ] = None,
+    judge: Annotated[
+        str | None,
+        typer.Option(
+            "--judge",
+            help="Count the cached verdicts of this judge (kag stats judge -p PROVIDER -m MODEL).",
+            metavar="PROVIDER/MODEL",
+            show_default=False,
+        ),
+    ] = None,
+    judge_prompt: Annotated[
+        Path | None,
+        typer.Option(
+            "--judge-prompt",
+            help="With --judge: the judge's --prompt FILE (its verdicts are keyed by it).",
+            metavar="FILE",
+            show_default=False,
+        ),
+    ] = None,
+    config: Annotated[
+        Path,
+        typer.Option("--config", help="With --judge: the configuration naming its provider.", metavar="FILE"),
+    ] = Path("config.toml"),
     summary_file: SummaryOpt = None,
     annotations: AnnotationsOpt = None,
     verbose: StatsVerbose = 0,
@@ -202,7 +211,9 @@ def stats(
     fmt_name = (format or "text").lower()
     if fmt_name not in FORMATS:
         raise UsageError(f"--format must be one of {', '.join(FORMATS)} (got {format!r})")
-    plan = StatsPlan.of(fmt_name, regression_gate=fail_if_worse_than is not None, priced=prices is not None)
+    plan = StatsPlan.of(
+        StatsFormat(fmt_name), regression_gate=fail_if_worse_than is not None, priced=prices is not None
+    )
     datasets = pick_datasets(ctx, datasets)
     extract_spec, extracted = pick_grade(ctx, extract, grade)
     check_page_output(plan.page, output)
@@ -213,7 +224,6 @@ def stats(
     from kag.grading.mcq.summary import summarize
     from kag.grading.mcq.trees import grade_source
     from kag.pricing import load_prices
-    from kag.render.stats import render
 
     if fail_under is not None:
         check_threshold(fail_under)
@@ -229,7 +239,12 @@ def stats(
     # before any report, so that neither a CI gate nor a step summary passes on it.
     check_globs("--dataset", dataset_globs, "dataset", f"in {datasets}", sorted(loaded.datasets))
     request = plan.grading(
-        prefix or "", tuple(setup or ()), dataset_globs, extract_spec, has_evidence=loaded.has_evidence
+        prefix or "",
+        tuple(setup or ()),
+        dataset_globs,
+        extract_spec,
+        has_evidence=loaded.has_evidence,
+        judge=_judge_key(judge, judge_prompt, config) if judge is not None else None,
     )
     graded = grade_source(loaded, root, request)
     check_setup_globs(tuple(setup or ()), {s for s, _ in graded.tallies}, root, prefix or "", dataset_globs)
@@ -241,16 +256,10 @@ def stats(
     _warn_unbelievable_usage(graded)
     if price_list is not None:
         summary = _priced(summary, graded, price_list)
-    comparisons = None
+    comparisons = answers = analysis = None
     if plan.analysed:
-        text, comparisons = _analyse(
-            graded, loaded, datasets, root, prefix or "", plan.page, fail_if_worse_than, summary, extracted
-        )
-    if plan.exported:
-        from kag.render.export import RENDERERS as EXPORTERS
-
-        text = EXPORTERS[ExportFormat(fmt_name)](
-            graded.records or (), loaded, graded.open_records or (), source=root, prefix=prefix or ""
+        answers, analysis, comparisons = _analyse(
+            graded, loaded, root, prefix or "", plan.page, fail_if_worse_than, summary, extracted
         )
     gates: list[tuple[str, str | None]] = []
     if fail_under is not None:
@@ -259,15 +268,39 @@ def stats(
         )
     if comparisons is not None:
         gates.append((f"--fail-if-worse-than {fail_if_worse_than}", regression_verdict(comparisons)))
-    if plan.junit:
-        text = _junit(graded, loaded, root, prefix or "", tuple(setup or ()), dataset_globs, extracted, gates)
-    elif not plan.exported and not plan.page:
-        text = render(summary, TableFormat(fmt_name))
+    text = plan.draw(
+        StatsOutput(
+            summary,
+            graded,
+            loaded,
+            datasets,
+            root,
+            prefix or "",
+            tuple(setup or ()),
+            dataset_globs,
+            extracted,
+            gates,
+            answers,
+            analysis,
+        )
+    )
     emit_report(text, output)
     _ci_outputs(summary_file, annotations, summary, comparisons, gates, graded)
     verdict = next((v for _, v in gates if v is not None), None)
     if verdict is not None:
         raise GateFailed(verdict)
+
+
+def _judge_key(spec: str, prompt: Path | None, config: Path) -> JudgeKey:
+    """The key of the verdicts ``--judge PROVIDER/MODEL`` cached (``kag stats judge``)."""
+    from kag.generation.config import load_config
+    from kag.grading.judge import Judge, judge_key
+    from kag.grading.judge_prompt import load_judge_prompt
+
+    provider, _, model = spec.partition("/")
+    if not provider or not model:
+        raise UsageError(f"--judge {spec}: expected PROVIDER/MODEL, as kag stats judge -p PROVIDER -m MODEL")
+    return judge_key(load_config(config), Judge(provider, model), load_judge_prompt(prompt))
 
 
 def _warn_unbelievable_usage(graded: GradeRun) -> None:
@@ -276,34 +309,6 @@ def _warn_unbelievable_usage(graded: GradeRun) -> None:
     count = sum(m.unbelievable_usage for m in graded.tallies.values())
     if count:
         warn(f"{count} result file(s) record a token count above {MAX_COUNT}: their usage is left out")
-
-
-def _junit(
-    graded: GradeRun,
-    loaded: Datasets,
-    root: ResultSource,
-    prefix: str,
-    setups: tuple[str, ...],
-    dataset_globs: tuple[str, ...],
-    extracted: bool,
-    gates: list[tuple[str, str | None]],
-) -> str:
-    """The JUnit document of the graded files, the skipped ones and the gates."""
-    from kag import __version__
-    from kag.grading.mcq.skipped import skipped_files
-    from kag.render.junit import Gate, cases_from_records, render_junit
-
-    skipped = skipped_files(loaded, root, prefix, setups, dataset_globs)
-    cases = cases_from_records(
-        graded.records or (), loaded, graded.open_records or (), skipped, extracted=extracted
-    )
-    return render_junit(
-        cases,
-        [Gate(n, v) for n, v in gates],
-        prefix=prefix,
-        version=__version__,
-        grade="extracted" if extracted else None,
-    )
 
 
 def quality_notes(graded: GradeRun) -> list[str]:
@@ -388,16 +393,15 @@ def _explain_little(
 def _analyse(
     graded: GradeRun,
     loaded: Datasets,
-    datasets: Path,
     root: ResultSource,
     prefix: str,
     page: bool,
     fail_if_worse_than: str | None,
     summary: Summary,
     extracted: bool = False,
-) -> tuple[str, ComparisonRun | None]:
-    """The HTML page (with ``page``) and the comparisons the --fail-if-worse-than gate reads,
-    both from the analysis grading computes (the page is drawn from it, after)."""
+) -> tuple[AnswerSet, Analysis | None, ComparisonRun | None]:
+    """The answers, the analysis the page is drawn from (with ``page``) and the comparisons
+    the --fail-if-worse-than gate reads."""
     from dataclasses import replace
 
     from kag.grading.compare.setups import compare_setups
@@ -411,10 +415,9 @@ def _analyse(
         raise UsageError(f"--fail-if-worse-than {fail_if_worse_than}: no graded setup has that name")
     if not page:
         assert fail_if_worse_than is not None  # the only other reason to analyse
-        return "", compare_setups(answers.answers, fail_if_worse_than, None)
+        return answers, None, compare_setups(answers.answers, fail_if_worse_than, None)
     analysis = analyse_answers(answers, baseline=fail_if_worse_than)
-    text = html_page(answers, analysis, datasets, root, prefix)
-    return text, analysis.comparisons if fail_if_worse_than is not None else None
+    return answers, analysis, analysis.comparisons if fail_if_worse_than is not None else None
 
 
 def _priced(summary: Summary, graded: GradeRun, prices: Prices) -> Summary:

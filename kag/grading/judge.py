@@ -20,11 +20,7 @@ following a link; reading opens every folder with ``O_NOFOLLOW`` as well.
 from __future__ import annotations
 
 import asyncio
-import errno
-import hashlib
-import os
 import re
-import stat
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -33,62 +29,56 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-import orjson
-
 from kag.datasets import Datasets, Question
-from kag.errors import InputError
 from kag.generation.config import Config, check_generation
 from kag.generation.generator import NullReporter, Reporter, RetryNotice, TaskOutcome
 from kag.generation.providers import ChatRequest, open_provider
 from kag.generation.retry import ProviderError, RetryPolicy, call_with_retries
 from kag.generation.secrets import Redactor
-from kag.generation.templates import format_choices
 from kag.grading.extract import strip_think
 from kag.grading.judge_prompt import JudgePrompt
 from kag.grading.open_answers import exact_match
 from kag.grading.open_grading import check_open_gold
 from kag.grading.rule import is_correct  # the strict MCQ grade (the one import of it here)
-from kag.results import (
-    ErrorResult,
-    LinkInTree,
-    UnreadableResult,
-    list_results,
-    read_result_nofollow,
-    temporary_name,
-    write_atomic,
+from kag.grading.verdicts import (
+    CACHE_FOLDER,
+    CACHE_SUFFIX,
+    CACHE_VERSION,
+    MAX_STORED_REPLY,
+    Judge,
+    JudgeKey,
+    Verdict,
+    VerdictCache,
+    judge_folder,
+    mcq_texts,
+    open_texts,
+    verdict_key_of,
 )
+from kag.results import ErrorResult, UnreadableResult, list_results, read_result_nofollow
 
-CACHE_FOLDER = ".kag-judge"
-CACHE_SUFFIX = ".verdict"
-# The judge's reply is kept beside its verdict for a reader who wants to know why; a
-# reasoning model's essay is cut to this many characters.
-MAX_STORED_REPLY = 4000
-# 2: the key holds the judge's endpoint (a verdict cached by version 1 is asked for again).
-CACHE_VERSION = 2
+# Re-exported: the cache, the verdicts and the key are kag.grading.verdicts', which the walk
+# of `kag stats` reads without the judge's requests.
+__all__ = [
+    "CACHE_FOLDER",
+    "CACHE_SUFFIX",
+    "CACHE_VERSION",
+    "MAX_STORED_REPLY",
+    "Judge",
+    "JudgeKey",
+    "Verdict",
+    "VerdictCache",
+    "judge_folder",
+    "verdict_key_of",
+]
 
 # Whole words only: "INCORRECT" must not be read as "CORRECT". Case-sensitive, as the
 # prompt asks for the upper-case word; "correct" inside an explanation is not a verdict.
 _VERDICT = re.compile(r"(?<![A-Za-z0-9_])(INCORRECT|CORRECT)(?![A-Za-z0-9_])")
-_UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
-
-
-class Verdict(StrEnum):
-    CORRECT = "CORRECT"
-    INCORRECT = "INCORRECT"
-    UNUSABLE = "UNUSABLE"  # the reply named neither word
 
 
 class Kind(StrEnum):
     OPEN = "open"
     MCQ = "mcq"
-
-
-@dataclass(frozen=True)
-class Judge:
-    """The judging model: a provider of the configuration and a model name at it."""
-
-    provider: str
-    model: str
 
 
 @dataclass(frozen=True)
@@ -167,13 +157,14 @@ def parse_verdict(reply: str) -> Verdict:
 def mcq_item(question: Question, setup: str, response: str, path: str) -> JudgeItem:
     assert question.mcq is not None and question.mcq.answer is not None
     options, answer = question.mcq.options, question.mcq.answer
+    question_text, reference = mcq_texts(question.input, options, answer)
     return JudgeItem(
         question.dataset,
         question.id,
         setup,
         Kind.MCQ,
-        f"{question.input}\n\n{format_choices(options)}",
-        f"{answer}: {options[answer]}",
+        question_text,
+        reference,
         response,
         is_correct(response, answer),
         path,
@@ -183,13 +174,14 @@ def mcq_item(question: Question, setup: str, response: str, path: str) -> JudgeI
 def _open_item(question: Question, setup: str, response: str, path: str) -> JudgeItem:
     assert question.open is not None
     answers = question.open.answers
+    question_text, reference = open_texts(question.input, answers)
     return JudgeItem(
         question.dataset,
         question.id,
         setup,
         Kind.OPEN,
-        question.input,
-        "\n".join(answers),
+        question_text,
+        reference,
         response,
         exact_match(response, answers) == 1.0,
         path,
@@ -235,16 +227,6 @@ def collect_items(
 # ---------------------------------------------------------------- the cache
 
 
-def judge_folder(judge: Judge) -> str:
-    """``<provider>-<model>`` made a safe folder name (characters other than letters,
-    digits, ``.``, ``_`` and ``-`` become ``_``; at most 80 of them), then ``-`` and 12 hex
-    of the SHA-256 of the exact pair, so that two judges whose names read alike never share
-    a folder."""
-    readable = _UNSAFE_NAME.sub("_", f"{judge.provider}-{judge.model}")[:80]
-    digest = hashlib.sha256(orjson.dumps([judge.provider, judge.model])).hexdigest()[:12]
-    return f"{readable}-{digest}"
-
-
 def judge_endpoint(config: Config, judge: Judge) -> tuple[str, ...]:
     """Where the judge is asked: its provider's type, then every URL of the provider (sorted,
     so that reordering a failover list changes nothing), each without its user and password
@@ -271,151 +253,15 @@ def _endpoint_url(url: str) -> str:
 
 
 def verdict_key(judge: Judge, prompt_sha256: str, item: JudgeItem, endpoint: Sequence[str] = ()) -> str:
-    """The cache key of a verdict: SHA-256 (hex) of the judge, the server it is asked at
-    (:func:`judge_endpoint`), the prompt's SHA-256, the question text, the reference and the
-    response (the prompt's three variables). The same provider name and model behind
-    another URL is another judge: its verdicts are its own."""
-    payload = [
-        CACHE_VERSION,
-        judge.provider,
-        judge.model,
-        list(endpoint),
-        prompt_sha256,
+    """The cache key of ``item``'s verdict (:func:`kag.grading.verdicts.verdict_key_of`): the
+    judge, the server it is asked at (:func:`judge_endpoint`), the prompt's SHA-256, the
+    question text, the reference and the response (the prompt's three variables)."""
+    return verdict_key_of(
+        JudgeKey(judge.provider, judge.model, tuple(endpoint), prompt_sha256),
         item.question_text,
         item.reference,
         item.response,
-    ]
-    return hashlib.sha256(orjson.dumps(payload)).hexdigest()
-
-
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-
-
-@dataclass(frozen=True)
-class VerdictCache:
-    """The verdicts of one judge in the result tree at ``root``."""
-
-    root: Path
-    judge: Judge
-
-    def relative(self, key: str) -> tuple[str, ...]:
-        return (CACHE_FOLDER, judge_folder(self.judge), f"{key}{CACHE_SUFFIX}")
-
-    def path(self, key: str) -> Path:
-        return self.root.joinpath(*self.relative(key))
-
-    def check(self) -> None:
-        """LinkInTree when a symbolic link (or a file) sits where a folder of the cache
-        belongs: found before any request is sent."""
-        shown = self.root
-        for part in self.relative("00")[:2]:
-            shown = shown / part
-            try:
-                info = os.lstat(shown)
-            except FileNotFoundError:
-                return
-            if not stat.S_ISDIR(info.st_mode):
-                raise LinkInTree(f"{shown}: a symbolic link or a file where the judge's cache folder belongs")
-
-    def check_writable(self) -> None:
-        """InputError naming the full path of the folder when the verdicts cannot be written
-        there (a read-only tree, a folder of another user): found before any request is
-        sent, so that no verdict is asked for and thrown away. The deepest folder of
-        ``<root>/.kag-judge/<judge>`` that exists gets a probe file, created and removed at
-        once; no folder is created and no link followed (LinkInTree)."""
-        try:
-            fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        except OSError as exc:
-            raise InputError(
-                f"{os.path.abspath(self.root)}: cannot open the result tree ({exc.strerror})"
-            ) from None
-        shown = self.root
-        try:
-            for part in self.relative("00")[:-1]:
-                try:
-                    inner = os.open(part, _DIR_FLAGS, dir_fd=fd)
-                except FileNotFoundError:
-                    break
-                except OSError as exc:
-                    if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                        raise LinkInTree(
-                            f"{shown / part}: a symbolic link or a file where a folder belongs"
-                        ) from None
-                    raise InputError(f"{os.path.abspath(shown / part)}: {exc.strerror}") from None
-                os.close(fd)
-                fd = inner
-                shown = shown / part
-            probe = temporary_name(".kag-judge-probe")
-            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-            try:
-                os.close(os.open(probe, flags, 0o600, dir_fd=fd))
-            except OSError as exc:
-                raise InputError(
-                    f"{os.path.abspath(shown)}: cannot write the judge's verdicts here ({exc.strerror});"
-                    " no request was sent"
-                ) from None
-            os.unlink(probe, dir_fd=fd)
-        finally:
-            os.close(fd)
-
-    def read(self, key: str) -> Verdict | None:
-        """The cached verdict, or None when there is none (or it is unreadable: asked again).
-        Every folder and the file are opened without following a link (LinkInTree)."""
-        entry = self.read_entry(key)
-        return entry[0] if entry is not None else None
-
-    def read_entry(self, key: str) -> tuple[Verdict, str] | None:
-        """The cached verdict and the judge's reply it was read from (empty when the file
-        holds none), with the rules of :meth:`read`."""
-        parts = self.relative(key)
-        try:
-            fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        except OSError:
-            return None
-        shown = self.root
-        try:
-            for part in parts[:-1]:
-                shown = shown / part
-                try:
-                    inner = os.open(part, _DIR_FLAGS, dir_fd=fd)
-                except FileNotFoundError:
-                    return None
-                except OSError as exc:
-                    if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                        raise LinkInTree(
-                            f"{shown}: a symbolic link or a file where a folder belongs"
-                        ) from None
-                    raise
-                os.close(fd)
-                fd = inner
-            try:
-                # O_NONBLOCK: a FIFO planted at a verdict file must not wait for a writer.
-                file_fd = os.open(
-                    parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=fd
-                )
-            except OSError:
-                return None  # missing, or a planted link: asked again and replaced
-            if not stat.S_ISREG(os.fstat(file_fd).st_mode):
-                os.close(file_fd)
-                raise InputError(
-                    f"{shown / parts[-1]}: not a regular file where a verdict file belongs; remove it"
-                )
-            with os.fdopen(file_fd, "rb") as handle:
-                data = handle.read(MAX_STORED_REPLY * 8 + 4096)
-        finally:
-            os.close(fd)
-        try:
-            raw = orjson.loads(data)
-            verdict = Verdict(raw["verdict"])
-        except (orjson.JSONDecodeError, TypeError, KeyError, ValueError):
-            return None
-        reply = raw.get("reply", "")  # a mapping: raw["verdict"] was read from it
-        return verdict, reply if isinstance(reply, str) else ""
-
-    def write(self, key: str, verdict: Verdict, reply: str) -> None:
-        """Store a verdict and the (redacted) reply it was read from, atomically."""
-        body = {"verdict": verdict.value, "reply": reply[:MAX_STORED_REPLY]}
-        write_atomic(self.path(key), (orjson.dumps(body),), root=self.root, mode=0o644)
+    )
 
 
 # ---------------------------------------------------------------- asking the judge
@@ -552,38 +398,36 @@ async def _ask_all(
 
 def summarize_verdicts(judged: Iterable[JudgedItem]) -> tuple[JudgeSummary, ...]:
     """Per setup (sorted by name): ``judged`` answers, of which ``correct``, ``incorrect``
-    and ``unusable`` verdicts (they sum to ``judged``).
+    and ``unusable`` verdicts (they sum to ``judged``), counted and reduced by the ``judge``
+    measure (:mod:`kag.grading.measures.judge`), as `kag stats` counts the cached verdicts.
 
     accuracy = correct / judged (an unusable verdict counts against; None when judged = 0).
     agreement_with_exact_match = the share of usable verdicts (correct + incorrect) that
     equal the strict grade (CORRECT where the exact match holds, INCORRECT where it does
     not); None when no verdict is usable.
     """
-    counts: dict[str, list[int]] = {}
+    from kag.grading.measures.judge import JudgeCounts, add_verdict, judge_accuracy, judge_agreement
+
+    counts: dict[str, JudgeCounts] = {}
     for j in judged:
-        c = counts.setdefault(j.item.setup, [0, 0, 0, 0])  # correct, incorrect, unusable, agree
-        if j.verdict is Verdict.CORRECT:
-            c[0] += 1
-        elif j.verdict is Verdict.INCORRECT:
-            c[1] += 1
-        else:
-            c[2] += 1
-        if j.verdict is not Verdict.UNUSABLE and (j.verdict is Verdict.CORRECT) == j.item.exact:
-            c[3] += 1
-    out = []
-    for setup in sorted(counts):
-        correct, incorrect, unusable, agree = counts[setup]
-        total = correct + incorrect + unusable
-        usable = correct + incorrect
-        out.append(
-            JudgeSummary(
-                setup,
-                total,
-                correct,
-                incorrect,
-                unusable,
-                correct / total if total else None,
-                agree / usable if usable else None,
-            )
+        add_verdict(counts.setdefault(j.item.setup, JudgeCounts()), j.verdict, j.item.exact)
+    return tuple(
+        JudgeSummary(
+            setup,
+            c.judged,
+            c.judged_correct,
+            c.judged_incorrect,
+            c.judged_unusable,
+            judge_accuracy(c),
+            judge_agreement(c),
         )
-    return tuple(out)
+        for setup, c in sorted(counts.items())
+    )
+
+
+def judge_key(config: Config, judge: Judge, prompt: JudgePrompt) -> JudgeKey:
+    """What keys ``judge``'s verdicts besides the answer (its server in ``config`` and the
+    prompt's SHA-256): what `kag stats --judge` reads the cached verdicts with. ConfigError
+    unless the provider is configured and generates text."""
+    check_judge(config, judge)
+    return JudgeKey(judge.provider, judge.model, judge_endpoint(config, judge), prompt.sha256)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from kag.grading.verdicts import Verdict
 from kag.results.codec import RetrievalSample
 from kag.results.model import ModelConfig, Usage
 
@@ -43,7 +44,8 @@ class GradedFile:
       ``exact_match`` and ``f1`` an open question's (0 and 0 for an error file);
       ``evidence_hit`` whether the retrieval text holds one of the question's evidence
       names (None when the question lists none, the file has no retrieval text, or
-      evidence was not measured).
+      evidence was not measured); ``verdict`` the judge's cached verdict of the answer
+      (:mod:`kag.grading.verdicts`; None when no judge was asked for or it has none).
     - ``gold`` the answer key (an open question's accepted answers joined with `` | ``),
       ``path`` the result file (None for a record not read from a tree walk).
     """
@@ -68,6 +70,7 @@ class GradedFile:
     gold: str | None = None
     path: str | None = None
     extracted_key: str | None = None
+    verdict: Verdict | None = None
 
     @property
     def is_open(self) -> bool:

@@ -11,9 +11,24 @@ from __future__ import annotations
 from enum import StrEnum
 
 
+class StatsFormat(StrEnum):
+    """``kag stats``: text, JSON and markdown of the numbers, the HTML page, JUnit XML, and
+    one row per graded file (CSV, JSON Lines). What each needs and which renderer draws it
+    is one line of ``kag.commands._plans.STATS_PLANS``."""
+
+    TEXT = "text"
+    JSON = "json"
+    MARKDOWN = "markdown"
+    HTML = "html"
+    JUNIT = "junit"
+    CSV = "csv"
+    JSONL = "jsonl"
+
+
 class ReportFormat(StrEnum):
-    """``kag stats`` and ``kag stats compare``: text, JSON and markdown of the numbers, or the
-    HTML page (:mod:`kag.render.html`)."""
+    """``kag stats compare``: text, JSON and markdown of the comparisons, or the HTML page
+    (:mod:`kag.render.html`), or JUnit XML; one line each of
+    ``kag.commands._plans.COMPARE_PLANS``."""
 
     TEXT = "text"
     JSON = "json"
@@ -23,8 +38,8 @@ class ReportFormat(StrEnum):
 
 
 class TableFormat(StrEnum):
-    """``kag stats flips`` and ``kag stats impact``, and every :class:`ReportFormat` but the
-    page: what a summary, a comparison, a flip list or an impact renders as on its own."""
+    """``kag stats flips`` and ``kag stats impact``: what a comparison, a flip list or an
+    impact renders as on its own (and ``compare --epochs all``)."""
 
     TEXT = "text"
     JSON = "json"
@@ -32,7 +47,8 @@ class TableFormat(StrEnum):
 
 
 class ExportFormat(StrEnum):
-    """``kag stats --format csv|jsonl``: one row per graded file (:mod:`kag.render.export`)."""
+    """The per-file exports of ``kag stats --format csv|jsonl``: one row per graded file
+    (:mod:`kag.render.export`)."""
 
     CSV = "csv"
     JSONL = "jsonl"

@@ -188,9 +188,12 @@ def render_junit(
     prefix: str = "",
     version: str = "",
     grade: str | None = None,
+    suite_properties: Mapping[tuple[str, str], Mapping[str, str]] | None = None,
 ) -> str:
     """The JUnit document: suites by (setup, dataset) in name order, then ``kag.gates``
-    when a gate was given. ``grade`` (``"extracted"``) is named in each suite's properties."""
+    when a gate was given. ``grade`` (``"extracted"``) is named in each suite's properties,
+    and ``suite_properties`` of (setup, dataset) after it (the values of the measures a
+    request asked for, such as the judge's)."""
     root = ET.Element("testsuites", name="kag")
     groups: dict[tuple[str, str], list[Case]] = {}
     for case in cases:
@@ -222,6 +225,7 @@ def render_junit(
         }
         if grade is not None:
             properties["grade"] = grade
+        properties.update((suite_properties or {}).get((setup, dataset), {}))
         _add_properties(suite, properties)
         for case in members:
             _testcase(suite, case)

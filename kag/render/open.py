@@ -9,7 +9,6 @@ that every other report keeps its compatible shape byte for byte (docs/architect
 from __future__ import annotations
 
 from kag.grading.mcq.summary import Summary
-from kag.grading.open_grading import open_metrics
 from kag.render.columns import OPEN_COLUMNS, Block, Fmt, Shown, cells_for, columns_for, headers_for
 from kag.render.table import Align, Table, table_markdown
 from kag.textsafe import escape_controls
@@ -26,7 +25,7 @@ def _rows(summary: Summary, fmt: Fmt, setup_label: str, dataset_label: str) -> l
     columns = columns_for(OPEN_COLUMNS, fmt, Shown())
     rows: list[tuple[str, list[str]]] = []
     for s in summary.setups:
-        if open_metrics(s.overall) is None:
+        if s.overall.open_answers is None:
             continue
         blocks = [(setup_label.format(name=s.setup), Block(s.setup, None, s.overall))]
         blocks += [(dataset_label.format(name=d), Block(s.setup, d, m)) for d, m in s.per_dataset.items()]

@@ -442,10 +442,16 @@ def test_html_on_a_terminal_asks_for_an_output_file(command: list[str], repo: Pa
 # ---------------------------------------------------------------- what a run computes
 
 
-def test_every_format_declares_what_it_needs() -> None:
-    from kag.commands.stats import FORMAT_NEEDS, FORMATS
+def test_every_format_has_one_plan_line_with_its_own_renderer() -> None:
+    from kag.commands._plans import COMPARE_PLANS, STATS_PLANS
+    from kag.commands.stats import FORMATS
+    from kag.render.formats import ReportFormat, StatsFormat
 
-    assert set(FORMAT_NEEDS) == set(FORMATS)
+    assert set(STATS_PLANS) == set(StatsFormat) and sorted(FORMATS) == sorted(f.value for f in StatsFormat)
+    assert len({id(line.draw) for line in STATS_PLANS.values()}) == len(StatsFormat)
+    assert set(COMPARE_PLANS) == set(ReportFormat)
+    assert [f for f, line in STATS_PLANS.items() if line.page] == [StatsFormat.HTML]
+    assert [f for f, line in COMPARE_PLANS.items() if line.page] == [ReportFormat.HTML]
 
 
 @pytest.mark.parametrize(
@@ -465,8 +471,9 @@ def test_every_format_declares_what_it_needs() -> None:
 def test_the_plan_is_derived_from_the_options(fmt: str, gate: bool, priced: bool, needs: set[str]) -> None:
     from kag.commands.stats import StatsPlan
     from kag.grading.mcq.request import GradeRequest
+    from kag.render.formats import StatsFormat
 
-    plan = StatsPlan.of(fmt, regression_gate=gate, priced=priced)
+    plan = StatsPlan.of(StatsFormat(fmt), regression_gate=gate, priced=priced)
     assert plan.needs == needs
     assert plan.analysed == ("analysis" in needs)
     request = plan.grading("p-", ("s*",), ("d*",), "letter", has_evidence=True)
@@ -476,4 +483,4 @@ def test_the_plan_is_derived_from_the_options(fmt: str, gate: bool, priced: bool
     # Evidence is measured against the datasets file's evidence names: none listed, none asked.
     bare = plan.grading("", (), (), None, has_evidence=False)
     assert bare.measures == needs - {"analysis", "evidence"} and bare.extract is None
-    assert (plan.page, plan.junit, plan.exported) == (fmt == "html", fmt == "junit", fmt in ("csv", "jsonl"))
+    assert plan.page == (fmt == "html")

@@ -1,32 +1,31 @@
-"""The blocks of a `kag stats` report: :class:`Tally`, the accumulator that sums the
-per-file records, and :class:`Metrics`, the frozen block. Their counters, how a record adds
-to them and how two merge are the registered measures' (:mod:`kag.grading.measures`, one
-module each, where the metric functions re-exported here live); the properties of
-:class:`Metrics` are the values the renderers read.
+"""The blocks of a `kag stats` report: :class:`Tally`, the accumulator that folds the
+per-file records into each registered measure's state, and :class:`Metrics`, the frozen
+block. What a block holds, how a record adds to it, how two merge and which values a block
+has are the registered measures' (:mod:`kag.grading.measures`, one module each, where the
+metric functions re-exported here live): ``Metrics.accuracy`` is the value the ``accuracy``
+measure declares, not a property of the block.
 
-Every sum but one is an integer (times in nanoseconds), so merging those is exact and does
-not depend on the order of the records. The exception is ``open_f1``, the sum of the open
-questions' F1 scores: a float, so the walk merges the tallies in a fixed order (chunks in
-question order, then datasets by name) and the result does not depend on the number of
-workers either.
+Most states are integer counters (times in nanoseconds), so merging those is exact and does
+not depend on the order of the records. Other states (``open_f1``, the sum of the open
+questions' F1 scores; a list; a sketch) merge in a fixed order: the walk merges the tallies
+chunk by chunk in question order, then datasets by name, so the result does not depend on
+the number of workers either.
 """
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any, TypeVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from kag.grading.measures import registered
-from kag.grading.measures.accuracy import AccuracyCounts, accuracy, coverage, precision
-from kag.grading.measures.context_length import ContextLengthCounts, mean
-from kag.grading.measures.extracted import ExtractedCounts
+from kag.grading.measures.accuracy import accuracy, coverage, precision
+from kag.grading.measures.context_length import mean
 from kag.grading.measures.interval import Z95, wilson_interval
-from kag.grading.measures.open import OpenCounts, add_open
-from kag.grading.measures.retrieval import RetrievalCounts, RetrievalMetrics, retrieval_metrics
-from kag.grading.measures.timing import TimingCounts, duration_secs, mean_duration_secs
-from kag.grading.measures.usage import UsageCounts, UsageMetrics, usage_metrics
+from kag.grading.measures.registry import Measure, generation
+from kag.grading.measures.retrieval import RetrievalMetrics
+from kag.grading.measures.timing import duration_secs, mean_duration_secs
+from kag.grading.measures.usage import UsageMetrics
 from kag.grading.record import GradedFile
 
 # Re-exported: the metric functions' home is their measure's module.
@@ -50,141 +49,173 @@ __all__ = [
 if TYPE_CHECKING:
     from kag.grading.mcq.epoch_walk import EpochOutcomes
     from kag.grading.mcq.evidence_blocks import EvidenceRecords
+    from kag.grading.verdicts import JudgeKey
 
 # ---------------------------------------------------------------- aggregation
 
 
-class _Counts(
-    AccuracyCounts,
-    TimingCounts,
-    ContextLengthCounts,
-    RetrievalCounts,
-    ExtractedCounts,
-    OpenCounts,
-    UsageCounts,
-):
-    """The counter fields of one group, listed once: :class:`Tally` (the mutable accumulator
-    that travels to and from worker processes) and :class:`Metrics` (the frozen block) both
-    carry exactly these, in this order, through :func:`_counts_dataclass`: the registered
-    measures' counters (:mod:`kag.grading.measures`), in registration order."""
+@dataclass(frozen=True)
+class _Layout:
+    """What the blocks derive from the registry, rebuilt when a measure is registered: the
+    measures with a state (in registration order, the order of a block's states), their
+    adders by position, and where each value of a block is read."""
 
-    __slots__ = ()
+    stateful: tuple[Measure, ...]
+    adders: tuple[tuple[int, Callable[[Any, GradedFile], None]], ...]
+    open_adders: tuple[tuple[int, Callable[[Any, GradedFile], None]], ...]
+    # value name -> (position of the measure's state, or -1 for a value read from the block; getter)
+    values: Mapping[str, tuple[int, Callable[[Any], Any]]]
+    positions: Mapping[str, int]
 
 
-_C = TypeVar("_C", bound=type[_Counts])
-
-# The counters of a block: the registered measures', each with its starting value. The bases
-# of _Counts are there for the type checker, which then sees the counters the renderers and
-# the walk name; a measure that is not a base still counts (its own functions read its
-# counters), so a new measure needs no line here.
-_ANNOTATIONS: dict[str, Any] = {
-    name: inspect.get_annotations(m.counts)[name] for m in registered() for name in m.counters
-}
-_STARTS: dict[str, Any] = {name: getattr(m.counts, name) for m in registered() for name in m.counters}
-_MEASURES = registered()
-_ADDERS = tuple(m.add for m in _MEASURES if m.add is not None)
+_layout_cache: list[tuple[int, _Layout]] = []
 
 
-def _counts_dataclass(*, frozen: bool) -> Callable[[_C], _C]:
-    """``@dataclass(slots=True, frozen=frozen)`` whose fields are :class:`_Counts`' (then the class's own)."""
+def _layout() -> _Layout:
+    """The layout of the registry as it is now (cached until a measure is registered)."""
+    if _layout_cache and _layout_cache[0][0] == generation():
+        return _layout_cache[0][1]
+    measures = registered()
+    stateful = tuple(m for m in measures if m.state is not None)
+    positions = {m.name: i for i, m in enumerate(stateful)}
+    values = {
+        name: (positions[m.name], getter) for m in stateful for name, getter in m.value_getters().items()
+    }
+    values.update((name, (-1, getter)) for m in measures for name, getter in m.block_values.items())
+    layout = _Layout(
+        stateful,
+        tuple((i, m.add) for i, m in enumerate(stateful) if m.add is not None),
+        tuple((i, m.add_open) for i, m in enumerate(stateful) if m.add_open is not None),
+        values,
+        positions,
+    )
+    _layout_cache[:] = [(generation(), layout)]
+    return layout
 
-    def wrap(cls: _C) -> _C:
-        own = inspect.get_annotations(cls)
-        cls.__annotations__ = {**_ANNOTATIONS, **own}
-        for name in _ANNOTATIONS:
-            setattr(cls, name, _STARTS[name])
-        return dataclass(frozen=frozen, slots=True)(cls)  # type: ignore[return-value]
 
-    return wrap
+class Tally:
+    """Accumulator of per-file records for one group (setup, or setup × dataset): one state
+    per registered measure that keeps one, in registration order.
 
+    ``Tally(**counters)`` starts the counters named with the values given (a block built by
+    hand, in tests and examples)."""
 
-@_counts_dataclass(frozen=False)
-class Tally(_Counts):
-    """Accumulator of per-file records for one group (setup, or setup × dataset).
+    __slots__ = ("_adders", "_open_adders", "states")
 
-    Times are integer nanoseconds so that merging is exact and order-independent.
-    """
+    def __init__(self, **counters: Any) -> None:
+        layout = _layout()
+        self.states = [m.new_state() for m in layout.stateful]
+        self._adders, self._open_adders = layout.adders, layout.open_adders
+        for name, value in counters.items():
+            _set_counter(self.states, name, value)
 
     def add(self, graded: GradedFile) -> None:
-        for add in _ADDERS:
-            add(self, graded)
+        """Fold one graded MCQ record into every measure that counts those."""
+        states = self.states
+        for i, add in self._adders:
+            add(states[i], graded)
+
+    def add_open_record(self, graded: GradedFile) -> None:
+        """Fold one graded record of an open question into every measure that counts those."""
+        states = self.states
+        for i, add in self._open_adders:
+            add(states[i], graded)
 
     def add_open(self, exact: float, f1: float, error: bool) -> None:
-        """Count one graded open-answer file (an error file scores 0 on both)."""
-        add_open(self, exact, f1, error)
+        """Count one graded open-answer file (an error file scores 0 on both) from its scores
+        alone (no record): what the ``open`` measure counts of it."""
+        from kag.grading.measures.open import add_open
+
+        add_open(self.states[_layout().positions["open"]], exact, f1, error)
 
     def merge(self, other: Tally | Metrics) -> None:
-        """Add another group's sums (a Tally or frozen Metrics: same fields): each measure's
-        merge. ``open_f1`` is the one float: callers merge
-        in a fixed order (chunks, then datasets by name)."""
-        for m in _MEASURES:
-            m.merge(self, other)
+        """Fold another group's states (a Tally or a frozen Metrics) into this one, each by
+        its measure's merge; ``other`` is left as it was. Callers merge in a fixed order
+        (chunks, then datasets by name)."""
+        layout = _layout()
+        theirs = other.states
+        for i, m in enumerate(layout.stateful):
+            self.states[i] = m.merge_states(self.states[i], theirs[i])
 
     def freeze(self) -> Metrics:
-        return Metrics(*(getattr(self, f) for f in _TALLY_FIELDS))
+        """The block of these states (the tally must not be added to afterwards)."""
+        return Metrics._of(tuple(self.states))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Tally) and self.states == other.states
+
+    def __repr__(self) -> str:
+        return f"Tally({self.states!r})"
+
+    def __getstate__(self) -> list[Any]:
+        return self.states
+
+    def __setstate__(self, states: list[Any]) -> None:
+        layout = _layout()
+        self.states = states
+        self._adders, self._open_adders = layout.adders, layout.open_adders
 
 
-@_counts_dataclass(frozen=True)
-class Metrics(_Counts):
-    """The numbers of one report block (a setup overall, or one dataset of a setup)."""
-
-    @property
-    def total(self) -> int:
-        """TOT = OK + WRONG + ERR."""
-        return self.correct + self.incorrect + self.errors
-
-    @property
-    def extracted_accuracy(self) -> float | None:
-        """XACC = extracted correct / TOT (the denominator of ACC); None when TOT = 0."""
-        return accuracy(self.extracted_correct, self.total)
-
-    @property
-    def parsed(self) -> int:
-        """OK + WRONG: files whose model committed to an answer."""
-        return self.correct + self.incorrect
-
-    @property
-    def accuracy(self) -> float | None:
-        return accuracy(self.correct, self.total)
-
-    @property
-    def precision(self) -> float | None:
-        return precision(self.correct, self.parsed)
-
-    @property
-    def coverage(self) -> float | None:
-        return coverage(self.parsed, self.total)
-
-    @property
-    def accuracy_ci95(self) -> tuple[float, float] | None:
-        return wilson_interval(self.correct, self.total)
-
-    @property
-    def avg_generation_secs(self) -> float | None:
-        """GEN(s): mean ``ok.stats.time`` over the ok files that have one."""
-        return mean_duration_secs(self.generation_ns, self.generation_samples)
-
-    @property
-    def total_generation_secs(self) -> float:
-        return duration_secs(self.generation_ns)
-
-    @property
-    def avg_context_length(self) -> float | None:
-        """CTX_LEN: mean UTF-8 byte length of ``ok.stats.prompt`` over the ok files that have one."""
-        return mean(self.context_bytes, self.context_samples)
-
-    @property
-    def retrieval(self) -> RetrievalMetrics | None:
-        """RET(s)/VERTICE/RELATION/PROPERTY sums; None when no file had retrieval stats."""
-        return retrieval_metrics(self)
-
-    @property
-    def usage(self) -> UsageMetrics | None:
-        """Token sums and means over the files with a usage sample; None when there is none."""
-        return usage_metrics(self)
+def _set_counter(states: list[Any], name: str, value: Any) -> None:
+    layout = _layout()
+    for i, m in enumerate(layout.stateful):
+        if name in m.counters:
+            setattr(states[i], name, value)
+            return
+    raise TypeError(f"no registered measure counts {name!r}")
 
 
-_TALLY_FIELDS = tuple(f.name for f in fields(Tally))  # type: ignore[arg-type]
+class Metrics:
+    """The numbers of one report block (a setup overall, or one dataset of a setup): each
+    measure's state, and its values read by name (``block.accuracy``, ``block.correct``),
+    each from its measure's declaration (:attr:`~kag.grading.measures.registry.Measure.values`),
+    a measure's value finished once per block.
+
+    ``Metrics(**counters)``: the block of a :class:`Tally` started with those counters."""
+
+    __slots__ = ("_finished", "states")
+
+    def __init__(self, **counters: Any) -> None:
+        self.states = tuple(Tally(**counters).states)
+        self._finished: dict[int, Any] = {}
+
+    @classmethod
+    def _of(cls, states: tuple[Any, ...]) -> Metrics:
+        block = cls.__new__(cls)
+        block.states = states
+        block._finished = {}
+        return block
+
+    def value(self, name: str) -> Any:
+        """The block's value ``name``, as the measure that declares it computes it;
+        AttributeError naming it when no registered measure declares it."""
+        found = _layout().values.get(name)
+        if found is None:
+            raise AttributeError(f"no registered measure gives a block the value {name!r}")
+        position, getter = found
+        if position < 0:
+            return getter(self)
+        finished = self._finished
+        if position not in finished:
+            finished[position] = _layout().stateful[position].finished(self.states[position])
+        return getter(finished[position])
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return self.value(name)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Metrics) and self.states == other.states
+
+    def __hash__(self) -> int:
+        return hash(repr(self.states))
+
+    def __repr__(self) -> str:
+        return f"Metrics({self.states!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Metrics._of, (self.states,))
 
 
 @dataclass(frozen=True)
@@ -206,6 +237,7 @@ class GradeRun:
     the request asks for ``records``. ``epochs`` (per (setup, dataset), one tuple of
     epoch outcomes per question with epochs) and ``evidence`` (per (setup, dataset), the
     evidence records) are filled only when the request asks for them.
+    ``judge`` names the judge whose verdicts were read (None: none was).
     ``open_records`` holds the per-file records of open questions, sorted and kept like
     ``records`` but apart from them, so that the pairings over ``records`` (comparisons,
     flips) never see an open question.
@@ -224,6 +256,7 @@ class GradeRun:
     epochs: EpochOutcomes | None = None
     evidence: EvidenceRecords | None = None
     open_records: tuple[GradedFile, ...] | None = None
+    judge: JudgeKey | None = None  # the judge whose cached verdicts the records carry
 
     @property
     def unreadable_files(self) -> int:

@@ -9,16 +9,15 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
 
 from kag.grading.mcq.rule import DEFAULT_ABSTENTION
+from kag.grading.measures import optional_names
+from kag.grading.verdicts import JudgeKey
 
 #: The per-file records of the graded files (``GradeRun.records`` and ``open_records``):
-#: an output, not a measure, asked for in :attr:`GradeRequest.measures` all the same.
+#: what the ``records`` measure keeps (:mod:`kag.grading.measures.records`).
 RECORDS = "records"
 
-#: What a request can ask for beyond the measures every walk counts: each graded file's
-#: record, the epochs' outcomes (a question's ``epochs`` folder is read only then) and the
-#: evidence records (the retrieval text is read only then). The extracted grade is asked for
-#: by :attr:`GradeRequest.extract`, the spec it is graded with.
-OPTIONAL = frozenset({RECORDS, "epochs", "evidence"})
+#: The measure of the judge's verdicts, counted when :attr:`GradeRequest.judge` names a judge.
+JUDGE = "judge"
 
 
 @dataclass(frozen=True)
@@ -36,8 +35,14 @@ class GradeRequest:
     - ``label``: the label of the tree being graded, whose setups a report over several trees
       names ``LABEL/setup``: the ``setups`` globs then match that name, the run's setups stay
       unlabelled (:func:`~kag.grading.mcq.trees.grade_trees` sets it tree by tree).
-    - ``measures``: what the run keeps beyond the tallies, names of :data:`OPTIONAL`:
-      ``records`` (one record per graded file), ``epochs``, ``evidence``.
+    - ``measures``: the optional measures asked for by name
+      (:func:`kag.grading.measures.optional_names`): ``records`` (one record per graded
+      file), ``epochs`` (a question's ``epochs`` folder is read only then), ``evidence``
+      (the retrieval text is read only then). The extracted grade is asked for by
+      ``extract``, the spec it is graded with.
+    - ``judge``: the judge whose cached verdicts (``kag stats judge``) are read into each
+      record (:mod:`kag.grading.verdicts`), counted by the ``judge`` measure; None: none
+      is read and the report has no ``judge`` key.
 
     Raises ValueError for a name ``measures`` cannot hold, TypeError for a single string
     given as ``setups`` or ``dataset_globs`` (a sequence of globs is expected).
@@ -52,6 +57,7 @@ class GradeRequest:
     extract: str | None = None
     label: str | None = None
     measures: AbstractSet[str] = frozenset()
+    judge: JudgeKey | None = None
 
     def __post_init__(self) -> None:
         for name in ("setups", "dataset_globs"):
@@ -60,12 +66,18 @@ class GradeRequest:
                 raise TypeError(f"{name}: expected a sequence of globs, got the string {globs!r}")
             object.__setattr__(self, name, tuple(globs))
         object.__setattr__(self, "measures", frozenset(self.measures))
-        unknown = self.measures - OPTIONAL
+        optional = optional_names() - {JUDGE}
+        unknown = self.measures - optional
         if unknown:
             raise ValueError(
                 f"measures: {', '.join(sorted(unknown))} cannot be asked for "
-                f"(one of {', '.join(sorted(OPTIONAL))})"
+                f"(one of {', '.join(sorted(optional))})"
             )
+
+    @property
+    def asked(self) -> frozenset[str]:
+        """The optional measures the walk counts: those named, and the judge's when one is given."""
+        return frozenset(self.measures) | ({JUDGE} if self.judge is not None else frozenset())
 
     @property
     def records(self) -> bool:

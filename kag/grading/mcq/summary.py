@@ -13,6 +13,7 @@ from kag.grading.mcq.metrics import GradeRun, Metrics, Tally
 
 if TYPE_CHECKING:
     from kag.grading.usage import Costs
+    from kag.grading.verdicts import JudgeKey
 
 # ---------------------------------------------------------------- summary and ranking
 
@@ -49,6 +50,7 @@ class Summary:
     epochs: Mapping[str, SetupEpochs] = field(default_factory=dict)
     extracted_epochs: Mapping[str, SetupEpochs] = field(default_factory=dict)
     evidence: Mapping[str, SetupEvidence] | None = None
+    judge: JudgeKey | None = None  # the judge whose verdicts the blocks count, when one was named
 
     @property
     def any_retrieval(self) -> bool:
@@ -94,6 +96,7 @@ def summarize(run: GradeRun) -> Summary:
         if run.epochs and run.extract is not None
         else {},
         evidence=summarize_setup_evidence(run.evidence) if run.evidence is not None else None,
+        judge=run.judge,
     )
 
 

@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from enum import IntEnum
 from functools import partial
 from itertools import chain
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from kag.datasets import Datasets
 from kag.grading.epochs import EpochOutcome
@@ -36,11 +36,13 @@ from kag.grading.evidence import evidence_record
 from kag.grading.mcq.epoch_walk import epoch_outcome, question_epochs
 from kag.grading.mcq.extracted import compile_spec, extracted_grade
 from kag.grading.mcq.metrics import GradeRun, Tally, Unreadable
-from kag.grading.mcq.request import RECORDS, GradeRequest
+from kag.grading.mcq.request import GradeRequest
 from kag.grading.mcq.rule import AnswerKey, compile_abstention, grade_fields
-from kag.grading.measures import measure
+from kag.grading.measures import kept_parts, needs
+from kag.grading.measures.registry import ByQuestion, Files
 from kag.grading.open_grading import empty_gold_warning, grade_open_response, usable_open_gold
 from kag.grading.record import GradedFile, Outcome, open_outcome
+from kag.grading.verdicts import JudgeKey, VerdictCache, mcq_texts, open_texts, verdict_key_of
 from kag.results.codec import parse_grading_fields
 from kag.results.io import read_result_bytes
 from kag.results.model import TMP_SUFFIX
@@ -56,7 +58,6 @@ from kag.textsafe import escape_controls
 from kag.workers import default_workers, ordered_map
 
 log = logging.getLogger(__name__)
-_T = TypeVar("_T")
 
 # Chunking of question folders handed to worker processes, and the size from which the
 # automatic mode starts a pool (a pool costs ~0.1-1 s to start; small trees grade faster
@@ -83,50 +84,15 @@ class _QuestionTask:
     key: AnswerKey | None
     answers: tuple[str, ...] = ()  # the accepted answers of an OPEN question
     evidence: tuple[str, ...] = ()
-
-
-class _Files(list[GradedFile]):
-    """Per-file records: the chunks' are concatenated, the run's sorted by (dataset,
-    question, setup), whatever order the chunks finished in."""
-
-    def merge(self, other: _Files) -> None:
-        self.extend(other)
-
-    def finish(self) -> tuple[GradedFile, ...]:
-        return tuple(sorted(self, key=lambda r: (r.dataset, r.question, r.setup)))
-
-
-class _ByQuestion(dict[tuple[str, str], dict[str, Any]]):
-    """Values per (setup, dataset), then per question (the epochs' outcomes, the evidence
-    records): the chunks' are united, the run's sorted by key, then by question name."""
-
-    def merge(self, other: _ByQuestion) -> None:
-        for key, questions in other.items():
-            self.setdefault(key, {}).update(questions)
-
-    def finish(self) -> dict[tuple[str, str], dict[str, Any]]:
-        return {key: _by_name(self[key]) for key in sorted(self)}
-
-
-#: What the walk keeps beyond the tallies for each name a request can ask for
-#: (:data:`kag.grading.mcq.request.OPTIONAL`): the fields of the run it fills, each with the
-#: shape that says how the chunks' parts merge and how the run's is finished.
-_KEPT: Mapping[str, Mapping[str, type[_Files | _ByQuestion]]] = {
-    RECORDS: {"records": _Files, "open_records": _Files},
-    "epochs": {"epochs": _ByQuestion},
-    "evidence": {"evidence": _ByQuestion},
-}
-
-
-def _kept_parts(request: GradeRequest) -> dict[str, Any]:
-    """An empty part for every run field that ``request`` asks the walk to keep."""
-    return {name: shape() for asked in request.measures for name, shape in _KEPT[asked].items()}
+    # (question text, reference) the judge is shown, when a judge's verdicts are read
+    judge_texts: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True)
 class _Config:
     request: GradeRequest
     log_level: int
+    root: str = ""
 
 
 @dataclass
@@ -136,7 +102,8 @@ class _ChunkResult:
     ignored: int = 0
     unreadable: list[Unreadable] = field(default_factory=list)
     logs: list[tuple[int, str]] = field(default_factory=list)
-    # What the request asks to keep beyond the tallies, by the run field it fills (_KEPT).
+    # What the request's measures keep beyond the tallies, by the run field it fills
+    # (kag.grading.measures.kept_parts).
     kept: dict[str, Any] = field(default_factory=dict)
 
     def tally(self, key: tuple[str, str]) -> Tally:
@@ -163,7 +130,7 @@ class _ChunkResult:
 def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResult:
     """Grade the result files of a chunk of question folders (runs in a worker process)."""
     request = config.request
-    out = _ChunkResult(kept=_kept_parts(request))
+    out = _ChunkResult(kept=kept_parts(request.asked))
     info = config.log_level <= logging.INFO
     debug = config.log_level <= logging.DEBUG
     prefix = request.prefix
@@ -172,12 +139,16 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
     abstention = compile_abstention(request.abstention)
     spec = compile_spec(request.extract) if request.extract is not None else None
     # The parts asked for, looked up once: the loop below only tests them for None.
-    records: _Files | None = out.kept.get("records")
-    open_records: _Files | None = out.kept.get("open_records")
-    epochs: _ByQuestion | None = out.kept.get("epochs")
-    evidence: _ByQuestion | None = out.kept.get("evidence")
+    records: Files | None = out.kept.get("records")
+    open_records: Files | None = out.kept.get("open_records")
+    epochs: ByQuestion | None = out.kept.get("epochs")
+    evidence: ByQuestion | None = out.kept.get("evidence")
     keep = records is not None
-    reads_text = any("retrieval_text" in measure(name).needs for name in request.measures if name != RECORDS)
+    # What the files are read for: the inputs the measures of the request need.
+    needed = needs(request.asked)
+    details = "config" in needed
+    reads_text = "retrieval_text" in needed
+    verdicts = _Verdicts(config.root, request.judge) if "verdict" in needed and request.judge else None
     for task in tasks:
         try:
             entries = sorted_entries(task.path)
@@ -213,7 +184,7 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
                 out.ignore(entry, "question is free-form or not in the datasets file", info)
                 continue
             if task.kind is _Kind.OPEN:
-                _grade_open_file(entry.path, task, setup, out, open_records)
+                _grade_open_file(entry.path, task, setup, out, open_records, verdicts)
                 continue
             if task.kind is _Kind.NO_ANSWER:
                 out.skipped += 1
@@ -222,8 +193,8 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
                 continue
             path = entry.path
             try:
-                # Config and usage only serve kept records; the retrieval text, the evidence measures.
-                fields = parse_grading_fields(read_result_bytes(path), keep, retrieval_text=with_text)
+                # The config only serves kept records; the retrieval text, the evidence measures.
+                fields = parse_grading_fields(read_result_bytes(path), details, retrieval_text=with_text)
                 graded = grade_fields(
                     fields,
                     task.key,  # type: ignore[arg-type]
@@ -241,6 +212,8 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
                 # Outside the try above: a regex timeout is the pattern's fault, not the file's.
                 extracted, extracted_answer = extracted_grade(spec, graded.response, task.key)  # type: ignore[arg-type]
                 graded = replace(graded, extracted=extracted, extracted_key=extracted_answer)
+            if verdicts is not None:
+                graded = verdicts.read(graded, task)
             key = (setup, task.dataset)
             out.tally(key).add(graded)
             if with_text:
@@ -279,36 +252,59 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
 
 
 def _grade_open_file(
-    path: str, task: _QuestionTask, setup: str, out: _ChunkResult, records: _Files | None
+    path: str,
+    task: _QuestionTask,
+    setup: str,
+    out: _ChunkResult,
+    records: Files | None,
+    verdicts: _Verdicts | None,
 ) -> None:
     """Grade one result file of an open question into ``out`` (EM and F1, an error file 0),
     with its record in ``records`` when the records are kept."""
     try:
-        fields = parse_grading_fields(read_result_bytes(path), False)
+        fields = parse_grading_fields(read_result_bytes(path), records is not None)
     except Exception as exc:  # noqa: BLE001 - one bad file must never stop the walk
         out.add_unreadable(path, exc)
         return
     exact, f1 = grade_open_response(fields.response, task.answers)
-    out.tally((setup, task.dataset)).add_open(exact, f1, fields.response is None)
+    graded = GradedFile(
+        task.dataset,
+        task.question,
+        setup,
+        open_outcome(fields.response, exact),
+        fields.response,
+        generation_ns=fields.generation_ns,
+        context_length=fields.context_length,
+        retrieval=fields.retrieval,
+        error=fields.error,
+        config=fields.config,
+        usage=fields.usage,
+        exact_match=exact,
+        f1=f1,
+        gold=" | ".join(task.answers),
+        path=path,
+    )
+    if verdicts is not None:
+        graded = verdicts.read(graded, task)
+    out.tally((setup, task.dataset)).add_open_record(graded)
     if records is not None:
-        records.append(
-            GradedFile(
-                task.dataset,
-                task.question,
-                setup,
-                open_outcome(fields.response, exact),
-                fields.response,
-                generation_ns=fields.generation_ns,
-                context_length=fields.context_length,
-                retrieval=fields.retrieval,
-                error=fields.error,
-                usage=fields.usage,
-                exact_match=exact,
-                f1=f1,
-                gold=" | ".join(task.answers),
-                path=path,
-            )
-        )
+        records.append(graded)
+
+
+class _Verdicts:
+    """The judge's cached verdicts of a tree, read into the records of its answers."""
+
+    def __init__(self, root: str, judge: JudgeKey) -> None:
+        self.judge = judge
+        self.cache = VerdictCache(Path(root), judge.judge)
+
+    def read(self, graded: GradedFile, task: _QuestionTask) -> GradedFile:
+        """``graded`` with the judge's verdict of its answer (an error file has none)."""
+        if graded.response is None or task.judge_texts is None:
+            return graded
+        key = verdict_key_of(self.judge, *task.judge_texts, graded.response)
+        verdict = self.cache.read(key)
+        return graded if verdict is None else replace(graded, verdict=verdict)
 
 
 def _chunked(tasks: Iterable[_QuestionTask], size: int) -> Iterator[list[_QuestionTask]]:
@@ -400,6 +396,9 @@ def grade_tree(
     (:mod:`kag.grading.mcq.epoch_walk`); asking for ``evidence`` fills ``GradeRun.evidence``
     with the evidence records of the files whose question lists evidence names
     (:mod:`kag.grading.mcq.evidence_blocks`). What is not asked for stays None in the run.
+    With the request's ``judge``, the judge's cached verdict of each answer is read into its
+    record (:mod:`kag.grading.verdicts`) and counted by the ``judge`` measure. A file is
+    read for what the measures of the request need (:func:`kag.grading.measures.needs`).
     """
     root = str(root)
     request = request if request is not None else GradeRequest()
@@ -416,14 +415,17 @@ def grade_tree(
         if (warning := empty_gold_warning(datasets, empty)) is not None:
             log.warning("%s", warning)
     open_questions = sum(1 for n in selected for q in datasets.datasets[n].values() if q.open is not None)
-    config = _Config(request, log.getEffectiveLevel())
+    if request.judge is not None:
+        VerdictCache(Path(root), request.judge.judge).check()  # a planted link: before any file is read
+    config = _Config(request, log.getEffectiveLevel(), root)
     parent = _ChunkResult()
-    chunks = _chunked(_iter_questions(datasets, root, ds_globs, parent), CHUNK_QUESTIONS)
+    questions = _iter_questions(datasets, root, ds_globs, parent, request.judge is not None)
+    chunks = _chunked(questions, CHUNK_QUESTIONS)
 
     tallies: dict[tuple[str, str], Tally] = {}
     skipped = ignored = 0
     unreadable: list[Unreadable] = []
-    kept = _kept_parts(request)
+    kept = kept_parts(request.asked)
     for part in _graded_chunks(chunks, config, workers):
         for name, value in part.kept.items():
             kept[name].merge(value)
@@ -452,17 +454,13 @@ def grade_tree(
         unreadable=tuple(unreadable),
         scorable_open_questions=open_questions if any_open else None,
         extract=request.extract,
+        judge=request.judge,
         **{name: value.finish() for name, value in kept.items()},
     )
 
 
-def _by_name(by_question: dict[str, _T]) -> dict[str, _T]:
-    """The same mapping in question order, whatever order the chunks finished in."""
-    return {question: by_question[question] for question in sorted(by_question)}
-
-
 def _iter_questions(
-    datasets: Datasets, root: str, ds_globs: Sequence[str], parent: _ChunkResult
+    datasets: Datasets, root: str, ds_globs: Sequence[str], parent: _ChunkResult, judged: bool = False
 ) -> Iterator[_QuestionTask]:
     """Question folders to grade, in name order; entries at wrong levels are counted in ``parent``."""
     info = log.isEnabledFor(logging.INFO)
@@ -486,11 +484,19 @@ def _iter_questions(
                 continue
             question = questions.get(q.name)
             if question is not None and question.open is not None:
-                yield _QuestionTask(q.path, d.name, q.name, _Kind.OPEN, None, answers=question.open.answers)
+                answers = question.open.answers
+                texts = open_texts(question.input, answers) if judged else None
+                yield _QuestionTask(
+                    q.path, d.name, q.name, _Kind.OPEN, None, answers=answers, judge_texts=texts
+                )
             elif question is None or question.mcq is None:
                 yield _QuestionTask(q.path, d.name, q.name, _Kind.NOT_GRADED, None)
             elif question.mcq.answer is None:
                 yield _QuestionTask(q.path, d.name, q.name, _Kind.NO_ANSWER, None)
             else:
-                key = AnswerKey.of(question.mcq.answer, question.mcq.options)
-                yield _QuestionTask(q.path, d.name, q.name, _Kind.SCORABLE, key, evidence=question.evidence)
+                answer, options = question.mcq.answer, question.mcq.options
+                key = AnswerKey.of(answer, options)
+                texts = mcq_texts(question.input, options, answer) if judged else None
+                yield _QuestionTask(
+                    q.path, d.name, q.name, _Kind.SCORABLE, key, evidence=question.evidence, judge_texts=texts
+                )

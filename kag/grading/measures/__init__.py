@@ -1,7 +1,7 @@
 """The measures of a report block, one module each, registered in :mod:`.registry`.
 
 Importing this package registers every measure, in the order below, which is the order of
-a block's counters: :mod:`.accuracy`, :mod:`.interval`, :mod:`.timing`,
+a block's states: :mod:`.accuracy`, :mod:`.interval`, :mod:`.timing`,
 :mod:`.context_length`, :mod:`.retrieval`, :mod:`.extracted`, :mod:`.open`,
 :mod:`.usage`, :mod:`.epochs`, :mod:`.pass_at`, :mod:`.evidence`; then every other module
 of the package, in name order, so that a measure added later is its module alone.
@@ -32,9 +32,12 @@ import pkgutil
 
 from kag.grading.measures.registry import (
     Measure,
+    kept_parts,
     measure,
     merge_by_setup,
     merge_first,
+    needs,
+    optional_names,
     reducers,
     register,
     registered,
@@ -55,10 +58,13 @@ __all__ = [
     "evidence",
     "extracted",
     "interval",
+    "kept_parts",
     "measure",
     "merge_by_setup",
     "merge_first",
+    "needs",
     "open",
+    "optional_names",
     "pass_at",
     "reducers",
     "register",

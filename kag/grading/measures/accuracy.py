@@ -9,10 +9,11 @@ TOT = OK + WRONG + ERR; each None when its denominator is 0. Its interval is
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 from kag.grading.measures.declarations import TEXT_MD_HTML, Block, Column, JsonKey
-from kag.grading.measures.registry import Measure, register
+from kag.grading.measures.registry import Counters, Measure, register
 from kag.grading.percent import pct
 from kag.grading.record import GradedFile, Outcome
 
@@ -32,14 +33,9 @@ def coverage(parsed: int, total: int) -> float | None:
     return parsed / total if total > 0 else None
 
 
-class AccuracyCounts:
+@dataclass(slots=True)
+class AccuracyCounts(Counters):
     """The strict grade's counters of a block."""
-
-    # Slots for the block classes that inherit these counters, declared there (a base with
-    # non-empty slots cannot be mixed with others); hidden from the type checker, which
-    # would refuse the counters' assignment through an empty __slots__.
-    if not TYPE_CHECKING:
-        __slots__ = ()
 
     correct: int = 0
     incorrect: int = 0
@@ -49,8 +45,18 @@ class AccuracyCounts:
 
 
 def _metric(name: str) -> Callable[[Block], Any]:
-    """The block's value of the :class:`~kag.grading.mcq.metrics.Metrics` field or property ``name``."""
+    """The block's value ``name`` (a counter, or one of the values this measure declares)."""
     return lambda b: getattr(b.metrics, name)
+
+
+def _total(c: AccuracyCounts) -> int:
+    """TOT = OK + WRONG + ERR."""
+    return c.correct + c.incorrect + c.errors
+
+
+def _parsed(c: AccuracyCounts) -> int:
+    """OK + WRONG: files whose model committed to an answer."""
+    return c.correct + c.incorrect
 
 
 def add(counts: AccuracyCounts, graded: GradedFile) -> None:
@@ -72,6 +78,13 @@ MEASURE = register(
         AccuracyCounts,
         add,
         needs=frozenset({"outcome", "abstained", "non_option"}),
+        values={
+            "total": _total,
+            "parsed": _parsed,
+            "accuracy": lambda c: accuracy(c.correct, _total(c)),
+            "precision": lambda c: precision(c.correct, _parsed(c)),
+            "coverage": lambda c: coverage(_parsed(c), _total(c)),
+        },
         json=tuple(
             JsonKey(key, _metric(key))
             for key in (

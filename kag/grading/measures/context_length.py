@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 from kag.grading.measures.declarations import TEXT_MD_HTML, Column, JsonKey
-from kag.grading.measures.registry import Measure, register
+from kag.grading.measures.registry import Counters, Measure, register
 from kag.grading.percent import fixed
 from kag.grading.record import GradedFile
 
@@ -16,14 +16,9 @@ def mean(total: int, samples: int) -> float | None:
     return total / samples if samples > 0 else None
 
 
-class ContextLengthCounts:
+@dataclass(slots=True)
+class ContextLengthCounts(Counters):
     """Prompt bytes of a block and how many files had a prompt."""
-
-    # Slots for the block classes that inherit these counters, declared there (a base with
-    # non-empty slots cannot be mixed with others); hidden from the type checker, which
-    # would refuse the counters' assignment through an empty __slots__.
-    if not TYPE_CHECKING:
-        __slots__ = ()
 
     context_bytes: int = 0
     context_samples: int = 0
@@ -42,6 +37,8 @@ MEASURE = register(
         ContextLengthCounts,
         add,
         needs=frozenset({"context_length"}),
+        # CTX_LEN: mean UTF-8 byte length of ``ok.stats.prompt`` over the ok files that have one.
+        values={"avg_context_length": lambda c: mean(c.context_bytes, c.context_samples)},
         json=(JsonKey("avg_context_length", lambda b: b.metrics.avg_context_length),),
         columns=(Column("CTX_LEN", lambda b: fixed(b.metrics.avg_context_length), TEXT_MD_HTML, 10),),
     )

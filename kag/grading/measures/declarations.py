@@ -60,21 +60,25 @@ class RunFacts(Protocol):
     def shows_usage(self) -> bool: ...
     @property
     def costs(self) -> Costs | None: ...
+    @property
+    def judge(self) -> object | None: ...
 
 
 @dataclass(frozen=True)
 class Shown:
     """What a run has that optional columns show: the ``--extract`` spec, some setup's
-    retrieval, token usage (or prices), and the costs of its blocks when it was priced."""
+    retrieval, token usage (or prices), the costs of its blocks when it was priced, and the
+    judge whose verdicts were read."""
 
     extract: str | None = None
     retrieval: bool = False
     usage: bool = False
     costs: Costs | None = None
+    judge: object | None = None
 
     @classmethod
     def of(cls, run: RunFacts) -> Shown:
-        return cls(run.extract, run.any_retrieval, run.shows_usage, run.costs)
+        return cls(run.extract, run.any_retrieval, run.shows_usage, run.costs, run.judge)
 
     @property
     def priced(self) -> bool:

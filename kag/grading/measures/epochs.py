@@ -10,21 +10,12 @@ It adds no counter to a block: the run holds the outcomes (``GradeRun.epochs``, 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kag.grading.measures.declarations import TEXT, Block, Column, JsonKey
 from kag.grading.measures.layout import EPOCH_KEYS, in_layout
-from kag.grading.measures.registry import Measure, merge_by_setup, reducers, register
+from kag.grading.measures.registry import ByQuestion, Measure, merge_by_setup, reducers, register
 from kag.grading.percent import pct
-
-
-class EpochsCounts:
-    """No counter: the outcomes are kept per question in the run."""
-
-    # No counter: hidden from the type checker like every measure's empty __slots__.
-    if not TYPE_CHECKING:
-        __slots__ = ()
-
 
 #: The keys of an ``epochs`` block that the summary itself holds (an
 #: :class:`~kag.grading.epochs.EpochSummary`; the reducers' keys join them, :func:`epochs_to_json`).
@@ -71,7 +62,6 @@ def _column(header: str, cell: Callable[[Any], str], width: int, legend: str = "
 MEASURE = register(
     Measure(
         "epochs",
-        EpochsCounts,
         json=(JsonKey("epochs", _block_epochs, when=_has_epochs),),
         columns=(
             _column(
@@ -100,5 +90,7 @@ MEASURE = register(
         ),
         run_field="epochs",
         merge_trees=merge_by_setup,
+        keeps={"epochs": ByQuestion},
+        optional=True,
     )
 )

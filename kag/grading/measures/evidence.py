@@ -9,19 +9,9 @@ It adds no counter to a block: the run holds the records (``GradeRun.evidence``,
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from kag.grading.evidence import EvidenceSummary
 from kag.grading.measures.declarations import Block, JsonKey
-from kag.grading.measures.registry import Measure, merge_by_setup, register
-
-
-class EvidenceCounts:
-    """No counter: the records are kept per question in the run."""
-
-    # No counter: hidden from the type checker like every measure's empty __slots__.
-    if not TYPE_CHECKING:
-        __slots__ = ()
+from kag.grading.measures.registry import ByQuestion, Measure, merge_by_setup, register
 
 
 def summary_to_json(summary: EvidenceSummary | None) -> dict[str, object] | None:
@@ -52,10 +42,11 @@ def _has_evidence(b: Block) -> bool:
 MEASURE = register(
     Measure(
         "evidence",
-        EvidenceCounts,
         needs=frozenset({"retrieval_text"}),
         json=(JsonKey("evidence", evidence_to_json, when=_has_evidence),),
         run_field="evidence",
         merge_trees=merge_by_setup,
+        keeps={"evidence": ByQuestion},
+        optional=True,
     )
 )

@@ -4,22 +4,19 @@ XACC = extracted OK / TOT, the denominator of ACC, so that the two compare direc
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
+from kag.grading.measures.accuracy import accuracy
 from kag.grading.measures.declarations import TEXT_MD_HTML, Block, Column, JsonKey, Shown
-from kag.grading.measures.registry import Measure, merge_first, register
+from kag.grading.measures.registry import Counters, Measure, merge_first, register
 from kag.grading.percent import pct
 from kag.grading.record import GradedFile, Outcome
 
 
-class ExtractedCounts:
+@dataclass(slots=True)
+class ExtractedCounts(Counters):
     """The extracted grade's counters of a block (all 0 without ``--extract``)."""
-
-    # Slots for the block classes that inherit these counters, declared there (a base with
-    # non-empty slots cannot be mixed with others); hidden from the type checker, which
-    # would refuse the counters' assignment through an empty __slots__.
-    if not TYPE_CHECKING:
-        __slots__ = ()
 
     extracted_correct: int = 0
     extracted_incorrect: int = 0
@@ -75,6 +72,8 @@ MEASURE = register(
         ExtractedCounts,
         add,
         needs=frozenset({"extracted"}),
+        # XACC = extracted correct / TOT (the denominator of ACC, the accuracy's); None when TOT = 0.
+        block_values={"extracted_accuracy": lambda m: accuracy(m.extracted_correct, m.total)},
         json=(JsonKey("extracted", extracted_to_json, when=_graded),),
         columns=(
             Column("XACC%", lambda b: pct(b.metrics.extracted_accuracy), TEXT_MD_HTML, 7, when=_extracted),

@@ -34,12 +34,6 @@ def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, floa
     return (low, high)
 
 
-class IntervalCounts:
-    """No counter of its own (the interval is computed from the accuracy's)."""
-
-    __slots__ = ()
-
-
 def _ci(b: Block) -> list[float] | None:
     ci = b.metrics.accuracy_ci95
     return None if ci is None else list(ci)
@@ -58,7 +52,8 @@ def _ci_brackets(b: Block) -> str:
 MEASURE = register(
     Measure(
         "interval",
-        IntervalCounts,
+        # No state: the interval is read from the accuracy's counters of the block.
+        block_values={"accuracy_ci95": lambda m: wilson_interval(m.correct, m.total)},
         json=(JsonKey("accuracy_ci95", _ci),),
         columns=(
             Column("ACC 95% CI", _ci_dash, MD_HTML, headers={"html": "95% CI"}, cells={"html": _ci_brackets}),

@@ -39,6 +39,7 @@ BLOCK_KEYS: tuple[str, ...] = (
     "evidence",
     "extracted",
     "open",
+    "judge",
 )
 
 #: The columns of the stats table, by their header (the text table's are the Rust tool's).
@@ -61,6 +62,8 @@ STATS_HEADERS: tuple[str, ...] = (
     "PROMPT_TOK",
     "COMPL_TOK",
     "COST($)",
+    "JUDGE%",
+    "AGREE%",
 )
 
 #: The keys of an ``epochs`` block.

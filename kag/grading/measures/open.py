@@ -11,21 +11,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kag.grading.measures.declarations import TEXT_MD, Block, Column, JsonKey
-from kag.grading.measures.registry import Measure, merge_first, register
+from kag.grading.measures.registry import Counters, Measure, merge_first, register
 from kag.grading.percent import pct
+from kag.grading.record import GradedFile
 
 
-class OpenCounts:
+@dataclass(slots=True)
+class OpenCounts(Counters):
     """The open-answer sums of a block: files, error files, EM and F1 sums."""
-
-    # Slots for the block classes that inherit these counters, declared there (a base with
-    # non-empty slots cannot be mixed with others); hidden from the type checker, which
-    # would refuse the counters' assignment through an empty __slots__.
-    if not TYPE_CHECKING:
-        __slots__ = ()
 
     open_total: int = 0
     open_errors: int = 0
@@ -39,6 +35,11 @@ def add_open(counts: OpenCounts, exact: float, f1: float, error: bool) -> None:
     counts.open_errors += error
     counts.open_exact += int(exact)
     counts.open_f1 += f1
+
+
+def add_open_record(counts: OpenCounts, graded: GradedFile) -> None:
+    """Count the record of one open question's file (its EM and F1; an error file 0 on both)."""
+    add_open(counts, graded.exact_match or 0.0, graded.f1 or 0.0, graded.response is None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +61,7 @@ def open_metrics(m: OpenCounts) -> OpenMetrics | None:
 
 def open_to_json(b: Block) -> dict[str, Any] | None:
     """The ``open`` block: ``{total, errors, exact_match, f1}`` (means over total), or None."""
-    o = open_metrics(b.metrics)
+    o = b.metrics.open_answers
     if o is None:
         return None
     return {"total": o.total, "errors": o.errors, "exact_match": o.exact_match, "f1": o.f1}
@@ -74,19 +75,22 @@ def _cell(value: Callable[[OpenMetrics], str]) -> Callable[[Block], str | None]:
     """A cell of the open-answer table; None for a block without open-question files (no row)."""
 
     def cell(b: Block) -> str | None:
-        o = open_metrics(b.metrics)
+        o = b.metrics.open_answers
         return None if o is None else value(o)
 
     return cell
 
 
-# Not added per MCQ record: an open question's file is counted by its own grade (add_open).
+# Not added per MCQ record: an open question's file is counted by its own grade (add_open_record).
 # The run counts the open questions of the datasets file (``GradeRun.scorable_open_questions``,
 # None when it has none), the same for every tree.
 MEASURE = register(
     Measure(
         "open",
         OpenCounts,
+        add_open=add_open_record,
+        # EM and F1 means over the block's open files; None when it has none.
+        values={"open_answers": open_metrics},
         needs=frozenset({"exact_match", "f1"}),
         json=(JsonKey("open", open_to_json, when=_has_open),),
         columns=(

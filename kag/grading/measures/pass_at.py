@@ -34,7 +34,6 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING
 
 from kag.grading.measures.declarations import TEXT, Column, Reducer
 from kag.grading.measures.registry import Measure, register
@@ -103,17 +102,9 @@ def curve_to_json(curve: Mapping[int, float]) -> dict[str, float]:
     return {str(k): value for k, value in curve.items()}
 
 
-class PassAtCounts:
-    """No counter: reduced from the epochs' outcomes of a block."""
-
-    if not TYPE_CHECKING:
-        __slots__ = ()
-
-
 MEASURE = register(
     Measure(
         "pass_at",
-        PassAtCounts,
         reducers=(
             Reducer(
                 "pass_at",

@@ -31,7 +31,6 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 from kag.grading.measures.declarations import TEXT, Column, Reducer
 from kag.grading.measures.pass_at import curve_cell, curve_to_json
@@ -79,17 +78,9 @@ def mean_pass_hat(correct: Iterable[int], n: int) -> dict[int, float]:
     return {k: math.fsum(curve[k - 1] * weight for curve, weight in curves) / total for k in range(1, n + 1)}
 
 
-class PassHatCounts:
-    """No counter: reduced from the epochs' outcomes of a block."""
-
-    if not TYPE_CHECKING:
-        __slots__ = ()
-
-
 MEASURE = register(
     Measure(
         "pass_hat",
-        PassHatCounts,
         reducers=(
             Reducer(
                 "pass_hat",

@@ -6,23 +6,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kag.grading.measures.declarations import TEXT_MD_HTML, Block, Column, JsonKey, Shown
-from kag.grading.measures.registry import Measure, register
+from kag.grading.measures.registry import Counters, Measure, register
 from kag.grading.measures.timing import duration_secs, mean_duration_secs
 from kag.grading.percent import fixed
 from kag.grading.record import GradedFile
 
 
-class RetrievalCounts:
+@dataclass(slots=True)
+class RetrievalCounts(Counters):
     """Retrieval sums of a block (time in integer nanoseconds)."""
-
-    # Slots for the block classes that inherit these counters, declared there (a base with
-    # non-empty slots cannot be mixed with others); hidden from the type checker, which
-    # would refuse the counters' assignment through an empty __slots__.
-    if not TYPE_CHECKING:
-        __slots__ = ()
 
     retrieval_ns: int = 0
     vertices: int = 0
@@ -124,6 +119,8 @@ MEASURE = register(
         RetrievalCounts,
         add,
         needs=frozenset({"retrieval"}),
+        # RET(s)/VERTICE/RELATION/PROPERTY sums; None when no file had retrieval stats.
+        values={"retrieval": retrieval_metrics},
         json=(JsonKey("retrieval", retrieval_to_json),),
         columns=(
             Column("RET(s)", _cell(lambda r: fixed(r.avg_time_secs)), TEXT_MD_HTML, 8, when=_retrieved),

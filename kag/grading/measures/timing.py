@@ -5,11 +5,11 @@ have one, GEN(s) their mean and the total in seconds, as the contract of
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from fractions import Fraction
-from typing import TYPE_CHECKING
 
 from kag.grading.measures.declarations import TEXT_MD_HTML, Column, JsonKey
-from kag.grading.measures.registry import Measure, register
+from kag.grading.measures.registry import Counters, Measure, register
 from kag.grading.percent import fixed
 from kag.grading.record import GradedFile
 from kag.results.codec import NANOS_PER_SEC
@@ -34,14 +34,9 @@ def mean_duration_secs(total_ns: int, samples: int) -> float | None:
     return duration_secs(round(Fraction(quotient) * NANOS_PER_SEC))
 
 
-class TimingCounts:
+@dataclass(slots=True)
+class TimingCounts(Counters):
     """Generation time of a block: integer nanoseconds, so that merging is exact."""
-
-    # Slots for the block classes that inherit these counters, declared there (a base with
-    # non-empty slots cannot be mixed with others); hidden from the type checker, which
-    # would refuse the counters' assignment through an empty __slots__.
-    if not TYPE_CHECKING:
-        __slots__ = ()
 
     generation_ns: int = 0
     generation_samples: int = 0
@@ -60,6 +55,11 @@ MEASURE = register(
         TimingCounts,
         add,
         needs=frozenset({"generation_ns"}),
+        values={
+            # GEN(s): mean ``ok.stats.time`` over the ok files that have one.
+            "avg_generation_secs": lambda c: mean_duration_secs(c.generation_ns, c.generation_samples),
+            "total_generation_secs": lambda c: duration_secs(c.generation_ns),
+        },
         json=(
             JsonKey("avg_generation_secs", lambda b: b.metrics.avg_generation_secs),
             JsonKey("total_generation_secs", lambda b: b.metrics.total_generation_secs),

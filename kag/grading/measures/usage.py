@@ -7,23 +7,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kag.grading.measures.declarations import MD_HTML, Block, Column, JsonKey, Shown
-from kag.grading.measures.registry import Measure, register
+from kag.grading.measures.registry import Counters, Measure, register
 from kag.grading.percent import fixed
 from kag.grading.record import GradedFile
 from kag.grading.usage import usage_beyond_bound, usage_sample
 
 
-class UsageCounts:
+@dataclass(slots=True)
+class UsageCounts(Counters):
     """Token sums of a block."""
-
-    # Slots for the block classes that inherit these counters, declared there (a base with
-    # non-empty slots cannot be mixed with others); hidden from the type checker, which
-    # would refuse the counters' assignment through an empty __slots__.
-    if not TYPE_CHECKING:
-        __slots__ = ()
 
     usage_samples: int = 0
     prompt_tokens: int = 0
@@ -122,6 +117,8 @@ MEASURE = register(
         UsageCounts,
         add,
         needs=frozenset({"usage"}),
+        # Token sums and means over the files with a usage sample; None when there is none.
+        values={"usage": usage_metrics},
         json=(JsonKey("usage", usage_to_json, when=_shows_usage),),
         columns=(
             Column("PROMPT_TOK", _tokens(lambda u: u.avg_prompt_tokens), MD_HTML, when=_used),

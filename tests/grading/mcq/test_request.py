@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from kag.datasets import load_datasets
-from kag.grading.mcq import walk
-from kag.grading.mcq.request import OPTIONAL, RECORDS, GradeRequest
+from kag.grading.mcq.request import RECORDS, GradeRequest
 from kag.grading.mcq.walk import grade_tree
+from kag.grading.measures import kept_parts, optional_names
 from kag.results import OkResult, result_path, write_result
 
 
@@ -34,7 +34,7 @@ def test_a_single_string_is_not_a_list_of_globs() -> None:
 def test_only_the_optional_outputs_can_be_asked_for() -> None:
     with pytest.raises(ValueError, match="measures: accuracy, epoch cannot be asked for"):
         GradeRequest(measures=frozenset({"epoch", "accuracy", "records"}))
-    assert GradeRequest(measures=OPTIONAL).records
+    assert GradeRequest(measures=optional_names() - {"judge"}).records
 
 
 def test_derived_requests() -> None:
@@ -47,8 +47,8 @@ def test_derived_requests() -> None:
     assert base.measures == frozenset()  # frozen: the derived requests are new values
 
 
-def test_the_walk_knows_how_to_keep_every_optional_output() -> None:
-    assert set(walk._KEPT) == OPTIONAL
+def test_the_optional_measures_keep_every_optional_output_of_a_run() -> None:
+    assert set(kept_parts(optional_names())) == {"records", "open_records", "epochs", "evidence"}
 
 
 def test_the_walk_keeps_what_is_asked_and_nothing_else(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from kag.grading.mcq import trees
 from kag.grading.mcq.metrics import GradeRun, Metrics, Tally, Unreadable
 from kag.grading.mcq.trees import merge_runs
 from kag.grading.record import GradedFile, Outcome
+from kag.grading.verdicts import JudgeKey
 
 
 def metrics(*outcomes: Outcome) -> Metrics:
@@ -32,6 +33,7 @@ def open_graded(question: str, setup: str, f1: float) -> GradedFile:
     return GradedFile("t", question, setup, exact, "Paris", exact_match=float(f1 == 1), f1=f1)
 
 
+JUDGE = JudgeKey("p", "m", ("openai", "http://127.0.0.1:1"), "0" * 64)
 RIGHT, WRONG = EpochOutcome(True, "A"), EpochOutcome(False, "B")
 HIT, MISS = EvidenceRecord((True,), True), EvidenceRecord((False,), False)
 M1, M2, M3 = metrics(Outcome.OK), metrics(Outcome.WRONG, Outcome.OK), metrics(Outcome.ERR)
@@ -51,6 +53,7 @@ RUN_A = GradeRun(
     epochs={("s", "d"): {"q1": (RIGHT, WRONG)}},
     evidence={("s", "d"): {"q1": HIT}},
     open_records=(open_graded("o1", "s", 1.0),),
+    judge=JUDGE,
 )
 RUN_B = GradeRun(
     tallies={("s", "d"): M3},
@@ -65,6 +68,7 @@ RUN_B = GradeRun(
     epochs={("s", "d"): {"q1": (WRONG, WRONG, RIGHT)}},
     evidence={("s", "d"): {"q1": MISS}},
     open_records=(open_graded("o1", "s", 0.5),),
+    judge=JUDGE,
 )
 
 
@@ -106,6 +110,7 @@ def test_each_field_merged_by_hand() -> None:
         epochs={("a/s", "d"): {"q1": (RIGHT, WRONG)}, ("b/s", "d"): {"q1": (WRONG, WRONG, RIGHT)}},
         evidence={("a/s", "d"): {"q1": HIT}, ("b/s", "d"): {"q1": MISS}},
         open_records=(open_graded("o1", "a/s", 1.0), open_graded("o1", "b/s", 0.5)),
+        judge=JUDGE,
     )
     # The keyed fields are in key order, as a single tree's are (the reports list them so).
     for keyed in (merged.tallies, merged.epochs, merged.evidence):

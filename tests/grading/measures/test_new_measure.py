@@ -1,12 +1,16 @@
-"""A measure with counters of its own is one module: registered before the report is built,
-it is counted per file, merged across setups' datasets, and shown in the JSON block and the
-stats table, with no line added to the blocks, the walk or the renderers.
+"""A measure is one module: registered before the report is built, it is counted per file,
+merged across setups' datasets, and shown in the JSON block, the stats table, the HTML page
+and ``kag.grade``, with no line added to the blocks, the walk or the renderers. Two such
+modules: one with counters (the easy case), one that reads the whole response and keeps a
+state that does not add up (the median response length: a list of lengths, merged by
+concatenation, finished as the median).
 
-It runs in a child interpreter so that the registry of this test session stays as shipped."""
+They run in a child interpreter so that the registry of this test session stays as shipped."""
 
 from __future__ import annotations
 
 import json
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -114,3 +118,108 @@ def test_the_shipped_report_has_no_such_key() -> None:
         timeout=120,
     )
     assert done.returncode == 0 and b"avg_reply_chars" not in done.stdout
+
+
+# The module a user would add as kag/grading/measures/response_length.py: it reads the whole
+# response and keeps every length, a state that does not add up; the block's value is the median.
+MEDIAN_MODULE = """
+import statistics
+
+from kag.grading.measures.declarations import TEXT_MD_HTML, Column, JsonKey
+from kag.grading.measures.registry import Measure, register
+
+
+def add(lengths, graded):
+    if graded.response is not None:
+        lengths.append(len(graded.response))
+
+
+def merge(into, other):
+    into.extend(other)
+    return into
+
+
+def _cell(block):
+    median = block.metrics.median_response_chars
+    return "-" if median is None else f"{median:.1f}"
+
+
+register(
+    Measure(
+        "response_length",
+        list,
+        add,
+        merge=merge,
+        finish=lambda lengths: statistics.median(lengths) if lengths else None,
+        needs=frozenset({"response"}),
+        values={"median_response_chars": lambda median: median},
+        json=(JsonKey("median_response_chars", lambda b: b.metrics.median_response_chars),),
+        columns=(Column("MED_CHARS", _cell, TEXT_MD_HTML, 10),),
+    )
+)
+"""
+
+RUN_CLI = """
+import sys
+from kag.cli import main
+sys.argv = ["kag", *sys.argv[1:]]
+main()
+"""
+
+RUN_API = """
+import sys
+import kag
+sys.stdout.write(kag.grade(sys.argv[1], sys.argv[2]).to_json())
+"""
+
+
+def _child(script: str, *args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-c", script, *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "NO_COLOR": "1"},
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def _medians() -> tuple[dict[str, float], dict[tuple[str, str], float]]:
+    """The median reply length of each setup and of each (setup, dataset), computed from the
+    files read with the json module."""
+    replies = _replies()
+    overall = {
+        setup: statistics.median([n for (s, _), ns in replies.items() if s == setup for n in ns])
+        for setup in {s for s, _ in replies}
+    }
+    return overall, {key: statistics.median(lengths) for key, lengths in replies.items()}
+
+
+def test_a_measure_that_reads_the_response_and_keeps_a_median_is_in_every_surface(tmp_path: Path) -> None:
+    overall, per_dataset = _medians()
+    base = ["stats", "-d", str(DATASETS), "-r", str(RESULTS)]
+    doc = orjson.loads(_child(MEDIAN_MODULE + RUN_CLI, *base, "--format", "json"))
+    assert {s["setup"] for s in doc["setups"]} == set(overall)
+    for setup in doc["setups"]:
+        name = setup["setup"]
+        assert list(setup["overall"])[-1] == "median_response_chars"
+        assert setup["overall"]["median_response_chars"] == overall[name]
+        for dataset, block in setup["per_dataset"].items():
+            assert block["median_response_chars"] == per_dataset.get((name, dataset))
+    # kag.grade gives the same document.
+    assert orjson.loads(_child(MEDIAN_MODULE + RUN_API, str(DATASETS), str(RESULTS))) == doc
+    # The HTML page: its column ends the ranking table, each setup's row ends with its median.
+    page = tmp_path / "page.html"
+    assert _child(MEDIAN_MODULE + RUN_CLI, *base, "--format", "html", "-o", str(page)) == ""
+    html = page.read_text(encoding="utf-8")
+    assert '<th class="r">MED_CHARS</th></tr>' in html
+    for name, median in overall.items():
+        row = html.split(f'<td class="l">{name}</td>')[1].split("</tr>")[0]
+        assert row.endswith(f'<td class="r">{median:.1f}</td>'), name
+    # The text table too, and the shipped registry knows nothing of it.
+    header = next(line for line in _child(MEDIAN_MODULE + RUN_CLI, *base).splitlines() if "ACC%" in line)
+    assert header.split()[-1] == "MED_CHARS"
+    assert b"median_response_chars" not in _child(RUN_CLI, *base, "--format", "json").encode()

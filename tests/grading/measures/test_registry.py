@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+from typing import Any
 
 import pytest
 
@@ -17,11 +18,59 @@ from kag.render.stats import metrics_to_json
 from kag.results.model import Usage
 
 
-def test_every_registered_counter_is_a_field_of_a_block_in_registration_order() -> None:
-    names = [f.name for f in dataclasses.fields(Metrics)]
-    counters = [name for m in registered() for name in m.counters]
-    assert names[: len(counters)] == counters
-    assert [f.name for f in dataclasses.fields(Tally)] == names
+def test_a_block_holds_one_state_per_measure_with_a_state_in_registration_order() -> None:
+    stateful = [m for m in registered() if m.state is not None]
+    block = Metrics(correct=1)
+    assert [type(s) for s in block.states] == [type(m.new_state()) for m in stateful]
+    assert len(Tally().states) == len(block.states)
+    # Every counter and every declared value of a measure is a value of the block.
+    for m in registered():
+        for name in m.value_names:
+            block.value(name)
+    with pytest.raises(AttributeError, match="'nope'"):
+        block.nope  # noqa: B018
+
+
+def test_a_state_that_is_no_counters_needs_its_merge_and_a_stateless_measure_adds_nothing() -> None:
+    with pytest.raises(ValueError, match="needs its merge"):
+        Measure("again", list)
+    with pytest.raises(ValueError, match="needs a state"):
+        Measure("again", None, lambda state, graded: None)
+
+
+def test_a_list_state_merges_in_order_and_finishes_into_the_block_s_value(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from statistics import median
+
+    from kag.grading.measures import registry
+
+    def add(lengths: list[int], graded: GradedFile) -> None:
+        lengths.append(len(graded.response or ""))
+
+    def merge(into: list[int], other: list[int]) -> list[int]:
+        into.extend(other)
+        return into
+
+    lengths = Measure(
+        "lengths",
+        list,
+        add,
+        merge=merge,
+        finish=lambda values: median(values) if values else None,
+        values={"median_length": lambda v: v},
+    )
+    monkeypatch.setitem(registry._REGISTRY, "lengths", lengths)
+    monkeypatch.setattr(registry, "_generation", registry._generation + 1)
+    one, two = Tally(), Tally()
+    for text in ("a", "abcd"):
+        one.add(GradedFile("d", text, "s", Outcome.WRONG, text))
+    two.add(GradedFile("d", "x", "s", Outcome.WRONG, "abcdefghi"))
+    frozen = two.freeze()
+    one.merge(frozen)
+    assert one.freeze().median_length == 4
+    assert frozen.median_length == 9  # the merged-from block is left as it was
+    assert Tally().freeze().median_length is None
 
 
 def test_the_names_are_the_measures_the_stats_columns_show() -> None:
@@ -33,7 +82,7 @@ def test_the_json_keys_of_a_block_are_declared_by_the_measures() -> None:
     declared = [key for m in registered() for key in m.json_keys]
     assert len(declared) == len(set(declared))
     # The optional keys of a block are each its measure's own, named after it, and conditional.
-    optional = {"extracted", "open", "usage", "epochs", "evidence"}
+    optional = {"extracted", "open", "usage", "epochs", "evidence", "judge"}
     assert all(measure(name).json_keys == (name,) for name in optional)
     assert all(k.when is not None for name in optional for k in measure(name).json)
     assert set(declared) - optional == set(metrics_to_json(Metrics(correct=1)))
@@ -63,7 +112,7 @@ def test_a_name_or_a_counter_is_registered_once() -> None:
 
     with pytest.raises(ValueError, match="'accuracy' is registered already"):
         register(Measure("accuracy", Again))
-    with pytest.raises(ValueError, match=r"counters \['correct'\] belong to another measure"):
+    with pytest.raises(ValueError, match=r"values \['correct'\] belong to another measure"):
         register(Measure("again", Again))
     with pytest.raises(ValueError, match="a run field needs its merge"):
         register(Measure("again", Again, run_field="again"))
@@ -79,6 +128,7 @@ def test_the_fields_of_a_run_besides_its_own_are_owned_by_measures() -> None:
         "scorable_open_questions": "open",
         "epochs": "epochs",
         "evidence": "evidence",
+        "judge": "judge",
     }
     assert set(owned) <= {f.name for f in dataclasses.fields(GradeRun)}
 
@@ -132,10 +182,16 @@ def test_open_files_and_usage_and_the_extracted_grade_are_counted_by_their_measu
     assert m.unbelievable_usage == 1
 
 
+def _module_of(m: Measure) -> Any:
+    """The module whose ``MEASURE`` is ``m``."""
+    import sys
+
+    return next(mod for mod in list(sys.modules.values()) if getattr(mod, "MEASURE", None) is m)
+
+
 def test_a_measure_module_imports_only_the_registry_and_what_it_reads() -> None:
     for m in registered():
-        module = inspect.getmodule(m.counts)
-        assert module is not None
+        module = _module_of(m)
         imported = [
             line.split()[1]
             for line in inspect.getsource(module).splitlines()
@@ -151,7 +207,7 @@ def test_every_module_of_the_package_but_its_parts_registers_one_measure() -> No
 
     modules = {f"{package.__name__}.{m.name}" for m in pkgutil.iter_modules(package.__path__)}
     parts = {f"{package.__name__}.{name}" for name in ("registry", "declarations", "layout")}
-    owners = [inspect.getmodule(m.counts).__name__ for m in registered()]  # type: ignore[union-attr]
+    owners = [_module_of(m).__name__ for m in registered()]
     assert sorted(owners) == sorted(modules - parts)
 
 
@@ -159,11 +215,8 @@ def test_two_reducers_cannot_share_a_key(monkeypatch: pytest.MonkeyPatch) -> Non
     from kag.grading.measures import reducers, registry
     from kag.grading.measures.declarations import Reducer
 
-    class Empty:
-        pass
-
     assert "pass_at" in {r.key for r in reducers()}
-    again = Measure("again", Empty, reducers=(Reducer("pass_at", lambda counts, n: None),))
+    again = Measure("again", reducers=(Reducer("pass_at", lambda counts, n: None),))
     monkeypatch.setitem(registry._REGISTRY, "again", again)
     with pytest.raises(ValueError, match=r"share a key: \['pass_at'\]"):
         reducers()
