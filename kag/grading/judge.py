@@ -554,10 +554,9 @@ def summarize_verdicts(judged: Iterable[JudgedItem]) -> tuple[JudgeSummary, ...]
     """Per setup (sorted by name): ``judged`` answers, of which ``correct``, ``incorrect``
     and ``unusable`` verdicts (they sum to ``judged``).
 
-    accuracy = correct / judged (an unusable verdict counts against; None when judged = 0).
-    agreement_with_exact_match = the share of usable verdicts (correct + incorrect) that
-    equal the strict grade (CORRECT where the exact match holds, INCORRECT where it does
-    not); None when no verdict is usable.
+    accuracy = correct / (correct + incorrect): an unusable verdict is no verdict, left out.
+    agreement_with_exact_match = the share of usable verdicts that equal the strict grade
+    (CORRECT where the exact match holds, INCORRECT where not). Both None when none is usable.
     """
     counts: dict[str, list[int]] = {}
     for j in judged:
@@ -582,7 +581,7 @@ def summarize_verdicts(judged: Iterable[JudgedItem]) -> tuple[JudgeSummary, ...]
                 correct,
                 incorrect,
                 unusable,
-                correct / total if total else None,
+                correct / usable if usable else None,
                 agree / usable if usable else None,
             )
         )

@@ -37,8 +37,8 @@ _UNUSABLE_WHY = "a reply that names neither CORRECT nor INCORRECT, or a request 
 
 
 def no_verdict_note(summaries: Sequence[JudgeSummary]) -> str | None:
-    """The warning for setups whose every verdict is unusable (their ACC% 0.00 says nothing
-    of the answers), naming the count; None when every setup has a usable verdict."""
+    """The warning for setups whose every verdict is unusable (they have no accuracy), naming
+    the count; None when every setup has a usable verdict."""
     blind = [s for s in summaries if s.judged and not s.correct + s.incorrect]
     if not blind:
         return None
@@ -46,12 +46,12 @@ def no_verdict_note(summaries: Sequence[JudgeSummary]) -> str | None:
     if len(blind) == len(summaries):
         return (
             f"the judge gave no usable verdict: all {count} verdict(s) are unusable ({_UNUSABLE_WHY}); "
-            "so ACC% 0.00 measures nothing: check the judge model and the prompt"
+            "so there is no ACC%: check the judge model and the prompt"
         )
     names = ", ".join(escape_controls(s.setup) for s in blind)
     return (
         f"the judge gave no usable verdict for {names}: {count} verdict(s), all unusable ({_UNUSABLE_WHY}); "
-        "so their ACC% 0.00 measures nothing"
+        "so they have no ACC%"
     )
 
 

@@ -262,8 +262,9 @@ def test_summarize_verdicts_hand_computed() -> None:
     ]
     b, a = summarize_verdicts(judged)[1], summarize_verdicts(judged)[0]
     assert (b.setup, b.judged, b.correct, b.incorrect, b.unusable) == ("b", 4, 2, 1, 1)
-    assert b.accuracy == pytest.approx(2 / 4) and b.agreement_with_exact_match == pytest.approx(2 / 3)
-    assert (a.setup, a.judged, a.unusable, a.accuracy, a.agreement_with_exact_match) == ("a", 1, 1, 0.0, None)
+    # An unusable verdict is no verdict: accuracy = correct / (correct + incorrect).
+    assert b.accuracy == pytest.approx(2 / 3) and b.agreement_with_exact_match == pytest.approx(2 / 3)
+    assert (a.setup, a.judged, a.unusable, a.accuracy, a.agreement_with_exact_match) == ("a", 1, 1, None, None)
     assert summarize_verdicts([]) == ()
 
 
