@@ -270,11 +270,13 @@ def _endpoint_url(url: str) -> str:
     return urlunsplit((parts.scheme.lower(), netloc, parts.path.rstrip("/"), parts.query, ""))
 
 
-def verdict_key(judge: Judge, prompt_sha256: str, item: JudgeItem, endpoint: Sequence[str] = ()) -> str:
+def verdict_key(
+    judge: Judge, prompt_sha256: str, item: JudgeItem, endpoint: Sequence[str] = (), repeat: int = 0
+) -> str:
     """The cache key of a verdict: SHA-256 (hex) of the judge, the server it is asked at
     (:func:`judge_endpoint`), the prompt's SHA-256, the question text, the reference and the
-    response (the prompt's three variables). The same provider name and model behind
-    another URL is another judge: its verdicts are its own."""
+    response (the prompt's three variables), and ``repeat`` when not 0 (``--repeats``). The
+    same provider and model behind another URL is another judge: its verdicts are its own."""
     payload = [
         CACHE_VERSION,
         judge.provider,
@@ -285,6 +287,8 @@ def verdict_key(judge: Judge, prompt_sha256: str, item: JudgeItem, endpoint: Seq
         item.reference,
         item.response,
     ]
+    if repeat:
+        payload.append(repeat)
     return hashlib.sha256(orjson.dumps(payload)).hexdigest()
 
 
@@ -365,8 +369,12 @@ class VerdictCache:
         return entry[0] if entry is not None else None
 
     def read_entry(self, key: str) -> tuple[Verdict, str] | None:
-        """The cached verdict and the judge's reply it was read from (empty when the file
-        holds none), with the rules of :meth:`read`."""
+        """The cached verdict and the judge's reply (empty when the file holds none), as :meth:`read`."""
+        raw = self.read_raw(key)
+        return (Verdict(raw[0]), raw[1]) if raw is not None and raw[0] in Verdict.__members__ else None
+
+    def read_raw(self, key: str) -> tuple[str, str] | None:
+        """:meth:`read_entry` with the verdict as the text stored (a pairwise verdict)."""
         parts = self.relative(key)
         try:
             fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -406,15 +414,16 @@ class VerdictCache:
             os.close(fd)
         try:
             raw = orjson.loads(data)
-            verdict = Verdict(raw["verdict"])
-        except (orjson.JSONDecodeError, TypeError, KeyError, ValueError):
+            verdict = raw["verdict"]
+        except (orjson.JSONDecodeError, TypeError, KeyError):
             return None
         reply = raw.get("reply", "")  # a mapping: raw["verdict"] was read from it
-        return verdict, reply if isinstance(reply, str) else ""
+        return (verdict, reply if isinstance(reply, str) else "") if isinstance(verdict, str) else None
 
-    def write(self, key: str, verdict: Verdict, reply: str) -> None:
-        """Store a verdict and the (redacted) reply it was read from, atomically."""
-        body = {"verdict": verdict.value, "reply": reply[:MAX_STORED_REPLY]}
+    def write(self, key: str, verdict: str, reply: str) -> None:
+        """Store a verdict (a :class:`Verdict` or a pairwise one) and the (redacted) reply it
+        was read from, atomically."""
+        body = {"verdict": str(verdict), "reply": reply[:MAX_STORED_REPLY]}
         write_atomic(self.path(key), (orjson.dumps(body),), root=self.root, mode=0o644)
 
 
@@ -459,19 +468,21 @@ def run_judge(
     cache: VerdictCache,
     options: JudgeOptions = JudgeOptions(),
     reporter: Reporter | None = None,
+    repeat: int = 0,
 ) -> JudgeRun:
     """A verdict for every item: from the cache when there is one, else from the judge
     (``options.parallel`` requests in flight, retried as ``kag benchmark`` retries), each
     new verdict written to the cache as it comes. A request that fails after its retries
     makes an UNUSABLE verdict that is not cached (a later run asks again). Every prompt is
     rendered before the first request, so a template error sends nothing. The reporter gets
-    one event per request (cache hits are not reported)."""
+    one event per request (cache hits are not reported). ``repeat`` > 0 asks again, cached
+    apart (:func:`verdict_key`)."""
     check_judge(config, judge)
     cache.check()
     reporter = reporter or NullReporter()
     prompts = [render_judge_prompt(prompt, item) for item in items]
     endpoint = judge_endpoint(config, judge)
-    keys = [verdict_key(judge, prompt.sha256, item, endpoint) for item in items]
+    keys = [verdict_key(judge, prompt.sha256, item, endpoint, repeat) for item in items]
     verdicts: list[JudgedItem | None] = [None] * len(items)
     todo: list[int] = []
     for index, key in enumerate(keys):

@@ -63,9 +63,13 @@ def judge(*extra: str) -> object:
     return CliRunner().invoke(app, [*BASE, *extra])
 
 
+COUNTS = ("judged", "correct", "incorrect", "unusable", "accuracy", "agreement_with_exact_match")
+
+
 def rows(stdout: str) -> dict[str, dict[str, object]]:
+    """The verdict counts of each setup entry (the entries hold the statistics too)."""
     report = orjson.loads(stdout)
-    return {row["setup"]: {k: v for k, v in row.items() if k != "setup"} for row in report["setups"]}
+    return {row["setup"]: {k: row[k] for k in COUNTS} for row in report["setups"]}
 
 
 def test_open_answers_hand_computed_then_the_cache_sends_nothing(project: Path, server: FakeServer) -> None:
@@ -204,8 +208,11 @@ def test_usage_errors(project: Path, server: FakeServer) -> None:
     unknown = CliRunner().invoke(app, ["stats", "judge", "-c", "config.toml", "-p", "zz", "-m", "m",
                                        "-d", "datasets.json", "-r", "results"])  # fmt: skip
     assert unknown.exit_code == 2 and "provider 'zz' is missing from the configuration" in unknown.stderr
-    fmt = judge("--format", "markdown")
-    assert fmt.exit_code == 2 and "--format markdown: not available here (text, json)" in fmt.stderr
+    fmt = judge("--format", "csv")
+    assert (
+        fmt.exit_code == 2
+        and "--format csv: not available here (text, json, markdown, html, junit)" in fmt.stderr
+    )
     no_data = CliRunner().invoke(app, ["stats", "judge", "-c", "config.toml", "-p", "oa", "-m", "m"])
     assert no_data.exit_code == 2 and "missing option '--datasets'" in no_data.stderr
     only_mcq = judge("--prefix", "x-")

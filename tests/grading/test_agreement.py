@@ -22,7 +22,9 @@ from kag.grading.agreement import (
 )
 
 pairs = st.integers(2, 60).flatmap(
-    lambda n: st.tuples(st.lists(st.booleans(), min_size=n, max_size=n), st.lists(st.booleans(), min_size=n, max_size=n))
+    lambda n: st.tuples(
+        st.lists(st.booleans(), min_size=n, max_size=n), st.lists(st.booleans(), min_size=n, max_size=n)
+    )
 )
 
 
@@ -87,7 +89,9 @@ def test_alpha_equals_the_krippendorff_package(units: list[list[bool | None]]) -
         assert ours is None
         return
     data = np.array([[np.nan if v is None else float(v) for v in u] for u in units]).T  # raters x units
-    assert ours == pytest.approx(krippendorff.alpha(reliability_data=data, level_of_measurement="nominal"), abs=1e-9)
+    assert ours == pytest.approx(
+        krippendorff.alpha(reliability_data=data, level_of_measurement="nominal"), abs=1e-9
+    )
 
 
 def test_alpha_edges() -> None:

@@ -264,7 +264,13 @@ def test_summarize_verdicts_hand_computed() -> None:
     assert (b.setup, b.judged, b.correct, b.incorrect, b.unusable) == ("b", 4, 2, 1, 1)
     # An unusable verdict is no verdict: accuracy = correct / (correct + incorrect).
     assert b.accuracy == pytest.approx(2 / 3) and b.agreement_with_exact_match == pytest.approx(2 / 3)
-    assert (a.setup, a.judged, a.unusable, a.accuracy, a.agreement_with_exact_match) == ("a", 1, 1, None, None)
+    assert (a.setup, a.judged, a.unusable, a.accuracy, a.agreement_with_exact_match) == (
+        "a",
+        1,
+        1,
+        None,
+        None,
+    )
     assert summarize_verdicts([]) == ()
 
 

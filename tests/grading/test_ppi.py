@@ -21,7 +21,9 @@ def test_ppi_equals_ppi_py(y: list[int], flips: list[int], unlabelled: list[int]
     ours = ppi_mean(y, yhat, unlabelled)
     assert ours is not None and ours.ci95 is not None
     Y, Yhat, U = (np.array(v, dtype=float) for v in (y, yhat, unlabelled))
-    assert ours.estimate == pytest.approx(float(np.squeeze(ppi_mean_pointestimate(Y, Yhat, U, lam=1))), abs=1e-9)
+    assert ours.estimate == pytest.approx(
+        float(np.squeeze(ppi_mean_pointestimate(Y, Yhat, U, lam=1))), abs=1e-9
+    )
     low, high = ppi_mean_ci(Y, Yhat, U, alpha=0.05, lam=1)
     assert ours.ci95 == pytest.approx((float(np.squeeze(low)), float(np.squeeze(high))), abs=1e-9)
 
