@@ -66,7 +66,8 @@ def judge(
         typer.Option(
             "--prompt",
             metavar="FILE",
-            help="Judge prompt template (uses {{QUESTION}}, {{REFERENCE}}, {{RESPONSE}}).",
+            help="Judge prompt template (uses {{QUESTION}}, {{REFERENCE}}, {{RESPONSE}}; with"
+            " --pairwise {{QUESTION}}, {{ANSWER_1}}, {{ANSWER_2}}, {{CRITERION}}, {{DEFINITION}}).",
         ),
     ] = None,
     mcq: Annotated[bool, typer.Option("--mcq", help="Judge MCQ answers too, not only open ones.")] = False,
