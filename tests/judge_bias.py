@@ -10,6 +10,7 @@ server through its reply markers (deterministic by the prompt's content, never b
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +69,13 @@ def pairwise_replies() -> dict[str, str]:
     return replies
 
 
+def sample(share: float, seed: int = 0) -> list[tuple[str, int]]:
+    """A random sample (seeded) of ``share`` of every setup's answers: labels drawn at random,
+    as the corrected accuracy asks."""
+    answers = [(s, i) for s in SETUPS for i in range(N)]
+    return sorted(random.Random(seed).sample(answers, round(share * len(answers))))
+
+
 def make_bias_tree(root: Path) -> Path:
     """datasets.json beside ``root`` and both setups' answers under it; returns the datasets file."""
     root.mkdir(parents=True, exist_ok=True)
@@ -87,11 +95,11 @@ def make_bias_tree(root: Path) -> Path:
 
 def write_labels(path: Path, answers: list[tuple[str, int]], annotators: tuple[str, ...] = ("",)) -> Path:
     """A labels file (CSV or JSON Lines by ``path``'s suffix) labelling ``answers`` as
-    :func:`label` says, once per annotator (annotator "r2" disagrees on a's question 0)."""
+    :func:`label` says, once per annotator (annotator "r2" disagrees on the first answer)."""
     rows = []
     for setup, i in answers:
         for who in annotators:
-            value = label(setup, i) != (who == "r2" and (setup, i) == ("a", 0))
+            value = label(setup, i) != (who == "r2" and (setup, i) == answers[0])
             rows.append({"dataset": "qa", "question": str(i), "setup": setup,
                          "label": "correct" if value else "incorrect", "annotator": who})  # fmt: skip
     if path.suffix == ".csv":

@@ -89,7 +89,9 @@ def render_judge_text(report: JudgeReport) -> str:
         table_text(table) if i == 0 and report.pairwise is None else f"{title}\n{table_text(table)}"
         for i, (title, table) in enumerate(_sections(report))
     ]
-    parts += extra.notes(report.statistics)
+    notes = extra.notes(report.statistics)
+    if notes:
+        parts.append("\n".join(notes))
     return "\n\n".join(parts) + "\n"
 
 

@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from kag.cli import app
 from tests.bench_helpers import FAKE_CONFIG, fresh, server_fixture
+from tests.conftest import REPO
 from tests.fakeserver import FakeServer
 from tests.judge_bias import (
     DISAGREE,
@@ -27,6 +28,7 @@ from tests.judge_bias import (
     make_bias_tree,
     pairwise_replies,
     response,
+    sample,
     verdict_replies,
     write_labels,
 )
@@ -191,3 +193,16 @@ def test_a_judge_that_answered_as_a_setup_is_warned(project: Path) -> None:
     result = run("-p", "oa", "-m", "judge-m")
     assert result.exit_code == 0, result.stderr
     assert "judge oa/judge-m is also the model of setup a (oa/judge-m)" in result.stderr
+
+
+def test_the_docs_examples_are_this_output(project: Path) -> None:
+    write_labels(project / "labels.csv", sample(0.5), ("r1", "r2"))
+    labelled = run("-p", "oa", "-m", "judge-m", "--labels", "labels.csv")
+    assert labelled.exit_code == 0, labelled.stderr
+    print(labelled.stdout)
+    for page in (REPO / "README.md", REPO / "docs" / "judge.md"):
+        assert labelled.stdout in page.read_text(), page
+    pairwise = run("-p", "oa", "-m", "judge-m", "--pairwise", "a", "b")
+    assert pairwise.exit_code == 0, pairwise.stderr
+    print(pairwise.stdout)
+    assert pairwise.stdout in (REPO / "docs" / "judge.md").read_text()
