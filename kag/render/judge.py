@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
@@ -78,7 +78,9 @@ class JudgeReport:
 def _sections(report: JudgeReport) -> list[tuple[str, Table]]:
     if report.pairwise is not None:
         p = report.pairwise
-        title = f"{p.a} against {p.b}, {p.questions} question(s), both orders"
+        title = (
+            f"{escape_controls(p.a)} against {escape_controls(p.b)}, {p.questions} question(s), both orders"
+        )
         return [(title, extra.pairwise_table(p))]
     return [("Verdicts", judge_table(report.summaries)), *extra.sections(report.statistics)]
 
@@ -101,6 +103,11 @@ def render_judge_markdown(report: JudgeReport) -> str:
     return "\n\n".join(parts + ([("\n".join(f"- {line}" for line in notes))] if notes else [])) + "\n"
 
 
+def _shown(table: Table) -> Table:
+    """The table with every control character of its cells written out (``\\x1b``)."""
+    return replace(table, rows=tuple(tuple(escape_controls(c) for c in row) for row in table.rows))
+
+
 def render_judge_html(report: JudgeReport) -> str:
     from kag.render.templating import render_template
 
@@ -111,7 +118,7 @@ def render_judge_html(report: JudgeReport) -> str:
                 "judge_page.html.j2",
                 title="kag stats judge",
                 facts=f"judge {extra.judge_name(judge)} | prompt sha256 {report.prompt_sha256[:12]}",
-                sections=[(title, table_html(table)) for title, table in _sections(report)],
+                sections=[(title, table_html(_shown(table))) for title, table in _sections(report)],
                 notes=extra.notes(report.statistics),
             )
         )
@@ -158,16 +165,25 @@ def _properties(parent: ET.Element, values: dict[str, str | None]) -> None:
 def render_judge_junit(report: JudgeReport) -> str:
     """One ``<testsuite>`` per setup (its figures as properties), one ``<testcase>`` per judged
     answer: ``<failure>`` for an INCORRECT verdict, ``<skipped>`` for an unusable one. Under
-    ``--pairwise``, one suite whose testcases are the criteria, their figures as properties."""
+    ``--pairwise``, one suite whose testcases are the criteria, their figures its properties
+    (``<criterion>.<figure>``)."""
     root = ET.Element("testsuites", name="kag.judge")
     if report.pairwise is not None:
         p = report.pairwise
-        suite = ET.SubElement(root, "testsuite", name=xml_text(f"{p.a} vs {p.b}"), tests=str(len(p.criteria)))
-        suite.set("failures", "0")
-        suite.set("errors", "0")
-        for criterion, values in extra.pairwise_properties(p):
-            case = ET.SubElement(suite, "testcase", classname="pairwise", name=xml_text(criterion))
-            _properties(case, values)
+        suite = ET.SubElement(
+            root,
+            "testsuite",
+            name=xml_text(f"pairwise/{p.a} vs {p.b}"),
+            tests=str(len(p.criteria)),
+            failures="0",
+            errors="0",
+        )
+        _properties(
+            suite,
+            {f"{c}.{k}": v for c, values in extra.pairwise_properties(p) for k, v in values.items()},
+        )
+        for criterion, _ in extra.pairwise_properties(p):
+            ET.SubElement(suite, "testcase", classname="pairwise", name=xml_text(criterion))
     stats = report.statistics
     for s in stats.setups if stats is not None else ():
         summary = s.summary
