@@ -206,3 +206,53 @@ def test_the_docs_examples_are_this_output(project: Path) -> None:
     assert pairwise.exit_code == 0, pairwise.stderr
     print(pairwise.stdout)
     assert pairwise.stdout in (REPO / "docs" / "judge.md").read_text()
+
+
+def test_usage_and_input_errors_name_what_to_fix(project: Path, server: FakeServer) -> None:
+    two = run("-p", "oa", "-m", "judge-m", "-m", "judge-n", "--pairwise", "a", "b")
+    assert two.exit_code == 2 and "--pairwise takes one judge" in two.stderr
+    criteria = run("-p", "oa", "-m", "judge-m", "--criteria", "directness")
+    assert criteria.exit_code == 2 and "--criteria goes with --pairwise A B" in criteria.stderr
+    unknown = run("-p", "oa", "-m", "judge-m", "--pairwise", "a", "b", "--criteria", "speed")
+    assert unknown.exit_code == 2 and "unknown criterion 'speed'" in unknown.stderr
+    nobody = run("-p", "oa", "-m", "judge-m", "--pairwise", "a", "zz")
+    assert nobody.exit_code == 2 and "no question answered by both 'a' and 'zz'" in nobody.stderr
+    counts = run("-p", "oa", "-p", "ol", "-m", "x", "-m", "y", "-m", "z")
+    assert counts.exit_code == 2 and "2 -p and 3 -m" in counts.stderr
+    (project / "bad.csv").write_text("dataset,question,setup,label\nqa,1,a,perhaps\n")
+    bad = run("-p", "oa", "-m", "judge-m", "--labels", "bad.csv")
+    assert bad.exit_code == 2 and "bad.csv:2: key 'label' is 'perhaps'" in bad.stderr
+    assert "Traceback" not in bad.stderr
+    assert server.chat_requests() == []  # every error came before any request
+
+
+def test_labels_of_no_judged_answer_are_counted_in_a_warning(project: Path) -> None:
+    path = write_labels(project / "labels.jsonl", [("a", 1), ("a", 2)])
+    with path.open("a") as handle:
+        handle.write('{"dataset": "qa", "question": "999", "setup": "a", "label": "correct"}\n')
+    result = run("-p", "oa", "-m", "judge-m", "--labels", "labels.jsonl", "--format", "json")
+    assert result.exit_code == 0, result.stderr
+    assert "labels.jsonl: 1 label(s) of no judged answer: left out" in result.stderr
+    assert orjson.loads(result.stdout)["unmatched_labels"] == 1
+
+
+def test_a_custom_pairwise_prompt_is_sandboxed_and_may_name_any_criterion(
+    project: Path, server: FakeServer
+) -> None:
+    (project / "pair.md").write_text(
+        "{{ CRITERION }}|{{ DEFINITION }}|{{ ANSWER_1 }}|{{ ANSWER_2 }}|{{ 7 * 7 }}\n"
+    )
+    result = run(
+        "-p", "oa", "-m", "judge-m", "--pairwise", "a", "b", "--criteria", "speed", "--prompt", "pair.md"
+    )
+    assert result.exit_code == 0, result.stderr
+    prompts = [r.prompt for r in server.chat_requests()]
+    assert len(prompts) == 2 * N and all(p is not None and p.startswith("speed||") for p in prompts)
+    (project / "evil.md").write_text("{{ ''.__class__ }} {{ ANSWER_1 }}")
+    evil = run("-p", "oa", "-m", "judge-m", "--pairwise", "a", "b", "--prompt", "evil.md")
+    assert evil.exit_code == 2 and "Traceback" not in evil.stderr
+    wrong = run("-p", "oa", "-m", "judge-m", "--pairwise", "a", "b", "--prompt", "pair.md", "--criteria", "x")
+    assert wrong.exit_code == 0
+    (project / "verdict.md").write_text("{{ RESPONSE }}")
+    verdict_vars = run("-p", "oa", "-m", "judge-m", "--pairwise", "a", "b", "--prompt", "verdict.md")
+    assert verdict_vars.exit_code == 2 and "RESPONSE" in verdict_vars.stderr
