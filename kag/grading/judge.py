@@ -271,12 +271,12 @@ def _endpoint_url(url: str) -> str:
 
 
 def verdict_key(
-    judge: Judge, prompt_sha256: str, item: JudgeItem, endpoint: Sequence[str] = (), repeat: int = 0
+    judge: Judge, prompt_sha256: str, item: JudgeItem, endpoint: Sequence[str] = (), *again: float
 ) -> str:
     """The cache key of a verdict: SHA-256 (hex) of the judge, the server it is asked at
     (:func:`judge_endpoint`), the prompt's SHA-256, the question text, the reference and the
-    response (the prompt's three variables), and ``repeat`` when not 0 (``--repeats``). The
-    same provider and model behind another URL is another judge: its verdicts are its own."""
+    response (the prompt's three variables), and ``again`` (the repeat and the temperature)
+    unless all 0. The same provider and model at another URL is another judge."""
     payload = [
         CACHE_VERSION,
         judge.provider,
@@ -287,8 +287,8 @@ def verdict_key(
         item.reference,
         item.response,
     ]
-    if repeat:
-        payload.append(repeat)
+    if any(again):
+        payload += list(again)
     return hashlib.sha256(orjson.dumps(payload)).hexdigest()
 
 
@@ -482,7 +482,7 @@ def run_judge(
     reporter = reporter or NullReporter()
     prompts = [render_judge_prompt(prompt, item) for item in items]
     endpoint = judge_endpoint(config, judge)
-    keys = [verdict_key(judge, prompt.sha256, item, endpoint, repeat) for item in items]
+    keys = [verdict_key(judge, prompt.sha256, item, endpoint, repeat, options.temperature) for item in items]
     verdicts: list[JudgedItem | None] = [None] * len(items)
     todo: list[int] = []
     for index, key in enumerate(keys):

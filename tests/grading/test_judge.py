@@ -287,3 +287,14 @@ def test_a_prompt_file_that_cannot_be_read_names_the_file(tmp_path: Path, make, 
     make(path)
     with pytest.raises(InputError, match=rf"^{re.escape(str(path))}{re.escape(message)}$"):
         load_judge_prompt(path)
+
+
+def test_a_repeat_or_a_temperature_is_cached_apart_and_the_first_ask_keeps_its_key() -> None:
+    judge, it = Judge("p", "m"), item()
+    first = verdict_key(judge, "sha", it, ("OpenAI", "http://h"))
+    assert verdict_key(judge, "sha", it, ("OpenAI", "http://h"), 0, 0.0) == first
+    again = {
+        verdict_key(judge, "sha", it, ("OpenAI", "http://h"), r, t)
+        for r, t in [(1, 0.0), (2, 0.0), (0, 0.7), (1, 0.7)]
+    }
+    assert len(again) == 4 and first not in again
