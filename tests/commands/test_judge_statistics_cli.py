@@ -256,3 +256,16 @@ def test_a_custom_pairwise_prompt_is_sandboxed_and_may_name_any_criterion(
     (project / "verdict.md").write_text("{{ RESPONSE }}")
     verdict_vars = run("-p", "oa", "-m", "judge-m", "--pairwise", "a", "b", "--prompt", "verdict.md")
     assert verdict_vars.exit_code == 2 and "RESPONSE" in verdict_vars.stderr
+
+
+def test_without_labels_every_figure_built_on_them_is_null(project: Path) -> None:
+    result = run("-p", "oa", "-m", "judge-m", "--format", "json")
+    assert result.exit_code == 0, result.stderr
+    report = orjson.loads(result.stdout)
+    for entry in [*report["setups"], report["overall"]]:
+        assert entry["labels"] is None and entry["exact_match_labels"] is None
+        assert entry["corrected_accuracy"] is None and entry["labelled_accuracy"] is None
+        assert entry["judges_alpha"] is None and entry["annotators_alpha"] is None
+        low, high = entry["accuracy_ci95"]
+        assert low < entry["accuracy"] < high
+    assert report["unmatched_labels"] is None and report["self_consistency"][0]["rate"] is None
