@@ -39,7 +39,7 @@ def candidates(line: str) -> list[str]:
     [
         ("kag stats --format ", ["text", "json", "markdown", "html", "junit", "csv", "jsonl"]),
         ("kag stats --format js", ["json", "jsonl"]),
-        ("kag stats judge --format ", ["text", "json"]),
+        ("kag stats judge --format ", ["text", "json", "markdown", "html", "junit"]),
         (
             "kag stats compare --format ",
             ["text", "json", "markdown", "html", "junit"],

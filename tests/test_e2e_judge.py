@@ -44,8 +44,9 @@ def test_the_real_model_judges_every_answer_once(
     assert {name: row["judged"] for name, row in setups.items()} == {"s1": 4, "s2": 3}
     for row in setups.values():
         assert row["correct"] + row["incorrect"] + row["unusable"] == row["judged"]
-        assert row["accuracy"] == pytest.approx(row["correct"] / row["judged"])
         usable = row["correct"] + row["incorrect"]
+        # An unusable verdict is no verdict: left out of the accuracy.
+        assert row["accuracy"] == (pytest.approx(row["correct"] / usable) if usable else None)
         agreement = row["agreement_with_exact_match"]
         assert (agreement is None) == (usable == 0)
         assert agreement is None or 0.0 <= agreement <= 1.0

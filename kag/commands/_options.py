@@ -275,6 +275,16 @@ TextOrJsonFormatOpt = Annotated[
     str | None, _format_option("text or json.", metavar="FORMAT", values=("text", "json"))
 ]
 
+# `kag stats judge`.
+JudgeFormatOpt = Annotated[
+    str | None,
+    _format_option(
+        "text, json, markdown, html or junit.",
+        metavar="FORMAT",
+        values=("text", "json", "markdown", "html", "junit"),
+    ),
+]
+
 
 # `kag stats find`, which reads no datasets file.
 FindResultsOpt = Annotated[Path | None, _results("Root of the result tree [default: .]")]

@@ -252,15 +252,19 @@ def _endpoint_url(url: str) -> str:
     return urlunsplit((parts.scheme.lower(), netloc, parts.path.rstrip("/"), parts.query, ""))
 
 
-def verdict_key(judge: Judge, prompt_sha256: str, item: JudgeItem, endpoint: Sequence[str] = ()) -> str:
+def verdict_key(
+    judge: Judge, prompt_sha256: str, item: JudgeItem, endpoint: Sequence[str] = (), *again: float
+) -> str:
     """The cache key of ``item``'s verdict (:func:`kag.grading.verdicts.verdict_key_of`): the
     judge, the server it is asked at (:func:`judge_endpoint`), the prompt's SHA-256, the
-    question text, the reference and the response (the prompt's three variables)."""
+    question text, the reference and the response (the prompt's three variables), and
+    ``again`` (the repeat and the temperature) unless all 0."""
     return verdict_key_of(
         JudgeKey(judge.provider, judge.model, tuple(endpoint), prompt_sha256),
         item.question_text,
         item.reference,
         item.response,
+        *again,
     )
 
 
@@ -305,19 +309,21 @@ def run_judge(
     cache: VerdictCache,
     options: JudgeOptions = JudgeOptions(),
     reporter: Reporter | None = None,
+    repeat: int = 0,
 ) -> JudgeRun:
     """A verdict for every item: from the cache when there is one, else from the judge
     (``options.parallel`` requests in flight, retried as ``kag benchmark`` retries), each
     new verdict written to the cache as it comes. A request that fails after its retries
     makes an UNUSABLE verdict that is not cached (a later run asks again). Every prompt is
     rendered before the first request, so a template error sends nothing. The reporter gets
-    one event per request (cache hits are not reported)."""
+    one event per request (cache hits are not reported). ``repeat`` > 0 asks again, cached
+    apart (:func:`verdict_key`)."""
     check_judge(config, judge)
     cache.check()
     reporter = reporter or NullReporter()
     prompts = [render_judge_prompt(prompt, item) for item in items]
     endpoint = judge_endpoint(config, judge)
-    keys = [verdict_key(judge, prompt.sha256, item, endpoint) for item in items]
+    keys = [verdict_key(judge, prompt.sha256, item, endpoint, repeat, options.temperature) for item in items]
     verdicts: list[JudgedItem | None] = [None] * len(items)
     todo: list[int] = []
     for index, key in enumerate(keys):
@@ -401,10 +407,9 @@ def summarize_verdicts(judged: Iterable[JudgedItem]) -> tuple[JudgeSummary, ...]
     and ``unusable`` verdicts (they sum to ``judged``), counted and reduced by the ``judge``
     measure (:mod:`kag.grading.measures.judge`), as `kag stats` counts the cached verdicts.
 
-    accuracy = correct / judged (an unusable verdict counts against; None when judged = 0).
-    agreement_with_exact_match = the share of usable verdicts (correct + incorrect) that
-    equal the strict grade (CORRECT where the exact match holds, INCORRECT where it does
-    not); None when no verdict is usable.
+    accuracy = correct / (correct + incorrect): an unusable verdict is no verdict, left out.
+    agreement_with_exact_match = the share of usable verdicts that equal the strict grade
+    (CORRECT where the exact match holds, INCORRECT where not). Both None when none is usable.
     """
     from kag.grading.measures.judge import JudgeCounts, add_verdict, judge_accuracy, judge_agreement
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,8 +59,13 @@ _SPECIAL_FILES = (
 )
 
 
-def load_judge_prompt(path: str | Path | None) -> JudgePrompt:
-    """The prompt template in ``path`` (UTF-8), or the built-in :data:`DEFAULT_PROMPT` when None.
+def load_judge_prompt(
+    path: str | Path | None,
+    default: str = DEFAULT_PROMPT,
+    compile: Callable[[str, str], JudgePrompt] = compile_judge_prompt,
+) -> JudgePrompt:
+    """The prompt template in ``path`` (UTF-8), or the built-in ``default`` when None, compiled
+    by ``compile`` (a pairwise prompt has variables of its own).
 
     InputError naming the file when it is missing, a directory, a FIFO, a device or a
     socket (looked at before it is opened: opening a FIFO would wait for a writer, and a
@@ -67,7 +73,7 @@ def load_judge_prompt(path: str | Path | None) -> JudgePrompt:
     a judge given no instructions).
     """
     if path is None:
-        return compile_judge_prompt(DEFAULT_PROMPT, "the built-in judge prompt")
+        return compile(default, "the built-in judge prompt")
     path = Path(path)
     try:
         mode = os.stat(path).st_mode
@@ -80,4 +86,4 @@ def load_judge_prompt(path: str | Path | None) -> JudgePrompt:
     source = read_text_file(path, "judge prompt", InputError, universal_newlines=True)
     if not source.strip():
         raise InputError(f"{path}: judge prompt is empty")
-    return compile_judge_prompt(source, str(path))
+    return compile(source, str(path))

@@ -65,11 +65,11 @@ class JudgeKey:
         return Judge(self.provider, self.model)
 
 
-def verdict_key_of(key: JudgeKey, question_text: str, reference: str, response: str) -> str:
+def verdict_key_of(key: JudgeKey, question_text: str, reference: str, response: str, *again: float) -> str:
     """The cache key of a verdict: SHA-256 (hex) of the judge, the server it is asked at,
     the prompt's SHA-256, the question text, the reference and the response (the prompt's
-    three variables). The same provider name and model behind another URL is another
-    judge: its verdicts are its own."""
+    three variables), and ``again`` (the repeat and the temperature) unless all 0. The same
+    provider name and model behind another URL is another judge: its verdicts are its own."""
     payload = [
         CACHE_VERSION,
         key.provider,
@@ -80,6 +80,8 @@ def verdict_key_of(key: JudgeKey, question_text: str, reference: str, response: 
         reference,
         response,
     ]
+    if any(again):
+        payload += list(again)
     return hashlib.sha256(orjson.dumps(payload)).hexdigest()
 
 
@@ -183,8 +185,12 @@ class VerdictCache:
         return entry[0] if entry is not None else None
 
     def read_entry(self, key: str) -> tuple[Verdict, str] | None:
-        """The cached verdict and the judge's reply it was read from (empty when the file
-        holds none), with the rules of :meth:`read`."""
+        """The cached verdict and the judge's reply (empty when the file holds none), as :meth:`read`."""
+        raw = self.read_raw(key)
+        return (Verdict(raw[0]), raw[1]) if raw is not None and raw[0] in Verdict.__members__ else None
+
+    def read_raw(self, key: str) -> tuple[str, str] | None:
+        """:meth:`read_entry` with the verdict as the text stored (a pairwise verdict)."""
         parts = self.relative(key)
         try:
             fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -224,13 +230,14 @@ class VerdictCache:
             os.close(fd)
         try:
             raw = orjson.loads(data)
-            verdict = Verdict(raw["verdict"])
-        except (orjson.JSONDecodeError, TypeError, KeyError, ValueError):
+            verdict = raw["verdict"]
+        except (orjson.JSONDecodeError, TypeError, KeyError):
             return None
         reply = raw.get("reply", "")  # a mapping: raw["verdict"] was read from it
-        return verdict, reply if isinstance(reply, str) else ""
+        return (verdict, reply if isinstance(reply, str) else "") if isinstance(verdict, str) else None
 
-    def write(self, key: str, verdict: Verdict, reply: str) -> None:
-        """Store a verdict and the (redacted) reply it was read from, atomically."""
-        body = {"verdict": verdict.value, "reply": reply[:MAX_STORED_REPLY]}
+    def write(self, key: str, verdict: str, reply: str) -> None:
+        """Store a verdict (a :class:`Verdict` or a pairwise one) and the (redacted) reply it
+        was read from, atomically."""
+        body = {"verdict": str(verdict), "reply": reply[:MAX_STORED_REPLY]}
         write_atomic(self.path(key), (orjson.dumps(body),), root=self.root, mode=0o644)

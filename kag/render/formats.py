@@ -88,6 +88,9 @@ class JudgeFormat(StrEnum):
 
     TEXT = "text"
     JSON = "json"
+    MARKDOWN = "markdown"
+    HTML = "html"
+    JUNIT = "junit"
 
 
 class RunsFormat(StrEnum):

@@ -63,9 +63,13 @@ def judge(*extra: str) -> object:
     return CliRunner().invoke(app, [*BASE, *extra])
 
 
+COUNTS = ("judged", "correct", "incorrect", "unusable", "accuracy", "agreement_with_exact_match")
+
+
 def rows(stdout: str) -> dict[str, dict[str, object]]:
+    """The verdict counts of each setup entry (the entries hold the statistics too)."""
     report = orjson.loads(stdout)
-    return {row["setup"]: {k: v for k, v in row.items() if k != "setup"} for row in report["setups"]}
+    return {row["setup"]: {k: row[k] for k in COUNTS} for row in report["setups"]}
 
 
 def test_open_answers_hand_computed_then_the_cache_sends_nothing(project: Path, server: FakeServer) -> None:
@@ -74,7 +78,7 @@ def test_open_answers_hand_computed_then_the_cache_sends_nothing(project: Path, 
     # s1: paris CORRECT (EM 1), five INCORRECT (EM 0), the blue whale. unusable.
     # s2: Lyon INCORRECT (EM 0), four INCORRECT (EM 1: disagrees); its geo/3 is an error file.
     assert rows(first.stdout) == {
-        "s1": {"judged": 3, "correct": 1, "incorrect": 1, "unusable": 1, "accuracy": 1 / 3,
+        "s1": {"judged": 3, "correct": 1, "incorrect": 1, "unusable": 1, "accuracy": 1 / 2,
                "agreement_with_exact_match": 1.0},
         "s2": {"judged": 2, "correct": 0, "incorrect": 2, "unusable": 0, "accuracy": 0.0,
                "agreement_with_exact_match": 0.5},
@@ -106,7 +110,7 @@ def test_open_answers_hand_computed_then_the_cache_sends_nothing(project: Path, 
     ]
     # s1 adds mc/1 "a" CORRECT (strict: correct); s2 adds "The answer is a" CORRECT (strict: wrong).
     assert rows(with_mcq.stdout) == {
-        "s1": {"judged": 4, "correct": 2, "incorrect": 1, "unusable": 1, "accuracy": 0.5,
+        "s1": {"judged": 4, "correct": 2, "incorrect": 1, "unusable": 1, "accuracy": 2 / 3,
                "agreement_with_exact_match": 1.0},
         "s2": {"judged": 3, "correct": 1, "incorrect": 2, "unusable": 0, "accuracy": 1 / 3,
                "agreement_with_exact_match": 1 / 3},
@@ -127,7 +131,7 @@ def test_text_table_and_options_before_the_sub_command(project: Path) -> None:
     assert result.exit_code == 0, result.stderr
     assert result.stdout == (
         "SETUP  JUDGED  CORRECT  INCORRECT  UNUSABLE   ACC%  AGREE%\n"
-        "s1          3        1          1         1  33.33  100.00\n"
+        "s1          3        1          1         1  50.00  100.00\n"
     )
 
 
@@ -204,8 +208,11 @@ def test_usage_errors(project: Path, server: FakeServer) -> None:
     unknown = CliRunner().invoke(app, ["stats", "judge", "-c", "config.toml", "-p", "zz", "-m", "m",
                                        "-d", "datasets.json", "-r", "results"])  # fmt: skip
     assert unknown.exit_code == 2 and "provider 'zz' is missing from the configuration" in unknown.stderr
-    fmt = judge("--format", "markdown")
-    assert fmt.exit_code == 2 and "--format markdown: not available here (text, json)" in fmt.stderr
+    fmt = judge("--format", "csv")
+    assert (
+        fmt.exit_code == 2
+        and "--format csv: not available here (text, json, markdown, html, junit)" in fmt.stderr
+    )
     no_data = CliRunner().invoke(app, ["stats", "judge", "-c", "config.toml", "-p", "oa", "-m", "m"])
     assert no_data.exit_code == 2 and "missing option '--datasets'" in no_data.stderr
     only_mcq = judge("--prefix", "x-")
@@ -299,11 +306,11 @@ def test_a_judge_without_one_usable_verdict_is_warned(project: Path, server: Fak
     server.state.replies = {}  # every reply is the default "Maybe, hard to say.": no verdict
     result = judge("--format", "json")
     assert result.exit_code == 0, result.stderr
-    assert {row["accuracy"] for row in rows(result.stdout).values()} == {0.0}
+    assert {row["accuracy"] for row in rows(result.stdout).values()} == {None}
     assert (
         "kag: warning: the judge gave no usable verdict: all 5 verdict(s) are unusable "
         "(a reply that names neither CORRECT nor INCORRECT, or a request that failed); "
-        "so ACC% 0.00 measures nothing: check the judge model and the prompt"
+        "so there is no ACC%: check the judge model and the prompt"
     ) in result.stderr
 
 
@@ -316,7 +323,7 @@ def test_a_setup_without_one_usable_verdict_is_named(project: Path, server: Fake
     expected = (
         "kag: warning: the judge gave no usable verdict for s2: 2 verdict(s), all unusable "
         "(a reply that names neither CORRECT nor INCORRECT, or a request that failed); "
-        "so their ACC% 0.00 measures nothing"
+        "so they have no ACC%"
     )
     assert warnings == [expected]
     # Every setup with a usable verdict (asked afresh, the cache removed): no such warning.

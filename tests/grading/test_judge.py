@@ -262,8 +262,15 @@ def test_summarize_verdicts_hand_computed() -> None:
     ]
     b, a = summarize_verdicts(judged)[1], summarize_verdicts(judged)[0]
     assert (b.setup, b.judged, b.correct, b.incorrect, b.unusable) == ("b", 4, 2, 1, 1)
-    assert b.accuracy == pytest.approx(2 / 4) and b.agreement_with_exact_match == pytest.approx(2 / 3)
-    assert (a.setup, a.judged, a.unusable, a.accuracy, a.agreement_with_exact_match) == ("a", 1, 1, 0.0, None)
+    # An unusable verdict is no verdict: accuracy = correct / (correct + incorrect).
+    assert b.accuracy == pytest.approx(2 / 3) and b.agreement_with_exact_match == pytest.approx(2 / 3)
+    assert (a.setup, a.judged, a.unusable, a.accuracy, a.agreement_with_exact_match) == (
+        "a",
+        1,
+        1,
+        None,
+        None,
+    )
     assert summarize_verdicts([]) == ()
 
 
@@ -280,3 +287,14 @@ def test_a_prompt_file_that_cannot_be_read_names_the_file(tmp_path: Path, make, 
     make(path)
     with pytest.raises(InputError, match=rf"^{re.escape(str(path))}{re.escape(message)}$"):
         load_judge_prompt(path)
+
+
+def test_a_repeat_or_a_temperature_is_cached_apart_and_the_first_ask_keeps_its_key() -> None:
+    judge, it = Judge("p", "m"), item()
+    first = verdict_key(judge, "sha", it, ("OpenAI", "http://h"))
+    assert verdict_key(judge, "sha", it, ("OpenAI", "http://h"), 0, 0.0) == first
+    again = {
+        verdict_key(judge, "sha", it, ("OpenAI", "http://h"), r, t)
+        for r, t in [(1, 0.0), (2, 0.0), (0, 0.7), (1, 0.7)]
+    }
+    assert len(again) == 4 and first not in again

@@ -56,8 +56,10 @@ def add(counts: JudgeCounts, graded: GradedFile) -> None:
 
 
 def judge_accuracy(c: JudgeCounts) -> float | None:
-    """CORRECT / judged; None when nothing was judged."""
-    return c.judged_correct / c.judged if c.judged else None
+    """CORRECT / (CORRECT + INCORRECT): an unusable verdict is no verdict, left out; None
+    when no verdict is usable."""
+    usable = c.judged_correct + c.judged_incorrect
+    return c.judged_correct / usable if usable else None
 
 
 def judge_agreement(c: JudgeCounts) -> float | None:

@@ -49,9 +49,14 @@ def stats(*extra: str) -> str:
     return result.stdout
 
 
+#: The keys of the ``judge`` block: those of a setup entry of `kag stats judge --format json`
+#: that count the verdicts (the entry also holds the labels' and the judges' statistics).
+BLOCK_KEYS = ("judged", "correct", "incorrect", "unusable", "accuracy", "agreement_with_exact_match")
+
+
 def judge_rows(project: Path) -> dict[str, dict[str, object]]:
     report = orjson.loads((project / "judge.json").read_bytes())
-    return {row.pop("setup"): row for row in report["setups"]}
+    return {row["setup"]: {k: row[k] for k in BLOCK_KEYS} for row in report["setups"]}
 
 
 def test_the_counts_and_the_formulas() -> None:
@@ -60,7 +65,7 @@ def test_the_counts_and_the_formulas() -> None:
         (Verdict.CORRECT, True),  # agrees
         (Verdict.CORRECT, False),  # disagrees
         (Verdict.INCORRECT, False),  # agrees
-        (Verdict.UNUSABLE, True),  # counts against the accuracy, not in the agreement
+        (Verdict.UNUSABLE, True),  # no verdict: in neither the accuracy nor the agreement
     ]:
         add_verdict(counts, verdict, strict)
     assert (counts.judged, counts.judged_correct, counts.judged_incorrect, counts.judged_unusable) == (
@@ -69,7 +74,7 @@ def test_the_counts_and_the_formulas() -> None:
         1,
         1,
     )
-    assert judge_accuracy(counts) == 2 / 4 and judge_agreement(counts) == 2 / 3
+    assert judge_accuracy(counts) == 2 / 3 and judge_agreement(counts) == 2 / 3
     assert judge_accuracy(JudgeCounts()) is None and judge_agreement(JudgeCounts()) is None
 
 
