@@ -23,10 +23,8 @@ import orjson
 from markupsafe import Markup
 
 from kag.errors import InputError, UsageError
-from kag.grading.mcq.summary import small_samples
-from kag.render.compare import comparison_run_to_json
-from kag.render.stats import summary_to_json
 from kag.render.templating import environment
+from kag.render.view_overview import overview, overview_context
 from kag.render.view_pages import error_context, question_nav, questions_context
 from kag.results.io import LinkInTree, write_atomic
 from kag.view.choices import link_state
@@ -49,40 +47,6 @@ def static_files() -> dict[str, bytes]:
 
 def _json(doc: object) -> bytes:
     return orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
-
-
-def overview(view: View, baseline: str | None) -> dict[str, Any]:
-    """``stats`` (the `kag stats --format json` document), ``compare`` (`kag stats compare`'s), notes."""
-    summary = view.snapshot.summary
-    run = view.comparisons(baseline)
-    return {
-        "stats": summary_to_json(summary),
-        "compare": comparison_run_to_json(run) if run is not None else None,
-        "small_samples": [{"setup": s.setup, "files": s.total} for s in small_samples(summary)],
-        "unreadable": [{"path": u.path, "reason": u.reason} for u in view.snapshot.run.unreadable[:100]],
-        "runs": run_records(view),
-    }
-
-
-def run_records(view: View) -> list[dict[str, Any]]:
-    """The run records of each tree (``kag stats runs``): the tree's label, the record's file,
-    and the row ``kag stats runs`` prints, by its column names; read once per scan (the rows
-    kept with the snapshot, not the records)."""
-    from kag.render.runs import HEADER, run_row
-    from kag.results.runs import read_run_records
-
-    snap = view.snapshot
-    if snap.runs is None:
-        snap.runs = [
-            {
-                "tree": tree.label or None,
-                "file": record.name,
-                **dict(zip(HEADER, run_row(record), strict=True)),
-            }
-            for tree in view.index.trees
-            for record in read_run_records(tree.root)
-        ]
-    return snap.runs
 
 
 def svg_graph(graph: Graph) -> Markup:
@@ -159,7 +123,7 @@ class ViewApp:
                     HTML,
                     self._page(
                         "view_overview.j2",
-                        **overview(v, baseline),
+                        **overview_context(v, baseline, wait=False),
                         baseline=baseline,
                         priced=v.prices is not None,
                         state=link_state(params),
@@ -326,7 +290,7 @@ def export(view: View, out: Path, title: str, params: dict[str, list[str]], limi
                 title,
                 link,
                 EXPORT_CSP,
-                **info,
+                **overview_context(view, None, wait=True),
                 baseline=None,
                 priced=view.prices is not None,
             ).encode(),

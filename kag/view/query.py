@@ -13,8 +13,9 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from kag.datasets import Datasets, Question
-from kag.grading.compare.records import question_sort_key
-from kag.grading.compare.setups import ComparisonRun, compare_setups
+from kag.grading.compare.analysis import Analysis, analyse
+from kag.grading.compare.records import AnswerSet, question_sort_key, setup_configs, setup_profiles
+from kag.grading.compare.setups import ComparisonRun
 from kag.grading.mcq.summary import summarize
 from kag.grading.record import GradedFile
 from kag.grading.rule import rust_trim
@@ -39,6 +40,31 @@ if TYPE_CHECKING:  # the judge's modules load the model clients: only a named ju
     from kag.view.verdicts import VerdictReader
 
 PAGE_SIZE = 50
+
+
+class Analysing:
+    """One analysis of a snapshot, computed once in a thread of its own: :attr:`done` is set
+    when it is there (or failed: :meth:`wait` raises its error)."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self._result: Analysis | None = None
+        self._error: BaseException | None = None
+
+    def run(self, compute: Callable[[], Analysis | None]) -> None:
+        try:
+            self._result = compute()
+        except BaseException as exc:  # noqa: BLE001 - handed to whoever waits
+            self._error = exc
+        finally:
+            self.done.set()
+
+    def wait(self) -> Analysis | None:
+        """The analysis, once computed (None: nothing to analyse)."""
+        self.done.wait()
+        if self._error is not None:
+            raise self._error
+        return self._result
 
 
 class View:
@@ -66,6 +92,9 @@ class View:
         # snapshot in place: a page sees the rows of the snapshot it shows, never a scan's half.
         self._swap = threading.Lock()
         self._reader: sqlite3.Connection | None = None
+        # The analyses of the snapshot shown, by baseline (None: the default one).
+        self._analysing = threading.Lock()
+        self._analyses: tuple[Snapshot | None, dict[str | None, Analysing]] = (None, {})
         builder = None
         self.stats: ScanStats | None = None
         if scan:
@@ -154,20 +183,41 @@ class View:
 
     # ------------------------------------------------------------------ the overview
 
-    def comparisons(self, baseline: str | None) -> ComparisonRun | None:
-        """Every setup against ``baseline`` (default: the best-ranked setup), as `kag stats compare`."""
+    def analysis(self, baseline: str | None = None) -> Analysing:
+        """The analysis `kag stats compare --format html` draws (comparisons against
+        ``baseline``, by default `kag stats compare`'s; flips; retrieval impact) of the
+        snapshot shown: started in a thread of its own on the first call per baseline and
+        scan, so that a page can show the tables before it is done (wait on
+        :attr:`Analysing.done`)."""
         snap = self.snapshot
-        if not snap.summary.setups:
-            return None
-        if baseline is None:
-            baseline = snap.summary.setups[0].setup
-        if baseline not in snap.setups:
+        if baseline is not None and baseline not in snap.setups:
             raise UnknownChoice("baseline", baseline, "setup", snap.setups)
-        if baseline not in snap.compared:  # computed once per baseline and scan
-            answers = _answers(self.records(snap), self.datasets)
-            found = any(a.setup == baseline for a in answers)
-            snap.compared[baseline] = compare_setups(answers, baseline) if found else None
-        return snap.compared[baseline]
+        with self._analysing:
+            if self._analyses[0] is not snap:
+                self._analyses = (snap, {})
+            jobs = self._analyses[1]
+            job = jobs.get(baseline)
+            if job is None:
+                job = jobs[baseline] = Analysing()
+                thread = threading.Thread(
+                    target=job.run, args=(lambda: self._analyse(snap, baseline),), daemon=True
+                )
+                thread.start()
+        return job
+
+    def comparisons(self, baseline: str | None) -> ComparisonRun | None:
+        """Every setup against ``baseline`` (default: `kag stats compare`'s), as `kag stats compare`."""
+        analysis = self.analysis(baseline).wait()
+        return analysis.comparisons if analysis is not None else None
+
+    def _analyse(self, snap: Snapshot, baseline: str | None) -> Analysis | None:
+        """:func:`kag.grading.compare.analyse` of the graded records of ``snap``; None when
+        it has none (or none of ``baseline``)."""
+        answers = _answers(self.records(snap), self.datasets)
+        if not answers or (baseline is not None and not any(a.setup == baseline for a in answers)):
+            return None
+        profiles = setup_profiles(answers, setup_configs(answers))
+        return analyse(AnswerSet(tuple(answers), snap.summary, profiles), baseline)
 
     # ------------------------------------------------------------------ the grid
 

@@ -134,11 +134,12 @@ def test_the_overview_page_shows_the_epoch_blocks(tmp_path: Path) -> None:
     stats = overview(view, None)["stats"]
     kag = next(s for s in stats["setups"] if s["setup"] == "kag")
     body = ViewApp(view, "t")([], {}).body.decode()
-    table = body[body.index('<table id="epochs">') : body.index('<table id="extracted-epochs">')]
+    table = body[body.index('<div id="epochs">') : body.index('<div id="extracted-epochs">')]
     mean = kag["per_dataset"]["med"]["epochs"]["mean_accuracy"]
-    assert '<td>kag / med</td><td class="n">4</td>' in table and f"{mean * 100:.2f}%" in table
+    assert '<td class="l">kag / med</td><td class="r">4</td>' in table
+    assert f'<td class="r">{mean * 100:.2f}</td>' in table and "PASS^k%" in table
     extracted = kag["overall"]["extracted"]["epochs"]["mean_accuracy"]
-    assert f"{extracted * 100:.2f}%" in body[body.index('<table id="extracted-epochs">') :]
+    assert f'<td class="r">{extracted * 100:.2f}</td>' in body[body.index('<div id="extracted-epochs">') :]
 
 
 def test_prices_give_the_cost_of_kag_stats_prices(tmp_path: Path) -> None:
@@ -160,7 +161,7 @@ def test_prices_give_the_cost_of_kag_stats_prices(tmp_path: Path) -> None:
     kag = next(s for s in got["setups"] if s["setup"] == "kag")
     assert kag["overall"]["usage"]["cost_usd"] == pytest.approx((1000 * 2 + 10 * 10) / 1e6)
     body = ViewApp(view, "t")([], {}).body.decode()
-    assert "<th>COST($)</th>" in body and f"{kag['overall']['usage']['cost_usd']:.4f}" in body
+    assert '<th class="r">COST($)</th>' in body and f"{kag['overall']['usage']['cost_usd']:.4f}" in body
     plain = View(index)
     assert "COST" not in ViewApp(plain, "t")([], {}).body.decode()
 

@@ -54,6 +54,7 @@ def _page(browser: object, requests: list[str]) -> object:
 def test_overview_flip_question_subgraph_and_nothing_hostile_runs(browser: object, tmp_path: Path) -> None:
     datasets, tree = make_tree(tmp_path)
     view = open_view(datasets, tree, tmp_path / "index.sqlite", config=write_verdicts(datasets, tree))
+    view.analysis(None).done.wait()  # the flip links come with the comparisons
     requests: list[str] = []
     with serving(view) as url:
         page = _page(browser, requests)

@@ -160,6 +160,7 @@ def test_a_question_has_previous_and_next_in_the_list_it_came_from(view: View) -
         _, outside = _get(url + "q/med/q2?" + state)
         assert "not among the 3 question(s) where" in outside and 'id="next-q"' not in outside
         # The overview keeps the grid's state for the way back, and its menu the rest.
+        view.analysis("native").done.wait()  # the menu comes with the comparisons
         _, overview = _get(url + "?" + state)
         assert '<input type="hidden" name="sort" value="-question">' in overview
         assert '<input type="hidden" name="flip" value="native">' in overview
@@ -210,6 +211,7 @@ def test_without_extract_the_legend_has_no_extracted_marks(view: View) -> None:
 
 
 def test_the_overview_says_pp_as_the_cli_does(view: View) -> None:
+    view.analysis("native").done.wait()
     with serving(view) as url:
         _, page = _get(url + "?baseline=native")
     assert "<th>diff (pp)</th><th>95% CI (pp)</th>" in page
