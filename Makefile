@@ -7,7 +7,7 @@ WHEELS ?= $(HOME)/.cache/kag/wheels
 export HF_HUB_OFFLINE := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo test test-e2e lint docs install install-test install-server bench clean
+.PHONY: demo test test-e2e test-neo4j lint docs install install-test install-server bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,7 +41,7 @@ demo: $(VENV)/.installed
 	$(BIN)/kag stats --datasets examples/dataset/datasets.json --results examples/results
 
 test: $(VENV)/.installed-test
-	$(BIN)/python -m pytest -q -n 2 -m "not slow" tests
+	$(BIN)/python -m pytest -q -n 2 -m "not slow and not neo4j" tests
 
 # Type check with the pinned mypy ([tool.mypy] in pyproject.toml); typer and rich are
 # kept at the CLI edge by ruff's banned-api rule (TID251).
@@ -53,6 +53,11 @@ lint: $(VENV)/.installed-test
 # The module table of docs/architecture.md, from the module docstrings (tests check it is fresh).
 docs: $(VENV)/.installed-test
 	$(BIN)/python tests/module_table.py
+
+# Real Neo4j servers (5.26 and 2026.x from Maven Central, tests/neo4j/run), one of each for
+# the session: one process, since each server holds one database the tests share.
+test-neo4j: $(VENV)/.installed-test
+	$(BIN)/python -m pytest -q -p no:xdist -m neo4j tests
 
 # Real local model server (SmolLM2 on llama.cpp, 127.0.0.1): run by .ci/run after `make test`.
 test-e2e: $(VENV)/.installed-server
