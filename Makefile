@@ -55,9 +55,10 @@ docs: $(VENV)/.installed-test
 	$(BIN)/python tests/module_table.py
 
 # Real Neo4j servers (5.26 and 2026.x from Maven Central, tests/neo4j/run), one of each for
-# the session: one process, since each server holds one database the tests share.
+# the session: one process, since each server holds one database the tests share. The
+# end-to-end test with Neo4j and the real model runs in test-e2e.
 test-neo4j: $(VENV)/.installed-test
-	$(BIN)/python -m pytest -q -p no:xdist -m neo4j tests
+	$(BIN)/python -m pytest -q -p no:xdist -m "neo4j and not slow" tests
 
 # Real local model server (SmolLM2 on llama.cpp, 127.0.0.1): run by .ci/run after `make test`.
 test-e2e: $(VENV)/.installed-server

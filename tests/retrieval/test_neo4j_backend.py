@@ -320,3 +320,18 @@ def test_no_rows_is_an_empty_result_through_the_retriever() -> None:
         0,
     )
     assert server.sent("RUN")[0][1] == {"index": "IDX", "candidates": 100, "top_k": 5, "vector": [0.25, 0.75]}
+
+
+def test_a_user_without_read_rights_is_told_to_grant_them() -> None:
+    """Community Edition (what the real-server tests run) has no per-user rights, so the
+    Enterprise server's refusal is replayed here."""
+    failure = Failure(
+        "Neo.ClientError.Security.Forbidden",
+        "Read operations are not allowed for user 'reader' with roles [PUBLIC] restricted to ACCESS.",
+    )
+    with FakeBolt(lambda query, params: failure) as server, pytest.raises(RetrievalError) as info:
+        _fetch_all(Neo4jSettings("db", uri=server.uri, password="secret"), [([0.1], 3, 1, "IDX")])
+    assert str(info.value).endswith(
+        "Neo.ClientError.Security.Forbidden: Read operations are not allowed for user 'reader' with roles [PUBLIC]"
+        " restricted to ACCESS. (the user lacks read rights on this database: grant them (GRANT MATCH, TRAVERSE ...))"
+    )
