@@ -1,7 +1,8 @@
 """`kag benchmark` with Neo4j retrieval when the server stops in the middle of the run
 (a real Neo4j 5.26 of its own, tests/neo4j_server.py; the model is the loopback
 FakeServer): the tasks after the stop are `error` results naming the database and what to
-do, and `--continue` heals them once a server is back."""
+do, and `--retry-errors` (a `--continue` that also runs error files) heals them once a server
+is back."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ CONFIG = """
 [providers.oa]
 type = "OpenAI"
 url = "{{ env('FAKE_URL') }}/v1"
+key = ""
 
 [providers.minilm]
 type = "FastEmbed"
@@ -73,7 +75,7 @@ def _serve(servers: list[Neo4jServer], root: Path, monkeypatch: pytest.MonkeyPat
     return server
 
 
-def test_a_server_stopped_mid_run_gives_error_results_that_continue_heals(
+def test_a_server_stopped_mid_run_gives_error_results_that_retry_errors_heals(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, own_server: list[Neo4jServer]
 ) -> None:
     root = make_project(tmp_path / "project", n=3)
@@ -83,9 +85,9 @@ def test_a_server_stopped_mid_run_gives_error_results_that_continue_heals(
             "system_prompt", 'augmented_generation = { retriever = "near", database = "kg" }\nsystem_prompt'
         )
     )
-    first = _serve(own_server, root, monkeypatch)
     with FakeServer(reply="a") as model:
         monkeypatch.setenv("FAKE_URL", model.url)
+        first = _serve(own_server, root, monkeypatch)
         respond = model._handler.respond
         stopped: list[str] = []
 
@@ -111,7 +113,7 @@ def test_a_server_stopped_mid_run_gives_error_results_that_continue_heals(
             assert first.password not in message and "\n" not in message.strip()
 
         _serve(own_server, root, monkeypatch)  # back, at another port
-        healed = invoke(bench_args(root, "-p", "1", "--continue"))
+        healed = invoke(bench_args(root, "-p", "1", "--retry-errors"))
         assert healed.exit_code == 0, healed.stderr
     after = {p.parent.name: read_result(p) for p in sorted((root / "out" / "mcq").glob("*/kag.json"))}
     assert all(isinstance(r, OkResult) for r in after.values()), after
