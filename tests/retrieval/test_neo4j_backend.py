@@ -43,8 +43,13 @@ def test_query_text_for_two_hops() -> None:
         "MATCH (n)-[rel]->(m)\n"
         "WHERE m IN nodes\n"
         "WITH DISTINCT seeds, rel\n"
+        "WITH seeds, rel, startNode(rel) AS a, endNode(rel) AS b\n"
         "RETURN [s IN seeds | elementId(s)] AS seeds,\n"
-        "       startNode(rel) AS source, rel AS predicate, endNode(rel) AS target"
+        "       elementId(a) AS source, labels(a) AS source_labels,\n"
+        "       [k IN keys(a) WHERE k <> $hidden | [k, a[k]]] AS source_properties,\n"
+        "       rel AS predicate,\n"
+        "       elementId(b) AS target, labels(b) AS target_labels,\n"
+        "       [k IN keys(b) WHERE k <> $hidden | [k, b[k]]] AS target_properties"
     )
 
 
@@ -52,7 +57,7 @@ def test_query_only_interpolates_the_hop_count() -> None:
     zero, five = build_query(0), build_query(5)
     assert "[*0..0]" in zero and "[*0..5]" in five
     assert zero.replace("[*0..0]", "[*0..5]") == five
-    assert set(re.findall(r"\$\w+", five)) == {"$index", "$candidates", "$top_k", "$vector"}
+    assert set(re.findall(r"\$\w+", five)) == {"$index", "$candidates", "$top_k", "$vector", "$hidden"}
 
 
 def test_the_search_form_quotes_the_index_and_runs_under_cypher_25() -> None:
@@ -66,7 +71,7 @@ def test_the_search_form_quotes_the_index_and_runs_under_cypher_25() -> None:
         query.split("WITH collect(node) AS seeds\n", 1)[1]
         == build_query(1).split("WITH collect(node) AS seeds\n", 1)[1]
     )
-    assert set(re.findall(r"\$\w+", query)) == {"$candidates", "$top_k", "$vector"}
+    assert set(re.findall(r"\$\w+", query)) == {"$candidates", "$top_k", "$vector", "$hidden"}
     with pytest.raises(ValueError, match="needs the index name"):
         build_query(1, "search", "")
 
@@ -248,10 +253,15 @@ def test_the_driver_sends_one_parameterized_query_per_retrieval_over_one_connect
         one, two = _fetch_all(
             settings, [([0.1, 0.2, 0.3], 3, 1, "MESH_INDEX"), ([0.5, 0.25, 0.0], 2, 2, "MESH_INDEX")]
         )
-    runs = server.sent("RUN")
+    show, *runs = server.sent("RUN")
+    # Once per run and index: the property the index covers, left out of the rows.
+    assert show[0].startswith("SHOW INDEXES") and show[1] == {"index": "MESH_INDEX"}
     assert [run[0] for run in runs] == [build_query(1), build_query(2)]
-    assert runs[0][1] == {"index": "MESH_INDEX", "candidates": 100, "top_k": 3, "vector": [0.1, 0.2, 0.3]}
-    assert runs[1][1] == {"index": "MESH_INDEX", "candidates": 100, "top_k": 2, "vector": [0.5, 0.25, 0.0]}
+    vectors = ([0.1, 0.2, 0.3], [0.5, 0.25, 0.0])
+    assert [run[1] for run in runs] == [
+        {"hidden": "", "index": "MESH_INDEX", "candidates": 100, "top_k": k, "vector": v}
+        for k, v in zip((3, 2), vectors, strict=True)
+    ]
     assert all(
         begin[0].get("db") == "medkag" and begin[0].get("mode") == "r" for begin in server.sent("BEGIN")
     )
@@ -319,7 +329,13 @@ def test_no_rows_is_an_empty_result_through_the_retriever() -> None:
         0,
         0,
     )
-    assert server.sent("RUN")[0][1] == {"index": "IDX", "candidates": 100, "top_k": 5, "vector": [0.25, 0.75]}
+    assert server.sent("RUN")[1][1] == {
+        "hidden": "",
+        "index": "IDX",
+        "candidates": 100,
+        "top_k": 5,
+        "vector": [0.25, 0.75],
+    }
 
 
 def test_a_user_without_read_rights_is_told_to_grant_them() -> None:

@@ -118,11 +118,12 @@ def fetch(graph: Any, calls: list[tuple[list[float], int, int, str]]) -> list[Su
 
 def by_csv_id(subgraph: Subgraph) -> Subgraph:
     """A Neo4j subgraph with its nodes keyed by their `id:ID` value (the `id` property),
-    which is also what LadybugDB keys them by; `id` and the embedding leave the properties."""
+    which is also what LadybugDB keys them by; `id` leaves the properties. The embedding is
+    not among them: the query leaves the index's property out."""
     key = {k: str(n.properties["id"]) for k, n in subgraph.nodes.items()}
-    hidden = {"id", "embedding"}
+    assert not any("embedding" in n.properties for n in subgraph.nodes.values())
     nodes = {
-        key[k]: Node(key[k], n.labels, {p: v for p, v in n.properties.items() if p not in hidden})
+        key[k]: Node(key[k], n.labels, {p: v for p, v in n.properties.items() if p != "id"})
         for k, n in subgraph.nodes.items()
     }
     rels = tuple(
