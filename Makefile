@@ -8,7 +8,7 @@ LLAMA_CPP := 0.3.36
 export HF_HUB_OFFLINE := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo test test-e2e test-slurm lint docs install install-test install-server bench clean
+.PHONY: demo test test-default test-e2e test-slurm test-neo4j lint docs install install-test install-server bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -47,11 +47,15 @@ install-server: $(VENV)/.installed-server
 demo: $(VENV)/.installed
 	$(BIN)/kag stats --datasets examples/dataset/datasets.json --results examples/results
 
-test: $(VENV)/.installed-test
-	$(BIN)/python -m pytest -q -n 2 -m "not slow and not slurm" tests
+# The whole suite but the real-model tests: the default tests on 2 workers, then the Slurm
+# and the Neo4j tests, each in one process (each starts its own cluster or servers once).
+test: test-default test-slurm test-neo4j
+
+test-default: $(VENV)/.installed-test
+	$(BIN)/python -m pytest -q -n 2 -m "not slow and not slurm and not neo4j" tests
 
 # A one-node Slurm cluster (Debian's slurm-wlm and munge, as root) running the Slurm array
-# recipe of docs/benchmark.md: run by .ci/run, which installs the packages when missing.
+# recipe of docs/benchmark.md; elsewhere its tests skip with one line (in CI they fail).
 test-slurm: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -q -m slurm tests/slurm
 
@@ -65,6 +69,12 @@ lint: $(VENV)/.installed-test
 # The module table of docs/architecture.md, from the module docstrings (tests check it is fresh).
 docs: $(VENV)/.installed-test
 	$(BIN)/python tests/module_table.py
+
+# Real Neo4j servers (5.26 and 2026.x from Maven Central, tests/neo4j/run), one of each for
+# the session: one process, since each server holds one database the tests share. The
+# end-to-end test with Neo4j and the real model runs in test-e2e.
+test-neo4j: $(VENV)/.installed-test
+	$(BIN)/python -m pytest -q -p no:xdist -m "neo4j and not slow" tests
 
 # Real local model server (SmolLM2 on llama.cpp, 127.0.0.1): run by .ci/run after `make test`.
 # pytest collects the whole suite (conftest, helpers): the test extra, then the server.

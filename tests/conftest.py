@@ -69,3 +69,29 @@ def write_ok(path: Path, text: str, seconds: int = 1) -> None:
     from kag.results import OkResult, OkStats, Timing, write_result
 
     write_result(path, OkResult(text, OkStats(prompt="p", time=Timing(seconds, 0))))
+
+
+# ---------------------------------------------------------------- real Neo4j (make test-neo4j)
+
+
+@pytest.fixture(scope="session")
+def neo4j_pool():  # type: ignore[no-untyped-def]
+    """The session's Neo4j servers (tests/neo4j_server.py), stopped at its end."""
+    from tests.neo4j_server import ServerPool
+
+    pool = ServerPool()
+    yield pool
+    pool.close()
+
+
+def _neo4j_versions() -> tuple[str, ...]:
+    from tests.neo4j_server import versions
+
+    return versions()
+
+
+@pytest.fixture(scope="session", params=_neo4j_versions())
+def neo4j_server(request: pytest.FixtureRequest, neo4j_pool):  # type: ignore[no-untyped-def]
+    """A real Neo4j, once per version (5.26 on Java 17, 2026.x on Java 21+), or the one
+    NEO4J_URI names."""
+    return neo4j_pool.get(request.param)

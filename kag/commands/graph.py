@@ -1,4 +1,4 @@
-"""`kag graph import`: build an embedded graph database (Ladybug) from CSV files."""
+"""`kag graph import`: build a graph database (Ladybug file or Neo4j server) from CSV files."""
 
 from __future__ import annotations
 
@@ -28,14 +28,16 @@ IMPORT_EXAMPLES = """Examples:
 
 
 def graph(verbose: Verbose = 0, quiet: Quiet = 0) -> None:
-    """Embedded knowledge graphs (LadybugDB) for KAG setups that run without a Neo4j server."""
+    """Knowledge graphs for KAG setups: an embedded LadybugDB file, or a Neo4j server."""
 
 
 def import_(
     database: Annotated[
         str,
         typer.Option(
-            "--database", metavar="NAME", help='The [databases.NAME] table (type = "Ladybug") to build.'
+            "--database",
+            metavar="NAME",
+            help='The [databases.NAME] table (type = "Ladybug" or "Neo4j") to build.',
         ),
     ],
     nodes: Annotated[
@@ -76,14 +78,24 @@ def import_(
         ),
     ] = None,
     index: Annotated[
-        str, typer.Option("--index", metavar="PROPERTY", help="Node property that stores the embedding.")
+        str,
+        typer.Option(
+            "--index",
+            metavar="PROPERTY",
+            help="Node property that stores the embedding (Neo4j: also the vector index's name).",
+        ),
     ] = "embedding",
-    replace: Annotated[bool, typer.Option("--replace", help="Rebuild the database if it exists.")] = False,
+    replace: Annotated[
+        bool,
+        typer.Option(
+            "--replace", help="Rebuild the database if it exists (Neo4j: delete everything in it first)."
+        ),
+    ] = False,
     verbose: Verbose = 0,
     quiet: Quiet = 0,
 ) -> None:
     """Load nodes and relationships from CSV files (Neo4j admin-import style) into the
-    Ladybug database of the configuration, with an embedding per node."""
+    Ladybug or Neo4j database of the configuration, with an embedding per node."""
     from kag.generation.graph_import import import_from_config
     from kag.render.graph import render_import_report
     from kag.render.progress import IMPORT_STAGES, stage_progress
@@ -111,13 +123,16 @@ def register(app: typer.Typer) -> None:
     graph_app = typer.Typer(
         cls=KagSubGroup,
         name="graph",
-        help="Embedded knowledge graphs (LadybugDB) for KAG setups that run without a Neo4j server.",
-        short_help="Embedded knowledge graphs (LadybugDB) without a Neo4j server.",
+        help="Knowledge graphs for KAG setups: an embedded LadybugDB file, or a Neo4j server.",
+        short_help="Knowledge graphs from CSV files: LadybugDB or Neo4j.",
         no_args_is_help=True,
         rich_markup_mode=None,
     )
     graph_app.callback(epilog=IMPORT_EXAMPLES)(graph)
     kag_command(
-        graph_app, "import", "Load CSV nodes and relationships into a Ladybug database.", IMPORT_EXAMPLES
+        graph_app,
+        "import",
+        "Load CSV nodes and relationships into a Ladybug or Neo4j database.",
+        IMPORT_EXAMPLES,
     )(import_)
     app.add_typer(graph_app)

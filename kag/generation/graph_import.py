@@ -1,6 +1,7 @@
-"""The configuration side of ``kag graph import``: which Ladybug database file (the
-configuration's ``[databases.<name>]``) and which embedding model (the bundled MiniLM, or
-one of the configuration's providers) feed `kag.retrieval.importer.import_graph`.
+"""The configuration side of ``kag graph import``: which database (the configuration's
+``[databases.<name>]``: a Ladybug file or a Neo4j server) and which embedding model (the
+bundled MiniLM, or one of the configuration's providers) feed
+`kag.retrieval.importer.import_graph` or `kag.retrieval.importer.import_graph_neo4j`.
 
 It lives in generation because generation owns the configuration file and the provider
 clients; retrieval only receives the chosen `Embedder`.
@@ -21,8 +22,9 @@ from kag.generation.config import Config, FastEmbedProvider, OllamaProvider, Ope
 from kag.generation.providers import open_provider
 from kag.generation.retry import ProviderError, RetryPolicy, call_with_retries
 from kag.retrieval.factory import database_settings
-from kag.retrieval.importer import ImportReport, import_graph
-from kag.retrieval.ladybug_backend import DEFAULT_INDEX, LadybugSettings
+from kag.retrieval.importer import ImportReport, import_graph, import_graph_neo4j
+from kag.retrieval.ladybug_backend import DEFAULT_INDEX
+from kag.retrieval.neo4j_backend import Neo4jSettings
 
 
 class EmbeddingFailed(KagError):
@@ -86,18 +88,18 @@ def import_from_config(
     replace: bool = False,
     progress: Callable[[str, int, int], None] | None = None,
 ) -> ImportReport:
-    """`import_graph` into the Ladybug database ``[databases.<database>]`` of the
-    configuration file (its ``path``, relative to the working directory)."""
+    """Import into the database ``[databases.<database>]`` of the configuration file: a
+    Ladybug file (its ``path``, relative to the working directory) or a Neo4j server (its
+    ``uri``, ``user``, ``password`` and ``database``; ``index`` names the vector index)."""
     config = load_config(config_path)
     settings = database_settings(str(config_path), database, config.databases)
-    if not isinstance(settings, LadybugSettings):
-        raise UsageError(
-            f"{config_path}: databases.{database}: is a Neo4j database; `kag graph import` builds Ladybug"
-            " databases (load Neo4j with neo4j-admin import)"
-        )
     if not node_files:
         raise UsageError("give at least one --nodes file")
     embedder = choose_embedder(config, provider, model)
+    if isinstance(settings, Neo4jSettings):
+        return import_graph_neo4j(
+            settings, node_files, rel_files, embedder, embed_property, index, replace, progress
+        )
     return import_graph(
         settings.path, node_files, rel_files, embedder, embed_property, index, replace, progress
     )

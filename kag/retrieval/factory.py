@@ -6,7 +6,7 @@ request is sent, and `open_retriever` once per (retriever, database) pair per ru
 
 Tables::
 
-    [databases.kg]            # type = "Neo4j": uri, user, password, database
+    [databases.kg]            # type = "Neo4j": uri, user, password, database, query
     type = "Ladybug"          # embedded: path to the file `kag graph import` built
     path = "kg.lbug"          # relative to the working directory
 
@@ -39,7 +39,7 @@ from kag.install import missing_extra
 from kag.retrieval.base import EmbedFn
 from kag.retrieval.embedder import EmbedderRetriever, RetrieverSettings
 from kag.retrieval.ladybug_backend import DEFAULT_INDEX, LadybugGraph, LadybugSettings
-from kag.retrieval.neo4j_backend import Neo4jGraph, Neo4jSettings, driver_uri
+from kag.retrieval.neo4j_backend import QUERY_FORMS, Neo4jGraph, Neo4jSettings, driver_uri
 from kag.retrieval.translate import parse_translation
 
 log = logging.getLogger(__name__)
@@ -94,13 +94,17 @@ def database_settings(config_path: str, name: str, databases: Mapping[str, Any])
     where = f"{config_path}: databases.{name}"
     kind = table.get("type")
     if kind == "Neo4j":
-        _warn_unknown(where, table, ("type", "uri", "user", "password", "database"))
+        _warn_unknown(where, table, ("type", "uri", "user", "password", "database", "query"))
+        query = _string(where, table, "query", "auto")
+        if query not in QUERY_FORMS:
+            raise ConfigError(f"{where}: 'query' must be one of {', '.join(QUERY_FORMS)} (got {query!r})")
         settings = Neo4jSettings(
             name=name,
             uri=_string(where, table, "uri", "127.0.0.1:7687") or "127.0.0.1:7687",
             user=_string(where, table, "user", "neo4j"),
             password=_string(where, table, "password"),
             database=_string(where, table, "database", "neo4j"),
+            query=query,
         )
         try:
             driver_uri(settings.uri)

@@ -1,9 +1,11 @@
-"""``kag graph import``: CSV files in Neo4j admin-import style -> a Ladybug database.
+"""``kag graph import``: CSV files in Neo4j admin-import style -> a Ladybug database
+(`import_graph`) or a Neo4j database (`import_graph_neo4j`).
 
 The steps, one module each: `kag.retrieval.graph_csv` reads and checks every file (the
 format and its errors are described there), `kag.retrieval.node_embeddings` embeds one
-property's text per node, `kag.retrieval.ladybug_writer` writes the database. This module
-runs them in order and makes the result atomic.
+property's text per node, `kag.retrieval.ladybug_writer` or `kag.retrieval.neo4j_writer`
+writes the database. This module runs them in order and, for Ladybug, makes the result
+atomic.
 
 Every problem is an InputError naming the file, the line and the column, found before
 the database is written. The database is built under a temporary name next to the
@@ -31,9 +33,10 @@ from pathlib import Path
 from kag import __version__
 from kag.embedding import Embedder
 from kag.errors import UsageError
-from kag.retrieval.graph_csv import load_graph
+from kag.retrieval.graph_csv import GraphData, load_graph
 from kag.retrieval.ladybug_backend import DEFAULT_INDEX, FORMAT
 from kag.retrieval.ladybug_writer import import_ladybug, write_database
+from kag.retrieval.neo4j_backend import Neo4jSettings
 from kag.retrieval.node_embeddings import embed_nodes
 
 log = logging.getLogger(__name__)
@@ -83,25 +86,9 @@ def import_graph(
     if not target.parent.is_dir():
         raise UsageError(f"{target.parent}: no such directory")
     import_ladybug()  # before minutes of embedding, not after
-    began = time.perf_counter()
-    data = load_graph(node_files, rel_files, reserved=(index,))
-    read_seconds = time.perf_counter() - began
-    began = time.perf_counter()
-    blobs, dimension = embed_nodes(
-        data.nodes,
-        embedder,
-        embed_property,
-        (lambda d, t: progress("embeddings", d, t)) if progress else None,
+    data, blobs, dimension, read_seconds, embed_seconds = _read_and_embed(
+        node_files, rel_files, embedder, embed_property, index, progress
     )
-    embed_seconds = time.perf_counter() - began
-    embedded = sum(blob is not None for blob in blobs)
-    if embedded < len(data.nodes):
-        log.warning(
-            "%d of %d node(s) have no %r property: they get no embedding (reachable, never seeds)",
-            len(data.nodes) - embedded,
-            len(data.nodes),
-            embed_property,
-        )
     meta = {
         "format": FORMAT,
         "kag_version": __version__,
@@ -124,16 +111,87 @@ def import_graph(
     except BaseException:
         _remove_database(staging)
         raise
-    write_seconds = time.perf_counter() - began
+    return _report(str(target), data, blobs, dimension, embedder, read_seconds, embed_seconds, began)
+
+
+def import_graph_neo4j(
+    settings: Neo4jSettings,
+    node_files: Sequence[str],
+    rel_files: Sequence[str],
+    embedder: Embedder,
+    embed_property: str = "name",
+    index: str = DEFAULT_INDEX,
+    replace: bool = False,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> ImportReport:
+    """Load the CSV files into the Neo4j database of ``settings`` with a vector index
+    ``index`` over the embeddings (see `kag.retrieval.neo4j_writer`). A database holding
+    nodes is an error unless ``replace``. Raises InputError (bad files), UsageError (bad
+    choices) or GraphWriteError (the server refused)."""
+    from kag.retrieval.neo4j_writer import check_neo4j, where, write_neo4j
+
+    if not index.strip():
+        raise UsageError(f"invalid embedding property name {index!r}")
+    check_neo4j(settings, replace)  # before minutes of embedding, not after
+    data, blobs, dimension, read_seconds, embed_seconds = _read_and_embed(
+        node_files, rel_files, embedder, embed_property, index, progress
+    )
+    began = time.perf_counter()
+    write_neo4j(settings, data, blobs, index, replace, progress)
+    return _report(where(settings), data, blobs, dimension, embedder, read_seconds, embed_seconds, began)
+
+
+def _read_and_embed(
+    node_files: Sequence[str],
+    rel_files: Sequence[str],
+    embedder: Embedder,
+    embed_property: str,
+    index: str,
+    progress: Callable[[str, int, int], None] | None,
+) -> tuple[GraphData, list[bytes | None], int, float, float]:
+    """Read and check the files, then embed the nodes: the data, one blob per node,
+    the dimension, and the seconds each step took."""
+    began = time.perf_counter()
+    data = load_graph(node_files, rel_files, reserved=(index,))
+    read_seconds = time.perf_counter() - began
+    began = time.perf_counter()
+    blobs, dimension = embed_nodes(
+        data.nodes,
+        embedder,
+        embed_property,
+        (lambda d, t: progress("embeddings", d, t)) if progress else None,
+    )
+    embed_seconds = time.perf_counter() - began
+    embedded = sum(blob is not None for blob in blobs)
+    if embedded < len(data.nodes):
+        log.warning(
+            "%d of %d node(s) have no %r property: they get no embedding (reachable, never seeds)",
+            len(data.nodes) - embedded,
+            len(data.nodes),
+            embed_property,
+        )
+    return data, list(blobs), dimension, read_seconds, embed_seconds
+
+
+def _report(
+    path: str,
+    data: GraphData,
+    blobs: Sequence[bytes | None],
+    dimension: int,
+    embedder: Embedder,
+    read_seconds: float,
+    embed_seconds: float,
+    write_began: float,
+) -> ImportReport:
     return ImportReport(
-        path=str(target),
+        path=path,
         nodes=len(data.nodes),
         relationships=sum(len(rows) for rows in data.relationships.values()),
         relationship_types=len(data.relationships),
-        embedded=embedded,
+        embedded=sum(blob is not None for blob in blobs),
         dimension=dimension,
         model=embedder.name,
         read_seconds=read_seconds,
         embed_seconds=embed_seconds,
-        write_seconds=write_seconds,
+        write_seconds=time.perf_counter() - write_began,
     )

@@ -340,6 +340,7 @@ path = "{{ env('GRAPH_DIR') }}/kg.lbug"
 
 [databases.neo]
 type = "Neo4j"
+uri = "127.0.0.1:9"
 password = "pw"
 """
 
@@ -422,7 +423,7 @@ def test_command_reports_progress_while_it_embeds_and_writes(
         (["--database", "nope"], "databases.nope: not defined (the [databases] tables are: kg, neo)"),
         (
             ["--database", "neo"],
-            "databases.neo: is a Neo4j database; `kag graph import` builds Ladybug databases",
+            "Neo4j at 127.0.0.1:9 (database 'neo4j'): ServiceUnavailable: ",
         ),
         (["--database", "kg", "--provider", "zz"], "--provider 'zz': not defined in"),
         (

@@ -1,13 +1,12 @@
 """The Neo4j backend: the one parameterized Cypher query per retrieval, the rows ->
 subgraph translation (on the driver's own Node/Relationship objects), the real driver
 against a loopback server speaking Bolt (query text and parameters on the wire, one
-connection for several retrievals, server errors), errors as RetrievalError, and a live
-test against a real Neo4j when NEO4J_URI is set."""
+connection for several retrievals, server errors), errors as RetrievalError. A real Neo4j
+runs the queries in test_neo4j_live.py."""
 
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 from typing import Any
 
@@ -18,6 +17,7 @@ from kag.retrieval.neo4j_backend import (
     Neo4jGraph,
     Neo4jSettings,
     build_query,
+    choose_form,
     driver_uri,
     node_key,
     subgraph_from_records,
@@ -33,7 +33,8 @@ DB = "0b5e2c1a-5d1f-4f7e-9c1b-123456789abc"
 
 def test_query_text_for_two_hops() -> None:
     assert build_query(2) == (
-        "CALL db.index.vector.queryNodes($index, $top_k, $vector) YIELD node\n"
+        "CALL db.index.vector.queryNodes($index, $candidates, $vector) YIELD node, score\n"
+        "WITH node, score ORDER BY score DESC LIMIT $top_k\n"
         "WITH collect(node) AS seeds\n"
         "UNWIND seeds AS seed\n"
         "MATCH (seed)-[*0..2]-(reachable)\n"
@@ -42,8 +43,13 @@ def test_query_text_for_two_hops() -> None:
         "MATCH (n)-[rel]->(m)\n"
         "WHERE m IN nodes\n"
         "WITH DISTINCT seeds, rel\n"
+        "WITH seeds, rel, startNode(rel) AS a, endNode(rel) AS b\n"
         "RETURN [s IN seeds | elementId(s)] AS seeds,\n"
-        "       startNode(rel) AS source, rel AS predicate, endNode(rel) AS target"
+        "       elementId(a) AS source, labels(a) AS source_labels,\n"
+        "       [k IN keys(a) WHERE k <> $hidden | [k, a[k]]] AS source_properties,\n"
+        "       rel AS predicate,\n"
+        "       elementId(b) AS target, labels(b) AS target_labels,\n"
+        "       [k IN keys(b) WHERE k <> $hidden | [k, b[k]]] AS target_properties"
     )
 
 
@@ -51,7 +57,39 @@ def test_query_only_interpolates_the_hop_count() -> None:
     zero, five = build_query(0), build_query(5)
     assert "[*0..0]" in zero and "[*0..5]" in five
     assert zero.replace("[*0..0]", "[*0..5]") == five
-    assert set(re.findall(r"\$\w+", five)) == {"$index", "$top_k", "$vector"}
+    assert set(re.findall(r"\$\w+", five)) == {"$index", "$candidates", "$top_k", "$vector", "$hidden"}
+
+
+def test_the_search_form_quotes_the_index_and_runs_under_cypher_25() -> None:
+    query = build_query(1, "search", "my`index")
+    assert query.startswith(
+        "CYPHER 25\n"
+        "MATCH (node) SEARCH node IN (VECTOR INDEX `my``index` FOR $vector LIMIT $candidates) SCORE AS score\n"
+        "WITH node, score ORDER BY score DESC LIMIT $top_k\n"
+    )
+    assert (
+        query.split("WITH collect(node) AS seeds\n", 1)[1]
+        == build_query(1).split("WITH collect(node) AS seeds\n", 1)[1]
+    )
+    assert set(re.findall(r"\$\w+", query)) == {"$candidates", "$top_k", "$vector", "$hidden"}
+    with pytest.raises(ValueError, match="needs the index name"):
+        build_query(1, "search", "")
+
+
+@pytest.mark.parametrize(
+    ("query", "agent", "form"),
+    [
+        ("auto", "Neo4j/5.26.30", "procedure"),
+        ("auto", "Neo4j/2025.10.1", "procedure"),
+        ("auto", "Neo4j/2026.01.0", "search"),
+        ("auto", "Neo4j/2026.08.1", "search"),
+        ("auto", "Memgraph", "procedure"),
+        ("procedure", "Neo4j/2026.08.1", "procedure"),
+        ("search", "Neo4j/5.26.30", "search"),
+    ],
+)
+def test_auto_takes_search_from_2026_01(query: Any, agent: str, form: str) -> None:
+    assert choose_form(query, agent) == form
 
 
 @pytest.mark.parametrize("bad", [-1, 1.5, True, "1; MATCH (n) DETACH DELETE n"])
@@ -181,56 +219,6 @@ def test_a_database_that_is_down_is_a_retrieval_error_without_the_password() -> 
     assert "s3cret-pw" not in message and "\n" not in message
 
 
-# ---------------------------------------------------------------- a real server, when there is one
-
-LIVE = os.environ.get("NEO4J_URI")
-
-
-@pytest.mark.skipif(
-    not LIVE, reason="NEO4J_URI is not set: no Neo4j server to test against (set NEO4J_URI, NEO4J_PASSWORD)"
-)
-def test_live_server_retrieval_matches_the_offline_translation() -> None:  # pragma: no cover - needs a server
-    """Writes a tiny labelled graph with a vector index into NEO4J_DATABASE (default
-    neo4j), retrieves around it, and removes it."""
-    uri, password = LIVE or "", os.environ.get("NEO4J_PASSWORD", "")
-    user, database = os.environ.get("NEO4J_USER", "neo4j"), os.environ.get("NEO4J_DATABASE", "neo4j")
-    tag = f"KagTest{os.getpid()}"
-    index = f"kag_test_{os.getpid()}"
-
-    async def run() -> tuple[str, str]:
-        driver = neo4j.AsyncGraphDatabase.driver(driver_uri(uri), auth=(user, password))
-        try:
-            await driver.execute_query(
-                f"CREATE (a:{tag} {{name: 'a', v: [1.0, 0.0]}})-[:R {{w: 1}}]->(b:{tag} {{name: 'b', v: [0.0, 1.0]}}),"
-                f" (b)-[:S]->(c:{tag} {{name: 'c', v: [0.7, 0.7]}})",
-                database_=database,
-            )
-            await driver.execute_query(
-                f"CREATE VECTOR INDEX {index} FOR (n:{tag}) ON n.v OPTIONS {{indexConfig: {{"
-                "`vector.dimensions`: 2, `vector.similarity_function`: 'cosine'}}",
-                database_=database,
-            )
-            await driver.execute_query(f"CALL db.awaitIndex('{index}')", database_=database)
-            graph = Neo4jGraph(Neo4jSettings("db", uri=uri, user=user, password=password, database=database))
-            try:
-                one = await graph.fetch([1.0, 0.0], 1, 1, index)
-                two = await graph.fetch([1.0, 0.0], 1, 2, index)
-            finally:
-                await graph.aclose()
-            return (
-                FormalTriplet(property_filters={frozenset({tag}): ("name",)}).render(one).text,
-                FormalTriplet(property_filters={frozenset({tag}): ("name",)}).render(two).text,
-            )
-        finally:
-            await driver.execute_query(f"DROP INDEX {index} IF EXISTS", database_=database)
-            await driver.execute_query(f"MATCH (n:{tag}) DETACH DELETE n", database_=database)
-            await driver.close()
-
-    one, two = asyncio.run(run())
-    assert one.count("\n") == 3 and "[:R { w: 1 }]" in one and '[name]->("a")' in one and "[:S]" not in one
-    assert "[:S]" in two and '[name]->("c")' in two
-
-
 # ---------------------------------------------------------------- the real driver on the wire
 
 
@@ -265,10 +253,15 @@ def test_the_driver_sends_one_parameterized_query_per_retrieval_over_one_connect
         one, two = _fetch_all(
             settings, [([0.1, 0.2, 0.3], 3, 1, "MESH_INDEX"), ([0.5, 0.25, 0.0], 2, 2, "MESH_INDEX")]
         )
-    runs = server.sent("RUN")
+    show, *runs = server.sent("RUN")
+    # Once per run and index: the property the index covers, left out of the rows.
+    assert show[0].startswith("SHOW INDEXES") and show[1] == {"index": "MESH_INDEX"}
     assert [run[0] for run in runs] == [build_query(1), build_query(2)]
-    assert runs[0][1] == {"index": "MESH_INDEX", "top_k": 3, "vector": [0.1, 0.2, 0.3]}
-    assert runs[1][1] == {"index": "MESH_INDEX", "top_k": 2, "vector": [0.5, 0.25, 0.0]}
+    vectors = ([0.1, 0.2, 0.3], [0.5, 0.25, 0.0])
+    assert [run[1] for run in runs] == [
+        {"hidden": "", "index": "MESH_INDEX", "candidates": 100, "top_k": k, "vector": v}
+        for k, v in zip((3, 2), vectors, strict=True)
+    ]
     assert all(
         begin[0].get("db") == "medkag" and begin[0].get("mode") == "r" for begin in server.sent("BEGIN")
     )
@@ -291,7 +284,8 @@ def test_a_missing_index_is_the_servers_error_as_a_retrieval_error() -> None:
     assert str(info.value) == (
         f"Neo4j at {server.uri} (database 'neo4j', index 'NOPE'): Neo.ClientError.Procedure.ProcedureCallFailed:"
         " Failed to invoke procedure `db.index.vector.queryNodes`: Caused by: java.lang.IllegalArgumentException:"
-        " There is no such vector schema index: NOPE"
+        " There is no such vector schema index: NOPE (create the vector index 'NOPE' (kag graph import does)"
+        " or fix the retriever's 'index')"
     )
     assert len(server.sent("RUN")) == 1  # a client error is not retried
 
@@ -335,4 +329,25 @@ def test_no_rows_is_an_empty_result_through_the_retriever() -> None:
         0,
         0,
     )
-    assert server.sent("RUN")[0][1] == {"index": "IDX", "top_k": 5, "vector": [0.25, 0.75]}
+    assert server.sent("RUN")[1][1] == {
+        "hidden": "",
+        "index": "IDX",
+        "candidates": 100,
+        "top_k": 5,
+        "vector": [0.25, 0.75],
+    }
+
+
+def test_a_user_without_read_rights_is_told_to_grant_them() -> None:
+    """Community Edition (what the real-server tests run) has no per-user rights, so the
+    Enterprise server's refusal is replayed here."""
+    failure = Failure(
+        "Neo.ClientError.Security.Forbidden",
+        "Read operations are not allowed for user 'reader' with roles [PUBLIC] restricted to ACCESS.",
+    )
+    with FakeBolt(lambda query, params: failure) as server, pytest.raises(RetrievalError) as info:
+        _fetch_all(Neo4jSettings("db", uri=server.uri, password="secret"), [([0.1], 3, 1, "IDX")])
+    assert str(info.value).endswith(
+        "Neo.ClientError.Security.Forbidden: Read operations are not allowed for user 'reader' with roles [PUBLIC]"
+        " restricted to ACCESS. (the user lacks read rights on this database: grant them (GRANT MATCH, TRAVERSE ...))"
+    )
