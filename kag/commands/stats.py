@@ -20,8 +20,10 @@ from kag.commands._before import pick_datasets, pick_grade
 from kag.commands._ci import AnnotationsOpt, SummaryOpt, ci_outputs
 from kag.commands._globs import check_globs, check_setup_globs, tree_place, warn_prefix
 from kag.commands._options import (
+    EvidenceMatchOpt,
     ExtractOpt,
     GradeOpt,
+    NodeNameOpt,
     Quiet,
     StatsDatasetOpt,
     StatsDatasetsOpt,
@@ -31,6 +33,7 @@ from kag.commands._options import (
     StatsResultsOpt,
     StatsSetupOpt,
     StatsVerbose,
+    evidence_options,
     parse_percent,
 )
 from kag.commands._report import (
@@ -178,6 +181,8 @@ def stats(
     ] = None,
     extract: ExtractOpt = None,
     grade: GradeOpt = None,
+    evidence_match: EvidenceMatchOpt = None,
+    node_name: NodeNameOpt = None,
     prices: Annotated[
         Path | None,
         typer.Option(
@@ -205,6 +210,7 @@ def stats(
     plan = StatsPlan.of(fmt_name, regression_gate=fail_if_worse_than is not None, priced=prices is not None)
     datasets = pick_datasets(ctx, datasets)
     extract_spec, extracted = pick_grade(ctx, extract, grade)
+    match_mode, name_keys = evidence_options(evidence_match, node_name)
     check_page_output(plan.page, output)
 
     # Imported here so that `kag --help` stays fast.
@@ -230,7 +236,7 @@ def stats(
     check_globs("--dataset", dataset_globs, "dataset", f"in {datasets}", sorted(loaded.datasets))
     request = plan.grading(
         prefix or "", tuple(setup or ()), dataset_globs, extract_spec, has_evidence=loaded.has_evidence
-    )
+    ).matching_evidence(match_mode, name_keys)
     graded = grade_source(loaded, root, request)
     check_setup_globs(tuple(setup or ()), {s for s, _ in graded.tallies}, root, prefix or "", dataset_globs)
     warn_prefix((s for s, _ in graded.tallies), prefix or "", filtered=bool(setup))

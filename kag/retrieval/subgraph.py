@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kag.results.graph_text import DEFAULT_NAME_KEYS
 from kag.results.model import RetrievedGraph, RetrievedNode, RetrievedRelationship, Seed
 
 _DIGITS = re.compile(r"\d+")
@@ -118,9 +119,6 @@ def ordered_relationships(subgraph: Subgraph) -> list[Relationship]:
         key=lambda r: (rank[r.start], rank[r.end], r.type, key_order(r.key)),
     )
 
-
-#: The node properties that name a node, first present first (``--node-name``).
-DEFAULT_NAME_KEYS = ("name",)
 
 
 def display_name(properties: Mapping[str, Any], name_keys: tuple[str, ...] = DEFAULT_NAME_KEYS) -> str | None:

@@ -131,6 +131,9 @@ case(
     files=("r.json",),
     med_kag=True,
 )
+# Retrieval quality against gold evidence (docs/retrieval.md works the blocks out by hand).
+RQ = ["-d", "examples/retrieval/datasets.json", "-r", "examples/retrieval/results"]
+case("stats-retrieval-json", "stats", *RQ, "--format", "json")
 case("stats-setup-two", "stats", *EX, "--setup", "smollm2-*", "--setup", "*-kag")
 case("stats-dataset", "stats", *EX, "--dataset", "pubmed*")
 # Two labelled trees (the same tree twice: a reproducibility check that finds no difference).

@@ -36,6 +36,9 @@ class GradeRequest:
     - ``label``: the label of the tree being graded, whose setups a report over several trees
       names ``LABEL/setup``: the ``setups`` globs then match that name, the run's setups stay
       unlabelled (:func:`~kag.grading.mcq.trees.grade_trees` sets it tree by tree).
+    - ``evidence_match`` and ``node_name``: how the retrieved graph is held against the gold
+      evidence (``exact``, ``fuzzy`` or ``embedding``, the triplet grader's matching) and which
+      node properties name a node read back from a result file's text, first present first.
     - ``measures``: what the run keeps beyond the tallies, names of :data:`OPTIONAL`:
       ``records`` (one record per graded file), ``epochs``, ``evidence``.
 
@@ -52,9 +55,11 @@ class GradeRequest:
     extract: str | None = None
     label: str | None = None
     measures: AbstractSet[str] = frozenset()
+    evidence_match: str = "exact"
+    node_name: Sequence[str] = ("name",)
 
     def __post_init__(self) -> None:
-        for name in ("setups", "dataset_globs"):
+        for name in ("setups", "dataset_globs", "node_name"):
             globs = getattr(self, name)
             if isinstance(globs, str):
                 raise TypeError(f"{name}: expected a sequence of globs, got the string {globs!r}")
@@ -80,6 +85,10 @@ class GradeRequest:
     def asking(self, names: Iterable[str]) -> GradeRequest:
         """The same request, also asking for ``names``."""
         return replace(self, measures=frozenset(self.measures).union(names))
+
+    def matching_evidence(self, mode: str, node_name: Sequence[str]) -> GradeRequest:
+        """The same request, holding the retrieved graph against the gold evidence so."""
+        return replace(self, evidence_match=mode, node_name=tuple(node_name))
 
     def of_tree(self, label: str) -> GradeRequest:
         """The same request for the tree labelled ``label``."""

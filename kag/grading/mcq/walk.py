@@ -41,7 +41,8 @@ from kag.grading.mcq.rule import AnswerKey, compile_abstention, grade_fields
 from kag.grading.measures import measure
 from kag.grading.open_grading import check_open_gold, grade_open_response
 from kag.grading.record import GradedFile, Outcome, open_outcome
-from kag.results.codec import parse_grading_fields
+from kag.grading.retrieval_quality import QualityRecord, file_quality, similarity_for
+from kag.results.codec import GradingFields, parse_grading_fields
 from kag.results.io import read_result_bytes
 from kag.results.model import TMP_SUFFIX
 from kag.results.tree import (
@@ -83,6 +84,7 @@ class _QuestionTask:
     key: AnswerKey | None
     answers: tuple[str, ...] = ()  # the accepted answers of an OPEN question
     evidence: tuple[str, ...] = ()
+    evidence_triples: tuple[tuple[str, str, str], ...] = ()
 
 
 class _Files(list[GradedFile]):
@@ -160,6 +162,22 @@ class _ChunkResult:
         self.unreadable.append(Unreadable(path, reason))
 
 
+def _quality(
+    task: _QuestionTask, fields: GradingFields, graded: GradedFile, request: GradeRequest
+) -> QualityRecord | None:
+    """The file's retrieval quality against the question's gold evidence (None when it has
+    no retrieval)."""
+    return file_quality(
+        task.evidence,
+        task.evidence_triples,
+        fields.retrieval_text,
+        fields.retrieval_graph,
+        graded.outcome is Outcome.OK,
+        similarity_for(request.evidence_match),
+        tuple(request.node_name),
+    )
+
+
 def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResult:
     """Grade the result files of a chunk of question folders (runs in a worker process)."""
     request = config.request
@@ -194,7 +212,7 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
             and any(e.name == EPOCHS_FOLDER and e.is_dir(follow_symlinks=False) for e in entries)
         ):
             firsts = {}
-        with_text = reads_text and bool(task.evidence)
+        with_text = reads_text and bool(task.evidence or task.evidence_triples)
         for entry in entries:
             name = entry.name
             if name == EPOCHS_FOLDER and entry.is_dir(follow_symlinks=False):
@@ -242,6 +260,8 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
                 extracted, extracted_answer = extracted_grade(spec, graded.response, task.key)  # type: ignore[arg-type]
                 graded = replace(graded, extracted=extracted)
             key = (setup, task.dataset)
+            if with_text:
+                graded = replace(graded, retrieval_quality=_quality(task, fields, graded, request))
             out.tally(key).add(graded)
             if with_text:
                 record = evidence_record(task.evidence, fields.retrieval_text, graded.outcome is Outcome.OK)
@@ -491,4 +511,12 @@ def _iter_questions(
                 yield _QuestionTask(q.path, d.name, q.name, _Kind.NO_ANSWER, None)
             else:
                 key = AnswerKey(question.mcq.answer, tuple(question.mcq.options))
-                yield _QuestionTask(q.path, d.name, q.name, _Kind.SCORABLE, key, evidence=question.evidence)
+                yield _QuestionTask(
+                    q.path,
+                    d.name,
+                    q.name,
+                    _Kind.SCORABLE,
+                    key,
+                    evidence=question.evidence,
+                    evidence_triples=question.evidence_triples,
+                )

@@ -1,0 +1,211 @@
+"""Retrieval quality against gold evidence: did the retrieved graph hold the facts a
+question needs, and how much of it was relevant?
+
+A question's gold evidence (:class:`~kag.datasets.Question`) is a list of entity names and a
+list of triples (subject, relation, object); a retrieval is a
+:class:`~kag.results.model.RetrievedGraph` (recorded by kag, or read back from the Rust
+tool's ``FormalTriplet`` text by :mod:`kag.results.graph_text`). Names, relation types and
+triples are compared in the triplet grader's canonical form (:mod:`kag.grading.triplets.normalize`:
+case folded, ``_`` as a space, spaces collapsed, so ``MAPPED_TO`` reads ``mapped to``), with
+its matching (:mod:`kag.grading.triplets.similarity`: ``exact``, ``fuzzy`` or ``embedding``,
+gated as there; two strings match when their similarity reaches ``ACCEPT_THRESHOLD``).
+
+Per-question records come first (:func:`quality_record`), one function per figure after
+(:func:`entity_recall`, :func:`triple_recall`, :func:`triple_precision`, :func:`triple_f1`,
+:func:`is_reached`, :func:`seed_recall_at_k`, :func:`seed_reciprocal_rank`), as in
+ir_measures; :mod:`kag.grading.measures.retrieval_quality` sums them per block.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from kag.grading.irt2.metrics import hits_at_k, reciprocal_rank
+from kag.grading.triplets.model import ACCEPT_THRESHOLD, MatchMode
+from kag.grading.triplets.normalize import normalize_relation, normalize_title
+from kag.grading.triplets.similarity import Similarity, make_similarity
+from kag.results.graph_text import DEFAULT_NAME_KEYS, graph_from_formal_text
+from kag.results.model import RetrievedGraph
+
+Triple = tuple[str, str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class QualityRecord:
+    """One question's retrieval against its gold evidence.
+
+    - ``entities`` / ``entities_found``: the gold entities, and those found among the
+      retrieved nodes' names;
+    - ``triples`` / ``triples_found``: the gold triples, and those found among the
+      retrieved relationships (start's name, type, end's name);
+    - ``relationships`` / ``relationships_matched``: the retrieved relationships, and those
+      that match a gold triple;
+    - ``seed_ranks``: per gold entity, the 1-based rank of the first seed whose name
+      matches it, 0 when none does; None when the file holds no seeds;
+    - ``correct``: the strict grade of the answer (MCQ) or its exact match (open).
+    """
+
+    entities: int
+    entities_found: int
+    triples: int
+    triples_found: int
+    relationships: int
+    relationships_matched: int
+    seed_ranks: tuple[int, ...] | None
+    correct: bool
+
+
+def entity_recall(r: QualityRecord) -> float | None:
+    """``entities_found / entities``; None when the question lists no gold entity."""
+    return r.entities_found / r.entities if r.entities else None
+
+
+def triple_recall(r: QualityRecord) -> float | None:
+    """``triples_found / triples``; None when the question lists no gold triple."""
+    return r.triples_found / r.triples if r.triples else None
+
+
+def triple_precision(r: QualityRecord) -> float | None:
+    """``relationships_matched / relationships``: the share of the retrieved relationships
+    that match a gold triple; 0.0 when nothing was retrieved (nothing relevant was); None
+    when the question lists no gold triple."""
+    if not r.triples:
+        return None
+    return r.relationships_matched / r.relationships if r.relationships else 0.0
+
+
+def triple_f1(r: QualityRecord) -> float | None:
+    """``2·P·R / (P + R)`` of :func:`triple_precision` and :func:`triple_recall`; 0.0 when
+    both are 0; None when the question lists no gold triple."""
+    p, rec = triple_precision(r), triple_recall(r)
+    if p is None or rec is None:
+        return None
+    return 2 * p * rec / (p + rec) if p + rec else 0.0
+
+
+def is_reached(r: QualityRecord) -> bool:
+    """Whether retrieval reached the gold: every gold triple found; for a question without
+    triples, every gold entity found."""
+    if r.triples:
+        return r.triples_found == r.triples
+    return r.entities_found == r.entities
+
+
+def seed_recall_at_k(r: QualityRecord) -> float | None:
+    """``(1/E) Σ_e hits@k(rank_e)``: the share of the gold entities among the seeds, ``k``
+    being the number of seeds (the retrieval's top k; IRT2's ``hits_at_k``, a miss is rank 0).
+    None when the file holds no seeds or the question lists no gold entity."""
+    if r.seed_ranks is None or not r.seed_ranks:
+        return None
+    ranks = np.asarray(r.seed_ranks, dtype=np.float64)
+    k = max(1, int(ranks.max()))  # every found rank is within the seeds: any k >= them hits
+    return float(hits_at_k(ranks, k).sum()) / len(ranks)
+
+
+def seed_reciprocal_rank(r: QualityRecord) -> float | None:
+    """``max_e RR(rank_e)`` = 1 / the rank of the best-ranked seed naming a gold entity, 0
+    when no seed does (IRT2's ``reciprocal_rank``); averaged over questions it is the MRR.
+    None when the file holds no seeds or the question lists no gold entity."""
+    if r.seed_ranks is None or not r.seed_ranks:
+        return None
+    return float(reciprocal_rank(np.asarray(r.seed_ranks, dtype=np.float64)).max())
+
+
+def _index(values: Sequence[str]) -> tuple[list[str], npt.NDArray[np.intp]]:
+    """The distinct values in first-seen order, and each value's position among them."""
+    positions: dict[str, int] = {}
+    at = [positions.setdefault(v, len(positions)) for v in values]
+    return list(positions), np.asarray(at, dtype=np.intp)
+
+
+def _matches(similarity: Similarity, left: Sequence[str], right: Sequence[str]) -> npt.NDArray[np.bool_]:
+    """``out[i, j]``: whether ``left[i]`` and ``right[j]`` match (non-empty, similarity at
+    least the accept threshold)."""
+    if not left or not right:
+        return np.zeros((len(left), len(right)), dtype=bool)
+    out = similarity.matrix(left, right) >= ACCEPT_THRESHOLD
+    empty = np.asarray([not s for s in right], dtype=bool)
+    out[:, empty] = False
+    return out
+
+
+def quality_record(
+    entities: Sequence[str],
+    triples: Sequence[Triple],
+    graph: RetrievedGraph,
+    correct: bool,
+    similarity: Similarity,
+) -> QualityRecord:
+    """The record of one question (see :class:`QualityRecord`) from its gold evidence and
+    the retrieved ``graph``; a node without a name matches nothing."""
+    node_names = {n.id: normalize_title(n.name) if n.name else "" for n in graph.nodes}
+    names, name_at = _index(list(node_names.values()))
+    node_index = dict(zip(node_names, name_at.tolist(), strict=True))
+    gold_entities = [normalize_title(e) for e in entities]
+    entity_hits = _matches(similarity, gold_entities, names)
+    entities_found = int(entity_hits.any(axis=1).sum()) if names else 0
+
+    rels = [r for r in graph.relationships if r.start in node_index and r.end in node_index]
+    found = matched = 0
+    if triples and rels:
+        types, type_at = _index([normalize_relation(r.type) for r in rels])
+        starts = np.asarray([node_index[r.start] for r in rels], dtype=np.intp)
+        ends = np.asarray([node_index[r.end] for r in rels], dtype=np.intp)
+        subjects = _matches(similarity, [normalize_title(t[0]) for t in triples], names)
+        relations = _matches(similarity, [normalize_relation(t[1]) for t in triples], types)
+        objects = _matches(similarity, [normalize_title(t[2]) for t in triples], names)
+        # hit[t, m]: retrieved relationship m matches gold triple t on all three parts.
+        hit = subjects[:, starts] & relations[:, type_at] & objects[:, ends]
+        found = int(hit.any(axis=1).sum())
+        matched = int(hit.any(axis=0).sum())
+
+    seed_ranks: tuple[int, ...] | None = None
+    if graph.seeds is not None and gold_entities:
+        ranks = [0] * len(gold_entities)
+        for rank, seed in enumerate(graph.seeds, start=1):
+            at = node_index.get(seed.id)
+            if at is None:
+                continue
+            for i in np.flatnonzero(entity_hits[:, at]).tolist() if names else ():
+                if ranks[i] == 0:
+                    ranks[i] = rank
+        seed_ranks = tuple(ranks)
+    return QualityRecord(
+        len(gold_entities), entities_found, len(triples), found, len(rels), matched, seed_ranks, correct
+    )
+
+
+def file_quality(
+    entities: Sequence[str],
+    triples: Sequence[Triple],
+    text: str | None,
+    graph: RetrievedGraph | None,
+    correct: bool,
+    similarity: Similarity,
+    name_keys: tuple[str, ...] = DEFAULT_NAME_KEYS,
+) -> QualityRecord | None:
+    """The record of one result file, or None when it does not count: the question lists
+    no gold, or the file has no retrieval (an error file, a setup that did not retrieve).
+    The graph is the file's recorded one, else read back from its text (``name_keys``
+    naming the nodes)."""
+    if not (entities or triples) or text is None:
+        return None
+    if graph is None:
+        graph = graph_from_formal_text(text, name_keys)
+    return quality_record(entities, triples, graph, correct, similarity)
+
+
+_SIMILARITIES: dict[str, Similarity] = {}
+
+
+def similarity_for(mode: str) -> Similarity:
+    """The triplet grader's similarity for ``--evidence-match`` ``mode`` (exact, fuzzy or
+    embedding, with its default gate), made once per process (an embedding model loads once)."""
+    found = _SIMILARITIES.get(mode)
+    if found is None:
+        found = _SIMILARITIES[mode] = make_similarity(MatchMode(mode))
+    return found
