@@ -248,6 +248,7 @@ def compare(
         (base, native),
         extract,
         grade,
+        evidence=True,
         epochs=epochs == "all",
     )
     answers = loaded.answers

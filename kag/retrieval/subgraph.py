@@ -120,7 +120,6 @@ def ordered_relationships(subgraph: Subgraph) -> list[Relationship]:
     )
 
 
-
 def display_name(properties: Mapping[str, Any], name_keys: tuple[str, ...] = DEFAULT_NAME_KEYS) -> str | None:
     """The node's name: the first of ``name_keys`` it has (a non-string value as text);
     None when it has none."""
