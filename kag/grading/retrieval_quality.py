@@ -18,7 +18,7 @@ ir_measures; :mod:`kag.grading.measures.retrieval_quality` sums them per block.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,7 +28,7 @@ from kag.grading.irt2.metrics import hits_at_k, reciprocal_rank
 from kag.grading.triplets.model import ACCEPT_THRESHOLD, MatchMode
 from kag.grading.triplets.normalize import normalize_relation, normalize_title
 from kag.grading.triplets.similarity import Similarity, make_similarity
-from kag.results.graph_text import DEFAULT_NAME_KEYS, graph_from_formal_text
+from kag.results.graph_text import DEFAULT_NAME_KEYS, formal_parts
 from kag.results.model import RetrievedGraph
 
 Triple = tuple[str, str, str]
@@ -142,19 +142,95 @@ def quality_record(
 ) -> QualityRecord:
     """The record of one question (see :class:`QualityRecord`) from its gold evidence and
     the retrieved ``graph``; a node without a name matches nothing."""
-    node_names = {n.id: normalize_title(n.name) if n.name else "" for n in graph.nodes}
-    names, name_at = _index(list(node_names.values()))
-    node_index = dict(zip(node_names, name_at.tolist(), strict=True))
+    names = {n.id: n.name for n in graph.nodes}
+    rels = [(r.start, r.type, r.end) for r in graph.relationships]
+    seeds = None if graph.seeds is None else [s.id for s in graph.seeds]
+    return parts_quality(entities, triples, names, rels, seeds, correct, similarity)
+
+
+def parts_quality(
+    entities: Sequence[str],
+    triples: Sequence[Triple],
+    names: Mapping[str, str | None],
+    rels: Sequence[Triple],
+    seeds: Sequence[str] | None,
+    correct: bool,
+    similarity: Similarity,
+) -> QualityRecord:
+    """:func:`quality_record` of a graph given as its parts: node id -> name, relationships
+    (start, type, end) and seed ids (None: the file holds none). Relationships whose ends
+    are not nodes are left out."""
+    normalized = {node: normalize_title(name) if name else "" for node, name in names.items()}
     gold_entities = [normalize_title(e) for e in entities]
+    kept = [r for r in rels if r[0] in normalized and r[2] in normalized]
+    if similarity.mode is MatchMode.EXACT:
+        return _exact(gold_entities, triples, normalized, kept, seeds, correct)
+    return _similar(gold_entities, triples, normalized, kept, seeds, correct, similarity)
+
+
+def _seed_ranks(
+    gold_entities: Sequence[str], seeds: Sequence[str] | None, found: Callable[[int, str], bool]
+) -> tuple[int, ...] | None:
+    """Per gold entity, the rank of the first seed that ``found(entity index, seed id)``, 0 when none."""
+    if seeds is None or not gold_entities:
+        return None
+    ranks = [0] * len(gold_entities)
+    for rank, seed in enumerate(seeds, start=1):
+        for i in range(len(gold_entities)):
+            if ranks[i] == 0 and found(i, seed):
+                ranks[i] = rank
+    return tuple(ranks)
+
+
+def _exact(
+    gold_entities: Sequence[str],
+    triples: Sequence[Triple],
+    names: Mapping[str, str],
+    rels: Sequence[Triple],
+    seeds: Sequence[str] | None,
+    correct: bool,
+) -> QualityRecord:
+    """The ``exact`` mode with sets: equal normalized strings match."""
+    retrieved_names = set(names.values())
+    retrieved_names.discard("")
+    entities_found = sum(1 for e in gold_entities if e in retrieved_names)
+    gold = {(normalize_title(s), normalize_relation(p), normalize_title(o)) for s, p, o in triples}
+    retrieved = [(names[s], normalize_relation(t), names[e]) for s, t, e in rels]
+    matched = sum(1 for r in retrieved if r in gold)
+    found = len(gold.intersection(retrieved))
+    # Gold triples may repeat after normalization: count each listed one.
+    if found and len(gold) != len(triples):
+        present = set(retrieved)
+        found = sum(
+            1
+            for s, p, o in triples
+            if (normalize_title(s), normalize_relation(p), normalize_title(o)) in present
+        )
+    ranks = _seed_ranks(gold_entities, seeds, lambda i, seed: names.get(seed) == gold_entities[i] != "")
+    return QualityRecord(
+        len(gold_entities), entities_found, len(triples), found, len(rels), matched, ranks, correct
+    )
+
+
+def _similar(
+    gold_entities: Sequence[str],
+    triples: Sequence[Triple],
+    normalized: Mapping[str, str],
+    rels: Sequence[Triple],
+    seeds: Sequence[str] | None,
+    correct: bool,
+    similarity: Similarity,
+) -> QualityRecord:
+    """The ``fuzzy`` and ``embedding`` modes, on similarity matrices over distinct strings."""
+    names, name_at = _index(list(normalized.values()))
+    node_index = dict(zip(normalized, name_at.tolist(), strict=True))
     entity_hits = _matches(similarity, gold_entities, names)
     entities_found = int(entity_hits.any(axis=1).sum()) if names else 0
-
-    rels = [r for r in graph.relationships if r.start in node_index and r.end in node_index]
     found = matched = 0
     if triples and rels:
-        types, type_at = _index([normalize_relation(r.type) for r in rels])
-        starts = np.asarray([node_index[r.start] for r in rels], dtype=np.intp)
-        ends = np.asarray([node_index[r.end] for r in rels], dtype=np.intp)
+        types, type_at = _index([normalize_relation(t) for _, t, _ in rels])
+        starts = np.asarray([node_index[s] for s, _, _ in rels], dtype=np.intp)
+        ends = np.asarray([node_index[e] for _, _, e in rels], dtype=np.intp)
         subjects = _matches(similarity, [normalize_title(t[0]) for t in triples], names)
         relations = _matches(similarity, [normalize_relation(t[1]) for t in triples], types)
         objects = _matches(similarity, [normalize_title(t[2]) for t in triples], names)
@@ -162,20 +238,11 @@ def quality_record(
         hit = subjects[:, starts] & relations[:, type_at] & objects[:, ends]
         found = int(hit.any(axis=1).sum())
         matched = int(hit.any(axis=0).sum())
-
-    seed_ranks: tuple[int, ...] | None = None
-    if graph.seeds is not None and gold_entities:
-        ranks = [0] * len(gold_entities)
-        for rank, seed in enumerate(graph.seeds, start=1):
-            at = node_index.get(seed.id)
-            if at is None:
-                continue
-            for i in np.flatnonzero(entity_hits[:, at]).tolist() if names else ():
-                if ranks[i] == 0:
-                    ranks[i] = rank
-        seed_ranks = tuple(ranks)
+    ranks = _seed_ranks(
+        gold_entities, seeds, lambda i, seed: seed in node_index and bool(entity_hits[i, node_index[seed]])
+    )
     return QualityRecord(
-        len(gold_entities), entities_found, len(triples), found, len(rels), matched, seed_ranks, correct
+        len(gold_entities), entities_found, len(triples), found, len(rels), matched, ranks, correct
     )
 
 
@@ -194,9 +261,10 @@ def file_quality(
     naming the nodes)."""
     if not (entities or triples) or text is None:
         return None
-    if graph is None:
-        graph = graph_from_formal_text(text, name_keys)
-    return quality_record(entities, triples, graph, correct, similarity)
+    if graph is not None:
+        return quality_record(entities, triples, graph, correct, similarity)
+    names, rels = formal_parts(text, name_keys)
+    return parts_quality(entities, triples, names, rels, None, correct, similarity)
 
 
 _SIMILARITIES: dict[str, Similarity] = {}

@@ -18,21 +18,33 @@ for it only the entity names can be sought in the text, as the ``evidence`` bloc
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 
 from kag.results.model import RetrievedGraph, RetrievedNode, RetrievedRelationship
 
-_RELATIONSHIP = re.compile(r"\(([^()\n]*)\)-\[:([^\]\s{]+)(?:\s*\{[^\n]*\})?\]->\(([^()\n]*)\)")
-_PROPERTY = re.compile(r"\(([^()\n]*)\)-\[([^\]:\n][^\]\n]*)\]->\((.*)\)")
+# Whole-text scans (one C loop each) rather than a Python loop over the lines: a KAG file's
+# text has hundreds to thousands of lines, and `kag stats` reads every one.
+_RELATIONSHIP = re.compile(r"\n\(([^)\n]*)\)-\[:([^\]\s{]+)(?: \{[^\n]*\})?\]->\(([^)\n]*)\)(?=\n)")
 
 #: The node property that names a node unless ``--node-name`` chooses others.
 DEFAULT_NAME_KEYS = ("name",)
 
+Triple = tuple[str, str, str]
+
+
+@functools.cache
+def _property_lines(name_keys: tuple[str, ...]) -> re.Pattern[str]:
+    keys = "|".join(re.escape(k) for k in name_keys)
+    return re.compile(rf"\n\(([^)\n]*)\)-\[({keys})\]->\(([^\n]*)\)(?=\n)")
+
 
 def _value_text(raw: str) -> str:
     """A property value's text: a JSON string's content; anything else as written."""
-    if raw.startswith('"'):
+    if raw.startswith('"') and raw.endswith('"') and len(raw) >= 2:
+        if "\\" not in raw:
+            return raw[1:-1]
         try:
             value = json.loads(raw)
         except ValueError:
@@ -42,30 +54,34 @@ def _value_text(raw: str) -> str:
     return raw
 
 
-def graph_from_formal_text(text: str, name_keys: tuple[str, ...] = DEFAULT_NAME_KEYS) -> RetrievedGraph:
-    """The graph of ``FormalTriplet`` ``text`` (see the module docstring): nodes in the
-    order the lines first mention them, relationships in line order, no seeds (None)."""
-    order: dict[str, None] = {}
-    names: dict[str, tuple[int, str]] = {}  # node -> (rank of its name key, name)
+def formal_parts(
+    text: str, name_keys: tuple[str, ...] = DEFAULT_NAME_KEYS
+) -> tuple[dict[str, str | None], list[Triple]]:
+    """The nodes (id -> name, None without one) and relationships (start, type, end) of
+    ``FormalTriplet`` ``text``: nodes in the order the relationship lines first mention
+    them, then the nodes only a name line mentions; relationships in line order."""
+    framed = f"\n{text}\n"
+    relationships: list[Triple] = _RELATIONSHIP.findall(framed)
+    nodes: dict[str, str | None] = {}
+    for start, _, end in relationships:
+        nodes[start] = None
+        nodes[end] = None
     rank = {key: i for i, key in enumerate(name_keys)}
-    relationships: list[RetrievedRelationship] = []
-    for line in text.splitlines():
-        if not line.startswith("("):
-            continue
-        rel = _RELATIONSHIP.fullmatch(line)
-        if rel is not None:
-            start, kind, end = rel.groups()
-            order.setdefault(start)
-            order.setdefault(end)
-            relationships.append(RetrievedRelationship(start, kind, end))
-            continue
-        prop = _PROPERTY.fullmatch(line)
-        if prop is None:
-            continue
-        node, key, raw = prop.groups()
-        order.setdefault(node)
-        at = rank.get(key)
-        if at is not None and (node not in names or at < names[node][0]):
-            names[node] = (at, _value_text(raw))
-    nodes = tuple(RetrievedNode(node, (), names[node][1] if node in names else None) for node in order)
-    return RetrievedGraph(None, nodes, tuple(relationships))
+    best: dict[str, int] = {}
+    for node, key, raw in _property_lines(tuple(name_keys)).findall(framed):
+        at = rank[key]
+        if node not in best or at < best[node]:
+            best[node] = at
+            nodes[node] = _value_text(raw)
+    return nodes, relationships
+
+
+def graph_from_formal_text(text: str, name_keys: tuple[str, ...] = DEFAULT_NAME_KEYS) -> RetrievedGraph:
+    """The graph of ``FormalTriplet`` ``text`` (see the module docstring and
+    :func:`formal_parts`), without seeds (None)."""
+    nodes, relationships = formal_parts(text, name_keys)
+    return RetrievedGraph(
+        None,
+        tuple(RetrievedNode(node, (), name) for node, name in nodes.items()),
+        tuple(RetrievedRelationship(*r) for r in relationships),
+    )

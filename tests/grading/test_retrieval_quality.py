@@ -137,3 +137,17 @@ def test_removing_a_gold_triple_from_the_text_lowers_triple_recall_by_one_over_t
     assert triple_recall(full) == 1.0
     assert triple_recall(fewer) == pytest.approx(1.0 - 1 / len(gold))
     assert fewer.triples_found == full.triples_found - 1
+
+
+@given(st.lists(names, max_size=3), st.lists(triples, max_size=3), st.lists(triples, max_size=6))
+def test_the_exact_fast_path_agrees_with_the_similarity_matrices(entities, gold, retrieved):
+    from kag.grading.retrieval_quality import _similar
+    from kag.grading.triplets.normalize import normalize_title
+    from kag.results.graph_text import formal_parts
+
+    nodes, rels = formal_parts(_text(retrieved))
+    normalized = {k: normalize_title(v) if v else "" for k, v in nodes.items()}
+    fast = file_quality(entities, gold, _text(retrieved), None, True, EXACT)
+    slow = _similar([normalize_title(e) for e in entities], gold, normalized, rels, None, True, EXACT)
+    if fast is not None:
+        assert fast == slow
