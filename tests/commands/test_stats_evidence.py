@@ -154,6 +154,8 @@ def test_impact_splits_its_buckets_by_evidence_hit(tmp_path: Path) -> None:
     before = runner.invoke(app, [*args, "json", "-d", str(plain)])
     assert before.exit_code == 0 and "evidence" not in before.stdout
     del impact["evidence_buckets"]
+    # The split by reached gold evidence (entity names here) comes with evidence too.
+    assert [r["label"] for r in impact.pop("reached_buckets")][:1] == ["empty · missed"]
     assert json.loads(before.stdout)["impacts"] == [impact]
     plain_text = runner.invoke(app, [*args, "text", "-d", str(plain)])
     assert "EVIDENCE" not in plain_text.stdout
