@@ -19,7 +19,7 @@ ir_measures; :mod:`kag.grading.measures.retrieval_quality` sums them per block.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -28,7 +28,7 @@ from kag.grading.irt2.metrics import hits_at_k, reciprocal_rank
 from kag.grading.triplets.model import ACCEPT_THRESHOLD, MatchMode
 from kag.grading.triplets.normalize import normalize_relation, normalize_title
 from kag.grading.triplets.similarity import Similarity, make_similarity
-from kag.results.graph_text import DEFAULT_NAME_KEYS, formal_parts
+from kag.results.graph_text import DEFAULT_NAME_KEYS, formal_names, formal_parts
 from kag.results.model import RetrievedGraph
 
 Triple = tuple[str, str, str]
@@ -254,17 +254,36 @@ def file_quality(
     correct: bool,
     similarity: Similarity,
     name_keys: tuple[str, ...] = DEFAULT_NAME_KEYS,
+    relationships: int | None = None,
 ) -> QualityRecord | None:
     """The record of one result file, or None when it does not count: the question lists
     no gold, or the file has no retrieval (an error file, a setup that did not retrieve).
     The graph is the file's recorded one, else read back from its text (``name_keys``
-    naming the nodes)."""
+    naming the nodes).
+
+    ``relationships``: the file's own count of rendered relationship lines (its retrieval
+    stats), when it has one. In ``exact`` mode, when no gold triple has both its ends among
+    the named nodes, none can be found: the relationship lines are then not read. The
+    retrieved relationships are that count whenever the file has one (on both paths)."""
     if not (entities or triples) or text is None:
         return None
     if graph is not None:
         return quality_record(entities, triples, graph, correct, similarity)
-    names, rels = formal_parts(text, name_keys)
-    return parts_quality(entities, triples, names, rels, None, correct, similarity)
+    if similarity.mode is MatchMode.EXACT and relationships is not None:
+        names = formal_names(text, name_keys)
+        present = {normalize_title(n) for n in names.values() if n}
+        if not any(normalize_title(t[0]) in present and normalize_title(t[2]) in present for t in triples):
+            normalized = {node: normalize_title(name) if name else "" for node, name in names.items()}
+            gold_entities = [normalize_title(e) for e in entities]
+            record = _exact(gold_entities, triples, normalized, [], None, correct)
+            return replace(record, relationships=relationships)
+    nodes, rels = formal_parts(text, name_keys)
+    record = parts_quality(entities, triples, nodes, rels, None, correct, similarity)
+    if relationships is None:
+        return record
+    # The same count on both paths (a file whose count disagrees with its lines is not
+    # believed below what matched).
+    return replace(record, relationships=max(relationships, record.relationships_matched))
 
 
 _SIMILARITIES: dict[str, Similarity] = {}

@@ -66,14 +66,22 @@ def formal_parts(
     for start, _, end in relationships:
         nodes[start] = None
         nodes[end] = None
+    nodes.update(formal_names(text, name_keys))
+    return nodes, relationships
+
+
+def formal_names(text: str, name_keys: tuple[str, ...] = DEFAULT_NAME_KEYS) -> dict[str, str]:
+    """The names of the nodes of ``FormalTriplet`` ``text`` that have one (id -> name, the
+    first of ``name_keys`` present), without reading the relationship lines."""
     rank = {key: i for i, key in enumerate(name_keys)}
     best: dict[str, int] = {}
-    for node, key, raw in _property_lines(tuple(name_keys)).findall(framed):
+    names: dict[str, str] = {}
+    for node, key, raw in _property_lines(tuple(name_keys)).findall(f"\n{text}\n"):
         at = rank[key]
         if node not in best or at < best[node]:
             best[node] = at
-            nodes[node] = _value_text(raw)
-    return nodes, relationships
+            names[node] = _value_text(raw)
+    return names
 
 
 def graph_from_formal_text(text: str, name_keys: tuple[str, ...] = DEFAULT_NAME_KEYS) -> RetrievedGraph:

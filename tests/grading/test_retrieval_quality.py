@@ -151,3 +151,13 @@ def test_the_exact_fast_path_agrees_with_the_similarity_matrices(entities, gold,
     slow = _similar([normalize_title(e) for e in entities], gold, normalized, rels, None, True, EXACT)
     if fast is not None:
         assert fast == slow
+
+
+@given(st.lists(names, max_size=3), st.lists(triples, max_size=3), st.lists(triples, max_size=6))
+def test_the_files_own_relationship_count_gives_the_record_of_the_lines(entities, gold, retrieved):
+    from kag.results.graph_text import formal_parts
+
+    text = _text(retrieved)
+    count = len(formal_parts(text)[1])
+    with_count = file_quality(entities, gold, text, None, True, EXACT, relationships=count)
+    assert with_count == file_quality(entities, gold, text, None, True, EXACT)

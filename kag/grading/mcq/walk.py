@@ -175,6 +175,7 @@ def _quality(
         graded.outcome is Outcome.OK,
         similarity_for(request.evidence_match),
         tuple(request.node_name),
+        fields.retrieval.relationships if fields.retrieval is not None else None,
     )
 
 
