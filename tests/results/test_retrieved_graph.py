@@ -138,3 +138,40 @@ def test_the_real_med_kag_text_reads_back(med_kag: Path):
     assert len(graph.relationships) == counts["relationships"]
     assert 0 < len(graph.nodes) <= counts["vertices"]
     assert any(n.name for n in graph.nodes)
+
+
+def test_the_retriever_records_the_graph_it_rendered():
+    import asyncio
+
+    from kag.retrieval.embedder import EmbedderRetriever, RetrieverSettings
+
+    subgraph = Subgraph(
+        seeds=("1",),
+        nodes={
+            "1": Node("1", frozenset({"Disease"}), {"name": "Scurvy"}),
+            "2": Node("2", properties={"name": "C"}),
+        },
+        relationships=(Relationship("r", "CAUSED_BY", "1", "2"),),
+        seed_scores=(0.9,),
+    )
+
+    class Backend:
+        backend = "ladybug"
+
+        async def fetch(self, vector, top_k, neighborhood, index):
+            return subgraph
+
+        async def aclose(self):
+            return None
+
+    async def embed(model, texts):
+        return [[0.5, 0.5]]
+
+    settings = RetrieverSettings("r", "p", "m", 1, "idx", 1, FormalTriplet())
+    retrieval = asyncio.run(EmbedderRetriever(settings, "db", Backend(), embed).retrieve("q"))  # type: ignore[arg-type]
+    assert retrieval.graph == RetrievedGraph(
+        (Seed("1", 0.9),),
+        (RetrievedNode("1", ("Disease",), "Scurvy"), RetrievedNode("2", (), "C")),
+        (RetrievedRelationship("1", "CAUSED_BY", "2"),),
+    )
+    assert graph_from_formal_text(retrieval.result).relationships == retrieval.graph.relationships
