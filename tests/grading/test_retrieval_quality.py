@@ -161,3 +161,32 @@ def test_the_files_own_relationship_count_gives_the_record_of_the_lines(entities
     count = len(formal_parts(text)[1])
     with_count = file_quality(entities, gold, text, None, True, EXACT, relationships=count)
     assert with_count == file_quality(entities, gold, text, None, True, EXACT)
+
+
+def test_open_questions_cross_reached_with_the_exact_match(tmp_path):
+    """An open question's retrieval quality counts too, its outcome by exact match."""
+    import json as _json
+
+    from typer.testing import CliRunner
+
+    from kag.cli import app
+    from kag.results import OkResult, OkStats, Retrieval, result_path, write_result
+
+    gold = {"entities": ["Scurvy"], "triples": [["Scurvy", "caused by", "Vitamin C deficiency"]]}
+    doc = {
+        "d": {
+            "q1": {"input": "?", "output": {"type": "Open", "answers": ["vitamin c"]}, "evidence": gold},
+            "q2": {"input": "?", "output": {"type": "Open", "answers": ["iron"]}, "evidence": gold},
+        }
+    }
+    datasets = tmp_path / "datasets.json"
+    datasets.write_text(_json.dumps(doc))
+    root = tmp_path / "r"
+    for question, answer, text in (("q1", "vitamin C", TEXT), ("q2", "zinc", '(1)-[name]->("Scurvy")\n')):
+        path = result_path(root, "d", question, "", "kag")
+        write_result(path, OkResult(answer, OkStats(retrieval=Retrieval(result=text))))
+    out = CliRunner().invoke(app, ["stats", "-d", str(datasets), "-r", str(root), "--format", "json"])
+    assert out.exit_code == 0, out.stderr
+    block = _json.loads(out.stdout)["setups"][0]["overall"]["retrieval_quality"]
+    assert block["questions"] == 2
+    assert block["outcomes"] == {"reached_right": 1, "reached_wrong": 0, "missed_right": 0, "missed_wrong": 1}

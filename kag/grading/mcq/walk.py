@@ -39,6 +39,7 @@ from kag.grading.mcq.metrics import GradeRun, Tally, Unreadable
 from kag.grading.mcq.request import RECORDS, GradeRequest
 from kag.grading.mcq.rule import AnswerKey, compile_abstention, grade_fields
 from kag.grading.measures import measure
+from kag.grading.measures.retrieval_quality import add_quality
 from kag.grading.open_grading import check_open_gold, grade_open_response
 from kag.grading.record import GradedFile, Outcome, open_outcome
 from kag.grading.retrieval_quality import QualityRecord, file_quality, similarity_for
@@ -232,7 +233,7 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
                 out.ignore(entry, "question is free-form or not in the datasets file", info)
                 continue
             if task.kind is _Kind.OPEN:
-                _grade_open_file(entry.path, task, setup, out, open_records)
+                _grade_open_file(entry.path, task, setup, out, open_records, request if with_text else None)
                 continue
             if task.kind is _Kind.NO_ANSWER:
                 out.skipped += 1
@@ -300,17 +301,39 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
 
 
 def _grade_open_file(
-    path: str, task: _QuestionTask, setup: str, out: _ChunkResult, records: _Files | None
+    path: str,
+    task: _QuestionTask,
+    setup: str,
+    out: _ChunkResult,
+    records: _Files | None,
+    quality: GradeRequest | None = None,
 ) -> None:
     """Grade one result file of an open question into ``out`` (EM and F1, an error file 0),
-    with its record in ``records`` when the records are kept."""
+    with its record in ``records`` when the records are kept; with ``quality`` (the request,
+    when evidence is measured and the question lists some), its retrieval quality too,
+    crossed with the exact match."""
     try:
-        fields = parse_grading_fields(read_result_bytes(path), False)
+        fields = parse_grading_fields(read_result_bytes(path), False, retrieval_text=quality is not None)
     except Exception as exc:  # noqa: BLE001 - one bad file must never stop the walk
         out.add_unreadable(path, exc)
         return
     exact, f1 = grade_open_response(fields.response, task.answers)
-    out.tally((setup, task.dataset)).add_open(exact, f1, fields.response is None)
+    tally = out.tally((setup, task.dataset))
+    tally.add_open(exact, f1, fields.response is None)
+    record = None
+    if quality is not None:
+        record = file_quality(
+            task.evidence,
+            task.evidence_triples,
+            fields.retrieval_text,
+            fields.retrieval_graph,
+            exact == 1,
+            similarity_for(quality.evidence_match),
+            tuple(quality.node_name),
+            fields.retrieval.relationships if fields.retrieval is not None else None,
+        )
+        if record is not None:
+            add_quality(tally, record)
     if records is not None:
         records.append(
             GradedFile(
@@ -328,6 +351,7 @@ def _grade_open_file(
                 f1=f1,
                 gold=" | ".join(task.answers),
                 path=path,
+                retrieval_quality=record,
             )
         )
 
@@ -505,7 +529,16 @@ def _iter_questions(
                 continue
             question = questions.get(q.name)
             if question is not None and question.open is not None:
-                yield _QuestionTask(q.path, d.name, q.name, _Kind.OPEN, None, answers=question.open.answers)
+                yield _QuestionTask(
+                    q.path,
+                    d.name,
+                    q.name,
+                    _Kind.OPEN,
+                    None,
+                    answers=question.open.answers,
+                    evidence=question.evidence,
+                    evidence_triples=question.evidence_triples,
+                )
             elif question is None or question.mcq is None:
                 yield _QuestionTask(q.path, d.name, q.name, _Kind.NOT_GRADED, None)
             elif question.mcq.answer is None:

@@ -17,6 +17,7 @@ from kag.grading.measures.declarations import Block, JsonKey
 from kag.grading.measures.registry import Measure, register
 from kag.grading.record import GradedFile
 from kag.grading.retrieval_quality import (
+    QualityRecord,
     entity_recall,
     is_reached,
     seed_recall_at_k,
@@ -51,10 +52,15 @@ class RetrievalQualityCounts:
 
 
 def add(counts: RetrievalQualityCounts, graded: GradedFile) -> None:
-    """Fold the file's quality record in, when it has one."""
-    r = graded.retrieval_quality
-    if r is None:
-        return
+    """Fold an MCQ file's quality record in, when it has one."""
+    if graded.retrieval_quality is not None:
+        add_quality(counts, graded.retrieval_quality)
+
+
+def add_quality(counts: Any, r: QualityRecord) -> None:
+    """Fold one quality record into ``counts`` (a block's tally: any object with these
+    counters). The walk calls it for open questions, which are counted
+    apart from the MCQ files (``correct`` is then the exact match)."""
     counts.rq_questions += 1
     recall = entity_recall(r)
     if recall is not None:
