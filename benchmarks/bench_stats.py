@@ -16,6 +16,13 @@ The two peaks should be about equal: nothing is kept per file.
 
 Start-up: best wall time of ``kag --help`` over 5 runs (target: well under a second).
 
+``--evidence``: instead, the cost of grading retrieval against gold evidence. A second
+datasets file beside the tree's (``datasets-evidence.json``: every question with two gold
+entities and one gold triple drawn from the generator's words and relation types) makes
+``kag stats --format json`` compute the ``evidence`` and ``retrieval_quality`` blocks of
+every KAG file (its ~16 KB subgraph text read back as a graph); timed alternating with the
+same command on the plain datasets file (target: <= 1.3).
+
 The tree is made by ``benchmarks/make_tree.py`` (10 setups x 10,000 questions, seed 0)
 when it does not exist yet; it is about 3.3 GB.
 """
@@ -72,17 +79,64 @@ def time_floor(tree: Path) -> tuple[float, float]:
     return time.perf_counter() - start, cpu_of_children() - before
 
 
-def stats_args(tree: Path) -> list[str]:
-    return [*kag_command(), "stats", "-d", str(tree / "datasets.json"), "-r", str(tree / "results")]
+def stats_args(tree: Path, datasets: str = "datasets.json", *extra: str) -> list[str]:
+    return [*kag_command(), "stats", "-d", str(tree / datasets), "-r", str(tree / "results"), *extra]
 
 
-def time_stats(tree: Path) -> tuple[float, float]:
+def time_stats(tree: Path, datasets: str = "datasets.json", *extra: str) -> tuple[float, float]:
     before, start = cpu_of_children(), time.perf_counter()
-    done = subprocess.run(stats_args(tree), capture_output=True, text=True, check=False)
+    done = subprocess.run(stats_args(tree, datasets, *extra), capture_output=True, text=True, check=False)
     elapsed = time.perf_counter() - start
-    if done.returncode != 0 or not done.stdout.startswith("Datasets: 5 | Scorable questions: 10000"):
+    expected = (
+        '{\n  "datasets": 5,\n  "scorable_questions": 10000'
+        if extra
+        else "Datasets: 5 | Scorable questions: 10000"
+    )
+    if done.returncode != 0 or not done.stdout.startswith(expected):
         raise SystemExit(f"kag stats failed ({done.returncode}): {done.stderr[-2000:]}")
     return elapsed, cpu_of_children() - before
+
+
+def write_evidence_datasets(tree: Path) -> str:
+    """``datasets-evidence.json``: the tree's datasets file, every question given two gold
+    entities and one gold triple (deterministic); returns its name."""
+    import random
+
+    import orjson
+    from make_tree import RELATIONS, words
+
+    name = "datasets-evidence.json"
+    doc = orjson.loads((tree / "datasets.json").read_bytes())
+    rng = random.Random(0)
+    for questions in doc.values():
+        for entry in questions.values():
+            a, b = words(rng, 2).title(), words(rng, 1).title()
+            entry["evidence"] = {"entities": [a, b], "triples": [[a, rng.choice(RELATIONS).lower(), b]]}
+    (tree / name).write_bytes(orjson.dumps(doc))
+    return name
+
+
+def bench_evidence(tree: Path, repeat: int) -> None:
+    """`kag stats --format json` with the evidence blocks against without them."""
+    name = write_evidence_datasets(tree)
+    time_stats(tree, "datasets.json", "--format", "json")  # warm the page cache
+    plain, gold = [], []
+    for i in range(repeat):
+        plain.append(time_stats(tree, "datasets.json", "--format", "json"))
+        gold.append(time_stats(tree, name, "--format", "json"))
+        print(
+            f"  run {i + 1}: without evidence {plain[-1][0]:.2f} s (cpu {plain[-1][1]:.2f} s)   "
+            f"with evidence {gold[-1][0]:.2f} s (cpu {gold[-1][1]:.2f} s)"
+        )
+    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    best_plain, best_gold = min(p[0] for p in plain), min(g[0] for g in gold)
+    med_plain, med_gold = statistics.median(p[0] for p in plain), statistics.median(g[0] for g in gold)
+    cpu_plain, cpu_gold = statistics.median(p[1] for p in plain), statistics.median(g[1] for g in gold)
+    print(
+        f"evidence: with / without = {best_gold / best_plain:.2f} (best {best_gold:.2f} s vs "
+        f"{best_plain:.2f} s), {med_gold / med_plain:.2f} (median), cpu {cpu_gold / cpu_plain:.2f} "
+        f"({cpu_gold:.2f} s vs {cpu_plain:.2f} s); target <= 1.3"
+    )
 
 
 def _descendants(pid: int) -> list[int]:
@@ -139,6 +193,9 @@ def main() -> None:
     parser.add_argument("--tree", type=Path, default=REPO / ".bench" / "tree-100k")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--skip-memory", action="store_true")
+    parser.add_argument(
+        "--evidence", action="store_true", help="time kag stats with gold evidence against without it"
+    )
     args = parser.parse_args()
     tree: Path = args.tree.resolve()
     ensure_tree(tree)
@@ -151,6 +208,9 @@ def main() -> None:
     )
     print(f"tree: {tree} ({files:,} files, {size / 1e9:.2f} GB); cpus: {os.cpu_count()}")
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    if args.evidence:
+        bench_evidence(tree, args.repeat)
+        return
 
     time_floor(tree)  # warm the page cache
     time_stats(tree)

@@ -40,6 +40,8 @@ class Question:
     open: OpenAnswer | None = None  # set for `"type": "Open"` entries (graded against `answers`)
     # The entity names the answer needs (`"evidence"`, optional), sought in the retrieved text.
     evidence: tuple[str, ...] = ()
+    # The gold triples (subject, relation, object) of `"evidence": {"triples": [...]}`.
+    evidence_triples: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def scorable(self) -> bool:
@@ -65,8 +67,8 @@ class Datasets:
 
     @property
     def has_evidence(self) -> bool:
-        """Whether some entry lists evidence names."""
-        return any(q.evidence for q in self.iter_questions())
+        """Whether some entry lists evidence (entity names or triples)."""
+        return any(q.evidence or q.evidence_triples for q in self.iter_questions())
 
 
 def name_problem(name: str) -> str | None:
@@ -93,15 +95,59 @@ def entry_name_problem(name: str) -> str | None:
     return why
 
 
-def _parse_evidence(where: str, entry: dict[str, object], problems: list[str]) -> tuple[str, ...] | None:
-    """The ``evidence`` names of an entry (() when absent); None after a problem."""
-    names = entry.get("evidence")
-    if names is None:
-        return ()
-    if not isinstance(names, list) or not all(isinstance(n, str) and n.strip() for n in names):
-        problems.append(f"{where}: 'evidence' must be an array of non-empty strings")
+Evidence = tuple[tuple[str, ...], tuple[tuple[str, str, str], ...]]
+
+
+def _names(value: object) -> tuple[str, ...] | None:
+    if not isinstance(value, list) or not all(isinstance(n, str) and n.strip() for n in value):
         return None
-    return tuple(names)
+    return tuple(value)
+
+
+def _triples(value: object) -> tuple[tuple[str, str, str], ...] | None:
+    if not isinstance(value, list):
+        return None
+    out: list[tuple[str, str, str]] = []
+    for item in value:
+        parts = _names(item)
+        if parts is None or len(parts) != 3:
+            return None
+        out.append((parts[0], parts[1], parts[2]))
+    return tuple(out)
+
+
+def _parse_evidence(where: str, entry: dict[str, object], problems: list[str]) -> Evidence | None:
+    """The gold evidence of an entry, (entity names, triples) (both () when absent); None
+    after a problem. ``"evidence"`` is an array of entity names, or an object
+    ``{"entities": [...], "triples": [[subject, relation, object], ...]}`` (both optional)."""
+    value = entry.get("evidence")
+    if value is None:
+        return (), ()
+    if isinstance(value, dict):
+        unknown = sorted(set(value) - {"entities", "triples"})
+        if unknown:
+            problems.append(f"{where}: 'evidence' has unknown key {unknown[0]!r} (entities, triples)")
+            return None
+        names = _names(value.get("entities", []))
+        if names is None:
+            problems.append(f"{where}: 'evidence.entities' must be an array of non-empty strings")
+            return None
+        triples = _triples(value.get("triples", []))
+        if triples is None:
+            problems.append(
+                f"{where}: 'evidence.triples' must be an array of [subject, relation, object] arrays"
+                " of non-empty strings"
+            )
+            return None
+        return names, triples
+    names = _names(value)
+    if names is None:
+        problems.append(
+            f"{where}: 'evidence' must be an array of non-empty strings"
+            " or an object with 'entities' and 'triples'"
+        )
+        return None
+    return names, ()
 
 
 def _parse_question(dataset: str, qid: str, entry: object, problems: list[str]) -> Question | None:
@@ -113,7 +159,10 @@ def _parse_question(dataset: str, qid: str, entry: object, problems: list[str]) 
     if evidence is None:
         return None
     question = _parse_entry(where, dataset, qid, entry, problems)
-    return replace(question, evidence=evidence) if question is not None and evidence else question
+    names, triples = evidence
+    if question is None or not (names or triples):
+        return question
+    return replace(question, evidence=names, evidence_triples=triples)
 
 
 def _parse_entry(

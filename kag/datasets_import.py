@@ -85,6 +85,8 @@ class Columns:
     answer: str | None = None
     answer_is: AnswerIs = AnswerIs.LETTER
     answers: str | None = None
+    # The column of the gold evidence (entity names and/or triples), or None.
+    evidence: str | None = None
 
     def check(self) -> None:
         """UsageError when the columns do not describe one kind of question."""
@@ -350,7 +352,34 @@ def _answers(value: Any, column: str, where: str) -> list[str]:
     raise InputError(f"{where}: column {column!r}: expected an answer or a non-empty list of answers")
 
 
+def _evidence(value: Any, column: str, where: str) -> Any:
+    """The ``evidence`` of a cell: a JSON array of names or object (entities, triples),
+    as a value or as text, or ``;``-separated names (blank parts dropped); None when empty.
+    The datasets file's validation checks the shape."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        text = value.strip()
+        if not text:
+            return None
+        if text[0] in "[{":
+            return _structured(text, column, where)
+        return [part.strip() for part in text.split(";") if part.strip()] or None
+    if isinstance(value, list | dict):
+        return value
+    raise InputError(f"{where}: column {column!r}: expected evidence names or a JSON evidence object")
+
+
 def _entry(row: Mapping[str, Any], cols: Columns, where: str) -> dict[str, Any]:
+    entry = _question_entry(row, cols, where)
+    if cols.evidence is not None:
+        evidence = _evidence(_cell(row, cols.evidence, where), cols.evidence, where)
+        if evidence is not None:
+            entry["evidence"] = evidence
+    return entry
+
+
+def _question_entry(row: Mapping[str, Any], cols: Columns, where: str) -> dict[str, Any]:
     text = _text(_cell(row, cols.question, where), cols.question, where)
     if cols.answers is not None:
         answers = _answers(_cell(row, cols.answers, where), cols.answers, where)
@@ -464,12 +493,14 @@ class DatasetCounts:
     open: int
     free_form: int
     evidence: int
+    # The questions listing gold triples (shown only when the file has some).
+    evidence_triples: int = 0
 
 
 def count_questions(datasets: Datasets) -> list[DatasetCounts]:
     """Per dataset (file order): every question, the MCQ ones and those with an answer key
-    (graded by ``kag stats``), the open ones, the free-form ones (never graded) and those
-    listing evidence."""
+    (graded by ``kag stats``), the open ones, the free-form ones (never graded), those
+    listing evidence (names or triples) and those listing gold triples."""
     out: list[DatasetCounts] = []
     for name, questions in datasets.datasets.items():
         qs: Sequence[Any] = list(questions.values())
@@ -481,7 +512,8 @@ def count_questions(datasets: Datasets) -> list[DatasetCounts]:
                 sum(1 for q in qs if q.scorable),
                 sum(1 for q in qs if q.open is not None),
                 sum(1 for q in qs if q.mcq is None and q.open is None),
-                sum(1 for q in qs if q.evidence),
+                sum(1 for q in qs if q.evidence or q.evidence_triples),
+                sum(1 for q in qs if q.evidence_triples),
             )
         )
     return out

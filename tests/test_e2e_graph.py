@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from kag.cli import app
 from kag.datasets import load_datasets
 from kag.results import OkResult, read_result
+from kag.results.graph_text import graph_from_formal_text
 from tests.llama_server import llama_server_fixture
 
 pytestmark = pytest.mark.slow
@@ -95,8 +96,14 @@ def test_import_then_benchmark_then_stats(project: Path) -> None:
             assert retrieval.database.vertices and retrieval.database.vertices > 0
             assert retrieval.vector is not None and len(retrieval.vector) == 384
             assert result.stats.prompt is not None and retrieval.result in result.stats.prompt
+            # The retrieved subgraph is recorded beside the text, the seeds first.
+            graph = retrieval.graph
+            assert graph is not None and graph.seeds and graph.nodes
+            assert len(graph.relationships) == retrieval.database.relationships
             if setup == "smollm2-kag-formal":
                 assert retrieval.result.splitlines()[0].startswith("(") and ")-[:" in retrieval.result
+                # The text reads back as the graph kag recorded.
+                assert graph_from_formal_text(retrieval.result).relationships == graph.relationships
             else:
                 assert ")-[:" not in retrieval.result and retrieval.result.endswith(".\n")
 

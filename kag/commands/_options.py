@@ -17,7 +17,7 @@ import typer
 from kag.commands._globs import setups_in
 from kag.commands._trees import parse_trees
 from kag.console import set_verbosity, verbosity
-from kag.errors import KagError
+from kag.errors import KagError, UsageError
 from kag.render.formats import ExportFormat, FindFormat, ReportFormat, TableFormat
 
 
@@ -258,6 +258,42 @@ ExtractOpt = Annotated[
         show_default=False,
     ),
 ]
+
+
+# `--evidence-match` / `--node-name`: how `kag stats` holds the retrieved graph against gold evidence.
+EvidenceMatchOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--evidence-match",
+        metavar="MODE",
+        help="How retrieved names and relations meet the gold evidence: exact, fuzzy or embedding "
+        "(the matching of kag triplets)  [default: exact]",
+        show_default=False,
+    ),
+]
+
+
+NodeNameOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--node-name",
+        metavar="KEY,...",
+        help="The node properties that name a node in a result file's rendered text, first present "
+        "first  [default: name]",
+        show_default=False,
+    ),
+]
+
+
+def evidence_options(match: str | None, node_name: str | None) -> tuple[str, tuple[str, ...]]:
+    """``--evidence-match`` and ``--node-name`` checked: (mode, keys); UsageError otherwise."""
+    mode = (match or "exact").strip().lower()
+    if mode not in ("exact", "fuzzy", "embedding"):
+        raise UsageError(f"--evidence-match must be one of exact, fuzzy, embedding (got {match!r})")
+    keys = tuple(k.strip() for k in (node_name or "name").split(",") if k.strip())
+    if not keys:
+        raise UsageError("--node-name needs at least one property key")
+    return mode, keys
 
 
 GradeOpt = Annotated[

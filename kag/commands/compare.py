@@ -250,6 +250,7 @@ def compare(
         (base, native),
         extract,
         grade,
+        evidence=True,
         epochs=epochs == "all",
     )
     answers = loaded.answers

@@ -129,6 +129,16 @@ def import_(
             show_default=False,
         ),
     ] = None,
+    evidence: Annotated[
+        str | None,
+        typer.Option(
+            "--evidence-column",
+            metavar="COL",
+            help="The column of the gold evidence: entity names separated by ';', or JSON"
+            ' (a list of names, or {"entities": [...], "triples": [[s, p, o], ...]}).',
+            show_default=False,
+        ),
+    ] = None,
     input_format: Annotated[
         str | None,
         typer.Option(
@@ -162,6 +172,7 @@ def import_(
         answer=answer,
         answer_is=answer_kind,
         answers=answers,
+        evidence=evidence,
     )
     report = import_questions(
         source, output, columns, dataset=dataset, kind=kind, existing=read_target(output)

@@ -19,8 +19,10 @@ from kag.commands._before import pick_datasets, pick_grade
 from kag.commands._ci import AnnotationsOpt, SummaryOpt, ci_outputs
 from kag.commands._globs import check_globs, check_setup_globs, tree_place, warn_prefix
 from kag.commands._options import (
+    EvidenceMatchOpt,
     ExtractOpt,
     GradeOpt,
+    NodeNameOpt,
     Quiet,
     StatsDatasetOpt,
     StatsDatasetsOpt,
@@ -30,6 +32,7 @@ from kag.commands._options import (
     StatsResultsOpt,
     StatsSetupOpt,
     StatsVerbose,
+    evidence_options,
     parse_percent,
 )
 from kag.commands._plans import STATS_PLANS, Need, StatsOutput
@@ -165,6 +168,8 @@ def stats(
     ] = None,
     extract: ExtractOpt = None,
     grade: GradeOpt = None,
+    evidence_match: EvidenceMatchOpt = None,
+    node_name: NodeNameOpt = None,
     prices: Annotated[
         Path | None,
         typer.Option(
@@ -216,6 +221,7 @@ def stats(
     )
     datasets = pick_datasets(ctx, datasets)
     extract_spec, extracted = pick_grade(ctx, extract, grade)
+    match_mode, name_keys = evidence_options(evidence_match, node_name)
     check_page_output(plan.page, output)
 
     # Imported here so that `kag --help` stays fast.
@@ -245,7 +251,7 @@ def stats(
         extract_spec,
         has_evidence=loaded.has_evidence,
         judge=_judge_key(judge, judge_prompt, config) if judge is not None else None,
-    )
+    ).matching_evidence(match_mode, name_keys)
     graded = grade_source(loaded, root, request)
     check_setup_globs(tuple(setup or ()), {s for s, _ in graded.tallies}, root, prefix or "", dataset_globs)
     warn_prefix((s for s, _ in graded.tallies), prefix or "", filtered=bool(setup), source=root)

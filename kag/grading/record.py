@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from kag.grading.retrieval_quality import QualityRecord
 from kag.grading.verdicts import Verdict
 from kag.results.codec import RetrievalSample
 from kag.results.model import ModelConfig, Usage
@@ -45,7 +46,9 @@ class GradedFile:
       ``evidence_hit`` whether the retrieval text holds one of the question's evidence
       names (None when the question lists none, the file has no retrieval text, or
       evidence was not measured); ``verdict`` the judge's cached verdict of the answer
-      (:mod:`kag.grading.verdicts`; None when no judge was asked for or it has none).
+      (:mod:`kag.grading.verdicts`; None when no judge was asked for or it has none);
+      ``retrieval_quality`` the retrieved graph against the question's gold evidence (None
+      likewise; :mod:`kag.grading.retrieval_quality`).
     - ``gold`` the answer key (an open question's accepted answers joined with `` | ``),
       ``path`` the result file (None for a record not read from a tree walk).
     """
@@ -68,6 +71,7 @@ class GradedFile:
     f1: float | None = None
     evidence_hit: bool | None = None
     gold: str | None = None
+    retrieval_quality: QualityRecord | None = None
     path: str | None = None
     extracted_key: str | None = None
     verdict: Verdict | None = None

@@ -114,18 +114,84 @@ def comparison_legend(run: ComparisonRun, baseline: str | None = None) -> list[s
     ]
 
 
+def reached_table(run: ComparisonRun) -> Table:
+    """Each setup's reached rate against the baseline's, and both accuracies on the
+    questions both reached (only drawn when ``run.reached`` is not empty)."""
+    headers = (
+        "SETUP",
+        "N",
+        "REACHED%",
+        "BASE%",
+        "DIFF pp",
+        "+",
+        "-",
+        "p (Holm)",
+        "BOTH",
+        "ACC%",
+        "BASE ACC%",
+    )
+    rows = tuple(
+        (
+            r.setup,
+            str(r.n),
+            pct(r.setup_rate),
+            pct(r.baseline_rate),
+            signed_pp(r.diff),
+            str(r.setup_only),
+            str(r.baseline_only),
+            pvalue(r.p_holm),
+            str(r.both),
+            pct(r.setup_accuracy_both),
+            pct(r.baseline_accuracy_both),
+        )
+        for r in run.reached
+    )
+    return Table(headers, rows, ("l", "r", "r", "r", "r", "r", "r", "r", "r", "r", "r"))
+
+
+REACHED_LEGEND = (
+    (
+        "Gold evidence reached (every gold triple retrieved; without triples every gold entity), on the "
+        "questions both setups retrieved for: + = reached by the setup only, - = by the baseline only; "
+        "McNemar, Holm over the setups"
+    ),
+    "BOTH = questions both reached; ACC% and BASE ACC% = accuracy on them (was the gold used?)",
+)
+
+
+def _reached_parts(run: ComparisonRun, table: Callable[[Table], str]) -> list[str]:
+    if not run.reached:
+        return []
+    return [
+        "",
+        f"Gold evidence reached, against {run.baseline}:",
+        "",
+        table(reached_table(run)),
+        "",
+        *REACHED_LEGEND,
+    ]
+
+
 @_terminal_safe
 def comparisons_text(run: ComparisonRun) -> str:
-    return "\n".join([table_text(comparison_table(run)), "", *comparison_legend(run)]) + "\n"
+    parts = [table_text(comparison_table(run)), "", *comparison_legend(run), *_reached_parts(run, table_text)]
+    return "\n".join(parts) + "\n"
 
 
 @_terminal_safe
 def comparisons_markdown(run: ComparisonRun) -> str:
     legend = "\n".join(f"- {line}" for line in comparison_legend(run, escape_markdown(run.baseline)))
-    return (
+    text = (
         f"### Comparisons against {markdown_code(run.baseline)}\n\n"
         f"{table_markdown(comparison_table(run))}\n\n{legend}\n"
     )
+    if run.reached:
+        reached = "\n".join(f"- {line}" for line in REACHED_LEGEND)
+        text += (
+            f"\n### Gold evidence reached, against {markdown_code(run.baseline)}\n\n"
+            f"{table_markdown(reached_table(run))}\n\n{reached}\n"
+        )
+    return text
 
 
 # ---------------------------------------------------------------- flips
@@ -276,6 +342,12 @@ EVIDENCE_LEGEND = (
 )
 
 
+REACHED_IMPACT_LEGEND = (
+    "reached = the retrieved graph holds every gold triple of the question (without triples, every "
+    "gold entity); questions without gold evidence are left out of that table"
+)
+
+
 @_terminal_safe
 def impact_text(impacts: Sequence[RetrievalImpact]) -> str:
     parts: list[str] = []
@@ -288,6 +360,8 @@ def impact_text(impacts: Sequence[RetrievalImpact]) -> str:
     parts.extend(IMPACT_LEGEND)
     if any(impact.evidence_buckets for impact in impacts):
         parts.append(EVIDENCE_LEGEND)
+    if any(impact.reached_buckets for impact in impacts):
+        parts.append(REACHED_IMPACT_LEGEND)
     return "\n".join(parts) + "\n"
 
 
@@ -301,6 +375,8 @@ def _impact_tables(impact: RetrievalImpact) -> list[Table]:
     ]
     if impact.evidence_buckets:
         tables.append(impact_table(impact.evidence_buckets, paired, "VERTICES · EVIDENCE"))
+    if impact.reached_buckets:
+        tables.append(impact_table(impact.reached_buckets, paired, "VERTICES · GOLD"))
     return tables
 
 
@@ -318,6 +394,8 @@ def impact_markdown(impacts: Sequence[RetrievalImpact]) -> str:
     parts.extend(f"_{line}_  " for line in IMPACT_LEGEND)
     if any(impact.evidence_buckets for impact in impacts):
         parts.append(f"_{EVIDENCE_LEGEND}_  ")
+    if any(impact.reached_buckets for impact in impacts):
+        parts.append(f"_{REACHED_IMPACT_LEGEND}_  ")
     return "\n".join(parts) + "\n"
 
 
@@ -342,7 +420,7 @@ def mcnemar_to_json(test: McNemar | None) -> dict[str, object] | None:
 
 def comparison_run_to_json(run: ComparisonRun) -> dict[str, object]:
     """The `kag stats compare --format json` document; fractions, not percentages."""
-    return {
+    document: dict[str, object] = {
         "baseline": run.baseline,
         "alpha": run.alpha,
         "correction": "holm",
@@ -370,6 +448,29 @@ def comparison_run_to_json(run: ComparisonRun) -> dict[str, object]:
         ],
         "regressions": [c.setup for c in run.regressions],
     }
+    if run.reached:  # only with evidence: other documents stay as they were
+        document["reached"] = [
+            {
+                "setup": r.setup,
+                "baseline": r.baseline,
+                "paired_questions": r.n,
+                "setup_reached": r.setup_reached,
+                "baseline_reached": r.baseline_reached,
+                "setup_rate": r.setup_rate,
+                "baseline_rate": r.baseline_rate,
+                "difference": r.diff,
+                "setup_only": r.setup_only,
+                "baseline_only": r.baseline_only,
+                "mcnemar": mcnemar_to_json(r.test),
+                "p_holm": r.p_holm,
+                "significant": r.significant,
+                "both_reached": r.both,
+                "setup_accuracy_both": r.setup_accuracy_both,
+                "baseline_accuracy_both": r.baseline_accuracy_both,
+            }
+            for r in run.reached
+        ]
+    return document
 
 
 def _flip_json(f: Flip) -> dict[str, object]:
@@ -423,6 +524,8 @@ def impact_to_json(impact: RetrievalImpact) -> dict[str, object]:
     }
     if impact.evidence_buckets:  # only with evidence names: other documents stay as they were
         document["evidence_buckets"] = [_impact_row_json(r) for r in impact.evidence_buckets]
+    if impact.reached_buckets:  # only with gold evidence and a retrieval
+        document["reached_buckets"] = [_impact_row_json(r) for r in impact.reached_buckets]
     return document
 
 

@@ -32,12 +32,14 @@ from kag.grading.percent import pct
 from kag.render.columns import STATS_COLUMNS, Block, Shown, cells_for, columns_for, headers_for
 from kag.render.compare import (
     IMPACT_LEGEND,
+    REACHED_LEGEND,
     comparison_legend,
     comparison_table,
     flip_header,
     flip_tables,
     impact_header,
     impact_table,
+    reached_table,
 )
 from kag.render.stats import XACC_LEGEND, small_samples_note
 from kag.render.table import Align, Table, interval_pct, signed_pp, table_html
@@ -433,6 +435,8 @@ def render_html(
             "legend": comparison_legend(comparisons),
             "chart": forest_chart(comparisons),
             "regressions": ", ".join(c.setup for c in comparisons.regressions),
+            "reached": table_html(reached_table(comparisons), "comparisons") if comparisons.reached else None,
+            "reached_legend": REACHED_LEGEND,
         }
     impact_sections = [
         {
@@ -445,6 +449,11 @@ def render_html(
             "per_dataset": table_html(
                 impact_table(impact.per_dataset, impact.native is not None, "DATASET"), "impact"
             ),
+            "reached": table_html(
+                impact_table(impact.reached_buckets, impact.native is not None, "VERTICES · GOLD"), "impact"
+            )
+            if impact.reached_buckets
+            else None,
         }
         for impact in impacts
     ]

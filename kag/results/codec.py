@@ -40,6 +40,10 @@ from kag.results.model import (
     OkStats,
     Result,
     Retrieval,
+    RetrievedGraph,
+    RetrievedNode,
+    RetrievedRelationship,
+    Seed,
     Timing,
     UnreadableResult,
     Usage,
@@ -71,16 +75,68 @@ def _timing(value: Any) -> Timing | None:
     return Timing(secs, nanos)
 
 
+def _seed(value: Any) -> Seed | None:
+    if not isinstance(value, dict) or not isinstance(value.get("id"), str):
+        return None
+    score = _number(value.get("score"))
+    return Seed(value["id"], score)
+
+
+def _node(value: Any) -> RetrievedNode | None:
+    if not isinstance(value, dict) or not isinstance(value.get("id"), str):
+        return None
+    labels = value.get("labels")
+    if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
+        labels = []
+    return RetrievedNode(value["id"], tuple(labels), _str(value.get("name")))
+
+
+def _relationship(value: Any) -> RetrievedRelationship | None:
+    if not isinstance(value, dict):
+        return None
+    start, kind, end = _str(value.get("start")), _str(value.get("type")), _str(value.get("end"))
+    if start is None or kind is None or end is None:
+        return None
+    return RetrievedRelationship(start, kind, end)
+
+
+def graph_from_json(value: Any) -> RetrievedGraph | None:
+    """``ok.stats.retrieval.graph`` as a model; None when absent or not an object with the
+    three arrays (an optional field: a mistyped one counts as absent, as the others do).
+    Mistyped items of an array are left out."""
+    if not isinstance(value, dict):
+        return None
+    seeds, nodes, rels = value.get("seeds"), value.get("nodes"), value.get("relationships")
+    if not (isinstance(seeds, list) and isinstance(nodes, list) and isinstance(rels, list)):
+        return None
+    return RetrievedGraph(
+        tuple(s for s in map(_seed, seeds) if s is not None),
+        tuple(n for n in map(_node, nodes) if n is not None),
+        tuple(r for r in map(_relationship, rels) if r is not None),
+    )
+
+
+def graph_to_json(graph: RetrievedGraph) -> dict[str, Any]:
+    """The JSON object of ``ok.stats.retrieval.graph`` (a graph read from text, without
+    seeds, writes an empty seed list)."""
+    return {
+        "seeds": [{"id": s.id, "score": s.score} for s in graph.seeds or ()],
+        "nodes": [{"id": n.id, "labels": list(n.labels), "name": n.name} for n in graph.nodes],
+        "relationships": [{"start": r.start, "type": r.type, "end": r.end} for r in graph.relationships],
+    }
+
+
 def _retrieval(value: Any) -> Retrieval | None:
     if not isinstance(value, dict):
         return None
     text = _str(value.get("result")) or ""
+    graph = graph_from_json(value.get("graph"))
     stats = value.get("stats")
     if not isinstance(stats, dict) or not stats:
-        return Retrieval(result=text)
+        return Retrieval(result=text, graph=graph)
     retriever, inner = next(iter(stats.items()))
     if not isinstance(inner, dict):
-        return Retrieval(result=text, retriever=retriever)
+        return Retrieval(result=text, retriever=retriever, graph=graph)
     embedding = inner.get("embedding")
     document = vector = None
     if isinstance(embedding, dict):
@@ -106,6 +162,7 @@ def _retrieval(value: Any) -> Retrieval | None:
         vector=vector,
         database=database,
         time=_timing(inner.get("time")),
+        graph=graph,
     )
 
 
@@ -196,7 +253,10 @@ def _retrieval_json(retrieval: Retrieval) -> dict[str, Any]:
     else:
         inner["database"] = None
     inner["time"] = retrieval.time.to_json() if retrieval.time else None
-    return {"result": retrieval.result, "stats": {retrieval.retriever: inner}}
+    out: dict[str, Any] = {"result": retrieval.result, "stats": {retrieval.retriever: inner}}
+    if retrieval.graph is not None:
+        out["graph"] = graph_to_json(retrieval.graph)
+    return out
 
 
 def result_to_json(result: Result) -> dict[str, Any]:
@@ -274,7 +334,8 @@ class GradingFields(NamedTuple):
     of ``ok.stats.prompt``, ``retrieval`` the retriever's time with all three database
     counts (>= 0); absent or mistyped values are None. ``retrieval_text`` is
     ``ok.stats.retrieval.result`` of the model (``""`` when the retrieval object has no
-    string ``result``, None without a retrieval object), read only when asked."""
+    string ``result``, None without a retrieval object), read only when asked, and
+    ``retrieval_graph`` its structured ``graph`` (None when the file has none), read with it."""
 
     error: str | None
     response: str | None
@@ -284,6 +345,7 @@ class GradingFields(NamedTuple):
     config: ModelConfig | None = None
     usage: Usage | None = None
     retrieval_text: str | None = None
+    retrieval_graph: RetrievedGraph | None = None
 
 
 def utf8_length(text: str) -> int:
@@ -332,6 +394,10 @@ def _raw_retrieval_text(value: Any) -> str | None:
     return text if isinstance(text, str) else ""
 
 
+def _raw_retrieval_graph(value: Any) -> RetrievedGraph | None:
+    return graph_from_json(value.get("graph")) if isinstance(value, dict) else None
+
+
 def grading_fields(raw: Any, details: bool = True, retrieval_text: bool = False) -> GradingFields:
     """The grading fields of ``result_from_json(raw)``, without building the model.
 
@@ -367,6 +433,7 @@ def grading_fields(raw: Any, details: bool = True, retrieval_text: bool = False)
         _config(stats.get("config")) if details else None,
         _usage(stats.get("usage")),
         _raw_retrieval_text(stats.get("retrieval")) if retrieval_text else None,
+        _raw_retrieval_graph(stats.get("retrieval")) if retrieval_text else None,
     )
 
 

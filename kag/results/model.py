@@ -19,6 +19,10 @@ __all__ = [
     "OkStats",
     "Result",
     "Retrieval",
+    "RetrievedGraph",
+    "RetrievedNode",
+    "RetrievedRelationship",
+    "Seed",
     "Timing",
     "UnreadableResult",
     "Usage",
@@ -66,8 +70,48 @@ class DatabaseStats:
 
 
 @dataclass(frozen=True)
+class Seed:
+    """A seed node of a retrieval: its ``id`` (the node key) and similarity ``score`` (None
+    when the backend does not report it)."""
+
+    id: str
+    score: float | None = None
+
+
+@dataclass(frozen=True)
+class RetrievedNode:
+    """A retrieved node: ``id`` as the rendered text prints it, its labels (sorted) and
+    display ``name`` (None when the node has none)."""
+
+    id: str
+    labels: tuple[str, ...] = ()
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class RetrievedRelationship:
+    """A retrieved relationship ``start -[type]-> end`` (node ids)."""
+
+    start: str
+    type: str
+    end: str
+
+
+@dataclass(frozen=True)
+class RetrievedGraph:
+    """``ok.stats.retrieval.graph`` (additive, written by kag): the subgraph a retrieval
+    fetched. ``seeds`` best first; None when the graph was read back from text (a file of
+    the Rust tool), which holds no seeds."""
+
+    seeds: tuple[Seed, ...] | None = ()
+    nodes: tuple[RetrievedNode, ...] = ()
+    relationships: tuple[RetrievedRelationship, ...] = ()
+
+
+@dataclass(frozen=True)
 class Retrieval:
-    """``ok.stats.retrieval``: the rendered subgraph text and how it was obtained."""
+    """``ok.stats.retrieval``: the rendered subgraph text and how it was obtained;
+    ``graph`` the structured subgraph (additive; None in files that lack it)."""
 
     result: str
     retriever: str = "embedder"
@@ -75,6 +119,7 @@ class Retrieval:
     vector: list[float] | None = None
     database: DatabaseStats | None = None
     time: Timing | None = None
+    graph: RetrievedGraph | None = None
 
 
 @dataclass(frozen=True)

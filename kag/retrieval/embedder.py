@@ -21,7 +21,7 @@ import numpy as np
 
 from kag.results import DatabaseStats, Retrieval, Timing
 from kag.retrieval.base import RETRIEVAL_FAILED, EmbedFn, RetrievalError, RetrievalFailed
-from kag.retrieval.subgraph import Subgraph
+from kag.retrieval.subgraph import Subgraph, retrieved_graph
 from kag.retrieval.translate import Translation
 
 
@@ -108,6 +108,7 @@ class EmbedderRetriever:
                 time=Timing.from_seconds(db_seconds),
             ),
             time=Timing.from_seconds(time.perf_counter() - began),
+            graph=retrieved_graph(subgraph),
         )
 
     async def aclose(self) -> None:

@@ -15,6 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kag.results.graph_text import DEFAULT_NAME_KEYS
+from kag.results.model import RetrievedGraph, RetrievedNode, RetrievedRelationship, Seed
+
 _DIGITS = re.compile(r"\d+")
 
 
@@ -44,11 +47,14 @@ class Relationship:
 @dataclass(frozen=True)
 class Subgraph:
     """``seeds``: the top-k node keys, best first. ``nodes``: every reached node by key.
-    ``relationships``: every relationship whose two ends were reached (any order)."""
+    ``relationships``: every relationship whose two ends were reached (any order).
+    ``seed_scores``: the seeds' similarity scores, in the same order, when the backend
+    reports them (else empty)."""
 
     seeds: tuple[str, ...] = ()
     nodes: Mapping[str, Node] = field(default_factory=dict)
     relationships: tuple[Relationship, ...] = ()
+    seed_scores: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         for rel in self.relationships:
@@ -111,4 +117,38 @@ def ordered_relationships(subgraph: Subgraph) -> list[Relationship]:
     return sorted(
         unique.values(),
         key=lambda r: (rank[r.start], rank[r.end], r.type, key_order(r.key)),
+    )
+
+
+def display_name(properties: Mapping[str, Any], name_keys: tuple[str, ...] = DEFAULT_NAME_KEYS) -> str | None:
+    """The node's name: the first of ``name_keys`` it has (a non-string value as text);
+    None when it has none."""
+    for key in name_keys:
+        value = properties.get(key)
+        if value is not None:
+            return value if isinstance(value, str) else str(value)
+    return None
+
+
+def retrieved_graph(subgraph: Subgraph, name_keys: tuple[str, ...] = DEFAULT_NAME_KEYS) -> RetrievedGraph:
+    """The record a result file keeps of ``subgraph``: seeds best first with their scores
+    (None when not reported), nodes in `node_order` with sorted labels and display name,
+    relationships in `ordered_relationships` order (the order of the rendered text)."""
+    scores: tuple[float | None, ...] = (
+        subgraph.seed_scores
+        if len(subgraph.seed_scores) == len(subgraph.seeds)
+        else (None,) * len(subgraph.seeds)
+    )
+    nodes = subgraph.nodes
+    return RetrievedGraph(
+        seeds=tuple(Seed(key, score) for key, score in zip(subgraph.seeds, scores, strict=True)),
+        nodes=tuple(
+            RetrievedNode(
+                key, tuple(sorted(nodes[key].labels)), display_name(nodes[key].properties, name_keys)
+            )
+            for key in node_order(subgraph)
+        ),
+        relationships=tuple(
+            RetrievedRelationship(r.start, r.type, r.end) for r in ordered_relationships(subgraph)
+        ),
     )

@@ -81,6 +81,8 @@ def _skeleton(data: bytes, retrieval_text: bool) -> dict[str, Any] | None:
             return None
         text = retrieval.get("result") if retrieval_text else None
         skeleton["retrieval"] = {"result": text if type(text) is str else None, "stats": found}
+        if retrieval_text and retrieval.get("graph") is not None:
+            return None  # a recorded graph (kag.results.codec reads it): orjson decides
     return {"ok": {"result": result, "stats": skeleton}}
 
 

@@ -54,7 +54,7 @@ from kag.view.walk import iter_top
 
 __all__ = ["GRADED", "IGNORED", "OPEN", "SKIPPED", "UNREADABLE", "Detail", "pack_detail", "unpack_detail"]
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 _T = TypeVar("_T")
 
 #: The columns in the order of a row (kag.view.query reads rows by position).

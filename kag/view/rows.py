@@ -8,13 +8,13 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from dataclasses import dataclass, field, replace
+from dataclasses import astuple, dataclass, field, replace
 from typing import Any, NamedTuple, cast
 from urllib.parse import quote
 
 import orjson
 
-from kag.datasets import Datasets
+from kag.datasets import Datasets, Question
 from kag.grading.evidence import evidence_record
 from kag.grading.mcq.extracted import compile_spec, extracted_grade
 from kag.grading.mcq.metrics import Tally
@@ -27,6 +27,8 @@ from kag.grading.mcq.rule import (
     grade_fields,
 )
 from kag.grading.open_grading import grade_open_response
+from kag.grading.retrieval_quality import QualityRecord, file_quality, similarity_for
+from kag.results.codec import GradingFields
 from kag.results.io import read_result_stamped
 from kag.textsafe import is_utf8
 from kag.view.fields import ANSWER_CHARS, answer_vote, read_grading_fields
@@ -77,6 +79,9 @@ class Detail(NamedTuple):
     open_f1: float | None
     vote: str | None  # see answer_vote
     extracted_key: str | None
+    #: The file's retrieval quality against the gold evidence (QualityRecord's fields in
+    #: order, the seed ranks a list), or None: see kag.grading.retrieval_quality.
+    quality: list[Any] | None = None
 
 
 def pack_detail(detail: Detail) -> bytes:
@@ -86,6 +91,22 @@ def pack_detail(detail: Detail) -> bytes:
         return orjson.dumps(tuple(detail))
     except orjson.JSONEncodeError:
         return b"\0" + json.dumps(detail).encode()
+
+
+def pack_quality(record: QualityRecord | None) -> list[Any] | None:
+    """A quality record as the index keeps it (its fields in order, the seed ranks a list)."""
+    if record is None:
+        return None
+    seeds = list(record.seed_ranks) if record.seed_ranks is not None else None
+    return [*astuple(record)[:6], seeds, record.correct]
+
+
+def unpack_quality(packed: list[Any] | None) -> QualityRecord | None:
+    """The record :func:`pack_quality` kept."""
+    if packed is None:
+        return None
+    e, ef, t, tf, r, rm, seeds, correct = packed
+    return QualityRecord(e, ef, t, tf, r, rm, tuple(seeds) if seeds is not None else None, correct)
 
 
 def unpack_detail(data: bytes) -> Detail:
@@ -249,16 +270,28 @@ def _grade_one(
         return make_row(root, rel, dataset, question, setup, epoch, UNREADABLE, stamp, reason=reason)
     stamp = (st.st_size, st.st_mtime_ns)
     try:
-        fields = read_grading_fields(data, bool(q.evidence))
+        fields = read_grading_fields(data, bool(q.evidence or q.evidence_triples))
     except Exception as exc:  # noqa: BLE001 - one bad file must never stop the scan
         return make_row(root, rel, dataset, question, setup, epoch, UNREADABLE, stamp, reason=str(exc))
     if q.open is not None:
         exact, f1 = grade_open_response(fields.response, q.open.answers)
         graded = grade_fields(fields, AnswerKey("", ()), dataset, question, setup, abstention)
+        quality = _quality(q, fields, exact == 1)
         if tallies is not None and epoch == 1:
-            _tally(tallies, setup, dataset).add_open(exact, f1, graded.outcome is Outcome.ERR)
+            record = replace(graded, exact_match=exact, f1=f1, retrieval_quality=quality)
+            _tally(tallies, setup, dataset).add_open_record(record)
         return make_row(
-            root, rel, dataset, question, setup, epoch, OPEN, stamp, graded=graded, open_=(exact, f1)
+            root,
+            rel,
+            dataset,
+            question,
+            setup,
+            epoch,
+            OPEN,
+            stamp,
+            graded=graded,
+            open_=(exact, f1),
+            quality=quality,
         )
     assert q.mcq is not None and q.mcq.answer is not None
     key = keys.get((dataset, question)) if keys is not None else None
@@ -271,6 +304,7 @@ def _grade_one(
     if spec is not None:
         extracted, extracted_key = extracted_grade(spec, graded.response, key)
         graded = replace(graded, extracted=extracted)
+    graded = replace(graded, retrieval_quality=_quality(q, fields, graded.outcome is Outcome.OK))
     if tallies is not None and epoch == 1:
         _tally(tallies, setup, dataset).add(graded)
     found = evidence_record(q.evidence, fields.retrieval_text, graded.outcome is Outcome.OK)
@@ -287,6 +321,25 @@ def _grade_one(
         graded=graded,
         evidence=bits,
         extracted_key=extracted_key,
+        quality=graded.retrieval_quality,
+    )
+
+
+def _quality(q: Question, fields: GradingFields, correct: bool) -> QualityRecord | None:
+    """The file's retrieval quality against the question's gold evidence, as `kag stats`
+    measures it by default (exact matching, nodes named by ``name``); None without gold
+    evidence or a retrieval."""
+    if not (q.evidence or q.evidence_triples):
+        return None
+    r = fields.retrieval
+    return file_quality(
+        q.evidence,
+        q.evidence_triples,
+        fields.retrieval_text,
+        fields.retrieval_graph,
+        correct,
+        similarity_for("exact"),
+        relationships=r.relationships if r is not None else None,
     )
 
 
@@ -322,6 +375,7 @@ def make_row(
     open_: tuple[float, float] | None = None,
     evidence: str | None = None,
     extracted_key: str | None = None,
+    quality: QualityRecord | None = None,
 ) -> tuple[object, ...]:
     g = graded
     base = (root, rel, dataset, question, setup, epoch, kind, stamp[0], stamp[1])
@@ -350,6 +404,7 @@ def make_row(
         open_[1] if open_ is not None else None,
         answer_vote(g.response),
         extracted_key,
+        pack_quality(quality),
     )
     return (
         *base,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kag.grading.compare.setups import ComparisonRun
@@ -29,6 +29,7 @@ from kag.view.index import (
     tree_labels,
     unpack_detail,
 )
+from kag.view.rows import unpack_quality
 
 if TYPE_CHECKING:
     from kag.view.search import Found
@@ -138,7 +139,10 @@ class Builder:
                         tally = tallies[(name, dataset)] = Tally()
                     if kind == OPEN:
                         d = unpack_detail(row[16])
-                        tally.add_open(d.open_exact or 0.0, d.open_f1 or 0.0, outcome == Outcome.ERR.value)
+                        record = graded_record(row, name)
+                        tally.add_open_record(
+                            replace(record, exact_match=d.open_exact or 0.0, f1=d.open_f1 or 0.0)
+                        )
                     else:
                         tally.add(graded_record(row, name))
                 if kind == OPEN:
@@ -231,6 +235,7 @@ def graded_record(row: tuple[Any, ...], name: str) -> GradedFile:
         if d.prompt_tokens is not None or d.completion_tokens is not None
         else None,
         _OUTCOME[extracted] if extracted is not None else None,
+        retrieval_quality=unpack_quality(d.quality),
     )
 
 

@@ -107,6 +107,7 @@ def test_without_evidence_names_the_reports_are_unchanged(tmp_path: Path) -> Non
     for s in doc["setups"]:
         for block in (s["overall"], *s["per_dataset"].values()):
             del block["evidence"]
+            del block["retrieval_quality"]
     assert doc == plain_doc
 
 
@@ -118,7 +119,8 @@ def test_evidence_names_are_parsed(tmp_path: Path) -> None:
     assert not load_datasets(datasets_file(tmp_path, with_evidence=False)).has_evidence
 
 
-@pytest.mark.parametrize("bad", ["Scurvy", [""], ["  "], [1], {"a": "b"}])
+# An object is the form with entities and triples (tests/test_datasets_gold_evidence.py).
+@pytest.mark.parametrize("bad", ["Scurvy", [""], ["  "], [1]])
 def test_bad_evidence_names_are_refused_naming_the_entry(tmp_path: Path, bad: object) -> None:
     path = tmp_path / "datasets.json"
     path.write_text(json.dumps({"d": {"q1": {"input": "x", "output": MCQ, "evidence": bad}}}))
@@ -152,6 +154,8 @@ def test_impact_splits_its_buckets_by_evidence_hit(tmp_path: Path) -> None:
     before = runner.invoke(app, [*args, "json", "-d", str(plain)])
     assert before.exit_code == 0 and "evidence" not in before.stdout
     del impact["evidence_buckets"]
+    # The split by reached gold evidence (entity names here) comes with evidence too.
+    assert [r["label"] for r in impact.pop("reached_buckets")][:1] == ["empty · missed"]
     assert json.loads(before.stdout)["impacts"] == [impact]
     plain_text = runner.invoke(app, [*args, "text", "-d", str(plain)])
     assert "EVIDENCE" not in plain_text.stdout

@@ -131,6 +131,36 @@ case(
     files=("r.json",),
     med_kag=True,
 )
+# Retrieval quality against gold evidence (docs/retrieval.md works the blocks out by hand).
+RQ = ["-d", "examples/retrieval/datasets.json", "-r", "examples/retrieval/results"]
+case("stats-retrieval-json", "stats", *RQ, "--format", "json")
+for fmt in ("text", "json", "markdown"):
+    case(f"compare-retrieval-{fmt}", "stats", "compare", *RQ, "--baseline", "rust-kag", "--format", fmt)
+    case(
+        f"impact-retrieval-{fmt}",
+        "stats",
+        "impact",
+        *RQ,
+        "kag-graph",
+        "rust-kag",
+        "--native",
+        "native",
+        "--format",
+        fmt,
+    )
+case(
+    "compare-retrieval-html",
+    "stats",
+    "compare",
+    *RQ,
+    "--baseline",
+    "rust-kag",
+    "--format",
+    "html",
+    "-o",
+    "{out}/compare.html",
+    files=("compare.html",),
+)
 case("stats-setup-two", "stats", *EX, "--setup", "smollm2-*", "--setup", "*-kag")
 case("stats-dataset", "stats", *EX, "--dataset", "pubmed*")
 # Two labelled trees (the same tree twice: a reproducibility check that finds no difference).

@@ -25,6 +25,7 @@ from kag.grading.compare.paired import McNemar, mcnemar
 from kag.grading.compare.records import index_answers, paired_keys, question_sort_key
 from kag.grading.mcq.metrics import wilson_interval
 from kag.grading.record import GradedFile, Outcome
+from kag.grading.retrieval_quality import is_reached
 
 # ---------------------------------------------------------------- flips
 
@@ -157,6 +158,9 @@ class RetrievalImpact:
     ``evidence_buckets`` (only when some answer has an evidence hit or miss) splits each
     bucket by whether the retrieval text held an evidence name of the question
     (``"<bucket> · hit"``, ``"<bucket> · missed"``); answers without evidence are left out.
+    ``reached_buckets`` likewise by whether the retrieved graph reached the gold evidence
+    (:func:`kag.grading.retrieval_quality.is_reached`; ``"<bucket> · reached"``,
+    ``"<bucket> · missed"``), only when some answer has a retrieval-quality record.
     """
 
     setup: str
@@ -168,6 +172,7 @@ class RetrievalImpact:
     test: McNemar | None
     hurt_responses: tuple[tuple[str, int], ...] = ()
     evidence_buckets: tuple[ImpactRow, ...] = ()
+    reached_buckets: tuple[ImpactRow, ...] = ()
 
 
 def _impact_row(label: str, items: list[tuple[GradedFile, GradedFile | None]], paired: bool) -> ImpactRow:
@@ -204,12 +209,16 @@ def retrieval_impact(answers: Iterable[GradedFile], setup: str, native: str | No
     by_bucket: dict[str, list[tuple[GradedFile, GradedFile | None]]] = {}
     by_dataset: dict[str, list[tuple[GradedFile, GradedFile | None]]] = {}
     by_evidence: dict[tuple[str, bool], list[tuple[GradedFile, GradedFile | None]]] = {}
+    by_reached: dict[tuple[str, bool], list[tuple[GradedFile, GradedFile | None]]] = {}
     for item in items:
         bucket = size_bucket(item[0])
         by_bucket.setdefault(bucket, []).append(item)
         by_dataset.setdefault(item[0].dataset, []).append(item)
         if item[0].evidence_hit is not None:
             by_evidence.setdefault((bucket, item[0].evidence_hit), []).append(item)
+        quality = item[0].retrieval_quality
+        if quality is not None:
+            by_reached.setdefault((bucket, is_reached(quality)), []).append(item)
     overall = _impact_row("all", items, paired)
     hurt = Counter(
         "(error)" if k.outcome is Outcome.ERR else " ".join(k.response_or_error.split())
@@ -235,5 +244,11 @@ def retrieval_impact(answers: Iterable[GradedFile], setup: str, native: str | No
             for b in BUCKET_ORDER
             for hit in (True, False)
             if (b, hit) in by_evidence
+        ),
+        reached_buckets=tuple(
+            _impact_row(f"{b} · {'reached' if hit else 'missed'}", by_reached[(b, hit)], paired)
+            for b in BUCKET_ORDER
+            for hit in (True, False)
+            if (b, hit) in by_reached
         ),
     )

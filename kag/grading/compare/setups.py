@@ -19,6 +19,7 @@ from kag.grading.compare.paired import (
     mcnemar,
     paired_bootstrap_diff,
 )
+from kag.grading.compare.reached import ReachedComparison, compare_reached
 from kag.grading.compare.records import index_answers, paired_keys
 from kag.grading.record import GradedFile
 
@@ -75,6 +76,8 @@ class ComparisonRun:
     resamples: int
     confidence: float
     exact_below: int
+    #: Each setup's reached rate against the baseline's (:mod:`.reached`); () without evidence.
+    reached: tuple[ReachedComparison, ...] = ()
 
     @property
     def regressions(self) -> tuple[Comparison, ...]:
@@ -101,6 +104,8 @@ def compare_setups(
     one paired question. ``significant`` = Holm-adjusted p <= alpha (and b != c, which
     the tests already imply: b = c gives p = 1).
     Raises ValueError when the baseline has no answers (the CLI names the setups).
+    With retrieval-quality records (evidence measured), ``reached`` compares the reached
+    rates too (:func:`~kag.grading.compare.reached.compare_reached`).
     """
     by_setup = index_answers(answers)
     if baseline not in by_setup:
@@ -113,7 +118,9 @@ def compare_setups(
         keys = paired_keys(mine, base)
         pairs.append((name, [mine[k].correct for k in keys], [base[k].correct for k in keys]))
     comparisons = compare_pairs(pairs, baseline, alpha, n_resamples, seed, confidence, exact_below)
-    return ComparisonRun(baseline, comparisons, alpha, seed, n_resamples, confidence, exact_below)
+    every = (a for indexed in by_setup.values() for a in indexed.values())
+    reached = compare_reached(every, baseline, names, alpha, exact_below)
+    return ComparisonRun(baseline, comparisons, alpha, seed, n_resamples, confidence, exact_below, reached)
 
 
 def compare_pairs(

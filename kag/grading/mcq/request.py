@@ -43,6 +43,9 @@ class GradeRequest:
     - ``judge``: the judge whose cached verdicts (``kag stats judge``) are read into each
       record (:mod:`kag.grading.verdicts`), counted by the ``judge`` measure; None: none
       is read and the report has no ``judge`` key.
+    - ``evidence_match`` and ``node_name``: how the retrieved graph is held against the gold
+      evidence (``exact``, ``fuzzy`` or ``embedding``, the triplet grader's matching) and which
+      node properties name a node read back from a result file's text, first present first.
 
     Raises ValueError for a name ``measures`` cannot hold, TypeError for a single string
     given as ``setups`` or ``dataset_globs`` (a sequence of globs is expected).
@@ -58,9 +61,11 @@ class GradeRequest:
     label: str | None = None
     measures: AbstractSet[str] = frozenset()
     judge: JudgeKey | None = None
+    evidence_match: str = "exact"
+    node_name: Sequence[str] = ("name",)
 
     def __post_init__(self) -> None:
-        for name in ("setups", "dataset_globs"):
+        for name in ("setups", "dataset_globs", "node_name"):
             globs = getattr(self, name)
             if isinstance(globs, str):
                 raise TypeError(f"{name}: expected a sequence of globs, got the string {globs!r}")
@@ -92,6 +97,10 @@ class GradeRequest:
     def asking(self, names: Iterable[str]) -> GradeRequest:
         """The same request, also asking for ``names``."""
         return replace(self, measures=frozenset(self.measures).union(names))
+
+    def matching_evidence(self, mode: str, node_name: Sequence[str]) -> GradeRequest:
+        """The same request, holding the retrieved graph against the gold evidence so."""
+        return replace(self, evidence_match=mode, node_name=tuple(node_name))
 
     def of_tree(self, label: str) -> GradeRequest:
         """The same request for the tree labelled ``label``."""

@@ -42,8 +42,9 @@ from kag.grading.measures import kept_parts, needs
 from kag.grading.measures.registry import ByQuestion, Files
 from kag.grading.open_grading import empty_gold_warning, grade_open_response, usable_open_gold
 from kag.grading.record import GradedFile, Outcome, open_outcome
+from kag.grading.retrieval_quality import QualityRecord, file_quality, similarity_for
 from kag.grading.verdicts import JudgeKey, VerdictCache, mcq_texts, open_texts, verdict_key_of
-from kag.results.codec import parse_grading_fields
+from kag.results.codec import GradingFields, parse_grading_fields
 from kag.results.io import read_result_bytes
 from kag.results.model import TMP_SUFFIX
 from kag.results.tree import (
@@ -86,6 +87,7 @@ class _QuestionTask:
     evidence: tuple[str, ...] = ()
     # (question text, reference) the judge is shown, when a judge's verdicts are read
     judge_texts: tuple[str, str] | None = None
+    evidence_triples: tuple[tuple[str, str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -127,6 +129,24 @@ class _ChunkResult:
         self.unreadable.append(Unreadable(path, reason))
 
 
+def _quality(
+    task: _QuestionTask, fields: GradingFields, correct: bool, request: GradeRequest
+) -> QualityRecord | None:
+    """The file's retrieval quality against the question's gold evidence, crossed with
+    ``correct`` (the strict grade, or an open question's exact match); None when it has no
+    retrieval."""
+    return file_quality(
+        task.evidence,
+        task.evidence_triples,
+        fields.retrieval_text,
+        fields.retrieval_graph,
+        correct,
+        similarity_for(request.evidence_match),
+        tuple(request.node_name),
+        fields.retrieval.relationships if fields.retrieval is not None else None,
+    )
+
+
 def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResult:
     """Grade the result files of a chunk of question folders (runs in a worker process)."""
     request = config.request
@@ -165,7 +185,7 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
             and any(e.name == EPOCHS_FOLDER and e.is_dir(follow_symlinks=False) for e in entries)
         ):
             firsts = {}
-        with_text = reads_text and bool(task.evidence)
+        with_text = reads_text and bool(task.evidence or task.evidence_triples)
         for entry in entries:
             name = entry.name
             if name == EPOCHS_FOLDER and entry.is_dir(follow_symlinks=False):
@@ -184,7 +204,9 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
                 out.ignore(entry, "question is free-form or not in the datasets file", info)
                 continue
             if task.kind is _Kind.OPEN:
-                _grade_open_file(entry.path, task, setup, out, open_records, verdicts)
+                _grade_open_file(
+                    entry.path, task, setup, out, open_records, verdicts, request if with_text else None
+                )
                 continue
             if task.kind is _Kind.NO_ANSWER:
                 out.skipped += 1
@@ -215,6 +237,10 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
             if verdicts is not None:
                 graded = verdicts.read(graded, task)
             key = (setup, task.dataset)
+            if with_text:
+                graded = replace(
+                    graded, retrieval_quality=_quality(task, fields, graded.outcome is Outcome.OK, request)
+                )
             out.tally(key).add(graded)
             if with_text:
                 record = evidence_record(task.evidence, fields.retrieval_text, graded.outcome is Outcome.OK)
@@ -258,15 +284,21 @@ def _grade_open_file(
     out: _ChunkResult,
     records: Files | None,
     verdicts: _Verdicts | None,
+    quality: GradeRequest | None = None,
 ) -> None:
     """Grade one result file of an open question into ``out`` (EM and F1, an error file 0),
-    with its record in ``records`` when the records are kept."""
+    with its record in ``records`` when the records are kept; with ``quality`` (the request,
+    when evidence is measured and the question lists some), its retrieval quality too,
+    crossed with the exact match."""
     try:
-        fields = parse_grading_fields(read_result_bytes(path), records is not None)
+        fields = parse_grading_fields(
+            read_result_bytes(path), records is not None, retrieval_text=quality is not None
+        )
     except Exception as exc:  # noqa: BLE001 - one bad file must never stop the walk
         out.add_unreadable(path, exc)
         return
     exact, f1 = grade_open_response(fields.response, task.answers)
+    record = _quality(task, fields, exact == 1, quality) if quality is not None else None
     graded = GradedFile(
         task.dataset,
         task.question,
@@ -283,6 +315,7 @@ def _grade_open_file(
         f1=f1,
         gold=" | ".join(task.answers),
         path=path,
+        retrieval_quality=record,
     )
     if verdicts is not None:
         graded = verdicts.read(graded, task)
@@ -487,7 +520,15 @@ def _iter_questions(
                 answers = question.open.answers
                 texts = open_texts(question.input, answers) if judged else None
                 yield _QuestionTask(
-                    q.path, d.name, q.name, _Kind.OPEN, None, answers=answers, judge_texts=texts
+                    q.path,
+                    d.name,
+                    q.name,
+                    _Kind.OPEN,
+                    None,
+                    answers=answers,
+                    evidence=question.evidence,
+                    evidence_triples=question.evidence_triples,
+                    judge_texts=texts,
                 )
             elif question is None or question.mcq is None:
                 yield _QuestionTask(q.path, d.name, q.name, _Kind.NOT_GRADED, None)
@@ -498,5 +539,12 @@ def _iter_questions(
                 key = AnswerKey.of(answer, options)
                 texts = mcq_texts(question.input, options, answer) if judged else None
                 yield _QuestionTask(
-                    q.path, d.name, q.name, _Kind.SCORABLE, key, evidence=question.evidence, judge_texts=texts
+                    q.path,
+                    d.name,
+                    q.name,
+                    _Kind.SCORABLE,
+                    key,
+                    evidence=question.evidence,
+                    evidence_triples=question.evidence_triples,
+                    judge_texts=texts,
                 )

@@ -37,6 +37,7 @@ BLOCK_KEYS: tuple[str, ...] = (
     "usage",
     "epochs",
     "evidence",
+    "retrieval_quality",
     "extracted",
     "open",
     "judge",

@@ -82,7 +82,7 @@ def test_the_json_keys_of_a_block_are_declared_by_the_measures() -> None:
     declared = [key for m in registered() for key in m.json_keys]
     assert len(declared) == len(set(declared))
     # The optional keys of a block are each its measure's own, named after it, and conditional.
-    optional = {"extracted", "open", "usage", "epochs", "evidence", "judge"}
+    optional = {"extracted", "open", "usage", "epochs", "evidence", "judge", "retrieval_quality"}
     assert all(measure(name).json_keys == (name,) for name in optional)
     assert all(k.when is not None for name in optional for k in measure(name).json)
     assert set(declared) - optional == set(metrics_to_json(Metrics(correct=1)))

@@ -1,0 +1,132 @@
+"""Retrieval quality (``retrieval_quality``): the retrieved graph against the questions'
+gold evidence (:mod:`kag.grading.retrieval_quality`), per block the means of the
+per-question figures over the questions that have that kind of gold and a retrieval.
+
+The walk sets each graded file's :class:`~kag.grading.retrieval_quality.QualityRecord` when
+evidence is measured (the datasets file lists some); the counters are sums and counts that
+merge by addition. A block has the JSON key when the report measured evidence; its value is
+None when no question of the block qualifies, and a figure None when no question has its
+kind of gold (or, for the seed figures, a file with seeds).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kag.grading.measures.declarations import Block, JsonKey
+from kag.grading.measures.registry import Counters, Measure, register
+from kag.grading.record import GradedFile
+from kag.grading.retrieval_quality import (
+    QualityRecord,
+    entity_recall,
+    is_reached,
+    seed_recall_at_k,
+    seed_reciprocal_rank,
+    triple_f1,
+    triple_precision,
+    triple_recall,
+)
+
+
+@dataclass(slots=True)
+class RetrievalQualityCounts(Counters):
+    """The retrieval-quality sums of a block (the float sums of per-question figures)."""
+
+    rq_questions: int = 0
+    rq_entity_questions: int = 0
+    rq_entity_recall: float = 0.0
+    rq_triple_questions: int = 0
+    rq_triple_recall: float = 0.0
+    rq_triple_precision: float = 0.0
+    rq_triple_f1: float = 0.0
+    rq_seed_questions: int = 0
+    rq_seed_recall: float = 0.0
+    rq_seed_rr: float = 0.0
+    rq_reached_right: int = 0
+    rq_reached_wrong: int = 0
+    rq_missed_right: int = 0
+    rq_missed_wrong: int = 0
+
+
+def add(counts: RetrievalQualityCounts, graded: GradedFile) -> None:
+    """Fold a file's quality record in, when it has one (an MCQ or an open question's file)."""
+    if graded.retrieval_quality is not None:
+        add_quality(counts, graded.retrieval_quality)
+
+
+def add_quality(counts: RetrievalQualityCounts, r: QualityRecord) -> None:
+    """Fold one quality record into ``counts`` (for an open question ``r.correct`` is the
+    exact match)."""
+    counts.rq_questions += 1
+    recall = entity_recall(r)
+    if recall is not None:
+        counts.rq_entity_questions += 1
+        counts.rq_entity_recall += recall
+    t_recall, t_precision, t_f1 = triple_recall(r), triple_precision(r), triple_f1(r)
+    if t_recall is not None and t_precision is not None and t_f1 is not None:
+        counts.rq_triple_questions += 1
+        counts.rq_triple_recall += t_recall
+        counts.rq_triple_precision += t_precision
+        counts.rq_triple_f1 += t_f1
+    s_recall, s_rr = seed_recall_at_k(r), seed_reciprocal_rank(r)
+    if s_recall is not None and s_rr is not None:
+        counts.rq_seed_questions += 1
+        counts.rq_seed_recall += s_recall
+        counts.rq_seed_rr += s_rr
+    if is_reached(r):
+        if r.correct:
+            counts.rq_reached_right += 1
+        else:
+            counts.rq_reached_wrong += 1
+    elif r.correct:
+        counts.rq_missed_right += 1
+    else:
+        counts.rq_missed_wrong += 1
+
+
+def _mean(total: float, count: int) -> float | None:
+    return total / count if count else None
+
+
+def quality_to_json(m: Any) -> dict[str, Any] | None:
+    """The ``retrieval_quality`` object of a block's counters; None when no question qualifies."""
+    if m.rq_questions == 0:
+        return None
+    return {
+        "questions": m.rq_questions,
+        "entity_recall": _mean(m.rq_entity_recall, m.rq_entity_questions),
+        "triple_recall": _mean(m.rq_triple_recall, m.rq_triple_questions),
+        "triple_precision": _mean(m.rq_triple_precision, m.rq_triple_questions),
+        "triple_f1": _mean(m.rq_triple_f1, m.rq_triple_questions),
+        "reached": m.rq_reached_right + m.rq_reached_wrong,
+        "seed_recall_at_k": _mean(m.rq_seed_recall, m.rq_seed_questions),
+        "seed_mrr": _mean(m.rq_seed_rr, m.rq_seed_questions),
+        "outcomes": {
+            "reached_right": m.rq_reached_right,
+            "reached_wrong": m.rq_reached_wrong,
+            "missed_right": m.rq_missed_right,
+            "missed_wrong": m.rq_missed_wrong,
+        },
+    }
+
+
+def _block_to_json(b: Block) -> dict[str, Any] | None:
+    return quality_to_json(b.metrics)
+
+
+def _measured(b: Block) -> bool:
+    # Evidence is measured (and so the records are made) exactly when the datasets file has some.
+    return b.report is not None and b.report.evidence is not None
+
+
+MEASURE = register(
+    Measure(
+        "retrieval_quality",
+        RetrievalQualityCounts,
+        add,
+        add_open=add,
+        needs=frozenset({"retrieval_text"}),
+        json=(JsonKey("retrieval_quality", _block_to_json, when=_measured),),
+    )
+)

@@ -1,0 +1,95 @@
+"""The retrieved graph read back from a result file's rendered ``FormalTriplet`` text.
+
+Files written by the Rust tool keep only the text of the retrieved subgraph
+(``ok.stats.retrieval.result``). Its ``FormalTriplet`` lines are read back into a
+:class:`~kag.results.model.RetrievedGraph`:
+
+- a relationship line ``(start)-[:TYPE]->(end)``, or ``(start)-[:TYPE { key: value }]->(end)``
+  with the relationship's properties (dropped), gives a relationship and its two nodes;
+- a property line ``(id)-[key]->(value)`` (the value as JSON) gives a property of node
+  ``id``; a node's name is the first of ``name_keys`` it has (a JSON string's text, any
+  other value as written).
+
+What cannot be read back: the seeds (the text holds none: ``seeds`` is None), the nodes'
+labels, the properties of relationships, and nodes that no line mentions. Any other line
+is passed over, so ``TextualTriplet`` text (sentences from templates) gives an empty graph:
+for it only the entity names can be sought in the text, as the ``evidence`` block does.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+
+from kag.results.model import RetrievedGraph, RetrievedNode, RetrievedRelationship
+
+# Whole-text scans (one C loop each) rather than a Python loop over the lines: a KAG file's
+# text has hundreds to thousands of lines, and `kag stats` reads every one.
+_RELATIONSHIP = re.compile(r"\n\(([^)\n]*)\)-\[:([^\]\s{]+)(?: \{[^\n]*\})?\]->\(([^)\n]*)\)(?=\n)")
+
+#: The node property that names a node unless ``--node-name`` chooses others.
+DEFAULT_NAME_KEYS = ("name",)
+
+Triple = tuple[str, str, str]
+
+
+@functools.cache
+def _property_lines(name_keys: tuple[str, ...]) -> re.Pattern[str]:
+    keys = "|".join(re.escape(k) for k in name_keys)
+    return re.compile(rf"\n\(([^)\n]*)\)-\[({keys})\]->\(([^\n]*)\)(?=\n)")
+
+
+def _value_text(raw: str) -> str:
+    """A property value's text: a JSON string's content; anything else as written."""
+    if raw.startswith('"') and raw.endswith('"') and len(raw) >= 2:
+        if "\\" not in raw:
+            return raw[1:-1]
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            return raw
+        if isinstance(value, str):
+            return value
+    return raw
+
+
+def formal_parts(
+    text: str, name_keys: tuple[str, ...] = DEFAULT_NAME_KEYS
+) -> tuple[dict[str, str | None], list[Triple]]:
+    """The nodes (id -> name, None without one) and relationships (start, type, end) of
+    ``FormalTriplet`` ``text``: nodes in the order the relationship lines first mention
+    them, then the nodes only a name line mentions; relationships in line order."""
+    framed = f"\n{text}\n"
+    relationships: list[Triple] = _RELATIONSHIP.findall(framed)
+    nodes: dict[str, str | None] = {}
+    for start, _, end in relationships:
+        nodes[start] = None
+        nodes[end] = None
+    nodes.update(formal_names(text, name_keys))
+    return nodes, relationships
+
+
+def formal_names(text: str, name_keys: tuple[str, ...] = DEFAULT_NAME_KEYS) -> dict[str, str]:
+    """The names of the nodes of ``FormalTriplet`` ``text`` that have one (id -> name, the
+    first of ``name_keys`` present), without reading the relationship lines."""
+    rank = {key: i for i, key in enumerate(name_keys)}
+    best: dict[str, int] = {}
+    names: dict[str, str] = {}
+    for node, key, raw in _property_lines(tuple(name_keys)).findall(f"\n{text}\n"):
+        at = rank[key]
+        if node not in best or at < best[node]:
+            best[node] = at
+            names[node] = _value_text(raw)
+    return names
+
+
+def graph_from_formal_text(text: str, name_keys: tuple[str, ...] = DEFAULT_NAME_KEYS) -> RetrievedGraph:
+    """The graph of ``FormalTriplet`` ``text`` (see the module docstring and
+    :func:`formal_parts`), without seeds (None)."""
+    nodes, relationships = formal_parts(text, name_keys)
+    return RetrievedGraph(
+        None,
+        tuple(RetrievedNode(node, (), name) for node, name in nodes.items()),
+        tuple(RetrievedRelationship(*r) for r in relationships),
+    )
