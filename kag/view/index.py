@@ -1,7 +1,7 @@
 """The SQLite index of a result tree: one row per file at the result level of every
 question folder (epoch 1's files and the later epochs' ``epochs/<n>/`` files).
 
-Only the small fields are kept (the grade, the extracted answer's head, tokens, times,
+Only the small fields are kept (the grades, the response's head, the extracted key, tokens, times,
 retrieval sizes, size and mtime); responses, prompts and retrieval texts are read from the
 file when a question is opened. A rescan reads again only the files whose (size, mtime)
 changed: each question folder's listing and stamps are compared at once with the

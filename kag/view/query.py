@@ -248,8 +248,13 @@ class View:
                     "options": options,
                     "cells": {
                         s: (
-                            {"outcome": c.outcome, "answer": c.answer, "extracted": c.extracted}
-                            | {"option": option_key(c.answer, options)}
+                            {
+                                "outcome": c.outcome,
+                                "response": c.response,
+                                "extracted": c.extracted,
+                                "extracted_outcome": c.extracted_outcome,
+                                "option": option_key(c.response, options),
+                            }
                             if (c := cells.get(s)) is not None
                             else None
                         )
@@ -382,6 +387,7 @@ class View:
                 "setup": name,
                 "outcome": c.outcome,
                 "extracted": c.extracted,
+                "extracted_outcome": c.extracted_outcome,
                 "path": path,
                 "epochs": list(snap.epochs[(dataset, question, name)])
                 if (dataset, question, name) in snap.epochs
@@ -464,7 +470,7 @@ _DETAIL = (
 def _norm(c: Cell) -> str:
     if c.outcome == "err":
         return "\0err"
-    return rust_trim(c.answer or "").casefold()
+    return rust_trim(c.response or "").casefold()
 
 
 def _answers(records: Sequence[GradedFile], datasets: Datasets) -> list[GradedFile]:

@@ -40,11 +40,15 @@ _OUTCOME = {o.value: o for o in Outcome}  # a lookup costs a tenth of Outcome(va
 
 
 class Cell(NamedTuple):
-    """One setup's file of one question, as the grid shows it (a tuple: one per file)."""
+    """One setup's file of one question, as the grid shows it (a tuple: one per file), in the
+    words of the export's rows: ``outcome`` the strict grade, ``response`` the head of the
+    reply, ``extracted`` the key ``--extract`` read (None when it read none, or without
+    ``--extract``) and ``extracted_outcome`` its grade."""
 
     outcome: str
-    answer: str | None
+    response: str | None
     extracted: str | None
+    extracted_outcome: str | None
     vertices: int | None
     rel: str
     tree: str
@@ -132,6 +136,8 @@ class Builder:
                 self.unreadable.extend(bad for _ in labels.get(tree, ("",)))
                 continue
             outcome = row[9]
+            # The extracted key lives in the detail, read only when there is one to read.
+            key = unpack_detail(row[16]).extracted_key if self.with_extract and kind == GRADED else None
             for name in self.names(tree, setup):
                 if counting:
                     tally = tallies.get((name, dataset))
@@ -153,7 +159,7 @@ class Builder:
                     found = EvidenceRecord(tuple(c == "1" for c in row[15]), outcome == Outcome.OK.value)
                     self.evidence.setdefault((name, dataset), {})[question] = found
                 grid.setdefault((dataset, question), {})[name] = Cell(
-                    outcome, row[11], row[10], row[14], rel, tree
+                    outcome, row[11], key, row[10], row[14], rel, tree
                 )
 
     def run(self) -> GradeRun:

@@ -192,7 +192,13 @@ def test_cells_show_the_option_text_and_the_legend_says_what_marks_mean(tmp_path
         api = json.loads(_get(url + "api/questions")[1])
     row = next(r for r in api["rows"] if r["question"] == "q1")
     assert row["options"] == {"A": "yes", "B": "no", "C": "maybe"}
-    assert row["cells"]["kag"] == {"outcome": "wrong", "answer": "B", "extracted": "wrong", "option": "B"}
+    assert row["cells"]["kag"] == {
+        "outcome": "wrong",
+        "response": "B",
+        "extracted": "B",
+        "extracted_outcome": "wrong",
+        "option": "B",
+    }
     q1 = page[page.index("med/q1</a>") : page.index("</tr>", page.index("med/q1</a>"))]
     assert '<td class="gold">A <span class="opt" title="A: yes">yes</span></td>' in q1
     assert 'B <span class="opt" title="B: no">no</span>' in q1
