@@ -22,6 +22,8 @@ EXAMPLES = """Examples:
   kag view -d datasets.json -r base=run1 -r kag=run2 --port 8765 --no-open
   kag view -d datasets.json -r results --export snapshot --flip kag,native
   kag view -d datasets.json -r results --judge-provider openai --judge-model gpt-4o-mini
+  kag view -d datasets.json -r results --judge-provider openai --judge-model gpt-4o-mini \\
+    --judge-model gpt-4.1-mini --labels labels.csv
 """
 
 
@@ -96,24 +98,45 @@ def view(
         ),
     ] = None,
     judge_provider: Annotated[
-        str | None,
+        list[str] | None,
         typer.Option(
             "--judge-provider",
             metavar="NAME",
-            help="Show the cached verdicts of `kag stats judge -p NAME` (with --judge-model).",
+            help="Show the cached verdicts of `kag stats judge -p NAME` (with --judge-model; repeatable).",
             show_default=False,
         ),
     ] = None,
     judge_model: Annotated[
-        str | None,
-        typer.Option("--judge-model", metavar="MODEL", help="The judging model.", show_default=False),
+        list[str] | None,
+        typer.Option(
+            "--judge-model", metavar="MODEL", help="The judging model (repeatable).", show_default=False
+        ),
     ] = None,
+    judge_repeats: Annotated[
+        int,
+        typer.Option("--judge-repeats", min=1, metavar="N", help="As `kag stats judge --repeats N`."),
+    ] = 1,
+    judge_temperature: Annotated[
+        float,
+        typer.Option(
+            "--judge-temperature", min=0.0, metavar="T", help="As `kag stats judge --temperature T`."
+        ),
+    ] = 0.0,
     judge_prompt: Annotated[
         Path | None,
         typer.Option(
             "--judge-prompt",
             metavar="FILE",
             help="The judge's prompt file, as given to `kag stats judge --prompt`.",
+            show_default=False,
+        ),
+    ] = None,
+    labels: Annotated[
+        Path | None,
+        typer.Option(
+            "--labels",
+            metavar="FILE",
+            help="Human labels (CSV or JSON Lines, as `kag stats judge --labels`) shown by the verdicts.",
             show_default=False,
         ),
     ] = None,
@@ -156,15 +179,35 @@ def view(
         )
     idx = Index(place, loaded, trees, prefix or "", extract, on_wait=info)
     verdicts = None
-    if judge_provider is not None or judge_model is not None or judge_prompt is not None:
-        if judge_provider is None or judge_model is None:
+    if judge_provider or judge_model or judge_prompt is not None:
+        if not judge_provider or not judge_model:
             raise UsageError("--judge-provider and --judge-model name the judge together")
+        if len(judge_provider) > 1 and len(judge_model) > 1 and len(judge_provider) != len(judge_model):
+            raise UsageError(
+                f"{len(judge_provider)} --judge-provider and {len(judge_model)} --judge-model: give one "
+                "--judge-provider for every --judge-model, or a single one of either"
+            )
+        from kag.grading.judge_stats import pair_judges
         from kag.view.verdicts import VerdictReader
 
-        verdicts = VerdictReader(judge_provider, judge_model, config, judge_prompt)
+        first, *others = pair_judges(judge_provider, judge_model)
+        verdicts = VerdictReader(
+            first.provider,
+            first.model,
+            config,
+            judge_prompt,
+            others=others,
+            repeats=judge_repeats,
+            temperature=judge_temperature,
+        )
+    human = None
+    if labels is not None:
+        from kag.grading.judge_labels import read_labels
+
+        human = read_labels(labels)
     from kag.pricing import load_prices
 
-    data = View(idx, verdicts, load_prices(prices) if prices is not None else None, scan=True)
+    data = View(idx, verdicts, load_prices(prices) if prices is not None else None, scan=True, labels=human)
     stats = data.stats
     assert stats is not None
     for message in stats.warnings:

@@ -36,6 +36,7 @@ from kag.view.search import SEARCH_SECONDS, Found, compile_search, read_below, s
 from kag.view.snapshot import SELECT_ROWS, Builder, Cell, Snapshot, graded_record, setup_name
 
 if TYPE_CHECKING:  # the judge's modules load the model clients: only a named judge needs them
+    from kag.grading.judge_labels import Label
     from kag.pricing import Prices
     from kag.view.verdicts import VerdictReader
 
@@ -77,6 +78,7 @@ class View:
         prices: Prices | None = None,
         *,
         scan: bool = False,
+        labels: Sequence[Label] | None = None,
     ) -> None:
         """The view of ``index``; with ``scan``, the index is brought up to date first
         (:attr:`stats`), and when that read every file the snapshot is made from the rows
@@ -84,6 +86,12 @@ class View:
         self.index = index
         self.verdicts = verdicts
         self.prices = prices
+        #: The human labels of answers (``--labels``): (dataset, question, setup) -> annotator -> correct.
+        self.labels: dict[tuple[str, str, str], dict[str, bool]] | None = None
+        if labels is not None:
+            self.labels = {}
+            for label in labels:
+                self.labels.setdefault(label.answer, {})[label.annotator] = label.correct
         self.datasets = index.datasets
         #: How long a search of the grid's responses may run (seconds).
         self.search_seconds = SEARCH_SECONDS
@@ -393,6 +401,7 @@ class View:
                 if (dataset, question, name) in snap.epochs
                 else None,
                 **dict.fromkeys(_DETAIL),  # a row another process removed since: no figures
+                **self._label(dataset, question, name),
             }
             if r is not None and r[3] is not None:
                 d = unpack_detail(r[3])
@@ -417,12 +426,18 @@ class View:
                     error=f"cannot read the file now: {reason}",
                     retrieval=None,
                     prompt=None,
-                    judge=None,
+                    **self._verdicts(c.tree, q, None),
                 )
                 out.append(entry)
                 continue
             if isinstance(result, ErrorResult):
-                entry.update(response=None, error=result.error, retrieval=None, prompt=None, judge=None)
+                entry.update(
+                    response=None,
+                    error=result.error,
+                    retrieval=None,
+                    prompt=None,
+                    **self._verdicts(c.tree, q, None),
+                )
             else:
                 retrieval = result.stats.retrieval
                 entry.update(
@@ -430,7 +445,7 @@ class View:
                     error=None,
                     prompt=result.stats.prompt,
                     retrieval=retrieval.result if retrieval is not None else None,
-                    judge=self._verdict(c.tree, q, result.result),
+                    **self._verdicts(c.tree, q, result.result),
                 )
             out.append(entry)
         return {
@@ -443,14 +458,47 @@ class View:
             "setups": out,
         }
 
-    def _verdict(self, tree: str, q: Question | None, response: str) -> dict[str, str] | None:
-        """The judge's cached verdict of ``response``, when a judge is named and has one."""
-        if self.verdicts is None or q is None:
-            return None
-        found = self.verdicts.read(tree, q, response)
-        if found is None:
-            return None
-        return {"judge": found.judge, "verdict": found.verdict, "reason": found.reason}
+    def _label(self, dataset: str, question: str, setup: str) -> dict[str, Any]:
+        """The human labels of an answer: ``label`` (the annotators' majority, ``correct``,
+        ``incorrect`` or ``tie``; None without a label) and ``annotators`` (each one's)."""
+        given = self.labels.get((dataset, question, setup), {}) if self.labels is not None else {}
+        if not given:
+            return {"label": None, "annotators": []}
+        from kag.grading.judge_stats import majority_label  # loads the judge: only with labels
+
+        words = {True: "correct", False: "incorrect", None: "tie"}
+        return {
+            "label": words[majority_label(given.values())],
+            "annotators": [{"annotator": who, "label": words[value]} for who, value in given.items()],
+        }
+
+    def _verdicts(self, tree: str, q: Question | None, response: str | None) -> dict[str, Any]:
+        """The judges' cached verdicts of ``response``: ``judge`` (the first judge's, or None),
+        ``judges`` (every named judge's, a missing one with verdict None) and ``majority``
+        (with several judges; None when none has a verdict)."""
+        if self.verdicts is None:
+            return {"judge": None, "judges": [], "majority": None}
+        if q is None or response is None:  # an error file is not judged
+            return {"judge": None, "judges": [], "majority": None}
+        every = self.verdicts.read_all(tree, q, response)
+        judges: list[dict[str, Any]] = []
+        for name, found, repeats in every.found:
+            entry: dict[str, Any] = {
+                "judge": name,
+                "verdict": found.verdict if found is not None else None,
+                "reason": found.reason if found is not None else None,
+            }
+            if self.verdicts.repeats > 1:
+                entry["repeats"] = list(repeats)
+            judges.append(entry)
+        first = every.found[0][1]
+        return {
+            "judge": {"judge": first.judge, "verdict": first.verdict, "reason": first.reason}
+            if first
+            else None,
+            "judges": judges,
+            "majority": every.majority if len(judges) > 1 else None,
+        }
 
 
 _DETAIL = (

@@ -153,3 +153,166 @@ def test_the_command_names_the_judge_with_both_options(tmp_path: Path) -> None:
     assert done.exit_code == 0, done.output
     data = orjson.loads((out / "data.json").read_bytes())
     assert data["details"]["med/q2"]["setups"][0]["judge"]["verdict"] == "CORRECT"
+
+
+def _plant(
+    datasets: Path, tree: Path, config: Path, model: str, repeat: int = 0, temperature: float = 0.0
+) -> None:
+    """Cache the verdicts of judge oa/``model`` with `kag stats judge`'s own keys: INCORRECT for
+    every answer but q3's, none for q4's, a hostile reason for q0's."""
+    from kag.datasets import load_datasets
+    from kag.generation.config import load_config
+    from kag.grading.judge import Judge, Verdict, VerdictCache, collect_items, judge_endpoint, verdict_key
+    from kag.grading.judge_prompt import load_judge_prompt
+
+    judge = Judge(JUDGE[0], model)
+    endpoint, prompt = judge_endpoint(load_config(config), judge), load_judge_prompt(None).sha256
+    for item in collect_items(load_datasets(datasets), tree, with_mcq=True).items:
+        if item.question == "q4":
+            continue
+        verdict = Verdict.CORRECT if item.question == "q3" else Verdict.INCORRECT
+        reply = HOSTILE if item.question == "q0" else f"{verdict.value} by {model}"
+        key = verdict_key(judge, prompt, item, endpoint, repeat, temperature)
+        VerdictCache(tree, judge).write(key, verdict, reply)
+
+
+def test_several_judges_their_majority_and_a_missing_verdict(tmp_path: Path) -> None:
+    datasets, tree = make_tree(tmp_path)
+    config = write_verdicts(datasets, tree)
+    _plant(datasets, tree, config, "second")
+    _plant(datasets, tree, config, "third")
+    from kag.grading.judge import Judge
+
+    view = open_view(datasets, tree, tmp_path / "index.sqlite")
+    view.verdicts = VerdictReader(*JUDGE, config, None, others=[Judge("oa", "second"), Judge("oa", "third")])
+    detail = view.question("med", "q2")
+    assert detail is not None
+    kag = next(s for s in detail["setups"] if s["setup"] == "kag")  # kag said A: right
+    assert kag["judge"] == {"judge": "oa/judge-model", "verdict": "CORRECT", "reason": "CORRECT: kag said A"}
+    assert kag["judges"] == [
+        {"judge": "oa/judge-model", "verdict": "CORRECT", "reason": "CORRECT: kag said A"},
+        {"judge": "oa/second", "verdict": "INCORRECT", "reason": "INCORRECT by second"},
+        {"judge": "oa/third", "verdict": "INCORRECT", "reason": "INCORRECT by third"},
+    ]
+    assert kag["majority"] == "INCORRECT"
+    q4 = view.question("med", "q4")
+    assert q4 is not None
+    native = next(s for s in q4["setups"] if s["setup"] == "native")
+    assert [j["verdict"] for j in native["judges"]] == ["INCORRECT", None, None]  # native said C
+    assert native["majority"] == "INCORRECT"
+    app_ = ViewApp(view, "t")
+    page = app_(["q", "med", "q4"], {}).body.decode()
+    assert 'class="badge verdict none">none<' in page and "Judges' majority" in page
+    hostile = app_(["q", "med", "q0"], {}).body.decode()
+    assert "<script>window.pwned" not in hostile and "<img src=x" not in hostile
+    assert "&lt;script&gt;window.pwned=1&lt;/script&gt;" in hostile and "INCORRECT by" not in hostile
+    api = orjson.loads(app_(["api", "question", "med", "q2"], {}).body)
+    assert {s["setup"]: s["majority"] for s in api["setups"]} == {"kag": "INCORRECT", "native": "INCORRECT"}
+
+
+def test_repeats_and_temperature_are_read_under_their_own_keys(tmp_path: Path) -> None:
+    datasets, tree = make_tree(tmp_path)
+    config = write_verdicts(datasets, tree)
+    _plant(datasets, tree, config, JUDGE[1], repeat=1, temperature=0.5)  # INCORRECT but q3
+    _plant(datasets, tree, config, JUDGE[1], repeat=2, temperature=0.5)
+    view = open_view(datasets, tree, tmp_path / "index.sqlite")
+    view.verdicts = VerdictReader(*JUDGE, config, None, repeats=3, temperature=0.5)
+    kag = next(s for s in view.question("med", "q0")["setups"] if s["setup"] == "kag")  # type: ignore[index]
+    # repeat 0 at temperature 0.5 was never asked: two repeats of three, both INCORRECT
+    assert kag["judges"] == [
+        {
+            "judge": "oa/judge-model",
+            "verdict": "INCORRECT",
+            "reason": HOSTILE,
+            "repeats": [None, "INCORRECT", "INCORRECT"],
+        }
+    ]
+    view.verdicts = VerdictReader(*JUDGE, config, None, repeats=2)
+    kag = next(s for s in view.question("med", "q2")["setups"] if s["setup"] == "kag")  # type: ignore[index]
+    assert kag["judges"][0]["repeats"] == ["CORRECT", None]  # temperature 0: another key
+
+
+def _labels(tmp_path: Path) -> Path:
+    path = tmp_path / "labels.csv"
+    path.write_text(
+        "dataset,question,setup,label,annotator\n"
+        "med,q2,kag,correct,ann\n"
+        "med,q2,kag,incorrect,bob\n"
+        "med,q2,native,incorrect,ann\n"
+        "med,q2,native,incorrect,bob\n"
+        "med,q0,kag,correct,<b>eve</b>\n"
+    )
+    return path
+
+
+def test_the_human_labels_beside_the_verdicts(tmp_path: Path) -> None:
+    from kag.datasets import load_datasets
+    from kag.grading.judge_labels import read_labels
+    from kag.view.index import Index, Tree
+    from kag.view.query import View
+
+    datasets, tree = make_tree(tmp_path)
+    config = write_verdicts(datasets, tree)
+    idx = Index(tmp_path / "i.sqlite", load_datasets(datasets), [Tree("", str(tree.resolve()))], "", None)
+    view = View(idx, VerdictReader(*JUDGE, config, None), scan=True, labels=read_labels(_labels(tmp_path)))
+    setups = {s["setup"]: s for s in view.question("med", "q2")["setups"]}  # type: ignore[index]
+    assert setups["kag"]["label"] == "tie"
+    assert setups["kag"]["annotators"] == [
+        {"annotator": "ann", "label": "correct"},
+        {"annotator": "bob", "label": "incorrect"},
+    ]
+    assert setups["native"]["label"] == "incorrect"
+    q5 = view.question("med", "q5")
+    assert q5 is not None and {s["label"] for s in q5["setups"]} == {None}
+    page = ViewApp(view, "t")(["q", "med", "q0"], {}).body.decode()
+    assert 'class="badge label correct">correct<' in page
+    assert "&lt;b&gt;eve&lt;/b&gt;: correct" in page and "<b>eve" not in page
+    api = orjson.loads(ViewApp(view, "t")(["api", "question", "med", "q2"], {}).body)
+    assert {s["setup"]: s["label"] for s in api["setups"]} == {"kag": "tie", "native": "incorrect"}
+
+
+def test_the_command_takes_several_judges_and_labels(tmp_path: Path) -> None:
+    datasets, tree = make_tree(tmp_path)
+    config = write_verdicts(datasets, tree)
+    _plant(datasets, tree, config, "second")
+    base = [
+        "view",
+        "-d",
+        str(datasets),
+        "-r",
+        str(tree),
+        "--index",
+        str(tmp_path / "i.sqlite"),
+        "-c",
+        str(config),
+    ]
+    judges = ["--judge-provider", JUDGE[0], "--judge-model", JUDGE[1], "--judge-model", "second"]
+    out = tmp_path / "site"
+    done = runner.invoke(app, [*base, *judges, "--labels", str(_labels(tmp_path)), "--export", str(out)])
+    assert done.exit_code == 0, done.output
+    q2 = {
+        s["setup"]: s for s in orjson.loads((out / "data.json").read_bytes())["details"]["med/q2"]["setups"]
+    }
+    assert [j["judge"] for j in q2["kag"]["judges"]] == ["oa/judge-model", "oa/second"]
+    assert q2["kag"]["majority"] == "UNUSABLE" and q2["native"]["label"] == "incorrect"
+    bad = tmp_path / "bad.csv"
+    bad.write_text("dataset,question,setup,label\nmed,q2,kag,maybe\n")
+    failed = runner.invoke(app, [*base, "--labels", str(bad), "--export", str(tmp_path / "e")])
+    assert failed.exit_code == 2 and f"{bad}:2: key 'label'" in failed.output
+    assert "Traceback" not in failed.output
+    mismatched = runner.invoke(
+        app,
+        [
+            *base,
+            "--judge-provider",
+            "oa",
+            "--judge-provider",
+            "ob",
+            *judges[2:],
+            "--judge-model",
+            "x",
+            "--export",
+            str(tmp_path / "e"),
+        ],
+    )
+    assert mismatched.exit_code == 2 and "2 --judge-provider and 3 --judge-model" in mismatched.output
