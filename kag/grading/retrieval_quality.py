@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -30,6 +31,9 @@ from kag.grading.triplets.normalize import normalize_relation, normalize_title
 from kag.grading.triplets.similarity import Similarity, make_similarity
 from kag.results.graph_text import DEFAULT_NAME_KEYS, formal_names, formal_parts
 from kag.results.model import RetrievedGraph
+
+if TYPE_CHECKING:
+    from kag.results.codec import GradingFields
 
 Triple = tuple[str, str, str]
 
@@ -287,6 +291,29 @@ def file_quality(
 
 
 _SIMILARITIES: dict[str, Similarity] = {}
+
+
+def fields_quality(
+    entities: Sequence[str],
+    triples: Sequence[Triple],
+    fields: GradingFields,
+    correct: bool,
+    similarity: Similarity,
+    name_keys: tuple[str, ...] = DEFAULT_NAME_KEYS,
+) -> QualityRecord | None:
+    """:func:`file_quality` of a result file's grading fields: its retrieval text, its
+    recorded graph and its count of rendered relationships."""
+    r = fields.retrieval
+    return file_quality(
+        entities,
+        triples,
+        fields.retrieval_text,
+        fields.retrieval_graph,
+        correct,
+        similarity,
+        name_keys,
+        r.relationships if r is not None else None,
+    )
 
 
 def similarity_for(mode: str) -> Similarity:

@@ -27,7 +27,7 @@ from kag.grading.mcq.rule import (
     grade_fields,
 )
 from kag.grading.open_grading import grade_open_response
-from kag.grading.retrieval_quality import QualityRecord, file_quality, similarity_for
+from kag.grading.retrieval_quality import QualityRecord, fields_quality, similarity_for
 from kag.results.codec import GradingFields
 from kag.results.io import read_result_stamped
 from kag.textsafe import is_utf8
@@ -329,18 +329,7 @@ def _quality(q: Question, fields: GradingFields, correct: bool) -> QualityRecord
     """The file's retrieval quality against the question's gold evidence, as `kag stats`
     measures it by default (exact matching, nodes named by ``name``); None without gold
     evidence or a retrieval."""
-    if not (q.evidence or q.evidence_triples):
-        return None
-    r = fields.retrieval
-    return file_quality(
-        q.evidence,
-        q.evidence_triples,
-        fields.retrieval_text,
-        fields.retrieval_graph,
-        correct,
-        similarity_for("exact"),
-        relationships=r.relationships if r is not None else None,
-    )
+    return fields_quality(q.evidence, q.evidence_triples, fields, correct, similarity_for("exact"))
 
 
 def _known_stamp(stamp: Stamp, path: str) -> Stamp:

@@ -10,7 +10,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from kag.grading.compare.setups import ComparisonRun
 from kag.grading.epochs import EpochOutcome
 from kag.grading.evidence import EvidenceRecord
 from kag.grading.mcq.metrics import GradeRun, Tally, Unreadable
@@ -68,10 +67,9 @@ class Snapshot:
     #: The grid's question lists by choice of filters (View.questions), kept until the next scan.
     selected: dict[tuple[Any, ...], list[tuple[str, str]]] = field(default_factory=dict)
     #: What a page computes from the snapshot once, kept with it: the per-file records of
-    #: the graded files, the comparisons by baseline, the searches by (pattern, setups), the
-    #: rows of the trees' run records (the records themselves are not kept: up to 16 MiB each).
+    #: the graded files, the searches by (pattern, setups), the rows of the trees' run
+    #: records (the records themselves are not kept: up to 16 MiB each).
     records: tuple[GradedFile, ...] | None = None
-    compared: dict[str, ComparisonRun | None] = field(default_factory=dict)
     searches: dict[tuple[str, tuple[str, ...]], Found] = field(default_factory=dict)
     runs: list[dict[str, Any]] | None = None
 

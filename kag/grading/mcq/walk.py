@@ -42,7 +42,7 @@ from kag.grading.measures import kept_parts, needs
 from kag.grading.measures.registry import ByQuestion, Files
 from kag.grading.open_grading import empty_gold_warning, grade_open_response, usable_open_gold
 from kag.grading.record import GradedFile, Outcome, open_outcome
-from kag.grading.retrieval_quality import QualityRecord, file_quality, similarity_for
+from kag.grading.retrieval_quality import QualityRecord, fields_quality, similarity_for
 from kag.grading.verdicts import JudgeKey, VerdictCache, mcq_texts, open_texts, verdict_key_of
 from kag.results.codec import GradingFields, parse_grading_fields
 from kag.results.io import read_result_bytes
@@ -135,15 +135,9 @@ def _quality(
     """The file's retrieval quality against the question's gold evidence, crossed with
     ``correct`` (the strict grade, or an open question's exact match); None when it has no
     retrieval."""
-    return file_quality(
-        task.evidence,
-        task.evidence_triples,
-        fields.retrieval_text,
-        fields.retrieval_graph,
-        correct,
-        similarity_for(request.evidence_match),
-        tuple(request.node_name),
-        fields.retrieval.relationships if fields.retrieval is not None else None,
+    similarity = similarity_for(request.evidence_match)
+    return fields_quality(
+        task.evidence, task.evidence_triples, fields, correct, similarity, tuple(request.node_name)
     )
 
 
