@@ -380,53 +380,48 @@ def ask_judge(
     redacted reply, off the event loop (it writes the verdict cache, which ends in an
     fsync); ``failed(index, message)`` the redacted error of a request that failed after its
     retries. The reporter gets one event per request and one per retry."""
-    if asks:
-        asyncio.run(_ask_all(config, judge, options, reporter, asks, answered, failed))
-
-
-async def _ask_all(
-    config: Config,
-    judge: Judge,
-    options: JudgeOptions,
-    reporter: Reporter,
-    asks: Mapping[int, JudgeAsk],
-    answered: Callable[[int, str], None],
-    failed: Callable[[int, str], None],
-) -> None:
+    if not asks:
+        return
     redact = Redactor.of(config.secrets)
     parallel = max(1, options.parallel)
-    provider = open_provider(config.providers[judge.provider], options.timeout, parallel, redact)
-    pending = iter(asks.items())
 
-    async def ask(index: int, asked: JudgeAsk) -> None:
-        began = time.perf_counter()
-        request = ChatRequest(judge.model, asked.prompt, options.temperature)
+    async def ask_all() -> None:
+        provider = open_provider(config.providers[judge.provider], options.timeout, parallel, redact)
+        pending = iter(asks.items())
 
-        def on_retry(attempt: int, delay: float, error: ProviderError) -> None:
-            reporter.retrying(RetryNotice(asked.label, attempt, delay, redact(str(error))))
+        async def ask(index: int, asked: JudgeAsk) -> None:
+            began = time.perf_counter()
+            request = ChatRequest(judge.model, asked.prompt, options.temperature)
+
+            def on_retry(attempt: int, delay: float, error: ProviderError) -> None:
+                reporter.retrying(RetryNotice(asked.label, attempt, delay, redact(str(error))))
+
+            try:
+                response, attempts = await call_with_retries(
+                    lambda: provider.chat(request), options.retry, on_retry
+                )
+            except ProviderError as exc:
+                message = redact(str(exc))
+                failed(index, message)
+                seconds = time.perf_counter() - began
+                reporter.task_done(
+                    TaskOutcome(asked.label, asked.path, False, exc.attempts, seconds, message)
+                )
+                return
+            await asyncio.to_thread(answered, index, redact(response.text))
+            seconds = time.perf_counter() - began
+            reporter.task_done(TaskOutcome(asked.label, asked.path, True, attempts, seconds))
+
+        async def worker() -> None:
+            for index, asked in pending:
+                await ask(index, asked)
 
         try:
-            response, attempts = await call_with_retries(
-                lambda: provider.chat(request), options.retry, on_retry
-            )
-        except ProviderError as exc:
-            message = redact(str(exc))
-            failed(index, message)
-            seconds = time.perf_counter() - began
-            reporter.task_done(TaskOutcome(asked.label, asked.path, False, exc.attempts, seconds, message))
-            return
-        await asyncio.to_thread(answered, index, redact(response.text))
-        seconds = time.perf_counter() - began
-        reporter.task_done(TaskOutcome(asked.label, asked.path, True, attempts, seconds))
+            await asyncio.gather(*(worker() for _ in range(min(parallel, len(asks)))))
+        finally:
+            await provider.aclose()
 
-    async def worker() -> None:
-        for index, asked in pending:
-            await ask(index, asked)
-
-    try:
-        await asyncio.gather(*(worker() for _ in range(min(parallel, len(asks)))))
-    finally:
-        await provider.aclose()
+    asyncio.run(ask_all())
 
 
 # ---------------------------------------------------------------- aggregation
