@@ -35,7 +35,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from benchmarks.bench_ladybug import DIMENSION, ProjectionEmbedder, generate
-from kag.retrieval.importer import import_graph, import_graph_neo4j
+from kag.retrieval.importer import import_graph
 from kag.retrieval.ladybug_backend import LadybugGraph, LadybugSettings
 from kag.retrieval.neo4j_backend import Neo4jGraph, Neo4jSettings
 from kag.retrieval.translate import FormalTriplet
@@ -150,7 +150,7 @@ def run_server(
 ) -> None:
     settings = Neo4jSettings("bench", uri=server.uri, user=server.user, password=server.password)
     began = time.perf_counter()
-    report = import_graph_neo4j(settings, [str(node_file)], [str(rel_file)], embedder, replace=True)
+    report = import_graph(settings, [str(node_file)], [str(rel_file)], embedder, replace=True)
     total = time.perf_counter() - began
     print(
         f"import Neo4j {server.version}: write {report.write_seconds:.1f} s (nodes, relationships, vector index"

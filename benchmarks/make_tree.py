@@ -24,6 +24,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -37,6 +38,7 @@ from kag.results import (
     ModelConfig,
     OkResult,
     OkStats,
+    Result,
     Retrieval,
     Timing,
     dump_result,
@@ -140,10 +142,10 @@ def make_tree(out: Path, setups: int, questions: int, seed: int = 0) -> Path:
     rng = random.Random(seed)
     results = out / "results"
     per_dataset = questions // len(DATASETS)
-    datasets: dict[str, dict[str, object]] = {}
+    datasets: dict[str, dict[str, dict[str, Any]]] = {}
     keys = ["a", "b", "c", "d"]
     for name in DATASETS:
-        entries: dict[str, object] = {}
+        entries: dict[str, dict[str, Any]] = {}
         for q in range(per_dataset):
             qid = str(10_000_000 + q)
             entries[qid] = {
@@ -162,10 +164,11 @@ def make_tree(out: Path, setups: int, questions: int, seed: int = 0) -> Path:
         kag = s % 2 == 1
         setup = f"model{s // 2}-{'kag' if kag else 'native'}"
         for name, entries in datasets.items():
-            for qid, entry in entries.items():  # type: ignore[union-attr]
+            for qid, entry in entries.items():
                 path = results / name / qid / f"{setup}.json"
                 path.parent.mkdir(parents=True, exist_ok=True)
                 roll = rng.random()
+                result: Result
                 if roll < 0.02:
                     result = ErrorResult(
                         f"Failed during the generation phase: timed out after {rng.randint(60, 300)}s"
@@ -173,13 +176,13 @@ def make_tree(out: Path, setups: int, questions: int, seed: int = 0) -> Path:
                 else:
                     answer = rng.choice(keys) if roll < 0.9 else rng.choice(SENTENCES)
                     retrieval = None
-                    prompt = "Answer the question:\n\n" + entry["input"] + "\n\nChoices:\n" + words(rng, 40)  # type: ignore[index]
+                    prompt = "Answer the question:\n\n" + entry["input"] + "\n\nChoices:\n" + words(rng, 40)
                     if kag:
                         text = subgraph(rng)
                         lines = text.count("\n") + 1
                         retrieval = Retrieval(
                             result=text,
-                            document=entry["input"],  # type: ignore[index]
+                            document=entry["input"],
                             vector=vec,
                             database=DatabaseStats(
                                 "neo4j", lines, lines + 10, lines // 3, Timing(0, rng.randint(10**7, 10**9))

@@ -23,8 +23,6 @@ row (line of a CSV or JSON Lines file) and the column.
 
 from __future__ import annotations
 
-import csv
-import io
 import os
 import stat
 from collections.abc import Iterator, Mapping, Sequence
@@ -37,6 +35,7 @@ import orjson
 
 from kag.datasets import Datasets, entry_name_problem, parse_datasets
 from kag.errors import InputError, UsageError
+from kag.rowfile import iter_csv_rows, iter_jsonl_rows
 from kag.textfile import MAX_FILE_BYTES, read_bytes_file, read_failure, read_text_file
 
 
@@ -134,20 +133,7 @@ def _kind(path: Path, kind: InputKind | None) -> InputKind:
 
 def _iter_csv(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     text = read_text_file(path, "input file", bom=True)
-    reader = csv.DictReader(io.StringIO(text, newline=""))
-    try:
-        if reader.fieldnames is None:
-            return
-        if len(set(reader.fieldnames)) != len(reader.fieldnames):
-            raise InputError(f"{path}:1: the header names a column twice")
-        for row in reader:
-            if None in row:
-                raise InputError(f"{path}:{reader.line_num}: more fields than the header names")
-            yield reader.line_num, dict(row)
-    except csv.Error as exc:
-        # The one csv.Error a well-formed file meets: a field over csv.field_size_limit()
-        # (131,072 characters); the reader's line is where the field ends.
-        raise InputError(f"{path}:{reader.reader.line_num}: not a CSV row kag can read: {exc}") from None
+    yield from iter_csv_rows(path, text, invalid="not a CSV row kag can read: {}")
 
 
 def _iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -166,16 +152,12 @@ def _iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
                 raise InputError(f"{path}: row {n}: expected an object (column -> value)")
             yield n, row
         return
-    for n, line in enumerate(data.split(b"\n"), 1):
-        if not line.strip():
-            continue
-        try:
-            row = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            raise InputError(f"{path}:{n}: not valid JSON: {exc}") from None
-        if not isinstance(row, dict):
-            raise InputError(f"{path}:{n}: expected an object (column -> value), one per line")
-        yield n, row
+    yield from iter_jsonl_rows(
+        path,
+        data,
+        invalid="not valid JSON: {}",
+        not_object="expected an object (column -> value), one per line",
+    )
 
 
 def _iter_parquet(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:

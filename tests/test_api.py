@@ -203,6 +203,14 @@ def test_a_setup_glob_that_selects_nothing_is_a_usage_error_naming_the_setups(fu
         function(DATASETS, {"a": RESULTS, "b": RESULTS}, setups="a/zz")
 
 
+@pytest.mark.parametrize("function", [kag.grade, kag.records, kag.records_frame])
+def test_a_keyword_the_api_does_not_take_is_a_type_error(function: object) -> None:
+    assert callable(function)
+    expected = rf"^{function.__name__}\(\) got an unexpected keyword argument 'setup'$"
+    with pytest.raises(TypeError, match=expected):
+        function(DATASETS, RESULTS, setup="qwen*")
+
+
 def test_the_api_prints_no_warning_and_returns_them(tmp_path: Path) -> None:
     import shutil
     import subprocess

@@ -2,8 +2,8 @@
 every `script:` line of the GitLab CI job is executed against a copy of examples/ (the
 installation and the artifact download excepted: they need the network), twice: once
 without the previous run's rows, once with them. The installation then runs as documented
-in a clean folder and a fresh virtual environment, ``KAG_SOURCE`` a wheel built from this
-checkout (kag's dependencies are lent from the test environment, so nothing is
+in a clean folder and a fresh virtual environment, ``KAG_SOURCE`` the path of a wheel built
+from this checkout (kag's dependencies are lent from the test environment, so nothing is
 downloaded), and the documented grading commands run with the installed kag on the real
 Med-KAG tree."""
 
@@ -70,7 +70,10 @@ def test_the_doc_has_both_ci_files() -> None:
     assert isinstance(github, dict) and isinstance(gitlab, dict)
     source = github["env"]["KAG_SOURCE"]
     assert source == gitlab["kag"]["variables"]["KAG_SOURCE"]
-    assert source.startswith("kag-toolkit @ git+https://") and "@v" in source.split("git+")[1]
+    # a wheel kept in the user's repository, named as `pip wheel` names this checkout's
+    version = re.search(r'^version = "([^"]+)"', (REPO / "pyproject.toml").read_text(), re.MULTILINE)
+    assert version is not None
+    assert source == f"dist/kag_toolkit-{version[1]}-py3-none-any.whl"
 
 
 def test_github_workflow_commands_run(tmp_path: Path) -> None:
@@ -143,14 +146,20 @@ def _clean_venv(tmp_path: Path) -> Path:
 
 def test_the_documented_install_and_grade_run_in_a_clean_folder(tmp_path: Path, med_kag: Path) -> None:
     github, _ = _yaml_blocks()
+    assert isinstance(github, dict)
     commands = _github_commands(github)
+    source = github["env"]["KAG_SOURCE"]
     venv = _clean_venv(tmp_path)
     work = tmp_path / "job"
     work.mkdir()
+    wheel = _wheel(tmp_path)
+    assert wheel.name == Path(source).name  # the file the doc names is the one a build writes
+    (work / source).parent.mkdir(parents=True)
+    shutil.copy2(wheel, work / source)  # kept in the user's repository, as the doc says
     env = {
         **os.environ,
         "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}",
-        "KAG_SOURCE": str(_wheel(tmp_path)),
+        "KAG_SOURCE": source,
         "PIP_NO_INDEX": "1",  # nothing comes from an index: the requirements are all there
         "PIP_DISABLE_PIP_VERSION_CHECK": "1",
         "GITHUB_ACTIONS": "true",

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from kag.datasets import Datasets, load_datasets
 from kag.errors import InputError, UsageError
@@ -51,6 +51,19 @@ __all__ = ["Record", "Report", "grade", "records", "records_frame"]
 
 #: What ``results`` may be: one tree, or labelled trees (label -> tree).
 Results = str | Path | Mapping[str, str | Path]
+
+
+class Filters(TypedDict, total=False):
+    """The keyword arguments :func:`grade`, :func:`records` and :func:`records_frame` share,
+    ``kag stats``' options of the same names: ``prefix`` (``--prefix``, default ``""``),
+    ``extract`` (``--extract``: ``"letter"`` or ``"regex:PATTERN"``; default None, no
+    extraction), ``setups`` and ``datasets_filter`` (the ``--setup`` and ``--dataset`` globs:
+    one string or a list; default None, every setup and dataset)."""
+
+    prefix: str
+    extract: str | None
+    setups: Sequence[str] | str | None
+    datasets_filter: Sequence[str] | str | None
 
 
 @dataclass(frozen=True)
@@ -325,6 +338,27 @@ def check_inputs(
     return Inputs(loaded, source, prefix, extract, setup_globs, dataset_globs)
 
 
+def _check_filters(function: str, filters: Filters) -> None:
+    """The TypeError Python raises when ``function`` is given a keyword it does not take
+    (no :class:`Filters` key)."""
+    for name in filters:
+        if name not in Filters.__annotations__:
+            raise TypeError(f"{function}() got an unexpected keyword argument {name!r}")
+
+
+def _filtered_inputs(function: str, datasets: object, results: object, filters: Filters) -> Inputs:
+    """:func:`check_inputs` of ``function``'s arguments, :class:`Filters` defaulted."""
+    _check_filters(function, filters)
+    return check_inputs(
+        datasets,
+        results,
+        filters.get("prefix", ""),
+        filters.get("extract"),
+        filters.get("setups"),
+        filters.get("datasets_filter"),
+    )
+
+
 @contextmanager
 def collect_warnings() -> Iterator[list[str]]:
     """The warnings the ``kag`` loggers give in this thread while the block runs (unreadable
@@ -362,22 +396,19 @@ def grade(
     datasets: str | Path | Datasets,
     results: Results,
     *,
-    prefix: str = "",
-    extract: str | None = None,
-    setups: Sequence[str] | str | None = None,
-    datasets_filter: Sequence[str] | str | None = None,
     judge: JudgeKey | None = None,
+    **filters: Unpack[Filters],
 ) -> Report:
     """Grade ``results`` against the datasets file ``datasets``: what ``kag stats -d DATASETS
-    -r RESULTS --format json`` reports (``extract`` is ``--extract``: ``"letter"`` or
-    ``"regex:PATTERN"``; ``setups`` and ``datasets_filter`` are the ``--setup`` and
-    ``--dataset`` globs; ``judge`` is ``--judge``, the key of the judge whose cached verdicts
-    the blocks count, from :func:`kag.grading.judge.judge_key`). A ``setups`` or
-    ``datasets_filter`` glob that selects nothing is a UsageError naming the names there are,
-    as on the command line. The warnings ``kag stats`` prints are the report's ``warnings``."""
+    -r RESULTS --format json`` reports (``prefix``, ``extract``, ``setups`` and
+    ``datasets_filter`` are the :class:`Filters`; ``judge`` is ``--judge``, the key of the
+    judge whose cached verdicts the blocks count, from :func:`kag.grading.judge.judge_key`).
+    A ``setups`` or ``datasets_filter`` glob that selects nothing is a UsageError naming the
+    names there are, as on the command line. The warnings ``kag stats`` prints are the
+    report's ``warnings``."""
     from kag.grading.verdicts import JudgeKey
 
-    inputs = check_inputs(datasets, results, prefix, extract, setups, datasets_filter)
+    inputs = _filtered_inputs("grade", datasets, results, filters)
     if judge is not None and not isinstance(judge, JudgeKey):
         raise UsageError(
             f"judge must be a JudgeKey from kag.grading.judge.judge_key (got {type(judge).__name__})"
@@ -439,16 +470,10 @@ def _record(
 
 
 def records(
-    datasets: str | Path | Datasets,
-    results: Results,
-    *,
-    prefix: str = "",
-    extract: str | None = None,
-    setups: Sequence[str] | str | None = None,
-    datasets_filter: Sequence[str] | str | None = None,
+    datasets: str | Path | Datasets, results: Results, **filters: Unpack[Filters]
 ) -> Iterator[Record]:
-    """One :class:`Record` per graded result file, in (dataset, question, setup, epoch)
-    order: the files ``kag stats`` grades (epoch 1), each followed by its later epochs
+    """One :class:`Record` per graded result file (of the :class:`Filters`' selection), in
+    (dataset, question, setup, epoch) order: the files ``kag stats`` grades (epoch 1), each followed by its later epochs
     (``<question>/epochs/2/``, ``3/``... up to the first missing or unreadable one, as the
     ``epochs`` blocks count them). MCQ and open questions alike; files ``kag stats`` ignores,
     skips or cannot read are not records. The arguments are checked and the tree graded
@@ -456,7 +481,7 @@ def records(
     iterated."""
     from kag.grading.mcq.extracted import compile_spec
 
-    inputs = check_inputs(datasets, results, prefix, extract, setups, datasets_filter)
+    inputs = _filtered_inputs("records", datasets, results, filters)
     run = _run(inputs, records=True)
     spec = compile_spec(inputs.extract) if inputs.extract is not None else None
     return _iter_records(inputs, run, spec)
@@ -509,28 +534,18 @@ def _later_epochs(
 
 
 def records_frame(
-    datasets: str | Path | Datasets,
-    results: Results,
-    *,
-    prefix: str = "",
-    extract: str | None = None,
-    setups: Sequence[str] | str | None = None,
-    datasets_filter: Sequence[str] | str | None = None,
+    datasets: str | Path | Datasets, results: Results, **filters: Unpack[Filters]
 ) -> pandas.DataFrame:
     """:func:`records` as a pandas DataFrame, one row per record, one column per field.
     Needs pandas (the ``pandas`` extra): without it, an InputError names the command that
     installs it."""
+    _check_filters("records_frame", filters)
     try:
         import pandas
     except ImportError:
         from kag.install import missing_extra
 
         raise InputError(f"kag.records_frame: {missing_extra('pandas', 'pandas')}") from None
-    rows = [
-        r.to_dict()
-        for r in records(
-            datasets, results, prefix=prefix, extract=extract, setups=setups, datasets_filter=datasets_filter
-        )
-    ]
+    rows = [r.to_dict() for r in records(datasets, results, **filters)]
     columns = list(Record.__dataclass_fields__)
     return pandas.DataFrame(rows, columns=columns)

@@ -1,7 +1,7 @@
 """The configuration side of ``kag graph import``: which database (the configuration's
 ``[databases.<name>]``: a Ladybug file or a Neo4j server) and which embedding model (the
 bundled MiniLM, or one of the configuration's providers) feed
-`kag.retrieval.importer.import_graph` or `kag.retrieval.importer.import_graph_neo4j`.
+`kag.retrieval.importer.import_graph`.
 
 It lives in generation because generation owns the configuration file and the provider
 clients; retrieval only receives the chosen `Embedder`.
@@ -22,7 +22,7 @@ from kag.generation.config import Config, FastEmbedProvider, OllamaProvider, Ope
 from kag.generation.providers import open_provider
 from kag.generation.retry import ProviderError, RetryPolicy, call_with_retries
 from kag.retrieval.factory import database_settings
-from kag.retrieval.importer import ImportReport, import_graph, import_graph_neo4j
+from kag.retrieval.importer import ImportReport, import_graph
 from kag.retrieval.ladybug_backend import DEFAULT_INDEX
 from kag.retrieval.neo4j_backend import Neo4jSettings
 
@@ -96,10 +96,5 @@ def import_from_config(
     if not node_files:
         raise UsageError("give at least one --nodes file")
     embedder = choose_embedder(config, provider, model)
-    if isinstance(settings, Neo4jSettings):
-        return import_graph_neo4j(
-            settings, node_files, rel_files, embedder, embed_property, index, replace, progress
-        )
-    return import_graph(
-        settings.path, node_files, rel_files, embedder, embed_property, index, replace, progress
-    )
+    target = settings if isinstance(settings, Neo4jSettings) else settings.path
+    return import_graph(target, node_files, rel_files, embedder, embed_property, index, replace, progress)

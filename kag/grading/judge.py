@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from fnmatch import fnmatchcase
@@ -335,68 +335,93 @@ def run_judge(
     if todo:
         cache.check_writable()
     started = time.perf_counter()
-    redact = Redactor.of(config.secrets)
-    if todo:
-        asyncio.run(
-            _ask_all(config, judge, items, prompts, keys, todo, verdicts, cache, options, reporter, redact)
+
+    def answered(index: int, reply: str) -> None:
+        verdict = parse_verdict(reply)
+        cache.write(keys[index], verdict, reply)
+        verdicts[index] = JudgedItem(items[index], verdict, cached=False)
+
+    def failed(index: int, message: str) -> None:
+        verdicts[index] = JudgedItem(items[index], Verdict.UNUSABLE, cached=False, failure=message)
+
+    asks = {
+        i: JudgeAsk(
+            f"{items[i].dataset}/{items[i].question}/{items[i].setup}", Path(items[i].path), prompts[i]
         )
+        for i in todo
+    }
+    ask_judge(config, judge, options, reporter, asks, answered, failed)
     done = tuple(v for v in verdicts if v is not None)
     assert len(done) == len(items)
     return JudgeRun(done, len(todo), time.perf_counter() - started)
 
 
-async def _ask_all(
+@dataclass(frozen=True)
+class JudgeAsk:
+    """One request to the judge: ``label`` names it in progress lines, ``path`` is the file
+    its progress event names, ``prompt`` the rendered text."""
+
+    label: str
+    path: Path
+    prompt: str
+
+
+def ask_judge(
     config: Config,
     judge: Judge,
-    items: Sequence[JudgeItem],
-    prompts: Sequence[str],
-    keys: Sequence[str],
-    todo: Sequence[int],
-    verdicts: list[JudgedItem | None],
-    cache: VerdictCache,
     options: JudgeOptions,
     reporter: Reporter,
-    redact: Callable[[str], str],
+    asks: Mapping[int, JudgeAsk],
+    answered: Callable[[int, str], None],
+    failed: Callable[[int, str], None],
 ) -> None:
+    """Send every request of ``asks`` (index -> request, in order; ``options.parallel`` in
+    flight, retried as ``kag benchmark`` retries). ``answered(index, reply)`` gets the
+    redacted reply, off the event loop (it writes the verdict cache, which ends in an
+    fsync); ``failed(index, message)`` the redacted error of a request that failed after its
+    retries. The reporter gets one event per request and one per retry."""
+    if not asks:
+        return
+    redact = Redactor.of(config.secrets)
     parallel = max(1, options.parallel)
-    provider = open_provider(config.providers[judge.provider], options.timeout, parallel, redact)
-    pending = iter(todo)
 
-    async def ask(index: int) -> None:
-        item = items[index]
-        label = f"{item.dataset}/{item.question}/{item.setup}"
-        began = time.perf_counter()
-        request = ChatRequest(judge.model, prompts[index], options.temperature)
+    async def ask_all() -> None:
+        provider = open_provider(config.providers[judge.provider], options.timeout, parallel, redact)
+        pending = iter(asks.items())
 
-        def on_retry(attempt: int, delay: float, error: ProviderError) -> None:
-            reporter.retrying(RetryNotice(label, attempt, delay, redact(str(error))))
+        async def ask(index: int, asked: JudgeAsk) -> None:
+            began = time.perf_counter()
+            request = ChatRequest(judge.model, asked.prompt, options.temperature)
+
+            def on_retry(attempt: int, delay: float, error: ProviderError) -> None:
+                reporter.retrying(RetryNotice(asked.label, attempt, delay, redact(str(error))))
+
+            try:
+                response, attempts = await call_with_retries(
+                    lambda: provider.chat(request), options.retry, on_retry
+                )
+            except ProviderError as exc:
+                message = redact(str(exc))
+                failed(index, message)
+                seconds = time.perf_counter() - began
+                reporter.task_done(
+                    TaskOutcome(asked.label, asked.path, False, exc.attempts, seconds, message)
+                )
+                return
+            await asyncio.to_thread(answered, index, redact(response.text))
+            seconds = time.perf_counter() - began
+            reporter.task_done(TaskOutcome(asked.label, asked.path, True, attempts, seconds))
+
+        async def worker() -> None:
+            for index, asked in pending:
+                await ask(index, asked)
 
         try:
-            response, attempts = await call_with_retries(
-                lambda: provider.chat(request), options.retry, on_retry
-            )
-        except ProviderError as exc:
-            message = redact(str(exc))
-            verdicts[index] = JudgedItem(item, Verdict.UNUSABLE, cached=False, failure=message)
-            seconds = time.perf_counter() - began
-            reporter.task_done(TaskOutcome(label, Path(item.path), False, exc.attempts, seconds, message))
-            return
-        reply = redact(response.text)
-        verdict = parse_verdict(reply)
-        # Off the event loop: the write ends in an fsync.
-        await asyncio.to_thread(cache.write, keys[index], verdict, reply)
-        verdicts[index] = JudgedItem(item, verdict, cached=False)
-        seconds = time.perf_counter() - began
-        reporter.task_done(TaskOutcome(label, Path(item.path), True, attempts, seconds))
+            await asyncio.gather(*(worker() for _ in range(min(parallel, len(asks)))))
+        finally:
+            await provider.aclose()
 
-    async def worker() -> None:
-        for index in pending:
-            await ask(index)
-
-    try:
-        await asyncio.gather(*(worker() for _ in range(min(parallel, len(todo)))))
-    finally:
-        await provider.aclose()
+    asyncio.run(ask_all())
 
 
 # ---------------------------------------------------------------- aggregation

@@ -9,16 +9,12 @@ the file, the line and the key.
 
 from __future__ import annotations
 
-import csv
-import io
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from kag.errors import InputError
+from kag.rowfile import iter_csv_rows, iter_jsonl_rows
 from kag.textfile import read_text_file
 
 FIELDS = ("dataset", "question", "setup", "label")
@@ -39,35 +35,6 @@ class Label:
     @property
     def answer(self) -> tuple[str, str, str]:
         return (self.dataset, self.question, self.setup)
-
-
-def _iter_csv(path: Path, text: str) -> Iterator[tuple[int, dict[str, Any]]]:
-    reader = csv.DictReader(io.StringIO(text, newline=""))
-    try:
-        names = reader.fieldnames
-        if names is None:
-            return
-        if len(set(names)) != len(names):
-            raise InputError(f"{path}:1: the header names a column twice")
-        for row in reader:
-            if None in row:
-                raise InputError(f"{path}:{reader.line_num}: more fields than the header names")
-            yield reader.line_num, dict(row)
-    except csv.Error as exc:
-        raise InputError(f"{path}:{reader.line_num}: not valid CSV ({exc})") from None
-
-
-def _iter_jsonl(path: Path, text: str) -> Iterator[tuple[int, dict[str, Any]]]:
-    for number, line in enumerate(text.split("\n"), 1):
-        if not line.strip():
-            continue
-        try:
-            row = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            raise InputError(f"{path}:{number}: not valid JSON ({exc})") from None
-        if not isinstance(row, dict):
-            raise InputError(f"{path}:{number}: expected an object with the keys {', '.join(FIELDS)}")
-        yield number, row
 
 
 def _field(path: Path, line: int, row: dict[str, Any], key: str, required: bool = True) -> str:
@@ -92,7 +59,16 @@ def read_labels(path: str | Path) -> tuple[Label, ...]:
             f"{path}: a labels file is .csv or .jsonl (JSON Lines), not {suffix or 'no suffix'!r}"
         )
     text = read_text_file(path, "labels file", InputError, bom=True, universal_newlines=True)
-    rows = _iter_csv(path, text) if suffix == ".csv" else _iter_jsonl(path, text)
+    rows = (
+        iter_csv_rows(path, text, invalid="not valid CSV ({})")
+        if suffix == ".csv"
+        else iter_jsonl_rows(
+            path,
+            text,
+            invalid="not valid JSON ({})",
+            not_object=f"expected an object with the keys {', '.join(FIELDS)}",
+        )
+    )
     labels: list[Label] = []
     seen: dict[tuple[str, str, str, str], int] = {}
     for line, row in rows:

@@ -9,7 +9,6 @@ passed over.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import time
 from collections.abc import Sequence
@@ -20,12 +19,18 @@ import orjson
 
 from kag.datasets import Datasets
 from kag.generation.config import Config
-from kag.generation.generator import NullReporter, Reporter, RetryNotice, TaskOutcome
-from kag.generation.providers import ChatRequest, open_provider
-from kag.generation.retry import ProviderError, call_with_retries
-from kag.generation.secrets import Redactor
+from kag.generation.generator import NullReporter, Reporter
 from kag.generation.templates import format_choices
-from kag.grading.judge import CACHE_VERSION, Judge, JudgeOptions, VerdictCache, check_judge, judge_endpoint
+from kag.grading.judge import (
+    CACHE_VERSION,
+    Judge,
+    JudgeAsk,
+    JudgeOptions,
+    VerdictCache,
+    ask_judge,
+    check_judge,
+    judge_endpoint,
+)
 from kag.grading.judge_prompt import JudgePrompt
 from kag.grading.pairwise import CRITERIA, Choice, PairOutcome, parse_choice
 from kag.results import ErrorResult, UnreadableResult, list_results, read_result_nofollow
@@ -135,51 +140,18 @@ def run_pairwise(
         cache.check_writable()
     started = time.perf_counter()
     failures = [0]
-    if todo:
-        redact = Redactor.of(config.secrets)
 
-        async def ask_all() -> None:
-            parallel = max(1, options.parallel)
-            provider = open_provider(config.providers[judge.provider], options.timeout, parallel, redact)
-            pending = iter(todo)
+    def answered(index: int, reply: str) -> None:
+        choice = parse_choice(reply)
+        cache.write(requests[index][2], choice.value, reply)
+        choices[index] = choice
 
-            async def ask(index: int) -> None:
-                label, text, key = requests[index]
-                began = time.perf_counter()
-                request = ChatRequest(judge.model, text, options.temperature)
+    def failed(index: int, _message: str) -> None:
+        failures[0] += 1
+        choices[index] = Choice.UNUSABLE
 
-                def on_retry(attempt: int, delay: float, error: ProviderError) -> None:
-                    reporter.retrying(RetryNotice(label, attempt, delay, redact(str(error))))
-
-                try:
-                    response, attempts = await call_with_retries(
-                        lambda: provider.chat(request), options.retry, on_retry
-                    )
-                except ProviderError as exc:
-                    failures[0] += 1
-                    choices[index] = Choice.UNUSABLE
-                    message = redact(str(exc))
-                    seconds = time.perf_counter() - began
-                    reporter.task_done(TaskOutcome(label, Path(label), False, exc.attempts, seconds, message))
-                    return
-                reply = redact(response.text)
-                choice = parse_choice(reply)
-                await asyncio.to_thread(cache.write, key, choice.value, reply)
-                choices[index] = choice
-                reporter.task_done(
-                    TaskOutcome(label, Path(label), True, attempts, time.perf_counter() - began)
-                )
-
-            async def worker() -> None:
-                for index in pending:
-                    await ask(index)
-
-            try:
-                await asyncio.gather(*(worker() for _ in range(min(parallel, len(todo)))))
-            finally:
-                await provider.aclose()
-
-        asyncio.run(ask_all())
+    asks = {i: JudgeAsk(requests[i][0], Path(requests[i][0]), requests[i][1]) for i in todo}
+    ask_judge(config, judge, options, reporter, asks, answered, failed)
     outcomes = []
     position = 0
     for pair in pairs:

@@ -335,6 +335,21 @@ class PageMeta:
 MAX_UNREADABLE_LISTED = 20
 
 
+def impact_section(impact: RetrievalImpact) -> dict[str, Any]:
+    """A KAG setup's retrieval impact as a page draws it: the setup, its header lines (the
+    first, the setup's name, left out), the chart, and the tables by subgraph size and by
+    dataset."""
+    return {
+        "setup": impact.setup,
+        "header": impact_header(impact)[1:],
+        "chart": impact_chart(impact),
+        "buckets": table_html(impact_table(impact.buckets, impact.native is not None, "VERTICES"), "impact"),
+        "per_dataset": table_html(
+            impact_table(impact.per_dataset, impact.native is not None, "DATASET"), "impact"
+        ),
+    }
+
+
 def counts_line(summary: Summary) -> str:
     """The counters of the text report's header, every one of them (zeros included)."""
     return (
@@ -440,15 +455,7 @@ def render_html(
         }
     impact_sections = [
         {
-            "setup": impact.setup,
-            "header": impact_header(impact)[1:],
-            "chart": impact_chart(impact),
-            "buckets": table_html(
-                impact_table(impact.buckets, impact.native is not None, "VERTICES"), "impact"
-            ),
-            "per_dataset": table_html(
-                impact_table(impact.per_dataset, impact.native is not None, "DATASET"), "impact"
-            ),
+            **impact_section(impact),
             "reached": table_html(
                 impact_table(impact.reached_buckets, impact.native is not None, "VERTICES · GOLD"), "impact"
             )

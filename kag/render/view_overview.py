@@ -26,14 +26,12 @@ from kag.render.compare import (
     IMPACT_LEGEND,
     comparison_legend,
     comparison_run_to_json,
-    impact_header,
-    impact_table,
     impact_to_json,
 )
 from kag.render.html import (
     accuracy_chart,
     forest_chart,
-    impact_chart,
+    impact_section,
     ranking_legend,
     summary_table,
     tokens_chart,
@@ -186,19 +184,6 @@ def charts(summary: Summary, analysis: Analysis | None) -> dict[str, Any]:
         "tokens_chart": tokens_chart(setups) if setups and shown.usage else None,
         "forest_chart": forest_chart(run) if run is not None and run.comparisons else None,
         "compare_legend": comparison_legend(run) if run is not None else [],
-        "impacts": [
-            {
-                "setup": impact.setup,
-                "header": impact_header(impact)[1:],
-                "chart": impact_chart(impact),
-                "buckets": table_html(
-                    impact_table(impact.buckets, impact.native is not None, "VERTICES"), "impact"
-                ),
-                "per_dataset": table_html(
-                    impact_table(impact.per_dataset, impact.native is not None, "DATASET"), "impact"
-                ),
-            }
-            for impact in (analysis.impacts if analysis is not None else ())
-        ],
+        "impacts": [impact_section(impact) for impact in (analysis.impacts if analysis is not None else ())],
         "impact_legend": IMPACT_LEGEND,
     }

@@ -1,5 +1,5 @@
-"""``kag graph import``: CSV files in Neo4j admin-import style -> a Ladybug database
-(`import_graph`) or a Neo4j database (`import_graph_neo4j`).
+"""``kag graph import``: CSV files in Neo4j admin-import style -> a Ladybug database or a
+Neo4j database (`import_graph`, the target a path or Neo4j settings).
 
 The steps, one module each: `kag.retrieval.graph_csv` reads and checks every file (the
 format and its errors are described there), `kag.retrieval.node_embeddings` embeds one
@@ -64,7 +64,7 @@ def _remove_database(path: Path) -> None:
 
 
 def import_graph(
-    path: str | Path,
+    target: str | Path | Neo4jSettings,
     node_files: Sequence[str],
     rel_files: Sequence[str],
     embedder: Embedder,
@@ -73,84 +73,17 @@ def import_graph(
     replace: bool = False,
     progress: Callable[[str, int, int], None] | None = None,
 ) -> ImportReport:
-    """Build the Ladybug database at ``path`` from the CSV files (see the module
-    docstring). An existing database is an error unless ``replace``. Raises InputError
-    (bad files) or UsageError (bad choices)."""
-    target = Path(path)
-    if not index.strip() or "`" in index:
-        raise UsageError(f"invalid embedding property name {index!r}")
-    if target.is_dir():
-        raise UsageError(f"{target}: is a directory, not a Ladybug database file")
-    if target.exists() and not replace:
-        raise UsageError(f"{target}: already exists (use --replace to rebuild it)")
-    if not target.parent.is_dir():
-        raise UsageError(f"{target.parent}: no such directory")
-    import_ladybug()  # before minutes of embedding, not after
-    data, blobs, dimension, read_seconds, embed_seconds = _read_and_embed(
-        node_files, rel_files, embedder, embed_property, index, progress
-    )
-    meta = {
-        "format": FORMAT,
-        "kag_version": __version__,
-        "embeddings": json.dumps(
-            {index: {"model": embedder.name, "dimension": dimension, "property": embed_property}},
-            sort_keys=True,
-        ),
-    }
-    staging = target.with_name(f".{target.name}.importing-{os.getpid()}")
-    _remove_database(staging)
-    began = time.perf_counter()
-    try:
-        write_database(staging, data, blobs, index, meta, progress)
-        for leftover in (Path(f"{target}.wal"), Path(f"{target}.shadow")):
-            leftover.unlink(missing_ok=True)  # the old database's, if it had any
-        os.replace(staging, target)  # atomic: readers see the old graph or the new one
-        wal = Path(f"{staging}.wal")
-        if wal.exists():  # not checkpointed at close: it belongs with the file
-            os.replace(wal, Path(f"{target}.wal"))
-    except BaseException:
-        _remove_database(staging)
-        raise
-    return _report(str(target), data, blobs, dimension, embedder, read_seconds, embed_seconds, began)
-
-
-def import_graph_neo4j(
-    settings: Neo4jSettings,
-    node_files: Sequence[str],
-    rel_files: Sequence[str],
-    embedder: Embedder,
-    embed_property: str = "name",
-    index: str = DEFAULT_INDEX,
-    replace: bool = False,
-    progress: Callable[[str, int, int], None] | None = None,
-) -> ImportReport:
-    """Load the CSV files into the Neo4j database of ``settings`` with a vector index
-    ``index`` over the embeddings (see `kag.retrieval.neo4j_writer`). A database holding
-    nodes is an error unless ``replace``. Raises InputError (bad files), UsageError (bad
-    choices) or GraphWriteError (the server refused)."""
-    from kag.retrieval.neo4j_writer import check_neo4j, where, write_neo4j
-
-    if not index.strip():
-        raise UsageError(f"invalid embedding property name {index!r}")
-    check_neo4j(settings, replace)  # before minutes of embedding, not after
-    data, blobs, dimension, read_seconds, embed_seconds = _read_and_embed(
-        node_files, rel_files, embedder, embed_property, index, progress
-    )
-    began = time.perf_counter()
-    write_neo4j(settings, data, blobs, index, replace, progress)
-    return _report(where(settings), data, blobs, dimension, embedder, read_seconds, embed_seconds, began)
-
-
-def _read_and_embed(
-    node_files: Sequence[str],
-    rel_files: Sequence[str],
-    embedder: Embedder,
-    embed_property: str,
-    index: str,
-    progress: Callable[[str, int, int], None] | None,
-) -> tuple[GraphData, list[bytes | None], int, float, float]:
-    """Read and check the files, then embed the nodes: the data, one blob per node,
-    the dimension, and the seconds each step took."""
+    """Build the graph of the CSV files (see the module docstring) with an embedding of each
+    node's ``embed_property`` under ``index``: in the Ladybug database file ``target`` (a
+    path; an existing one is an error unless ``replace``), or in the Neo4j database of
+    ``target``'s settings, with a vector index ``index`` over the embeddings (see
+    `kag.retrieval.neo4j_writer`; a database holding nodes is an error unless ``replace``).
+    The target is checked before the files are read and embedded. Raises InputError (bad
+    files), UsageError (bad choices) or GraphWriteError (the Neo4j server refused)."""
+    if isinstance(target, Neo4jSettings):
+        where, write = _neo4j(target, index, replace, progress)
+    else:
+        where, write = _ladybug(Path(target), embedder, embed_property, index, replace, progress)
     began = time.perf_counter()
     data = load_graph(node_files, rel_files, reserved=(index,))
     read_seconds = time.perf_counter() - began
@@ -170,28 +103,87 @@ def _read_and_embed(
             len(data.nodes),
             embed_property,
         )
-    return data, list(blobs), dimension, read_seconds, embed_seconds
-
-
-def _report(
-    path: str,
-    data: GraphData,
-    blobs: Sequence[bytes | None],
-    dimension: int,
-    embedder: Embedder,
-    read_seconds: float,
-    embed_seconds: float,
-    write_began: float,
-) -> ImportReport:
+    began = time.perf_counter()
+    write(data, list(blobs), dimension)
     return ImportReport(
-        path=path,
+        path=where,
         nodes=len(data.nodes),
         relationships=sum(len(rows) for rows in data.relationships.values()),
         relationship_types=len(data.relationships),
-        embedded=sum(blob is not None for blob in blobs),
+        embedded=embedded,
         dimension=dimension,
         model=embedder.name,
         read_seconds=read_seconds,
         embed_seconds=embed_seconds,
-        write_seconds=time.perf_counter() - write_began,
+        write_seconds=time.perf_counter() - began,
     )
+
+
+#: Writes the read graph (its data, one embedding blob per node, their dimension).
+_Write = Callable[[GraphData, list[bytes | None], int], None]
+
+
+def _ladybug(
+    target: Path,
+    embedder: Embedder,
+    embed_property: str,
+    index: str,
+    replace: bool,
+    progress: Callable[[str, int, int], None] | None,
+) -> tuple[str, _Write]:
+    """Check the Ladybug target; return its name and the writer that builds the database
+    under a temporary name and renames it into place (atomic)."""
+    if not index.strip() or "`" in index:
+        raise UsageError(f"invalid embedding property name {index!r}")
+    if target.is_dir():
+        raise UsageError(f"{target}: is a directory, not a Ladybug database file")
+    if target.exists() and not replace:
+        raise UsageError(f"{target}: already exists (use --replace to rebuild it)")
+    if not target.parent.is_dir():
+        raise UsageError(f"{target.parent}: no such directory")
+    import_ladybug()  # before minutes of embedding, not after
+
+    def write(data: GraphData, blobs: list[bytes | None], dimension: int) -> None:
+        meta = {
+            "format": FORMAT,
+            "kag_version": __version__,
+            "embeddings": json.dumps(
+                {index: {"model": embedder.name, "dimension": dimension, "property": embed_property}},
+                sort_keys=True,
+            ),
+        }
+        staging = target.with_name(f".{target.name}.importing-{os.getpid()}")
+        _remove_database(staging)
+        try:
+            write_database(staging, data, blobs, index, meta, progress)
+            for leftover in (Path(f"{target}.wal"), Path(f"{target}.shadow")):
+                leftover.unlink(missing_ok=True)  # the old database's, if it had any
+            os.replace(staging, target)  # atomic: readers see the old graph or the new one
+            wal = Path(f"{staging}.wal")
+            if wal.exists():  # not checkpointed at close: it belongs with the file
+                os.replace(wal, Path(f"{target}.wal"))
+        except BaseException:
+            _remove_database(staging)
+            raise
+
+    return str(target), write
+
+
+def _neo4j(
+    settings: Neo4jSettings,
+    index: str,
+    replace: bool,
+    progress: Callable[[str, int, int], None] | None,
+) -> tuple[str, _Write]:
+    """Check the Neo4j target (reachable, empty unless ``replace``); return its name and
+    the writer that loads the graph and creates the vector index."""
+    from kag.retrieval.neo4j_writer import check_neo4j, where, write_neo4j
+
+    if not index.strip():
+        raise UsageError(f"invalid embedding property name {index!r}")
+    check_neo4j(settings, replace)  # before minutes of embedding, not after
+
+    def write(data: GraphData, blobs: list[bytes | None], _dimension: int) -> None:
+        write_neo4j(settings, data, blobs, index, replace, progress)
+
+    return where(settings), write

@@ -27,7 +27,8 @@ import is not atomic: a failure leaves what was written, and ``--replace`` start
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -80,21 +81,29 @@ def _driver(neo4j: Any, settings: Neo4jSettings) -> Any:
         raise UsageError(f"{where(settings)}: {exc}") from None
 
 
+@contextmanager
+def _session(neo4j: Any, settings: Neo4jSettings, index: str = "") -> Iterator[Any]:
+    """A session on the database of ``settings``, its driver closed after; what the driver
+    raises inside is a GraphWriteError naming the database and what to do (``index``: the
+    vector index being written, for its messages)."""
+    driver = _driver(neo4j, settings)
+    try:
+        with driver.session(database=settings.database) as session:
+            yield session
+    except (UsageError, GraphWriteError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - the driver's errors have no common base worth naming
+        raise GraphWriteError(f"{where(settings)}: {describe_error(exc, index)}") from None
+    finally:
+        driver.close()
+
+
 def check_neo4j(settings: Neo4jSettings, replace: bool = False) -> None:
     """Before minutes of embedding: the server answers, the credentials and the database
     are right, and the database is empty unless ``replace``. Raises UsageError or
     GraphWriteError."""
-    neo4j = import_neo4j_driver()
-    driver = _driver(neo4j, settings)
-    try:
-        with driver.session(database=settings.database) as session:
-            _occupied(session, settings, replace)
-    except (UsageError, GraphWriteError):
-        raise
-    except Exception as exc:  # noqa: BLE001 - the driver's errors have no common base worth naming
-        raise GraphWriteError(f"{where(settings)}: {describe_error(exc, '')}") from None
-    finally:
-        driver.close()
+    with _session(import_neo4j_driver(), settings) as session:
+        _occupied(session, settings, replace)
 
 
 def write_neo4j(
@@ -114,28 +123,20 @@ def write_neo4j(
         if IMPORT_LABEL in labels:
             raise UsageError(f"the label {IMPORT_LABEL!r} is kag's own in Neo4j: rename it in the CSV files")
     dimension = next((len(b) // 4 for b in blobs if b is not None), 0)
-    driver = _driver(neo4j, settings)
-    try:
-        with driver.session(database=settings.database) as session:
-            _prepare(session, settings, index, replace)
-            element_ids = _write_nodes(session, data, blobs, index, progress)
-            _write_relationships(session, data, element_ids, progress)
-            if dimension:
-                session.run(
-                    f"CREATE VECTOR INDEX {quote_name(index)} FOR (n:{IMPORT_LABEL}) ON n.{quote_name(index)}"
-                    " OPTIONS {indexConfig: {`vector.dimensions`: $dimension,"
-                    " `vector.similarity_function`: 'cosine', `vector.quantization.enabled`: false}}",
-                    dimension=dimension,
-                ).consume()
-                session.run(
-                    "CALL db.awaitIndex($index, $seconds)", index=index, seconds=INDEX_WAIT_SECONDS
-                ).consume()
-    except (UsageError, GraphWriteError):
-        raise
-    except Exception as exc:  # noqa: BLE001 - the driver's errors have no common base worth naming
-        raise GraphWriteError(f"{where(settings)}: {describe_error(exc, index)}") from None
-    finally:
-        driver.close()
+    with _session(neo4j, settings, index) as session:
+        _prepare(session, settings, index, replace)
+        element_ids = _write_nodes(session, data, blobs, index, progress)
+        _write_relationships(session, data, element_ids, progress)
+        if dimension:
+            session.run(
+                f"CREATE VECTOR INDEX {quote_name(index)} FOR (n:{IMPORT_LABEL}) ON n.{quote_name(index)}"
+                " OPTIONS {indexConfig: {`vector.dimensions`: $dimension,"
+                " `vector.similarity_function`: 'cosine', `vector.quantization.enabled`: false}}",
+                dimension=dimension,
+            ).consume()
+            session.run(
+                "CALL db.awaitIndex($index, $seconds)", index=index, seconds=INDEX_WAIT_SECONDS
+            ).consume()
 
 
 def _occupied(session: Any, settings: Neo4jSettings, replace: bool) -> bool:

@@ -254,6 +254,24 @@ def test_bad_json_line_names_the_line(tmp_path: Path) -> None:
     assert f"{source}:2: not valid JSON" in result.stderr
 
 
+def test_a_json_line_that_is_no_object_names_the_line(tmp_path: Path) -> None:
+    source = tmp_path / "m.jsonl"
+    source.write_text('{"question": "a", "answers": "b"}\n\n"c"\n')
+    result = kag(
+        "datasets",
+        "import",
+        source,
+        "-o",
+        tmp_path / "d.json",
+        "--question",
+        "question",
+        "--answers",
+        "answers",
+    )
+    assert result.exit_code == 2
+    assert result.stderr == f"kag: error: {source}:3: expected an object (column -> value), one per line\n"
+
+
 def test_check_counts_per_dataset(tmp_path: Path) -> None:
     target = tmp_path / "d.json"
     target.write_bytes(
@@ -404,6 +422,8 @@ MMLU_ARGS = [
     ("name", "content", "message"),
     [
         ("big.csv", "question,answers\n" + "x" * 131_073 + ",a\n", ":2: not a CSV row kag can read"),
+        ("twice.csv", "question,answers,question\na,b,c\n", ":1: the header names a column twice"),
+        ("wide.csv", "question,answers\na,b\nc,d,e\n", ":3: more fields than the header names"),
         (
             "latin.csv",
             "question,answers\ncaf\xe9,a\n".encode("latin-1"),

@@ -150,6 +150,26 @@ def test_pairwise_shows_the_position_bias(project: Path, server: FakeServer) -> 
     assert "comprehensiveness" in again.stdout and "FIRST%" in again.stdout
 
 
+def test_a_failed_pairwise_request_is_unusable_not_cached_and_asked_again(
+    project: Path, server: FakeServer
+) -> None:
+    server.set_faults({"Criterion: directness": ["500"]})
+    pairwise = ("-p", "oa", "-m", "judge-m", "--pairwise", "a", "b", "--criteria", "directness,diversity")
+    result = run(*pairwise, "--retries", "0", "--format", "json")
+    assert result.exit_code == 0, result.stderr
+    by = {c["criterion"]: c for c in orjson.loads(result.stdout)["pairwise"]["criteria"]}
+    assert by["directness"]["unusable"] == N and by["directness"]["wins"] + by["directness"]["ties"] == 0
+    assert by["diversity"]["unusable"] == sum(1 for i in range(N) if i % 10 == 7)
+    assert f"{4 * N} request(s) sent, {2 * N} failed" in result.stderr
+    server.reset()
+    server.set_faults({})
+    again = run(*pairwise, "--format", "json")
+    assert again.exit_code == 0, again.stderr
+    sent = server.chat_requests()
+    assert len(sent) == 2 * N and all("Criterion: directness" in r.prompt for r in sent)
+    assert f"{2 * N} verdict(s) from the cache, {2 * N} request(s) sent, 0 failed" in again.stderr
+
+
 def test_several_judges_and_repeats(project: Path, server: FakeServer) -> None:
     result = run("-p", "oa", "-m", "judge-m", "-m", "judge-n", "--repeats", "2", "--format", "json")
     assert result.exit_code == 0, result.stderr

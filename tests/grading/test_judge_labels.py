@@ -37,6 +37,13 @@ def test_csv_and_jsonl_read_alike(tmp_path: Path) -> None:
             "dataset,question,setup,label\ngeo,1,s1,correct,extra\n",
             "l.csv:2: more fields than the header",
         ),
+        ("l.csv", "dataset,question,setup,label,label\n", "l.csv:1: the header names a column twice"),
+        # The field that passes the CSV reader's limit ends on line 3, after the good row of line 2.
+        (
+            "l.csv",
+            "dataset,question,setup,label\ngeo,1,s1,correct\ngeo,2,s1," + "x" * 131_073 + "\n",
+            "l.csv:3: not valid CSV (field larger than field limit (131072))",
+        ),
         ("l.jsonl", '{"dataset": "g"}\n[1]\n', "l.jsonl:1: key 'question' is missing"),
         ("l.jsonl", "[1]\n", "l.jsonl:1: expected an object"),
         ("l.jsonl", "{nope\n", "l.jsonl:1: not valid JSON"),

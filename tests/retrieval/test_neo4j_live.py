@@ -19,7 +19,7 @@ from kag.cli import app
 from kag.embedding import Embedder, load_embedder
 from kag.errors import UsageError
 from kag.retrieval.base import RetrievalError
-from kag.retrieval.importer import import_graph, import_graph_neo4j
+from kag.retrieval.importer import import_graph
 from kag.retrieval.ladybug_backend import LadybugGraph, LadybugSettings
 from kag.retrieval.neo4j_backend import Neo4jGraph, Neo4jSettings
 from kag.retrieval.subgraph import Node, Relationship, Subgraph
@@ -92,7 +92,7 @@ def settings_of(server: Neo4jServer, **changes: Any) -> Neo4jSettings:
 def example(neo4j_server: Neo4jServer, minilm: CachedEmbedder) -> Neo4jServer:
     """The server holding the example graph (nodes.csv, drugs.csv, relationships.csv)."""
     if _CONTENT.get(neo4j_server.uri) != "example":
-        import_graph_neo4j(settings_of(neo4j_server), NODE_FILES, REL_FILES, minilm, replace=True)
+        import_graph(settings_of(neo4j_server), NODE_FILES, REL_FILES, minilm, replace=True)
         _CONTENT[neo4j_server.uri] = "example"
     return neo4j_server
 
@@ -175,14 +175,12 @@ def test_import_refuses_a_database_with_nodes_and_replace_rebuilds_it(
     example: Neo4jServer, minilm: CachedEmbedder, tmp_path: Path
 ) -> None:
     with pytest.raises(UsageError, match=r"holds nodes already \(use --replace"):
-        import_graph_neo4j(settings_of(example), NODE_FILES, REL_FILES, minilm)
+        import_graph(settings_of(example), NODE_FILES, REL_FILES, minilm)
     nodes, rels = einstein_files(tmp_path)
     _CONTENT[example.uri] = "einstein"
-    report = import_graph_neo4j(
-        settings_of(example), [str(nodes)], [str(rels)], TokenEmbedder(), replace=True
-    )
+    report = import_graph(settings_of(example), [str(nodes)], [str(rels)], TokenEmbedder(), replace=True)
     assert (report.nodes, report.relationships, report.dimension) == (6, 6, 32)
-    again = import_graph_neo4j(settings_of(example), [str(nodes)], [str(rels)], TokenEmbedder(), replace=True)
+    again = import_graph(settings_of(example), [str(nodes)], [str(rels)], TokenEmbedder(), replace=True)
     assert (again.nodes, again.relationships) == (6, 6)
     driver = neo4j.GraphDatabase.driver(example.uri, auth=(example.user, example.password))
     try:
