@@ -260,7 +260,8 @@ ExtractOpt = Annotated[
 ]
 
 
-# `--evidence-match` / `--node-name`: how `kag stats` holds the retrieved graph against gold evidence.
+# `--evidence-match` / `--node-name`: how `kag stats` (and its compare and impact) holds the retrieved
+# graph against gold evidence.
 EvidenceMatchOpt = Annotated[
     str | None,
     typer.Option(

@@ -4,8 +4,8 @@ questions they both answered.
 The statistics are in :mod:`kag.grading.compare`, the renderers in :mod:`kag.render.compare`
 and :mod:`kag.render.html`.
 The options shared with `kag stats` (``-d``, ``-r``, ``--prefix``, ``--setup``,
-``--dataset``, ``--format``) are accepted before or after the sub-command name; after
-wins.
+``--dataset``, ``--format``, and for compare and impact ``--evidence-match`` and
+``--node-name``) are accepted before or after the sub-command name; after wins.
 """
 
 from __future__ import annotations
@@ -24,8 +24,10 @@ from kag.commands._help import kag_command
 from kag.commands._options import (
     DatasetOpt,
     DatasetsOpt,
+    EvidenceMatchOpt,
     ExtractOpt,
     GradeOpt,
+    NodeNameOpt,
     OutputOpt,
     PrefixOpt,
     Quiet,
@@ -35,6 +37,7 @@ from kag.commands._options import (
     TreesOpt,
     Verbose,
     complete_setups,
+    evidence_options,
 )
 from kag.commands._plans import COMPARE_PLANS, AgainstOutput, CompareOutput, ComparePlanLine
 from kag.commands._report import check_page_output, emit_report, html_report, warn_small_samples
@@ -70,9 +73,12 @@ def _load(
     grade: str | None = None,
     evidence: bool = False,
     epochs: bool = False,
+    evidence_match: str | None = None,
+    node_name: str | None = None,
 ) -> _Loaded:
     """Grade the tree; setups in ``named`` (a baseline, A and B) are kept whatever ``--setup`` says
-    and must have graded answers."""
+    and must have graded answers. ``evidence_match`` and ``node_name`` are ``--evidence-match``
+    and ``--node-name`` as given after the sub-command name (before it otherwise)."""
     import glob
 
     from kag.datasets import load_datasets
@@ -85,6 +91,10 @@ def _load(
     root = describe_source(source)
     pfx = pick_option(ctx, "--prefix", prefix, "")
     extract_spec, extracted = pick_grade(ctx, extract, grade)
+    match_mode, name_keys = evidence_options(
+        pick_option(ctx, "--evidence-match", evidence_match, None),
+        pick_option(ctx, "--node-name", node_name, None),
+    )
     asked = tuple(pick_option(ctx, "--setup", setup, ()))
     setups = asked + tuple(glob.escape(n) for n in named if n) if asked else ()
     globs = tuple(pick_option(ctx, "--dataset", dataset, ()))
@@ -95,7 +105,9 @@ def _load(
     measures = {"evidence"} if evidence and answer_key.has_evidence else set()
     if epochs:
         measures.add("epochs")
-    request = GradeRequest(pfx, setups, globs, extract=extract_spec, measures=frozenset(measures))
+    request = GradeRequest(
+        pfx, setups, globs, extract=extract_spec, measures=frozenset(measures)
+    ).matching_evidence(match_mode, name_keys)
     loaded = load_source_answers(answer_key, source, request, extracted=extracted)
     for name in named:
         if name and name not in loaded.setups:
@@ -209,6 +221,8 @@ def compare(
     output: OutputOpt = None,
     extract: ExtractOpt = None,
     grade: GradeOpt = None,
+    evidence_match: EvidenceMatchOpt = None,
+    node_name: NodeNameOpt = None,
     summary_file: SummaryOpt = None,
     annotations: AnnotationsOpt = None,
     verbose: Verbose = 0,
@@ -252,6 +266,8 @@ def compare(
         grade,
         evidence=True,
         epochs=epochs == "all",
+        evidence_match=evidence_match,
+        node_name=node_name,
     )
     answers = loaded.answers
     if against is not None:
@@ -463,6 +479,8 @@ def impact(
     output: OutputOpt = None,
     extract: ExtractOpt = None,
     grade: GradeOpt = None,
+    evidence_match: EvidenceMatchOpt = None,
+    node_name: NodeNameOpt = None,
     verbose: Verbose = 0,
     quiet: Quiet = 0,
 ) -> None:
@@ -483,6 +501,8 @@ def impact(
         extract,
         grade,
         evidence=True,
+        evidence_match=evidence_match,
+        node_name=node_name,
     )
     answers = loaded.answers
     lib.check_retrieves(answers.profiles, kag_setups or ())

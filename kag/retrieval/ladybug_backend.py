@@ -15,6 +15,7 @@ this schema:
 Retrieval runs as three steps behind one lock, off the event loop (``asyncio.to_thread``):
 
 1. seeds: exact cosine top-k in numpy over the embedding matrix, loaded once per run
+   (each seed's cosine similarity is its score)
    (0.22.0's vector index is an extension downloaded at run time, which fails offline;
    measured, numpy over 50,000 x 384 beats ``array_cosine_similarity`` in Cypher, and
    ``ORDER BY ... LIMIT k`` followed by ``WITH collect(...)`` returns wrong rows in
@@ -88,7 +89,12 @@ class VectorIndex:
         return int(self.matrix.shape[1]) if self.matrix.ndim == 2 else 0
 
     def top_k(self, vector: Sequence[float], k: int) -> list[str]:
-        """The ``k`` nodes most similar to ``vector`` by cosine, best first; ties by key.
+        """The keys of :meth:`scored_top_k`."""
+        return [key for key, _ in self.scored_top_k(vector, k)]
+
+    def scored_top_k(self, vector: Sequence[float], k: int) -> list[tuple[str, float]]:
+        """The ``k`` nodes most similar to ``vector`` by cosine, best first, with their
+        cosine similarity (in [-1, 1]); ties by key.
 
         Exact (every row is scored). ``k`` past the number of rows gives every row. A
         zero query vector scores every row 0 (so the first ``k`` keys). Raises
@@ -114,7 +120,7 @@ class VectorIndex:
             threshold = np.partition(scores, n - k)[n - k]
             candidates = np.flatnonzero(scores >= threshold)
         order = sorted(candidates.tolist(), key=lambda i: (-float(scores[i]), i))
-        return [self.keys[i] for i in order[:k]]
+        return [(self.keys[i], float(scores[i])) for i in order[:k]]
 
 
 def _normalized(matrix: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
@@ -316,9 +322,10 @@ class LadybugGraph:
         with self._lock:
             self._open()
             try:
-                seeds = self._index(index).top_k(vector, top_k)
-                if not seeds:
+                scored = self._index(index).scored_top_k(vector, top_k)
+                if not scored:
                     return Subgraph()
+                seeds = [key for key, _ in scored]
                 offsets = self._expand(seeds, neighborhood)
                 nodes = self._nodes(offsets, index)
                 relationships = self._relationships(offsets)
@@ -326,7 +333,12 @@ class LadybugGraph:
                 raise
             except RuntimeError as exc:  # the engine's one exception type
                 raise RetrievalError(f"{self.settings.path}: query failed: {_first_line(exc)}") from None
-        return Subgraph(seeds=tuple(seeds), nodes=nodes, relationships=tuple(relationships))
+        return Subgraph(
+            seeds=tuple(seeds),
+            nodes=nodes,
+            relationships=tuple(relationships),
+            seed_scores=tuple(score for _, score in scored),
+        )
 
     async def fetch(self, vector: Sequence[float], top_k: int, neighborhood: int, index: str) -> Subgraph:
         return await asyncio.to_thread(self.fetch_sync, vector, top_k, neighborhood, index)

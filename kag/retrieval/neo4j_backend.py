@@ -6,12 +6,12 @@ database (``query = "auto" | "procedure" | "search"``)::
 
     CALL db.index.vector.queryNodes($index, $candidates, $vector) YIELD node, score
     WITH node, score ORDER BY score DESC LIMIT $top_k                         # procedure
-    WITH collect(node) AS seeds
+    WITH collect(node) AS seeds, collect(score) AS scores
 
     CYPHER 25
     MATCH (node) SEARCH node IN (VECTOR INDEX `idx` FOR $vector LIMIT $candidates) SCORE AS score
     WITH node, score ORDER BY score DESC LIMIT $top_k                         # search
-    WITH collect(node) AS seeds
+    WITH collect(node) AS seeds, collect(score) AS scores
 
 Neo4j's vector index is approximate (HNSW) and searches as wide as the number of
 neighbours asked for: asked for 3, it missed the 3 nearest nodes of an example question
@@ -20,19 +20,21 @@ max(``top_k``, ``CANDIDATES``) and keep the ``top_k`` best. Then, for both::
 
     UNWIND seeds AS seed
     MATCH (seed)-[*0..N]-(reachable)
-    WITH seeds, collect(DISTINCT reachable) AS nodes
+    WITH seeds, scores, collect(DISTINCT reachable) AS nodes
     UNWIND nodes AS n
     MATCH (n)-[rel]->(m)
     WHERE m IN nodes
-    WITH DISTINCT seeds, rel
-    WITH seeds, rel, startNode(rel) AS a, endNode(rel) AS b
-    RETURN [s IN seeds | elementId(s)] AS seeds,
+    WITH DISTINCT seeds, scores, rel
+    WITH seeds, scores, rel, startNode(rel) AS a, endNode(rel) AS b
+    RETURN [s IN seeds | elementId(s)] AS seeds, scores AS seed_scores,
            elementId(a) AS source, labels(a) AS source_labels,
            [k IN keys(a) WHERE k <> $hidden | [k, a[k]]] AS source_properties,
            rel AS predicate,
            elementId(b) AS target, labels(b) AS target_labels,
            [k IN keys(b) WHERE k <> $hidden | [k, b[k]]] AS target_properties
 
+Each row also carries the seeds' scores, as the vector index reports them (for the
+cosine index ``kag graph import`` creates, (1 + cosine) / 2, in [0, 1]), in seed order.
 The rows carry each end node's properties but the vector index's own property
 (``$hidden``, looked up once per run and index with ``SHOW INDEXES``), as LadybugDB
 leaves its embeddings out: returning whole nodes made a 2-hop retrieval on a
@@ -109,16 +111,16 @@ def build_query(
         seeds = "CALL db.index.vector.queryNodes($index, $candidates, $vector) YIELD node, score\n"
     return seeds + (
         "WITH node, score ORDER BY score DESC LIMIT $top_k\n"
-        "WITH collect(node) AS seeds\n"
+        "WITH collect(node) AS seeds, collect(score) AS scores\n"
         "UNWIND seeds AS seed\n"
         f"MATCH (seed)-[*0..{neighborhood}]-(reachable)\n"
-        "WITH seeds, collect(DISTINCT reachable) AS nodes\n"
+        "WITH seeds, scores, collect(DISTINCT reachable) AS nodes\n"
         "UNWIND nodes AS n\n"
         "MATCH (n)-[rel]->(m)\n"
         "WHERE m IN nodes\n"
-        "WITH DISTINCT seeds, rel\n"
-        "WITH seeds, rel, startNode(rel) AS a, endNode(rel) AS b\n"
-        "RETURN [s IN seeds | elementId(s)] AS seeds,\n"
+        "WITH DISTINCT seeds, scores, rel\n"
+        "WITH seeds, scores, rel, startNode(rel) AS a, endNode(rel) AS b\n"
+        "RETURN [s IN seeds | elementId(s)] AS seeds, scores AS seed_scores,\n"
         "       elementId(a) AS source, labels(a) AS source_labels,\n"
         "       [k IN keys(a) WHERE k <> $hidden | [k, a[k]]] AS source_properties,\n"
         "       rel AS predicate,\n"
@@ -151,16 +153,19 @@ def _lean_node(record: Mapping[str, Any], end: str) -> Node:
 
 
 def subgraph_from_records(records: Iterable[Mapping[str, Any]]) -> Subgraph:
-    """Build the subgraph from the query's rows (``seeds``, ``source``, ``predicate``,
-    ``target``: driver ``Node``/``Relationship`` objects, or anything with their
-    ``element_id``, ``labels``, ``type`` and ``items()``). No rows: the empty subgraph
-    (no relationship among the reached nodes renders nothing)."""
+    """Build the subgraph from the query's rows (``seeds``, ``seed_scores``, ``source``,
+    ``predicate``, ``target``: driver ``Node``/``Relationship`` objects, or anything with
+    their ``element_id``, ``labels``, ``type`` and ``items()``). A row without
+    ``seed_scores`` gives seeds without scores. No rows: the empty subgraph (no
+    relationship among the reached nodes renders nothing)."""
     seeds: tuple[str, ...] = ()
+    scores: tuple[float, ...] = ()
     nodes: dict[str, Node] = {}
     relationships: dict[str, Relationship] = {}
     for record in records:
         if not seeds:
             seeds = tuple(node_key(str(s)) for s in record["seeds"] or ())
+            scores = _scores(record.get("seed_scores"), len(seeds))
         if record.get("source_labels") is not None:  # the query's rows: ids, labels, property pairs
             source = _lean_node(record, "source")
             target = _lean_node(record, "target")
@@ -180,7 +185,17 @@ def subgraph_from_records(records: Iterable[Mapping[str, Any]]) -> Subgraph:
                 properties={k: v for k, v in predicate.items() if v is not None},
             ),
         )
-    return Subgraph(seeds=seeds, nodes=nodes, relationships=tuple(relationships.values()))
+    return Subgraph(seeds=seeds, nodes=nodes, relationships=tuple(relationships.values()), seed_scores=scores)
+
+
+def _scores(values: Any, count: int) -> tuple[float, ...]:
+    """The seeds' scores as the vector index reports them, one per seed; () when a row
+    carries none or not one per seed (rows of an older query, or of another server)."""
+    if not isinstance(values, (list, tuple)) or len(values) != count:
+        return ()
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        return ()
+    return tuple(float(v) for v in values)
 
 
 def driver_uri(uri: str) -> str:

@@ -159,6 +159,31 @@ def test_import_through_an_openai_provider_then_benchmark_then_stats(
         assert column in header
 
 
+def test_the_result_file_records_each_seeds_cosine_best_first(
+    tmp_path: Path, server: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The embedded database scores a seed by the cosine of the question's embedding and the
+    node's (the fake server embeds a node's name): the file's recorded graph keeps it."""
+    root = project(tmp_path, server, monkeypatch)
+    assert graph_import(root).exit_code == 0
+    run = benchmark(root)
+    assert run.exit_code == 0, run.stderr
+    for question in ("0", "1", "2"):
+        raw = orjson.loads((root / "out" / "kg" / question / "kag.json").read_bytes())
+        recorded = raw["ok"]["stats"]["retrieval"]["graph"]
+        names = {n["id"]: n["name"] for n in recorded["nodes"]}
+        result = read_result(root / "out" / "kg" / question / "kag.json")
+        assert isinstance(result, OkResult) and result.stats.retrieval is not None
+        vector = result.stats.retrieval.vector
+        assert vector is not None
+        seeds = recorded["seeds"]
+        assert len(seeds) == 2  # top_k
+        for seed in seeds:
+            expected = sum(a * b for a, b in zip(vector, fake_embedding(names[seed["id"]]), strict=True))
+            assert seed["score"] == pytest.approx(expected, abs=1e-5), (question, seed)
+        assert seeds[0]["score"] >= seeds[1]["score"]
+
+
 def test_an_unusable_database_gives_error_results_and_the_run_goes_on(
     tmp_path: Path, server: FakeServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -35,16 +35,16 @@ def test_query_text_for_two_hops() -> None:
     assert build_query(2) == (
         "CALL db.index.vector.queryNodes($index, $candidates, $vector) YIELD node, score\n"
         "WITH node, score ORDER BY score DESC LIMIT $top_k\n"
-        "WITH collect(node) AS seeds\n"
+        "WITH collect(node) AS seeds, collect(score) AS scores\n"
         "UNWIND seeds AS seed\n"
         "MATCH (seed)-[*0..2]-(reachable)\n"
-        "WITH seeds, collect(DISTINCT reachable) AS nodes\n"
+        "WITH seeds, scores, collect(DISTINCT reachable) AS nodes\n"
         "UNWIND nodes AS n\n"
         "MATCH (n)-[rel]->(m)\n"
         "WHERE m IN nodes\n"
-        "WITH DISTINCT seeds, rel\n"
-        "WITH seeds, rel, startNode(rel) AS a, endNode(rel) AS b\n"
-        "RETURN [s IN seeds | elementId(s)] AS seeds,\n"
+        "WITH DISTINCT seeds, scores, rel\n"
+        "WITH seeds, scores, rel, startNode(rel) AS a, endNode(rel) AS b\n"
+        "RETURN [s IN seeds | elementId(s)] AS seeds, scores AS seed_scores,\n"
         "       elementId(a) AS source, labels(a) AS source_labels,\n"
         "       [k IN keys(a) WHERE k <> $hidden | [k, a[k]]] AS source_properties,\n"
         "       rel AS predicate,\n"
@@ -68,8 +68,8 @@ def test_the_search_form_quotes_the_index_and_runs_under_cypher_25() -> None:
         "WITH node, score ORDER BY score DESC LIMIT $top_k\n"
     )
     assert (
-        query.split("WITH collect(node) AS seeds\n", 1)[1]
-        == build_query(1).split("WITH collect(node) AS seeds\n", 1)[1]
+        query.split("WITH collect(node) AS seeds, collect(score) AS scores\n", 1)[1]
+        == build_query(1).split("WITH collect(node) AS seeds, collect(score) AS scores\n", 1)[1]
     )
     assert set(re.findall(r"\$\w+", query)) == {"$candidates", "$top_k", "$vector", "$hidden"}
     with pytest.raises(ValueError, match="needs the index name"):

@@ -269,6 +269,25 @@ def test_the_example_questions_give_the_same_subgraphs_as_ladybug(
             assert mine.relationships, question  # every question reaches some relationship
 
 
+def test_the_seeds_carry_the_vector_index_score(
+    example: Neo4jServer, ladybug_example: Path, minilm: CachedEmbedder
+) -> None:
+    """Neo4j's cosine index scores a node (1 + cosine) / 2; LadybugDB reports the cosine:
+    for the same seeds, one is the other rescaled."""
+    vectors = [[float(x) for x in row] for row in minilm.embed(_questions())]
+    calls = [(v, 3, 1, "embedding") for v in vectors]
+    ladybug = fetch(LadybugGraph(LadybugSettings("kg", str(ladybug_example))), calls)
+    forms = ["procedure", "search"] if example.search else ["procedure"]
+    for form in forms:
+        for mine, theirs in zip(
+            fetch(Neo4jGraph(settings_of(example, query=form)), calls), ladybug, strict=True
+        ):
+            assert len(mine.seed_scores) == len(mine.seeds) == 3, form
+            assert by_csv_id(mine).seeds == theirs.seeds, form
+            expected = [(1 + cosine) / 2 for cosine in theirs.seed_scores]
+            assert list(mine.seed_scores) == pytest.approx(expected, abs=1e-4), form
+
+
 def test_auto_takes_search_from_2026_and_the_procedure_before(
     example: Neo4jServer, minilm: CachedEmbedder
 ) -> None:
