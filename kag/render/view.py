@@ -28,7 +28,7 @@ from kag.render.view_overview import overview, overview_context
 from kag.render.view_pages import error_context, question_nav, questions_context
 from kag.results.io import LinkInTree, write_atomic
 from kag.view.choices import link_state
-from kag.view.graph import Graph, build_graph
+from kag.view.graph import Graph, build_graph, graph_data
 from kag.view.query import View
 from kag.view.server import Reply
 
@@ -212,16 +212,31 @@ def triplet_table(graph: Graph) -> Markup:
 
 
 @functools.lru_cache(maxsize=64)
-def _drawn(text: str, evidence: tuple[str, ...]) -> tuple[Graph, Markup, Markup]:
+def _drawn(text: str, evidence: tuple[str, ...], svg: bool) -> tuple[Graph, Markup | None, Markup]:
     graph = build_graph(text, evidence)
-    return graph, svg_graph(graph), triplet_table(graph)
+    return graph, svg_graph(graph) if svg else None, triplet_table(graph)
 
 
-def question_context(detail: dict[str, Any]) -> dict[str, Any]:
+def question_context(detail: dict[str, Any], *, static: bool = False) -> dict[str, Any]:
+    """A question page's retrieved contexts: per setup that retrieved, its triplets table,
+    its graph for the page's graph library (:func:`kag.view.graph.graph_data`) and, for a
+    ``static`` page (the export: no script), the graph drawn as SVG."""
+    entities = tuple(detail["evidence"])
+    triples = tuple((s, p, o) for s, p, o in detail.get("evidence_triples", ()))
     graphs = []
     for s in detail["setups"]:
         if s.get("retrieval"):
-            graphs.append((s["setup"], *_drawn(s["retrieval"], tuple(detail["evidence"]))))
+            graph, svg, table = _drawn(s["retrieval"], entities, static)
+            graphs.append(
+                {
+                    "setup": s["setup"],
+                    "graph": graph,
+                    "svg": svg,
+                    "table": table,
+                    "data": graph_data(s["retrieval"], s.get("graph"), entities, triples),
+                    "reached": s.get("reached"),
+                }
+            )
     return {"d": detail, "graphs": graphs}
 
 
@@ -311,7 +326,7 @@ def export(view: View, out: Path, title: str, params: dict[str, list[str]], limi
             put(
                 name,
                 render_page(
-                    "view_question.j2", title, sub_link, EXPORT_CSP, **question_context(detail)
+                    "view_question.j2", title, sub_link, EXPORT_CSP, **question_context(detail, static=True)
                 ).encode(),
             )
         put("data.json", _json({"setups": info, "questions": data, "details": details}))

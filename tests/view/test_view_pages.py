@@ -198,6 +198,7 @@ def test_cells_show_the_option_text_and_the_legend_says_what_marks_mean(tmp_path
         "extracted": "B",
         "extracted_outcome": "wrong",
         "option": "B",
+        "reached": None,  # q1 lists no gold evidence
     }
     q1 = page[page.index("med/q1</a>") : page.index("</tr>", page.index("med/q1</a>"))]
     assert '<td class="gold">A <span class="opt" title="A: yes">yes</span></td>' in q1
