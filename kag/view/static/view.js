@@ -99,10 +99,10 @@
     cy.fit(undefined, 20);
     if (cy.zoom() > 1.5) { cy.zoom(1.5); cy.center(); }
   }
-  for (var i = 0; i < boxes.length; i++) {
-    var box = boxes[i];
+  // One function per box: each graph's handlers keep their own box, line and instance.
+  function draw(box) {
     var source = document.getElementById(box.getAttribute("data-graph"));
-    if (!source) { continue; }
+    if (!source) { return; }
     var data = JSON.parse(source.textContent);
     var side = Math.max(400, 70 * Math.sqrt(data.nodes.length));
     var elements = [];
@@ -131,7 +131,8 @@
     var fit = document.getElementById(box.id + "-fit");
     if (fit) {
       fit.hidden = false;
-      fit.addEventListener("click", (function (c) { return function () { fitBox(c); }; })(cy));
+      fit.addEventListener("click", function () { fitBox(cy); });
     }
   }
+  for (var i = 0; i < boxes.length; i++) { draw(boxes[i]); }
 })();
