@@ -27,7 +27,7 @@ from kag.grading.triplets.normalize import (
     normalize_relation,
     normalize_title,
 )
-from kag.results.graph_text import graph_from_formal_text
+from kag.results.graph_text import formal_names, graph_from_formal_text
 from kag.results.model import RetrievedGraph
 
 MAX_LINES = 5000
@@ -190,6 +190,9 @@ def _layout(n: int, edges: list[tuple[int, int]]) -> list[tuple[float, float]]:
     ]
 
 
+#: The properties that label a node read back from text when it has no ``name`` (the one
+#: retrieval quality matches the gold against): labels only, never matched.
+LABEL_KEYS = ("title", "label", "value")
 #: The most nodes of one subgraph a question's page draws: past it, the neighbourhood of
 #: the seeds and the gold evidence (see :func:`graph_data`).
 MAX_SHOWN = 150
@@ -207,8 +210,9 @@ def graph_data(
     graph, else the one read back from its ``FormalTriplet`` ``text`` (no seeds).
 
     - ``nodes``: ``{"id", "key", "label", "seed", "gold", "x", "y"}``: ``id`` the drawing's
-      own (``n0``, ``n1``...), ``key`` the node's id in the file, ``label`` its name (its id
-      when it has none), ``seed`` its rank among the seeds (1 = best; None when it is not
+      own (``n0``, ``n1``...), ``key`` the node's id in the file, ``label`` its name (read
+      back from text without one, the first of its :data:`LABEL_KEYS` properties; else its
+      id), ``seed`` its rank among the seeds (1 = best; None when it is not
       one), ``gold`` whether it is a gold entity or an end of a gold triple that was found;
       ``x``, ``y`` a start layout in the unit square (:func:`_layout`);
     - ``edges``: ``{"id", "source", "target", "label", "gold"}``, ``label`` the
@@ -226,6 +230,7 @@ def graph_data(
     """
     graph = recorded if recorded is not None else graph_from_formal_text(text)
     names = {n.id: n.name for n in graph.nodes}
+    labels = formal_names(text, LABEL_KEYS) if recorded is None else {}
     keys = list(names)
     at = {key: i for i, key in enumerate(keys)}
     rels = [(at[r.start], r.type, at[r.end]) for r in graph.relationships if r.start in at and r.end in at]
@@ -256,7 +261,7 @@ def graph_data(
             {
                 "id": f"n{new[old]}",
                 "key": keys[old],
-                "label": names[keys[old]] or keys[old],
+                "label": names[keys[old]] or labels.get(keys[old]) or keys[old],
                 "seed": seed_rank.get(old),
                 "gold": gold[old],
                 "x": round(positions[new[old]][0], 4),

@@ -149,3 +149,10 @@ def test_without_seeds_or_gold_a_large_graph_keeps_the_best_connected_node_s_nei
     assert [n["key"] for n in data["nodes"]][:1] == ["hub"]  # type: ignore[index]
     assert {n["key"] for n in data["nodes"]} == {"hub", *(f"h{i}" for i in range(9))}  # type: ignore[attr-defined]
     assert data["hidden_nodes"] == 51 + 31 - 10
+
+
+def test_a_node_read_back_without_a_name_is_labelled_by_its_title_label_or_value_never_matched() -> None:
+    text = '(1)-[:R]->(2)\n(1)-[value]->("Scurvy")\n(2)-[title]->("Vitamin C")\n(2)-[value]->("other")\n'
+    data = graph_data(text, None, ("Scurvy", "Vitamin C"), ())
+    # Labelled for the reader; not gold, as retrieval quality matches names only.
+    assert _nodes(data) == [("1", "Scurvy", None, False), ("2", "Vitamin C", None, False)]
