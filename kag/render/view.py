@@ -28,7 +28,7 @@ from kag.render.view_overview import overview, overview_context
 from kag.render.view_pages import error_context, question_nav, questions_context
 from kag.results.io import LinkInTree, write_atomic
 from kag.view.choices import link_state
-from kag.view.graph import Graph, build_graph, graph_data
+from kag.view.graph import Graph, build_graph, graph_data, parse_triplets
 from kag.view.query import View
 from kag.view.server import Reply
 
@@ -213,8 +213,24 @@ def triplet_table(graph: Graph) -> Markup:
 
 @functools.lru_cache(maxsize=64)
 def _drawn(text: str, evidence: tuple[str, ...], svg: bool) -> tuple[Graph, Markup | None, Markup]:
-    graph = build_graph(text, evidence)
-    return graph, svg_graph(graph) if svg else None, triplet_table(graph)
+    """The triplets of ``text`` and their table; with ``svg``, the graph laid out and drawn
+    (a page with a script draws it from :func:`kag.view.graph.graph_data` instead)."""
+    if svg:
+        graph = build_graph(text, evidence)
+        return graph, svg_graph(graph), triplet_table(graph)
+    triplets, other = parse_triplets(text)
+    graph = Graph(tuple(triplets), other, (), (), False)
+    return graph, None, triplet_table(graph)
+
+
+_JSON_IN_HTML = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "'": "\\u0027"})
+
+
+def json_in_html(value: object) -> Markup:
+    """``value`` as JSON that a ``<script type="application/json">`` element holds as is:
+    ``<``, ``>``, ``&`` and ``'`` written as JSON escapes (they occur only inside strings),
+    so no text can close the element or open a comment."""
+    return Markup(orjson.dumps(value).decode().translate(_JSON_IN_HTML))
 
 
 def question_context(detail: dict[str, Any], *, static: bool = False) -> dict[str, Any]:
@@ -233,7 +249,8 @@ def question_context(detail: dict[str, Any], *, static: bool = False) -> dict[st
                     "graph": graph,
                     "svg": svg,
                     "table": table,
-                    "data": graph_data(s["retrieval"], s.get("graph"), entities, triples),
+                    "data": (data := graph_data(s["retrieval"], s.get("graph"), entities, triples)),
+                    "json": json_in_html(data),
                     "reached": s.get("reached"),
                 }
             )

@@ -27,7 +27,7 @@ from kag.grading.triplets.normalize import (
     normalize_relation,
     normalize_title,
 )
-from kag.results.graph_text import formal_names, graph_from_formal_text
+from kag.results.graph_text import formal_names, formal_parts
 from kag.results.model import RetrievedGraph
 
 MAX_LINES = 5000
@@ -228,16 +228,23 @@ def graph_data(
     seed or gold node, the same from the best-connected node. A relationship whose ends are
     not both kept is hidden; a relationship to a node the graph does not list is left out.
     """
-    graph = recorded if recorded is not None else graph_from_formal_text(text)
-    names = {n.id: n.name for n in graph.nodes}
-    labels = formal_names(text, LABEL_KEYS) if recorded is None else {}
+    seeds: list[str] | None
+    if recorded is not None:
+        names = {n.id: n.name for n in recorded.nodes}
+        parts = [(r.start, r.type, r.end) for r in recorded.relationships]
+        seeds = [seed.id for seed in recorded.seeds] if recorded.seeds is not None else None
+        labels: dict[str, str] = {}
+    else:  # the parts of graph_from_formal_text's graph, without a dataclass per node
+        names, parts = formal_parts(text)
+        seeds = None
+        labels = formal_names(text, LABEL_KEYS)
     keys = list(names)
     at = {key: i for i, key in enumerate(keys)}
-    rels = [(at[r.start], r.type, at[r.end]) for r in graph.relationships if r.start in at and r.end in at]
+    rels = [(at[a], t, at[b]) for a, t, b in parts if a in at and b in at]
     seed_rank: dict[int, int] = {}
-    for rank, seed in enumerate(graph.seeds or (), start=1):
-        if seed.id in at:
-            seed_rank.setdefault(at[seed.id], rank)
+    for rank, seed in enumerate(seeds or (), start=1):
+        if seed in at:
+            seed_rank.setdefault(at[seed], rank)
     normal = [normalize_title(name) if (name := names[k]) else "" for k in keys]
     gold_names = {normalize_title(e) for e in entities}
     gold_triples = {(normalize_title(s), normalize_relation(p), normalize_title(o)) for s, p, o in triples}
@@ -277,7 +284,7 @@ def graph_data(
         "total_edges": len(rels),
         "hidden_nodes": len(keys) - len(shown),
         "hidden_edges": len(rels) - len(edges),
-        "seeds": graph.seeds is not None,
+        "seeds": seeds is not None,
         "recorded": recorded is not None,
     }
 
