@@ -233,6 +233,9 @@ def test_examples_retrieval_graphs_reached_filter_and_outcomes_chart(browser: ob
         assert page.locator("#grid tr.row a.open").all_inner_texts() == ["vitamins/rickets"]  # type: ignore[attr-defined]
         assert "a column wrong whose retrieval reached the gold" in page.inner_text("#total")  # type: ignore[attr-defined]
         page.goto(url + "q/vitamins/scurvy")  # type: ignore[attr-defined]
+        assert page.inner_text("#gold-triples") == (  # type: ignore[attr-defined]
+            "(Scurvy, caused by, Vitamin C deficiency), (Vitamin C deficiency, deficiency of, Vitamin C)"
+        )
         recorded = drawn_nodes(page, "cy-1")  # kag-graph: the recorded graph, with its seeds
         assert [(n["label"], n["seed"], n["gold"]) for n in recorded] == [
             ("Scurvy", 1, True),
