@@ -340,3 +340,9 @@ def test_the_grid_filters_on_retrieval_reaching_the_gold_as_kag_stats_counts_it(
     assert detail["evidence_triples"][0] == ["Scurvy", "caused by", "Vitamin C deficiency"]
     graph = next(s["graph"] for s in detail["setups"] if s["setup"] == "kag-graph")
     assert [s.id for s in graph.seeds] == ["1", "4"]  # the recorded graph, for the page to draw
+    from kag.render.view import ViewApp
+
+    answer = ViewApp(view, "t")(["api", "question", "vitamins", "scurvy"], {})
+    setups = {s["setup"]: s for s in orjson.loads(answer.body)["setups"]}
+    assert setups["kag-graph"]["graph"]["seeds"] == [{"id": "1", "score": 0.91}, {"id": "4", "score": 0.62}]
+    assert setups["rust-kag"]["graph"] is None and setups["rust-kag"]["reached"] is False
