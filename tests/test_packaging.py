@@ -80,11 +80,15 @@ def test_the_wheel_ships_both_licence_texts(dist: Path) -> None:
             f"{info}/licenses/kag/data/minilm/LICENSE",
             "kag/data/minilm/LICENSE",  # beside the files it covers
             "kag/data/minilm/tokenizer.json",
-        } <= names, sorted(n for n in names if "LICENSE" in n or "minilm" in n)
+            f"{info}/licenses/kag/view/static/cytoscape.LICENSE",
+            "kag/view/static/cytoscape.LICENSE",  # beside the library kag view serves
+            "kag/view/static/cytoscape.min.js",
+        } <= names, sorted(n for n in names if "LICENSE" in n or "minilm" in n or "static" in n)
         assert wheel.read(f"{info}/licenses/LICENSE") == (REPO / "LICENSE").read_bytes()
         meta = wheel.read(f"{info}/METADATA").decode()
     assert "License-Expression: MIT AND Apache-2.0" in meta
     assert "License-File: LICENSE" in meta and "License-File: kag/data/minilm/LICENSE" in meta
+    assert "License-File: kag/view/static/cytoscape.LICENSE" in meta
 
 
 def test_the_sdist_ships_both_licence_texts(dist: Path) -> None:

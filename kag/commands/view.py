@@ -81,6 +81,15 @@ def view(
         str | None,
         typer.Option("--outcome", metavar="OUTCOME", help="--export: ok, wrong or err.", show_default=False),
     ] = None,
+    retrieval: Annotated[
+        str | None,
+        typer.Option(
+            "--retrieval",
+            metavar="REACHED",
+            help="--export: reached or missed (a column's retrieval and the gold evidence).",
+            show_default=False,
+        ),
+    ] = None,
     flip: Annotated[
         str | None,
         typer.Option("--flip", metavar="A,B", help="--export: A right and B not.", show_default=False),
@@ -222,6 +231,7 @@ def view(
         chosen = (
             ("dataset", dataset),
             ("outcome", outcome),
+            ("retrieval", retrieval),
             ("flip", flip),
             ("disagree", "1" if disagree else None),
             ("q", search),

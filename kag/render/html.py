@@ -41,6 +41,7 @@ from kag.render.compare import (
     impact_table,
     reached_table,
 )
+from kag.render.outcomes_chart import OUTCOMES_LEGEND, outcomes_chart
 from kag.render.stats import XACC_LEGEND, small_samples_note
 from kag.render.table import Align, Table, interval_pct, signed_pp, table_html
 from kag.render.templating import environment, render_template
@@ -432,7 +433,9 @@ def render_html(
     direction, responses cut to ``max_chars``). The ranking has the HTML columns of
     :data:`~kag.render.columns.STATS_COLUMNS` that the run ``shown`` has; with usage (some
     file has token usage, or costs were computed) a chart plots accuracy against mean
-    tokens per question. Sections without data are left out.
+    tokens per question; with retrieval quality (gold evidence in the datasets file) a
+    chart splits each setup's questions into reached or missed and right or wrong
+    (:mod:`kag.render.outcomes_chart`). Sections without data are left out.
     Inline CSS and SVG only: nothing is loaded from anywhere.
     """
     facts = [
@@ -475,6 +478,8 @@ def render_html(
             ranking_legend=ranking_legend(shown),
             accuracy_chart=accuracy_chart(summaries) if summaries else None,
             tokens_chart=tokens_chart(summaries) if summaries and shown.usage else None,
+            outcomes_chart=outcomes_chart(summaries) if summaries else None,
+            outcomes_legend=OUTCOMES_LEGEND,
             usage_legend=usage_legend(shown.priced) if summaries and shown.usage else None,
             comparisons=compared,
             impacts=impact_sections,

@@ -28,7 +28,7 @@ from kag.render.view_overview import overview, overview_context
 from kag.render.view_pages import error_context, question_nav, questions_context
 from kag.results.io import LinkInTree, write_atomic
 from kag.view.choices import link_state
-from kag.view.graph import Graph, build_graph
+from kag.view.graph import Graph, build_graph, graph_data, parse_triplets
 from kag.view.query import View
 from kag.view.server import Reply
 
@@ -212,16 +212,48 @@ def triplet_table(graph: Graph) -> Markup:
 
 
 @functools.lru_cache(maxsize=64)
-def _drawn(text: str, evidence: tuple[str, ...]) -> tuple[Graph, Markup, Markup]:
-    graph = build_graph(text, evidence)
-    return graph, svg_graph(graph), triplet_table(graph)
+def _drawn(text: str, evidence: tuple[str, ...], svg: bool) -> tuple[Graph, Markup | None, Markup]:
+    """The triplets of ``text`` and their table; with ``svg``, the graph laid out and drawn
+    (a page with a script draws it from :func:`kag.view.graph.graph_data` instead)."""
+    if svg:
+        graph = build_graph(text, evidence)
+        return graph, svg_graph(graph), triplet_table(graph)
+    triplets, other = parse_triplets(text)
+    graph = Graph(tuple(triplets), other, (), (), False)
+    return graph, None, triplet_table(graph)
 
 
-def question_context(detail: dict[str, Any]) -> dict[str, Any]:
+_JSON_IN_HTML = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "'": "\\u0027"})
+
+
+def json_in_html(value: object) -> Markup:
+    """``value`` as JSON that a ``<script type="application/json">`` element holds as is:
+    ``<``, ``>``, ``&`` and ``'`` written as JSON escapes (they occur only inside strings),
+    so no text can close the element or open a comment."""
+    return Markup(orjson.dumps(value).decode().translate(_JSON_IN_HTML))
+
+
+def question_context(detail: dict[str, Any], *, static: bool = False) -> dict[str, Any]:
+    """A question page's retrieved contexts: per setup that retrieved, its triplets table,
+    its graph for the page's graph library (:func:`kag.view.graph.graph_data`) and, for a
+    ``static`` page (the export: no script), the graph drawn as SVG."""
+    entities = tuple(detail["evidence"])
+    triples = tuple((s, p, o) for s, p, o in detail.get("evidence_triples", ()))
     graphs = []
     for s in detail["setups"]:
         if s.get("retrieval"):
-            graphs.append((s["setup"], *_drawn(s["retrieval"], tuple(detail["evidence"]))))
+            graph, svg, table = _drawn(s["retrieval"], entities, static)
+            graphs.append(
+                {
+                    "setup": s["setup"],
+                    "graph": graph,
+                    "svg": svg,
+                    "table": table,
+                    "data": (data := graph_data(s["retrieval"], s.get("graph"), entities, triples)),
+                    "json": json_in_html(data),
+                    "reached": s.get("reached"),
+                }
+            )
     return {"d": detail, "graphs": graphs}
 
 
@@ -311,7 +343,7 @@ def export(view: View, out: Path, title: str, params: dict[str, list[str]], limi
             put(
                 name,
                 render_page(
-                    "view_question.j2", title, sub_link, EXPORT_CSP, **question_context(detail)
+                    "view_question.j2", title, sub_link, EXPORT_CSP, **question_context(detail, static=True)
                 ).encode(),
             )
         put("data.json", _json({"setups": info, "questions": data, "details": details}))

@@ -36,6 +36,7 @@ from kag.render.html import (
     summary_table,
     tokens_chart,
 )
+from kag.render.outcomes_chart import OUTCOMES_LEGEND, outcomes_chart
 from kag.render.stats import summary_to_json
 from kag.render.table import Align, Table, table_html
 from kag.render.usage import usage_legend
@@ -174,6 +175,7 @@ def _epochs_table(summary: Summary, epochs: Mapping[str, SetupEpochs]) -> Markup
 
 def charts(summary: Summary, analysis: Analysis | None) -> dict[str, Any]:
     """The charts of the HTML page: accuracy with 95% CI (and against tokens, with usage);
+    with retrieval quality, the outcomes split (:mod:`kag.render.outcomes_chart`);
     with the analysis, the paired differences and each KAG setup's retrieval impact (its
     header lines name the KAG answers on the hurt questions)."""
     shown = Shown.of(summary)
@@ -182,6 +184,8 @@ def charts(summary: Summary, analysis: Analysis | None) -> dict[str, Any]:
     return {
         "accuracy_chart": accuracy_chart(setups) if setups else None,
         "tokens_chart": tokens_chart(setups) if setups and shown.usage else None,
+        "outcomes_chart": outcomes_chart(setups) if setups else None,
+        "outcomes_legend": OUTCOMES_LEGEND,
         "forest_chart": forest_chart(run) if run is not None and run.comparisons else None,
         "compare_legend": comparison_legend(run) if run is not None else [],
         "impacts": [impact_section(impact) for impact in (analysis.impacts if analysis is not None else ())],

@@ -10,7 +10,16 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from kag.errors import UsageError
-from kag.view.choices import OUTCOMES, SORTS, BadChoice, UnknownChoice, link_state, option_key, read_choice
+from kag.view.choices import (
+    OUTCOMES,
+    RETRIEVALS,
+    SORTS,
+    BadChoice,
+    UnknownChoice,
+    link_state,
+    option_key,
+    read_choice,
+)
 from kag.view.query import View
 
 #: The sort menu's entries, in its order.
@@ -27,9 +36,17 @@ assert tuple(SORT_LABELS) == SORTS
 
 def menus(view: View) -> dict[str, Any]:
     """The names the grid's menus offer: every graded setup, the datasets of the grid's
-    questions, the outcomes and the sorts."""
+    questions, the outcomes, the retrieval choices (``with_evidence``: whether the
+    datasets file has gold evidence, so that the menu is offered) and the sorts."""
     snap = view.snapshot
-    return {"all_setups": snap.setups, "datasets": snap.datasets, "outcomes": OUTCOMES, "sorts": SORT_LABELS}
+    return {
+        "all_setups": snap.setups,
+        "datasets": snap.datasets,
+        "outcomes": OUTCOMES,
+        "retrievals": RETRIEVALS,
+        "with_evidence": snap.run.evidence is not None,
+        "sorts": SORT_LABELS,
+    }
 
 
 def questions_context(view: View, params: Mapping[str, Sequence[str]]) -> dict[str, Any]:

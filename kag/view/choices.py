@@ -19,8 +19,10 @@ from kag.grading.rule import is_correct
 
 SORTS = ("question", "-question", "correct", "-correct", "vertices", "-vertices")
 OUTCOMES = tuple(o.value for o in Outcome)
+#: ``retrieval=``: a column's retrieval reached the question's gold evidence, or missed it.
+RETRIEVALS = ("reached", "missed")
 #: The parameters a page keeps in every link it makes (``page`` is the grid's own).
-STATE = ("dataset", "setup", "outcome", "flip", "disagree", "q", "sort", "baseline")
+STATE = ("dataset", "setup", "outcome", "retrieval", "flip", "disagree", "q", "sort", "baseline")
 TRUE = frozenset({"1", "true", "yes"})
 MAX_NAMES_SHOWN = 20
 
@@ -56,6 +58,7 @@ class Choice(NamedTuple):
     disagree: bool
     pattern: str | None
     sort: str
+    retrieval: str | None = None
 
 
 def one(params: Mapping[str, Sequence[str]], name: str) -> str | None:
@@ -120,6 +123,9 @@ def read_choice(
     outcome = one(params, "outcome")
     if outcome is not None and outcome not in OUTCOMES:
         raise UnknownChoice("outcome", outcome, "outcome", OUTCOMES)
+    retrieval = one(params, "retrieval")
+    if retrieval is not None and retrieval not in RETRIEVALS:
+        raise UnknownChoice("retrieval", retrieval, "retrieval", RETRIEVALS)
     sort = one(params, "sort") or "question"
     if sort not in SORTS:
         raise UnknownChoice("sort", sort, "sort", SORTS)
@@ -131,6 +137,7 @@ def read_choice(
         one(params, "disagree") in TRUE,
         one(params, "q"),
         sort,
+        retrieval,
     )
 
 

@@ -4,6 +4,12 @@ The retrieval text kag and the Rust tool write holds one statement a line,
 ``(A)-[:REL]->(B)`` for a relationship and ``(A)-[key]->("value")`` for a property of A.
 Lines of another shape are kept as they are (the table shows them) and not drawn.
 The layout is a deterministic radial tree layout of at most :data:`MAX_NODES` nodes.
+
+:func:`graph_data` is what a question's page hands its graph library: the file's recorded
+graph (``ok.stats.retrieval.graph``), else the graph read back from its ``FormalTriplet``
+text (:mod:`kag.results.graph_text`), its nodes named, its seeds ranked, its gold evidence
+marked as retrieval quality finds it, and reduced to the neighbourhood of the seeds and
+the gold when it is larger than :data:`MAX_SHOWN` nodes.
 """
 
 from __future__ import annotations
@@ -11,10 +17,18 @@ from __future__ import annotations
 import functools
 import math
 import re
+from collections import deque
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-from kag.grading.triplets.normalize import contains_words, normalize_prompt
+from kag.grading.triplets.normalize import (
+    contains_words,
+    normalize_prompt,
+    normalize_relation,
+    normalize_title,
+)
+from kag.results.graph_text import formal_names, formal_parts
+from kag.results.model import RetrievedGraph
 
 MAX_LINES = 5000
 MAX_NODES = 80
@@ -174,3 +188,136 @@ def _layout(n: int, edges: list[tuple[int, int]]) -> list[tuple[float, float]]:
         (0.5 + 0.5 * depth[i] / rings * math.cos(angle[i]), 0.5 + 0.5 * depth[i] / rings * math.sin(angle[i]))
         for i in range(n)
     ]
+
+
+#: The properties that label a node read back from text when it has no ``name`` (the one
+#: retrieval quality matches the gold against): labels only, never matched.
+LABEL_KEYS = ("title", "label", "value")
+#: The most nodes of one subgraph a question's page draws: past it, the neighbourhood of
+#: the seeds and the gold evidence (see :func:`graph_data`).
+MAX_SHOWN = 150
+
+
+@functools.lru_cache(maxsize=64)
+def graph_data(
+    text: str,
+    recorded: RetrievedGraph | None,
+    entities: tuple[str, ...] = (),
+    triples: tuple[tuple[str, str, str], ...] = (),
+    limit: int = MAX_SHOWN,
+) -> dict[str, Any]:
+    """The subgraph a question's page draws, as JSON-ready values: the file's ``recorded``
+    graph, else the one read back from its ``FormalTriplet`` ``text`` (no seeds).
+
+    - ``nodes``: ``{"id", "key", "label", "seed", "gold", "x", "y"}``: ``id`` the drawing's
+      own (``n0``, ``n1``...), ``key`` the node's id in the file, ``label`` its name (read
+      back from text without one, the first of its :data:`LABEL_KEYS` properties; else its
+      id), ``seed`` its rank among the seeds (1 = best; None when it is not
+      one), ``gold`` whether it is a gold entity or an end of a gold triple that was found;
+      ``x``, ``y`` a start layout in the unit square (:func:`_layout`);
+    - ``edges``: ``{"id", "source", "target", "label", "gold"}``, ``label`` the
+      relationship's type, ``gold`` whether it is a gold triple;
+    - ``total_nodes``, ``total_edges``, ``hidden_nodes``, ``hidden_edges``;
+      ``seeds``: whether the file holds seeds; ``recorded``: whether the graph is the
+      recorded one.
+
+    Names, types and triples are compared as the retrieval-quality measure compares them
+    in its ``exact`` mode (:mod:`kag.grading.retrieval_quality`). Past ``limit`` nodes, the
+    nodes kept are the seeds (best first) and the gold nodes, then their neighbours ring by
+    ring (breadth first, in the order of the relationships) up to ``limit``; without any
+    seed or gold node, the same from the best-connected node. A relationship whose ends are
+    not both kept is hidden; a relationship to a node the graph does not list is left out.
+    """
+    seeds: list[str] | None
+    if recorded is not None:
+        names = {n.id: n.name for n in recorded.nodes}
+        parts = [(r.start, r.type, r.end) for r in recorded.relationships]
+        seeds = [seed.id for seed in recorded.seeds] if recorded.seeds is not None else None
+        labels: dict[str, str] = {}
+    else:  # the parts of graph_from_formal_text's graph, without a dataclass per node
+        names, parts = formal_parts(text)
+        seeds = None
+        labels = formal_names(text, LABEL_KEYS)
+    keys = list(names)
+    at = {key: i for i, key in enumerate(keys)}
+    rels = [(at[a], t, at[b]) for a, t, b in parts if a in at and b in at]
+    seed_rank: dict[int, int] = {}
+    for rank, seed in enumerate(seeds or (), start=1):
+        if seed in at:
+            seed_rank.setdefault(at[seed], rank)
+    normal = [normalize_title(name) if (name := names[k]) else "" for k in keys]
+    gold_names = {normalize_title(e) for e in entities}
+    gold_triples = {(normalize_title(s), normalize_relation(p), normalize_title(o)) for s, p, o in triples}
+    gold_edges = [(normal[a], normalize_relation(t), normal[b]) in gold_triples for a, t, b in rels]
+    gold = [bool(name) and name in gold_names for name in normal]
+    for (a, _, b), hit in zip(rels, gold_edges, strict=True):
+        if hit:
+            gold[a] = gold[b] = True
+    kept = _neighbourhood(
+        len(keys),
+        rels,
+        [*sorted(seed_rank, key=seed_rank.__getitem__), *(i for i, g in enumerate(gold) if g)],
+        limit,
+    )
+    shown = sorted(kept)
+    new = {old: i for i, old in enumerate(shown)}
+    edges = [(i, rel) for i, rel in enumerate(rels) if rel[0] in new and rel[2] in new]
+    positions = _layout(len(shown), [(new[a], new[b]) for _, (a, _, b) in edges])
+    return {
+        "nodes": [
+            {
+                "id": f"n{new[old]}",
+                "key": keys[old],
+                "label": names[keys[old]] or labels.get(keys[old]) or keys[old],
+                "seed": seed_rank.get(old),
+                "gold": gold[old],
+                "x": round(positions[new[old]][0], 4),
+                "y": round(positions[new[old]][1], 4),
+            }
+            for old in shown
+        ],
+        "edges": [
+            {"id": f"e{j}", "source": f"n{new[a]}", "target": f"n{new[b]}", "label": t, "gold": gold_edges[i]}
+            for j, (i, (a, t, b)) in enumerate(edges)
+        ],
+        "total_nodes": len(keys),
+        "total_edges": len(rels),
+        "hidden_nodes": len(keys) - len(shown),
+        "hidden_edges": len(rels) - len(edges),
+        "seeds": seeds is not None,
+        "recorded": recorded is not None,
+    }
+
+
+def _neighbourhood(n: int, rels: list[tuple[int, str, int]], focus: list[int], limit: int) -> set[int]:
+    """The nodes (of ``0..n-1``) kept of a graph of ``n`` nodes: all of them up to ``limit``;
+    past it, ``focus`` (in order) and then its neighbours breadth first, up to ``limit``;
+    with no ``focus``, breadth first from the best-connected node not yet reached (ties:
+    the first), component after component."""
+    if n <= limit:
+        return set(range(n))
+    neighbours: list[list[int]] = [[] for _ in range(n)]
+    for a, _, b in rels:
+        if a != b:
+            neighbours[a].append(b)
+            neighbours[b].append(a)
+    kept: set[int] = set()
+    queue: deque[int] = deque()
+    for node in focus:
+        if node not in kept and len(kept) < limit:
+            kept.add(node)
+            queue.append(node)
+    starts = iter(sorted(range(n), key=lambda i: (-len(neighbours[i]), i))) if not focus else iter(())
+    while len(kept) < limit:
+        if not queue:
+            start = next((s for s in starts if s not in kept), None)
+            if start is None:
+                break
+            kept.add(start)
+            queue.append(start)
+            continue
+        for other in neighbours[queue.popleft()]:
+            if other not in kept and len(kept) < limit:
+                kept.add(other)
+                queue.append(other)
+    return kept

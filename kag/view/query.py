@@ -18,6 +18,7 @@ from kag.grading.compare.records import AnswerSet, question_sort_key, setup_conf
 from kag.grading.compare.setups import ComparisonRun
 from kag.grading.mcq.summary import summarize
 from kag.grading.record import GradedFile
+from kag.grading.retrieval_quality import is_reached
 from kag.grading.rule import rust_trim
 from kag.grading.search.match import Matcher
 from kag.grading.usage import price_records
@@ -32,6 +33,7 @@ from kag.view.index import (
     tree_labels,
     unpack_detail,
 )
+from kag.view.rows import unpack_quality
 from kag.view.search import SEARCH_SECONDS, Found, compile_search, read_below, search_files
 from kag.view.snapshot import SELECT_ROWS, Builder, Cell, Snapshot, graded_record, setup_name
 
@@ -262,6 +264,7 @@ class View:
                                 "extracted": c.extracted,
                                 "extracted_outcome": c.extracted_outcome,
                                 "option": option_key(c.response, options),
+                                "reached": c.reached,
                             }
                             if (c := cells.get(s)) is not None
                             else None
@@ -296,7 +299,7 @@ class View:
             if choice.pattern is not None:
                 found = self._search(snap, compile_search(choice.pattern), choice.setups, gone)
                 matched, cut = found.keys, found.cut
-            keys = self._select(snap, *choice[:5], matched, choice.sort)
+            keys = self._select(snap, *choice[:5], matched, choice.sort, choice.retrieval)
             if cut is None:  # a search cut short is not kept: the next asks again
                 if len(snap.selected) >= 32:
                     snap.selected.clear()
@@ -317,11 +320,13 @@ class View:
         disagree: bool,
         matched: frozenset[tuple[str, str]] | None,
         sort: str,
+        retrieval: str | None = None,
     ) -> list[tuple[str, str]]:
         """The grid's questions for one choice of filters (``matched``: those a search
         found), in order (kept per choice with the snapshot: paging through them, or coming
-        back, costs a slice)."""
+        back, costs a slice). ``outcome`` and ``retrieval`` hold of one column together."""
         keys = []
+        reached = retrieval == "reached" if retrieval is not None else None
         for key in snap.order:
             if dataset is not None and key[0] != dataset:
                 continue
@@ -329,7 +334,10 @@ class View:
             present = [cells[s] for s in setups if s in cells]
             if not present:
                 continue
-            if outcome is not None and not any(c.outcome == outcome for c in present):
+            if (outcome is not None or reached is not None) and not any(
+                (outcome is None or c.outcome == outcome) and (reached is None or c.reached is reached)
+                for c in present
+            ):
                 continue
             if flip_pair is not None:
                 ca, cb = cells.get(flip_pair[0]), cells.get(flip_pair[1])
@@ -405,6 +413,7 @@ class View:
             }
             if r is not None and r[3] is not None:
                 d = unpack_detail(r[3])
+                quality = unpack_quality(d.quality)
                 entry.update(
                     generation_secs=d.generation_ns / 1e9 if d.generation_ns is not None else None,
                     context_length=d.context_length,
@@ -416,6 +425,7 @@ class View:
                     completion_tokens=d.completion_tokens,
                     model=d.model,
                     provider=d.provider,
+                    reached=is_reached(quality) if quality is not None else None,
                 )
             try:
                 result = parse_result(read_below(c.tree, c.rel))
@@ -425,6 +435,7 @@ class View:
                     response=None,
                     error=f"cannot read the file now: {reason}",
                     retrieval=None,
+                    graph=None,
                     prompt=None,
                     **self._verdicts(c.tree, q, None),
                 )
@@ -435,6 +446,7 @@ class View:
                     response=None,
                     error=result.error,
                     retrieval=None,
+                    graph=None,
                     prompt=None,
                     **self._verdicts(c.tree, q, None),
                 )
@@ -445,6 +457,7 @@ class View:
                     error=None,
                     prompt=result.stats.prompt,
                     retrieval=retrieval.result if retrieval is not None else None,
+                    graph=retrieval.graph if retrieval is not None else None,
                     **self._verdicts(c.tree, q, result.result),
                 )
             out.append(entry)
@@ -455,6 +468,7 @@ class View:
             "options": dict(q.mcq.options) if q is not None and q.mcq is not None else None,
             "gold": q.mcq.answer if q is not None and q.mcq is not None else None,
             "evidence": list(q.evidence) if q is not None else [],
+            "evidence_triples": [list(t) for t in q.evidence_triples] if q is not None else [],
             "setups": out,
         }
 
@@ -512,6 +526,7 @@ _DETAIL = (
     "completion_tokens",
     "model",
     "provider",
+    "reached",
 )
 
 

@@ -15,6 +15,7 @@ from kag.grading.evidence import EvidenceRecord
 from kag.grading.mcq.metrics import GradeRun, Tally, Unreadable
 from kag.grading.mcq.summary import Summary
 from kag.grading.record import GradedFile, Outcome
+from kag.grading.retrieval_quality import is_reached
 from kag.results.codec import RetrievalSample
 from kag.results.model import AugmentedGeneration, ModelConfig, Usage
 from kag.view.index import (
@@ -51,6 +52,9 @@ class Cell(NamedTuple):
     vertices: int | None
     rel: str
     tree: str
+    #: Whether the file's retrieval reached the question's gold evidence
+    #: (:func:`kag.grading.retrieval_quality.is_reached`); None without gold or retrieval.
+    reached: bool | None = None
 
 
 @dataclass
@@ -89,6 +93,7 @@ class Builder:
         # The setup names of a (tree, setup): one per label the tree is given under.
         self._names: dict[tuple[str, str], tuple[str, ...]] = {}
         self.with_extract = index.extract is not None
+        self.with_evidence = index.datasets.has_evidence
         self.tallies: dict[tuple[str, str], Tally] = {}
         self.grid: dict[tuple[str, str], dict[str, Cell]] = {}
         self.epochs: dict[tuple[str, str, str], tuple[int, int]] = {}
@@ -134,8 +139,13 @@ class Builder:
                 self.unreadable.extend(bad for _ in labels.get(tree, ("",)))
                 continue
             outcome = row[9]
-            # The extracted key lives in the detail, read only when there is one to read.
-            key = unpack_detail(row[16]).extracted_key if self.with_extract and kind == GRADED else None
+            # The extracted key and the retrieval quality live in the detail, read only when
+            # there is one to read.
+            key, reached = None, None
+            if (self.with_extract or self.with_evidence) and kind == GRADED:
+                d = unpack_detail(row[16])
+                key = d.extracted_key if self.with_extract else None
+                reached = is_reached(q) if (q := unpack_quality(d.quality)) is not None else None
             for name in self.names(tree, setup):
                 if counting:
                     tally = tallies.get((name, dataset))
@@ -157,7 +167,7 @@ class Builder:
                     found = EvidenceRecord(tuple(c == "1" for c in row[15]), outcome == Outcome.OK.value)
                     self.evidence.setdefault((name, dataset), {})[question] = found
                 grid.setdefault((dataset, question), {})[name] = Cell(
-                    outcome, row[11], key, row[10], row[14], rel, tree
+                    outcome, row[11], key, row[10], row[14], rel, tree, reached
                 )
 
     def run(self) -> GradeRun:

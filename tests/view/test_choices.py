@@ -134,3 +134,13 @@ def test_a_question_knows_its_neighbours_in_the_list() -> None:
 def test_the_option_an_answer_names(answer: str | None, key: str | None) -> None:
     assert option_key(answer, {"A": "yes", "B": "no", "K": "potassium"}) == key
     assert option_key(answer, None) is None
+
+
+def test_retrieval_reached_or_missed_is_read_checked_and_kept_in_links() -> None:
+    assert read_choice({"retrieval": ["missed"]}, SETUPS, ("med",)).retrieval == "missed"
+    assert read_choice({"retrieval": [""]}, SETUPS, ("med",)).retrieval is None  # the menu's "any"
+    with pytest.raises(UnknownChoice) as bad:
+        read_choice({"retrieval": ["found"]}, SETUPS, ("med",))
+    assert bad.value.key == "retrieval" and bad.value.names == ("reached", "missed")
+    assert "retrieval=found" in str(bad.value) and "reached, missed" in str(bad.value)
+    assert link_state({"retrieval": ["reached"], "page": ["2"]}) == {"retrieval": "reached"}

@@ -286,3 +286,63 @@ def test_the_run_records_are_read_once_per_scan(tmp_path: Path, monkeypatch: pyt
     write_result(result_path(root, "med", "q5", "", "gpt"), ok_result("A"))
     view.reload()
     assert len(overview(view, None)["runs"]) == 1 and len(calls) == 2
+
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "retrieval"
+RQ_DATASETS = EXAMPLE / "datasets.json"
+RQ_TREE = EXAMPLE / "results"
+
+
+def test_the_grid_filters_on_retrieval_reaching_the_gold_as_kag_stats_counts_it(tmp_path: Path) -> None:
+    """On examples/retrieval: each cell's ``reached`` is the file's as `kag stats` counts
+    it (per setup, the cells reached are its ``retrieval_quality.reached``); the filter
+    keeps the questions where a column reached (missed) the gold, and with ``outcome`` a
+    column that is both."""
+    view = View(
+        Index(
+            tmp_path / "i.sqlite", load_datasets(RQ_DATASETS), [Tree("", str(RQ_TREE.resolve()))], "", None
+        ),
+        scan=True,
+    )
+    done = runner.invoke(app, ["stats", "-d", str(RQ_DATASETS), "-r", str(RQ_TREE), "--format", "json"])
+    assert done.exit_code == 0, done.output
+    blocks = {s["setup"]: s["overall"]["retrieval_quality"] for s in orjson.loads(done.stdout)["setups"]}
+    rows = view.questions({})["rows"]
+    for setup, block in blocks.items():
+        cells = [r["cells"][setup] for r in rows if r["cells"][setup] is not None]
+        reached = [c["reached"] for c in cells]
+        if block is None:
+            assert set(reached) == {None}
+            continue
+        assert reached.count(True) == block["reached"]
+        assert reached.count(True) + reached.count(False) == block["questions"]
+        right = sum(1 for c in cells if c["reached"] is True and c["outcome"] == "ok")
+        assert right == block["outcomes"]["reached_right"]
+
+    def keys(**params: str) -> list[str]:
+        return [r["question"] for r in view.questions({k: [v] for k, v in params.items()})["rows"]]
+
+    assert keys(retrieval="reached") == ["anemia", "rickets", "scurvy"]
+    assert keys(retrieval="missed") == ["rickets", "scurvy"]
+    # rickets: rust-kag reached the gold and answered wrong (a reasoning miss) ...
+    assert keys(retrieval="reached", outcome="wrong") == ["rickets"]
+    # ... kag-graph missed it and answered wrong (a retrieval miss); no column missed and erred.
+    assert keys(retrieval="missed", outcome="wrong") == ["rickets"]
+    assert keys(retrieval="missed", outcome="err") == []
+    assert keys(retrieval="reached", setup="kag-graph") == ["scurvy"]
+    detail = view.question("vitamins", "scurvy")
+    assert detail is not None
+    assert {s["setup"]: s["reached"] for s in detail["setups"]} == {
+        "kag-graph": True,
+        "native": None,
+        "rust-kag": False,
+    }
+    assert detail["evidence_triples"][0] == ["Scurvy", "caused by", "Vitamin C deficiency"]
+    graph = next(s["graph"] for s in detail["setups"] if s["setup"] == "kag-graph")
+    assert [s.id for s in graph.seeds] == ["1", "4"]  # the recorded graph, for the page to draw
+    from kag.render.view import ViewApp
+
+    answer = ViewApp(view, "t")(["api", "question", "vitamins", "scurvy"], {})
+    setups = {s["setup"]: s for s in orjson.loads(answer.body)["setups"]}
+    assert setups["kag-graph"]["graph"]["seeds"] == [{"id": "1", "score": 0.91}, {"id": "4", "score": 0.62}]
+    assert setups["rust-kag"]["graph"] is None and setups["rust-kag"]["reached"] is False

@@ -61,3 +61,16 @@ def test_an_export_never_removes_through_a_link_at_its_q_folder(
         export(view, out, "t", selected, 10)
     assert sorted(os.listdir(elsewhere / "q")) == kept and len(kept) == 8
     assert (out / "q").is_symlink()
+
+
+def test_a_graph_s_json_cannot_close_its_element_and_reads_back_unchanged() -> None:
+    import json
+
+    from kag.render.view import json_in_html
+
+    hostile = {
+        "label": "</script><script>window.pwned=1</script><!-- & ' \" \u2028 <img src=x onerror=alert(1)>"
+    }
+    text = str(json_in_html(hostile))
+    assert not {"<", ">", "&", "'"} & set(text)
+    assert json.loads(text) == hostile

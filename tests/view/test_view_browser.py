@@ -3,6 +3,7 @@ Skipped when chromium or playwright is absent."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Iterator
@@ -51,6 +52,16 @@ def _page(browser: object, requests: list[str]) -> object:
     return page
 
 
+def drawn_nodes(page: object, box: str = "cy-1") -> list[dict[str, object]]:
+    """The nodes Cytoscape.js drew in the graph box ``box`` of a question's page, read from
+    its instance (waits for it)."""
+    page.wait_for_function(f"window.kagGraphs && window.kagGraphs[{box!r}]")  # type: ignore[attr-defined]
+    return page.evaluate(  # type: ignore[attr-defined,no-any-return]
+        f"window.kagGraphs[{box!r}].nodes().map(n => ({{label: n.data('label'), gold: !!n.data('gold'),"
+        " seed: n.data('seed') || null}))"
+    )
+
+
 def test_overview_flip_question_subgraph_and_nothing_hostile_runs(browser: object, tmp_path: Path) -> None:
     datasets, tree = make_tree(tmp_path)
     view = open_view(datasets, tree, tmp_path / "index.sqlite", config=write_verdicts(datasets, tree))
@@ -69,13 +80,11 @@ def test_overview_flip_question_subgraph_and_nothing_hostile_runs(browser: objec
         shared = page.url  # type: ignore[attr-defined]
         page.keyboard.press("j")  # type: ignore[attr-defined]
         page.keyboard.press("Enter")  # type: ignore[attr-defined]
-        page.wait_for_selector("svg.graph")  # type: ignore[attr-defined]
-        assert "/q/med/q2?" in page.url  # type: ignore[attr-defined]
-        assert page.locator("svg.graph g.node").count() == 3  # type: ignore[attr-defined]
+        page.wait_for_url("**/q/med/q2?*")  # type: ignore[attr-defined]
+        assert len(drawn_nodes(page)) == 3
         # The hostile question q0: its response, input and node labels show as text.
         page.goto(url + "q/med/q0")  # type: ignore[attr-defined]
-        page.wait_for_selector("svg.graph")  # type: ignore[attr-defined]
-        assert page.locator("svg.graph g.node.evidence").count() == 1  # type: ignore[attr-defined]
+        assert [n["label"] for n in drawn_nodes(page) if n["gold"]] == ["Vitamin C"]
         assert "<script>window.pwned=1</script>" in page.inner_text("pre.response")  # type: ignore[attr-defined]
         assert "<script>window.pwned=1</script>" in page.inner_text("pre.reason")  # type: ignore[attr-defined]
         assert page.evaluate("window.pwned === undefined")  # type: ignore[attr-defined]
@@ -159,7 +168,7 @@ def test_a_flip_chosen_from_the_menus_keeps_its_state_from_page_to_page(
         page.set_viewport_size({"width": 800, "height": 600})  # type: ignore[attr-defined]
         page.goto(f"{url}q/pubmedqa/11411430?setup={KAG}&setup={NATIVE}&flip={KAG}&flip={NATIVE}")  # type: ignore[attr-defined]
         assert page.inner_text("#qnav").startswith("← previous · question 3 of 15")  # type: ignore[attr-defined]
-        assert page.locator("svg.graph g.node").count() == 26  # type: ignore[attr-defined]
+        assert len(drawn_nodes(page)) == 26
         page.screenshot(path=str(SCREENSHOT), full_page=True)  # type: ignore[attr-defined]
         assert SCREENSHOT.read_bytes().startswith(b"\x89PNG")
     assert requests and all(r.startswith(url) for r in requests), requests
@@ -186,3 +195,118 @@ def test_static_export_opens_from_file(browser: object, tmp_path: Path) -> None:
     assert page.evaluate("window.pwned === undefined")  # type: ignore[attr-defined]
     assert page.evaluate("getComputedStyle(document.body).margin") == "0px"  # the stylesheet loaded
     assert all(r.startswith("file://") for r in requests), requests
+
+
+EXAMPLE = REPO_ROOT / "examples" / "retrieval"
+# Records the page's Content-Security-Policy violations (run before the page's own scripts,
+# by the browser's debugging protocol, which the policy does not govern).
+WATCH_CSP = (
+    "window.cspViolations = [];"
+    "document.addEventListener('securitypolicyviolation',"
+    " e => window.cspViolations.push(e.violatedDirective + ' ' + e.blockedURI));"
+)
+
+
+def test_examples_retrieval_graphs_reached_filter_and_outcomes_chart(browser: object, tmp_path: Path) -> None:
+    """examples/retrieval as a user meets it: the outcomes chart on the overview, the grid
+    narrowed to the questions whose retrieval reached the gold, a question's two subgraphs
+    drawn with their names, seeds and gold, and not one policy violation."""
+    view = open_view(EXAMPLE / "datasets.json", EXAMPLE / "results", tmp_path / "i.sqlite")
+    requests: list[str] = []
+    with serving(view) as url:
+        page = _page(browser, requests)
+        page.add_init_script(WATCH_CSP)  # type: ignore[attr-defined]
+        page.goto(url)  # type: ignore[attr-defined]
+        chart = page.locator("#outcomes-chart svg")  # type: ignore[attr-defined]
+        assert chart.locator("text.label").all_text_contents() == ["rust-kag", "kag-graph"]
+        assert chart.locator("rect.outcome").count() == 5  # rust-kag 1+1+1, kag-graph 1+1
+        page.click("nav a >> text=Questions")  # type: ignore[attr-defined]
+        assert page.inner_text("#count") == "4"  # type: ignore[attr-defined]
+        page.select_option("#f-retrieval", "reached")  # type: ignore[attr-defined]
+        page.click("#filters button")  # type: ignore[attr-defined]
+        page.wait_for_url("**/questions?retrieval=reached*")  # type: ignore[attr-defined]
+        assert parse_qs(urlsplit(page.url).query)["retrieval"] == ["reached"]  # type: ignore[attr-defined]
+        assert page.inner_text("#count") == "3"  # type: ignore[attr-defined]
+        page.select_option("#f-outcome", "wrong")  # type: ignore[attr-defined]
+        page.click("#filters button")  # type: ignore[attr-defined]
+        page.wait_for_url("**/questions?outcome=wrong&retrieval=reached*")  # type: ignore[attr-defined]
+        assert page.locator("#grid tr.row a.open").all_inner_texts() == ["vitamins/rickets"]  # type: ignore[attr-defined]
+        assert "a column wrong whose retrieval reached the gold" in page.inner_text("#total")  # type: ignore[attr-defined]
+        page.goto(url + "q/vitamins/scurvy")  # type: ignore[attr-defined]
+        assert page.inner_text("#gold-triples") == (  # type: ignore[attr-defined]
+            "(Scurvy, caused by, Vitamin C deficiency), (Vitamin C deficiency, deficiency of, Vitamin C)"
+        )
+        recorded = drawn_nodes(page, "cy-1")  # kag-graph: the recorded graph, with its seeds
+        assert [(n["label"], n["seed"], n["gold"]) for n in recorded] == [
+            ("Scurvy", 1, True),
+            ("Vitamin C deficiency", None, True),
+            ("Vitamin C", None, True),
+            ("Rickets", 2, False),
+            ("Vitamin D deficiency", None, False),
+        ]
+        read_back = drawn_nodes(page, "cy-2")  # rust-kag: read back from its text, no seeds
+        assert [n["label"] for n in read_back] == [
+            "Scurvy",
+            "Vitamin C deficiency",
+            "Rickets",
+            "Vitamin D deficiency",
+        ]
+        assert (
+            page.inner_text("#reached-1") == "gold reached" and page.inner_text("#reached-2") == "gold missed"
+        )  # type: ignore[attr-defined]
+        edges = page.evaluate(
+            "window.kagGraphs['cy-1'].edges().map(e => [e.data('label'), !!e.data('gold')])"
+        )  # type: ignore[attr-defined]
+        assert edges == [["CAUSED_BY", True], ["DEFICIENCY_OF", True], ["CAUSED_BY", False]]
+        # Zoom and pan are the user's; a click on a node says what it is.
+        assert page.evaluate(
+            "window.kagGraphs['cy-1'].userZoomingEnabled() && window.kagGraphs['cy-1'].userPanningEnabled()"
+        )  # type: ignore[attr-defined]
+        page.evaluate("() => { window.kagGraphs['cy-1'].$('#n3').emit('tap'); }")  # type: ignore[attr-defined]
+        assert page.inner_text("#cy-1-info") == "Rickets · id 4 · seed #2"  # type: ignore[attr-defined]
+        assert page.locator("#cy-1 canvas").count() > 0  # type: ignore[attr-defined]
+        assert page.evaluate("window.cspViolations") == []  # type: ignore[attr-defined]
+    assert requests and all(r.startswith(url) for r in requests), requests
+
+
+HOSTILE_NODE = "<img src=x onerror=window.pwned=1>"
+
+
+def test_a_large_subgraph_shows_its_neighbourhood_and_a_hostile_name_stays_text(
+    browser: object, tmp_path: Path
+) -> None:
+    """A retrieval of 400 nodes: the page draws the 150 nearest to the gold and says how
+    many are hidden; a node named ``<img src=x onerror=...>`` is a label, never an element."""
+    from kag.results import result_path, write_result
+    from tests.result_helpers import neo4j_retrieval, ok_result
+
+    datasets = tmp_path / "datasets.json"
+    question = {"input": "Q?", "output": {"type": "MCQ", "options": {"A": "a", "B": "b"}, "answer": "A"}}
+    datasets.write_text(json.dumps({"d": {"q": {**question, "evidence": [HOSTILE_NODE]}}}))
+    lines = [f"(n{i})-[:NEXT]->(n{i + 1})" for i in range(399)]
+    lines += [f'(n{i})-[name]->("node {i}")' for i in range(1, 400)]
+    lines.append(f"(n0)-[name]->({json.dumps(HOSTILE_NODE)})")
+    text = "\n".join(lines) + "\n"
+    tree = tmp_path / "results"
+    write_result(
+        result_path(tree, "d", "q", "", "kag"), ok_result("A", retrieval=neo4j_retrieval(text, 400, 399, 400))
+    )
+    view = open_view(datasets, tree, tmp_path / "i.sqlite")
+    requests: list[str] = []
+    with serving(view) as url:
+        page = _page(browser, requests)
+        page.add_init_script(WATCH_CSP)  # type: ignore[attr-defined]
+        page.goto(url + "q/d/q")  # type: ignore[attr-defined]
+        nodes = drawn_nodes(page)
+        assert len(nodes) == 150
+        assert nodes[0] == {"label": HOSTILE_NODE, "gold": True, "seed": None}
+        assert {n["label"] for n in nodes[1:]} == {
+            f"node {i}" for i in range(1, 150)
+        }  # the nearest to the gold
+        shown = page.inner_text("#cy-1-shown")  # type: ignore[attr-defined]
+        assert shown.startswith("150 of 400 node(s) and 149 of 399 relationship(s) drawn")
+        assert "250 node(s) and 250 relationship(s) hidden" in shown
+        assert page.locator("img").count() == 0  # type: ignore[attr-defined]
+        assert page.evaluate("window.pwned === undefined")  # type: ignore[attr-defined]
+        assert page.evaluate("window.cspViolations") == []  # type: ignore[attr-defined]
+    assert requests and all(r.startswith(url) for r in requests), requests

@@ -135,8 +135,14 @@ def test_api_and_hostile_paths(tree: tuple[Path, Path], tmp_path: Path) -> None:
         assert status == 200
         text = page.decode()
         assert "<script>window.pwned" not in text and "<img src=x" not in text
-        assert "&lt;img src=x onerror=" in text and "<svg" in text and 'class="node evidence"' in text
-        assert "<script>" not in text.replace('<script src="/static/view.js" defer></script>', "")
+        assert "&lt;img src=x onerror=" in text and 'class="cy"' in text
+        # The graph's data is JSON in a data block, its markup characters escaped.
+        assert '<script type="application/json" id="cy-1-data">' in text and "\\u003cscript\\u003e" in text
+        scripts = (
+            '<script src="/static/view.js" defer></script>',
+            '<script src="/static/cytoscape.min.js" defer></script>',
+        )
+        assert "<script>" not in text.replace(scripts[0], "").replace(scripts[1], "")
 
 
 def test_index_is_incremental_and_outside_a_read_only_tree(tree: tuple[Path, Path], tmp_path: Path) -> None:

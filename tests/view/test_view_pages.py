@@ -198,6 +198,7 @@ def test_cells_show_the_option_text_and_the_legend_says_what_marks_mean(tmp_path
         "extracted": "B",
         "extracted_outcome": "wrong",
         "option": "B",
+        "reached": None,  # q1 lists no gold evidence
     }
     q1 = page[page.index("med/q1</a>") : page.index("</tr>", page.index("med/q1</a>"))]
     assert '<td class="gold">A <span class="opt" title="A: yes">yes</span></td>' in q1
@@ -265,3 +266,22 @@ def test_an_export_of_a_mistyped_dataset_exits_2_naming_the_datasets(tmp_path: P
     assert (
         result.exit_code == 2 and "flip=natve: no setup has that name (setups: kag, native)" in result.stderr
     )
+
+
+def test_an_export_keeps_the_questions_whose_retrieval_reached_or_missed_the_gold(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from kag.cli import app
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "retrieval"
+    base = ["view", "-d", str(example / "datasets.json"), "-r", str(example / "results")]
+    base += ["--index", str(tmp_path / "i.sqlite")]
+    result = CliRunner().invoke(app, [*base, "--export", str(tmp_path / "missed"), "--retrieval", "missed"])
+    assert result.exit_code == 0, result.output
+    assert "missed: 2 question page(s)" in result.stdout
+    grid = (tmp_path / "missed" / "questions.html").read_text()
+    assert "the questions where a column&#x27;s retrieval missed the gold." in grid
+    assert re.findall(r">vitamins/(\w+)</a>", grid) == ["rickets", "scurvy"]
+    result = CliRunner().invoke(app, [*base, "--export", str(tmp_path / "x"), "--retrieval", "found"])
+    assert result.exit_code == 2
+    assert "retrieval=found: no retrieval has that name (retrievals: reached, missed)" in result.stderr

@@ -71,7 +71,8 @@ def test_the_view_api_and_the_export_rows_say_the_same_words(tmp_path: Path) -> 
             want = rows[(row["question"], setup)]
             seen += 1
             assert row["gold"] == want["gold"]
-            assert set(cell) == {"outcome", "response", "extracted", "extracted_outcome", "option"}
+            # ``reached``: the view's own (whether retrieval reached the gold evidence).
+            assert set(cell) == {"outcome", "response", "extracted", "extracted_outcome", "option", "reached"}
             response = want["response"][:ANSWER_CHARS] if want["response"] is not None else None
             assert cell["response"] == response
             assert cell["extracted"] == want["extracted"]
@@ -94,6 +95,7 @@ def test_the_view_api_and_the_export_rows_say_the_same_words(tmp_path: Path) -> 
         "extracted": "A",
         "extracted_outcome": "ok",
         "option": None,
+        "reached": None,
     }
     assert (native["q3"]["extracted"], native["q3"]["extracted_outcome"]) == ("C", "wrong")
     assert len(native["q3"]["response"]) == ANSWER_CHARS
