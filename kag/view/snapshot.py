@@ -15,8 +15,6 @@ from kag.grading.evidence import EvidenceRecord
 from kag.grading.mcq.metrics import GradeRun, Tally, Unreadable
 from kag.grading.mcq.summary import Summary
 from kag.grading.record import GradedFile, Outcome
-from kag.results.codec import RetrievalSample
-from kag.results.model import AugmentedGeneration, ModelConfig, Usage
 from kag.view.index import (
     GRADED,
     IGNORED,
@@ -26,9 +24,8 @@ from kag.view.index import (
     UNREADABLE,
     Index,
     tree_labels,
-    unpack_detail,
 )
-from kag.view.rows import unpack_quality
+from kag.view.record_rows import detail_field, from_row
 
 if TYPE_CHECKING:
     from kag.view.search import Found
@@ -135,20 +132,18 @@ class Builder:
                 continue
             outcome = row[9]
             # The extracted key lives in the detail, read only when there is one to read.
-            key = unpack_detail(row[16]).extracted_key if self.with_extract and kind == GRADED else None
+            key = detail_field(row, "extracted_key") if self.with_extract and kind == GRADED else None
+            record = from_row(row, setup) if counting else None
             for name in self.names(tree, setup):
-                if counting:
+                if record is not None:
                     tally = tallies.get((name, dataset))
                     if tally is None:
                         tally = tallies[(name, dataset)] = Tally()
+                    named = replace(record, setup=name) if name != setup else record
                     if kind == OPEN:
-                        d = unpack_detail(row[16])
-                        record = graded_record(row, name)
-                        tally.add_open_record(
-                            replace(record, exact_match=d.open_exact or 0.0, f1=d.open_f1 or 0.0)
-                        )
+                        tally.add_open_record(named)
                     else:
-                        tally.add(graded_record(row, name))
+                        tally.add(named)
                 if kind == OPEN:
                     continue
                 if later and (tree, dataset, question, name) in later:
@@ -211,42 +206,17 @@ class Builder:
 
 
 def graded_record(row: tuple[Any, ...], name: str) -> GradedFile:
-    """The per-file record of an index row (the columns of :data:`SELECT_ROWS`, by position):
-    what `kag stats` builds for the same file."""
-    d = unpack_detail(row[16])
-    config = None
-    if d.provider is not None:
-        ag = AugmentedGeneration(d.retriever, d.database) if d.retriever is not None else None  # type: ignore[arg-type]
-        config = ModelConfig(d.provider, d.model, d.temperature, d.max_tokens, ag)  # type: ignore[arg-type]
-    extracted = row[10]
-    ret_ns = d.retrieval_ns
-    return GradedFile(
-        row[2],
-        row[3],
-        name,
-        _OUTCOME[row[9]],
-        row[11],
-        bool(d.abstained),
-        bool(d.non_option),
-        d.generation_ns,
-        d.context_length,
-        RetrievalSample(ret_ns, row[14], d.relationships, d.properties)  # type: ignore[arg-type]
-        if ret_ns is not None
-        else None,
-        row[12],
-        config,
-        Usage(d.prompt_tokens, d.completion_tokens)
-        if d.prompt_tokens is not None or d.completion_tokens is not None
-        else None,
-        _OUTCOME[extracted] if extracted is not None else None,
-        retrieval_quality=unpack_quality(d.quality),
-    )
+    """The per-file record of an index row (the columns of :data:`SELECT_ROWS`), named
+    ``name``: what `kag stats` builds for the same file (:func:`kag.view.record_rows.from_row`)."""
+    return from_row(row, name)
 
 
 def epoch_outcome(row: tuple[Any, ...], with_extract: bool) -> EpochOutcome:
     """What one graded file of an index row gives the epoch measures: its grade, its answer
-    (the head kept for the grid, or for a longer one :func:`kag.view.fields.answer_vote`),
+    (the response the row keeps, or for a longer one :func:`kag.view.record_rows.answer_vote`),
     and with ``--extract`` the extracted grade and key."""
-    d = unpack_detail(row[16])
-    extracted = EpochOutcome(row[10] == Outcome.OK.value, d.extracted_key) if with_extract else None
-    return EpochOutcome(row[9] == Outcome.OK.value, d.vote if d.vote is not None else row[11], extracted)
+    extracted = None
+    if with_extract:
+        extracted = EpochOutcome(row[10] == Outcome.OK.value, detail_field(row, "extracted_key"))
+    vote = row[17]
+    return EpochOutcome(row[9] == Outcome.OK.value, vote if vote is not None else row[11], extracted)

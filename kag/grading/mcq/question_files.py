@@ -152,15 +152,15 @@ class FileGrader:
         """Whether the files of ``task`` are read for their retrieval text."""
         return self.reads_text and bool(task.evidence or task.evidence_triples)
 
-    def _fields(self, path: str, with_text: bool) -> tuple[GradingFields, os.stat_result | None]:
-        st = None
+    def _bytes(self, path: str) -> tuple[bytes, os.stat_result | None]:
         if self.stamped:
-            data, st = read_result_stamped(path)
-        else:
-            data = read_result_bytes(path)
+            return read_result_stamped(path)
+        return read_result_bytes(path), None
+
+    def _fields(self, data: bytes, with_text: bool) -> GradingFields:
         if self.read is not None:
-            return self.read(data, self.details, with_text), st
-        return parse_grading_fields(data, self.details, retrieval_text=with_text), st
+            return self.read(data, self.details, with_text)
+        return parse_grading_fields(data, self.details, retrieval_text=with_text)
 
     def grade(self, task: QuestionTask, path: str, setup: str) -> GradedEntry:
         """The file ``path`` of ``setup`` in the folder of ``task`` (a SCORABLE or OPEN one)
@@ -171,7 +171,8 @@ class FileGrader:
             return self._grade_open(task, path, setup, with_text)
         st = None
         try:
-            fields, st = self._fields(path, with_text)
+            data, st = self._bytes(path)
+            fields = self._fields(data, with_text)
             graded = grade_fields(
                 fields,
                 task.key,  # type: ignore[arg-type]
@@ -203,7 +204,8 @@ class FileGrader:
         quality crossed with the exact match when the evidence is read."""
         st = None
         try:
-            fields, st = self._fields(path, with_text)
+            data, st = self._bytes(path)
+            fields = self._fields(data, with_text)
         except Exception as exc:  # noqa: BLE001 - one bad file must never stop the walk
             return GradedEntry(None, failure=exc, stat=st)
         exact, f1 = grade_open_response(fields.response, task.answers)
