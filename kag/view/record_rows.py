@@ -6,7 +6,7 @@ kind and stamp, its grades, the head of its response and error, its vertex count
 evidence bits), and every other field of the record in one ``detail`` column: the record's
 remaining fields in their declared order, each nested record (the retrieval sample, the
 model's config, the usage, the retrieval quality) as the list of its own fields, an enum as
-its value. Nothing names a field by hand: a field added to the record is stored and read
+its value, the last fields the record has not (None) left out. Nothing names a field by hand: a field added to the record is stored and read
 back, and :data:`RECORD_VERSION`, a digest of the record's field names and types, nested
 ones included, changes with it, so that an index of an older layout is rebuilt, never
 misread (:mod:`kag.view.index` keeps it in the index's fingerprint).
@@ -196,6 +196,9 @@ def to_row(
     if error is not None and "error" not in whole:
         error = error[:ERROR_CHARS]
     extracted = record.extracted
+    detail = [getattr(record, name) for name in DETAIL_FIELDS]
+    while detail and detail[-1] is None:  # the fields a file has not: most of the last ones
+        detail.pop()
     return (
         *base,
         record.outcome.value,
@@ -205,7 +208,7 @@ def to_row(
         None,
         record.vertices,
         evidence,
-        pack([getattr(record, name) for name in DETAIL_FIELDS]),
+        pack(detail),
         None if whole_response else answer_vote(record.response),
     )
 
@@ -214,12 +217,13 @@ def from_row(row: tuple[Any, ...], setup: str) -> GradedFile:
     """The record :func:`to_row` stored, named ``setup`` (its name under a tree's label),
     with the texts the row kept and its path in the tree."""
     detail = unpack(row[DETAIL])
+    kept = len(detail)
     args = []
     for where, at, decode in _SOURCES:
         if where == "column":
             value = row[at]
         elif where == "detail":
-            value = detail[at]
+            value = detail[at] if at < kept else None
         elif where == "setup":
             value = setup
         else:
@@ -230,6 +234,8 @@ def from_row(row: tuple[Any, ...], setup: str) -> GradedFile:
 
 def detail_field(row: tuple[Any, ...], name: str) -> Any:
     """One field of the record that a row's ``detail`` keeps, decoded."""
-    value = unpack(row[DETAIL])[DETAIL_FIELDS.index(name)]
+    detail = unpack(row[DETAIL])
+    at = DETAIL_FIELDS.index(name)
+    value = detail[at] if at < len(detail) else None
     decode = _DECODERS[name]
     return value if decode is None or value is None else decode(value)
