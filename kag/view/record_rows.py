@@ -141,13 +141,20 @@ def whole_fields() -> frozenset[str]:
     return needs(frozenset(m.name for m in registered())) & frozenset(_TEXTS)
 
 
+_GETTERS: dict[type, Callable[[Any], Any]] = {}
+
+
 def _as_list(value: Any) -> Any:
     """A nested record as the list of its fields (orjson's ``default`` for dataclasses)."""
-    if is_dataclass(value) and not isinstance(value, type):
-        return [getattr(value, f.name) for f in fields(value)]
-    if isinstance(value, Enum):
-        return value.value
-    raise TypeError(f"cannot store {type(value).__name__} in the index")
+    getter = _GETTERS.get(type(value))
+    if getter is None:
+        if isinstance(value, Enum):
+            return value.value
+        if not is_dataclass(value) or isinstance(value, type):
+            raise TypeError(f"cannot store {type(value).__name__} in the index")
+        names = tuple(f.name for f in fields(value))
+        getter = _GETTERS[type(value)] = lambda v: [getattr(v, n) for n in names]
+    return getter(value)
 
 
 def pack(values: list[Any]) -> bytes:
