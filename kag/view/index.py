@@ -30,6 +30,7 @@ from kag.datasets import Datasets
 from kag.errors import InputError
 from kag.grading.mcq.extracted import compile_spec
 from kag.grading.mcq.metrics import Tally
+from kag.grading.open_grading import usable_open_gold
 from kag.results.tree import check_results_root
 from kag.textsafe import is_utf8
 from kag.view.record_rows import COLUMNS, NAMES, RECORD_VERSION, whole_fields
@@ -144,6 +145,9 @@ class Index:
     ):
         self.path = path
         self.datasets = datasets
+        #: The datasets as the files are graded: without the accepted answers that
+        #: normalize to nothing (a question left with none is not scored), as `kag stats`.
+        self.graded = usable_open_gold(datasets)[0]
         self.trees = trees
         self.prefix = prefix
         self.extract = extract
@@ -307,7 +311,7 @@ class Index:
             gone, added = self._top(root, top, stored.pop("", None), on_rows)
             removed += gone
             written += added
-            ctx = ScanContext(self.datasets, self.extract, self.prefix, str(self.path), self.whole)
+            ctx = ScanContext(self.graded, self.extract, self.prefix, str(self.path), self.whole)
             chunks = ((root, new, chunk) for chunk in _batched(iter(folders), CHUNK_FOLDERS))
             for part in self._parts(partial(scan_chunk, ctx), chunks, len(folders), new):
                 seen += part.seen

@@ -167,7 +167,7 @@ class Builder:
                         tallies[(name, dataset)] = Tally()
                     tallies[(name, dataset)].merge(part)
         epoch_outcomes: dict[tuple[str, str], dict[str, tuple[EpochOutcome, ...]]] = {}
-        ds = self.index.datasets
+        ds = self.index.graded
         for (tree, dataset, question, name), files in self.later.items():
             q = ds.get(dataset, question)
             if q is None or q.mcq is None or q.mcq.answer is None:
