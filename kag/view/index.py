@@ -1,13 +1,15 @@
 """The SQLite index of a result tree: one row per file at the result level of every
 question folder (epoch 1's files and the later epochs' ``epochs/<n>/`` files).
 
-Only the small fields are kept (the grades, the response's head, the extracted key, tokens, times,
-retrieval sizes, size and mtime); responses, prompts and retrieval texts are read from the
-file when a question is opened. A rescan reads again only the files whose (size, mtime)
-changed: each question folder's listing and stamps are compared at once with the
-signature kept of them, by worker processes for a large tree, and only a folder whose
-signature differs is compared file by file with the rows. The index lives outside the tree (the user cache folder, keyed by the tree's real
-path, unless a file is named); the tree is never written to.
+Each row is the graded record `kag stats` makes of the file (:mod:`kag.view.rows`, stored
+by :mod:`kag.view.record_rows`): every field whole but the response and the error text,
+whose heads alone are kept unless a registered measure reads them; prompts and retrieval
+texts are read from the file when a question is opened. A rescan reads again only the
+files whose (size, mtime) changed: each question folder's listing and stamps are compared
+at once with the signature kept of them, by worker processes for a large tree, and only a
+folder whose signature differs is compared file by file with the rows. The index lives
+outside the tree (the user cache folder, keyed by the tree's real path, unless a file is
+named); the tree is never written to.
 """
 
 from __future__ import annotations
@@ -28,11 +30,12 @@ from kag.datasets import Datasets
 from kag.errors import InputError
 from kag.grading.mcq.extracted import compile_spec
 from kag.grading.mcq.metrics import Tally
+from kag.grading.open_grading import usable_open_gold
 from kag.results.tree import check_results_root
 from kag.textsafe import is_utf8
+from kag.view.record_rows import COLUMNS, NAMES, RECORD_VERSION, whole_fields
 from kag.view.rows import (
     CHUNK_FOLDERS,
-    COLUMNS,
     GRADED,
     IGNORED,
     OPEN,
@@ -40,25 +43,22 @@ from kag.view.rows import (
     SKIPPED,
     UNREADABLE,
     Chunk,
-    Detail,
     FolderJob,
     Part,
     ScanContext,
     make_row,
-    pack_detail,
     scan_chunk,
     shown_name,
-    unpack_detail,
 )
 from kag.view.walk import iter_top
 
-__all__ = ["GRADED", "IGNORED", "OPEN", "SKIPPED", "UNREADABLE", "Detail", "pack_detail", "unpack_detail"]
+__all__ = ["GRADED", "IGNORED", "NAMES", "OPEN", "SKIPPED", "UNREADABLE"]
 
-SCHEMA_VERSION = 8
+#: The layout of the index: its tables' (9), and the graded record's, from which its rows
+#: are made (kag.view.record_rows): a field added to the record makes another version,
+#: and an index of another version is rebuilt.
+SCHEMA_VERSION = f"9.{RECORD_VERSION}"
 _T = TypeVar("_T")
-
-#: The columns in the order of a row (kag.view.query reads rows by position).
-NAMES = tuple(c.split()[0] for c in COLUMNS.split(", "))
 # The lookups, made after the rows when an empty index is filled at once (a sorted build
 # costs less than keeping them up to date row by row); by_rel makes a row's (tree, rel) unique.
 _LOOKUPS = (
@@ -122,9 +122,13 @@ def tree_labels(trees: list[Tree]) -> dict[str, tuple[str, ...]]:
     return labels
 
 
-def _settings_fingerprint(datasets: Datasets, prefix: str, extract: str | None) -> str:
+def _settings_fingerprint(datasets: Datasets, prefix: str, extract: str | None, whole: frozenset[str]) -> str:
     st = os.stat(datasets.path)
-    return f"v{SCHEMA_VERSION}|{os.path.realpath(datasets.path)}|{st.st_size}|{st.st_mtime_ns}|{prefix}|{extract}"
+    kept = ",".join(sorted(whole))
+    return (
+        f"v{SCHEMA_VERSION}|{os.path.realpath(datasets.path)}|{st.st_size}|{st.st_mtime_ns}|{prefix}|{extract}"
+        f"|whole={kept}"
+    )
 
 
 class Index:
@@ -141,10 +145,16 @@ class Index:
     ):
         self.path = path
         self.datasets = datasets
+        #: The datasets as the files are graded: without the accepted answers that
+        #: normalize to nothing (a question left with none is not scored), as `kag stats`.
+        self.graded = usable_open_gold(datasets)[0]
         self.trees = trees
         self.prefix = prefix
         self.extract = extract
-        self.fingerprint = _settings_fingerprint(datasets, prefix, extract)
+        #: The record's texts the rows keep whole: those a registered measure reads (another
+        #: set, as when a measure that reads the response is added, rebuilds the index).
+        self.whole = whole_fields()
+        self.fingerprint = _settings_fingerprint(datasets, prefix, extract, self.whole)
         #: After a scan that read every file (the first), the tallies of the epoch 1 files
         #: by (tree, setup, dataset), made by the workers as they graded them; else None.
         self.tallies: dict[tuple[str, str, str], Tally] | None = None
@@ -301,7 +311,7 @@ class Index:
             gone, added = self._top(root, top, stored.pop("", None), on_rows)
             removed += gone
             written += added
-            ctx = ScanContext(self.datasets, self.extract, self.prefix, str(self.path))
+            ctx = ScanContext(self.graded, self.extract, self.prefix, str(self.path), self.whole)
             chunks = ((root, new, chunk) for chunk in _batched(iter(folders), CHUNK_FOLDERS))
             for part in self._parts(partial(scan_chunk, ctx), chunks, len(folders), new):
                 seen += part.seen

@@ -27,13 +27,12 @@ from kag.results.model import ErrorResult
 from kag.view.choices import Choice, UnknownChoice, neighbours, option_key, read_choice, read_page
 from kag.view.index import (
     GRADED,
+    OPEN,
     UNREADABLE,
     Index,
     ScanStats,
     tree_labels,
-    unpack_detail,
 )
-from kag.view.rows import unpack_quality
 from kag.view.search import SEARCH_SECONDS, Found, compile_search, read_below, search_files
 from kag.view.snapshot import SELECT_ROWS, Builder, Cell, Snapshot, graded_record, setup_name
 
@@ -386,8 +385,8 @@ class View:
     def question(self, dataset: str, question: str) -> dict[str, Any] | None:
         """A question and every setup's file, read now; None when the index has no such question."""
         snap, rows = self._read(
-            "SELECT tree, rel, vertices, detail FROM files WHERE dataset=? AND question=? AND epoch=1",
-            (dataset, question),
+            SELECT_ROWS + " WHERE dataset=? AND question=? AND epoch=1 AND kind IN (?, ?)",
+            (dataset, question, GRADED, OPEN),
         )
         cells = snap.grid.get((dataset, question))
         if cells is None:
@@ -411,21 +410,21 @@ class View:
                 **dict.fromkeys(_DETAIL),  # a row another process removed since: no figures
                 **self._label(dataset, question, name),
             }
-            if r is not None and r[3] is not None:
-                d = unpack_detail(r[3])
-                quality = unpack_quality(d.quality)
+            if r is not None:
+                g = graded_record(r, name)
+                ret, config, usage = g.retrieval, g.config, g.usage
                 entry.update(
-                    generation_secs=d.generation_ns / 1e9 if d.generation_ns is not None else None,
-                    context_length=d.context_length,
-                    retrieval_secs=d.retrieval_ns / 1e9 if d.retrieval_ns is not None else None,
-                    vertices=r[2],
-                    relationships=d.relationships,
-                    properties=d.properties,
-                    prompt_tokens=d.prompt_tokens,
-                    completion_tokens=d.completion_tokens,
-                    model=d.model,
-                    provider=d.provider,
-                    reached=is_reached(quality) if quality is not None else None,
+                    generation_secs=g.generation_ns / 1e9 if g.generation_ns is not None else None,
+                    context_length=g.context_length,
+                    retrieval_secs=ret.time_ns / 1e9 if ret is not None else None,
+                    vertices=g.vertices,
+                    relationships=ret.relationships if ret is not None else None,
+                    properties=ret.properties if ret is not None else None,
+                    prompt_tokens=usage.prompt_tokens if usage is not None else None,
+                    completion_tokens=usage.completion_tokens if usage is not None else None,
+                    model=config.model if config is not None else None,
+                    provider=config.provider if config is not None else None,
+                    reached=is_reached(g.retrieval_quality) if g.retrieval_quality is not None else None,
                 )
             try:
                 result = parse_result(read_below(c.tree, c.rel))

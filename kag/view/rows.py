@@ -1,40 +1,35 @@
-"""The rows of the index: what one result file becomes (graded by kag's rule, as `kag
-stats` grades it), and the work of a scan on a chunk of question folders (listed, compared
-with the index's stamps, the changed files read), which worker processes share.
+"""The rows of the index: what one result file becomes (read and graded by the grading
+walk's own :class:`~kag.grading.mcq.question_files.FileGrader`, as `kag stats` grades it,
+and stored by :func:`kag.view.record_rows.to_row`), and the work of a scan on a chunk of
+question folders (listed, compared with the index's stamps, the changed files read), which
+worker processes share.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
-from dataclasses import astuple, dataclass, field, replace
-from typing import Any, NamedTuple, cast
+from dataclasses import dataclass, field
+from typing import cast
 from urllib.parse import quote
 
-import orjson
-
-from kag.datasets import Datasets, Question
-from kag.grading.evidence import evidence_record
-from kag.grading.mcq.extracted import compile_spec, extracted_grade
+from kag.datasets import Datasets
 from kag.grading.mcq.metrics import Tally
-from kag.grading.mcq.rule import (
-    DEFAULT_ABSTENTION,
-    AnswerKey,
-    GradedFile,
-    Outcome,
-    compile_abstention,
-    grade_fields,
+from kag.grading.mcq.question_files import (
+    FileGrader,
+    GradedEntry,
+    QuestionKind,
+    QuestionTask,
+    question_task,
+    unreadable_reason,
 )
-from kag.grading.open_grading import grade_open_response
-from kag.grading.retrieval_quality import QualityRecord, fields_quality, similarity_for
-from kag.results.codec import GradingFields
-from kag.results.io import read_result_stamped
+from kag.grading.mcq.request import GradeRequest
+from kag.results.simd_fields import read_grading_fields
 from kag.textsafe import is_utf8
-from kag.view.fields import ANSWER_CHARS, answer_vote, read_grading_fields
+from kag.view.record_rows import COLUMNS, NAMES, to_row
 from kag.view.walk import NO_STAMP, Stamp, fill_stamps, iter_entries, list_folder, signature
 
-ERROR_CHARS = 2000
+__all__ = ["COLUMNS", "NAMES"]
 
 
 def shown_name(name: str) -> str:
@@ -47,70 +42,6 @@ def shown_name(name: str) -> str:
 
 # Row kinds: what a file is to `kag stats` (graded, ignored, skipped, unreadable, open).
 GRADED, IGNORED, SKIPPED, UNREADABLE, OPEN = "graded", "ignored", "skipped", "unreadable", "open"
-
-COLUMNS = (
-    "tree TEXT NOT NULL, rel TEXT NOT NULL, dataset TEXT NOT NULL, question TEXT NOT NULL, "
-    "setup TEXT, epoch INTEGER NOT NULL, kind TEXT NOT NULL, size INTEGER, mtime INTEGER, "
-    "outcome TEXT, extracted TEXT, answer TEXT, error TEXT, reason TEXT, vertices INTEGER, "
-    "evidence TEXT, detail BLOB"
-)
-
-
-class Detail(NamedTuple):
-    """The fields of a graded file that no query filters on, kept in one column (``detail``):
-    a row costs a parameter per column to store, and most pages read none of these."""
-
-    abstained: int
-    non_option: int
-    generation_ns: int | None
-    context_length: int | None
-    retrieval_ns: int | None
-    relationships: int | None
-    properties: int | None
-    provider: str | None
-    model: str | None
-    temperature: float | None
-    max_tokens: int | None
-    retriever: str | None
-    database: str | None
-    prompt_tokens: int | None
-    completion_tokens: int | None
-    open_exact: float | None
-    open_f1: float | None
-    vote: str | None  # see answer_vote
-    extracted_key: str | None
-    #: The file's retrieval quality against the gold evidence (QualityRecord's fields in
-    #: order, the seed ranks a list), or None: see kag.grading.retrieval_quality.
-    quality: list[Any] | None = None
-
-
-def pack_detail(detail: Detail) -> bytes:
-    """``detail`` as JSON (a number past 64 bits, a time read from a hostile file, in the
-    standard library's JSON behind a NUL: orjson neither writes nor reads it exactly)."""
-    try:
-        return orjson.dumps(tuple(detail))
-    except orjson.JSONEncodeError:
-        return b"\0" + json.dumps(detail).encode()
-
-
-def pack_quality(record: QualityRecord | None) -> list[Any] | None:
-    """A quality record as the index keeps it (its fields in order, the seed ranks a list)."""
-    if record is None:
-        return None
-    seeds = list(record.seed_ranks) if record.seed_ranks is not None else None
-    return [*astuple(record)[:6], seeds, record.correct]
-
-
-def unpack_quality(packed: list[Any] | None) -> QualityRecord | None:
-    """The record :func:`pack_quality` kept."""
-    if packed is None:
-        return None
-    e, ef, t, tf, r, rm, seeds, correct = packed
-    return QualityRecord(e, ef, t, tf, r, rm, tuple(seeds) if seeds is not None else None, correct)
-
-
-def unpack_detail(data: bytes) -> Detail:
-    return Detail(*(json.loads(data[1:]) if data[:1] == b"\0" else orjson.loads(data)))
 
 
 # Question folders per chunk of work (about ten files each), and from how many a pool is used.
@@ -130,6 +61,14 @@ class ScanContext:
     extract: str | None
     prefix: str
     index: str  # the index file, read by a worker for the rows of a folder that changed
+    #: The record's texts kept whole (those a registered measure reads; kag.view.record_rows).
+    whole: frozenset[str] = frozenset()
+
+    def grader(self) -> FileGrader:
+        """The grader of the index's files: `kag stats`'s default request (with the
+        ``--extract`` spec), every record's details read, long files through simdjson."""
+        request = GradeRequest(prefix=self.prefix, extract=self.extract)
+        return FileGrader(request, "", details=True, read=read_grading_fields, stamped=True)
 
 
 @dataclass
@@ -177,9 +116,7 @@ def scan_chunk(ctx: ScanContext, chunk: Chunk) -> Part:
     or changed since the index's rows are read (every file, in a tree new to the index)."""
     root, new, jobs = chunk
     part = Part()
-    abstention = compile_abstention(DEFAULT_ABSTENTION)
-    spec = compile_spec(ctx.extract) if ctx.extract is not None else None
-    keys: dict[tuple[str, str], AnswerKey] = {}
+    grader = ctx.grader()
     tallies = part.tallies if new else None
     known_rows = _KnownRows(ctx.index)
     try:
@@ -198,6 +135,7 @@ def scan_chunk(ctx: ScanContext, chunk: Chunk) -> Part:
             known = known_rows.of(root, dataset, question) if not new else {}
             present = set()
             named = is_utf8(path)  # a folder whose name is not UTF-8 holds no question's files
+            task = question_task(ctx.datasets.get(dataset, question), path, dataset, question)
             for frel, epoch, setup, file_stamp, slot in iter_entries(folder, rel, ctx.prefix):
                 part.seen += 1
                 if not named or not is_utf8(frel):
@@ -211,21 +149,12 @@ def scan_chunk(ctx: ScanContext, chunk: Chunk) -> Part:
                 if known.get(frel) == file_stamp:
                     continue
                 part.read += 1
-                row = _grade_one(
-                    ctx.datasets,
-                    root,
-                    frel,
-                    dataset,
-                    question,
-                    setup,
-                    epoch,
-                    os.path.join(path, frel[len(rel) + 1 :]),
-                    file_stamp,
-                    abstention,
-                    spec,
-                    tallies,
-                    keys,
+                file_path = os.path.join(path, frel[len(rel) + 1 :])
+                row, got = _file_row(
+                    grader, task, (root, frel, setup, epoch), file_path, file_stamp, ctx.whole
                 )
+                if tallies is not None and epoch == 1 and got is not None:
+                    _tally(tallies, setup, dataset, task, got)
                 part.rows.append(row)
                 if new:
                     folder.stamps[slot : slot + 2] = cast("Stamp", row[7:9])
@@ -239,97 +168,35 @@ def scan_chunk(ctx: ScanContext, chunk: Chunk) -> Part:
     return part
 
 
-def _grade_one(
-    datasets: Datasets,
-    root: str,
-    rel: str,
-    dataset: str,
-    question: str,
-    setup: str,
-    epoch: int,
+def _file_row(
+    grader: FileGrader,
+    task: QuestionTask,
+    where: tuple[str, str, str, int],
     path: str,
     stamp: Stamp,
-    abstention: Any,
-    spec: Any,
-    tallies: dict[tuple[str, str], Tally] | None = None,
-    keys: dict[tuple[str, str], AnswerKey] | None = None,
-) -> tuple[object, ...]:
-    """The row of one result file: graded by kag's grading rule against its question; an
-    epoch 1 file graded is also added to its (setup, dataset) tally in ``tallies``. Its
-    stamp is that of the file read (else ``stamp``, or the file's when ``stamp`` is none)."""
-    q = datasets.get(dataset, question)
-    if q is None or (q.mcq is None and q.open is None):
-        return make_row(root, rel, dataset, question, setup, epoch, IGNORED, _known_stamp(stamp, path))
-    if q.mcq is not None and q.mcq.answer is None:
-        return make_row(root, rel, dataset, question, setup, epoch, SKIPPED, _known_stamp(stamp, path))
-    try:
-        data, st = read_result_stamped(path)
-    except Exception as exc:  # noqa: BLE001 - one bad file must never stop the scan
-        reason = (exc.strerror or str(exc)) if isinstance(exc, OSError) else str(exc)
-        stamp = _known_stamp(stamp, path)
-        return make_row(root, rel, dataset, question, setup, epoch, UNREADABLE, stamp, reason=reason)
-    stamp = (st.st_size, st.st_mtime_ns)
-    try:
-        fields = read_grading_fields(data, bool(q.evidence or q.evidence_triples))
-    except Exception as exc:  # noqa: BLE001 - one bad file must never stop the scan
-        return make_row(root, rel, dataset, question, setup, epoch, UNREADABLE, stamp, reason=str(exc))
-    if q.open is not None:
-        exact, f1 = grade_open_response(fields.response, q.open.answers)
-        graded = grade_fields(fields, AnswerKey("", ()), dataset, question, setup, abstention)
-        quality = _quality(q, fields, exact == 1)
-        if tallies is not None and epoch == 1:
-            record = replace(graded, exact_match=exact, f1=f1, retrieval_quality=quality)
-            _tally(tallies, setup, dataset).add_open_record(record)
-        return make_row(
-            root,
-            rel,
-            dataset,
-            question,
-            setup,
-            epoch,
-            OPEN,
-            stamp,
-            graded=graded,
-            open_=(exact, f1),
-            quality=quality,
-        )
-    assert q.mcq is not None and q.mcq.answer is not None
-    key = keys.get((dataset, question)) if keys is not None else None
-    if key is None:  # folded once per question of a chunk, not once per file
-        key = AnswerKey.of(q.mcq.answer, q.mcq.options)
-        if keys is not None:
-            keys[(dataset, question)] = key
-    graded = grade_fields(fields, key, dataset, question, setup, abstention)
-    extracted_key = None
-    if spec is not None:
-        extracted, extracted_key = extracted_grade(spec, graded.response, key)
-        graded = replace(graded, extracted=extracted)
-    graded = replace(graded, retrieval_quality=_quality(q, fields, graded.outcome is Outcome.OK))
-    if tallies is not None and epoch == 1:
-        _tally(tallies, setup, dataset).add(graded)
-    found = evidence_record(q.evidence, fields.retrieval_text, graded.outcome is Outcome.OK)
+    whole: frozenset[str],
+) -> tuple[tuple[object, ...], GradedEntry | None]:
+    """The row of one result file (``where``: its tree, relative path, setup and epoch),
+    graded by the grading walk's rules against its question, and what grading gave (None:
+    no record). Its stamp is that of the file read (else ``stamp``, or the file's when
+    ``stamp`` is none)."""
+    root, rel, setup, epoch = where
+    dataset, question = task.dataset, task.question
+    if task.kind is QuestionKind.NOT_GRADED:
+        return make_row(root, rel, dataset, question, setup, epoch, IGNORED, _known_stamp(stamp, path)), None
+    if task.kind is QuestionKind.NO_ANSWER:
+        return make_row(root, rel, dataset, question, setup, epoch, SKIPPED, _known_stamp(stamp, path)), None
+    got = grader.grade(task, path, setup)
+    st = got.stat
+    stamp = (st.st_size, st.st_mtime_ns) if st is not None else _known_stamp(stamp, path)
+    if got.record is None:
+        reason = unreadable_reason(got.failure)  # type: ignore[arg-type]
+        return make_row(root, rel, dataset, question, setup, epoch, UNREADABLE, stamp, reason=reason), None
+    kind = OPEN if task.kind is QuestionKind.OPEN else GRADED
+    found = got.evidence
     bits = "".join("1" if f else "0" for f in found.found) if found is not None else None
-    return make_row(
-        root,
-        rel,
-        dataset,
-        question,
-        setup,
-        epoch,
-        GRADED,
-        stamp,
-        graded=graded,
-        evidence=bits,
-        extracted_key=extracted_key,
-        quality=graded.retrieval_quality,
-    )
-
-
-def _quality(q: Question, fields: GradingFields, correct: bool) -> QualityRecord | None:
-    """The file's retrieval quality against the question's gold evidence, as `kag stats`
-    measures it by default (exact matching, nodes named by ``name``); None without gold
-    evidence or a retrieval."""
-    return fields_quality(q.evidence, q.evidence_triples, fields, correct, similarity_for("exact"))
+    base = (root, rel, dataset, question, setup, epoch, kind, stamp[0], stamp[1])
+    return to_row(got.record, base, whole, bits), got
 
 
 def _known_stamp(stamp: Stamp, path: str) -> Stamp:
@@ -342,11 +209,18 @@ def _known_stamp(stamp: Stamp, path: str) -> Stamp:
     return (st.st_size, st.st_mtime_ns)
 
 
-def _tally(tallies: dict[tuple[str, str], Tally], setup: str, dataset: str) -> Tally:
+def _tally(
+    tallies: dict[tuple[str, str], Tally], setup: str, dataset: str, task: QuestionTask, got: GradedEntry
+) -> None:
+    """Add an epoch 1 file's record to its (setup, dataset) tally, as the grading walk does."""
+    assert got.record is not None
     tally = tallies.get((setup, dataset))
     if tally is None:
         tally = tallies[(setup, dataset)] = Tally()
-    return tally
+    if task.kind is QuestionKind.OPEN:
+        tally.add_open_record(got.record)
+    else:
+        tally.add(got.record)
 
 
 def make_row(
@@ -360,49 +234,7 @@ def make_row(
     stamp: tuple[int | None, int | None] = (None, None),
     *,
     reason: str | None = None,
-    graded: object = None,
-    open_: tuple[float, float] | None = None,
-    evidence: str | None = None,
-    extracted_key: str | None = None,
-    quality: QualityRecord | None = None,
 ) -> tuple[object, ...]:
-    g = graded
+    """The row of a file with no record (ignored, skipped or unreadable: ``reason`` says why)."""
     base = (root, rel, dataset, question, setup, epoch, kind, stamp[0], stamp[1])
-    if g is None:
-        return (*base, None, None, None, None, reason, None, None, None)
-    assert isinstance(g, GradedFile)
-    r, c, u = g.retrieval, g.config, g.usage
-    ag = c.augmented_generation if c is not None else None
-    detail = Detail(
-        int(g.abstained),
-        int(g.non_option),
-        g.generation_ns,
-        g.context_length,
-        r.time_ns if r is not None else None,
-        r.relationships if r is not None else None,
-        r.properties if r is not None else None,
-        c.provider if c is not None else None,
-        c.model if c is not None else None,
-        c.temperature if c is not None else None,
-        c.tokens if c is not None else None,
-        ag.retriever if ag is not None else None,
-        ag.database if ag is not None else None,
-        u.prompt_tokens if u is not None else None,
-        u.completion_tokens if u is not None else None,
-        open_[0] if open_ is not None else None,
-        open_[1] if open_ is not None else None,
-        answer_vote(g.response),
-        extracted_key,
-        pack_quality(quality),
-    )
-    return (
-        *base,
-        g.outcome.value,
-        g.extracted.value if g.extracted is not None else None,
-        g.response[:ANSWER_CHARS] if g.response is not None else None,
-        g.error[:ERROR_CHARS] if g.error is not None else None,
-        reason,
-        r.vertices if r is not None else None,
-        evidence,
-        pack_detail(detail),
-    )
+    return (*base, None, None, None, None, reason, None, None, None, None)

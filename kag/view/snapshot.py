@@ -16,8 +16,6 @@ from kag.grading.mcq.metrics import GradeRun, Tally, Unreadable
 from kag.grading.mcq.summary import Summary
 from kag.grading.record import GradedFile, Outcome
 from kag.grading.retrieval_quality import is_reached
-from kag.results.codec import RetrievalSample
-from kag.results.model import AugmentedGeneration, ModelConfig, Usage
 from kag.view.index import (
     GRADED,
     IGNORED,
@@ -27,16 +25,14 @@ from kag.view.index import (
     UNREADABLE,
     Index,
     tree_labels,
-    unpack_detail,
 )
-from kag.view.rows import unpack_quality
+from kag.view.record_rows import detail_field, from_row
 
 if TYPE_CHECKING:
     from kag.view.search import Found
 
 # An index row as the builder reads it: graded_record and epoch_outcome take its fields by position.
 SELECT_ROWS = f"SELECT {', '.join(NAMES)} FROM files"
-_OUTCOME = {o.value: o for o in Outcome}  # a lookup costs a tenth of Outcome(value), 100,000 times
 
 
 class Cell(NamedTuple):
@@ -141,24 +137,22 @@ class Builder:
             outcome = row[9]
             # The extracted key and the retrieval quality live in the detail, read only when
             # there is one to read.
-            key, reached = None, None
-            if (self.with_extract or self.with_evidence) and kind == GRADED:
-                d = unpack_detail(row[16])
-                key = d.extracted_key if self.with_extract else None
-                reached = is_reached(q) if (q := unpack_quality(d.quality)) is not None else None
+            key = detail_field(row, "extracted_key") if self.with_extract and kind == GRADED else None
+            reached = None
+            if self.with_evidence and kind == GRADED:
+                quality = detail_field(row, "retrieval_quality")
+                reached = is_reached(quality) if quality is not None else None
+            record = from_row(row, setup) if counting else None
             for name in self.names(tree, setup):
-                if counting:
+                if record is not None:
                     tally = tallies.get((name, dataset))
                     if tally is None:
                         tally = tallies[(name, dataset)] = Tally()
+                    named = replace(record, setup=name) if name != setup else record
                     if kind == OPEN:
-                        d = unpack_detail(row[16])
-                        record = graded_record(row, name)
-                        tally.add_open_record(
-                            replace(record, exact_match=d.open_exact or 0.0, f1=d.open_f1 or 0.0)
-                        )
+                        tally.add_open_record(named)
                     else:
-                        tally.add(graded_record(row, name))
+                        tally.add(named)
                 if kind == OPEN:
                     continue
                 if later and (tree, dataset, question, name) in later:
@@ -182,7 +176,7 @@ class Builder:
                         tallies[(name, dataset)] = Tally()
                     tallies[(name, dataset)].merge(part)
         epoch_outcomes: dict[tuple[str, str], dict[str, tuple[EpochOutcome, ...]]] = {}
-        ds = self.index.datasets
+        ds = self.index.graded
         for (tree, dataset, question, name), files in self.later.items():
             q = ds.get(dataset, question)
             if q is None or q.mcq is None or q.mcq.answer is None:
@@ -221,42 +215,17 @@ class Builder:
 
 
 def graded_record(row: tuple[Any, ...], name: str) -> GradedFile:
-    """The per-file record of an index row (the columns of :data:`SELECT_ROWS`, by position):
-    what `kag stats` builds for the same file."""
-    d = unpack_detail(row[16])
-    config = None
-    if d.provider is not None:
-        ag = AugmentedGeneration(d.retriever, d.database) if d.retriever is not None else None  # type: ignore[arg-type]
-        config = ModelConfig(d.provider, d.model, d.temperature, d.max_tokens, ag)  # type: ignore[arg-type]
-    extracted = row[10]
-    ret_ns = d.retrieval_ns
-    return GradedFile(
-        row[2],
-        row[3],
-        name,
-        _OUTCOME[row[9]],
-        row[11],
-        bool(d.abstained),
-        bool(d.non_option),
-        d.generation_ns,
-        d.context_length,
-        RetrievalSample(ret_ns, row[14], d.relationships, d.properties)  # type: ignore[arg-type]
-        if ret_ns is not None
-        else None,
-        row[12],
-        config,
-        Usage(d.prompt_tokens, d.completion_tokens)
-        if d.prompt_tokens is not None or d.completion_tokens is not None
-        else None,
-        _OUTCOME[extracted] if extracted is not None else None,
-        retrieval_quality=unpack_quality(d.quality),
-    )
+    """The per-file record of an index row (the columns of :data:`SELECT_ROWS`), named
+    ``name``: what `kag stats` builds for the same file (:func:`kag.view.record_rows.from_row`)."""
+    return from_row(row, name)
 
 
 def epoch_outcome(row: tuple[Any, ...], with_extract: bool) -> EpochOutcome:
     """What one graded file of an index row gives the epoch measures: its grade, its answer
-    (the head kept for the grid, or for a longer one :func:`kag.view.fields.answer_vote`),
+    (the response the row keeps, or for a longer one :func:`kag.view.record_rows.answer_vote`),
     and with ``--extract`` the extracted grade and key."""
-    d = unpack_detail(row[16])
-    extracted = EpochOutcome(row[10] == Outcome.OK.value, d.extracted_key) if with_extract else None
-    return EpochOutcome(row[9] == Outcome.OK.value, d.vote if d.vote is not None else row[11], extracted)
+    extracted = None
+    if with_extract:
+        extracted = EpochOutcome(row[10] == Outcome.OK.value, detail_field(row, "extracted_key"))
+    vote = row[17]
+    return EpochOutcome(row[9] == Outcome.OK.value, vote if vote is not None else row[11], extracted)

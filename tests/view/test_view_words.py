@@ -16,9 +16,9 @@ from typer.testing import CliRunner
 from kag.cli import app
 from kag.datasets import load_datasets
 from kag.results import result_path, write_result
-from kag.view.fields import ANSWER_CHARS
 from kag.view.index import Index, Tree
 from kag.view.query import View
+from kag.view.record_rows import ANSWER_CHARS
 from tests.result_helpers import ok_result
 from tests.view.helpers import make_tree, serving
 

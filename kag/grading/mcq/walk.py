@@ -4,7 +4,8 @@ its grade into the tallies of (setup, dataset).
 The tree's layout is :mod:`kag.grading.rule`'s contract,
 ``<root>/<dataset>/<question>/<prefix><setup>.json``. Each question folder is a task of a
 kind set by the datasets file (an MCQ with a key, an MCQ without one, an open question,
-anything else); what is graded is one :class:`~kag.grading.mcq.request.GradeRequest`. The
+anything else); what is graded is one :class:`~kag.grading.mcq.request.GradeRequest`. Each
+result file is read and graded by :mod:`.question_files`, as kag view's index reads it. The
 walk streams: it keeps the tallies and the file counters, and the per-file records only
 when the request asks for ``records`` (the features that pair files across setups), so
 memory does not grow with the number of files unless records are kept (then a few hundred
@@ -23,8 +24,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
-from enum import IntEnum
+from dataclasses import dataclass, field
 from functools import partial
 from itertools import chain
 from pathlib import Path
@@ -32,20 +32,22 @@ from typing import Any
 
 from kag.datasets import Datasets
 from kag.grading.epochs import EpochOutcome
-from kag.grading.evidence import evidence_record
 from kag.grading.mcq.epoch_walk import epoch_outcome, question_epochs
-from kag.grading.mcq.extracted import compile_spec, extracted_grade
+from kag.grading.mcq.extracted import compile_spec
 from kag.grading.mcq.metrics import GradeRun, Tally, Unreadable
+from kag.grading.mcq.question_files import (
+    FileGrader,
+    QuestionKind,
+    QuestionTask,
+    question_task,
+    unreadable_reason,
+)
 from kag.grading.mcq.request import GradeRequest
-from kag.grading.mcq.rule import AnswerKey, compile_abstention, grade_fields
-from kag.grading.measures import kept_parts, needs
+from kag.grading.mcq.rule import compile_abstention
+from kag.grading.measures import kept_parts
 from kag.grading.measures.registry import ByQuestion, Files
-from kag.grading.open_grading import empty_gold_warning, grade_open_response, usable_open_gold
-from kag.grading.record import GradedFile, Outcome, open_outcome
-from kag.grading.retrieval_quality import QualityRecord, fields_quality, similarity_for
-from kag.grading.verdicts import JudgeKey, VerdictCache, mcq_texts, open_texts, verdict_key_of
-from kag.results.codec import GradingFields, parse_grading_fields
-from kag.results.io import read_result_bytes
+from kag.grading.open_grading import empty_gold_warning, usable_open_gold
+from kag.grading.verdicts import VerdictCache
 from kag.results.model import TMP_SUFFIX
 from kag.results.tree import (
     EPOCHS_FOLDER,
@@ -67,27 +69,6 @@ CHUNK_QUESTIONS = 100
 AUTO_PARALLEL_MIN_QUESTIONS = 500
 
 # ---------------------------------------------------------------- walking the tree
-
-
-class _Kind(IntEnum):
-    SCORABLE = 0  # MCQ with an answer
-    NO_ANSWER = 1  # MCQ without an answer: files count as skipped
-    NOT_GRADED = 2  # free-form, or not in the datasets file: files are ignored
-    OPEN = 3  # open question with accepted answers: EM and F1 (kag.grading.open_grading)
-
-
-@dataclass(frozen=True, slots=True)
-class _QuestionTask:
-    path: str
-    dataset: str
-    question: str
-    kind: _Kind
-    key: AnswerKey | None
-    answers: tuple[str, ...] = ()  # the accepted answers of an OPEN question
-    evidence: tuple[str, ...] = ()
-    # (question text, reference) the judge is shown, when a judge's verdicts are read
-    judge_texts: tuple[str, str] | None = None
-    evidence_triples: tuple[tuple[str, str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -125,23 +106,10 @@ class _ChunkResult:
 
     def add_unreadable(self, path: str, exc: Exception) -> None:
         """Count a file that could not be read or parsed: the OS reason, else the message."""
-        reason = (exc.strerror or str(exc)) if isinstance(exc, OSError) else str(exc)
-        self.unreadable.append(Unreadable(path, reason))
+        self.unreadable.append(Unreadable(path, unreadable_reason(exc)))
 
 
-def _quality(
-    task: _QuestionTask, fields: GradingFields, correct: bool, request: GradeRequest
-) -> QualityRecord | None:
-    """The file's retrieval quality against the question's gold evidence, crossed with
-    ``correct`` (the strict grade, or an open question's exact match); None when it has no
-    retrieval."""
-    similarity = similarity_for(request.evidence_match)
-    return fields_quality(
-        task.evidence, task.evidence_triples, fields, correct, similarity, tuple(request.node_name)
-    )
-
-
-def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResult:
+def _grade_chunk(tasks: Sequence[QuestionTask], config: _Config) -> _ChunkResult:
     """Grade the result files of a chunk of question folders (runs in a worker process)."""
     request = config.request
     out = _ChunkResult(kept=kept_parts(request.asked))
@@ -150,19 +118,13 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
     prefix = request.prefix
     # One predicate for epoch 1's files and the later epochs' (kag.grading.mcq.epoch_walk).
     keep_setup = glob_filter(tuple(request.setups), request.glob_prefix)
-    abstention = compile_abstention(request.abstention)
-    spec = compile_spec(request.extract) if request.extract is not None else None
+    # Each file is read and graded as kag view's index grades it (kag.grading.mcq.question_files).
+    grader = FileGrader(request, config.root)
     # The parts asked for, looked up once: the loop below only tests them for None.
     records: Files | None = out.kept.get("records")
     open_records: Files | None = out.kept.get("open_records")
     epochs: ByQuestion | None = out.kept.get("epochs")
     evidence: ByQuestion | None = out.kept.get("evidence")
-    keep = records is not None
-    # What the files are read for: the inputs the measures of the request need.
-    needed = needs(request.asked)
-    details = "config" in needed
-    reads_text = "retrieval_text" in needed
-    verdicts = _Verdicts(config.root, request.judge) if "verdict" in needed and request.judge else None
     for task in tasks:
         try:
             entries = sorted_entries(task.path)
@@ -175,11 +137,10 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
         firsts: dict[str, EpochOutcome] | None = None
         if (
             epochs is not None
-            and task.kind is _Kind.SCORABLE
+            and task.kind is QuestionKind.SCORABLE
             and any(e.name == EPOCHS_FOLDER and e.is_dir(follow_symlinks=False) for e in entries)
         ):
             firsts = {}
-        with_text = reads_text and bool(task.evidence or task.evidence_triples)
         for entry in entries:
             name = entry.name
             if name == EPOCHS_FOLDER and entry.is_dir(follow_symlinks=False):
@@ -194,58 +155,33 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
                 continue
             if not keep_setup(setup):
                 continue
-            if task.kind is _Kind.NOT_GRADED:
+            if task.kind is QuestionKind.NOT_GRADED:
                 out.ignore(entry, "question is free-form or not in the datasets file", info)
                 continue
-            if task.kind is _Kind.OPEN:
-                _grade_open_file(
-                    entry.path, task, setup, out, open_records, verdicts, request if with_text else None
-                )
-                continue
-            if task.kind is _Kind.NO_ANSWER:
+            if task.kind is QuestionKind.NO_ANSWER:
                 out.skipped += 1
                 if debug:
                     out.logs.append((logging.DEBUG, f"{entry.path}: skipped (MCQ without an answer)"))
                 continue
             path = entry.path
-            try:
-                # The config only serves kept records; the retrieval text, the evidence measures.
-                fields = parse_grading_fields(read_result_bytes(path), details, retrieval_text=with_text)
-                graded = grade_fields(
-                    fields,
-                    task.key,  # type: ignore[arg-type]
-                    task.dataset,
-                    task.question,
-                    setup,
-                    abstention,
-                    path,
-                )
-            except Exception as exc:  # noqa: BLE001 - one bad file must never stop the walk
-                out.add_unreadable(path, exc)
+            got = grader.grade(task, path, setup)
+            graded = got.record
+            if graded is None:
+                out.add_unreadable(path, got.failure)  # type: ignore[arg-type]
                 continue
-            extracted_answer = None
-            if spec is not None:
-                # Outside the try above: a regex timeout is the pattern's fault, not the file's.
-                extracted, extracted_answer = extracted_grade(spec, graded.response, task.key)  # type: ignore[arg-type]
-                graded = replace(graded, extracted=extracted, extracted_key=extracted_answer)
-            if verdicts is not None:
-                graded = verdicts.read(graded, task)
             key = (setup, task.dataset)
-            if with_text:
-                graded = replace(
-                    graded, retrieval_quality=_quality(task, fields, graded.outcome is Outcome.OK, request)
-                )
+            if task.kind is QuestionKind.OPEN:
+                out.tally(key).add_open_record(graded)
+                if open_records is not None:
+                    open_records.append(graded)
+                continue
             out.tally(key).add(graded)
-            if with_text:
-                record = evidence_record(task.evidence, fields.retrieval_text, graded.outcome is Outcome.OK)
-                if record is not None and evidence is not None:
-                    evidence.setdefault(key, {})[task.question] = record
-                    if keep:
-                        graded = replace(graded, evidence_hit=record.hit)
+            if got.evidence is not None and evidence is not None:
+                evidence.setdefault(key, {})[task.question] = got.evidence
             if records is not None:
                 records.append(graded)
             if firsts is not None:
-                firsts[setup] = epoch_outcome(graded, extracted_answer)
+                firsts[setup] = epoch_outcome(graded, got.extracted_answer)
             if debug:
                 out.logs.append(
                     (
@@ -262,8 +198,8 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
                 question=task.question,
                 prefix=prefix,
                 keep_setup=keep_setup,
-                abstention=abstention,
-                spec=spec,
+                abstention=grader.abstention,
+                spec=grader.spec,
             )
             out.logs.extend(logs)
             for setup, outcomes in found:
@@ -271,71 +207,8 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
     return out
 
 
-def _grade_open_file(
-    path: str,
-    task: _QuestionTask,
-    setup: str,
-    out: _ChunkResult,
-    records: Files | None,
-    verdicts: _Verdicts | None,
-    quality: GradeRequest | None = None,
-) -> None:
-    """Grade one result file of an open question into ``out`` (EM and F1, an error file 0),
-    with its record in ``records`` when the records are kept; with ``quality`` (the request,
-    when evidence is measured and the question lists some), its retrieval quality too,
-    crossed with the exact match."""
-    try:
-        fields = parse_grading_fields(
-            read_result_bytes(path), records is not None, retrieval_text=quality is not None
-        )
-    except Exception as exc:  # noqa: BLE001 - one bad file must never stop the walk
-        out.add_unreadable(path, exc)
-        return
-    exact, f1 = grade_open_response(fields.response, task.answers)
-    record = _quality(task, fields, exact == 1, quality) if quality is not None else None
-    graded = GradedFile(
-        task.dataset,
-        task.question,
-        setup,
-        open_outcome(fields.response, exact),
-        fields.response,
-        generation_ns=fields.generation_ns,
-        context_length=fields.context_length,
-        retrieval=fields.retrieval,
-        error=fields.error,
-        config=fields.config,
-        usage=fields.usage,
-        exact_match=exact,
-        f1=f1,
-        gold=" | ".join(task.answers),
-        path=path,
-        retrieval_quality=record,
-    )
-    if verdicts is not None:
-        graded = verdicts.read(graded, task)
-    out.tally((setup, task.dataset)).add_open_record(graded)
-    if records is not None:
-        records.append(graded)
-
-
-class _Verdicts:
-    """The judge's cached verdicts of a tree, read into the records of its answers."""
-
-    def __init__(self, root: str, judge: JudgeKey) -> None:
-        self.judge = judge
-        self.cache = VerdictCache(Path(root), judge.judge)
-
-    def read(self, graded: GradedFile, task: _QuestionTask) -> GradedFile:
-        """``graded`` with the judge's verdict of its answer (an error file has none)."""
-        if graded.response is None or task.judge_texts is None:
-            return graded
-        key = verdict_key_of(self.judge, *task.judge_texts, graded.response)
-        verdict = self.cache.read(key)
-        return graded if verdict is None else replace(graded, verdict=verdict)
-
-
-def _chunked(tasks: Iterable[_QuestionTask], size: int) -> Iterator[list[_QuestionTask]]:
-    chunk: list[_QuestionTask] = []
+def _chunked(tasks: Iterable[QuestionTask], size: int) -> Iterator[list[QuestionTask]]:
+    chunk: list[QuestionTask] = []
     for task in tasks:
         chunk.append(task)
         if len(chunk) >= size:
@@ -346,13 +219,13 @@ def _chunked(tasks: Iterable[_QuestionTask], size: int) -> Iterator[list[_Questi
 
 
 def _graded_chunks(
-    chunks: Iterator[list[_QuestionTask]], config: _Config, workers: int | None
+    chunks: Iterator[list[QuestionTask]], config: _Config, workers: int | None
 ) -> Iterator[_ChunkResult]:
     """The result of each chunk, in chunk order. ``workers`` None: a pool of
     :func:`kag.workers.default_workers` processes once the tree has
     ``AUTO_PARALLEL_MIN_QUESTIONS`` questions, else this process."""
     if workers is None:
-        head: list[list[_QuestionTask]] = []
+        head: list[list[QuestionTask]] = []
         for chunk in chunks:
             head.append(chunk)
             if len(head) * CHUNK_QUESTIONS >= AUTO_PARALLEL_MIN_QUESTIONS:
@@ -488,7 +361,7 @@ def grade_tree(
 
 def _iter_questions(
     datasets: Datasets, root: str, ds_globs: Sequence[str], parent: _ChunkResult, judged: bool = False
-) -> Iterator[_QuestionTask]:
+) -> Iterator[QuestionTask]:
     """Question folders to grade, in name order; entries at wrong levels are counted in ``parent``."""
     info = log.isEnabledFor(logging.INFO)
     for d in sorted_entries(root):
@@ -509,36 +382,4 @@ def _iter_questions(
             if not q.is_dir(follow_symlinks=False):
                 parent.ignore(q, "not a question folder", info)
                 continue
-            question = questions.get(q.name)
-            if question is not None and question.open is not None:
-                answers = question.open.answers
-                texts = open_texts(question.input, answers) if judged else None
-                yield _QuestionTask(
-                    q.path,
-                    d.name,
-                    q.name,
-                    _Kind.OPEN,
-                    None,
-                    answers=answers,
-                    evidence=question.evidence,
-                    evidence_triples=question.evidence_triples,
-                    judge_texts=texts,
-                )
-            elif question is None or question.mcq is None:
-                yield _QuestionTask(q.path, d.name, q.name, _Kind.NOT_GRADED, None)
-            elif question.mcq.answer is None:
-                yield _QuestionTask(q.path, d.name, q.name, _Kind.NO_ANSWER, None)
-            else:
-                answer, options = question.mcq.answer, question.mcq.options
-                key = AnswerKey.of(answer, options)
-                texts = mcq_texts(question.input, options, answer) if judged else None
-                yield _QuestionTask(
-                    q.path,
-                    d.name,
-                    q.name,
-                    _Kind.SCORABLE,
-                    key,
-                    evidence=question.evidence,
-                    evidence_triples=question.evidence_triples,
-                    judge_texts=texts,
-                )
+            yield question_task(questions.get(q.name), q.path, d.name, q.name, judged)

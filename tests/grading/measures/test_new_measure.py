@@ -1,6 +1,6 @@
 """A measure is one module: registered before the report is built, it is counted per file,
-merged across setups' datasets, and shown in the JSON block, the stats table, the HTML page
-and ``kag.grade``, with no line added to the blocks, the walk or the renderers. Two such
+merged across setups' datasets, and shown in the JSON block, the stats table, the HTML page,
+``kag.grade`` and the viewer (its overview, ``/api/setups`` and its static export), with no line added to the blocks, the walk or the renderers. Two such
 modules: one with counters (the easy case), one that reads the whole response and keeps a
 state that does not add up (the median response length: a list of lengths, merged by
 concatenation, finished as the median).
@@ -75,12 +75,13 @@ def _kag_with_the_measure(*args: str) -> str:
     return done.stdout
 
 
-def _replies() -> dict[tuple[str, str], list[int]]:
-    """The reply lengths of the graded files of the example tree (those of a question with
-    an MCQ answer in the datasets file), per (setup, dataset), read with the json module."""
+def _replies(results: Path = RESULTS) -> dict[tuple[str, str], list[int]]:
+    """The reply lengths of the graded files of the example tree (or of ``results``: those of
+    a question with an MCQ answer in the datasets file), per (setup, dataset), read with the
+    json module."""
     datasets = json.loads(DATASETS.read_text(encoding="utf-8"))
     found: dict[tuple[str, str], list[int]] = {}
-    for path in sorted(RESULTS.glob("*/*/*.json")):
+    for path in sorted(results.glob("*/*/*.json")):
         dataset, question = path.parts[-3], path.parts[-2]
         output = datasets.get(dataset, {}).get(question, {}).get("output", {})
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -187,10 +188,10 @@ def _child(script: str, *args: str) -> str:
     return done.stdout
 
 
-def _medians() -> tuple[dict[str, float], dict[tuple[str, str], float]]:
+def _medians(results: Path = RESULTS) -> tuple[dict[str, float], dict[tuple[str, str], float]]:
     """The median reply length of each setup and of each (setup, dataset), computed from the
     files read with the json module."""
-    replies = _replies()
+    replies = _replies(results)
     overall = {
         setup: statistics.median([n for (s, _), ns in replies.items() if s == setup for n in ns])
         for setup in {s for s, _ in replies}
@@ -223,3 +224,89 @@ def test_a_measure_that_reads_the_response_and_keeps_a_median_is_in_every_surfac
     header = next(line for line in _child(MEDIAN_MODULE + RUN_CLI, *base).splitlines() if "ACC%" in line)
     assert header.split()[-1] == "MED_CHARS"
     assert b"median_response_chars" not in _child(RUN_CLI, *base, "--format", "json").encode()
+
+
+# The viewer of a tree, in the child: /api/setups and the overview page served by a scan
+# that reads every file, then the overview of the same index read back from its rows alone.
+RUN_VIEW = """
+import sys
+import urllib.request
+from pathlib import Path
+
+import orjson
+
+from kag.datasets import load_datasets
+from kag.render.view import ViewApp
+from kag.render.view_overview import overview
+from kag.view.index import Index, Tree
+from kag.view.query import View
+from kag.view.server import Server
+
+datasets, tree, path = sys.argv[1:4]
+trees = [Tree("", tree)]
+index = Index(Path(path), load_datasets(datasets), trees, "", None)
+view = View(index, scan=True)
+server = Server(ViewApp(view, "t"), "127.0.0.1", 0, lambda exc: print(repr(exc), file=sys.stderr))
+server.start()
+with urllib.request.urlopen(server.url + "api/setups") as reply:
+    api = orjson.loads(reply.read())
+view.analysis(None).done.wait()
+with urllib.request.urlopen(server.url) as reply:
+    page = reply.read().decode()
+server.close()
+index.close()
+again = Index(Path(path), load_datasets(datasets), trees, "", None)
+rows = overview(View(again), None)  # no scan: the tallies are counted from the index's rows
+again.close()
+sys.stdout.write(orjson.dumps({"api": api, "page": page, "rows": rows}).decode())
+"""
+
+
+def _long_replies(root: Path) -> Path:
+    """A copy of the example tree whose responses are longer than the head a row keeps of a
+    response no measure reads (so that a median of heads would differ)."""
+    tree = root / "results"
+    for i, path in enumerate(sorted(RESULTS.glob("*/*/*.json"))):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if "ok" in data:
+            data["ok"]["result"] += " " + "w" * (250 + 37 * i)
+        out = tree / path.relative_to(RESULTS)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(data), encoding="utf-8")
+    return tree
+
+
+def _ranking_cells(page: str, name: str) -> str:
+    return page.split(f'<td class="l">{name}</td>')[1].split("</tr>")[0]
+
+
+def test_the_median_of_whole_responses_is_in_the_viewer_its_api_and_its_export(tmp_path: Path) -> None:
+    tree = _long_replies(tmp_path)
+    overall, per_dataset = _medians(tree)
+    assert min(overall.values()) > 200  # longer than a row's head of a response
+    stats = orjson.loads(
+        _child(MEDIAN_MODULE + RUN_CLI, "stats", "-d", str(DATASETS), "-r", str(tree), "--format", "json")
+    )
+    for setup in stats["setups"]:
+        assert setup["overall"]["median_response_chars"] == overall[setup["setup"]]
+    index = tmp_path / "index.sqlite"
+    seen = orjson.loads(_child(MEDIAN_MODULE + RUN_VIEW, str(DATASETS), str(tree.resolve()), str(index)))
+    # /api/setups and the overview counted again from the index's rows equal kag stats.
+    assert seen["api"]["stats"] == stats
+    assert seen["rows"]["stats"] == stats
+    for setup in seen["rows"]["stats"]["setups"]:
+        for dataset, block in setup["per_dataset"].items():
+            assert block["median_response_chars"] == per_dataset.get((setup["setup"], dataset))
+    # The overview page: the column ends each setup's row.
+    assert '<th class="r">MED_CHARS</th>' in seen["page"]
+    for name, median in overall.items():
+        assert _ranking_cells(seen["page"], name).endswith(f'<td class="r">{median:.1f}</td>'), name
+    # The static export, from the same index (a rescan that reads nothing: its rows).
+    out = tmp_path / "export"
+    base = ["view", "-d", str(DATASETS), "-r", str(tree), "--index", str(index), "--export", str(out)]
+    _child(MEDIAN_MODULE + RUN_CLI, *base)
+    data = orjson.loads((out / "data.json").read_bytes())
+    assert data["setups"]["stats"] == stats
+    html = (out / "index.html").read_text(encoding="utf-8")
+    for name, median in overall.items():
+        assert _ranking_cells(html, name).endswith(f'<td class="r">{median:.1f}</td>'), name

@@ -1,4 +1,4 @@
-"""kag/view/fields.py: the index's simdjson reader of the grading fields gives exactly what
+"""kag/results/simd_fields.py: the simdjson reader of the grading fields gives exactly what
 `kag stats` reads (the fields, or the message of an unreadable file), on any input."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from kag.results.codec import parse_grading_fields, result_to_json
 from kag.results.model import UnreadableResult
-from kag.view.fields import SIMD_FROM, read_grading_fields, simd_grading_fields
+from kag.results.simd_fields import SIMD_FROM, read_grading_fields, simd_grading_fields
 from tests.results.test_codec import json_values, valid_results
 
 
@@ -24,8 +24,8 @@ def _verdict(read: object, data: bytes, text: bool) -> object:
 def _agree(data: bytes) -> None:
     for text in (False, True):
         expected = _verdict(lambda d, t: parse_grading_fields(d, True, t), data, text)
-        assert _verdict(simd_grading_fields, data, text) == expected
-        assert _verdict(read_grading_fields, data, text) == expected
+        assert _verdict(lambda d, t: simd_grading_fields(d, True, t), data, text) == expected
+        assert _verdict(lambda d, t: read_grading_fields(d, True, t), data, text) == expected
 
 
 @given(valid_results)
@@ -71,12 +71,12 @@ def test_the_documents_simdjson_reads_otherwise_go_to_orjson(data: bytes) -> Non
 
 
 def test_a_kag_sized_file_goes_through_simdjson() -> None:
-    from kag.view import fields
+    from kag.results import simd_fields as fields
 
     data = orjson.dumps(
         {"ok": {"result": "B", "stats": {"prompt": "x" * SIMD_FROM, "time": {"secs": 1, "nanos": 5}}}}
     )
     assert fields._skeleton(data, False) is not None
-    got = read_grading_fields(data, False)
+    got = read_grading_fields(data, True, False)
     assert got == parse_grading_fields(data, True, False)
     assert (got.response, got.context_length, got.generation_ns) == ("B", SIMD_FROM, 1_000_000_005)

@@ -1,4 +1,4 @@
-"""The grading fields of a result file for the index, read through simdjson.
+"""The grading fields of a result file read through simdjson, for a reader of many long files.
 
 :func:`kag.results.codec.parse_grading_fields` builds every value of the file with orjson,
 the 768 floats of a KAG file's embedding among them, to keep a dozen. Here simdjson
@@ -13,36 +13,32 @@ depth simdjson refuses, and every shape that is not a well-formed result.
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 import simdjson
 
-from kag.grading.mcq.rule import rust_trim
 from kag.results.codec import GradingFields, grading_fields, parse_grading_fields, simd_result_object
-from kag.textsafe import ascii_fold
 
 # From this size on simdjson is the faster reader (a KAG file with its embedding); below
 # it, the cost of its calls from Python outweighs what it saves on a short file.
 SIMD_FROM = 16 * 1024
-ANSWER_CHARS = 200  # the head of a response kept for the grid (kag.view.index)
 
 
-def read_grading_fields(data: bytes, retrieval_text: bool) -> GradingFields:
-    """``parse_grading_fields(data, True, retrieval_text)``, through simdjson for a long
+def read_grading_fields(data: bytes, details: bool, retrieval_text: bool) -> GradingFields:
+    """``parse_grading_fields(data, details, retrieval_text)``, through simdjson for a long
     file; raises what it raises."""
     if len(data) < SIMD_FROM:
-        return parse_grading_fields(data, True, retrieval_text)
-    return simd_grading_fields(data, retrieval_text)
+        return parse_grading_fields(data, details, retrieval_text)
+    return simd_grading_fields(data, details, retrieval_text)
 
 
-def simd_grading_fields(data: bytes, retrieval_text: bool) -> GradingFields:
-    """``parse_grading_fields(data, True, retrieval_text)`` through simdjson (orjson when
+def simd_grading_fields(data: bytes, details: bool, retrieval_text: bool) -> GradingFields:
+    """``parse_grading_fields(data, details, retrieval_text)`` through simdjson (orjson when
     it is not sure); raises what it raises."""
     skeleton = _skeleton(data, retrieval_text)
     if skeleton is None:
-        return parse_grading_fields(data, True, retrieval_text)
-    return grading_fields(skeleton, True, retrieval_text)
+        return parse_grading_fields(data, details, retrieval_text)
+    return grading_fields(skeleton, details, retrieval_text)
 
 
 def _skeleton(data: bytes, retrieval_text: bool) -> dict[str, Any] | None:
@@ -120,18 +116,3 @@ def _small(value: Any) -> Any:
     """A small object as a dict (its repeated keys as orjson reads them: the last value at
     the first place); any other value as None, which grading reads as it reads any non-object."""
     return value.as_dict() if type(value) is simdjson.Object else None
-
-
-def answer_vote(response: str | None) -> str | None:
-    """What a response longer than the grid's head votes for in maj@k
-    (:func:`kag.grading.epochs.majority_correct` compares the answers trimmed and ASCII
-    case folded): the SHA-256 of that form, so that it is compared whole without being
-    kept; that form itself when it is no longer than the head (so that it votes with the
-    short responses it equals). None for a shorter response (the head is all of it) and
-    for an error file."""
-    if response is None or len(response) <= ANSWER_CHARS:
-        return None
-    folded = ascii_fold(rust_trim(response))
-    if len(folded) <= ANSWER_CHARS:
-        return folded
-    return "\0sha256:" + hashlib.sha256(folded.encode("utf-8", "surrogatepass")).hexdigest()

@@ -1,0 +1,258 @@
+"""The grading of one question folder's result files, shared by the walk of `kag stats`
+(:mod:`.walk`) and the index of `kag view` (:mod:`kag.view.rows`): what a question folder
+is to grading (:class:`QuestionTask`, made from the datasets file by :func:`question_task`)
+and how one of its result files becomes a graded record (:meth:`FileGrader.grade`).
+
+Both callers list the folder their own way (the walk streams it, the index compares it
+with its stamps) and hand each result file here, so that a file is read by one reader
+(:mod:`kag.results.codec`) and graded by one set of rules whichever surface shows it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from enum import IntEnum
+from pathlib import Path
+from typing import NamedTuple
+
+from kag.datasets import Question
+from kag.grading.evidence import EvidenceRecord, evidence_record
+from kag.grading.mcq.extracted import compile_spec, extracted_grade
+from kag.grading.mcq.request import GradeRequest
+from kag.grading.mcq.rule import AnswerKey, compile_abstention, grade_fields
+from kag.grading.measures import needs
+from kag.grading.open_grading import grade_open_response
+from kag.grading.record import GradedFile, Outcome, open_outcome
+from kag.grading.retrieval_quality import QualityRecord, fields_quality, similarity_for
+from kag.grading.verdicts import JudgeKey, VerdictCache, mcq_texts, open_texts, verdict_key_of
+from kag.results.codec import GradingFields, parse_grading_fields
+from kag.results.io import read_result_bytes, read_result_stamped
+
+#: Reads a result file's bytes into its grading fields: ``(data, details, retrieval_text)``.
+FieldsReader = Callable[[bytes, bool, bool], GradingFields]
+
+
+class QuestionKind(IntEnum):
+    SCORABLE = 0  # MCQ with an answer
+    NO_ANSWER = 1  # MCQ without an answer: files count as skipped
+    NOT_GRADED = 2  # free-form, or not in the datasets file: files are ignored
+    OPEN = 3  # open question with accepted answers: EM and F1 (kag.grading.open_grading)
+
+
+@dataclass(frozen=True, slots=True)
+class QuestionTask:
+    """One question folder as grading sees it: where it is, its kind and its key."""
+
+    path: str
+    dataset: str
+    question: str
+    kind: QuestionKind
+    key: AnswerKey | None
+    answers: tuple[str, ...] = ()  # the accepted answers of an OPEN question
+    evidence: tuple[str, ...] = ()
+    # (question text, reference) the judge is shown, when a judge's verdicts are read
+    judge_texts: tuple[str, str] | None = None
+    evidence_triples: tuple[tuple[str, str, str], ...] = ()
+
+
+def question_task(
+    question: Question | None, path: str, dataset: str, name: str, judged: bool = False
+) -> QuestionTask:
+    """The task of the question folder ``path`` (``dataset/name``) for ``question``, its entry
+    in the datasets file (None: not in it, its files are ignored); with ``judged``, the texts
+    the judge is shown."""
+    if question is not None and question.open is not None:
+        answers = question.open.answers
+        return QuestionTask(
+            path,
+            dataset,
+            name,
+            QuestionKind.OPEN,
+            None,
+            answers=answers,
+            evidence=question.evidence,
+            evidence_triples=question.evidence_triples,
+            judge_texts=open_texts(question.input, answers) if judged else None,
+        )
+    if question is None or question.mcq is None:
+        return QuestionTask(path, dataset, name, QuestionKind.NOT_GRADED, None)
+    if question.mcq.answer is None:
+        return QuestionTask(path, dataset, name, QuestionKind.NO_ANSWER, None)
+    answer, options = question.mcq.answer, question.mcq.options
+    return QuestionTask(
+        path,
+        dataset,
+        name,
+        QuestionKind.SCORABLE,
+        AnswerKey.of(answer, options),
+        evidence=question.evidence,
+        evidence_triples=question.evidence_triples,
+        judge_texts=mcq_texts(question.input, options, answer) if judged else None,
+    )
+
+
+class GradedEntry(NamedTuple):
+    """One result file graded: its ``record`` (None when it could not be read or parsed,
+    ``failure`` then says why), its evidence record (an MCQ file of a question that lists
+    evidence names, when the evidence is measured), the key ``--extract`` read, and the
+    file's ``stat`` as read (None unless asked for, or when it could not be read)."""
+
+    record: GradedFile | None
+    evidence: EvidenceRecord | None = None
+    extracted_answer: str | None = None
+    failure: Exception | None = None
+    stat: os.stat_result | None = None
+
+
+def unreadable_reason(exc: Exception) -> str:
+    """Why a file could not be read or parsed: the OS reason, else the message."""
+    return (exc.strerror or str(exc)) if isinstance(exc, OSError) else str(exc)
+
+
+class FileGrader:
+    """Grades result files as a request asks (:class:`GradeRequest`): reads each for the
+    inputs its measures need (:func:`kag.grading.measures.needs`), grades it by the strict
+    rule (an open question's by EM and F1), adds the extracted grade, the judge's verdict,
+    the retrieval quality and the evidence record.
+
+    ``details``: read the model's config and usage even when no measure asks for them (a
+    caller that keeps every record). ``read``: the reader of a file's bytes (a faster one
+    of :mod:`kag.results` that gives the same fields). ``stamped``: keep each file's
+    ``stat`` as read (:attr:`GradedEntry.stat`). Raises UsageError for an invalid
+    abstention pattern or ``extract`` spec.
+    """
+
+    def __init__(
+        self,
+        request: GradeRequest,
+        root: str,
+        *,
+        details: bool = False,
+        read: FieldsReader | None = None,
+        stamped: bool = False,
+    ) -> None:
+        needed = needs(request.asked)
+        self.request = request
+        # The config only serves kept records; the retrieval text, the evidence measures.
+        self.details = details or "config" in needed
+        self.reads_text = "retrieval_text" in needed
+        # An MCQ record carries its evidence hit when the records and the evidence are kept.
+        self.hits = request.records and "evidence" in request.asked
+        self.abstention = compile_abstention(request.abstention)
+        self.spec = compile_spec(request.extract) if request.extract is not None else None
+        self.verdicts = (
+            _Verdicts(root, request.judge) if "verdict" in needed and request.judge is not None else None
+        )
+        self.read = read
+        self.stamped = stamped
+
+    def with_text(self, task: QuestionTask) -> bool:
+        """Whether the files of ``task`` are read for their retrieval text."""
+        return self.reads_text and bool(task.evidence or task.evidence_triples)
+
+    def _bytes(self, path: str) -> tuple[bytes, os.stat_result | None]:
+        if self.stamped:
+            return read_result_stamped(path)
+        return read_result_bytes(path), None
+
+    def _fields(self, data: bytes, with_text: bool) -> GradingFields:
+        if self.read is not None:
+            return self.read(data, self.details, with_text)
+        return parse_grading_fields(data, self.details, retrieval_text=with_text)
+
+    def grade(self, task: QuestionTask, path: str, setup: str) -> GradedEntry:
+        """The file ``path`` of ``setup`` in the folder of ``task`` (a SCORABLE or OPEN one)
+        graded. A file that cannot be read or parsed gives no record; an invalid
+        ``--extract`` pattern's timeout is raised (the pattern's fault, not the file's)."""
+        with_text = self.with_text(task)
+        if task.kind is QuestionKind.OPEN:
+            return self._grade_open(task, path, setup, with_text)
+        st = None
+        try:
+            data, st = self._bytes(path)
+            fields = self._fields(data, with_text)
+            graded = grade_fields(
+                fields,
+                task.key,  # type: ignore[arg-type]
+                task.dataset,
+                task.question,
+                setup,
+                self.abstention,
+                path,
+            )
+        except Exception as exc:  # noqa: BLE001 - one bad file must never stop the walk
+            return GradedEntry(None, failure=exc, stat=st)
+        extracted_answer = None
+        if self.spec is not None:
+            extracted, extracted_answer = extracted_grade(self.spec, graded.response, task.key)  # type: ignore[arg-type]
+            graded = replace(graded, extracted=extracted, extracted_key=extracted_answer)
+        if self.verdicts is not None:
+            graded = self.verdicts.read(graded, task)
+        found = None
+        if with_text:
+            correct = graded.outcome is Outcome.OK
+            graded = replace(graded, retrieval_quality=self._quality(task, fields, correct))
+            found = evidence_record(task.evidence, fields.retrieval_text, correct)
+            if found is not None and self.hits:
+                graded = replace(graded, evidence_hit=found.hit)
+        return GradedEntry(graded, found, extracted_answer, stat=st)
+
+    def _grade_open(self, task: QuestionTask, path: str, setup: str, with_text: bool) -> GradedEntry:
+        """An open question's file graded by EM and F1 (an error file 0), with its retrieval
+        quality crossed with the exact match when the evidence is read."""
+        st = None
+        try:
+            data, st = self._bytes(path)
+            fields = self._fields(data, with_text)
+        except Exception as exc:  # noqa: BLE001 - one bad file must never stop the walk
+            return GradedEntry(None, failure=exc, stat=st)
+        exact, f1 = grade_open_response(fields.response, task.answers)
+        graded = GradedFile(
+            task.dataset,
+            task.question,
+            setup,
+            open_outcome(fields.response, exact),
+            fields.response,
+            generation_ns=fields.generation_ns,
+            context_length=fields.context_length,
+            retrieval=fields.retrieval,
+            error=fields.error,
+            config=fields.config,
+            usage=fields.usage,
+            exact_match=exact,
+            f1=f1,
+            gold=" | ".join(task.answers),
+            path=path,
+            retrieval_quality=self._quality(task, fields, exact == 1) if with_text else None,
+        )
+        if self.verdicts is not None:
+            graded = self.verdicts.read(graded, task)
+        return GradedEntry(graded, stat=st)
+
+    def _quality(self, task: QuestionTask, fields: GradingFields, correct: bool) -> QualityRecord | None:
+        """The file's retrieval quality against the question's gold evidence, crossed with
+        ``correct`` (the strict grade, or an open question's exact match); None when it has
+        no retrieval."""
+        request = self.request
+        similarity = similarity_for(request.evidence_match)
+        return fields_quality(
+            task.evidence, task.evidence_triples, fields, correct, similarity, tuple(request.node_name)
+        )
+
+
+class _Verdicts:
+    """The judge's cached verdicts of a tree, read into the records of its answers."""
+
+    def __init__(self, root: str, judge: JudgeKey) -> None:
+        self.judge = judge
+        self.cache = VerdictCache(Path(root), judge.judge)
+
+    def read(self, graded: GradedFile, task: QuestionTask) -> GradedFile:
+        """``graded`` with the judge's verdict of its answer (an error file has none)."""
+        if graded.response is None or task.judge_texts is None:
+            return graded
+        key = verdict_key_of(self.judge, *task.judge_texts, graded.response)
+        verdict = self.cache.read(key)
+        return graded if verdict is None else replace(graded, verdict=verdict)

@@ -1,0 +1,94 @@
+"""kag/grading/mcq/question_files.py: what a question folder is to grading, and one result
+file graded as both the walk of `kag stats` and kag view's index grade it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+
+from kag.datasets import parse_datasets
+from kag.grading.mcq.question_files import FileGrader, QuestionKind, question_task, unreadable_reason
+from kag.grading.mcq.request import GradeRequest
+from kag.grading.record import Outcome
+from kag.results import result_path, write_result
+from kag.results.codec import GradingFields, parse_grading_fields
+from tests.result_helpers import ok_result
+
+DATASETS = parse_datasets(
+    orjson.dumps(
+        {
+            "med": {
+                "mcq": {
+                    "input": "?",
+                    "output": {"type": "MCQ", "options": {"A": "x", "B": "y"}, "answer": "B"},
+                },
+                "nokey": {"input": "?", "output": {"type": "MCQ", "options": {"A": "x"}}},
+                "open": {"input": "?", "output": {"type": "Open", "answers": ["Paris"]}},
+                "free": {"input": "?"},
+            }
+        }
+    ),
+    Path("datasets.json"),
+)
+
+
+def test_a_question_folder_s_kind_follows_the_datasets_file() -> None:
+    kinds = {
+        name: question_task(DATASETS.get("med", name), f"/t/med/{name}", "med", name).kind
+        for name in ("mcq", "nokey", "open", "free", "absent")
+    }
+    assert kinds == {
+        "mcq": QuestionKind.SCORABLE,
+        "nokey": QuestionKind.NO_ANSWER,
+        "open": QuestionKind.OPEN,
+        "free": QuestionKind.NOT_GRADED,
+        "absent": QuestionKind.NOT_GRADED,
+    }
+    task = question_task(DATASETS.get("med", "mcq"), "/t/med/mcq", "med", "mcq", judged=True)
+    assert task.key is not None and task.key.answer == "B" and task.judge_texts is not None
+
+
+def test_a_file_is_graded_with_its_stat_through_the_reader_given(tmp_path: Path) -> None:
+    path = result_path(tmp_path, "med", "mcq", "", "kag")
+    write_result(path, ok_result("B", model="m"))
+    read: list[bool] = []
+
+    def reader(data: bytes, details: bool, text: bool) -> GradingFields:
+        read.append(details)
+        return parse_grading_fields(data, details, text)
+
+    grader = FileGrader(
+        GradeRequest(extract="letter"), str(tmp_path), details=True, read=reader, stamped=True
+    )
+    task = question_task(DATASETS.get("med", "mcq"), str(path.parent), "med", "mcq")
+    got = grader.grade(task, str(path), "kag")
+    assert got.record is not None and got.failure is None
+    assert (got.record.outcome, got.record.extracted, got.record.extracted_key) == (
+        Outcome.OK,
+        Outcome.OK,
+        "B",
+    )
+    assert got.record.config is not None and got.record.path == str(path) and got.record.gold == "B"
+    assert read == [True] and got.stat is not None and got.stat.st_size == path.stat().st_size
+
+
+def test_an_unreadable_file_gives_no_record_but_why(tmp_path: Path) -> None:
+    folder = tmp_path / "med" / "open"
+    folder.mkdir(parents=True)
+    (folder / "kag.json").write_text('{"ok": 1}')
+    grader = FileGrader(GradeRequest(), str(tmp_path))
+    task = question_task(DATASETS.get("med", "open"), str(folder), "med", "open")
+    got = grader.grade(task, str(folder / "kag.json"), "kag")
+    assert got.record is None and got.failure is not None and unreadable_reason(got.failure)
+    gone = grader.grade(task, str(folder / "gone.json"), "gone")
+    assert gone.record is None and unreadable_reason(gone.failure) == "No such file or directory"  # type: ignore[arg-type]
+
+
+def test_an_open_question_s_file_is_graded_by_exact_match(tmp_path: Path) -> None:
+    path = result_path(tmp_path, "med", "open", "", "kag")
+    write_result(path, ok_result("paris"))
+    task = question_task(DATASETS.get("med", "open"), str(path.parent), "med", "open")
+    got = FileGrader(GradeRequest(), str(tmp_path)).grade(task, str(path), "kag")
+    assert got.record is not None
+    assert (got.record.outcome, got.record.exact_match, got.record.gold) == (Outcome.OK, 1.0, "Paris")

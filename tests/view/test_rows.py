@@ -1,0 +1,99 @@
+"""kag/view/rows.py: the index's rows are the records the grading walk makes of the same
+files (one reader, one set of rules), and no module of the viewer reads a result file's
+grading fields itself."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+from kag.datasets import load_datasets
+from kag.grading.mcq.request import GradeRequest
+from kag.grading.mcq.walk import grade_tree
+from kag.results import result_path, write_result
+from kag.view.index import Index, Tree
+from kag.view.query import View
+from tests.result_helpers import ok_result
+from tests.view.helpers import make_tree
+
+VIEW = Path(__file__).resolve().parents[2] / "kag" / "view"
+
+
+def test_the_index_s_records_are_the_grading_walk_s(tmp_path: Path) -> None:
+    datasets, tree = make_tree(tmp_path)
+    root = str(tree.resolve())
+    ds = load_datasets(datasets)
+    run = grade_tree(ds, root, GradeRequest(extract="letter", measures={"records"}), workers=1)
+    assert run.records
+    index = Index(tmp_path / "index.sqlite", ds, [Tree("", root)], "", "letter")
+    try:
+        scanned = View(index, scan=True)
+        key = lambda r: (r.dataset, r.question, r.setup)
+        assert sorted(scanned.records(), key=key) == sorted(run.records, key=key)
+        # Read back from the rows alone (no scan), the same records again.
+        assert View(Index(tmp_path / "index.sqlite", ds, [Tree("", root)], "", "letter")).records() == (
+            scanned.records()
+        )
+    finally:
+        index.close()
+
+
+# What reads a result file's bytes or its grading fields: kag.results' readers, used by the
+# grading walk's FileGrader (the viewer hands it kag.results.simd_fields' reader, never calls it).
+READERS = frozenset(
+    {
+        "grading_fields",
+        "parse_grading_fields",
+        "simd_grading_fields",
+        "simd_result_object",
+        "read_result_bytes",
+        "read_result_stamped",
+    }
+)
+
+
+def test_no_module_of_the_viewer_parses_a_result_file() -> None:
+    for module in sorted(VIEW.glob("*.py")):
+        for node in ast.walk(ast.parse(module.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                assert all(a.name != "simdjson" for a in node.names), module.name
+            elif isinstance(node, ast.ImportFrom):
+                assert node.module != "simdjson", module.name
+                assert not READERS & {a.name for a in node.names}, module.name
+
+
+def test_an_open_question_without_a_usable_answer_is_left_out_as_kag_stats_leaves_it(tmp_path: Path) -> None:
+    datasets = tmp_path / "datasets.json"
+    datasets.write_text(
+        json.dumps(
+            {
+                "geo": {
+                    "capital": {
+                        "input": "Capital of France?",
+                        "output": {"type": "Open", "answers": ["Paris"]},
+                    },
+                    "blank": {"input": "Say nothing", "output": {"type": "Open", "answers": ["the ."]}},
+                }
+            }
+        )
+    )
+    tree = tmp_path / "results"
+    for question in ("capital", "blank"):
+        for setup, reply in (("native", "Paris"), ("kag", "Lyon")):
+            write_result(result_path(tree, "geo", question, "", setup), ok_result(reply))
+    ds = load_datasets(datasets)
+    root = str(tree.resolve())
+    expected = grade_tree(ds, root, workers=1)
+    index = Index(tmp_path / "index.sqlite", ds, [Tree("", root)], "", None)
+    try:
+        for view in (
+            View(index, scan=True),
+            View(Index(tmp_path / "index.sqlite", ds, [Tree("", root)], "", None)),
+        ):
+            run = view.snapshot.run
+            assert run.scorable_open_questions == expected.scorable_open_questions == 1
+            assert run.ignored_files == expected.ignored_files == 2
+            assert run.tallies == expected.tallies
+    finally:
+        index.close()
