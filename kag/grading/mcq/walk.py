@@ -43,6 +43,7 @@ from kag.grading.measures.registry import ByQuestion, Files
 from kag.grading.open_grading import empty_gold_warning, grade_open_response, usable_open_gold
 from kag.grading.record import GradedFile, Outcome, open_outcome
 from kag.grading.retrieval_quality import QualityRecord, fields_quality, similarity_for
+from kag.grading.retrieval_text import RetrievalText
 from kag.grading.verdicts import JudgeKey, VerdictCache, mcq_texts, open_texts, verdict_key_of
 from kag.results.codec import GradingFields, parse_grading_fields
 from kag.results.io import read_result_bytes
@@ -130,14 +131,18 @@ class _ChunkResult:
 
 
 def _quality(
-    task: _QuestionTask, fields: GradingFields, correct: bool, request: GradeRequest
+    task: _QuestionTask,
+    fields: GradingFields,
+    correct: bool,
+    request: GradeRequest,
+    text: RetrievalText | None = None,
 ) -> QualityRecord | None:
     """The file's retrieval quality against the question's gold evidence, crossed with
     ``correct`` (the strict grade, or an open question's exact match); None when it has no
-    retrieval."""
+    retrieval. ``text``: its retrieval text prepared, when the evidence block reads it too."""
     similarity = similarity_for(request.evidence_match)
     return fields_quality(
-        task.evidence, task.evidence_triples, fields, correct, similarity, tuple(request.node_name)
+        task.evidence, task.evidence_triples, fields, correct, similarity, tuple(request.node_name), text
     )
 
 
@@ -232,12 +237,14 @@ def _grade_chunk(tasks: Sequence[_QuestionTask], config: _Config) -> _ChunkResul
                 graded = verdicts.read(graded, task)
             key = (setup, task.dataset)
             if with_text:
-                graded = replace(
-                    graded, retrieval_quality=_quality(task, fields, graded.outcome is Outcome.OK, request)
-                )
+                # Prepared once for both evidence measures.
+                text = None if fields.retrieval_text is None else RetrievalText(fields.retrieval_text)
+                quality = _quality(task, fields, graded.outcome is Outcome.OK, request, text)
+                if quality is not None:  # a file without a retrieval has none: no copy
+                    graded = replace(graded, retrieval_quality=quality)
             out.tally(key).add(graded)
-            if with_text:
-                record = evidence_record(task.evidence, fields.retrieval_text, graded.outcome is Outcome.OK)
+            if with_text and evidence is not None:
+                record = evidence_record(task.evidence, text, graded.outcome is Outcome.OK)
                 if record is not None and evidence is not None:
                     evidence.setdefault(key, {})[task.question] = record
                     if keep:
