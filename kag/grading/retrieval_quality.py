@@ -267,11 +267,12 @@ def file_quality(
     prepared once for both evidence measures; ``name_keys`` naming the nodes).
 
     ``relationships``: the file's own count of rendered relationship lines (its retrieval
-    stats), when it has one. In ``exact`` mode, when no gold triple has both its ends among
-    the names of the nodes, none can be found: the relationship lines are then not read,
-    and the gold names are looked up among the nodes' names without reading every name line
-    where the text allows it (:meth:`RetrievalText.names_a_node`). The retrieved
-    relationships are that count whenever the file has one (on both paths)."""
+    stats), when it has one. In ``exact`` mode with that count, the gold names are looked up
+    among the nodes' names without reading every name line where the text allows it
+    (:meth:`RetrievalText.nodes_named`); when no gold triple has both its ends among them,
+    none can be found and the relationship lines are not read, else only those between
+    nodes so named are held against the gold. The retrieved relationships are that count
+    whenever the file has one (on every path)."""
     if not (entities or triples) or text is None:
         return None
     if graph is not None:
