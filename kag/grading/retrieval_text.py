@@ -139,11 +139,18 @@ class _NodeNames:
         if found is None:
             text, lowered = self._text, self._text._lowered
             starts = text._starts_of(name) if name and self._searchable else None
+            lines = None
             if starts is not None and lowered is not None:
+                lines = [
+                    line for at in starts if (line := _name_line_at(text.text, lowered, at, name, self._keys))
+                ]
+            # Whether each line is its node's naming line is a search from the text's start:
+            # past _TRIES such lines, reading every line is the linear way.
+            if lines is not None and len(lines) <= _TRIES:
                 found = frozenset(
                     node
-                    for at in starts
-                    if (node := _node_named_at(text.text, lowered, at, name, self._keys)) is not None
+                    for start, node, key in lines
+                    if names_its_node(text.text, start, node, key, self._keys)
                 )
             else:
                 if self._every is None:
@@ -200,10 +207,13 @@ def _escaped_name_line(text: str, name_keys: tuple[str, ...]) -> bool:
     return False
 
 
-def _node_named_at(text: str, lowered: str, at: int, name: str, name_keys: tuple[str, ...]) -> str | None:
-    """The node whose normalized name is ``name`` occurring at ``at``, if it is: only what
-    normalizing strips lies between the line's ``]->(`` and ``at``, and after the name up to
-    the line's end or a legal suffix; and the line, read, names its node so. None otherwise."""
+def _name_line_at(
+    text: str, lowered: str, at: int, name: str, name_keys: tuple[str, ...]
+) -> tuple[int, str, str] | None:
+    """(line start, node, key) of the name line whose value normalizes to ``name`` occurring
+    at ``at``, if it is one: only what normalizing strips lies between the line's ``]->(``
+    and ``at``, and after the name up to the line's end or a legal suffix, and the line read
+    has that value. None otherwise."""
     before = at - 1
     while before >= 0 and lowered[before] in _STRIPPED:
         before -= 1
@@ -217,10 +227,6 @@ def _node_named_at(text: str, lowered: str, at: int, name: str, name_keys: tuple
     start = text.rfind("\n", 0, at) + 1
     end = text.find("\n", at)
     line = formal_property_at(text, start, len(text) if end == -1 else end, name_keys)
-    if (
-        line is not None
-        and normalize_title(line[2]) == name
-        and names_its_node(text, start, line[0], line[1], name_keys)
-    ):
-        return line[0]
+    if line is not None and normalize_title(line[2]) == name:
+        return start, line[0], line[1]
     return None

@@ -4,6 +4,7 @@ a file against the reading of every line, on the example tree and on randomized 
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -171,3 +172,26 @@ def test_a_gold_end_without_letters_is_held_against_every_line_as_before() -> No
     check_text(text, ["Scurvy"], triples, ("name",), 2)
     record = file_quality(["Scurvy"], triples, text, None, True, EXACT, ("name",), 2)
     assert record is not None and (record.triples_found, record.relationships_matched) == (2, 2)
+
+
+def test_many_nodes_of_one_name_are_all_found_in_a_bounded_number_of_searches() -> None:
+    # Each naming line is checked to be its node's first by a search from the text's start:
+    # past a few such lines, every line is read once instead.
+    text = "\n".join(f'({i})-[name]->("Lung")\n({i})-[:PART_OF]->(body)' for i in range(3 * _TRIES))
+    finds = 0
+
+    def profile(frame: object, event: str, arg: object) -> None:
+        nonlocal finds
+        if event == "c_call" and getattr(arg, "__name__", "") == "find":
+            finds += 1
+
+    prepared = RetrievalText(text)
+    sys.setprofile(profile)
+    try:
+        nodes = prepared.nodes_named("lung", ("name",))
+    finally:
+        sys.setprofile(None)
+    assert nodes == {str(i) for i in range(3 * _TRIES)}
+    # Two per occurrence (the name, its line's end); not two more searches from the start.
+    assert finds <= 7 * _TRIES
+    check_text(text, ["Lung"], [("Lung", "part of", "Lung")], ("name",), 3 * _TRIES)
