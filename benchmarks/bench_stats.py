@@ -17,8 +17,9 @@ The two peaks should be about equal: nothing is kept per file.
 Start-up: best wall time of ``kag --help`` over 5 runs (target: well under a second).
 
 ``--evidence``: instead, the cost of grading retrieval against gold evidence. A second
-datasets file beside the tree's (``datasets-evidence.json``: every question with two gold
-entities and one gold triple drawn from the generator's words and relation types) makes
+datasets file (``datasets-evidence.json`` in a temporary folder, so that a shared tree is
+only read: the tree's datasets file with every question given two gold entities and one
+gold triple drawn from the generator's words and relation types) makes
 ``kag stats --format json`` compute the ``evidence`` and ``retrieval_quality`` blocks of
 every KAG file (its ~16 KB subgraph text read back as a graph); timed alternating with the
 same command on the plain datasets file (target: <= 1.3).
@@ -36,6 +37,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -79,11 +81,13 @@ def time_floor(tree: Path) -> tuple[float, float]:
     return time.perf_counter() - start, cpu_of_children() - before
 
 
-def stats_args(tree: Path, datasets: str = "datasets.json", *extra: str) -> list[str]:
-    return [*kag_command(), "stats", "-d", str(tree / datasets), "-r", str(tree / "results"), *extra]
+def stats_args(tree: Path, datasets: Path | None = None, *extra: str) -> list[str]:
+    """``kag stats`` of ``tree``'s results against ``datasets`` (None: the tree's own file)."""
+    datasets = tree / "datasets.json" if datasets is None else datasets
+    return [*kag_command(), "stats", "-d", str(datasets), "-r", str(tree / "results"), *extra]
 
 
-def time_stats(tree: Path, datasets: str = "datasets.json", *extra: str) -> tuple[float, float]:
+def time_stats(tree: Path, datasets: Path | None = None, *extra: str) -> tuple[float, float]:
     before, start = cpu_of_children(), time.perf_counter()
     done = subprocess.run(stats_args(tree, datasets, *extra), capture_output=True, text=True, check=False)
     elapsed = time.perf_counter() - start
@@ -97,37 +101,38 @@ def time_stats(tree: Path, datasets: str = "datasets.json", *extra: str) -> tupl
     return elapsed, cpu_of_children() - before
 
 
-def write_evidence_datasets(tree: Path) -> str:
-    """``datasets-evidence.json``: the tree's datasets file, every question given two gold
-    entities and one gold triple (deterministic); returns its name."""
+def write_evidence_datasets(tree: Path, folder: Path) -> Path:
+    """``folder/datasets-evidence.json``: the tree's datasets file, every question given two
+    gold entities and one gold triple (deterministic); returns its path."""
     import random
 
     import orjson
     from make_tree import RELATIONS, words
 
-    name = "datasets-evidence.json"
+    path = folder / "datasets-evidence.json"
     doc = orjson.loads((tree / "datasets.json").read_bytes())
     rng = random.Random(0)
     for questions in doc.values():
         for entry in questions.values():
             a, b = words(rng, 2).title(), words(rng, 1).title()
             entry["evidence"] = {"entities": [a, b], "triples": [[a, rng.choice(RELATIONS).lower(), b]]}
-    (tree / name).write_bytes(orjson.dumps(doc))
-    return name
+    path.write_bytes(orjson.dumps(doc))
+    return path
 
 
 def bench_evidence(tree: Path, repeat: int) -> None:
     """`kag stats --format json` with the evidence blocks against without them."""
-    name = write_evidence_datasets(tree)
-    time_stats(tree, "datasets.json", "--format", "json")  # warm the page cache
-    plain, gold = [], []
-    for i in range(repeat):
-        plain.append(time_stats(tree, "datasets.json", "--format", "json"))
-        gold.append(time_stats(tree, name, "--format", "json"))
-        print(
-            f"  run {i + 1}: without evidence {plain[-1][0]:.2f} s (cpu {plain[-1][1]:.2f} s)   "
-            f"with evidence {gold[-1][0]:.2f} s (cpu {gold[-1][1]:.2f} s)"
-        )
+    with tempfile.TemporaryDirectory(prefix="bench-evidence-") as folder:
+        gold_datasets = write_evidence_datasets(tree, Path(folder))
+        time_stats(tree, None, "--format", "json")  # warm the page cache
+        plain, gold = [], []
+        for i in range(repeat):
+            plain.append(time_stats(tree, None, "--format", "json"))
+            gold.append(time_stats(tree, gold_datasets, "--format", "json"))
+            print(
+                f"  run {i + 1}: without evidence {plain[-1][0]:.2f} s (cpu {plain[-1][1]:.2f} s)   "
+                f"with evidence {gold[-1][0]:.2f} s (cpu {gold[-1][1]:.2f} s)"
+            )
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     best_plain, best_gold = min(p[0] for p in plain), min(g[0] for g in gold)
     med_plain, med_gold = statistics.median(p[0] for p in plain), statistics.median(g[0] for g in gold)

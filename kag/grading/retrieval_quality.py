@@ -26,10 +26,11 @@ import numpy as np
 import numpy.typing as npt
 
 from kag.grading.irt2.metrics import hits_at_k, reciprocal_rank
+from kag.grading.retrieval_text import RetrievalText
 from kag.grading.triplets.model import ACCEPT_THRESHOLD, MatchMode
 from kag.grading.triplets.normalize import normalize_relation, normalize_title
 from kag.grading.triplets.similarity import Similarity, make_similarity
-from kag.results.graph_text import DEFAULT_NAME_KEYS, formal_names, formal_parts
+from kag.results.graph_text import DEFAULT_NAME_KEYS, formal_parts, formal_relationships
 from kag.results.model import RetrievedGraph
 
 if TYPE_CHECKING:
@@ -253,7 +254,7 @@ def _similar(
 def file_quality(
     entities: Sequence[str],
     triples: Sequence[Triple],
-    text: str | None,
+    text: str | RetrievalText | None,
     graph: RetrievedGraph | None,
     correct: bool,
     similarity: Similarity,
@@ -262,32 +263,64 @@ def file_quality(
 ) -> QualityRecord | None:
     """The record of one result file, or None when it does not count: the question lists
     no gold, or the file has no retrieval (an error file, a setup that did not retrieve).
-    The graph is the file's recorded one, else read back from its text (``name_keys``
-    naming the nodes).
+    The graph is the file's recorded one, else read back from its text (given as is, or
+    prepared once for both evidence measures; ``name_keys`` naming the nodes).
 
     ``relationships``: the file's own count of rendered relationship lines (its retrieval
-    stats), when it has one. In ``exact`` mode, when no gold triple has both its ends among
-    the named nodes, none can be found: the relationship lines are then not read. The
-    retrieved relationships are that count whenever the file has one (on both paths)."""
+    stats), when it has one. In ``exact`` mode with that count, the gold names are looked up
+    among the nodes' names without reading every name line where the text allows it
+    (:meth:`RetrievalText.nodes_named`); when no gold triple has both its ends among them,
+    none can be found and the relationship lines are not read, else only those between
+    nodes so named are held against the gold. The retrieved relationships are that count
+    whenever the file has one (on every path)."""
     if not (entities or triples) or text is None:
         return None
     if graph is not None:
         return quality_record(entities, triples, graph, correct, similarity)
+    prepared = RetrievalText(text) if isinstance(text, str) else text
     if similarity.mode is MatchMode.EXACT and relationships is not None:
-        names = formal_names(text, name_keys)
-        present = {normalize_title(n) for n in names.values() if n}
-        if not any(normalize_title(t[0]) in present and normalize_title(t[2]) in present for t in triples):
-            normalized = {node: normalize_title(name) if name else "" for node, name in names.items()}
-            gold_entities = [normalize_title(e) for e in entities]
-            record = _exact(gold_entities, triples, normalized, [], None, correct)
-            return replace(record, relationships=relationships)
-    nodes, rels = formal_parts(text, name_keys)
+        record = _exact_by_gold_names(entities, triples, prepared, tuple(name_keys), correct, relationships)
+        if record is not None:
+            return record
+    nodes, rels = formal_parts(prepared.text, name_keys)
     record = parts_quality(entities, triples, nodes, rels, None, correct, similarity)
     if relationships is None:
         return record
     # The same count on both paths (a file whose count disagrees with its lines is not
     # believed below what matched).
     return replace(record, relationships=max(relationships, record.relationships_matched))
+
+
+def _exact_by_gold_names(
+    entities: Sequence[str],
+    triples: Sequence[Triple],
+    text: RetrievalText,
+    name_keys: tuple[str, ...],
+    correct: bool,
+    relationships: int,
+) -> QualityRecord | None:
+    """:func:`file_quality` in ``exact`` mode from the nodes named like a gold name
+    (:meth:`RetrievalText.nodes_named`) rather than from every node: a relationship can
+    match a gold triple only between two of them. None, for the reading of every line, when
+    one can be found and an end of a gold triple normalizes to ``""`` (which the names of
+    nodes without one equal there)."""
+    gold = [(normalize_title(s), normalize_title(o)) for s, _, o in triples]
+    named = {name: text.nodes_named(name, name_keys) for name in {n for pair in gold for n in pair}}
+    found = sum(1 for e in entities if (name := normalize_title(e)) and text.names_a_node(name, name_keys))
+    reachable = [(s, o) for s, o in gold if named[s] and named[o]]
+    if not reachable:
+        # No gold triple has both ends among the nodes: none can be found, no line is read.
+        return QualityRecord(len(entities), found, len(triples), 0, relationships, 0, None, correct)
+    if not all(s and o for s, o in gold):
+        return None
+    names = {node: name for name, nodes in named.items() if name for node in nodes}
+    rels = [r for r in formal_relationships(text.text) if r[0] in names and r[2] in names]
+    record = _exact([], triples, names, rels, None, correct)
+    # The file's count, not believed below what matched (as on the reading of every line).
+    matched = record.relationships_matched
+    return replace(
+        record, entities=len(entities), entities_found=found, relationships=max(relationships, matched)
+    )
 
 
 _SIMILARITIES: dict[str, Similarity] = {}
@@ -300,14 +333,15 @@ def fields_quality(
     correct: bool,
     similarity: Similarity,
     name_keys: tuple[str, ...] = DEFAULT_NAME_KEYS,
+    text: RetrievalText | None = None,
 ) -> QualityRecord | None:
-    """:func:`file_quality` of a result file's grading fields: its retrieval text, its
-    recorded graph and its count of rendered relationships."""
+    """:func:`file_quality` of a result file's grading fields: its retrieval text (or
+    ``text``, the same prepared), its recorded graph and its count of rendered relationships."""
     r = fields.retrieval
     return file_quality(
         entities,
         triples,
-        fields.retrieval_text,
+        fields.retrieval_text if text is None else text,
         fields.retrieval_graph,
         correct,
         similarity,

@@ -36,8 +36,16 @@ Triple = tuple[str, str, str]
 
 @functools.cache
 def _property_lines(name_keys: tuple[str, ...]) -> re.Pattern[str]:
+    return re.compile(rf"\n{_property_line(name_keys).pattern}(?=\n)")
+
+
+@functools.cache
+def _property_line(name_keys: tuple[str, ...]) -> re.Pattern[str]:
+    """One property line of ``name_keys``, as a whole line: ``_property_lines`` matches
+    exactly the lines of a text this matches in full (a match never spans a newline when
+    no key holds one)."""
     keys = "|".join(re.escape(k) for k in name_keys)
-    return re.compile(rf"\n\(([^)\n]*)\)-\[({keys})\]->\(([^\n]*)\)(?=\n)")
+    return re.compile(rf"\(([^)\n]*)\)-\[({keys})\]->\(([^\n]*)\)")
 
 
 def _value_text(raw: str) -> str:
@@ -60,14 +68,19 @@ def formal_parts(
     """The nodes (id -> name, None without one) and relationships (start, type, end) of
     ``FormalTriplet`` ``text``: nodes in the order the relationship lines first mention
     them, then the nodes only a name line mentions; relationships in line order."""
-    framed = f"\n{text}\n"
-    relationships: list[Triple] = _RELATIONSHIP.findall(framed)
+    relationships = formal_relationships(text)
     nodes: dict[str, str | None] = {}
     for start, _, end in relationships:
         nodes[start] = None
         nodes[end] = None
     nodes.update(formal_names(text, name_keys))
     return nodes, relationships
+
+
+def formal_relationships(text: str) -> list[Triple]:
+    """The relationships (start, type, end) of ``FormalTriplet`` ``text``, in line order."""
+    found: list[Triple] = _RELATIONSHIP.findall(f"\n{text}\n")
+    return found
 
 
 def formal_names(text: str, name_keys: tuple[str, ...] = DEFAULT_NAME_KEYS) -> dict[str, str]:
@@ -82,6 +95,48 @@ def formal_names(text: str, name_keys: tuple[str, ...] = DEFAULT_NAME_KEYS) -> d
             best[node] = at
             names[node] = _value_text(raw)
     return names
+
+
+def formal_property_at(
+    text: str, start: int, end: int, name_keys: tuple[str, ...] = DEFAULT_NAME_KEYS
+) -> tuple[str, str, str] | None:
+    """(node, key, value's text) of the line ``text[start:end]`` when it is a property line
+    of one of ``name_keys``, else None. ``start`` and ``end`` bound one whole line (the text's
+    ends or newlines), and no key holds a newline."""
+    found = _property_line(name_keys).fullmatch(text, start, end)
+    if found is None:
+        return None
+    node, key, raw = found.groups()
+    return node, key, _value_text(raw)
+
+
+def _first_property_line(text: str, node: str, key: str, name_keys: tuple[str, ...]) -> int:
+    """The start of the first property line of ``node`` and ``key`` in ``text``, -1 when none."""
+    head = f"({node})-[{key}]->("
+    at = 0 if text.startswith(head) else _next_line_with(text, head, 0)
+    while at != -1:
+        end = text.find("\n", at)
+        line = formal_property_at(text, at, len(text) if end == -1 else end, name_keys)
+        if line is not None and line[0] == node and line[1] == key:
+            return at
+        at = _next_line_with(text, head, at)
+    return -1
+
+
+def _next_line_with(text: str, head: str, at: int) -> int:
+    """The start of the first line after the one at ``at`` that starts with ``head``, -1 when none."""
+    found = text.find("\n" + head, at)
+    return -1 if found == -1 else found + 1
+
+
+def names_its_node(text: str, start: int, node: str, key: str, name_keys: tuple[str, ...]) -> bool:
+    """Whether the property line of ``node`` and ``key`` starting at ``start`` gives the
+    node its name in :func:`formal_names`: the node has no line of a key before ``key`` in
+    ``name_keys``, and this is its first line of ``key``. No key holds a newline."""
+    rank = {k: i for i, k in enumerate(name_keys)}
+    if any(_first_property_line(text, node, k, name_keys) != -1 for k, i in rank.items() if i < rank[key]):
+        return False
+    return _first_property_line(text, node, key, name_keys) == start
 
 
 def graph_from_formal_text(text: str, name_keys: tuple[str, ...] = DEFAULT_NAME_KEYS) -> RetrievedGraph:

@@ -26,6 +26,7 @@ from kag.grading.measures import needs
 from kag.grading.open_grading import grade_open_response
 from kag.grading.record import GradedFile, Outcome, open_outcome
 from kag.grading.retrieval_quality import QualityRecord, fields_quality, similarity_for
+from kag.grading.retrieval_text import RetrievalText
 from kag.grading.verdicts import JudgeKey, VerdictCache, mcq_texts, open_texts, verdict_key_of
 from kag.results.codec import GradingFields, parse_grading_fields
 from kag.results.io import read_result_bytes, read_result_stamped
@@ -193,8 +194,12 @@ class FileGrader:
         found = None
         if with_text:
             correct = graded.outcome is Outcome.OK
-            graded = replace(graded, retrieval_quality=self._quality(task, fields, correct))
-            found = evidence_record(task.evidence, fields.retrieval_text, correct)
+            # Prepared once for both evidence measures.
+            text = None if fields.retrieval_text is None else RetrievalText(fields.retrieval_text)
+            quality = self._quality(task, fields, correct, text)
+            if quality is not None:  # a file without a retrieval has none: no copy
+                graded = replace(graded, retrieval_quality=quality)
+            found = evidence_record(task.evidence, text, correct)
             if found is not None and self.hits:
                 graded = replace(graded, evidence_hit=found.hit)
         return GradedEntry(graded, found, extracted_answer, stat=st)
@@ -231,14 +236,16 @@ class FileGrader:
             graded = self.verdicts.read(graded, task)
         return GradedEntry(graded, stat=st)
 
-    def _quality(self, task: QuestionTask, fields: GradingFields, correct: bool) -> QualityRecord | None:
+    def _quality(
+        self, task: QuestionTask, fields: GradingFields, correct: bool, text: RetrievalText | None = None
+    ) -> QualityRecord | None:
         """The file's retrieval quality against the question's gold evidence, crossed with
         ``correct`` (the strict grade, or an open question's exact match); None when it has
-        no retrieval."""
+        no retrieval. ``text``: its retrieval text prepared, when the evidence block reads it too."""
         request = self.request
         similarity = similarity_for(request.evidence_match)
         return fields_quality(
-            task.evidence, task.evidence_triples, fields, correct, similarity, tuple(request.node_name)
+            task.evidence, task.evidence_triples, fields, correct, similarity, tuple(request.node_name), text
         )
 
 

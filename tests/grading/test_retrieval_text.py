@@ -1,0 +1,197 @@
+"""The prepared retrieval text finds exactly what the plain formulas find: names in the
+normalized text, names of nodes among every name line, and the retrieval-quality record of
+a file against the reading of every line, on the example tree and on randomized texts."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kag.datasets import load_datasets
+from kag.grading.evidence import evidence_found
+from kag.grading.retrieval_quality import QualityRecord, _exact, file_quality, parts_quality, similarity_for
+from kag.grading.retrieval_text import _TRIES, RetrievalText
+from kag.grading.triplets.normalize import contains_words, normalize_prompt, normalize_title
+from kag.results.codec import parse_grading_fields
+from kag.results.graph_text import formal_names, formal_parts
+
+EXACT = similarity_for("exact")
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "retrieval"
+
+Triple = tuple[str, str, str]
+
+
+def plain_contains(text: str, name: str) -> bool:
+    return contains_words(normalize_prompt(text), normalize_title(name))
+
+
+def plain_named(text: str, name: str, keys: tuple[str, ...]) -> bool:
+    return normalize_title(name) in {normalize_title(n) for n in formal_names(text, keys).values() if n}
+
+
+def plain_quality(
+    entities: Sequence[str],
+    triples: Sequence[Triple],
+    text: str,
+    correct: bool,
+    keys: tuple[str, ...],
+    relationships: int | None,
+) -> QualityRecord | None:
+    """`file_quality` in exact mode as it read every name line: the set of every node's
+    normalized name decides whether the relationship lines are read."""
+    if not (entities or triples):
+        return None
+    if relationships is not None:
+        names = formal_names(text, keys)
+        present = {normalize_title(n) for n in names.values() if n}
+        if not any(normalize_title(t[0]) in present and normalize_title(t[2]) in present for t in triples):
+            normalized = {node: normalize_title(name) if name else "" for node, name in names.items()}
+            record = _exact([normalize_title(e) for e in entities], triples, normalized, [], None, correct)
+            return replace(record, relationships=relationships)
+    nodes, rels = formal_parts(text, keys)
+    record = parts_quality(entities, triples, nodes, rels, None, correct, EXACT)
+    if relationships is None:
+        return record
+    return replace(record, relationships=max(relationships, record.relationships_matched))
+
+
+def check_text(
+    text: str, entities: Sequence[str], triples: Sequence[Triple], keys: tuple[str, ...], count: int | None
+) -> None:
+    names = [*entities, *(t[0] for t in triples), *(t[2] for t in triples)]
+    prepared = RetrievalText(text)
+    assert evidence_found(names, prepared) == tuple(plain_contains(text, n) for n in names)
+    assert [prepared.names_a_node(normalize_title(n), keys) for n in names] == [
+        plain_named(text, n, keys) for n in names
+    ]
+    for c in (count, None):
+        expected = plain_quality(entities, triples, text, True, keys, c)
+        assert file_quality(entities, triples, text, None, True, EXACT, keys, c) == expected
+        assert file_quality(entities, triples, RetrievalText(text), None, True, EXACT, keys, c) == expected
+
+
+def test_the_example_tree_gives_what_every_line_gives() -> None:
+    datasets = load_datasets(EXAMPLE / "datasets.json")
+    checked = 0
+    for question in datasets.iter_questions():
+        folder = EXAMPLE / "results" / question.dataset / question.id
+        for path in sorted(folder.glob("*.json")):
+            fields = parse_grading_fields(path.read_bytes(), retrieval_text=True)
+            if fields.retrieval_text is None:
+                continue
+            count = fields.retrieval.relationships if fields.retrieval is not None else None
+            check_text(fields.retrieval_text, question.evidence, question.evidence_triples, ("name",), count)
+            checked += 1
+    assert checked >= 6
+
+
+# Pieces of FormalTriplet text with what makes a search go wrong: case, `_`, runs of spaces,
+# rarer whitespace, punctuation around a name, a legal suffix, escapes, non-ASCII letters.
+WORDS = ["vitamin", "Vitamin", "VITAMIN", "c", "C", "iron", "Iron", "deficiency", "vitamin_c", "vitaminc"]
+SEPARATORS = [" ", "  ", "_", "\t", " \x1c", "\n"]
+JUNK = ["", "", ".", " ", "(", '"', "!", ", Inc.", " ltd", "-", "+", ">"]
+IDS = ["1", "2", "3", "10", "x y"]
+KEYS = ["name", "label", "Name", "title"]
+
+word = st.sampled_from(WORDS)
+phrase = st.tuples(word, st.lists(st.tuples(st.sampled_from(SEPARATORS), word), max_size=2)).map(
+    lambda p: p[0] + "".join(s + w for s, w in p[1])
+)
+value = st.tuples(st.sampled_from(JUNK), phrase, st.sampled_from(JUNK)).map("".join)
+escaped = st.sampled_from(['"Vitamin \\"C\\""', '"\\u0049ron"', '"Vitamin\\tC"', '"Ir\\u00f6n"'])
+raw = st.one_of(value.map(lambda v: f'"{v}"'), value, escaped)
+ident = st.sampled_from(IDS)
+property_line = st.tuples(ident, st.sampled_from(KEYS), raw).map(lambda p: f"({p[0]})-[{p[1]}]->({p[2]})")
+relationship_line = st.tuples(
+    ident, st.sampled_from(["CAUSED_BY", "DEFICIENCY_OF", "HAS_CONCEPT"]), ident
+).map(lambda p: f"({p[0]})-[:{p[1]}]->({p[2]})")
+other_line = st.sampled_from(
+    ["", "Vitamin C is a vitamin.", "(1)-[name]->", "É vitamin c ﬁ", "x  vitamin   c"]
+)
+text = st.lists(st.one_of(property_line, relationship_line, other_line), max_size=10).map("\n".join)
+gold = st.sampled_from(
+    ["Vitamin C", "vitamin  c", "Iron", "Iron Inc.", "Vitamin_C", "C", "deficiency", "!!", "Ｃ"]
+)
+gold_triple = st.tuples(gold, st.sampled_from(["caused by", "DEFICIENCY_OF", "has concept"]), gold)
+keys = st.sampled_from([("name",), ("name", "label"), ("label", "name"), ("title",)])
+
+
+@settings(max_examples=400)
+@given(
+    text, st.lists(gold, max_size=3), st.lists(gold_triple, max_size=2), keys, st.none() | st.integers(0, 5)
+)
+def test_randomized_texts_give_what_every_line_gives(
+    text: str, entities: list[str], triples: list[Triple], keys: tuple[str, ...], count: int | None
+) -> None:
+    check_text(text, entities, triples, keys, count)
+
+
+@pytest.mark.parametrize("hits", [_TRIES - 1, _TRIES + 5])
+def test_a_name_occurring_very_often_is_still_found_exactly(hits: int) -> None:
+    # Past _TRIES occurrences of the first word, the plain formulas answer.
+    lines = [f'({i})-[name]->("vitamin d{i}")' for i in range(hits)]
+    lines.append('(x)-[name]->("Vitamin  C.")')
+    text = "\n".join(lines)
+    check_text(text, ["Vitamin C", "Vitamin D"], [("Vitamin C", "r", "Vitamin C")], ("name",), 3)
+    assert RetrievalText(text).contains("vitamin c")
+    assert RetrievalText(text).names_a_node("vitamin c", ("name",))
+
+
+def test_a_node_is_named_by_its_first_line_of_its_first_key() -> None:
+    text = '(1)-[label]->("Iron")\n(1)-[name]->("Zinc")\n(2)-[name]->("Lead")\n(2)-[name]->("Iron")'
+    prepared = RetrievalText(text)
+    # Node 1 is named by `name` before `label`; node 2 by its first `name` line.
+    assert not prepared.names_a_node("iron", ("name", "label"))
+    assert prepared.names_a_node("zinc", ("name", "label"))
+    assert RetrievalText(text).names_a_node("iron", ("label", "name"))
+    assert not RetrievalText(text).names_a_node("lead", ("label",))
+
+
+@pytest.mark.parametrize(
+    "separator", [" ", "  ", "_", " _ ", "\t", "\n", "\r", "\x0b", "\x0c", "\x1c", "\x1f", "\n\n"]
+)
+def test_words_are_found_across_every_run_of_separators(separator: str) -> None:
+    # Each run of whitespace or `_` is one space once normalized, inside a name line or not.
+    for text in (f'(1)-[name]->("Vitamin{separator}C")', f"low vitamin{separator}c levels"):
+        check_text(text, ["Vitamin C", "vitamin c levels"], [("Vitamin C", "r", "Vitamin C")], ("name",), 0)
+        assert RetrievalText(text).contains("vitamin c")
+    named = RetrievalText(f'(1)-[name]->("Vitamin{separator}C")').names_a_node("vitamin c", ("name",))
+    assert named == ("\n" not in separator)  # a newline ends the name line
+
+
+def test_a_gold_end_without_letters_is_held_against_every_line_as_before() -> None:
+    # "!!" normalizes to "": the reading of every line matches it with a node without a name.
+    text = '(1)-[:CAUSED_BY]->(2)\n(1)-[name]->("Scurvy")\n(3)-[:R]->(2)\n(2)-[name]->("Vitamin C")'
+    triples = [("Scurvy", "caused by", "Vitamin C"), ("!!", "r", "Vitamin C")]
+    check_text(text, ["Scurvy"], triples, ("name",), 2)
+    record = file_quality(["Scurvy"], triples, text, None, True, EXACT, ("name",), 2)
+    assert record is not None and (record.triples_found, record.relationships_matched) == (2, 2)
+
+
+def test_many_nodes_of_one_name_are_all_found_in_a_bounded_number_of_searches() -> None:
+    # Each naming line is checked to be its node's first by a search from the text's start:
+    # past a few such lines, every line is read once instead.
+    text = "\n".join(f'({i})-[name]->("Lung")\n({i})-[:PART_OF]->(body)' for i in range(3 * _TRIES))
+    finds = 0
+
+    def profile(frame: object, event: str, arg: object) -> None:
+        nonlocal finds
+        if event == "c_call" and getattr(arg, "__name__", "") == "find":
+            finds += 1
+
+    prepared = RetrievalText(text)
+    sys.setprofile(profile)
+    try:
+        nodes = prepared.nodes_named("lung", ("name",))
+    finally:
+        sys.setprofile(None)
+    assert nodes == {str(i) for i in range(3 * _TRIES)}
+    # Two per occurrence (the name, its line's end); not two more searches from the start.
+    assert finds <= 7 * _TRIES
+    check_text(text, ["Lung"], [("Lung", "part of", "Lung")], ("name",), 3 * _TRIES)
