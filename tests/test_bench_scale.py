@@ -36,6 +36,7 @@ def test_the_quick_run_reports_each_command_against_its_anchor(tmp_path: Path) -
         "stats",
         "find literal",
         "find alternation",
+        "stats RSS",
         "view build",
         "view overview",
         "view p95",
@@ -52,4 +53,5 @@ def test_the_quick_run_reports_each_command_against_its_anchor(tmp_path: Path) -
         assert doc[name]["ratio"] > 0 and doc[name]["rss_mb"] > 0
     view = doc["view"]
     assert set(view["p95"]) >= {"/", "/questions", "/q/D/Q", "/api/setups", "/api/question/D/Q"}
+    assert doc["datasets"]["rss_mb"] > 0 and view["stats_wall"] > 0
     assert view["peak_rss_mb"] > 0 and view["index_bytes"] > 0 and view["build_ratio"] > 0
