@@ -14,7 +14,10 @@ mkdir, holding the owner's pid) makes a second process wait for the first one's 
 ``DIR/tree-quick`` instead (a smoke test of this script: its figures mean nothing).
 
 Every command runs as a subprocess, as a user calls it, its max RSS read from ``wait4``
-(the largest process of the run: the command itself or one of its workers). Caches are
+(the largest process of the run: the command itself or one of its workers). Linux counts
+in it the process a command was forked from, up to its exec: the commands are started by
+a small process of their own (about 11 MB, the floor of every RSS figure), never by this
+script, whose memory would otherwise show through. Caches are
 warm (one unmeasured ``cat`` of the whole tree first); then ``--repeat`` rounds, each
 running every command once, back to back, so a burst of load hits all of them. A ratio is
 the median over the rounds of kag's wall time over its anchor's in the same round.
@@ -48,7 +51,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import signal
 import statistics
@@ -86,19 +88,45 @@ class Run:
     stdout: bytes
 
 
-def run(command: list[str], cwd: Path) -> Run:
-    """Run ``command`` to its end; its resources from ``wait4`` (children included)."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+# Every measured command is started by this small process, started first: a child's max
+# RSS (wait4) counts the memory of the process it was forked from, up to its exec, so a
+# command started by this script itself would show at least this script's own peak.
+_SPAWNER = """
+import json, os, subprocess, sys, time
+for line in sys.stdin:
+    command, cwd, out, err = json.loads(line)
+    with open(out, "wb") as stdout, open(err, "wb") as stderr:
         started = time.perf_counter()
-        proc = subprocess.Popen(command, cwd=cwd, stdout=out, stderr=err)
+        proc = subprocess.Popen(command, cwd=cwd, stdout=stdout, stderr=stderr)
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - started
-        proc.returncode = code = os.waitstatus_to_exitcode(status)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    cpu = usage.ru_utime + usage.ru_stime
+    print(json.dumps([wall, cpu, usage.ru_maxrss, proc.returncode]), flush=True)
+"""
+_spawner: subprocess.Popen[str] | None = None
+
+
+def start_spawner() -> None:
+    global _spawner
+    _spawner = subprocess.Popen(
+        [sys.executable, "-S", "-c", _SPAWNER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+
+
+def run(command: list[str], cwd: Path) -> Run:
+    """Run ``command`` to its end; its resources from ``wait4`` (children included)."""
+    if _spawner is None:
+        start_spawner()
+    assert _spawner is not None and _spawner.stdin is not None and _spawner.stdout is not None
+    with tempfile.TemporaryDirectory() as tmp:
+        out, err = Path(tmp) / "stdout", Path(tmp) / "stderr"
+        _spawner.stdin.write(json.dumps([command, str(cwd), str(out), str(err)]) + "\n")
+        _spawner.stdin.flush()
+        wall, cpu, rss_kb, code = json.loads(_spawner.stdout.readline())
         if code not in (0, 1):
-            err.seek(0)
-            sys.exit(f"bench: {' '.join(command)} failed ({code}): {err.read().decode()[-500:]}")
-        out.seek(0)
-        return Run(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, code, out.read())
+            sys.exit(f"bench: {' '.join(command)} failed ({code}): {err.read_text()[-500:]}")
+        return Run(wall, cpu, rss_kb / 1024, code, out.read_bytes())
 
 
 def tree_bytes(tree: Path) -> tuple[int, int]:
@@ -148,13 +176,13 @@ def _index_bytes(index: Path) -> int:
     return sum(p.stat().st_size for p in index.parent.glob(index.name + "*"))
 
 
-def _reap(pid: int, patience: float = 60.0) -> tuple[int, resource.struct_rusage]:
-    """Wait for ``pid`` (killed after ``patience`` seconds): its status and resources."""
+def _reap(pid: int, patience: float = 60.0) -> int:
+    """Wait for ``pid`` (killed after ``patience`` seconds): its status."""
     deadline = time.monotonic() + patience
     while True:
-        done, status, usage = os.wait4(pid, os.WNOHANG)
+        done, status = os.waitpid(pid, os.WNOHANG)
         if done:
-            return status, usage
+            return status
         if time.monotonic() > deadline:
             os.kill(pid, signal.SIGKILL)
             deadline = float("inf")
@@ -213,8 +241,7 @@ def measure_view(tree: Path, requests: int) -> dict[str, object]:
             index_size = _index_bytes(index)
         finally:
             proc.send_signal(signal.SIGINT)
-            status, usage = _reap(proc.pid)
-            proc.returncode = os.waitstatus_to_exitcode(status)
+            proc.returncode = os.waitstatus_to_exitcode(_reap(proc.pid))
             err.close()
         return {
             "build": build,
@@ -222,7 +249,8 @@ def measure_view(tree: Path, requests: int) -> dict[str, object]:
             "first_api_setups": compared,
             "p95": p95,
             "rss_mb": memory.get("VmRSS", float("nan")),
-            "peak_rss_mb": max(memory.get("VmHWM", 0.0), usage.ru_maxrss / 1024),
+            # Its own high-water mark: wait4's would count this script's memory too.
+            "peak_rss_mb": memory.get("VmHWM", float("nan")),
             "index_bytes": index_size,
             "index_bytes_closed": _index_bytes(index),
         }
@@ -372,6 +400,7 @@ def main() -> None:
     unknown = [s for s in sizes if s not in QUESTIONS]
     if unknown or not sizes:
         parser.error(f"--sizes takes 100k and/or 1m (got {args.sizes!r})")
+    start_spawner()  # while this process is small
     rg = shutil.which("rg")
     if rg is None:
         sys.exit("bench: ripgrep is missing (Debian: apt-get install -y ripgrep)")
