@@ -111,7 +111,8 @@ def view(
         typer.Option(
             "--judge-provider",
             metavar="NAME",
-            help="Show the cached verdicts of `kag stats judge -p NAME` (with --judge-model; repeatable).",
+            help="Show the cached verdicts of `kag stats judge -p NAME` (with --judge-model; repeatable);"
+            " the overview counts the first judge's.",
             show_default=False,
         ),
     ] = None,
