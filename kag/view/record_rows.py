@@ -251,6 +251,13 @@ def detail_field(row: tuple[Any, ...], name: str) -> Any:
     return value if decode is None or value is None else decode(value)
 
 
+def detail_field_of(detail: bytes, name: str) -> Any:
+    """One field of a row's ``detail`` as stored (an enum as its value)."""
+    values = unpack(detail)
+    at = DETAIL_FIELDS.index(name)
+    return values[at] if at < len(values) else None
+
+
 def with_detail_field(detail: bytes, name: str, value: Any) -> bytes | None:
     """A row's ``detail`` with the field ``name`` set to ``value`` (a value as stored: an
     enum's value), or None when it holds that value already."""

@@ -33,7 +33,7 @@ from kag.grading.verdicts import (
     verdict_key_of,
 )
 from kag.results import LinkInTree
-from kag.view.record_rows import with_detail_field
+from kag.view.record_rows import detail_field_of, with_detail_field
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -102,7 +102,8 @@ def sync_verdicts(
     cache as listed in ``state`` (taken before the scan read any file, so that a verdict
     written during the scan is read at the next one): nothing when the index holds that
     listing's signature already, or when every row was just read (``fresh``: the tree is
-    new to the index); else each row with a key gets the verdict cached under it (or none).
+    new to the index); else each row whose key's verdict was not listed and now is gets
+    it, and each row whose key is no longer listed loses its verdict.
     The number of rows whose verdict changed."""
     meta = f"verdicts\0{root}"
     stored = db.execute("SELECT value FROM meta WHERE key=?", (meta,)).fetchone()
@@ -110,13 +111,22 @@ def sync_verdicts(
     if stored is not None and stored[0] == state.signature:
         return 0
     if not fresh:
-        cache = VerdictCache(Path(root), judge.judge)
-        updates = []
+        # A row whose verdict is cached and still listed keeps it (kag writes a verdict
+        # once, again only where the one cached could not be read: a row without one);
+        # the others are read, each key once.
         rows = db.execute(
             "SELECT rel, judged, detail FROM files WHERE tree=? AND judged IS NOT NULL", (root,)
         )
+        stale = []
         for rel, key, detail in rows.fetchall():
-            verdict = cache.read(key) if key in state.keys else None
+            held = detail_field_of(detail, "verdict")
+            if (held is None) == (key in state.keys):
+                stale.append((rel, key, detail))
+        cache = VerdictCache(Path(root), judge.judge)
+        read = cache.read_many({key for _, key, _ in stale if key in state.keys})
+        updates = []
+        for rel, key, detail in stale:
+            verdict = read.get(key)
             new = with_detail_field(detail, "verdict", verdict.value if verdict is not None else None)
             if new is not None:
                 updates.append((new, root, rel))
