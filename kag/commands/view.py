@@ -111,7 +111,8 @@ def view(
         typer.Option(
             "--judge-provider",
             metavar="NAME",
-            help="Show the cached verdicts of `kag stats judge -p NAME` (with --judge-model; repeatable).",
+            help="Show the cached verdicts of `kag stats judge -p NAME` (with --judge-model; repeatable);"
+            " the overview counts the first judge's.",
             show_default=False,
         ),
     ] = None,
@@ -174,19 +175,13 @@ def view(
     from kag.view.index import Index, Tree, default_index_path
     from kag.view.query import View
     from kag.view.server import Server, is_loopback
+    from kag.view.verdict_rows import judge_fingerprint
 
     if extract is not None:
         compile_spec(extract)
     source = parse_trees(results)
     trees = [Tree(t.label or "", os.path.realpath(t.root)) for t in source]
     loaded = load_datasets(datasets)
-    place = index
-    if place is None:
-        place = default_index_path(
-            [f"{t.label}={t.root}" for t in trees],
-            f"{os.path.realpath(datasets)}|{prefix or ''}|{extract}",
-        )
-    idx = Index(place, loaded, trees, prefix or "", extract, on_wait=info)
     verdicts = None
     if judge_provider or judge_model or judge_prompt is not None:
         if not judge_provider or not judge_model:
@@ -209,6 +204,15 @@ def view(
             repeats=judge_repeats,
             temperature=judge_temperature,
         )
+    judge = verdicts.key if verdicts is not None else None
+    place = index
+    if place is None:
+        judged = f"|{judge_fingerprint(judge)}" if judge is not None else ""  # each judge its own index
+        place = default_index_path(
+            [f"{t.label}={t.root}" for t in trees],
+            f"{os.path.realpath(datasets)}|{prefix or ''}|{extract}{judged}",
+        )
+    idx = Index(place, loaded, trees, prefix or "", extract, on_wait=info, judge=judge)
     human = None
     if labels is not None:
         from kag.grading.judge_labels import read_labels

@@ -31,6 +31,7 @@ from kag.errors import InputError
 from kag.grading.mcq.extracted import compile_spec
 from kag.grading.mcq.metrics import Tally
 from kag.grading.open_grading import usable_open_gold
+from kag.grading.verdicts import JudgeKey
 from kag.results.tree import check_results_root
 from kag.textsafe import is_utf8
 from kag.view.record_rows import COLUMNS, NAMES, RECORD_VERSION, whole_fields
@@ -50,14 +51,15 @@ from kag.view.rows import (
     scan_chunk,
     shown_name,
 )
+from kag.view.verdict_rows import cache_state, judge_fingerprint, sync_verdicts
 from kag.view.walk import iter_top
 
 __all__ = ["GRADED", "IGNORED", "NAMES", "OPEN", "SKIPPED", "UNREADABLE"]
 
-#: The layout of the index: its tables' (9), and the graded record's, from which its rows
+#: The layout of the index: its tables' (10), and the graded record's, from which its rows
 #: are made (kag.view.record_rows): a field added to the record makes another version,
 #: and an index of another version is rebuilt.
-SCHEMA_VERSION = f"9.{RECORD_VERSION}"
+SCHEMA_VERSION = f"10.{RECORD_VERSION}"
 _T = TypeVar("_T")
 # The lookups, made after the rows when an empty index is filled at once (a sorted build
 # costs less than keeping them up to date row by row); by_rel makes a row's (tree, rel) unique.
@@ -122,12 +124,15 @@ def tree_labels(trees: list[Tree]) -> dict[str, tuple[str, ...]]:
     return labels
 
 
-def _settings_fingerprint(datasets: Datasets, prefix: str, extract: str | None, whole: frozenset[str]) -> str:
+def _settings_fingerprint(
+    datasets: Datasets, prefix: str, extract: str | None, whole: frozenset[str], judge: JudgeKey | None
+) -> str:
     st = os.stat(datasets.path)
     kept = ",".join(sorted(whole))
+    judged = "" if judge is None else f"|judge={judge_fingerprint(judge)}"
     return (
         f"v{SCHEMA_VERSION}|{os.path.realpath(datasets.path)}|{st.st_size}|{st.st_mtime_ns}|{prefix}|{extract}"
-        f"|whole={kept}"
+        f"|whole={kept}{judged}"
     )
 
 
@@ -142,6 +147,7 @@ class Index:
         prefix: str,
         extract: str | None,
         on_wait: Callable[[str], None] | None = None,
+        judge: JudgeKey | None = None,
     ):
         self.path = path
         self.datasets = datasets
@@ -154,7 +160,9 @@ class Index:
         #: The record's texts the rows keep whole: those a registered measure reads (another
         #: set, as when a measure that reads the response is added, rebuilds the index).
         self.whole = whole_fields()
-        self.fingerprint = _settings_fingerprint(datasets, prefix, extract, self.whole)
+        #: The judge whose cached verdicts the records carry (:mod:`kag.view.verdict_rows`).
+        self.judge = judge
+        self.fingerprint = _settings_fingerprint(datasets, prefix, extract, self.whole, judge)
         #: After a scan that read every file (the first), the tallies of the epoch 1 files
         #: by (tree, setup, dataset), made by the workers as they graded them; else None.
         self.tallies: dict[tuple[str, str, str], Tally] | None = None
@@ -295,6 +303,8 @@ class Index:
                 for rel, sig, count in db.execute("SELECT rel, sig, files FROM folders WHERE tree=?", (root,))
             }
             new = not stored  # every scan stores the signature of the tree's top ("")
+            # Listed before any file is read: a verdict written meanwhile is read next time.
+            cached = cache_state(root, self.judge) if self.judge is not None else None
             top: list[tuple[str, str]] = []
             folders: list[FolderJob] = []
             for raw, dataset, question, entry in iter_top(root):
@@ -311,7 +321,7 @@ class Index:
             gone, added = self._top(root, top, stored.pop("", None), on_rows)
             removed += gone
             written += added
-            ctx = ScanContext(self.graded, self.extract, self.prefix, str(self.path), self.whole)
+            ctx = ScanContext(self.graded, self.extract, self.prefix, str(self.path), self.whole, self.judge)
             chunks = ((root, new, chunk) for chunk in _batched(iter(folders), CHUNK_FOLDERS))
             for part in self._parts(partial(scan_chunk, ctx), chunks, len(folders), new):
                 seen += part.seen
@@ -333,6 +343,8 @@ class Index:
                         tallies[key].merge(tally)
             if not new:
                 tallies = None
+            if cached is not None and self.judge is not None:
+                written += sync_verdicts(db, root, self.judge, cached, fresh=new)
             for rel in stored:  # question folders gone
                 dataset, question = rel.split("/", 1)
                 removed += db.execute(

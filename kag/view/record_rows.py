@@ -3,7 +3,7 @@ fields of :class:`~kag.grading.record.GradedFile`, and the version of that layou
 
 A row holds the columns the pages filter and sort on (:data:`COLUMNS`: the file's place,
 kind and stamp, its grades, the head of its response and error, its vertex count, its
-evidence bits), and every other field of the record in one ``detail`` column: the record's
+evidence bits, the key of its judge's verdict), and every other field of the record in one ``detail`` column: the record's
 remaining fields in their declared order, each nested record (the retrieval sample, the
 model's config, the usage, the retrieval quality) as the list of its own fields, an enum as
 its value, the last fields the record has not (None) left out. Nothing names a field by hand: a field added to the record is stored and read
@@ -39,12 +39,12 @@ COLUMNS = (
     "tree TEXT NOT NULL, rel TEXT NOT NULL, dataset TEXT NOT NULL, question TEXT NOT NULL, "
     "setup TEXT, epoch INTEGER NOT NULL, kind TEXT NOT NULL, size INTEGER, mtime INTEGER, "
     "outcome TEXT, extracted TEXT, answer TEXT, error TEXT, reason TEXT, vertices INTEGER, "
-    "evidence TEXT, detail BLOB, vote TEXT"
+    "evidence TEXT, detail BLOB, vote TEXT, judged TEXT"
 )
 #: The columns in the order of a row (the snapshot reads rows by position).
 NAMES = tuple(c.split()[0] for c in COLUMNS.split(", "))
 TREE, REL, DATASET, QUESTION, SETUP, EPOCH, KIND, SIZE, MTIME = range(9)
-OUTCOME, EXTRACTED, ANSWER, ERROR, REASON, VERTICES, EVIDENCE, DETAIL, VOTE = range(9, 18)
+OUTCOME, EXTRACTED, ANSWER, ERROR, REASON, VERTICES, EVIDENCE, DETAIL, VOTE, JUDGED = range(9, 19)
 
 # The record's fields held in a column of their own (by the column's position), or made
 # from the row (the setup's name, given by the reader; the path, from the tree and rel).
@@ -191,11 +191,13 @@ def to_row(
     base: tuple[object, ...],
     whole: frozenset[str] = frozenset(),
     evidence: str | None = None,
+    judged: str | None = None,
 ) -> tuple[object, ...]:
     """The row of ``record``: ``base`` (its first nine columns: tree, rel, dataset, question,
     setup, epoch, kind, size, mtime), then its grades, texts (whole when named in ``whole``,
-    else their heads), vertex count, ``evidence`` bits, the other fields in ``detail``, and
-    the vote of a response longer than its head (:func:`answer_vote`)."""
+    else their heads), vertex count, ``evidence`` bits, the other fields in ``detail``, the
+    vote of a response longer than its head (:func:`answer_vote`), and the key its verdict
+    is cached under when a judge is named (``judged``, :mod:`kag.view.verdict_rows`)."""
     response, error = record.response, record.error
     whole_response = "response" in whole
     if response is not None and not whole_response:
@@ -217,6 +219,7 @@ def to_row(
         evidence,
         pack(detail),
         None if whole_response else answer_vote(record.response),
+        judged,
     )
 
 
@@ -246,3 +249,24 @@ def detail_field(row: tuple[Any, ...], name: str) -> Any:
     value = detail[at] if at < len(detail) else None
     decode = _DECODERS[name]
     return value if decode is None or value is None else decode(value)
+
+
+def detail_field_of(detail: bytes, name: str) -> Any:
+    """One field of a row's ``detail`` as stored (an enum as its value)."""
+    values = unpack(detail)
+    at = DETAIL_FIELDS.index(name)
+    return values[at] if at < len(values) else None
+
+
+def with_detail_field(detail: bytes, name: str, value: Any) -> bytes | None:
+    """A row's ``detail`` with the field ``name`` set to ``value`` (a value as stored: an
+    enum's value), or None when it holds that value already."""
+    values = unpack(detail)
+    at = DETAIL_FIELDS.index(name)
+    if (values[at] if at < len(values) else None) == value:
+        return None
+    values.extend([None] * (at + 1 - len(values)))
+    values[at] = value
+    while values and values[-1] is None:
+        values.pop()
+    return pack(values)

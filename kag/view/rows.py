@@ -24,9 +24,11 @@ from kag.grading.mcq.question_files import (
     unreadable_reason,
 )
 from kag.grading.mcq.request import GradeRequest
+from kag.grading.verdicts import JudgeKey
 from kag.results.simd_fields import read_grading_fields
 from kag.textsafe import is_utf8
 from kag.view.record_rows import COLUMNS, NAMES, to_row
+from kag.view.verdict_rows import judged_key
 from kag.view.walk import NO_STAMP, Stamp, fill_stamps, iter_entries, list_folder, signature
 
 __all__ = ["COLUMNS", "NAMES"]
@@ -63,12 +65,15 @@ class ScanContext:
     index: str  # the index file, read by a worker for the rows of a folder that changed
     #: The record's texts kept whole (those a registered measure reads; kag.view.record_rows).
     whole: frozenset[str] = frozenset()
+    #: The judge whose cached verdicts the records carry (`kag stats --judge`), if one is named.
+    judge: JudgeKey | None = None
 
-    def grader(self) -> FileGrader:
-        """The grader of the index's files: `kag stats`'s default request (with the
-        ``--extract`` spec), every record's details read, long files through simdjson."""
-        request = GradeRequest(prefix=self.prefix, extract=self.extract)
-        return FileGrader(request, "", details=True, read=read_grading_fields, stamped=True)
+    def grader(self, root: str) -> FileGrader:
+        """The grader of the files of the tree at ``root``: `kag stats`'s default request
+        (with the ``--extract`` spec and the judge), every record's details read, long
+        files through simdjson."""
+        request = GradeRequest(prefix=self.prefix, extract=self.extract, judge=self.judge)
+        return FileGrader(request, root, details=True, read=read_grading_fields, stamped=True)
 
 
 @dataclass
@@ -116,7 +121,7 @@ def scan_chunk(ctx: ScanContext, chunk: Chunk) -> Part:
     or changed since the index's rows are read (every file, in a tree new to the index)."""
     root, new, jobs = chunk
     part = Part()
-    grader = ctx.grader()
+    grader = ctx.grader(root)
     tallies = part.tallies if new else None
     known_rows = _KnownRows(ctx.index)
     try:
@@ -135,7 +140,9 @@ def scan_chunk(ctx: ScanContext, chunk: Chunk) -> Part:
             known = known_rows.of(root, dataset, question) if not new else {}
             present = set()
             named = is_utf8(path)  # a folder whose name is not UTF-8 holds no question's files
-            task = question_task(ctx.datasets.get(dataset, question), path, dataset, question)
+            task = question_task(
+                ctx.datasets.get(dataset, question), path, dataset, question, ctx.judge is not None
+            )
             for frel, epoch, setup, file_stamp, slot in iter_entries(folder, rel, ctx.prefix):
                 part.seen += 1
                 if not named or not is_utf8(frel):
@@ -196,7 +203,7 @@ def _file_row(
     found = got.evidence
     bits = "".join("1" if f else "0" for f in found.found) if found is not None else None
     base = (root, rel, dataset, question, setup, epoch, kind, stamp[0], stamp[1])
-    return to_row(got.record, base, whole, bits), got
+    return to_row(got.record, base, whole, bits, judged_key(grader.request.judge, task, got.record)), got
 
 
 def _known_stamp(stamp: Stamp, path: str) -> Stamp:
@@ -237,4 +244,4 @@ def make_row(
 ) -> tuple[object, ...]:
     """The row of a file with no record (ignored, skipped or unreadable: ``reason`` says why)."""
     base = (root, rel, dataset, question, setup, epoch, kind, stamp[0], stamp[1])
-    return (*base, None, None, None, None, reason, None, None, None, None)
+    return (*base, None, None, None, None, reason, None, None, None, None, None)

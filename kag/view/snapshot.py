@@ -211,6 +211,7 @@ class Builder:
                 key: {q: epoch_outcomes[key][q] for q in sorted(epoch_outcomes[key])}
                 for key in sorted(epoch_outcomes)
             },
+            judge=self.index.judge,
         )
 
 

@@ -1,4 +1,5 @@
-"""The judge's cached verdicts of `kag stats judge`, read for a question's page.
+"""The judge's cached verdicts of `kag stats judge`, read for a question's page (the
+overview counts the first judge's through the index's records: :mod:`kag.view.verdict_rows`).
 
 A verdict file (``<tree>/.kag-judge/<judge>/<key>.verdict``) records the verdict and the
 judge's reply, not what was judged: the key is a SHA-256 of the judge, its server, the
@@ -31,7 +32,7 @@ from kag.grading.judge import (
 )
 from kag.grading.judge_prompt import load_judge_prompt
 from kag.grading.judge_stats import majority
-from kag.grading.verdicts import Verdict
+from kag.grading.verdicts import JudgeKey, Verdict
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,12 @@ class VerdictReader:
         self.prompt_sha256 = load_judge_prompt(prompt).sha256
         self.repeats = repeats
         self.temperature = temperature
+
+    @property
+    def key(self) -> JudgeKey:
+        """The first judge's key as `kag stats --judge PROVIDER/MODEL` reads its verdicts
+        (its first answer at temperature 0): the verdicts the index's records carry."""
+        return JudgeKey(self.judge.provider, self.judge.model, self.endpoint, self.prompt_sha256)
 
     def read(self, root: str, question: Question, response: str) -> CachedVerdict | None:
         """The first judge's cached verdict of ``response`` (an answer to the MCQ ``question``)

@@ -91,13 +91,15 @@ def write_verdicts(datasets: Path, tree: Path) -> Path:
 
 
 def open_view(datasets: Path, tree: Path, index: Path, prefix: str = "", config: Path | None = None) -> View:
-    """The view of ``tree``; with ``config``, showing the verdicts of :data:`JUDGE`."""
-    idx = Index(index, load_datasets(datasets), [Tree("", str(tree.resolve()))], prefix, None)
+    """The view of ``tree``; with ``config``, showing the verdicts of :data:`JUDGE` (its
+    records carrying them, as `kag view --judge-provider --judge-model` makes them)."""
     verdicts = None
     if config is not None:
         from kag.view.verdicts import VerdictReader
 
         verdicts = VerdictReader(*JUDGE, config, None)
+    judge = verdicts.key if verdicts is not None else None
+    idx = Index(index, load_datasets(datasets), [Tree("", str(tree.resolve()))], prefix, None, judge=judge)
     return View(idx, verdicts, scan=True)
 
 

@@ -2,12 +2,15 @@
 `kag stats compare --format json` and `kag stats impact --format json` on the same inputs,
 field for field, for every registered measure; its tables have the cells and its charts
 the drawing of the `kag stats compare --format html` page. On the example tree, the
-Med-KAG tree and an epochs tree, with ``--extract letter``."""
+Med-KAG tree and an epochs tree, with ``--extract letter``; on the example and epochs trees
+also with a judge's cached verdicts (`kag view --judge-provider --judge-model` against
+`kag stats --judge PROVIDER/MODEL`)."""
 
 from __future__ import annotations
 
 import html
 import re
+import shutil
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -36,18 +39,63 @@ class Case:
     datasets: Path
     tree: Path
     prefix: str = ""
+    config: Path | None = None  # naming the judge whose verdicts are cached in the tree
+
+
+JUDGE = ("oa", "judge-model")
 
 
 def _case(name: str, tmp: Path) -> Case:
-    if name == "examples":
-        return Case(EXAMPLES / "dataset" / "datasets.json", EXAMPLES / "results")
-    if name == "med-kag":
+    tree_name, _, judged = name.partition("+")
+    if tree_name == "examples":
+        case = Case(EXAMPLES / "dataset" / "datasets.json", EXAMPLES / "results")
+        if judged:  # the verdicts are cached in the tree: a copy of it
+            shutil.copytree(case.tree, tmp / "results", symlinks=True)
+            case = Case(case.datasets, tmp / "results")
+    elif tree_name == "med-kag":
         root = med_kag_root()
         if root is None:
             pytest.skip("the Med-KAG data is not here")
-        return Case(root / "datasets" / "mirage.json", root / "results", "wekgr-")
-    datasets, tree = _epoch_tree(tmp)
-    return Case(datasets, tree)
+        case = Case(root / "datasets" / "mirage.json", root / "results", "wekgr-")
+    else:
+        case = Case(*_epoch_tree(tmp))
+    if judged:
+        case = Case(case.datasets, case.tree, case.prefix, seed_verdicts(case.datasets, case.tree, tmp))
+    return case
+
+
+def seed_verdicts(datasets: Path, tree: Path, folder: Path) -> Path:
+    """Cache the verdicts of :data:`JUDGE` as `kag stats judge --mcq` keys them (its own items,
+    keys and cache) for most answers of ``tree``: one in four has none, some are UNUSABLE,
+    and some disagree with the strict grade; returns the configuration file naming the judge."""
+    from kag.generation.config import load_config
+    from kag.grading.judge import Judge, Verdict, VerdictCache, collect_items, judge_endpoint, verdict_key
+    from kag.grading.judge_prompt import load_judge_prompt
+
+    config = folder / "config.toml"
+    config.write_text('[providers.oa]\ntype = "OpenAI"\nurl = "http://127.0.0.1:9/v1"\nkey = ""\n')
+    judge = Judge(*JUDGE)
+    endpoint = judge_endpoint(load_config(config), judge)
+    prompt = load_judge_prompt(None).sha256
+    cache = VerdictCache(tree, judge)
+    items = collect_items(load_datasets(datasets), tree, with_mcq=True).items
+    assert items
+    for i, item in enumerate(items):
+        if i % 4 == 3:
+            continue
+        if i % 7 == 5:
+            verdict = Verdict.UNUSABLE
+        else:
+            verdict = Verdict.CORRECT if item.exact == (i % 5 != 0) else Verdict.INCORRECT
+        cache.write(verdict_key(judge, prompt, item, endpoint), verdict, f"{verdict.value} (seeded)")
+    return config
+
+
+def judge_args(case: Case) -> list[str]:
+    """`kag stats --judge` for the judge of ``case`` (none without one)."""
+    if case.config is None:
+        return []
+    return ["--judge", "/".join(JUDGE), "--config", str(case.config)]
 
 
 @dataclass(frozen=True)
@@ -60,11 +108,13 @@ class Seen:
     compare: dict[str, Any]
     impacts: list[dict[str, Any]]
     compare_page: str
+    stats_page: str
+    judged: bool
 
 
 def _cli(case: Case, *args: str) -> str:
     common = ["stats", "-d", str(case.datasets), "-r", str(case.tree), "--prefix", case.prefix]
-    result = runner.invoke(app, [*common, "--extract", "letter", *args])
+    result = runner.invoke(app, [*common, "--extract", "letter", *judge_args(case), *args])
     assert result.exit_code == 0, result.output
     return result.stdout
 
@@ -80,13 +130,20 @@ def _impacts(case: Case) -> list[dict[str, Any]]:
     return impacts
 
 
-@pytest.fixture(scope="module", params=["examples", "med-kag", "epochs"])
+@pytest.fixture(scope="module", params=["examples", "med-kag", "epochs", "examples+judge", "epochs+judge"])
 def seen(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Seen]:
-    tmp = tmp_path_factory.mktemp(request.param)
+    tmp = tmp_path_factory.mktemp(request.param.replace("+", "-"))
     case = _case(request.param, tmp)
     trees = [Tree("", str(case.tree.resolve()))]
-    index = Index(tmp / "index.sqlite", load_datasets(case.datasets), trees, case.prefix, "letter")
-    view = View(index, scan=True)
+    verdicts = None
+    if case.config is not None:  # as `kag view --judge-provider oa --judge-model judge-model`
+        from kag.view.verdicts import VerdictReader
+
+        verdicts = VerdictReader(*JUDGE, case.config, None)
+    judge = verdicts.key if verdicts is not None else None
+    datasets = load_datasets(case.datasets)
+    index = Index(tmp / "index.sqlite", datasets, trees, case.prefix, "letter", judge=judge)
+    view = View(index, verdicts, scan=True)
     with serving(view) as url:
         with urllib.request.urlopen(url + "api/setups") as reply:  # waits for the comparisons
             api = orjson.loads(reply.read())
@@ -100,6 +157,8 @@ def seen(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
         orjson.loads(_cli(case, "compare", "--format", "json")),
         _impacts(case),
         _cli(case, "compare", "--format", "html"),
+        _cli(case, "--format", "html"),
+        case.config is not None,
     )
     index.close()
 
@@ -132,6 +191,10 @@ def test_every_measure_has_its_values_of_kag_stats(seen: Seen, measure: str) -> 
     assert _values(seen.api["stats"], keys) == _values(seen.stats, keys)
     if measure in ("accuracy", "extracted"):  # the measures every tree of these has
         assert _values(seen.stats, keys)
+    if measure == "judge":  # with a judge, its verdicts of every setup; without, no block
+        judged = [v for _, v in _values(seen.stats, keys)]
+        assert (len(judged) > 0) == seen.judged
+        assert not seen.judged or any(block["judged"] for block in judged)  # type: ignore[index]
 
 
 def _cells(table: str) -> list[tuple[str, ...]]:
@@ -147,13 +210,16 @@ def _part(page: str, start: str, end: str) -> str:
 
 
 def test_the_page_has_the_tables_of_the_html_report(seen: Seen) -> None:
-    ranking = _cells(_part(seen.compare_page, '<table class="ranking">', "</table>"))
+    # `kag stats compare` names no judge: with one, the ranking of `kag stats --judge`'s page.
+    report = seen.stats_page if seen.judged else seen.compare_page
+    ranking = _cells(_part(report, '<table class="ranking">', "</table>"))
     setups = _cells(_part(seen.page, '<div id="setups">', "</table>"))
     per_dataset = _cells(_part(seen.page, '<div id="per-dataset">', "</table>"))
     assert setups[0] == ranking[0] and per_dataset[0] == ranking[0][1:]
     assert setups[1:] == [r for r in ranking[1:] if not r[1].startswith("└ ")]
     assert [r[1:] for r in per_dataset[1:]] == [r[2:] for r in ranking[1:] if r[1].startswith("└ ")]
     assert "XACC%" in ranking[0]  # --extract letter shows the extracted accuracy
+    assert ("JUDGE%" in ranking[0] and "AGREE%" in ranking[0]) == seen.judged
 
 
 def _svgs(page: str) -> list[str]:

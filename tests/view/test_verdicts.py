@@ -5,6 +5,7 @@ without writing to the tree or following a link."""
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import orjson
@@ -316,3 +317,60 @@ def test_the_command_takes_several_judges_and_labels(tmp_path: Path) -> None:
         ],
     )
     assert mismatched.exit_code == 2 and "2 --judge-provider and 3 --judge-model" in mismatched.output
+
+
+def _stats_judged(datasets: Path, tree: Path, config: Path) -> dict[str, object]:
+    """`kag stats --judge oa/judge-model --format json` of the tree."""
+    args = ["stats", "-d", str(datasets), "-r", str(tree), "--format", "json"]
+    result = runner.invoke(app, [*args, "--judge", "/".join(JUDGE), "--config", str(config)])
+    assert result.exit_code == 0, result.output
+    doc: dict[str, object] = orjson.loads(result.stdout)
+    return doc
+
+
+def _overview(view: object) -> dict[str, object]:
+    from kag.render.stats import summary_to_json
+
+    return summary_to_json(view.snapshot.summary)  # type: ignore[attr-defined]
+
+
+def _judged(doc: dict[str, object]) -> int:
+    return sum(s["overall"]["judge"]["judged"] for s in doc["setups"])  # type: ignore[attr-defined]
+
+
+def test_verdicts_cached_after_the_first_build_are_counted_after_a_rescan(tmp_path: Path) -> None:
+    datasets, tree = make_tree(tmp_path)
+    config = write_verdicts(datasets, tree)
+    folder = next((tree / ".kag-judge").iterdir())
+    aside = tmp_path / "aside"
+    aside.mkdir()
+    for path in sorted(folder.iterdir())[::2]:  # half the verdicts are not cached yet
+        path.rename(aside / path.name)
+    index = tmp_path / "index.sqlite"
+    view = open_view(datasets, tree, index, config=config)
+    first = _overview(view)
+    assert first == _stats_judged(datasets, tree, config) and _judged(first) > 0
+    assert not view.reload().changed  # nothing cached since: nothing read, nothing rebuilt
+    for path in aside.iterdir():  # `kag stats judge` caches the others; no result file changes
+        path.rename(folder / path.name)
+    stats = view.reload()
+    assert stats.changed and stats.read == 0
+    second = _overview(view)
+    assert second == _stats_judged(datasets, tree, config) and _judged(second) > _judged(first)
+    # A `kag view` started again on the same index counts what was cached while none ran.
+    shutil.rmtree(tree / ".kag-judge")
+    again = open_view(datasets, tree, index, config=config)
+    assert again.stats is not None and again.stats.read == 0 and again.stats.changed
+    assert _overview(again) == _stats_judged(datasets, tree, config) and _judged(_overview(again)) == 0
+
+
+def test_a_planted_link_for_the_cache_is_refused_as_kag_stats_refuses_it(tmp_path: Path) -> None:
+    datasets, tree = make_tree(tmp_path)
+    config = write_verdicts(datasets, tree)
+    (tree / ".kag-judge").rename(tmp_path / "elsewhere")
+    (tree / ".kag-judge").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    args = ["-c", str(config), "--judge-provider", JUDGE[0], "--judge-model", JUDGE[1]]
+    base = ["view", "-d", str(datasets), "-r", str(tree), "--index", str(tmp_path / "i.sqlite")]
+    refused = runner.invoke(app, [*base, *args, "--export", str(tmp_path / "site")])
+    assert refused.exit_code == 2 and "symbolic link" in refused.stderr
+    assert refused.exception is None or isinstance(refused.exception, SystemExit)
