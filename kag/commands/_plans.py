@@ -116,15 +116,16 @@ def _stats_junit(out: StatsOutput) -> str:
 
 
 def asked_measure_properties(summary: Summary) -> dict[tuple[str, str], dict[str, str]]:
-    """Per (setup, dataset) block, the JSON keys of the optional measures a request asked
-    for (the judge's verdicts) that the block has, flattened as ``key.field`` names with
+    """Per (setup, dataset) block, the JSON keys of the measures that are suite properties
+    (the optional ones a request asked for, such as the judge's verdicts, and retrieval
+    quality) that the block has, flattened as ``key.field`` names with
     their JSON values as text: what a JUnit suite adds to its properties."""
     import orjson
 
     from kag.grading.measures import registered
     from kag.grading.measures.declarations import Block
 
-    keys = [k for m in registered() if m.optional for k in m.json]
+    keys = [k for m in registered() if (m.optional if m.junit is None else m.junit) for k in m.json]
     found: dict[tuple[str, str], dict[str, str]] = {}
     for s in summary.setups:
         for dataset, metrics in s.per_dataset.items():
@@ -147,10 +148,12 @@ def asked_measure_properties(summary: Summary) -> dict[tuple[str, str], dict[str
 STATS_PLANS: Mapping[StatsFormat, StatsPlanLine] = {
     StatsFormat.TEXT: StatsPlanLine(frozenset({"epochs"}), _table("render_text")),  # the epochs section
     StatsFormat.JSON: StatsPlanLine(frozenset({"epochs", "evidence"}), _table("render_json")),
-    StatsFormat.MARKDOWN: StatsPlanLine(frozenset(), _table("render_markdown")),
+    # Evidence: the retrieval-quality columns show when the datasets file has gold evidence.
+    StatsFormat.MARKDOWN: StatsPlanLine(frozenset({"evidence"}), _table("render_markdown")),
     # The comparisons and flips of the page.
-    StatsFormat.HTML: StatsPlanLine(frozenset({"records", "analysis"}), _stats_page, page=True),
-    StatsFormat.JUNIT: StatsPlanLine(frozenset({"records"}), _stats_junit),  # one test case per graded file
+    StatsFormat.HTML: StatsPlanLine(frozenset({"records", "analysis", "evidence"}), _stats_page, page=True),
+    # One test case per graded file; the retrieval quality among a suite's properties.
+    StatsFormat.JUNIT: StatsPlanLine(frozenset({"records", "evidence"}), _stats_junit),
     StatsFormat.CSV: StatsPlanLine(frozenset({"records"}), _export(ExportFormat.CSV)),  # one row per file
     StatsFormat.JSONL: StatsPlanLine(frozenset({"records"}), _export(ExportFormat.JSONL)),
 }

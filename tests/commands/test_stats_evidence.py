@@ -100,8 +100,14 @@ def test_evidence_blocks_by_hand(tmp_path: Path) -> None:
 def test_without_evidence_names_the_reports_are_unchanged(tmp_path: Path) -> None:
     root = tree(tmp_path / "r")
     with_names, plain = datasets_file(tmp_path), datasets_file(tmp_path, with_evidence=False)
-    for fmt in ("text", "markdown"):
-        assert stats(with_names, root, fmt) == stats(plain, root, fmt)
+    assert stats(with_names, root, "text") == stats(plain, root, "text")
+    # Markdown adds the retrieval-quality columns, and nothing else.
+    md, plain_md = stats(with_names, root, "markdown"), stats(plain, root, "markdown")
+    assert "REACHED%" not in plain_md
+    header = next(line for line in md.splitlines() if line.startswith("| Setup"))
+    assert header.endswith("| REACHED% | E-RECALL% | T-RECALL% |")
+    cut = [line.rsplit("|", 4)[0] + "|" if line.startswith("|") else line for line in md.splitlines()]
+    assert cut == plain_md.splitlines()
     doc, plain_doc = json.loads(stats(with_names, root)), json.loads(stats(plain, root))
     assert "evidence" not in json.dumps(plain_doc)
     for s in doc["setups"]:

@@ -62,23 +62,28 @@ class RunFacts(Protocol):
     def costs(self) -> Costs | None: ...
     @property
     def judge(self) -> object | None: ...
+    @property
+    def evidence(self) -> object | None: ...
 
 
 @dataclass(frozen=True)
 class Shown:
     """What a run has that optional columns show: the ``--extract`` spec, some setup's
-    retrieval, token usage (or prices), the costs of its blocks when it was priced, and the
-    judge whose verdicts were read."""
+    retrieval, token usage (or prices), the costs of its blocks when it was priced, the
+    judge whose verdicts were read, and whether gold evidence was measured."""
 
     extract: str | None = None
     retrieval: bool = False
     usage: bool = False
     costs: Costs | None = None
     judge: object | None = None
+    evidence: bool = False
 
     @classmethod
     def of(cls, run: RunFacts) -> Shown:
-        return cls(run.extract, run.any_retrieval, run.shows_usage, run.costs, run.judge)
+        return cls(
+            run.extract, run.any_retrieval, run.shows_usage, run.costs, run.judge, run.evidence is not None
+        )
 
     @property
     def priced(self) -> bool:

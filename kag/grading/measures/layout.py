@@ -65,6 +65,9 @@ STATS_HEADERS: tuple[str, ...] = (
     "COST($)",
     "JUDGE%",
     "AGREE%",
+    "REACHED%",
+    "E-RECALL%",
+    "T-RECALL%",
 )
 
 #: The keys of an ``epochs`` block.

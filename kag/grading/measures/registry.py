@@ -105,6 +105,8 @@ class Measure:
       field it fills: the empty part of each (:data:`Part`).
     - ``optional``: the measure is counted only when a request asks for it by name
       (:attr:`kag.grading.mcq.request.GradeRequest.measures`).
+    - ``junit``: its JSON keys are JUnit suite properties where a block has them (None: when
+      it is optional).
     """
 
     name: str
@@ -123,6 +125,7 @@ class Measure:
     block_values: Mapping[str, Callable[[Any], Any]] = field(default_factory=dict)
     keeps: Mapping[str, Part] = field(default_factory=dict)
     optional: bool = False
+    junit: bool | None = None
     counters: tuple[str, ...] = field(init=False)
 
     def __post_init__(self) -> None:

@@ -14,8 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kag.grading.measures.declarations import Block, JsonKey
+from kag.grading.measures.declarations import MD_HTML, Block, Column, JsonKey, Shown
 from kag.grading.measures.registry import Counters, Measure, register
+from kag.grading.percent import pct
 from kag.grading.record import GradedFile
 from kag.grading.retrieval_quality import (
     QualityRecord,
@@ -115,6 +116,20 @@ def _block_to_json(b: Block) -> dict[str, Any] | None:
     return quality_to_json(b.metrics)
 
 
+def reached_rate(m: Any) -> float | None:
+    """The share of the block's questions with gold and a retrieval whose gold was reached."""
+    return _mean(m.rq_reached_right + m.rq_reached_wrong, m.rq_questions)
+
+
+def _cell(value: float | None) -> str | None:
+    # A block without a question to measure (a setup without retrieval) leaves it blank.
+    return None if value is None else pct(value)
+
+
+def _shown(s: Shown) -> bool:
+    return s.evidence
+
+
 def _measured(b: Block) -> bool:
     # Evidence is measured (and so the records are made) exactly when the datasets file has some.
     return b.report is not None and b.report.evidence is not None
@@ -128,5 +143,21 @@ MEASURE = register(
         add_open=add,
         needs=frozenset({"retrieval_text"}),
         json=(JsonKey("retrieval_quality", _block_to_json, when=_measured),),
+        columns=(
+            Column("REACHED%", lambda b: _cell(reached_rate(b.metrics)), MD_HTML, when=_shown),
+            Column(
+                "E-RECALL%",
+                lambda b: _cell(_mean(b.metrics.rq_entity_recall, b.metrics.rq_entity_questions)),
+                MD_HTML,
+                when=_shown,
+            ),
+            Column(
+                "T-RECALL%",
+                lambda b: _cell(_mean(b.metrics.rq_triple_recall, b.metrics.rq_triple_questions)),
+                MD_HTML,
+                when=_shown,
+            ),
+        ),
+        junit=True,
     )
 )
