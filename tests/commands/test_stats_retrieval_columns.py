@@ -78,3 +78,17 @@ def test_the_junit_suites_carry_the_block_as_properties() -> None:
         assert json.loads(props["retrieval_quality.entity_recall"] or "") == block["entity_recall"]
         assert json.loads(props["retrieval_quality.outcomes"] or "") == block["outcomes"]
     assert checked == 2
+
+
+def test_kag_view_s_overview_shows_the_same_columns(tmp_path: Path) -> None:
+    from kag.render.view_overview import overview_context
+    from tests.view.helpers import open_view
+
+    view = open_view(EXAMPLE / "datasets.json", EXAMPLE / "results", tmp_path / "i.sqlite")
+    page = str(overview_context(view, None, wait=True)["setups_table"])
+    blocks = _blocks()
+    for head in ("REACHED%", "E-RECALL%", "T-RECALL%"):
+        assert head in page
+    rust = blocks["rust-kag"]
+    assert rust is not None
+    assert _pct(rust["entity_recall"]) in page
