@@ -110,12 +110,14 @@ NODE_PROPERTIES = [
 ]
 
 
-def subgraph(rng: random.Random) -> str:
+def subgraph(rng: random.Random, median: int = 340) -> str:
     """A subgraph rendered as formal triplets, the way the real med-kag KAG files carry it:
     ``(id)-[:TYPE]->(id)``, ``(id)-[:TYPE { key: value }]->(id)`` and node properties
     ``(id)-[name]->("Acute Pancreatitis")``, ``(id)-[ui]->("C0021925")``. Line count:
-    log-normal, median 340, clipped to 50..3000 (the real ones: median 343, 54..5174)."""
-    count = int(min(3000, max(50, rng.lognormvariate(math.log(340), 0.7))))
+    log-normal, median ``median`` (340 by default), clipped to ``median``/7..``median``*9
+    (the real ones: median 343, 54..5174)."""
+    low, high = max(1, median * 50 // 340), median * 3000 // 340
+    count = int(min(high, max(low, rng.lognormvariate(math.log(median), 0.7))))
     hub = rng.randint(10**6, 10**8)
     out: list[str] = []
     while len(out) < count:
@@ -138,7 +140,11 @@ def subgraph(rng: random.Random) -> str:
     return "\n".join(out[:count])
 
 
-def make_tree(out: Path, setups: int, questions: int, seed: int = 0) -> Path:
+def make_tree(
+    out: Path, setups: int, questions: int, seed: int = 0, graph_lines: int = 340, dims: int = 768
+) -> Path:
+    """Write the tree; ``graph_lines`` (median subgraph lines) and ``dims`` (embedding size)
+    shrink the KAG files for a small-file tree."""
     rng = random.Random(seed)
     results = out / "results"
     per_dataset = questions // len(DATASETS)
@@ -159,7 +165,7 @@ def make_tree(out: Path, setups: int, questions: int, seed: int = 0) -> Path:
         datasets[name] = entries
     out.mkdir(parents=True, exist_ok=True)
     (out / "datasets.json").write_bytes(orjson.dumps(datasets))
-    vec = [round(rng.uniform(-0.1, 0.1), 8) for _ in range(768)]
+    vec = [round(rng.uniform(-0.1, 0.1), 8) for _ in range(dims)]
     for s in range(setups):
         kag = s % 2 == 1
         setup = f"model{s // 2}-{'kag' if kag else 'native'}"
@@ -178,7 +184,7 @@ def make_tree(out: Path, setups: int, questions: int, seed: int = 0) -> Path:
                     retrieval = None
                     prompt = "Answer the question:\n\n" + entry["input"] + "\n\nChoices:\n" + words(rng, 40)
                     if kag:
-                        text = subgraph(rng)
+                        text = subgraph(rng, graph_lines)
                         lines = text.count("\n") + 1
                         retrieval = Retrieval(
                             result=text,
@@ -240,12 +246,16 @@ def _newest_mtime(tree: Path) -> float:
     return newest
 
 
-def ensure_tree(tree: Path, setups: int = 10, questions: int = 10_000) -> Path:
-    """Return ``tree`` once ``tree/.complete`` exists, generating it if nobody else is."""
+def ensure_tree(
+    tree: Path, setups: int = 10, questions: int = 10_000, graph_lines: int = 340, dims: int = 768
+) -> Path:
+    """Return ``tree`` once ``tree/.complete`` exists, generating it if nobody else is
+    (``graph_lines``, ``dims``: as make_tree)."""
     complete = tree / ".complete"
     lock = tree.with_name(tree.name + ".lock")
     tree.parent.mkdir(parents=True, exist_ok=True)
-    stamp = f"version {TREE_VERSION}: {setups} setups x {questions} questions\n"
+    shape = "" if (graph_lines, dims) == (340, 768) else f", {graph_lines}-line graphs, {dims}-d vectors"
+    stamp = f"version {TREE_VERSION}: {setups} setups x {questions} questions{shape}\n"
     if complete.exists() and complete.read_text() != stamp:
         print(f"bench: {tree} was made by another generator version; rebuilding it", file=sys.stderr)
         complete.unlink()
@@ -274,7 +284,7 @@ def ensure_tree(tree: Path, setups: int = 10, questions: int = 10_000) -> Path:
                 continue
             print(f"bench: generating {tree} ({setups} setups x {questions} questions)...", file=sys.stderr)
             started = time.perf_counter()
-            make_tree(tree, setups, questions)
+            make_tree(tree, setups, questions, graph_lines=graph_lines, dims=dims)
             complete.write_text(stamp)
             print(f"bench: generated in {time.perf_counter() - started:.0f} s", file=sys.stderr)
         finally:

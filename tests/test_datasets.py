@@ -290,3 +290,38 @@ def test_an_empty_option_key_is_refused(tmp_path: Path, key: str):
     with pytest.raises(InputError) as info:
         load_datasets(path)
     assert f"ds/1: option key {key!r} is empty" in str(info.value)
+
+
+def test_the_garbage_collector_is_off_while_a_file_loads_and_as_it_was_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import gc
+
+    import kag.datasets
+
+    seen: list[bool] = []
+    real = kag.datasets._parse_entry
+
+    def spy(*args: object) -> object:
+        seen.append(gc.isenabled())
+        return real(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(kag.datasets, "_parse_entry", spy)
+    good = write(
+        tmp_path,
+        {"d": {"1": {"input": "q", "output": {"type": "MCQ", "options": {"a": "x"}, "answer": "a"}}}},
+    )
+    assert gc.isenabled()
+    assert load_datasets(good).get("d", "1") is not None
+    assert seen == [False] and gc.isenabled()
+    with pytest.raises(InputError):
+        bad = tmp_path / "bad"
+        bad.mkdir()
+        load_datasets(write(bad, {"d": {"1": {"input": 3}}}))
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        load_datasets(good)
+        assert not gc.isenabled()  # a caller's choice is left alone
+    finally:
+        gc.enable()

@@ -76,13 +76,26 @@ def setup_from_name(name: str, prefix: str) -> str | None:
     return setup or None
 
 
+# (prefix, name) -> the setup of a result file of that name, or None: a tree has millions
+# of files but few names (one per setup), so each is read once (kept to a bound, for a
+# tree that is not laid out so).
+_NAMES: dict[tuple[str, str], str | None] = {}
+_NAMES_KEPT = 4096
+
+
 def result_file_setup(entry: os.DirEntry[str], prefix: str) -> str | None:
     """The setup of a result file, or None when ``entry`` is not one: a name that is not
     ``<prefix>…json`` (with a non-empty setup) in valid UTF-8, or not a regular file (a
     symbolic link is not followed)."""
-    name = entry.name
-    setup = setup_from_name(name, prefix)
-    if setup is None or not entry.is_file(follow_symlinks=False) or not is_utf8(name):
+    key = (prefix, entry.name)
+    try:
+        setup = _NAMES[key]
+    except KeyError:
+        if len(_NAMES) >= _NAMES_KEPT:
+            _NAMES.clear()
+        name = entry.name
+        setup = _NAMES[key] = setup_from_name(name, prefix) if is_utf8(name) else None
+    if setup is None or not entry.is_file(follow_symlinks=False):
         return None
     return setup
 

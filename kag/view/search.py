@@ -1,6 +1,6 @@
 """The search of the grid's responses (``q=REGEX``) and the reading of a result file for a
 page, both bounded: a pattern whose repetitions would spell out more than
-:data:`MAX_EXPANDED` characters is refused before it is compiled, a search stops at
+:data:`kag.grading.search.options.MAX_EXPANDED` characters is refused before it is compiled, a search stops at
 :data:`SEARCH_SECONDS` or when its client has left, and a file is read below its tree with
 no link followed at any folder of its path (one planted after the scan included).
 """
@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 import stat
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
-from kag.errors import InputError, UsageError
+from kag.errors import InputError
 from kag.grading.rule import rust_trim
 from kag.grading.search.match import Matcher, literal_of, match_text
 from kag.grading.search.options import DEFAULT_TIMEOUT, compile_pattern
@@ -23,103 +22,14 @@ from kag.results.codec import parse_result
 from kag.results.io import MAX_RESULT_BYTES, too_large_message
 from kag.results.model import ErrorResult
 
-#: The most characters a pattern may stand for once its ``{n}`` counts are spelled out
-#: (the ``regex`` module compiles ``a{1000000000}`` into that many steps: gigabytes).
-MAX_EXPANDED = 100_000
 #: The longest a search of the grid runs (wall time); what it found by then is shown.
 SEARCH_SECONDS = 10.0
-
-_COUNT = re.compile(r"\{([0-9]*)(?:,([0-9]*))?\}")
-_NAMED_ESCAPE = re.compile(r"\\[pPNxuUg]\{[^}]*\}")
-
-
-def expanded_size(pattern: str) -> int:
-    """How many characters ``pattern`` stands for when each repetition ``{n}``, ``{n,m}``
-    or ``{n,}`` is spelled out (``n``, or ``m`` when larger, copies of what it repeats,
-    nested counts multiplied); ``*``, ``+``, ``?`` add nothing. An estimate from above:
-    every other character counts as one, a character class as one."""
-    # Per open group: [characters so far, size of its last item].
-    stack = [[0, 0]]
-    i, n = 0, len(pattern)
-    while i < n:
-        c = pattern[i]
-        top = stack[-1]
-        if c == "\\":
-            named = _NAMED_ESCAPE.match(pattern, i)
-            i = named.end() if named is not None else i + 2
-            top[0] += 1
-            top[1] = 1
-            continue
-        if c == "[":
-            i = _class_end(pattern, i)
-            top[0] += 1
-            top[1] = 1
-            continue
-        if c == "(":
-            stack.append([0, 0])
-        elif c == ")" and len(stack) > 1:
-            size = stack.pop()[0]
-            stack[-1][0] += size
-            stack[-1][1] = size
-        elif c == "{" and (count := _COUNT.match(pattern, i)) is not None and count.group(0) != "{}":
-            times = max(int(count.group(1) or 0), int(count.group(2) or 0))
-            if times > MAX_EXPANDED:
-                return times
-            top[0] += top[1] * (times - 1) if times else -top[1]
-            top[1] *= times
-            if top[0] > MAX_EXPANDED:
-                return top[0]
-            i = count.end()
-            continue
-        elif c not in "*+?|":
-            top[0] += 1
-            top[1] = 1
-        i += 1
-    return sum(group[0] for group in stack)
-
-
-def _class_end(pattern: str, i: int) -> int:
-    """The index past the character class opening at ``i``: its first ``]`` not escaped
-    and not first in it (a ``[`` inside is a character, as the ``regex`` module reads it
-    by default); the pattern's end when it is not closed."""
-    n = len(pattern)
-    i += 1
-    if i < n and pattern[i] == "^":
-        i += 1
-    if i < n and pattern[i] == "]":
-        i += 1
-    while i < n:
-        if pattern[i] == "\\":
-            i += 2
-            continue
-        if pattern[i] == "]":
-            return i + 1
-        i += 1
-    return n
-
-
-def _bound(pattern: str) -> int:
-    """A bound that reads no structure: the pattern's length times every count in it."""
-    size = len(pattern)
-    for count in _COUNT.finditer(pattern):
-        size *= max(int(count.group(1) or 0), int(count.group(2) or 0), 1)
-        if size > MAX_EXPANDED:
-            break
-    return size
 
 
 def compile_search(pattern: str) -> Matcher:
     """The matcher of a ``q=`` pattern (`kag stats find`'s rules); UsageError, naming why,
-    for an invalid pattern or one that would take too much memory to compile."""
-    size = expanded_size(pattern)
-    if "#" in pattern or "V1" in pattern:
-        # A comment, or sets nested in sets, can hide a count from expanded_size's reading.
-        size = max(size, _bound(pattern))
-    if size > MAX_EXPANDED:
-        raise UsageError(
-            f"q: the pattern repeats too much: its {{n}} counts spell out {size:,} characters, "
-            f"more than {MAX_EXPANDED:,} (use * or + or a smaller count)"
-        )
+    for an invalid pattern or one that would take too much memory to compile
+    (:func:`kag.grading.search.options.compile_pattern`)."""
     return Matcher(compile_pattern(pattern), False, 0, 1, DEFAULT_TIMEOUT, literal_of(pattern))
 
 

@@ -162,6 +162,16 @@ def test_exit_codes_match_none_invalid(tree: Path) -> None:
     assert bad.stderr == "kag: error: invalid pattern '(unclosed': missing ) at position 9\n"
 
 
+def test_a_pattern_that_repeats_too_much_is_refused_before_it_is_compiled(tree: Path) -> None:
+    # Spelled out, (a{1000}){1000} is a million steps: hundreds of MB to compile.
+    bad = invoke("stats", "find", "(a{1000}){1000}", "-r", str(tree))
+    assert bad.exit_code == 2 and bad.stdout == ""
+    assert bad.stderr == (
+        "kag: error: pattern '(a{1000}){1000}' repeats too much: its {n} counts spell out 1,000,000"
+        " characters, more than 100,000 (use * or + or a smaller count)\n"
+    )
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -50,7 +50,8 @@ def test_a_pattern_that_repeats_too_much_is_refused_naming_why(
 
 def test_the_size_a_pattern_spells_out() -> None:
     from kag.errors import UsageError
-    from kag.view.search import MAX_EXPANDED, compile_search, expanded_size
+    from kag.grading.search.options import MAX_EXPANDED, expanded_size
+    from kag.view.search import compile_search
 
     assert expanded_size(r"\d{4}-\d{2}-\d{2}") == 10
     assert expanded_size("(ab){3}c") == 7 and expanded_size("a{2,5}") == 5 and expanded_size("a{}") == 3

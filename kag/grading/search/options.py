@@ -6,6 +6,7 @@ from __future__ import annotations
 __all__ = [
     "DEFAULT_CONTEXT",
     "DEFAULT_TIMEOUT",
+    "MAX_EXPANDED",
     "FileOutcome",
     "FileStatus",
     "Hit",
@@ -13,9 +14,11 @@ __all__ = [
     "SearchResult",
     "SetupCount",
     "compile_pattern",
+    "expanded_size",
 ]
 
 import math
+import re
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -72,7 +75,18 @@ class SearchOptions:
 
 def compile_pattern(pattern: str, ignore_case: bool = False) -> regex.Pattern[str]:
     """Compile with the ``regex`` module; an invalid pattern raises UsageError (exit 2)
-    carrying the compiler's message, e.g. ``missing ) at position 1``."""
+    carrying the compiler's message, e.g. ``missing ) at position 1``, and so does one whose
+    ``{n}`` counts spell out more than :data:`MAX_EXPANDED` characters (:func:`expanded_size`),
+    before it is compiled: the module would take gigabytes for it."""
+    size = expanded_size(pattern)
+    if "#" in pattern or "V1" in pattern:
+        # A comment, or sets nested in sets, can hide a count from expanded_size's reading.
+        size = max(size, _bound(pattern))
+    if size > MAX_EXPANDED:
+        raise UsageError(
+            f"pattern {pattern!r} repeats too much: its {{n}} counts spell out {size:,} characters, "
+            f"more than {MAX_EXPANDED:,} (use * or + or a smaller count)"
+        )
     flags = regex.IGNORECASE if ignore_case else 0
     try:
         return regex.compile(pattern, flags)
@@ -80,6 +94,89 @@ def compile_pattern(pattern: str, ignore_case: bool = False) -> regex.Pattern[st
         raise UsageError(f"invalid pattern {pattern!r}: {exc}") from None
     except (OverflowError, ValueError, RecursionError, MemoryError) as exc:
         raise UsageError(f"invalid pattern {pattern!r}: {exc}") from None
+
+
+#: The most characters a pattern may stand for once its ``{n}`` counts are spelled out
+#: (the ``regex`` module compiles ``a{1000000000}`` into that many steps: gigabytes).
+MAX_EXPANDED = 100_000
+
+_COUNT = re.compile(r"\{([0-9]*)(?:,([0-9]*))?\}")
+_NAMED_ESCAPE = re.compile(r"\\[pPNxuUg]\{[^}]*\}")
+
+
+def expanded_size(pattern: str) -> int:
+    """How many characters ``pattern`` stands for when each repetition ``{n}``, ``{n,m}``
+    or ``{n,}`` is spelled out (``n``, or ``m`` when larger, copies of what it repeats,
+    nested counts multiplied); ``*``, ``+``, ``?`` add nothing. An estimate from above:
+    every other character counts as one, a character class as one."""
+    # Per open group: [characters so far, size of its last item].
+    stack = [[0, 0]]
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        top = stack[-1]
+        if c == "\\":
+            named = _NAMED_ESCAPE.match(pattern, i)
+            i = named.end() if named is not None else i + 2
+            top[0] += 1
+            top[1] = 1
+            continue
+        if c == "[":
+            i = _class_end(pattern, i)
+            top[0] += 1
+            top[1] = 1
+            continue
+        if c == "(":
+            stack.append([0, 0])
+        elif c == ")" and len(stack) > 1:
+            size = stack.pop()[0]
+            stack[-1][0] += size
+            stack[-1][1] = size
+        elif c == "{" and (count := _COUNT.match(pattern, i)) is not None and count.group(0) != "{}":
+            times = max(int(count.group(1) or 0), int(count.group(2) or 0))
+            if times > MAX_EXPANDED:
+                return times
+            top[0] += top[1] * (times - 1) if times else -top[1]
+            top[1] *= times
+            if top[0] > MAX_EXPANDED:
+                return top[0]
+            i = count.end()
+            continue
+        elif c not in "*+?|":
+            top[0] += 1
+            top[1] = 1
+        i += 1
+    return sum(group[0] for group in stack)
+
+
+def _class_end(pattern: str, i: int) -> int:
+    """The index past the character class opening at ``i``: its first ``]`` not escaped
+    and not first in it (a ``[`` inside is a character, as the ``regex`` module reads it
+    by default); the pattern's end when it is not closed."""
+    n = len(pattern)
+    i += 1
+    if i < n and pattern[i] == "^":
+        i += 1
+    if i < n and pattern[i] == "]":
+        i += 1
+    while i < n:
+        if pattern[i] == "\\":
+            i += 2
+            continue
+        if pattern[i] == "]":
+            return i + 1
+        i += 1
+    return n
+
+
+def _bound(pattern: str) -> int:
+    """A bound that reads no structure: the pattern's length times every count in it."""
+    size = len(pattern)
+    for count in _COUNT.finditer(pattern):
+        size *= max(int(count.group(1) or 0), int(count.group(2) or 0), 1)
+        if size > MAX_EXPANDED:
+            break
+    return size
 
 
 class FileStatus(Enum):

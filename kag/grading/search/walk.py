@@ -52,30 +52,36 @@ def undecodable_part(root: str, path: str) -> str | None:
 
 
 _Entry = tuple[str, str, str, str]
+_NAMES_KEPT = 4096
 
 
 class _Entries:
     """The dataset, question and setup of each walked path, with the ``--setup`` and
     ``--dataset`` filters (None = filtered out). Dataset = the first folder below
     ``root``, question = the folders between it and the file (exactly one in the normal
-    layout); a file too shallow for either gets ``""``. Memoised per folder and name: a
-    tree has many files but few setups."""
+    layout); a file too shallow for either gets ``""``. Memoised for the last folder (the
+    walk gives a folder's files one after the other) and per name (a tree has many files
+    but few setups): nothing kept grows with the number of folders."""
 
     def __init__(self, root: str, options: SearchOptions) -> None:
         self.root, self.prefix = root, options.prefix
         self.keep_setup, self.keep_dataset = glob_filter(options.setups), glob_filter(options.datasets)
-        # folder path -> (dataset, question, kept); file name -> (setup, kept)
-        self.folders: dict[str, tuple[str, str, bool]] = {}
+        # the last folder's path and (dataset, question, kept); file name -> (setup, kept)
+        self.folder: str | None = None
+        self.where: tuple[str, str, bool] = ("", "", False)
         self.names: dict[str, tuple[str, bool]] = {}
 
     def __call__(self, path: str) -> _Entry | None:
         head, _, name = path.rpartition(os.sep)
-        where = self.folders.get(head)
-        if where is None:
+        where = self.where
+        if head != self.folder:
             dataset, _, question = relative_path(self.root, path).rpartition("/")[0].partition("/")
-            where = self.folders[head] = (dataset, question, self.keep_dataset(dataset))
+            where = self.where = (dataset, question, self.keep_dataset(dataset))
+            self.folder = head
         known = self.names.get(name)
         if known is None:
+            if len(self.names) >= _NAMES_KEPT:  # not a tree of few setups: start over
+                self.names.clear()
             setup = setup_from_name(name, self.prefix) or ""
             known = self.names[name] = (setup, self.keep_setup(setup))
         if where[2] and known[1]:

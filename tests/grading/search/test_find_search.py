@@ -352,6 +352,15 @@ def test_invalid_pattern_carries_the_compiler_message() -> None:
         compile_pattern("a{2,1}")
 
 
+@pytest.mark.parametrize(
+    "pattern", ["(a{1000}){1000}", "((a{100}){100}){100}", "a{1000000000}", "(?#[)(a{1000}){1000}"]
+)
+def test_a_pattern_spelling_out_too_much_is_refused(pattern: str) -> None:
+    with pytest.raises(UsageError, match="repeats too much"):
+        compile_pattern(pattern)
+    assert compile_pattern("^[A-C]{1}$").match("B")
+
+
 def test_invalid_pattern_fails_before_the_walk(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="invalid pattern"):
         search(tmp_path / "missing", SearchOptions("[z-a]"))
