@@ -10,6 +10,7 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from kag.datasets import Question
@@ -22,7 +23,7 @@ from kag.grading.retrieval_quality import is_reached
 from kag.grading.rule import rust_trim
 from kag.grading.search.match import Matcher
 from kag.grading.usage import price_records
-from kag.results.codec import parse_result
+from kag.results.codec import RetrievalSample, parse_result
 from kag.results.model import ErrorResult
 from kag.view.choices import Choice, UnknownChoice, neighbours, option_key, read_choice, read_page
 from kag.view.index import (
@@ -247,8 +248,9 @@ class View:
         """The graded MCQ records of epoch 1 as the comparisons read them, with their gold
         key, in `kag stats compare`'s order: read from the index for each analysis, not
         kept, and each one without the fields no comparison reads (its path, error text,
-        timings and usage), its repeated values (names, configs) shared, so that a tree
-        of a million files is compared in bounded memory."""
+        timings and usage; of its retrieval, the vertex count alone), its repeated values
+        (names, configs, responses, retrievals) shared, so that a tree of a million files
+        is compared in bounded memory."""
         rows = self._stream(SELECT_ROWS + " WHERE epoch = 1 AND kind = ?", (GRADED,))
         labels = tree_labels(self.index.trees)
         shared: dict[Any, Any] = {}
@@ -260,6 +262,11 @@ class View:
             dataset = shared.setdefault(full.dataset, full.dataset)
             question = shared.setdefault(full.question, full.question)
             config = shared.setdefault(full.config, full.config)
+            response = shared.setdefault(full.response, full.response)
+            retrieval = full.retrieval
+            if retrieval is not None:
+                reduced = RetrievalSample(0, retrieval.vertices, 0, 0)
+                retrieval = shared.setdefault(reduced, reduced)
             for label in labels.get(row[0], ("",)):
                 name = setup_name(label, row[4])
                 answers.append(
@@ -269,6 +276,8 @@ class View:
                         question=question,
                         setup=shared.setdefault(name, name),
                         config=config,
+                        response=response,
+                        retrieval=retrieval,
                         gold=gold,
                         generation_ns=None,
                         context_length=None,
@@ -277,7 +286,10 @@ class View:
                         path=None,
                     )
                 )
-        answers.sort(key=lambda r: (r.dataset, r.question, r.setup))
+        # By (dataset, question, setup): one stable sort per field, whose keys are the
+        # records' own strings (a key tuple per record would double the peak).
+        for field in ("setup", "question", "dataset"):
+            answers.sort(key=attrgetter(field))
         return answers
 
     # ------------------------------------------------------------------ the grid
