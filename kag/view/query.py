@@ -44,6 +44,8 @@ if TYPE_CHECKING:  # the judge's modules load the model clients: only a named ju
     from kag.view.verdicts import VerdictReader
 
 PAGE_SIZE = 50
+# The fields of a record no comparison reads: left out of the analysis's records.
+_NOT_COMPARED: dict[str, Any] = dict.fromkeys(("generation_ns", "context_length", "error", "usage", "path"))
 
 
 class Analysing:
@@ -279,11 +281,7 @@ class View:
                         response=response,
                         retrieval=retrieval,
                         gold=gold,
-                        generation_ns=None,
-                        context_length=None,
-                        error=None,
-                        usage=None,
-                        path=None,
+                        **_NOT_COMPARED,
                     )
                 )
         # By (dataset, question, setup): one stable sort per field, whose keys are the
