@@ -47,6 +47,7 @@ from kag.view.rows import (
     FolderJob,
     Part,
     ScanContext,
+    folder_span,
     make_row,
     scan_chunk,
     shown_name,
@@ -54,19 +55,20 @@ from kag.view.rows import (
 from kag.view.verdict_rows import cache_state, judge_fingerprint, sync_verdicts
 from kag.view.walk import iter_top
 
-__all__ = ["GRADED", "IGNORED", "NAMES", "OPEN", "SKIPPED", "UNREADABLE"]
+__all__ = ["GRADED", "IGNORED", "NAMES", "OPEN", "SKIPPED", "UNREADABLE", "folder_span"]
 
 #: The layout of the index: its tables' (10), and the graded record's, from which its rows
 #: are made (kag.view.record_rows): a field added to the record makes another version,
 #: and an index of another version is rebuilt.
-SCHEMA_VERSION = f"10.{RECORD_VERSION}"
+SCHEMA_VERSION = f"11.{RECORD_VERSION}"
 _T = TypeVar("_T")
-# The lookups, made after the rows when an empty index is filled at once (a sorted build
-# costs less than keeping them up to date row by row); by_rel makes a row's (tree, rel) unique.
-_LOOKUPS = (
-    "CREATE UNIQUE INDEX IF NOT EXISTS by_rel ON files (tree, rel)",
-    "CREATE INDEX IF NOT EXISTS by_question ON files (dataset, question)",
-)
+# The rows are kept in the order of their key, (tree, rel), with no rowid: a lookup by key
+# needs no second copy of the paths beside them (a tenth of a small file's row).
+_FILES = f"CREATE TABLE IF NOT EXISTS files ({COLUMNS}, PRIMARY KEY (tree, rel)) WITHOUT ROWID"
+# The write-ahead log is cut back to this size once a transaction is checkpointed: a first
+# scan writes the whole index through it, which would otherwise stay on disk beside it.
+JOURNAL_LIMIT = 4 << 20
+BUSY_MS = 60_000  # how long a write waits for another connection's
 _INSERT = f"INSERT OR REPLACE INTO files ({', '.join(NAMES)}) VALUES ({', '.join('?' * len(NAMES))})"
 _DELETE = "DELETE FROM files WHERE tree=? AND rel=?"
 # One row per question folder (and one for the tree's top, rel ""): the signature of its
@@ -75,6 +77,7 @@ FOLDER_COLUMNS = (
     "tree TEXT NOT NULL, rel TEXT NOT NULL, dataset TEXT NOT NULL, question TEXT NOT NULL, "
     "sig BLOB NOT NULL, files INTEGER NOT NULL, PRIMARY KEY (tree, rel)"
 )
+_FOLDERS = f"CREATE TABLE IF NOT EXISTS folders ({FOLDER_COLUMNS}) WITHOUT ROWID"
 _INSERT_FOLDER = "INSERT OR REPLACE INTO folders VALUES (?, ?, ?, ?, ?, ?)"
 _DELETE_FOLDER = "DELETE FROM folders WHERE tree=? AND rel=?"
 
@@ -172,13 +175,15 @@ class Index:
         #: Told, once, when another process holds the index (its scan runs): this one waits.
         self.on_wait = on_wait
         self._lock_fd: int | None = None
+        self._written = False  # whether the scan to commit changed the index
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._acquire()
             try:
-                self.db = sqlite3.connect(str(path), check_same_thread=False, timeout=60)
+                self.db = sqlite3.connect(str(path), check_same_thread=False, timeout=BUSY_MS / 1000)
                 self.db.execute("PRAGMA journal_mode=WAL")
                 self.db.execute("PRAGMA synchronous=OFF")
+                self.db.execute(f"PRAGMA journal_size_limit={JOURNAL_LIMIT}")
                 self._prepare()
                 self.db.commit()
             finally:
@@ -200,10 +205,8 @@ class Index:
             db.execute("DROP TABLE IF EXISTS files")
             db.execute("DROP TABLE IF EXISTS folders")
             db.execute("INSERT OR REPLACE INTO meta VALUES ('fingerprint', ?)", (self.fingerprint,))
-        db.execute(f"CREATE TABLE IF NOT EXISTS files ({COLUMNS})")
-        db.execute(f"CREATE TABLE IF NOT EXISTS folders ({FOLDER_COLUMNS})")
-        for lookup in _LOOKUPS:
-            db.execute(lookup)
+        db.execute(_FILES)
+        db.execute(_FOLDERS)
         return dropped
 
     def _acquire(self) -> None:
@@ -233,12 +236,22 @@ class Index:
         """Commit a scan made with ``commit=False`` and let other processes scan."""
         try:
             self.db.commit()
+            if self._written:
+                # The log held every page the scan wrote: copied into the index, it is cut
+                # back to nothing rather than left beside it at its largest.
+                # A reader of an older state (a page of this server, another process)
+                # is not waited for: the log is then cut back when next restarted.
+                self._written = False
+                self.db.execute("PRAGMA busy_timeout=0")
+                self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                self.db.execute(f"PRAGMA busy_timeout={BUSY_MS}")
         finally:
             self._release()
 
     def rollback(self) -> None:
         """Drop a scan made with ``commit=False`` (the index stays as it was)."""
         try:
+            self._written = False
             self.db.rollback()
         finally:
             self._release()
@@ -288,9 +301,6 @@ class Index:
                 f"{self.path}: another kag view changed this index since this one read it: "
                 "the pages now show what it holds"
             )
-        if db.execute("SELECT 1 FROM files LIMIT 1").fetchone() is None:
-            db.execute("DROP INDEX IF EXISTS by_rel")
-            db.execute("DROP INDEX IF EXISTS by_question")
         # A tree given under several labels is scanned once: its rows show under each label.
         for root in tree_labels(self.trees):
             check_results_root(root)
@@ -348,20 +358,19 @@ class Index:
             for rel in stored:  # question folders gone
                 dataset, question = rel.split("/", 1)
                 removed += db.execute(
-                    "DELETE FROM files WHERE tree=? AND dataset=? AND question=?",
-                    (root, dataset, question),
+                    "DELETE FROM files WHERE tree=? AND rel>=? AND rel<?",
+                    (root, *folder_span(dataset, question)),
                 ).rowcount
                 db.execute(_DELETE_FOLDER, (root, rel))
         live = [t.root for t in self.trees]
         for table in ("files", "folders"):
             db.execute(f"DELETE FROM {table} WHERE tree NOT IN ({', '.join('?' * len(live))})", live)
-        for lookup in _LOOKUPS:
-            db.execute(lookup)
         if read or removed or written or now is None:
             now = secrets.token_hex(8)
             db.execute("INSERT OR REPLACE INTO meta VALUES ('generation', ?)", (now,))
         self.generation = now
         self.tallies = tallies
+        self._written = bool(read or removed or written)
         return ScanStats(seen, read, removed, tuple(warnings), written, elsewhere)
 
     def _top(

@@ -8,11 +8,12 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
-from kag.datasets import Datasets, Question
+from kag.datasets import Question
 from kag.grading.compare.analysis import Analysis, analyse
 from kag.grading.compare.records import AnswerSet, question_sort_key, setup_configs, setup_profiles
 from kag.grading.compare.setups import ComparisonRun
@@ -22,7 +23,7 @@ from kag.grading.retrieval_quality import is_reached
 from kag.grading.rule import rust_trim
 from kag.grading.search.match import Matcher
 from kag.grading.usage import price_records
-from kag.results.codec import parse_result
+from kag.results.codec import RetrievalSample, parse_result
 from kag.results.model import ErrorResult
 from kag.view.choices import Choice, UnknownChoice, neighbours, option_key, read_choice, read_page
 from kag.view.index import (
@@ -31,10 +32,11 @@ from kag.view.index import (
     UNREADABLE,
     Index,
     ScanStats,
+    folder_span,
     tree_labels,
 )
 from kag.view.search import SEARCH_SECONDS, Found, compile_search, read_below, search_files
-from kag.view.snapshot import SELECT_ROWS, Builder, Cell, Snapshot, graded_record, setup_name
+from kag.view.snapshot import SELECT_ROWS, Builder, Cell, Snapshot, cell_rel, graded_record, setup_name
 
 if TYPE_CHECKING:  # the judge's modules load the model clients: only a named judge needs them
     from kag.grading.judge_labels import Label
@@ -42,6 +44,8 @@ if TYPE_CHECKING:  # the judge's modules load the model clients: only a named ju
     from kag.view.verdicts import VerdictReader
 
 PAGE_SIZE = 50
+# The fields of a record no comparison reads: left out of the analysis's records.
+_NOT_COMPARED: dict[str, Any] = dict.fromkeys(("generation_ns", "context_length", "error", "usage", "path"))
 
 
 class Analysing:
@@ -164,6 +168,20 @@ class View:
                 self._reader = self.index.reader()
             return self.snapshot, self._reader.execute(query, args).fetchall()
 
+    def _stream(self, query: str, args: tuple[object, ...]) -> Iterator[tuple[Any, ...]]:
+        """The rows of ``query`` as committed with the snapshot shown when it starts, one at
+        a time (a connection of its own, whose read begins before a reload can commit)."""
+        conn = self.index.reader()
+        try:
+            with self._swap:
+                conn.execute("BEGIN")
+                cursor = conn.execute(query, args)
+                first = cursor.fetchmany(1)  # the read holds from here on
+            yield from first
+            yield from cursor
+        finally:
+            conn.close()
+
     def records(self, snap: Snapshot | None = None) -> tuple[GradedFile, ...]:
         """The per-file records of the graded MCQ files (epoch 1), what `kag stats compare`
         pairs: read from the index once per scan (kept with ``snap``, by default the
@@ -222,11 +240,55 @@ class View:
     def _analyse(self, snap: Snapshot, baseline: str | None) -> Analysis | None:
         """:func:`kag.grading.compare.analyse` of the graded records of ``snap``; None when
         it has none (or none of ``baseline``)."""
-        answers = _answers(self.records(snap), self.datasets)
+        answers = self._answers(snap)
         if not answers or (baseline is not None and not any(a.setup == baseline for a in answers)):
             return None
         profiles = setup_profiles(answers, setup_configs(answers))
         return analyse(AnswerSet(tuple(answers), snap.summary, profiles), baseline)
+
+    def _answers(self, snap: Snapshot) -> list[GradedFile]:
+        """The graded MCQ records of epoch 1 as the comparisons read them, with their gold
+        key, in `kag stats compare`'s order: read from the index for each analysis, not
+        kept, and each one without the fields no comparison reads (its path, error text,
+        timings and usage; of its retrieval, the vertex count alone), its repeated values
+        (names, configs, responses, retrievals) shared, so that a tree of a million files
+        is compared in bounded memory."""
+        rows = self._stream(SELECT_ROWS + " WHERE epoch = 1 AND kind = ?", (GRADED,))
+        labels = tree_labels(self.index.trees)
+        shared: dict[Any, Any] = {}
+        answers = []
+        for row in rows:
+            full = graded_record(row, row[4])
+            q: Question | None = self.datasets.get(full.dataset, full.question)
+            gold = q.mcq.answer if q is not None and q.mcq is not None else None
+            dataset = shared.setdefault(full.dataset, full.dataset)
+            question = shared.setdefault(full.question, full.question)
+            config = shared.setdefault(full.config, full.config)
+            response = shared.setdefault(full.response, full.response)
+            retrieval = full.retrieval
+            if retrieval is not None:
+                reduced = RetrievalSample(0, retrieval.vertices, 0, 0)
+                retrieval = shared.setdefault(reduced, reduced)
+            for label in labels.get(row[0], ("",)):
+                name = setup_name(label, row[4])
+                answers.append(
+                    replace(
+                        full,
+                        dataset=dataset,
+                        question=question,
+                        setup=shared.setdefault(name, name),
+                        config=config,
+                        response=response,
+                        retrieval=retrieval,
+                        gold=gold,
+                        **_NOT_COMPARED,
+                    )
+                )
+        # By (dataset, question, setup): one stable sort per field, whose keys are the
+        # records' own strings (a key tuple per record would double the peak).
+        for field in ("setup", "question", "dataset"):
+            answers.sort(key=attrgetter(field))
+        return answers
 
     # ------------------------------------------------------------------ the grid
 
@@ -368,7 +430,7 @@ class View:
         if cached is not None:
             return cached
         files = [
-            (k, c.tree, c.rel)
+            (k, c.tree, cell_rel(k, c))
             for k, cells in snap.grid.items()
             for s in setups
             if (c := cells.get(s)) is not None and c.outcome != "err"
@@ -384,9 +446,11 @@ class View:
 
     def question(self, dataset: str, question: str) -> dict[str, Any] | None:
         """A question and every setup's file, read now; None when the index has no such question."""
+        roots = list(tree_labels(self.index.trees))
         snap, rows = self._read(
-            SELECT_ROWS + " WHERE dataset=? AND question=? AND epoch=1 AND kind IN (?, ?)",
-            (dataset, question, GRADED, OPEN),
+            SELECT_ROWS
+            + f" WHERE tree IN ({', '.join('?' * len(roots))}) AND rel>=? AND rel<? AND epoch=1 AND kind IN (?, ?)",
+            (*roots, *folder_span(dataset, question), GRADED, OPEN),
         )
         cells = snap.grid.get((dataset, question))
         if cells is None:
@@ -396,8 +460,9 @@ class View:
         out = []
         for name in sorted(cells):
             c = cells[name]
-            r = by_rel.get((c.tree, c.rel))
-            path = os.path.join(c.tree, c.rel)
+            rel = cell_rel((dataset, question), c)
+            r = by_rel.get((c.tree, rel))
+            path = os.path.join(c.tree, rel)
             entry: dict[str, Any] = {
                 "setup": name,
                 "outcome": c.outcome,
@@ -427,7 +492,7 @@ class View:
                     reached=is_reached(g.retrieval_quality) if g.retrieval_quality is not None else None,
                 )
             try:
-                result = parse_result(read_below(c.tree, c.rel))
+                result = parse_result(read_below(c.tree, rel))
             except Exception as exc:  # noqa: BLE001 - changed or gone since the scan
                 reason = (exc.strerror or str(exc)) if isinstance(exc, OSError) else str(exc)
                 entry.update(
@@ -533,13 +598,3 @@ def _norm(c: Cell) -> str:
     if c.outcome == "err":
         return "\0err"
     return rust_trim(c.response or "").casefold()
-
-
-def _answers(records: Sequence[GradedFile], datasets: Datasets) -> list[GradedFile]:
-    """The records with their gold key, graded strictly (as `kag stats compare` pairs by default)."""
-    out = []
-    for r in records:
-        q: Question | None = datasets.get(r.dataset, r.question)
-        gold = q.mcq.answer if q is not None and q.mcq is not None else None
-        out.append(replace(r, gold=gold))
-    return out

@@ -24,6 +24,7 @@ import types
 from collections.abc import Callable
 from dataclasses import fields, is_dataclass
 from enum import Enum
+from operator import attrgetter
 from typing import Any, Union, get_args, get_origin, get_type_hints
 
 import orjson
@@ -142,18 +143,23 @@ def whole_fields() -> frozenset[str]:
 
 
 _GETTERS: dict[type, Callable[[Any], Any]] = {}
+_DETAIL = attrgetter(*DETAIL_FIELDS)
 
 
 def _as_list(value: Any) -> Any:
-    """A nested record as the list of its fields (orjson's ``default`` for dataclasses)."""
+    """A nested record as the sequence of its fields, an enum as its value (orjson's
+    ``default``): one getter per type, made once."""
     getter = _GETTERS.get(type(value))
     if getter is None:
         if isinstance(value, Enum):
-            return value.value
-        if not is_dataclass(value) or isinstance(value, type):
+            getter = attrgetter("value")
+        elif not is_dataclass(value) or isinstance(value, type):
             raise TypeError(f"cannot store {type(value).__name__} in the index")
-        names = tuple(f.name for f in fields(value))
-        getter = _GETTERS[type(value)] = lambda v: [getattr(v, n) for n in names]
+        else:
+            names = tuple(f.name for f in fields(value))
+            # attrgetter of several names gives their tuple, in C; of one, the value alone.
+            getter = attrgetter(*names) if len(names) > 1 else (lambda v: [getattr(v, names[0])])
+        _GETTERS[type(value)] = getter
     return getter(value)
 
 
@@ -205,7 +211,7 @@ def to_row(
     if error is not None and "error" not in whole:
         error = error[:ERROR_CHARS]
     extracted = record.extracted
-    detail = [getattr(record, name) for name in DETAIL_FIELDS]
+    detail = list(_DETAIL(record))
     while detail and detail[-1] is None:  # the fields a file has not: most of the last ones
         detail.pop()
     return (

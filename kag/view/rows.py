@@ -42,6 +42,13 @@ def shown_name(name: str) -> str:
     return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
+def folder_span(dataset: str, question: str) -> tuple[str, str]:
+    """The bounds of the relative paths of a question folder's rows: every row of the
+    folder, and no other, has ``low <= rel < high`` (the rows are kept in (tree, rel)
+    order, so this is a range of them, with no lookup of its own)."""
+    return f"{dataset}/{question}/", f"{dataset}/{question}0"  # "0" follows "/"
+
+
 # Row kinds: what a file is to `kag stats` (graded, ignored, skipped, unreadable, open).
 GRADED, IGNORED, SKIPPED, UNREADABLE, OPEN = "graded", "ignored", "skipped", "unreadable", "open"
 
@@ -105,8 +112,8 @@ class _KnownRows:
         if self.db is None:
             self.db = sqlite3.connect(f"file:{quote(self.path)}?mode=ro", uri=True)
         rows = self.db.execute(
-            "SELECT rel, size, mtime FROM files WHERE tree=? AND dataset=? AND question=?",
-            (root, dataset, question),
+            "SELECT rel, size, mtime FROM files WHERE tree=? AND rel>=? AND rel<?",
+            (root, *folder_span(dataset, question)),
         )
         return {rel: (size, mtime) for rel, size, mtime in rows}
 

@@ -46,6 +46,8 @@ class Cell(NamedTuple):
     extracted: str | None
     extracted_outcome: str | None
     vertices: int | None
+    #: The file's name in its question folder, one object per name however many folders
+    #: hold it (its path in the tree: :func:`cell_rel`).
     rel: str
     tree: str
     #: Whether the file's retrieval reached the question's gold evidence
@@ -74,6 +76,11 @@ class Snapshot:
     runs: list[dict[str, Any]] | None = None
 
 
+def cell_rel(key: tuple[str, str], cell: Cell) -> str:
+    """The path in its tree of a cell's file, that of question ``key``."""
+    return f"{key[0]}/{key[1]}/{cell.rel}" if "/" not in cell.rel else cell.rel
+
+
 def setup_name(label: str, setup: str) -> str:
     return f"{label}/{setup}" if label else setup
 
@@ -98,6 +105,7 @@ class Builder:
         self.evidence: dict[tuple[str, str], dict[str, EvidenceRecord]] = {}
         self.later: dict[tuple[str, str, str, str], dict[int, EpochOutcome | None]] = {}
         self.firsts: dict[tuple[str, str, str, str], EpochOutcome] = {}
+        self._shared: dict[str, str] = {}  # one object per file name, question id
 
     def add_part(self, rows: list[tuple[Any, ...]]) -> None:
         """Rows as a scan stores them, each question's all in one part."""
@@ -143,6 +151,12 @@ class Builder:
                 quality = detail_field(row, "retrieval_quality")
                 reached = is_reached(quality) if quality is not None else None
             record = from_row(row, setup) if counting else None
+            shared = self._shared
+            name_in = rel[len(dataset) + len(question) + 2 :]
+            if "/" in name_in or rel[: len(rel) - len(name_in)] != f"{dataset}/{question}/":
+                name_in = rel  # not a file of the question's folder: kept whole (cell_rel)
+            name_in = shared.setdefault(name_in, name_in)
+            question = shared.setdefault(question, question)
             for name in self.names(tree, setup):
                 if record is not None:
                     tally = tallies.get((name, dataset))
@@ -161,7 +175,7 @@ class Builder:
                     found = EvidenceRecord(tuple(c == "1" for c in row[15]), outcome == Outcome.OK.value)
                     self.evidence.setdefault((name, dataset), {})[question] = found
                 grid.setdefault((dataset, question), {})[name] = Cell(
-                    outcome, row[11], key, row[10], row[14], rel, tree, reached
+                    outcome, row[11], key, row[10], row[14], name_in, tree, reached
                 )
 
     def run(self) -> GradeRun:

@@ -213,3 +213,55 @@ def test_a_results_folder_whose_name_is_not_utf8_is_one_line_exit_2(tmp_path: Pa
     assert result.exit_code == 2, result.output
     assert "res\\xffults: the results folder's name is not valid UTF-8" in result.stderr
     assert "Traceback" not in result.output
+
+
+def test_the_write_ahead_log_is_cut_back_once_a_scan_is_committed(tmp_path: Path) -> None:
+    datasets, tree = make_tree(tmp_path)
+    path = tmp_path / "index.sqlite"
+    index = _index(path, datasets, tree)
+    assert index.scan().written > 0
+    # Every page the scan wrote went through the log: copied into the index, it is empty.
+    assert os.path.getsize(f"{path}-wal") == 0
+    assert index.db.execute("SELECT count(*) FROM files").fetchone()[0] > 0
+    index.close()
+
+
+def test_a_file_s_path_is_kept_once_in_the_index(tmp_path: Path) -> None:
+    """The rows are kept in the order of their (tree, rel) key: no lookup beside them
+    repeats the paths (on small files, a quarter of the index)."""
+    datasets, tree = make_tree(tmp_path)
+    index = _index(tmp_path / "index.sqlite", datasets, tree)
+    index.scan()
+    lookups = index.db.execute("SELECT name FROM sqlite_master WHERE type='index' AND tbl_name='files'")
+    assert lookups.fetchall() == []
+    plan = index.db.execute(
+        "EXPLAIN QUERY PLAN SELECT * FROM files WHERE tree=? AND rel>=? AND rel<?", ("t", "a/", "a0")
+    ).fetchall()
+    assert "USING PRIMARY KEY" in plan[0][-1]
+    index.close()
+
+
+@pytest.mark.parametrize("pooled", [False, True])
+def test_a_question_folder_s_rows_are_its_own_beside_folders_named_alike(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pooled: bool
+) -> None:
+    """A folder's rows are the range of paths under ``dataset/question/``: those of
+    ``q1-x``, ``q1.x``, ``q10`` or ``q1 x`` (names that sort around ``q1/``) are not in it."""
+    datasets, tree = make_tree(tmp_path)
+    if pooled:
+        monkeypatch.setattr(index_module, "POOL_FOLDERS", 1)
+        monkeypatch.setattr(index_module, "CHUNK_FOLDERS", 2)
+    for name in ("q1-x", "q1.x", "q10", "q1 x", "q1\u00e9"):
+        shutil.copytree(tree / "med" / "q1", tree / "med" / name)
+    index = _index(tmp_path / "index.sqlite", datasets, tree)
+    index.scan()
+    q1 = result_path(tree, "med", "q1", "", "native")
+    q1.write_text(q1.read_text().replace('"A"', '"C"'))
+    os.utime(q1, ns=(1, 1))
+    assert index.scan().read == 1  # q1's file alone
+    shutil.rmtree(tree / "med" / "q1")
+    stats = index.scan()
+    assert (stats.read, stats.removed) == (0, 3)  # q1's two files and its epoch 2 file
+    fresh = _index(tmp_path / "fresh.sqlite", datasets, tree)
+    fresh.scan()
+    assert index.db.execute(ROWS).fetchall() == fresh.db.execute(ROWS).fetchall()
