@@ -19,7 +19,17 @@ from kag.render.columns import (
 )
 
 #: The measures whose values the stats table shows.
-MEASURES = {"accuracy", "interval", "timing", "context_length", "extracted", "retrieval", "usage", "judge", "retrieval_quality"}
+MEASURES = {
+    "accuracy",
+    "interval",
+    "timing",
+    "context_length",
+    "extracted",
+    "retrieval",
+    "usage",
+    "judge",
+    "retrieval_quality",
+}
 EVERYTHING = Shown(extract="letter", retrieval=True, usage=True)
 
 KAG = Metrics(
