@@ -199,18 +199,15 @@ def _exact(
     retrieved_names = set(names.values())
     retrieved_names.discard("")
     entities_found = sum(1 for e in gold_entities if e in retrieved_names)
-    gold = {(normalize_title(s), normalize_relation(p), normalize_title(o)) for s, p, o in triples}
+    listed = [(normalize_title(s), normalize_relation(p), normalize_title(o)) for s, p, o in triples]
+    gold = set(listed)
     retrieved = [(names[s], normalize_relation(t), names[e]) for s, t, e in rels]
     matched = sum(1 for r in retrieved if r in gold)
     found = len(gold.intersection(retrieved))
     # Gold triples may repeat after normalization: count each listed one.
     if found and len(gold) != len(triples):
         present = set(retrieved)
-        found = sum(
-            1
-            for s, p, o in triples
-            if (normalize_title(s), normalize_relation(p), normalize_title(o)) in present
-        )
+        found = sum(1 for t in listed if t in present)
     ranks = _seed_ranks(gold_entities, seeds, lambda i, seed: names.get(seed) == gold_entities[i] != "")
     return QualityRecord(
         len(gold_entities), entities_found, len(triples), found, len(rels), matched, ranks, correct
