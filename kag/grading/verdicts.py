@@ -191,44 +191,13 @@ class VerdictCache:
 
     def read_raw(self, key: str) -> tuple[str, str] | None:
         """:meth:`read_entry` with the verdict as the text stored (a pairwise verdict)."""
-        parts = self.relative(key)
-        try:
-            fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        except OSError:
+        fd = self._open_folder()
+        if fd is None:
             return None
-        shown = self.root
         try:
-            for part in parts[:-1]:
-                shown = shown / part
-                try:
-                    inner = os.open(part, _DIR_FLAGS, dir_fd=fd)
-                except FileNotFoundError:
-                    return None
-                except OSError as exc:
-                    if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                        raise LinkInTree(
-                            f"{shown}: a symbolic link or a file where a folder belongs"
-                        ) from None
-                    raise
-                os.close(fd)
-                fd = inner
-            try:
-                # O_NONBLOCK: a FIFO planted at a verdict file must not wait for a writer.
-                file_fd = os.open(
-                    parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=fd
-                )
-            except OSError:
-                return None  # missing, or a planted link: asked again and replaced
-            if not stat.S_ISREG(os.fstat(file_fd).st_mode):
-                os.close(file_fd)
-                raise InputError(
-                    f"{shown / parts[-1]}: not a regular file where a verdict file belongs; remove it"
-                )
-            with os.fdopen(file_fd, "rb") as handle:
-                data = handle.read(MAX_STORED_REPLY * 8 + 4096)
+            return self._read_in(fd, key)
         finally:
             os.close(fd)
-        return _parse(data)
 
     def read_many(self, keys: Iterable[str]) -> dict[str, Verdict]:
         """The cached verdicts of ``keys`` (those with none, or an unreadable one, left
@@ -237,23 +206,9 @@ class VerdictCache:
         fd = self._open_folder()
         if fd is None:
             return found
-        shown = self.path("00").parent
         try:
             for key in keys:
-                name = f"{key}{CACHE_SUFFIX}"
-                try:
-                    file_fd = os.open(
-                        name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=fd
-                    )
-                except OSError:
-                    continue
-                if not stat.S_ISREG(os.fstat(file_fd).st_mode):
-                    os.close(file_fd)
-                    raise InputError(
-                        f"{shown / name}: not a regular file where a verdict file belongs; remove it"
-                    )
-                with os.fdopen(file_fd, "rb") as handle:
-                    raw = _parse(handle.read(MAX_STORED_REPLY * 8 + 4096))
+                raw = self._read_in(fd, key)
                 if raw is not None and raw[0] in Verdict.__members__:
                     found[key] = Verdict(raw[0])
         finally:
@@ -261,8 +216,8 @@ class VerdictCache:
         return found
 
     def _open_folder(self) -> int | None:
-        """The judge's folder, opened without following a link (LinkInTree); None when
-        there is none."""
+        """The judge's folder, each folder on the way opened without following a link
+        (LinkInTree); None when there is none."""
         try:
             fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError:
@@ -283,6 +238,22 @@ class VerdictCache:
             os.close(fd)
             fd = inner
         return fd
+
+    def _read_in(self, fd: int, key: str) -> tuple[str, str] | None:
+        """(verdict, reply) of ``key``'s file in the judge's folder ``fd``; None when it is
+        missing, a planted link (asked again and replaced) or not a verdict's; InputError
+        when something other than a file sits there."""
+        name = self.relative(key)[-1]
+        try:
+            # O_NONBLOCK: a FIFO planted at a verdict file must not wait for a writer.
+            file_fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=fd)
+        except OSError:
+            return None
+        if not stat.S_ISREG(os.fstat(file_fd).st_mode):
+            os.close(file_fd)
+            raise InputError(f"{self.path(key)}: not a regular file where a verdict file belongs; remove it")
+        with os.fdopen(file_fd, "rb") as handle:
+            return _parse(handle.read(MAX_STORED_REPLY * 8 + 4096))
 
     def write(self, key: str, verdict: str, reply: str) -> None:
         """Store a verdict (a :class:`Verdict` or a pairwise one) and the (redacted) reply it
