@@ -191,7 +191,7 @@ class VerdictCache:
 
     def read_raw(self, key: str) -> tuple[str, str] | None:
         """:meth:`read_entry` with the verdict as the text stored (a pairwise verdict)."""
-        fd = self._open_folder()
+        fd = self.open_folder()
         if fd is None:
             return None
         try:
@@ -203,7 +203,7 @@ class VerdictCache:
         """The cached verdicts of ``keys`` (those with none, or an unreadable one, left
         out), as :meth:`read` reads each, the folders opened once for all of them."""
         found: dict[str, Verdict] = {}
-        fd = self._open_folder()
+        fd = self.open_folder()
         if fd is None:
             return found
         try:
@@ -215,7 +215,7 @@ class VerdictCache:
             os.close(fd)
         return found
 
-    def _open_folder(self) -> int | None:
+    def open_folder(self) -> int | None:
         """The judge's folder, each folder on the way opened without following a link
         (LinkInTree); None when there is none."""
         try:

@@ -13,7 +13,6 @@ planted link or a file that is not a verdict is refused as `kag stats --judge` r
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import os
 import sqlite3
@@ -25,17 +24,12 @@ import orjson
 from kag.grading.mcq.question_files import QuestionTask
 from kag.grading.record import GradedFile
 from kag.grading.verdicts import (
-    CACHE_FOLDER,
     CACHE_SUFFIX,
     JudgeKey,
     VerdictCache,
-    judge_folder,
     verdict_key_of,
 )
-from kag.results import LinkInTree
 from kag.view.record_rows import detail_field_of, with_detail_field
-
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def judged_key(judge: JudgeKey | None, task: QuestionTask, record: GradedFile) -> str | None:
@@ -68,24 +62,10 @@ def cache_state(root: str, judge: JudgeKey) -> CacheState:
     folders belongs."""
     cache = VerdictCache(Path(root), judge.judge)
     cache.check()
-    try:
-        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError:
+    fd = cache.open_folder()
+    if fd is None:
         return CacheState("", frozenset())
-    shown = Path(root)
     try:
-        for part in (CACHE_FOLDER, judge_folder(judge.judge)):
-            shown = shown / part
-            try:
-                inner = os.open(part, _DIR_FLAGS, dir_fd=fd)
-            except FileNotFoundError:
-                return CacheState("", frozenset())
-            except OSError as exc:
-                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                    raise LinkInTree(f"{shown}: a symbolic link or a file where a folder belongs") from None
-                raise
-            os.close(fd)
-            fd = inner
         names = os.listdir(fd)
         mtime = os.fstat(fd).st_mtime_ns
     finally:
