@@ -187,6 +187,13 @@ def _seed_ranks(
     return tuple(ranks)
 
 
+def normalized_triple(triple: Triple) -> Triple:
+    """A gold triple as the ``exact`` mode compares it: its ends normalized as names, its
+    predicate as a relation type."""
+    s, p, o = triple
+    return (normalize_title(s), normalize_relation(p), normalize_title(o))
+
+
 def _exact(
     gold_entities: Sequence[str],
     triples: Sequence[Triple],
@@ -199,7 +206,7 @@ def _exact(
     retrieved_names = set(names.values())
     retrieved_names.discard("")
     entities_found = sum(1 for e in gold_entities if e in retrieved_names)
-    listed = [(normalize_title(s), normalize_relation(p), normalize_title(o)) for s, p, o in triples]
+    listed = [normalized_triple(t) for t in triples]
     gold = set(listed)
     retrieved = [(names[s], normalize_relation(t), names[e]) for s, t, e in rels]
     matched = sum(1 for r in retrieved if r in gold)

@@ -21,6 +21,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from kag.grading.retrieval_quality import normalized_triple
 from kag.grading.triplets.normalize import (
     contains_words,
     normalize_prompt,
@@ -247,7 +248,7 @@ def graph_data(
             seed_rank.setdefault(at[seed], rank)
     normal = [normalize_title(name) if (name := names[k]) else "" for k in keys]
     gold_names = {normalize_title(e) for e in entities}
-    gold_triples = {(normalize_title(s), normalize_relation(p), normalize_title(o)) for s, p, o in triples}
+    gold_triples = {normalized_triple(t) for t in triples}
     gold_edges = [(normal[a], normalize_relation(t), normal[b]) in gold_triples for a, t, b in rels]
     gold = [bool(name) and name in gold_names for name in normal]
     for (a, _, b), hit in zip(rels, gold_edges, strict=True):
