@@ -3,10 +3,11 @@ fields of :class:`~kag.grading.record.GradedFile`, and the version of that layou
 
 A row holds the columns the pages filter and sort on (:data:`COLUMNS`: the file's place,
 kind and stamp, its grades, the head of its response and error, its vertex count, its
-evidence bits, the key of its judge's verdict), and every other field of the record in one ``detail`` column: the record's
-remaining fields in their declared order, each nested record (the retrieval sample, the
-model's config, the usage, the retrieval quality) as the list of its own fields, an enum as
-its value, the last fields the record has not (None) left out. Nothing names a field by hand: a field added to the record is stored and read
+evidence bits, the key of its judge's verdict), and every other field of the record in one
+``detail`` column: the record's remaining fields in their declared order, each nested
+record (the retrieval sample, the model's config, the usage, the retrieval quality) as the
+list of its own fields, an enum as its value, the last fields the record has not (None)
+left out. Nothing names a field by hand: a field added to the record is stored and read
 back, and :data:`RECORD_VERSION`, a digest of the record's field names and types, nested
 ones included, changes with it, so that an index of an older layout is rebuilt, never
 misread (:mod:`kag.view.index` keeps it in the index's fingerprint).
