@@ -2,7 +2,8 @@
 result files (100,000 and 1,000,000), each against an anchor measured in the same run.
 
     python benchmarks/bench_scale.py [--dir .bench/scale] [--sizes 100k,1m] [--repeat 3]
-                                     [--requests 40] [--quick] [--json FILE]
+                                     [--requests 40] [--only stats,find,view] [--quick]
+                                     [--json FILE]
 
 The trees come from ``benchmarks/make_tree.py``'s generator with small KAG files: 10
 setups x 10,000 questions (100k files, about 650 MB on disk) and 10 x 100,000 (1M files,
@@ -44,7 +45,9 @@ the median over the rounds of kag's wall time over its anchor's in the same roun
 - with both sizes, the time growth from 100k to 1M of each command (median wall at 1M
   over median wall at 100k), target <= 11x.
 
-``--json FILE`` also writes the figures as a JSON document.
+``--only`` measures some of the three commands (``stats``, ``find``, ``view``; all by default):
+the others' lines are left out of the report. ``--json FILE`` also writes the figures as a
+JSON document.
 """
 
 from __future__ import annotations
@@ -265,23 +268,24 @@ def measure_view(tree: Path, requests: int) -> dict[str, object]:
 # ---------------------------------------------------------------- one size
 
 
-def measure_size(tree: Path, repeat: int, requests: int, rg: str) -> dict[str, object]:
-    """Every figure of one tree: kag's runs and their anchors', round by round."""
+def measure_size(tree: Path, repeat: int, requests: int, rg: str, only: set[str]) -> dict[str, object]:
+    """Every figure of one tree (of the commands in ``only``): kag's runs and their
+    anchors', round by round."""
     kag = [sys.executable, "-m", "kag"]
     rg_args = ["--no-config", "--no-ignore", "-g", "*.json"]
-    commands: dict[str, list[str]] = {
-        "stats": [*kag, "stats", "-d", "datasets.json", "-r", "results", "--format", "json"],
-        "cat": ["sh", "-c", "find results -type f -name '*.json' -print0 | xargs -0 cat > /dev/null"],
-    }
-    for name, (pattern, rg_pattern) in FIND_CASES.items():
+    stats = [*kag, "stats", "-d", "datasets.json", "-r", "results", "--format", "json"]
+    cat = ["sh", "-c", "find results -type f -name '*.json' -print0 | xargs -0 cat > /dev/null"]
+    commands: dict[str, list[str]] = {"stats": stats, "cat": cat} if "stats" in only else {}
+    anchors = {"stats": "cat"} if "stats" in only else {}
+    for name, (pattern, rg_pattern) in FIND_CASES.items() if "find" in only else ():
         commands[name] = [*kag, "stats", "find", pattern, "-r", "results", "-l"]
         commands[f"rg {name}"] = [rg, "-l", *rg_args, *rg_pattern, "results"]
-    run(commands["cat"], tree)  # warm-up: the page cache
+        anchors[name] = f"rg {name}"
+    run(cat, tree)  # warm-up: the page cache
     runs: dict[str, list[Run]] = {name: [] for name in commands}
     for _ in range(repeat):
         for name, command in commands.items():
             runs[name].append(run(command, tree))
-    anchors = {"stats": "cat", **{name: f"rg {name}" for name in FIND_CASES}}
     figures: dict[str, object] = {}
     for name, anchor in anchors.items():
         mine, theirs = runs[name], runs[anchor]
@@ -301,23 +305,29 @@ def measure_size(tree: Path, repeat: int, requests: int, rg: str) -> dict[str, o
     # The datasets file alone, loaded as kag loads it: the per-question table under kag stats' memory.
     load = [sys.executable, "-c", "from kag.datasets import load_datasets; load_datasets('datasets.json')"]
     figures["datasets"] = {"rss_mb": run(load, tree).rss_mb}
-    # The view is built once: its anchor is a kag stats run just before it and one just
-    # after, so that both see the same load.
-    before = run(commands["stats"], tree)
+    figures["tree"] = _tree_figures(tree)
+    if "view" in only:
+        figures["view"] = _view_figures(tree, requests, stats)
+    return figures
+
+
+def _tree_figures(tree: Path) -> dict[str, int]:
+    apparent, disk = tree_bytes(tree)
+    return {"files": SETUPS * QUESTIONS[tree.name.removeprefix("tree-")], "bytes": apparent, "disk": disk}
+
+
+def _view_figures(tree: Path, requests: int, stats: list[str]) -> dict[str, object]:
+    """The view's figures. It is built once: its anchor is a kag stats run just before it
+    and one just after, so that both see the same load."""
+    before = run(stats, tree)
     view = measure_view(tree, requests)
-    after = run(commands["stats"], tree)
+    after = run(stats, tree)
     view["stats_wall"] = (before.wall + after.wall) / 2
     view["build_ratio"] = view["build"] / view["stats_wall"]  # type: ignore[operator]
     apparent, disk = tree_bytes(tree)
     view["index_share"] = view["index_bytes"] / apparent  # type: ignore[operator]
     view["index_share_disk"] = view["index_bytes"] / disk  # type: ignore[operator]
-    figures["view"] = view
-    figures["tree"] = {
-        "files": SETUPS * QUESTIONS[tree.name.removeprefix("tree-")],
-        "bytes": apparent,
-        "disk": disk,
-    }
-    return figures
+    return view
 
 
 def _unlisted(kag_out: bytes, rg_out: bytes) -> int:
@@ -339,7 +349,7 @@ def report(size: str, figures: dict[str, object]) -> list[str]:
     lines = [
         f"== {size}: {tree['files']:,} files, {tree['bytes'] / 1e6:,.0f} MB ({tree['disk'] / 1e6:,.0f} MB on disk)"
     ]  # type: ignore[index]
-    for name in ("stats", *FIND_CASES):
+    for name in (n for n in ("stats", *FIND_CASES) if n in figures):
         f: dict[str, object] = figures[name]  # type: ignore[assignment]
         target = TARGETS["stats" if name == "stats" else "find"]
         matched = f" {f['matched']:,} files listed," if f["matched"] is not None else ""
@@ -347,10 +357,13 @@ def report(size: str, figures: dict[str, object]) -> list[str]:
             f"{name:18} kag {f['wall']:7.2f} s ({f['cpu']:6.1f} s CPU, {f['rss_mb']:5.0f} MB),{matched} "
             f"{f['anchor']} {f['anchor_wall']:7.2f} s: ratio {f['ratio']:.2f} {_verdict(f['ratio'], target)}"  # type: ignore[arg-type]
         )
+    stats_rss = f"{figures['stats']['rss_mb']:.0f} MB; " if "stats" in figures else ""  # type: ignore[index]
     lines.append(
-        f"{'stats RSS':18} {figures['stats']['rss_mb']:.0f} MB; the datasets file alone, loaded: "  # type: ignore[index]
+        f"{'stats RSS':18} {stats_rss}the datasets file alone, loaded: "
         f"{figures['datasets']['rss_mb']:.0f} MB ({QUESTIONS[size]:,} questions)"  # type: ignore[index]
     )
+    if "view" not in figures:
+        return lines
     v: dict[str, object] = figures["view"]  # type: ignore[assignment]
     lines.append(
         f"{'view build':18} {v['build']:7.2f} s, kag stats {v['stats_wall']:.2f} s (just before and after): "
@@ -380,13 +393,15 @@ def report(size: str, figures: dict[str, object]) -> list[str]:
 
 def growth(small: dict[str, object], large: dict[str, object]) -> list[str]:
     lines = ["== growth 100k -> 1m"]
-    for name in ("stats", *FIND_CASES):
+    for name in (n for n in ("stats", *FIND_CASES) if n in small):
         ratio = large[name]["wall"] / small[name]["wall"]  # type: ignore[index]
         lines.append(f"{name:18} time x{ratio:.2f} {_verdict(ratio, GROWTH_TARGET)}")
-    ratio = large["view"]["build"] / small["view"]["build"]  # type: ignore[index]
-    lines.append(f"{'view build':18} time x{ratio:.2f} {_verdict(ratio, GROWTH_TARGET)}")
-    rss = large["stats"]["rss_mb"] / small["stats"]["rss_mb"]  # type: ignore[index]
-    lines.append(f"{'stats RSS':18} x{rss:.2f} {_verdict(rss, RSS_GROWTH_TARGET)}")
+    if "view" in small:
+        ratio = large["view"]["build"] / small["view"]["build"]  # type: ignore[index]
+        lines.append(f"{'view build':18} time x{ratio:.2f} {_verdict(ratio, GROWTH_TARGET)}")
+    if "stats" in small:
+        rss = large["stats"]["rss_mb"] / small["stats"]["rss_mb"]  # type: ignore[index]
+        lines.append(f"{'stats RSS':18} x{rss:.2f} {_verdict(rss, RSS_GROWTH_TARGET)}")
     return lines
 
 
@@ -398,6 +413,7 @@ def main() -> None:
     parser.add_argument("--sizes", default="100k,1m", help="100k, 1m or both, comma-separated")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--requests", type=int, default=40)
+    parser.add_argument("--only", default="stats,find,view", help="stats, find and/or view, comma-separated")
     parser.add_argument("--quick", action="store_true", help="a 200-file tree: a smoke test")
     parser.add_argument("--prepare-only", action="store_true", help="generate the trees and stop")
     parser.add_argument("--json", type=Path, help="also write the figures to this JSON file")
@@ -406,6 +422,9 @@ def main() -> None:
     unknown = [s for s in sizes if s not in QUESTIONS]
     if unknown or not sizes:
         parser.error(f"--sizes takes 100k and/or 1m (got {args.sizes!r})")
+    only = {c.strip().lower() for c in args.only.split(",") if c.strip()}
+    if not only or only - {"stats", "find", "view"}:
+        parser.error(f"--only takes stats, find and/or view (got {args.only!r})")
     start_spawner()  # while this process is small
     rg = shutil.which("rg")
     if rg is None:
@@ -422,7 +441,7 @@ def main() -> None:
     print(f"bench_scale: {os.cpu_count()} CPUs, {version}, {args.repeat} round(s), load average {_load()}")
     results: dict[str, object] = {}
     for size, tree in trees.items():
-        figures = measure_size(tree, args.repeat, args.requests, rg)
+        figures = measure_size(tree, args.repeat, args.requests, rg, only)
         figures["load"] = os.getloadavg()[0]
         results[size] = figures
         for line in report(size, figures):

@@ -55,3 +55,21 @@ def test_the_quick_run_reports_each_command_against_its_anchor(tmp_path: Path) -
     assert set(view["p95"]) >= {"/", "/questions", "/q/D/Q", "/api/setups", "/api/question/D/Q"}
     assert doc["datasets"]["rss_mb"] > 0 and view["stats_wall"] > 0
     assert view["peak_rss_mb"] > 0 and view["index_bytes"] > 0 and view["build_ratio"] > 0
+
+
+@pytest.mark.skipif(shutil.which("rg") is None, reason="ripgrep is the find anchor")
+def test_only_leaves_the_other_commands_out_of_the_report(tmp_path: Path) -> None:
+    args = ["--quick", "--dir", str(tmp_path / "trees"), "--repeat", "1", "--only", "find"]
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    labels = [line.split("  ")[0] for line in proc.stdout.splitlines()[2:-1]]
+    assert labels == ["find literal", "find alternation", "stats RSS"]
+    bad = subprocess.run(
+        [sys.executable, str(SCRIPT), "--quick", "--only", "nothing"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert bad.returncode == 2 and "--only takes stats, find and/or view" in bad.stderr
