@@ -45,8 +45,14 @@ def browser() -> Iterator[object]:
         b.close()
 
 
+BOUND_MS = 120_000
+
+
 def _page(browser: object, requests: list[str]) -> object:
     context = browser.new_context(viewport={"width": 900, "height": 700})  # type: ignore[attr-defined]
+    # Every wait is on an event (a selector, an address, a function); the bound is only how
+    # long a loaded machine may take to get there (Playwright's own default is 30 s).
+    context.set_default_timeout(BOUND_MS)
     page = context.new_page()
     page.on("request", lambda r: requests.append(r.url))
     return page
