@@ -9,7 +9,7 @@ from __future__ import annotations
 import gc
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +41,7 @@ __all__ = [
     "DatasetsChanged",
     "OpenAnswer",
     "Question",
+    "count_questions",
     "entry_name_problem",
     "load_datasets",
     "load_json",
@@ -83,12 +84,29 @@ class Datasets:
 
     @property
     def scorable_questions(self) -> int:
-        return sum(1 for q in self.iter_questions() if q.scorable)
+        return sum(count_questions(qs, _scorable) for qs in self.datasets.values())
 
     @property
     def has_evidence(self) -> bool:
         """Whether some entry lists evidence (entity names or triples)."""
-        return any(q.evidence or q.evidence_triples for q in self.iter_questions())
+        return any(count_questions(qs, _with_evidence) for qs in self.datasets.values())
+
+
+def count_questions(questions: Mapping[str, Question], test: Callable[[Question], bool]) -> int:
+    """How many of ``questions`` (one dataset's) pass ``test``, which reads what a question
+    asks for (its ``mcq``, ``open`` and evidence), never its id or texts: the questions of
+    a lean load are counted per MCQ form, without being made one by one."""
+    if isinstance(questions, LeanQuestions):
+        return questions.count(test)
+    return sum(1 for q in questions.values() if test(q))
+
+
+def _scorable(question: Question) -> bool:
+    return question.scorable
+
+
+def _with_evidence(question: Question) -> bool:
+    return bool(question.evidence or question.evidence_triples)
 
 
 #: The shape of a datasets file, as the messages about a wrongly shaped one show it.
@@ -267,7 +285,7 @@ def load_datasets(path: str | Path, *, texts: bool = True) -> Datasets:
 
     ``texts=False`` reads it without the texts grading does not read, in memory that does not
     grow with them (:mod:`kag.datasets_stream`: about 40 bytes a question instead of the
-    file's size several times over, and the file a MiB at a time): each question's
+    file's size several times over, and the file 256 KiB at a time): each question's
     ``input`` is ``""`` and its options map their keys to ``""``; the answer key, the
     accepted answers and the evidence are there. :meth:`Datasets.entry` gives a question
     whole. The same files are refused with the same messages either way. A file only the

@@ -3,7 +3,7 @@ reads of each (its kind, answer key, option keys, accepted answers, evidence), n
 texts (the question's input, the options' texts), and where its entry lies in the file,
 to read it back whole on demand (:meth:`LeanQuestions.full_question`).
 
-:func:`read_lean` reads the file in chunks of a MiB and parses one entry at a time with
+:func:`read_lean` reads the file in chunks of 256 KiB and parses one entry at a time with
 the whole-file reader's JSON rules (:func:`kag.datasets_entries.entry_decoder`) and
 validation (:func:`kag.datasets_entries.parse_question`): its memory is the table (about
 40 bytes a question) and a chunk, never the file's objects. It gives up (None) at the
@@ -23,7 +23,8 @@ import re
 import stat
 import zlib
 from array import array
-from collections.abc import Iterator, Mapping, ValuesView
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, ValuesView
 from dataclasses import dataclass
 from json import JSONDecodeError
 from json.scanner import make_scanner
@@ -45,7 +46,7 @@ from kag.errors import InputError
 from kag.textfile import MAX_FILE_BYTES, read_failure
 
 #: Bytes read at a time (an entry longer than what is buffered doubles the next read).
-CHUNK_BYTES = 1 << 20
+CHUNK_BYTES = 1 << 18
 #: An entry with more brackets than this has its depth measured; deeper than it, the
 #: whole-file reader decides (its limit counts the levels above the entry too).
 MAX_DEPTH = 256
@@ -54,8 +55,9 @@ _WS = re.compile(r"[ \t\n\r]*")
 #: A key without escapes or control characters, with the colon after it.
 _KEY = re.compile(r'[ \t\n\r]*"([^"\\\x00-\x1f]*)"[ \t\n\r]*:[ \t\n\r]*')
 _BRACKETS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
-#: The code of a question kept whole (without its texts) in ``LeanQuestions._kept``.
-_KEPT = 0xFFFFFFFF
+#: The code of a question kept whole (without its texts) in ``LeanQuestions._kept``; the
+#: others' is 1 + the code of their MCQ's form (:meth:`LeanFile.code`).
+_KEPT = 0
 
 
 class DatasetsChanged(InputError):
@@ -149,7 +151,7 @@ class LeanQuestions(Mapping[str, Question]):
         self._ids = bytearray()
         self._ends = array("I")  # where each id ends in _ids
         self._table = array("I", bytes(4 * 8))  # index + 1 of the id hashed there, 0 = free (seal)
-        self._codes = array("I")
+        self._codes = array("B")  # "I" once a code is past 255
         self._spans = array("I")  # offset, length and CRC-32 of each entry in the file
         self._kept: dict[int, Question] = {}
 
@@ -191,13 +193,16 @@ class LeanQuestions(Mapping[str, Question]):
             )
             self._codes.append(_KEPT)
         else:
-            self._codes.append(self._file.code(mcq))
+            code = self._file.code(mcq) + 1
+            if code > 255 and self._codes.typecode == "B":
+                self._codes = array("I", self._codes)
+            self._codes.append(code)
         self._spans.extend((start, length, crc))
 
     def seal(self) -> bool:
         """Index the ids added; False when one of them is written twice."""
         size = 8
-        while size < 2 * len(self._ends):  # at most half full
+        while 5 * size < 8 * len(self._ends):  # at most 5/8 full
             size *= 2
         table = self._table = array("I", bytes(4 * size))
         ids, ends, mask = self._ids, self._ends, size - 1
@@ -221,8 +226,17 @@ class LeanQuestions(Mapping[str, Question]):
         if code == _KEPT:
             return self._kept[i]
         return Question(
-            self.dataset, self._id(i).decode() if qid is None else qid, "", self._file.shapes[code]
+            self.dataset, self._id(i).decode() if qid is None else qid, "", self._file.shapes[code - 1]
         )
+
+    def count(self, test: Callable[[Question], bool]) -> int:
+        """How many questions pass ``test``, which reads what a question asks for (its MCQ,
+        accepted answers and evidence), not its id: tested once per MCQ form."""
+        found = sum(1 for q in self._kept.values() if test(q))
+        for code, n in Counter(self._codes).items():
+            if code != _KEPT and test(Question(self.dataset, "", "", self._file.shapes[code - 1])):
+                found += n
+        return found
 
     def _find(self, qid: object) -> int:
         if not isinstance(qid, str):

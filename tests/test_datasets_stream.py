@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import kag.datasets_stream
-from kag.datasets import MAX_PROBLEMS, Datasets, DatasetsChanged, load_datasets
+from kag.datasets import MAX_PROBLEMS, Datasets, DatasetsChanged, count_questions, load_datasets
 from kag.errors import InputError
 
 PREFIX = "wekgr-"
@@ -84,15 +84,32 @@ def test_the_lean_load_grades_the_real_tree_as_the_full_load(med_kag: Path):
     assert sum(t.total for t in got.tallies.values()) > 0
 
 
-def test_kag_stats_json_is_the_same_with_the_lean_load(med_kag: Path):
+def test_kag_stats_json_reads_the_file_lean_and_reports_as_the_full_load(
+    med_kag: Path, monkeypatch: pytest.MonkeyPatch
+):
     from typer.testing import CliRunner
 
+    import kag.datasets
+    from kag.api import grade
     from kag.cli import app
 
-    args = ["stats", "-d", str(med_kag / "datasets" / "mirage.json"), "-r", str(med_kag / "results")]
-    result = CliRunner().invoke(app, [*args, "--prefix", PREFIX, "--format", "json"])
+    path = med_kag / "datasets" / "mirage.json"
+    asked: list[bool] = []
+    real = kag.datasets.load_datasets
+
+    def spy(*args: object, texts: bool = True) -> Datasets:
+        asked.append(texts)
+        return real(*args, texts=texts)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(kag.datasets, "load_datasets", spy)
+    args = ["stats", "-d", str(path), "-r", str(med_kag / "results"), "--prefix", PREFIX, "--format", "json"]
+    result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.stderr
-    assert json.loads(result.stdout)["setups"]
+    assert asked == [False]
+    assert result.stdout == grade(real(path), med_kag / "results", prefix=PREFIX).to_json()
+    result = CliRunner().invoke(app, [*args, "--extract", "letter"])  # reads the options' texts
+    assert result.exit_code == 0, result.stderr
+    assert asked == [False, True]
 
 
 # ---------------------------------------------------------------- the same refusals
@@ -279,6 +296,17 @@ def test_lean_questions_carry_no_texts_and_share_their_option_forms(tmp_path: Pa
     assert lean.get("ds", "3").mcq is None and lean.get("ds", "3").open is None
     assert lean.get("ds", "4").evidence == ("aspirin",) and not lean.get("ds", "4").scorable
     assert lean.has_evidence and lean.scorable_questions == 2
+    full = load_datasets(path)
+    for test in (
+        lambda q: q.open is not None,
+        lambda q: q.mcq is None,
+        lambda q: bool(q.evidence),
+        lambda q: True,
+    ):
+        assert [count_questions(qs, test) for qs in lean.datasets.values()] == [
+            count_questions(qs, test) for qs in full.datasets.values()
+        ]
+    assert count_questions(lean.datasets["ds"], lambda q: q.mcq is None) == 2  # open, free-form
     assert "1" in lean.datasets["ds"] and "9" not in lean.datasets["ds"] and 1 not in lean.datasets["ds"]
     assert lean.get("ds", "\udcff") is None  # a folder name that is not UTF-8
     assert lean.datasets["other"] == {} and len(lean.datasets["ds"]) == 4
@@ -335,3 +363,35 @@ def test_a_file_removed_since_the_load_is_named(tmp_path: Path):
     path.unlink()
     with pytest.raises(InputError, match=f"^{path}: datasets file not found$"):
         lean.entry("ds", "1")
+
+
+def test_the_lean_table_holds_a_few_dozen_bytes_a_question_and_never_the_file(tmp_path: Path):
+    import tracemalloc
+
+    doc = {
+        f"set{d}": {
+            str(10_000_000 + i): {
+                "input": "a question of some length, as a real one " * 4,
+                "output": {"type": "MCQ", "options": {k: f"option {k} text" for k in "abcd"}, "answer": "abcd"[i % 4]},
+            }
+            for i in range(2500)
+        }
+        for d in range(4)
+    }  # fmt: skip
+    path = tmp_path / "datasets.json"
+    path.write_text(json.dumps(doc))
+    size = path.stat().st_size
+    tracemalloc.start()
+    try:
+        lean = load_datasets(path, texts=False)
+        held, peak = tracemalloc.get_traced_memory()
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        full = load_datasets(path)
+        full_peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    assert lean.scorable_questions == full.scorable_questions == 10_000
+    assert held < 40 * 10_000  # ids, hash table, form codes, entry spans
+    assert peak < held + 3 * kag.datasets_stream.CHUNK_BYTES + size // 8  # a chunk or two, never the file
+    assert full_peak > 2 * size  # what the whole-file reader holds
