@@ -284,7 +284,7 @@ def load_datasets(path: str | Path, *, texts: bool = True) -> Datasets:
     """Read and validate a datasets file; raises InputError naming the file and each problem.
 
     ``texts=False`` reads it without the texts grading does not read, in memory that does not
-    grow with them (:mod:`kag.datasets_stream`: about 40 bytes a question instead of the
+    grow with them (:mod:`kag.datasets_stream`: about 35 bytes a question instead of the
     file's size several times over, and the file 256 KiB at a time): each question's
     ``input`` is ``""`` and its options map their keys to ``""``; the answer key, the
     accepted answers and the evidence are there. :meth:`Datasets.entry` gives a question

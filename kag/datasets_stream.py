@@ -6,7 +6,7 @@ to read it back whole on demand (:meth:`LeanQuestions.full_question`).
 :func:`read_lean` reads the file in chunks of 256 KiB and parses one entry at a time with
 the whole-file reader's JSON rules (:func:`kag.datasets_entries.entry_decoder`) and
 validation (:func:`kag.datasets_entries.parse_question`): its memory is the table (about
-40 bytes a question) and a chunk, never the file's objects. It gives up (None) at the
+35 bytes a question) and a chunk, never the file's objects. It gives up (None) at the
 first thing the whole-file reader words better: any error or problem (which the whole-file
 reader lists with its lines and its cap), a lone surrogate (an entry that escapes one is
 checked by orjson, as that reader checks the whole file), an entry nested deeply, a file
