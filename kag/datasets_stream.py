@@ -476,14 +476,15 @@ class _Stream:
                 raise _Unusual from None
             else:
                 self.pos = end
-            if _too_deep(buf, start, end):
+            if end - start > 2 * MAX_DEPTH and _too_deep(buf, start, end):  # a level is 2 characters
                 raise _Unusual
-            self.check_surrogates(start, end)
+            if buf.find("\\u", start, end) >= 0:
+                self.check_surrogates(start, end)
             question = parse_question(name, qid, value, [])
             if question is None:
                 raise _Unusual
             data = buf[start:end].encode()
-            offset = self.byte_at(start)
+            offset = self.mark_byte + start - self.mark if self.ascii else self.byte_at(start)
             table.add(question, offset, len(data), zlib.crc32(data))
             self.mark, self.mark_byte = end, offset + len(data)
             if end < len(buf) and buf[end] in ",}":

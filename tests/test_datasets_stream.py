@@ -210,6 +210,34 @@ def test_every_cut_of_a_file_is_refused_or_read_alike(tmp_path: Path):
             assert assert_same_outcome(path) == ("ok" if cut == len(text) else "error"), cut
 
 
+def test_files_with_a_few_bytes_changed_are_refused_or_read_alike(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """Bytes deleted, inserted or replaced at random (a fixed seed) among JSON's own
+    characters, escapes, digits and bytes that are not UTF-8."""
+    import random
+
+    monkeypatch.setattr(kag.datasets_stream, "CHUNK_BYTES", 7)
+    rng = random.Random(36)
+    bases = [json.dumps(GOOD).encode(), json.dumps(GOOD, indent=2, ensure_ascii=False).encode()]
+    alphabet = [*b'{}[]:,"\\ uU0123456789abdDeEnNtfl\n\t', 0xC3, 0xA9, 0xFF, 0x00]
+    path = tmp_path / "datasets.json"
+    seen = set()
+    for _ in range(400):
+        data = bytearray(rng.choice(bases))
+        for _ in range(rng.randint(1, 3)):
+            at, change = rng.randrange(len(data)), rng.random()
+            if change < 1 / 3:
+                del data[at]
+            elif change < 2 / 3:
+                data.insert(at, rng.choice(alphabet))
+            else:
+                data[at] = rng.choice(alphabet)
+        path.write_bytes(bytes(data))
+        seen.add(assert_same_outcome(path))
+    assert seen == {"ok", "error"}
+
+
 @pytest.mark.parametrize("chunk", [1, 3, 64, 1 << 20])
 @pytest.mark.parametrize("indent", [None, 2])
 def test_any_chunk_size_and_layout_read_the_same_questions(
