@@ -102,11 +102,14 @@ class LeanFile:
         """The text of the entry at bytes ``start`` to ``start + length`` of the file;
         DatasetsChanged when the file is not the one read (its stamp or the entry's CRC-32)."""
         try:
-            with open(self.path, "rb") as handle:
-                if _stamp(os.fstat(handle.fileno())) != self.stamp:
+            # Non-blocking: a pipe put in the file's place must not hang the reader.
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            try:
+                if _stamp(os.fstat(fd)) != self.stamp:
                     raise self.changed()
-                handle.seek(start)
-                data = handle.read(length)
+                data = os.pread(fd, length, start)
+            finally:
+                os.close(fd)
         except OSError as exc:
             raise read_failure(self.path, "datasets file", exc) from None
         if len(data) != length or zlib.crc32(data) != crc:

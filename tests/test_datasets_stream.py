@@ -423,3 +423,13 @@ def test_the_lean_table_holds_a_few_dozen_bytes_a_question_and_never_the_file(tm
     assert held < 40 * 10_000  # ids, hash table, form codes, entry spans
     assert peak < held + 3 * kag.datasets_stream.CHUNK_BYTES + size // 8  # a chunk or two, never the file
     assert full_peak > 2 * size  # what the whole-file reader holds
+
+
+def test_a_pipe_put_in_the_files_place_is_refused_without_waiting(tmp_path: Path):
+    path = tmp_path / "datasets.json"
+    path.write_text(json.dumps(GOOD))
+    lean = load_datasets(path, texts=False)
+    path.unlink()
+    os.mkfifo(path)  # no writer: a blocking open would wait for one forever
+    with pytest.raises(DatasetsChanged):
+        lean.entry("ds", "1")
