@@ -142,9 +142,10 @@ class LeanQuestions(Mapping[str, Question]):
     answers and the evidence are the file's): :meth:`full_question` reads it whole.
 
     Kept per question: the id's UTF-8 bytes in one buffer, a slot of an open-addressing
-    hash table, the code of its MCQ's form (shared by the questions of the same answer and
-    option keys), and its entry's offset, length and CRC-32 in the file. A question with
-    accepted answers or evidence is kept as a Question (without its texts)."""
+    hash table (hashed by CRC-32, the same in every process: a table may be pickled), the
+    code of its MCQ's form (shared by the questions of the same answer and option keys),
+    and its entry's offset, length and CRC-32 in the file. A question with accepted answers
+    or evidence is kept as a Question (without its texts)."""
 
     __slots__ = ("_codes", "_ends", "_file", "_ids", "_kept", "_spans", "_table", "dataset")
 
@@ -161,14 +162,14 @@ class LeanQuestions(Mapping[str, Question]):
     def __len__(self) -> int:
         return len(self._ends)
 
-    def _id(self, i: int) -> bytes:
-        return bytes(self._ids[self._ends[i - 1] if i else 0 : self._ends[i]])
+    def _id(self, i: int) -> bytearray:
+        return self._ids[self._ends[i - 1] if i else 0 : self._ends[i]]
 
     def _index(self, key: bytes) -> int:
         """The index of the question whose id is ``key`` (UTF-8), -1 when none is."""
         table, ids, ends = self._table, self._ids, self._ends
         mask = len(table) - 1
-        slot = hash(key) & mask
+        slot = zlib.crc32(key) & mask
         while found := table[slot]:
             i = found - 1
             start = ends[i - 1] if i else 0
@@ -212,7 +213,7 @@ class LeanQuestions(Mapping[str, Question]):
         start = 0
         for i, end in enumerate(ends):
             key = ids[start:end]
-            slot = hash(bytes(key)) & mask
+            slot = zlib.crc32(key) & mask
             while found := table[slot]:
                 j = found - 1
                 other = ends[j - 1] if j else 0

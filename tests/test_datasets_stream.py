@@ -433,3 +433,19 @@ def test_a_pipe_put_in_the_files_place_is_refused_without_waiting(tmp_path: Path
     os.mkfifo(path)  # no writer: a blocking open would wait for one forever
     with pytest.raises(DatasetsChanged):
         lean.entry("ds", "1")
+
+
+def test_a_lean_table_pickled_to_another_process_finds_its_questions(tmp_path: Path):
+    """A spawned process hashes strings with another seed: the table must not depend on it."""
+    import multiprocessing
+
+    path = tmp_path / "datasets.json"
+    path.write_text(json.dumps(GOOD))
+    lean = load_datasets(path, texts=False)
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        found = pool.apply(_answers_of, (lean,))
+    assert found == ["a", None, None, None]
+
+
+def _answers_of(loaded: Datasets) -> list[str | None]:
+    return [q.mcq.answer if (q := loaded.get("ds", qid)) and q.mcq else None for qid in "1234"]
