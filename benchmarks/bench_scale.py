@@ -31,9 +31,10 @@ the median over the rounds of kag's wall time over its anchor's in the same roun
   against ``rg -l --no-config --no-ignore -g '*.json' PATTERN results``
   (ripgrep scans the raw JSON, kag parses each file and matches the trimmed response);
   target <= 2.0x;
-- the max RSS of loading the datasets file alone (``kag.datasets.load_datasets``, in a
-  process of its own): the part of ``kag stats``' memory that is the per-question table of
-  the questions' texts and keys, which grows with the number of questions;
+- the max RSS of loading the datasets file alone as ``kag stats`` loads it
+  (``kag.datasets.load_datasets(path, texts=False)``, in a process of its own): the part of
+  ``kag stats``' memory that is the per-question table of the questions' keys, which grows
+  with the number of questions;
 - ``kag view -d datasets.json -r results --no-open --port 0 --index FILE``, once per size:
   the index build (from start to the address printed) against the mean of a ``kag stats``
   run just before it and one just after, target <= 1.5x; the first overview (the first ``/``), target <= 1 s; the first
@@ -302,8 +303,12 @@ def measure_size(tree: Path, repeat: int, requests: int, rg: str, only: set[str]
             "ratio": statistics.median(m.wall / t.wall for m, t in zip(mine, theirs, strict=True)),
             "matched": len(mine[0].stdout.splitlines()) if name in FIND_CASES else None,
         }
-    # The datasets file alone, loaded as kag loads it: the per-question table under kag stats' memory.
-    load = [sys.executable, "-c", "from kag.datasets import load_datasets; load_datasets('datasets.json')"]
+    # The datasets file alone, loaded as kag stats loads it: the per-question table under its memory.
+    load = [
+        sys.executable,
+        "-c",
+        "from kag.datasets import load_datasets; load_datasets('datasets.json', texts=False)",
+    ]
     figures["datasets"] = {"rss_mb": run(load, tree).rss_mb}
     figures["tree"] = _tree_figures(tree)
     if "view" in only:

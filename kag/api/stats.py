@@ -200,10 +200,10 @@ def _source(results: object) -> ResultSource:
     return tuple(trees)
 
 
-def _datasets(datasets: object) -> Datasets:
+def _datasets(datasets: object, texts: bool) -> Datasets:
     if isinstance(datasets, Datasets):
         return datasets
-    return load_datasets(_path("datasets", datasets))
+    return load_datasets(_path("datasets", datasets), texts=texts)
 
 
 def _globs(name: str, globs: object) -> tuple[str, ...]:
@@ -316,10 +316,14 @@ def check_inputs(
     extract: object,
     setups: object,
     datasets_filter: object,
+    *,
+    texts: bool = False,
 ) -> Inputs:
     """The API's arguments checked at its edge: a UsageError names the argument that cannot
     be used (its type, a NUL in a path, a label, an ``extract`` spec, a ``datasets_filter``
-    glob that selects no dataset), an InputError the file that cannot be read."""
+    glob that selects no dataset), an InputError the file that cannot be read. A datasets
+    file named by its path is read without the questions' texts unless ``texts`` (a judge
+    is shown them) or ``extract`` (which reads the options' texts) asks for them."""
     from kag.grading.mcq.extracted import compile_spec
 
     _text("prefix", prefix)
@@ -332,7 +336,7 @@ def check_inputs(
         except UsageError as exc:  # named as the argument, not as the command line's option
             raise UsageError(str(exc).replace("--extract", "extract", 1)) from None
     source = _source(results)
-    loaded = _datasets(datasets)
+    loaded = _datasets(datasets, texts or extract is not None)
     _check_dataset_filter(loaded, dataset_globs)
     assert isinstance(prefix, str) and (extract is None or isinstance(extract, str))
     return Inputs(loaded, source, prefix, extract, setup_globs, dataset_globs)
@@ -346,7 +350,9 @@ def _check_filters(function: str, filters: Filters) -> None:
             raise TypeError(f"{function}() got an unexpected keyword argument {name!r}")
 
 
-def _filtered_inputs(function: str, datasets: object, results: object, filters: Filters) -> Inputs:
+def _filtered_inputs(
+    function: str, datasets: object, results: object, filters: Filters, *, texts: bool = False
+) -> Inputs:
     """:func:`check_inputs` of ``function``'s arguments, :class:`Filters` defaulted."""
     _check_filters(function, filters)
     return check_inputs(
@@ -356,6 +362,7 @@ def _filtered_inputs(function: str, datasets: object, results: object, filters: 
         filters.get("extract"),
         filters.get("setups"),
         filters.get("datasets_filter"),
+        texts=texts,
     )
 
 
@@ -408,7 +415,7 @@ def grade(
     report's ``warnings``."""
     from kag.grading.verdicts import JudgeKey
 
-    inputs = _filtered_inputs("grade", datasets, results, filters)
+    inputs = _filtered_inputs("grade", datasets, results, filters, texts=judge is not None)
     if judge is not None and not isinstance(judge, JudgeKey):
         raise UsageError(
             f"judge must be a JudgeKey from kag.grading.judge.judge_key (got {type(judge).__name__})"

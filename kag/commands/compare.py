@@ -98,7 +98,7 @@ def _load(
     asked = tuple(pick_option(ctx, "--setup", setup, ()))
     setups = asked + tuple(glob.escape(n) for n in named if n) if asked else ()
     globs = tuple(pick_option(ctx, "--dataset", dataset, ()))
-    answer_key = load_datasets(datasets_path)
+    answer_key = load_datasets(datasets_path, texts=extract_spec is not None)  # --extract reads option texts
     # As in `kag stats`: a filter that selects nothing is a typo, not a smaller comparison.
     check_globs("--dataset", globs, "dataset", f"in {datasets_path}", sorted(answer_key.datasets))
     # Evidence is measured against the names the datasets file lists, when it lists some.

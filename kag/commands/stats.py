@@ -239,7 +239,8 @@ def stats(
             warn(f"--fail-under {fail_under:g} is a percentage: did you mean {fail_under * 100:g}?")
     root = parse_trees(results)
     price_list = load_prices(prices) if prices is not None else None
-    loaded = load_datasets(datasets)
+    # The questions' texts only for --extract (the options' texts) and --judge (the question).
+    loaded = load_datasets(datasets, texts=extract_spec is not None or judge is not None)
     dataset_globs = tuple(dataset or ())
     # A filter that selects nothing is a typo far more often than an intent: exit 2
     # before any report, so that neither a CI gate nor a step summary passes on it.

@@ -30,7 +30,8 @@ from itertools import chain
 from pathlib import Path
 from typing import Any
 
-from kag.datasets import Datasets
+from kag.datasets import Datasets, Question, count_questions
+from kag.errors import UsageError
 from kag.grading.epochs import EpochOutcome
 from kag.grading.mcq.epoch_walk import epoch_outcome, question_epochs
 from kag.grading.mcq.extracted import compile_spec
@@ -282,7 +283,8 @@ def grade_tree(
     ``workers``: None chooses (a process pool for trees of 500 questions or more, else
     in-process), 1 grades in-process, n > 1 uses n worker processes. The result never
     depends on it. Raises InputError when ``root`` is not a directory, UsageError for an
-    invalid abstention pattern or ``extract`` spec.
+    invalid abstention pattern or ``extract`` spec, or for an ``extract`` spec or a judge
+    with ``datasets`` loaded without their texts (``load_datasets(path, texts=False)``).
 
     With an ``extract`` spec the extracted grade of every MCQ file
     (:mod:`kag.grading.mcq.extracted`) is added to the tallies and records. Files of open
@@ -302,19 +304,25 @@ def grade_tree(
     """
     root = str(root)
     request = request if request is not None else GradeRequest()
+    if not datasets.texts and (request.extract is not None or request.judge is not None):
+        # Extraction reads the options' texts, the judge is shown the question's.
+        raise UsageError(
+            f"{datasets.path} was loaded without its texts, which --extract and --judge read:"
+            " load it with them (kag.datasets.load_datasets(path))"
+        )
     check_results_root(root)
     compile_abstention(request.abstention)
     if request.extract is not None:
         compile_spec(request.extract)  # a bad pattern is a usage error before any file is read
     ds_globs = request.dataset_globs
     selected = [name for name in datasets.datasets if matches_any(name, ds_globs)]
-    scorable = sum(1 for name in selected for q in datasets.datasets[name].values() if q.scorable)
-    any_open = any(q.open is not None for q in datasets.iter_questions())
+    scorable = sum(count_questions(datasets.datasets[name], _scorable) for name in selected)
+    any_open = any(count_questions(questions, _open) for questions in datasets.datasets.values())
     if any_open:  # accepted answers that are no gold are set aside, with one warning
         datasets, empty = usable_open_gold(datasets)
         if (warning := empty_gold_warning(datasets, empty)) is not None:
             log.warning("%s", warning)
-    open_questions = sum(1 for n in selected for q in datasets.datasets[n].values() if q.open is not None)
+    open_questions = sum(count_questions(datasets.datasets[n], _open) for n in selected)
     if request.judge is not None:
         VerdictCache(Path(root), request.judge.judge).check()  # a planted link: before any file is read
     config = _Config(request, log.getEffectiveLevel(), root)
@@ -359,6 +367,14 @@ def grade_tree(
     )
 
 
+def _scorable(question: Question) -> bool:
+    return question.scorable
+
+
+def _open(question: Question) -> bool:
+    return question.open is not None
+
+
 def _iter_questions(
     datasets: Datasets, root: str, ds_globs: Sequence[str], parent: _ChunkResult, judged: bool = False
 ) -> Iterator[QuestionTask]:
@@ -374,12 +390,27 @@ def _iter_questions(
             continue
         questions = datasets.datasets.get(d.name, {})
         try:
-            entries = sorted_entries(d.path)
+            names = _question_folders(d.path, parent, info)
         except OSError as exc:
             parent.logs.append((logging.WARNING, f"{d.path}: cannot list the dataset folder: {exc.strerror}"))
             continue
-        for q in entries:
-            if not q.is_dir(follow_symlinks=False):
-                parent.ignore(q, "not a question folder", info)
-                continue
-            yield question_task(questions.get(q.name), q.path, d.name, q.name, judged)
+        for name in names:
+            yield question_task(questions.get(name), os.path.join(d.path, name), d.name, name, judged)
+
+
+def _question_folders(path: str, parent: _ChunkResult, info: bool) -> list[str]:
+    """The names of the question folders in the dataset folder ``path``, sorted; its other
+    entries are counted in ``parent`` (ignored). Names, not the entries: a dataset of
+    100,000 questions is held in 6 MB instead of 24."""
+    names: list[str] = []
+    others: list[os.DirEntry[str]] = []
+    with os.scandir(path) as listing:
+        for entry in listing:
+            if entry.is_dir(follow_symlinks=False):
+                names.append(entry.name)
+            else:
+                others.append(entry)
+    for entry in sorted(others, key=lambda e: e.name):
+        parent.ignore(entry, "not a question folder", info)
+    names.sort()
+    return names

@@ -387,6 +387,20 @@ def test_summary_of_the_tree(tmp_path: Path, tree: Path):
     assert kag.overall.retrieval.samples == 2  # the "other" file had no retrieval
 
 
+def test_a_file_loaded_without_its_texts_grades_the_same_but_not_for_extract(tmp_path: Path, tree: Path):
+    from kag.datasets import load_datasets
+
+    full = load(tmp_path)
+    lean = load_datasets(tmp_path / "datasets.json", texts=False)
+    assert not lean.texts
+    request = GradeRequest("run-", measures=frozenset({"records"}))
+    assert grade_tree(lean, tree, request) == grade_tree(full, tree, request)
+    # --extract letter reads the options' texts: a lean file is refused, not graded without them.
+    with pytest.raises(UsageError, match="loaded without its texts, which --extract and --judge read"):
+        grade_tree(lean, tree, GradeRequest("run-", extract="letter"))
+    assert grade_tree(full, tree, GradeRequest("run-", extract="letter")).extract == "letter"
+
+
 def test_filters(tmp_path: Path, tree: Path):
     datasets = load(tmp_path)
     only_kag = grade_tree(datasets, tree, GradeRequest("run-", setups=["k*"]))
