@@ -297,16 +297,16 @@ def test_the_garbage_collector_is_off_while_a_file_loads_and_as_it_was_after(
 ) -> None:
     import gc
 
-    import kag.datasets
+    import kag.datasets_entries
 
     seen: list[bool] = []
-    real = kag.datasets._parse_entry
+    real = kag.datasets_entries._parse_entry
 
     def spy(*args: object) -> object:
         seen.append(gc.isenabled())
         return real(*args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(kag.datasets, "_parse_entry", spy)
+    monkeypatch.setattr(kag.datasets_entries, "_parse_entry", spy)
     good = write(
         tmp_path,
         {"d": {"1": {"input": "q", "output": {"type": "MCQ", "options": {"a": "x"}, "answer": "a"}}}},
