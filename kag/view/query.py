@@ -307,7 +307,7 @@ class View:
         page = min(max(page, 1), pages)
         rows = []
         for key in keys[(page - 1) * PAGE_SIZE : page * PAGE_SIZE]:
-            q = self.datasets.get(*key)
+            q = self.datasets.entry(*key)  # its texts: a datasets file read without them reads them now
             cells = snap.grid[key]
             options = dict(q.mcq.options) if q is not None and q.mcq is not None else None
             rows.append(
@@ -455,7 +455,7 @@ class View:
         cells = snap.grid.get((dataset, question))
         if cells is None:
             return None
-        q = self.datasets.get(dataset, question)
+        q = self.datasets.entry(dataset, question)
         by_rel = {(r[0], r[1]): r for r in rows}
         out = []
         for name in sorted(cells):
