@@ -13,7 +13,8 @@ from dataclasses import replace
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
-from kag.datasets import Question
+from kag.datasets import DatasetsChanged, Question
+from kag.errors import InputError
 from kag.grading.compare.analysis import Analysis, analyse_indexed, best_setup
 from kag.grading.compare.records import (
     CompactAnswer,
@@ -30,7 +31,7 @@ from kag.grading.rule import rust_trim
 from kag.grading.search.match import Matcher
 from kag.grading.usage import price_records
 from kag.results.codec import parse_result
-from kag.results.model import ErrorResult
+from kag.results.model import ErrorResult, Result
 from kag.view.choices import Choice, UnknownChoice, neighbours, option_key, read_choice, read_page
 from kag.view.index import (
     GRADED,
@@ -249,16 +250,12 @@ class View:
             return None
         profiles = setup_profiles(answers, setup_configs(answers))
         base = baseline if baseline is not None else best_setup(answers)
-        by_setup = index_answers(answers)
-        del answers  # the index holds what the comparisons read
-        return analyse_indexed(by_setup, profiles, base)
+        return analyse_indexed(index_answers(answers), profiles, base)
 
     def _answers(self) -> list[CompactAnswer]:
-        """The graded MCQ records of epoch 1 as the comparisons read them, in `kag stats
-        compare`'s order: read from the index for each analysis, not kept, each one
-        :class:`~kag.grading.compare.records.CompactAnswer` (no gold, path, error text,
-        timings or usage), its repeated values (names, configs, responses) shared, so that a
-        tree of a million files is compared in bounded memory."""
+        """The graded MCQ records of epoch 1 as the comparisons read them (compact, their
+        repeated values shared: a million files in bounded memory), in `kag stats compare`'s
+        order: read from the index for each analysis, not kept."""
         rows = self._stream(SELECT_ROWS + " WHERE epoch = 1 AND kind = ?", (GRADED,))
         labels = tree_labels(self.index.trees)
         shared: dict[Any, Any] = {}
@@ -307,7 +304,7 @@ class View:
         page = min(max(page, 1), pages)
         rows = []
         for key in keys[(page - 1) * PAGE_SIZE : page * PAGE_SIZE]:
-            q = self.datasets.entry(*key)  # its texts: a datasets file read without them reads them now
+            q = self._entry(*key)
             cells = snap.grid[key]
             options = dict(q.mcq.options) if q is not None and q.mcq is not None else None
             rows.append(
@@ -455,7 +452,7 @@ class View:
         cells = snap.grid.get((dataset, question))
         if cells is None:
             return None
-        q = self.datasets.entry(dataset, question)
+        q = self._entry(dataset, question)
         by_rel = {(r[0], r[1]): r for r in rows}
         out = []
         for name in sorted(cells):
@@ -492,19 +489,10 @@ class View:
                     reached=is_reached(g.retrieval_quality) if g.retrieval_quality is not None else None,
                 )
             try:
-                result = parse_result(read_below(c.tree, rel))
+                result: Result = parse_result(read_below(c.tree, rel))
             except Exception as exc:  # noqa: BLE001 - changed or gone since the scan
                 reason = (exc.strerror or str(exc)) if isinstance(exc, OSError) else str(exc)
-                entry.update(
-                    response=None,
-                    error=f"cannot read the file now: {reason}",
-                    retrieval=None,
-                    graph=None,
-                    prompt=None,
-                    **self._verdicts(c.tree, q, None),
-                )
-                out.append(entry)
-                continue
+                result = ErrorResult(f"cannot read the file now: {reason}")
             if isinstance(result, ErrorResult):
                 entry.update(
                     response=None,
@@ -535,6 +523,14 @@ class View:
             "evidence_triples": [list(t) for t in q.evidence_triples] if q is not None else [],
             "setups": out,
         }
+
+    def _entry(self, dataset: str, question: str) -> Question | None:
+        """The question with its texts, read from the datasets file when it was read without
+        them: DatasetsChanged when the file changed or went since."""
+        try:
+            return self.datasets.entry(dataset, question)
+        except InputError as exc:  # cannot be read now: a file gone is a file changed
+            raise exc if isinstance(exc, DatasetsChanged) else DatasetsChanged(str(exc)) from None
 
     def _label(self, dataset: str, question: str, setup: str) -> dict[str, Any]:
         """The human labels of an answer: ``label`` (the annotators' majority, ``correct``,

@@ -53,3 +53,13 @@ def test_a_datasets_file_changed_under_the_view_gives_an_error_page(tmp_path: Pa
         assert status == 409 and "changed since it was read" in json.loads(body)["error"]
         status, _ = _get(url)  # the overview reads no text: it is still there
         assert status == 200
+
+
+def test_a_datasets_file_removed_under_the_view_gives_an_error_page(tmp_path: Path) -> None:
+    view, datasets = _lean_view(tmp_path)
+    datasets.unlink()
+    with serving(view) as url:
+        status, page = _get(url + "q/med/q3")
+        assert status == 409 and "The datasets file changed" in page and "datasets.json" in page
+        status, body = _get(url + "api/questions")
+        assert status == 409 and "datasets.json" in json.loads(body)["error"]
