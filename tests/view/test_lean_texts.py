@@ -1,5 +1,6 @@
-"""A view whose datasets file was read without its texts (as `kag view` reads it) reads a
-question's texts from the file when a page shows them, and says so when the file changed."""
+"""What `kag view` holds of a large tree: its datasets file read without its texts (read from
+the file when a page shows them; a page says so when the file changed), and compact records
+for the overview's comparisons, without the flips no page shows."""
 
 from __future__ import annotations
 
@@ -63,3 +64,17 @@ def test_a_datasets_file_removed_under_the_view_gives_an_error_page(tmp_path: Pa
         assert status == 409 and "The datasets file changed" in page and "datasets.json" in page
         status, body = _get(url + "api/questions")
         assert status == 409 and "datasets.json" in json.loads(body)["error"]
+
+
+def test_the_overview_keeps_no_flips_and_compares_compact_records(tmp_path: Path) -> None:
+    from kag.grading.compare import CompactAnswer
+
+    view, _ = _lean_view(tmp_path)
+    analysis = view.analysis().wait()
+    assert analysis is not None and analysis.comparisons is not None
+    assert analysis.flips == ()  # no page shows them, and they would keep the records they name
+    answers = view._answers()
+    assert answers and all(type(a) is CompactAnswer for a in answers)
+    assert [(a.dataset, a.question, a.setup) for a in answers] == sorted(
+        (a.dataset, a.question, a.setup) for a in answers
+    )
