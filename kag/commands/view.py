@@ -181,9 +181,12 @@ def view(
         compile_spec(extract)
     source = parse_trees(results)
     trees = [Tree(t.label or "", os.path.realpath(t.root)) for t in source]
-    loaded = load_datasets(datasets)
+    judged = bool(judge_provider or judge_model or judge_prompt is not None)
+    # The pages read a question's texts from the file when they show it; a judge's verdicts
+    # are found by them, in every file the index reads.
+    loaded = load_datasets(datasets, texts=judged)
     verdicts = None
-    if judge_provider or judge_model or judge_prompt is not None:
+    if judged:
         if not judge_provider or not judge_model:
             raise UsageError("--judge-provider and --judge-model name the judge together")
         if len(judge_provider) > 1 and len(judge_model) > 1 and len(judge_provider) != len(judge_model):
@@ -207,10 +210,10 @@ def view(
     judge = verdicts.key if verdicts is not None else None
     place = index
     if place is None:
-        judged = f"|{judge_fingerprint(judge)}" if judge is not None else ""  # each judge its own index
+        by = f"|{judge_fingerprint(judge)}" if judge is not None else ""  # each judge its own index
         place = default_index_path(
             [f"{t.label}={t.root}" for t in trees],
-            f"{os.path.realpath(datasets)}|{prefix or ''}|{extract}{judged}",
+            f"{os.path.realpath(datasets)}|{prefix or ''}|{extract}{by}",
         )
     idx = Index(place, loaded, trees, prefix or "", extract, on_wait=info, judge=judge)
     human = None

@@ -22,6 +22,7 @@ from urllib.parse import quote, urlencode
 import orjson
 from markupsafe import Markup
 
+from kag.datasets import DatasetsChanged
 from kag.errors import InputError, UsageError
 from kag.render.templating import environment
 from kag.render.view_overview import overview, overview_context
@@ -109,6 +110,13 @@ class ViewApp:
                 return Reply(400, JSON, _json({"error": str(exc)}))
             context = error_context(self.view, segments, params, exc, server_link)
             return Reply(400, HTML, self._page("view_error.j2", **context).encode())
+        except DatasetsChanged as exc:  # a page's texts are read from the file when shown
+            if segments and segments[0] == "api":
+                return Reply(409, JSON, _json({"error": str(exc)}))
+            page = self._page(
+                "view_error.j2", heading="The datasets file changed", error=str(exc), valid=[], grid=False
+            )
+            return Reply(409, HTML, page.encode())
 
     def _route(
         self, segments: list[str], params: dict[str, list[str]], gone: Callable[[], bool] | None

@@ -13,9 +13,16 @@ from dataclasses import replace
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
-from kag.datasets import Question
-from kag.grading.compare.analysis import Analysis, analyse
-from kag.grading.compare.records import AnswerSet, question_sort_key, setup_configs, setup_profiles
+from kag.datasets import DatasetsChanged, Question
+from kag.errors import InputError
+from kag.grading.compare.analysis import Analysis, analyse_indexed, best_setup
+from kag.grading.compare.records import (
+    CompactAnswer,
+    index_answers,
+    question_sort_key,
+    setup_configs,
+    setup_profiles,
+)
 from kag.grading.compare.setups import ComparisonRun
 from kag.grading.mcq.summary import summarize
 from kag.grading.record import GradedFile
@@ -23,8 +30,8 @@ from kag.grading.retrieval_quality import is_reached
 from kag.grading.rule import rust_trim
 from kag.grading.search.match import Matcher
 from kag.grading.usage import price_records
-from kag.results.codec import RetrievalSample, parse_result
-from kag.results.model import ErrorResult
+from kag.results.codec import parse_result
+from kag.results.model import ErrorResult, Result
 from kag.view.choices import Choice, UnknownChoice, neighbours, option_key, read_choice, read_page
 from kag.view.index import (
     GRADED,
@@ -44,8 +51,6 @@ if TYPE_CHECKING:  # the judge's modules load the model clients: only a named ju
     from kag.view.verdicts import VerdictReader
 
 PAGE_SIZE = 50
-# The fields of a record no comparison reads: left out of the analysis's records.
-_NOT_COMPARED: dict[str, Any] = dict.fromkeys(("generation_ns", "context_length", "error", "usage", "path"))
 
 
 class Analysing:
@@ -238,50 +243,42 @@ class View:
         return analysis.comparisons if analysis is not None else None
 
     def _analyse(self, snap: Snapshot, baseline: str | None) -> Analysis | None:
-        """:func:`kag.grading.compare.analyse` of the graded records of ``snap``; None when
-        it has none (or none of ``baseline``)."""
-        answers = self._answers(snap)
+        """:func:`kag.grading.compare.analyse` of the graded records of ``snap`` (without its
+        flips, which no page shows); None when it has none (or none of ``baseline``)."""
+        answers = self._answers()
         if not answers or (baseline is not None and not any(a.setup == baseline for a in answers)):
             return None
         profiles = setup_profiles(answers, setup_configs(answers))
-        return analyse(AnswerSet(tuple(answers), snap.summary, profiles), baseline)
+        base = baseline if baseline is not None else best_setup(answers)
+        return analyse_indexed(index_answers(answers), profiles, base)
 
-    def _answers(self, snap: Snapshot) -> list[GradedFile]:
-        """The graded MCQ records of epoch 1 as the comparisons read them, with their gold
-        key, in `kag stats compare`'s order: read from the index for each analysis, not
-        kept, and each one without the fields no comparison reads (its path, error text,
-        timings and usage; of its retrieval, the vertex count alone), its repeated values
-        (names, configs, responses, retrievals) shared, so that a tree of a million files
-        is compared in bounded memory."""
+    def _answers(self) -> list[CompactAnswer]:
+        """The graded MCQ records of epoch 1 as the comparisons read them (compact, their
+        repeated values shared: a million files in bounded memory), in `kag stats compare`'s
+        order: read from the index for each analysis, not kept."""
         rows = self._stream(SELECT_ROWS + " WHERE epoch = 1 AND kind = ?", (GRADED,))
         labels = tree_labels(self.index.trees)
         shared: dict[Any, Any] = {}
         answers = []
         for row in rows:
             full = graded_record(row, row[4])
-            q: Question | None = self.datasets.get(full.dataset, full.question)
-            gold = q.mcq.answer if q is not None and q.mcq is not None else None
             dataset = shared.setdefault(full.dataset, full.dataset)
             question = shared.setdefault(full.question, full.question)
             config = shared.setdefault(full.config, full.config)
             response = shared.setdefault(full.response, full.response)
-            retrieval = full.retrieval
-            if retrieval is not None:
-                reduced = RetrievalSample(0, retrieval.vertices, 0, 0)
-                retrieval = shared.setdefault(reduced, reduced)
             for label in labels.get(row[0], ("",)):
                 name = setup_name(label, row[4])
                 answers.append(
-                    replace(
-                        full,
-                        dataset=dataset,
-                        question=question,
-                        setup=shared.setdefault(name, name),
-                        config=config,
-                        response=response,
-                        retrieval=retrieval,
-                        gold=gold,
-                        **_NOT_COMPARED,
+                    CompactAnswer(
+                        dataset,
+                        question,
+                        shared.setdefault(name, name),
+                        full.outcome,
+                        response,
+                        full.vertices,
+                        config,
+                        full.evidence_hit,
+                        full.retrieval_quality,
                     )
                 )
         # By (dataset, question, setup): one stable sort per field, whose keys are the
@@ -307,7 +304,7 @@ class View:
         page = min(max(page, 1), pages)
         rows = []
         for key in keys[(page - 1) * PAGE_SIZE : page * PAGE_SIZE]:
-            q = self.datasets.get(*key)
+            q = self._entry(*key)
             cells = snap.grid[key]
             options = dict(q.mcq.options) if q is not None and q.mcq is not None else None
             rows.append(
@@ -455,7 +452,7 @@ class View:
         cells = snap.grid.get((dataset, question))
         if cells is None:
             return None
-        q = self.datasets.get(dataset, question)
+        q = self._entry(dataset, question)
         by_rel = {(r[0], r[1]): r for r in rows}
         out = []
         for name in sorted(cells):
@@ -492,19 +489,10 @@ class View:
                     reached=is_reached(g.retrieval_quality) if g.retrieval_quality is not None else None,
                 )
             try:
-                result = parse_result(read_below(c.tree, rel))
+                result: Result = parse_result(read_below(c.tree, rel))
             except Exception as exc:  # noqa: BLE001 - changed or gone since the scan
                 reason = (exc.strerror or str(exc)) if isinstance(exc, OSError) else str(exc)
-                entry.update(
-                    response=None,
-                    error=f"cannot read the file now: {reason}",
-                    retrieval=None,
-                    graph=None,
-                    prompt=None,
-                    **self._verdicts(c.tree, q, None),
-                )
-                out.append(entry)
-                continue
+                result = ErrorResult(f"cannot read the file now: {reason}")
             if isinstance(result, ErrorResult):
                 entry.update(
                     response=None,
@@ -535,6 +523,14 @@ class View:
             "evidence_triples": [list(t) for t in q.evidence_triples] if q is not None else [],
             "setups": out,
         }
+
+    def _entry(self, dataset: str, question: str) -> Question | None:
+        """The question with its texts, read from the datasets file when it was read without
+        them: DatasetsChanged when the file changed or went since."""
+        try:
+            return self.datasets.entry(dataset, question)
+        except InputError as exc:  # cannot be read now: a file gone is a file changed
+            raise exc if isinstance(exc, DatasetsChanged) else DatasetsChanged(str(exc)) from None
 
     def _label(self, dataset: str, question: str, setup: str) -> dict[str, Any]:
         """The human labels of an answer: ``label`` (the annotators' majority, ``correct``,

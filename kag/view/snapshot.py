@@ -105,7 +105,7 @@ class Builder:
         self.evidence: dict[tuple[str, str], dict[str, EvidenceRecord]] = {}
         self.later: dict[tuple[str, str, str, str], dict[int, EpochOutcome | None]] = {}
         self.firsts: dict[tuple[str, str, str, str], EpochOutcome] = {}
-        self._shared: dict[str, str] = {}  # one object per file name, question id
+        self._shared: dict[str, str] = {}  # one object per file name, question id, tree, outcome
 
     def add_part(self, rows: list[tuple[Any, ...]]) -> None:
         """Rows as a scan stores them, each question's all in one part."""
@@ -157,6 +157,10 @@ class Builder:
                 name_in = rel  # not a file of the question's folder: kept whole (cell_rel)
             name_in = shared.setdefault(name_in, name_in)
             question = shared.setdefault(question, question)
+            # A row's strings are new objects: the tree, dataset and outcome repeat in every cell.
+            tree = shared.setdefault(tree, tree)
+            dataset = shared.setdefault(dataset, dataset)
+            outcome = shared.setdefault(outcome, outcome)
             for name in self.names(tree, setup):
                 if record is not None:
                     tally = tallies.get((name, dataset))

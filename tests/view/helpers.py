@@ -99,7 +99,9 @@ def open_view(datasets: Path, tree: Path, index: Path, prefix: str = "", config:
 
         verdicts = VerdictReader(*JUDGE, config, None)
     judge = verdicts.key if verdicts is not None else None
-    idx = Index(index, load_datasets(datasets), [Tree("", str(tree.resolve()))], prefix, None, judge=judge)
+    # As `kag view` reads it: without its texts (read when a page shows them), but for a judge.
+    loaded = load_datasets(datasets, texts=config is not None)
+    idx = Index(index, loaded, [Tree("", str(tree.resolve()))], prefix, None, judge=judge)
     return View(idx, verdicts, scan=True)
 
 

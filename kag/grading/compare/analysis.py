@@ -3,21 +3,27 @@ page shows, chosen from the graded answers."""
 
 from __future__ import annotations
 
-__all__ = ["Analysis", "ImpactPlan", "analyse", "best_setup", "plan_impacts"]
+__all__ = ["Analysis", "ImpactPlan", "analyse", "analyse_indexed", "best_setup", "plan_impacts"]
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from kag.grading.compare.flips import FlipReport, RetrievalImpact, flips, retrieval_impact
+from kag.grading.compare.flips import FlipReport, RetrievalImpact, flips_indexed, impact_indexed
 from kag.grading.compare.paired import DEFAULT_ALPHA, DEFAULT_RESAMPLES, DEFAULT_SEED
-from kag.grading.compare.records import AnswerSet, SetupProfile, native_candidates
-from kag.grading.compare.setups import ComparisonRun, compare_setups
-from kag.grading.record import GradedFile
+from kag.grading.compare.records import (
+    Answer,
+    AnswerSet,
+    Indexed,
+    SetupProfile,
+    index_answers,
+    native_candidates,
+)
+from kag.grading.compare.setups import ComparisonRun, compare_indexed
 
 # ---------------------------------------------------------------- everything for one report
 
 
-def best_setup(answers: Iterable[GradedFile]) -> str:
+def best_setup(answers: Iterable[Answer]) -> str:
     """The default baseline: the setup with the highest accuracy (OK / graded files, ties by
     name) among those that answered at least half as many questions as the setup that
     answered the most, so that a setup graded on one lucky file is never the reference."""
@@ -108,12 +114,28 @@ def analyse(
     With a single setup there is nothing to compare: ``comparisons`` is None.
     """
     answers = answer_set.answers
-    names = sorted({a.setup for a in answers})
-    if not names:
+    by_setup = index_answers(answers)
+    if not by_setup:
         return Analysis(None, (), (), ())
     base = baseline if baseline is not None else best_setup(answers)
-    run = compare_setups(answers, base, None, alpha, n_resamples, seed) if len(names) > 1 else None
-    flip_reports = tuple(flips(answers, s, base) for s in names if s != base)
-    plans = plan_impacts(answer_set.profiles, native=native)
-    impacts = tuple(retrieval_impact(answers, p.setup, p.native) for p in plans)
-    return Analysis(run, flip_reports, impacts, tuple(p.note for p in plans if p.note))
+    analysis = analyse_indexed(by_setup, answer_set.profiles, base, alpha, n_resamples, seed, native)
+    flip_reports = tuple(flips_indexed(by_setup, s, base) for s in sorted(by_setup) if s != base)
+    return replace(analysis, flips=flip_reports)
+
+
+def analyse_indexed(
+    by_setup: Indexed[Answer],
+    profiles: dict[str, SetupProfile],
+    baseline: str,
+    alpha: float = DEFAULT_ALPHA,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    native: str | None = None,
+) -> Analysis:
+    """:func:`analyse` of answers indexed by :func:`index_answers` against ``baseline``
+    (there is at least one setup), without the flips (``flips`` is empty): what a viewer
+    shows of a million files, whose flips would keep every record they name."""
+    run = compare_indexed(by_setup, baseline, None, alpha, n_resamples, seed) if len(by_setup) > 1 else None
+    plans = plan_impacts(profiles, native=native)
+    impacts = tuple(impact_indexed(by_setup, p.setup, p.native) for p in plans)
+    return Analysis(run, (), impacts, tuple(p.note for p in plans if p.note))

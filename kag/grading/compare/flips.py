@@ -13,6 +13,8 @@ __all__ = [
     "ImpactRow",
     "RetrievalImpact",
     "flips",
+    "flips_indexed",
+    "impact_indexed",
     "retrieval_impact",
     "size_bucket",
 ]
@@ -22,7 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from kag.grading.compare.paired import McNemar, mcnemar
-from kag.grading.compare.records import index_answers, paired_keys, question_sort_key
+from kag.grading.compare.records import Answer, Indexed, index_answers, paired_keys, question_sort_key
 from kag.grading.mcq.metrics import wilson_interval
 from kag.grading.record import GradedFile, Outcome
 from kag.grading.retrieval_quality import is_reached
@@ -62,7 +64,11 @@ def flips(answers: Iterable[GradedFile], a: str, b: str) -> FlipReport:
     order). ``paired = both_correct + both_wrong + len(a_only) + len(b_only)``.
     Filter ``answers`` by dataset beforehand to restrict the report.
     """
-    by_setup = index_answers(answers)
+    return flips_indexed(index_answers(answers), a, b)
+
+
+def flips_indexed(by_setup: Indexed[GradedFile], a: str, b: str) -> FlipReport:
+    """:func:`flips` of answers indexed by :func:`index_answers`."""
     mine, theirs = by_setup.get(a, {}), by_setup.get(b, {})
     keys = paired_keys(mine, theirs)
     a_only: list[Flip] = []
@@ -95,7 +101,7 @@ NO_RETRIEVAL = "no retrieval stats"
 BUCKET_ORDER = (EMPTY, *(label for label, _, _ in SIZE_BUCKETS), NO_RETRIEVAL)
 
 
-def size_bucket(answer: GradedFile) -> str:
+def size_bucket(answer: Answer) -> str:
     """The retrieved-subgraph size bucket of one answer, by its vertex count.
 
     - "empty": the retrieval returned 0 vertices;
@@ -175,7 +181,7 @@ class RetrievalImpact:
     reached_buckets: tuple[ImpactRow, ...] = ()
 
 
-def _impact_row(label: str, items: list[tuple[GradedFile, GradedFile | None]], paired: bool) -> ImpactRow:
+def _impact_row(label: str, items: list[tuple[Answer, Answer | None]], paired: bool) -> ImpactRow:
     correct = sum(1 for k, _ in items if k.correct)
     if not paired:
         return ImpactRow(label, len(items), correct)
@@ -185,13 +191,17 @@ def _impact_row(label: str, items: list[tuple[GradedFile, GradedFile | None]], p
     return ImpactRow(label, len(items), correct, native_correct, helped, hurt, len(items) - helped - hurt)
 
 
-def retrieval_impact(answers: Iterable[GradedFile], setup: str, native: str | None = None) -> RetrievalImpact:
+def retrieval_impact(answers: Iterable[Answer], setup: str, native: str | None = None) -> RetrievalImpact:
     """Accuracy of ``setup`` by retrieval size bucket and, against ``native`` (the same model
     without retrieval), the helped / hurt / no-change counts overall, per bucket and per
     dataset. Without ``native`` every answer of ``setup`` is analysed and the paired
     columns are None. Raises ValueError when ``setup`` (or ``native``) has no answers.
     """
-    by_setup = index_answers(answers)
+    return impact_indexed(index_answers(answers), setup, native)
+
+
+def impact_indexed(by_setup: Indexed[Answer], setup: str, native: str | None = None) -> RetrievalImpact:
+    """:func:`retrieval_impact` of answers indexed by :func:`index_answers`."""
     if setup not in by_setup:
         raise ValueError(f"setup {setup!r} has no graded answers")
     mine = by_setup[setup]
@@ -200,16 +210,16 @@ def retrieval_impact(answers: Iterable[GradedFile], setup: str, native: str | No
             raise ValueError(f"setup {native!r} has no graded answers")
         theirs = by_setup[native]
         keys = paired_keys(mine, theirs)
-        items: list[tuple[GradedFile, GradedFile | None]] = [(mine[k], theirs[k]) for k in keys]
+        items: list[tuple[Answer, Answer | None]] = [(mine[k], theirs[k]) for k in keys]
         unpaired = len(mine) - len(keys)
     else:
         items = [(mine[k], None) for k in sorted(mine, key=question_sort_key)]
         unpaired = 0
     paired = native is not None
-    by_bucket: dict[str, list[tuple[GradedFile, GradedFile | None]]] = {}
-    by_dataset: dict[str, list[tuple[GradedFile, GradedFile | None]]] = {}
-    by_evidence: dict[tuple[str, bool], list[tuple[GradedFile, GradedFile | None]]] = {}
-    by_reached: dict[tuple[str, bool], list[tuple[GradedFile, GradedFile | None]]] = {}
+    by_bucket: dict[str, list[tuple[Answer, Answer | None]]] = {}
+    by_dataset: dict[str, list[tuple[Answer, Answer | None]]] = {}
+    by_evidence: dict[tuple[str, bool], list[tuple[Answer, Answer | None]]] = {}
+    by_reached: dict[tuple[str, bool], list[tuple[Answer, Answer | None]]] = {}
     for item in items:
         bucket = size_bucket(item[0])
         by_bucket.setdefault(bucket, []).append(item)

@@ -15,8 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from kag.grading.compare.paired import DEFAULT_ALPHA, EXACT_BELOW, McNemar, holm, mcnemar
-from kag.grading.compare.records import question_sort_key
-from kag.grading.record import GradedFile
+from kag.grading.compare.records import Answer, index_answers, question_sort_key
 from kag.grading.retrieval_quality import is_reached
 
 
@@ -66,7 +65,7 @@ class ReachedComparison:
 
 
 def compare_reached(
-    answers: Iterable[GradedFile],
+    answers: Iterable[Answer],
     baseline: str,
     setups: Sequence[str],
     alpha: float = DEFAULT_ALPHA,
@@ -75,10 +74,7 @@ def compare_reached(
     """One :class:`ReachedComparison` per setup of ``setups`` (the baseline left out), in
     that order; () when no answer has a retrieval-quality record (evidence was not measured).
     ``significant`` = Holm-adjusted McNemar p <= alpha and b != c."""
-    records: dict[str, dict[tuple[str, str], GradedFile]] = {}
-    for a in answers:
-        if a.retrieval_quality is not None:
-            records.setdefault(a.setup, {})[a.key] = a
+    records = index_answers(a for a in answers if a.retrieval_quality is not None)
     if not records:
         return ()
     base = records.get(baseline, {})

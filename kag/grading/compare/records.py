@@ -5,7 +5,9 @@ comparison pairs on), and each setup's profile (model, provider, whether it retr
 from __future__ import annotations
 
 __all__ = [
+    "Answer",
     "AnswerSet",
+    "CompactAnswer",
     "SetupProfile",
     "answer_set",
     "answer_set_from_run",
@@ -21,10 +23,10 @@ __all__ = [
 ]
 
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from kag.errors import UsageError
 from kag.grading.compare.epoch_means import SetupMeans, question_means
@@ -36,19 +38,98 @@ if TYPE_CHECKING:
     from kag.datasets import Datasets
     from kag.grading.mcq.metrics import GradeRun, Unreadable
     from kag.grading.mcq.summary import Summary
+    from kag.grading.retrieval_quality import QualityRecord
 
 
-def index_answers(answers: Iterable[GradedFile]) -> dict[str, dict[tuple[str, str], GradedFile]]:
-    """setup -> (dataset, question) -> record. A later duplicate replaces an earlier one."""
-    by_setup: dict[str, dict[tuple[str, str], GradedFile]] = {}
+class Answer(Protocol):
+    """What the comparisons read of a graded file: a :class:`~kag.grading.record.GradedFile`
+    is one, and so is the smaller :class:`CompactAnswer`."""
+
+    @property
+    def dataset(self) -> str: ...
+    @property
+    def question(self) -> str: ...
+    @property
+    def setup(self) -> str: ...
+    @property
+    def outcome(self) -> Outcome: ...
+    @property
+    def config(self) -> ModelConfig | None: ...
+    @property
+    def evidence_hit(self) -> bool | None: ...
+    @property
+    def retrieval_quality(self) -> QualityRecord | None: ...
+    @property
+    def vertices(self) -> int | None: ...
+    @property
+    def correct(self) -> bool: ...
+    @property
+    def key(self) -> tuple[str, str]: ...
+    @property
+    def response_or_error(self) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class CompactAnswer:
+    """The fields of a graded file the comparisons (but not the flips) read, in half the
+    memory of a :class:`~kag.grading.record.GradedFile`: what a million files are compared
+    with. ``response`` None is an error file, whose text is not kept (``"(error)"``)."""
+
+    dataset: str
+    question: str
+    setup: str
+    outcome: Outcome
+    response: str | None
+    vertices: int | None
+    config: ModelConfig | None
+    evidence_hit: bool | None
+    retrieval_quality: QualityRecord | None
+
+    @property
+    def correct(self) -> bool:
+        return self.outcome is Outcome.OK
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.dataset, self.question)
+
+    @property
+    def response_or_error(self) -> str:
+        return self.response if self.response is not None else "(error)"
+
+    @classmethod
+    def of(cls, record: GradedFile) -> CompactAnswer:
+        """What the comparisons read of ``record`` (its error text left out)."""
+        return cls(
+            record.dataset,
+            record.question,
+            record.setup,
+            record.outcome,
+            record.response,
+            record.vertices,
+            record.config,
+            record.evidence_hit,
+            record.retrieval_quality,
+        )
+
+
+A = TypeVar("A", bound=Answer)
+#: setup -> (dataset, question) -> record, as :func:`index_answers` makes it.
+Indexed = Mapping[str, Mapping[tuple[str, str], A]]
+
+
+def index_answers(answers: Iterable[A]) -> dict[str, dict[tuple[str, str], A]]:
+    """setup -> (dataset, question) -> record. A later duplicate replaces an earlier one.
+    The setups share one key tuple per question."""
+    by_setup: dict[str, dict[tuple[str, str], A]] = {}
+    keys: dict[tuple[str, str], tuple[str, str]] = {}
     for answer in answers:
-        by_setup.setdefault(answer.setup, {})[answer.key] = answer
+        key = answer.key
+        by_setup.setdefault(answer.setup, {})[keys.setdefault(key, key)] = answer
     return by_setup
 
 
-def paired_keys(
-    a: dict[tuple[str, str], GradedFile], b: dict[tuple[str, str], GradedFile]
-) -> list[tuple[str, str]]:
+def paired_keys(a: Mapping[tuple[str, str], A], b: Mapping[tuple[str, str], A]) -> list[tuple[str, str]]:
     """The (dataset, question) keys both setups have a graded file for, in question order."""
     return sorted(a.keys() & b.keys(), key=question_sort_key)
 
@@ -65,7 +146,7 @@ class SetupProfile:
 
 
 def setup_profiles(
-    answers: Iterable[GradedFile], configs: dict[str, ModelConfig | None]
+    answers: Iterable[Answer], configs: dict[str, ModelConfig | None]
 ) -> dict[str, SetupProfile]:
     """One profile per setup of ``answers``; ``configs`` maps a setup to the config of one of
     its ok files (see :func:`setup_configs`), missing or None when it has none."""
@@ -84,7 +165,7 @@ def setup_profiles(
     return profiles
 
 
-def setup_configs(answers: Iterable[GradedFile]) -> dict[str, ModelConfig | None]:
+def setup_configs(answers: Iterable[Answer]) -> dict[str, ModelConfig | None]:
     """``ok.stats.config`` of the first ok answer (in answer order) of each setup that has one.
 
     A setup's configuration is the same in all its files (one benchmark setup). The config

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["Comparison", "ComparisonRun", "compare_setups"]
+__all__ = ["Comparison", "ComparisonRun", "compare_indexed", "compare_setups"]
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -20,8 +20,7 @@ from kag.grading.compare.paired import (
     paired_bootstrap_diff,
 )
 from kag.grading.compare.reached import ReachedComparison, compare_reached
-from kag.grading.compare.records import index_answers, paired_keys
-from kag.grading.record import GradedFile
+from kag.grading.compare.records import Answer, Indexed, index_answers, paired_keys
 
 # ---------------------------------------------------------------- every setup against a baseline
 
@@ -86,7 +85,7 @@ class ComparisonRun:
 
 
 def compare_setups(
-    answers: Iterable[GradedFile],
+    answers: Iterable[Answer],
     baseline: str,
     setups: Sequence[str] | None = None,
     alpha: float = DEFAULT_ALPHA,
@@ -107,7 +106,22 @@ def compare_setups(
     With retrieval-quality records (evidence measured), ``reached`` compares the reached
     rates too (:func:`~kag.grading.compare.reached.compare_reached`).
     """
-    by_setup = index_answers(answers)
+    return compare_indexed(
+        index_answers(answers), baseline, setups, alpha, n_resamples, seed, confidence, exact_below
+    )
+
+
+def compare_indexed(
+    by_setup: Indexed[Answer],
+    baseline: str,
+    setups: Sequence[str] | None = None,
+    alpha: float = DEFAULT_ALPHA,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    confidence: float = 0.95,
+    exact_below: int = EXACT_BELOW,
+) -> ComparisonRun:
+    """:func:`compare_setups` of answers indexed by :func:`index_answers`."""
     if baseline not in by_setup:
         raise ValueError(f"baseline {baseline!r} has no graded answers")
     names = [s for s in (setups if setups is not None else sorted(by_setup)) if s != baseline]
