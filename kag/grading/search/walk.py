@@ -9,11 +9,11 @@ from __future__ import annotations
 __all__ = ["list_search_files", "undecodable_part"]
 
 import os
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 
 from kag.grading.search import match as _match
-from kag.grading.search.match import Matcher, RawHit
+from kag.grading.search.match import Matcher, Raw, RawHit
 from kag.grading.search.options import FileOutcome, FileStatus, Hit, SearchOptions
 from kag.results.tree import (
     ResultFile,
@@ -22,6 +22,7 @@ from kag.results.tree import (
     glob_filter,
     iter_walk,
     relative_path,
+    scandir_entries,
     setup_from_name,
 )
 from kag.textsafe import is_utf8
@@ -66,27 +67,40 @@ class _Entries:
     def __init__(self, root: str, options: SearchOptions) -> None:
         self.root, self.prefix = root, options.prefix
         self.keep_setup, self.keep_dataset = glob_filter(options.setups), glob_filter(options.datasets)
-        # the last folder's path and (dataset, question, kept); file name -> (setup, kept)
+        # the last folder's path and (dataset, question, kept); file name -> (setup, kept),
+        # or None for a name that is not a result file's
         self.folder: str | None = None
         self.where: tuple[str, str, bool] = ("", "", False)
-        self.names: dict[str, tuple[str, bool]] = {}
+        self.names: dict[str, tuple[str, bool] | None] = {}
 
     def __call__(self, path: str) -> _Entry | None:
         head, _, name = path.rpartition(os.sep)
-        where = self.where
-        if head != self.folder:
-            dataset, _, question = relative_path(self.root, path).rpartition("/")[0].partition("/")
-            where = self.where = (dataset, question, self.keep_dataset(dataset))
-            self.folder = head
-        known = self.names.get(name)
-        if known is None:
-            if len(self.names) >= _NAMES_KEPT:  # not a tree of few setups: start over
-                self.names.clear()
-            setup = setup_from_name(name, self.prefix) or ""
-            known = self.names[name] = (setup, self.keep_setup(setup))
-        if where[2] and known[1]:
+        where = self.where if head == self.folder else self.place(head, path)
+        known = self.setup(name)
+        if where[2] and known is not None and known[1]:
             return (path, where[0], where[1], known[0])
         return None
+
+    def place(self, head: str, path: str) -> tuple[str, str, bool]:
+        """The (dataset, question, kept) of ``path``, a file of the folder ``head``."""
+        if head != self.folder:
+            dataset, _, question = relative_path(self.root, path).rpartition("/")[0].partition("/")
+            self.where = (dataset, question, self.keep_dataset(dataset))
+            self.folder = head
+        return self.where
+
+    def setup(self, name: str) -> tuple[str, bool] | None:
+        """The (setup, kept) of a file named ``name``; None when the name is not
+        ``<prefix>…json`` with a setup."""
+        try:
+            return self.names[name]
+        except KeyError:
+            pass
+        if len(self.names) >= _NAMES_KEPT:  # not a tree of few setups: start over
+            self.names.clear()
+        setup = setup_from_name(name, self.prefix)
+        known = self.names[name] = None if setup is None else (setup, self.keep_setup(setup))
+        return known
 
 
 def list_search_files(root: str | os.PathLike[str], options: SearchOptions) -> list[ResultFile]:
@@ -110,6 +124,7 @@ class Job:
 # counted. What a chunk of units gives: files walked per setup, and the found ones.
 _Found = tuple[_Entry, tuple[str, tuple[RawHit, ...], bool, str | None]]
 ChunkResult = tuple[dict[str, int], list[_Found]]
+_SearchPath = Callable[[str, Matcher], Raw]
 
 
 class _Searcher:
@@ -122,30 +137,78 @@ class _Searcher:
     def __call__(self, units: list[Unit]) -> ChunkResult:
         totals: dict[str, int] = {}
         found: list[_Found] = []
-        root, options, matcher, entries = self.job.root, self.job.options, self.job.matcher, self.entries
         search_path = _match.search_path  # looked up per chunk, so that a test can replace it
         for unit in units:
-            for path in expand_unit(unit, options.prefix, options.hidden):
-                entry = entries(path)
-                if entry is None:
-                    continue
-                if not path.isascii():  # the usual path costs no call
-                    bad = undecodable_part(root, path)
-                    if bad is not None:
-                        found.append((entry, (FileStatus.BAD_NAME.value, (), False, bad)))
-                        continue
-                setup = entry[3]
-                totals[setup] = totals.get(setup, 0) + 1
-                raw = search_path(path, matcher)
-                if raw is not None:
-                    found.append((entry, raw))
+            if not (unit[1] and self._folder(unit[0], totals, found, search_path)):
+                paths = expand_unit(unit, self.job.options.prefix, self.job.options.hidden)
+                self._paths(paths, totals, found, search_path)
         return totals, found
+
+    def _folder(
+        self, folder: str, totals: dict[str, int], found: list[_Found], search_path: _SearchPath
+    ) -> bool:
+        """Search a folder of files (a question folder, the common unit) in one listing,
+        the dataset and question named once for all its files; False, having searched
+        nothing, when it holds a folder (the deep walk then takes the unit)."""
+        files: list[tuple[str, str]] = []
+        setup_of = self.entries.setup
+        for entry in scandir_entries(folder):
+            if entry.is_file(follow_symlinks=False):
+                known = setup_of(entry.name)
+                if known is not None and known[1]:
+                    files.append((entry.path, known[0]))
+            elif entry.is_dir(follow_symlinks=False):
+                return False
+        if not files:
+            return True
+        files.sort()  # by path: the deep walk's order (the paths differ, the setups are never compared)
+        dataset, question, kept = self.entries.place(folder, files[0][0])
+        if not kept:
+            return True
+        matcher = self.job.matcher
+        for path, setup in files:
+            if not path.isascii():  # the usual path costs no call
+                bad = undecodable_part(self.job.root, path)
+                if bad is not None:
+                    found.append(
+                        ((path, dataset, question, setup), (FileStatus.BAD_NAME.value, (), False, bad))
+                    )
+                    continue
+            totals[setup] = totals.get(setup, 0) + 1
+            raw = search_path(path, matcher)
+            if raw is not None:
+                found.append(((path, dataset, question, setup), raw))
+        return True
+
+    def _paths(
+        self, paths: list[str], totals: dict[str, int], found: list[_Found], search_path: _SearchPath
+    ) -> None:
+        """Search the files at ``paths`` (a unit's deep walk, sorted)."""
+        root, matcher, entries = self.job.root, self.job.matcher, self.entries
+        for path in paths:
+            entry = entries(path)
+            if entry is None:
+                continue
+            if not path.isascii():  # the usual path costs no call
+                bad = undecodable_part(root, path)
+                if bad is not None:
+                    found.append((entry, (FileStatus.BAD_NAME.value, (), False, bad)))
+                    continue
+            setup = entry[3]
+            totals[setup] = totals.get(setup, 0) + 1
+            raw = search_path(path, matcher)
+            if raw is not None:
+                found.append((entry, raw))
+
+
+_STATUSES = {status.value: status for status in FileStatus}  # a lookup costs less than the Enum's call
 
 
 def to_outcome(entry: _Entry, raw: tuple[str, tuple[RawHit, ...], bool, str | None]) -> FileOutcome:
     status, raw_hits, timed_out, message = raw
     file = ResultFile(*entry)
-    return FileOutcome(file, FileStatus(status), tuple(Hit(file, *h) for h in raw_hits), timed_out, message)
+    hits = tuple([Hit(file, *h) for h in raw_hits]) if len(raw_hits) != 1 else (Hit(file, *raw_hits[0]),)
+    return FileOutcome(file, _STATUSES[status], hits, timed_out, message)
 
 
 CHUNK_WEIGHT = 1024
