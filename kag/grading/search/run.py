@@ -89,20 +89,27 @@ class _Tally:
 
 
 def _report(outcome: FileOutcome, timeout: float) -> None:
-    path = escape_controls(outcome.file.path)
+    if outcome.status is FileStatus.MATCHED and not outcome.timed_out:  # most outcomes: nothing to say
+        return
     if outcome.status is FileStatus.UNREADABLE:
-        log.warning("%s: unreadable result file, skipped: %s", path, outcome.message)
+        log.warning(
+            "%s: unreadable result file, skipped: %s", escape_controls(outcome.file.path), outcome.message
+        )
     elif outcome.status is FileStatus.ERROR_RESULT:
-        log.info("%s: error result file, skipped (no response to search)", path)
+        log.info("%s: error result file, skipped (no response to search)", escape_controls(outcome.file.path))
     elif outcome.timed_out and outcome.hits:
         log.warning(
             "%s: pattern timed out (--timeout %g s of CPU) after %d match(es); later ones not shown",
-            path,
+            escape_controls(outcome.file.path),
             timeout,
             len(outcome.hits),
         )
     elif outcome.timed_out:
-        log.warning("%s: pattern timed out (--timeout %g s of CPU), file skipped", path, timeout)
+        log.warning(
+            "%s: pattern timed out (--timeout %g s of CPU), file skipped",
+            escape_controls(outcome.file.path),
+            timeout,
+        )
 
 
 def search(
