@@ -140,10 +140,11 @@ def match_text(text: str, m: Matcher) -> tuple[list[RawHit], bool]:
     return hits, False
 
 
-def search_path(path: str, m: Matcher) -> Raw:
-    """What searching the file at ``path`` gives; None for the common "searched, no hit"."""
+def search_path(path: str, m: Matcher, dir_fd: int | None = None) -> Raw:
+    """What searching the file at ``path`` (relative to the open folder ``dir_fd`` when
+    given) gives; None for the common "searched, no hit"."""
     try:
-        data = read_result_bytes(path)
+        data = read_result_bytes(path, dir_fd)
     except OSError as exc:
         return (FileStatus.UNREADABLE.value, (), False, exc.strerror or str(exc))
     except InputError as exc:  # too large, or not a regular file

@@ -22,7 +22,6 @@ from kag.results.tree import (
     glob_filter,
     iter_walk,
     relative_path,
-    scandir_entries,
     setup_from_name,
 )
 from kag.textsafe import is_utf8
@@ -124,7 +123,10 @@ class Job:
 # counted. What a chunk of units gives: files walked per setup, and the found ones.
 _Found = tuple[_Entry, tuple[str, tuple[RawHit, ...], bool, str | None]]
 ChunkResult = tuple[dict[str, int], list[_Found]]
-_SearchPath = Callable[[str, Matcher], Raw]
+_SearchPath = Callable[[str, Matcher, int | None], Raw]
+# A folder opened to be listed and to open its files by name: never through a link.
+_FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_HELD_FOLDERS = os.open in os.supports_dir_fd and os.scandir in os.supports_fd
 
 
 class _Searcher:
@@ -147,37 +149,58 @@ class _Searcher:
     def _folder(
         self, folder: str, totals: dict[str, int], found: list[_Found], search_path: _SearchPath
     ) -> bool:
-        """Search a folder of files (a question folder, the common unit) in one listing,
-        the dataset and question named once for all its files; False, having searched
-        nothing, when it holds a folder (the deep walk then takes the unit)."""
+        """Search a folder of files (a question folder, the common unit) from one listing,
+        held open so that each file is opened by its name alone (the kernel looks up none
+        of the folders above it), the dataset and question named once for all its files.
+        False, having searched nothing, when it holds a folder or cannot be opened as one
+        (a link put in its place): the deep walk then takes the unit."""
+        if not _HELD_FOLDERS:
+            return False
+        try:
+            dir_fd = os.open(folder, _FOLDER_FLAGS)
+        except OSError:
+            return False
+        try:
+            return self._held_folder(folder, dir_fd, totals, found, search_path)
+        finally:
+            os.close(dir_fd)
+
+    def _held_folder(
+        self, folder: str, dir_fd: int, totals: dict[str, int], found: list[_Found], search_path: _SearchPath
+    ) -> bool:
         files: list[tuple[str, str]] = []
         setup_of = self.entries.setup
-        for entry in scandir_entries(folder):
-            if entry.is_file(follow_symlinks=False):
-                known = setup_of(entry.name)
-                if known is not None and known[1]:
-                    files.append((entry.path, known[0]))
-            elif entry.is_dir(follow_symlinks=False):
-                return False
+        try:
+            with os.scandir(dir_fd) as listing:
+                for entry in listing:
+                    if entry.is_file(follow_symlinks=False):
+                        known = setup_of(entry.name)
+                        if known is not None and known[1]:
+                            files.append((entry.name, known[0]))
+                    elif entry.is_dir(follow_symlinks=False):
+                        return False
+        except OSError:
+            return False
         if not files:
             return True
-        files.sort()  # by path: the deep walk's order (the paths differ, the setups are never compared)
-        dataset, question, kept = self.entries.place(folder, files[0][0])
+        files.sort()  # by name, the deep walk's order (the names differ: setups are never compared)
+        base = folder if folder.endswith(os.sep) else folder + os.sep
+        dataset, question, kept = self.entries.place(folder, base + files[0][0])
         if not kept:
             return True
-        matcher = self.job.matcher
-        for path, setup in files:
-            if not path.isascii():  # the usual path costs no call
-                bad = undecodable_part(self.job.root, path)
+        matcher, plain = self.job.matcher, folder.isascii()
+        for name, setup in files:
+            if not (plain and name.isascii()):  # the usual name costs no call
+                bad = undecodable_part(self.job.root, base + name)
                 if bad is not None:
                     found.append(
-                        ((path, dataset, question, setup), (FileStatus.BAD_NAME.value, (), False, bad))
+                        ((base + name, dataset, question, setup), (FileStatus.BAD_NAME.value, (), False, bad))
                     )
                     continue
             totals[setup] = totals.get(setup, 0) + 1
-            raw = search_path(path, matcher)
+            raw = search_path(name, matcher, dir_fd)
             if raw is not None:
-                found.append(((path, dataset, question, setup), raw))
+                found.append(((base + name, dataset, question, setup), raw))
         return True
 
     def _paths(
@@ -196,7 +219,7 @@ class _Searcher:
                     continue
             setup = entry[3]
             totals[setup] = totals.get(setup, 0) + 1
-            raw = search_path(path, matcher)
+            raw = search_path(path, matcher, None)
             if raw is not None:
                 found.append((entry, raw))
 

@@ -457,13 +457,13 @@ def test_an_error_in_a_worker_is_reported_by_the_parent(
     are forked) stops the search with the worker's message, as it would without workers,
     instead of a dead-worker guess."""
     for q in range(20):
-        ok(tmp_path / "d" / str(q) / "s.json", "know")
+        ok(tmp_path / "d" / str(q) / ("t.json" if q == 7 else "s.json"), "know")
     real = match_module.search_path
 
-    def failing(path: str, matcher: Any) -> Any:
-        if path.endswith(f"{os.sep}7{os.sep}s.json"):
+    def failing(path: str, matcher: Any, dir_fd: int | None = None) -> Any:
+        if path.endswith("t.json"):
             raise PermissionError(13, "Permission denied")
-        return real(path, matcher)
+        return real(path, matcher, dir_fd)
 
     monkeypatch.setattr(match_module, "search_path", failing)
     with pytest.raises(KagError) as info:
