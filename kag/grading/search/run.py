@@ -30,7 +30,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from kag.grading.search.match import Matcher, alternatives_of
+from kag.grading.search.match import Matcher, alternatives_of, exact_of
 from kag.grading.search.options import (
     FileOutcome,
     FileStatus,
@@ -149,6 +149,7 @@ def search(
         options.hits_per_file,
         options.timeout,
         alternatives=alternatives_of(options.pattern, options.ignore_case),
+        exact=exact_of(options.pattern, options.ignore_case),
     )
     job = Job(os.fspath(root), options, matcher)
     units = iter_units(
