@@ -8,6 +8,7 @@ from __future__ import annotations
 
 __all__ = ["list_search_files", "undecodable_part"]
 
+import gc
 import os
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
@@ -137,6 +138,17 @@ class _Searcher:
         self.entries = _Entries(job.root, job.options)
 
     def __call__(self, units: list[Unit]) -> ChunkResult:
+        # What a chunk allocates holds no cycle: the cyclic collector's passes (now and then
+        # a full one, over every object the process has loaded) wait for the chunk's end.
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            return self._search(units)
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _search(self, units: list[Unit]) -> ChunkResult:
         totals: dict[str, int] = {}
         found: list[_Found] = []
         search_path = _match.search_path  # looked up per chunk, so that a test can replace it
