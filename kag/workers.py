@@ -1,8 +1,10 @@
 """One ordered pool of worker processes, used by `kag stats` (grading) and `kag stats find`.
 
 :func:`ordered_map` applies a function to chunks of work in ``workers`` processes and
-yields the results in chunk order, holding at most ``2 x workers`` chunks ahead, so
-memory stays flat however large the tree is.
+yields the results in chunk order, holding at most ``4 x workers`` chunks ahead, so
+memory stays flat however large the tree is. The window is wider than the chunks the
+workers hold (two each): a worker that finishes ahead of an earlier chunk, whose result
+must come out first, is handed more work instead of waiting for it.
 
 Each worker has a pipe of its own, written only by the parent (chunks) and by that
 worker (results), and works on one chunk at a time. The parent keeps up to two chunks in
@@ -44,6 +46,9 @@ from kag.errors import KagError
 # kept well under a socket buffer (208 KiB on Linux) so that sending it never blocks while
 # the worker is itself blocked sending a large result.
 QUEUED_CHUNK_BYTES = 32 << 10
+
+# Chunks handed out or waiting to be yielded, per worker (see the module docstring).
+AHEAD = 4
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -134,7 +139,7 @@ def ordered_map(
         more = True
         pending: memoryview | None = None  # the next chunk, pickled, not sent yet
         while more or pending is not None or given < sent:
-            while (more or pending is not None) and sent - given < 2 * workers:
+            while (more or pending is not None) and sent - given < AHEAD * workers:
                 if pending is None:
                     chunk = next(chunks, None)
                     if chunk is None:

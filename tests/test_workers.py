@@ -77,7 +77,7 @@ def test_stopping_early_stops_the_workers_and_reads_no_further() -> None:
     assert next(results)[0] == 0
     results.close()
     assert multiprocessing.active_children() == []
-    assert len(produced) <= 5  # the window: 2 x workers chunks ahead, plus the first
+    assert len(produced) <= 9  # the window: 4 x workers chunks ahead, plus the first
 
 
 def next_chunk_pulled(chunk: tuple[int, int, str]) -> tuple[int, bool]:
@@ -102,6 +102,30 @@ def test_a_worker_has_its_next_chunk_queued_while_it_works(tmp_path: Path) -> No
 
     results = list(ordered_map(next_chunk_pulled, chunks(), 1, **MESSAGES))
     assert results == [(0, True), (1, True), (2, True), (3, True)]
+
+
+def first_waits_for_a_later_chunk(chunk: tuple[int, int, str]) -> tuple[int, bool]:
+    """Chunk 0 waits until the parent has pulled chunk ``later`` (its marker file appears
+    in ``folder``); whether it did (the wait is only a hang guard). The others return at once."""
+    n, later, folder = chunk
+    deadline = time.monotonic() + 60
+    while n == 0 and not Path(folder, str(later)).exists():
+        if time.monotonic() > deadline:
+            return n, False
+        time.sleep(0.005)
+    return n, True
+
+
+def test_a_free_worker_goes_on_while_an_earlier_chunk_is_still_worked_on(tmp_path: Path) -> None:
+    # Two workers: the one not on chunk 0 finishes chunks 1, 3, 4, ... and is handed more
+    # while chunk 0, whose result must come out first, is still being worked on.
+    def chunks() -> Iterator[tuple[int, int, str]]:
+        for n in range(10):
+            (tmp_path / str(n)).touch()
+            yield n, 6, str(tmp_path)
+
+    results = list(ordered_map(first_waits_for_a_later_chunk, chunks(), 2, **MESSAGES))
+    assert results == [(n, True) for n in range(10)]
 
 
 _LARGE = """

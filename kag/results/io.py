@@ -61,8 +61,10 @@ _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 _READ_SIZE = 1 << 16  # below malloc's mmap threshold: no mmap/munmap per file
 
 
-def read_result_bytes(path: str) -> bytes:
-    """The bytes of a regular file, without following a symbolic link.
+def read_result_bytes(path: str, dir_fd: int | None = None) -> bytes:
+    """The bytes of a regular file, without following a symbolic link; ``path`` is
+    relative to the open folder ``dir_fd`` when given (as for ``os.open``: a walk that
+    holds its folder open saves the kernel the lookup of every folder above the file).
 
     Raises OSError (ELOOP for a symlink) or InputError when the entry is not a regular
     file or is larger than :data:`MAX_RESULT_BYTES`. One ``os.read`` of 64 KiB reads a
@@ -71,7 +73,7 @@ def read_result_bytes(path: str) -> bytes:
     is refused before the rest of it is read, and one growing past it while it is read is
     cut off there and refused the same way.
     """
-    fd = os.open(path, _OPEN_FLAGS)
+    fd = os.open(path, _OPEN_FLAGS, dir_fd=dir_fd)
     try:
         try:
             data = os.read(fd, _READ_SIZE)

@@ -6,7 +6,7 @@ response trimmed by the grading rule's own ``rust_trim`` (Rust's ``str::trim``),
 
 from __future__ import annotations
 
-__all__ = ["alternatives_of", "literal_of"]
+__all__ = ["alternatives_of", "exact_of", "literal_of"]
 
 import string
 from dataclasses import dataclass
@@ -83,11 +83,41 @@ def alternatives_of(pattern: str, ignore_case: bool = False) -> tuple[str, ...] 
     return (*texts, "".join(chars))
 
 
+def exact_of(pattern: str, ignore_case: bool = False) -> str | None:
+    """The text of a pattern that is one plain literal between ``^`` and ``$`` (``^C$``
+    gives ``"C"``; escaped punctuation stands for itself), else None. Such a pattern
+    matches a text exactly when the text is that literal, or that literal and one final
+    ``\n`` (where ``$`` also matches), so it is decided with ``==``, without the regex
+    engine's set-up with a timeout. None with ``ignore_case``, for an empty literal, and for
+    any other anchor or metacharacter (``^a|b$``, ``^a^b$``)."""
+    if ignore_case or len(pattern) < 3 or pattern[0] != "^" or pattern[-1] != "$":
+        return None
+    chars: list[str] = []
+    escaped = False
+    for char in pattern[1:-1]:
+        if escaped:
+            if char not in _ESCAPED_LITERALS:
+                return None
+            chars.append(char)
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif char in _METACHARACTERS:
+            return None
+        else:
+            chars.append(char)
+    if escaped:  # the final $ was escaped: a literal dollar, not an anchor
+        return None
+    return "".join(chars)
+
+
 @dataclass(frozen=True)
 class Matcher:
     """How one response is matched. ``literal``: a text every match contains;
     ``alternatives``: texts one of which every match contains (:func:`alternatives_of`).
-    Either rules a response out before the regex engine runs."""
+    Either rules a response out before the regex engine runs. ``exact``: the literal the
+    whole pattern stands for between its anchors (:func:`exact_of`), which decides every
+    response without the engine."""
 
     pattern: regex.Pattern[str]
     invert: bool
@@ -96,9 +126,12 @@ class Matcher:
     timeout: float
     literal: str | None = None
     alternatives: tuple[str, ...] | None = None
+    exact: str | None = None
 
     def rules_out(self, text: str) -> bool:
         """Whether ``text`` certainly holds no match, told without the regex engine."""
+        if self.exact is not None:
+            return text != self.exact and text != self.exact + "\n"
         if self.literal is not None and self.literal not in text:
             return True
         if self.alternatives is None:
@@ -117,6 +150,11 @@ def match_text(text: str, m: Matcher) -> tuple[list[RawHit], bool]:
     if m.rules_out(text):
         if m.invert:
             hits.append((0, None, "", text[: 2 * m.context], len(text)))
+        return hits, False
+    if m.exact is not None:  # the whole text, or all of it but a final newline
+        if not m.invert:
+            end = len(m.exact)
+            hits.append((0, m.exact, "", text[end : end + m.context], len(text)))
         return hits, False
     try:
         if m.invert:
@@ -140,10 +178,11 @@ def match_text(text: str, m: Matcher) -> tuple[list[RawHit], bool]:
     return hits, False
 
 
-def search_path(path: str, m: Matcher) -> Raw:
-    """What searching the file at ``path`` gives; None for the common "searched, no hit"."""
+def search_path(path: str, m: Matcher, dir_fd: int | None = None) -> Raw:
+    """What searching the file at ``path`` (relative to the open folder ``dir_fd`` when
+    given) gives; None for the common "searched, no hit"."""
     try:
-        data = read_result_bytes(path)
+        data = read_result_bytes(path, dir_fd)
     except OSError as exc:
         return (FileStatus.UNREADABLE.value, (), False, exc.strerror or str(exc))
     except InputError as exc:  # too large, or not a regular file

@@ -30,7 +30,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from kag.grading.search.match import Matcher, alternatives_of
+from kag.grading.search.match import Matcher, alternatives_of, exact_of
 from kag.grading.search.options import (
     FileOutcome,
     FileStatus,
@@ -65,16 +65,22 @@ class _Tally:
 
     def add(self, outcome: FileOutcome) -> None:
         if outcome.status is FileStatus.MATCHED:
-            self.setup_matches[outcome.file.setup] += 1
-            self.paths.append(outcome.file.path)
-            if self.keep_hits:
-                self.hits.extend(outcome.hits)
+            self.add_match(outcome)
         elif outcome.status is FileStatus.UNREADABLE:
             self.unreadable.append(outcome.file.path)
         elif outcome.status is FileStatus.ERROR_RESULT:
             self.error_files += 1
         if outcome.timed_out:
             self.timed_out.append(outcome.file.path)
+
+    def add_match(self, outcome: FileOutcome) -> None:
+        """:meth:`add` of a selected file that did not time out (the common outcome, told
+        apart by the caller)."""
+        file = outcome.file
+        self.setup_matches[file.setup] += 1
+        self.paths.append(file.path)
+        if self.keep_hits:
+            self.hits.extend(outcome.hits)
 
     def result(self) -> SearchResult:
         return SearchResult(
@@ -89,20 +95,27 @@ class _Tally:
 
 
 def _report(outcome: FileOutcome, timeout: float) -> None:
-    path = escape_controls(outcome.file.path)
+    if outcome.status is FileStatus.MATCHED and not outcome.timed_out:  # most outcomes: nothing to say
+        return
     if outcome.status is FileStatus.UNREADABLE:
-        log.warning("%s: unreadable result file, skipped: %s", path, outcome.message)
+        log.warning(
+            "%s: unreadable result file, skipped: %s", escape_controls(outcome.file.path), outcome.message
+        )
     elif outcome.status is FileStatus.ERROR_RESULT:
-        log.info("%s: error result file, skipped (no response to search)", path)
+        log.info("%s: error result file, skipped (no response to search)", escape_controls(outcome.file.path))
     elif outcome.timed_out and outcome.hits:
         log.warning(
             "%s: pattern timed out (--timeout %g s of CPU) after %d match(es); later ones not shown",
-            path,
+            escape_controls(outcome.file.path),
             timeout,
             len(outcome.hits),
         )
     elif outcome.timed_out:
-        log.warning("%s: pattern timed out (--timeout %g s of CPU), file skipped", path, timeout)
+        log.warning(
+            "%s: pattern timed out (--timeout %g s of CPU), file skipped",
+            escape_controls(outcome.file.path),
+            timeout,
+        )
 
 
 def search(
@@ -142,6 +155,7 @@ def search(
         options.hits_per_file,
         options.timeout,
         alternatives=alternatives_of(options.pattern, options.ignore_case),
+        exact=exact_of(options.pattern, options.ignore_case),
     )
     job = Job(os.fspath(root), options, matcher)
     units = iter_units(
@@ -150,11 +164,17 @@ def search(
     tally = _Tally(keep_hits)
     chunks = iter_chunks(units, job, jobs)
     warned_bad: str | None = None
+    matched = FileStatus.MATCHED
     try:  # closed at once on any exit, so that the workers stop with the consumer
         for totals, found in chunks:
             tally.count(totals)
             for entry, raw in found:
                 outcome = to_outcome(entry, raw)
+                if outcome.status is matched and not outcome.timed_out:  # most outcomes: nothing to warn of
+                    tally.add_match(outcome)
+                    if on_outcome is not None:
+                        on_outcome(outcome)
+                    continue
                 if outcome.status is FileStatus.BAD_NAME:
                     # Paths come sorted: the files below one bad folder follow each other.
                     if outcome.message != warned_bad:

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 __all__ = ["list_search_files", "undecodable_part"]
 
+import gc
 import os
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 
 from kag.grading.search import match as _match
-from kag.grading.search.match import Matcher, RawHit
+from kag.grading.search.match import Matcher, Raw, RawHit
 from kag.grading.search.options import FileOutcome, FileStatus, Hit, SearchOptions
 from kag.results.tree import (
     ResultFile,
@@ -66,27 +67,40 @@ class _Entries:
     def __init__(self, root: str, options: SearchOptions) -> None:
         self.root, self.prefix = root, options.prefix
         self.keep_setup, self.keep_dataset = glob_filter(options.setups), glob_filter(options.datasets)
-        # the last folder's path and (dataset, question, kept); file name -> (setup, kept)
+        # the last folder's path and (dataset, question, kept); file name -> (setup, kept),
+        # or None for a name that is not a result file's
         self.folder: str | None = None
         self.where: tuple[str, str, bool] = ("", "", False)
-        self.names: dict[str, tuple[str, bool]] = {}
+        self.names: dict[str, tuple[str, bool] | None] = {}
 
     def __call__(self, path: str) -> _Entry | None:
         head, _, name = path.rpartition(os.sep)
-        where = self.where
-        if head != self.folder:
-            dataset, _, question = relative_path(self.root, path).rpartition("/")[0].partition("/")
-            where = self.where = (dataset, question, self.keep_dataset(dataset))
-            self.folder = head
-        known = self.names.get(name)
-        if known is None:
-            if len(self.names) >= _NAMES_KEPT:  # not a tree of few setups: start over
-                self.names.clear()
-            setup = setup_from_name(name, self.prefix) or ""
-            known = self.names[name] = (setup, self.keep_setup(setup))
-        if where[2] and known[1]:
+        where = self.where if head == self.folder else self.place(head, path)
+        known = self.setup(name)
+        if where[2] and known is not None and known[1]:
             return (path, where[0], where[1], known[0])
         return None
+
+    def place(self, head: str, path: str) -> tuple[str, str, bool]:
+        """The (dataset, question, kept) of ``path``, a file of the folder ``head``."""
+        if head != self.folder:
+            dataset, _, question = relative_path(self.root, path).rpartition("/")[0].partition("/")
+            self.where = (dataset, question, self.keep_dataset(dataset))
+            self.folder = head
+        return self.where
+
+    def setup(self, name: str) -> tuple[str, bool] | None:
+        """The (setup, kept) of a file named ``name``; None when the name is not
+        ``<prefix>…json`` with a setup."""
+        try:
+            return self.names[name]
+        except KeyError:
+            pass
+        if len(self.names) >= _NAMES_KEPT:  # not a tree of few setups: start over
+            self.names.clear()
+        setup = setup_from_name(name, self.prefix)
+        known = self.names[name] = None if setup is None else (setup, self.keep_setup(setup))
+        return known
 
 
 def list_search_files(root: str | os.PathLike[str], options: SearchOptions) -> list[ResultFile]:
@@ -110,6 +124,10 @@ class Job:
 # counted. What a chunk of units gives: files walked per setup, and the found ones.
 _Found = tuple[_Entry, tuple[str, tuple[RawHit, ...], bool, str | None]]
 ChunkResult = tuple[dict[str, int], list[_Found]]
+_SearchPath = Callable[[str, Matcher, int | None], Raw]
+# A folder opened to be listed and to open its files by name: never through a link.
+_FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_HELD_FOLDERS = os.open in os.supports_dir_fd and os.scandir in os.supports_fd
 
 
 class _Searcher:
@@ -120,32 +138,112 @@ class _Searcher:
         self.entries = _Entries(job.root, job.options)
 
     def __call__(self, units: list[Unit]) -> ChunkResult:
+        # What a chunk allocates holds no cycle: the cyclic collector's passes (now and then
+        # a full one, over every object the process has loaded) wait for the chunk's end.
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            return self._search(units)
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _search(self, units: list[Unit]) -> ChunkResult:
         totals: dict[str, int] = {}
         found: list[_Found] = []
-        root, options, matcher, entries = self.job.root, self.job.options, self.job.matcher, self.entries
         search_path = _match.search_path  # looked up per chunk, so that a test can replace it
         for unit in units:
-            for path in expand_unit(unit, options.prefix, options.hidden):
-                entry = entries(path)
-                if entry is None:
-                    continue
-                if not path.isascii():  # the usual path costs no call
-                    bad = undecodable_part(root, path)
-                    if bad is not None:
-                        found.append((entry, (FileStatus.BAD_NAME.value, (), False, bad)))
-                        continue
-                setup = entry[3]
-                totals[setup] = totals.get(setup, 0) + 1
-                raw = search_path(path, matcher)
-                if raw is not None:
-                    found.append((entry, raw))
+            if not (unit[1] and self._folder(unit[0], totals, found, search_path)):
+                paths = expand_unit(unit, self.job.options.prefix, self.job.options.hidden)
+                self._paths(paths, totals, found, search_path)
         return totals, found
+
+    def _folder(
+        self, folder: str, totals: dict[str, int], found: list[_Found], search_path: _SearchPath
+    ) -> bool:
+        """Search a folder of files (a question folder, the common unit) from one listing,
+        held open so that each file is opened by its name alone (the kernel looks up none
+        of the folders above it), the dataset and question named once for all its files.
+        False, having searched nothing, when it holds a folder or cannot be opened as one
+        (a link put in its place): the deep walk then takes the unit."""
+        if not _HELD_FOLDERS:
+            return False
+        try:
+            dir_fd = os.open(folder, _FOLDER_FLAGS)
+        except OSError:
+            return False
+        try:
+            return self._held_folder(folder, dir_fd, totals, found, search_path)
+        finally:
+            os.close(dir_fd)
+
+    def _held_folder(
+        self, folder: str, dir_fd: int, totals: dict[str, int], found: list[_Found], search_path: _SearchPath
+    ) -> bool:
+        files: list[tuple[str, str]] = []
+        setup_of = self.entries.setup
+        try:
+            with os.scandir(dir_fd) as listing:
+                for entry in listing:
+                    if entry.is_file(follow_symlinks=False):
+                        known = setup_of(entry.name)
+                        if known is not None and known[1]:
+                            files.append((entry.name, known[0]))
+                    elif entry.is_dir(follow_symlinks=False):
+                        return False
+        except OSError:
+            return False
+        if not files:
+            return True
+        files.sort()  # by name, the deep walk's order (the names differ: setups are never compared)
+        base = folder if folder.endswith(os.sep) else folder + os.sep
+        dataset, question, kept = self.entries.place(folder, base + files[0][0])
+        if not kept:
+            return True
+        matcher, plain = self.job.matcher, folder.isascii()
+        for name, setup in files:
+            if not (plain and name.isascii()):  # the usual name costs no call
+                bad = undecodable_part(self.job.root, base + name)
+                if bad is not None:
+                    found.append(
+                        ((base + name, dataset, question, setup), (FileStatus.BAD_NAME.value, (), False, bad))
+                    )
+                    continue
+            totals[setup] = totals.get(setup, 0) + 1
+            raw = search_path(name, matcher, dir_fd)
+            if raw is not None:
+                found.append(((base + name, dataset, question, setup), raw))
+        return True
+
+    def _paths(
+        self, paths: list[str], totals: dict[str, int], found: list[_Found], search_path: _SearchPath
+    ) -> None:
+        """Search the files at ``paths`` (a unit's deep walk, sorted)."""
+        root, matcher, entries = self.job.root, self.job.matcher, self.entries
+        for path in paths:
+            entry = entries(path)
+            if entry is None:
+                continue
+            if not path.isascii():  # the usual path costs no call
+                bad = undecodable_part(root, path)
+                if bad is not None:
+                    found.append((entry, (FileStatus.BAD_NAME.value, (), False, bad)))
+                    continue
+            setup = entry[3]
+            totals[setup] = totals.get(setup, 0) + 1
+            raw = search_path(path, matcher, None)
+            if raw is not None:
+                found.append((entry, raw))
+
+
+_STATUSES = {status.value: status for status in FileStatus}  # a lookup costs less than the Enum's call
 
 
 def to_outcome(entry: _Entry, raw: tuple[str, tuple[RawHit, ...], bool, str | None]) -> FileOutcome:
     status, raw_hits, timed_out, message = raw
     file = ResultFile(*entry)
-    return FileOutcome(file, FileStatus(status), tuple(Hit(file, *h) for h in raw_hits), timed_out, message)
+    hits = tuple([Hit(file, *h) for h in raw_hits]) if len(raw_hits) != 1 else (Hit(file, *raw_hits[0]),)
+    return FileOutcome(file, _STATUSES[status], hits, timed_out, message)
 
 
 CHUNK_WEIGHT = 1024

@@ -19,6 +19,7 @@ from kag.grading.search import (
     SearchOptions,
     alternatives_of,
     compile_pattern,
+    exact_of,
     iter_walk,
     list_search_files,
     literal_of,
@@ -329,6 +330,50 @@ def test_alternatives_of(pattern: str, ignore_case: bool, alternatives: tuple[st
     assert alternatives_of(pattern, ignore_case) == alternatives
 
 
+@pytest.mark.parametrize(
+    ("pattern", "ignore_case", "exact"),
+    [
+        ("^C$", False, "C"),
+        ("^I don't know$", False, "I don't know"),
+        (r"^3\.5 \$$", False, "3.5 $"),
+        (r"^a\\$", False, "a\\"),
+        ("^C$", True, None),  # case folding is the engine's job
+        ("^$", False, None),
+        ("C$", False, None),
+        ("^C", False, None),
+        (r"^C\$", False, None),  # an escaped dollar is no anchor
+        ("^B$|^C$", False, None),
+        ("^a^b$", False, None),
+        (r"^a\b$", False, None),  # an escaped letter is not a literal
+        *[(f"^a{c}b$", False, None) for c in ".*+?{}[]|()"],
+    ],
+)
+def test_exact_of(pattern: str, ignore_case: bool, exact: str | None) -> None:
+    assert exact_of(pattern, ignore_case) == exact
+
+
+@pytest.mark.parametrize("pattern", ["^C$", "^a\n$", r"^\.$"])
+@pytest.mark.parametrize(
+    "text", ["C", "C\n", "C\n\n", "C\r", "C\r\n", " C", "C ", "\nC", "CC", "", "C\u2028", "C\x85"]
+)
+@pytest.mark.parametrize("invert", [False, True])
+def test_exact_shortcut_gives_the_engines_hits(pattern: str, text: str, invert: bool) -> None:
+    """``$`` also matches before a final newline (and before no other line end)."""
+    text = text.replace("C", exact_of(pattern) or "")
+    compiled = compile_pattern(pattern)
+    m = match_module.Matcher(compiled, invert, 2, None, 1.0, exact=exact_of(pattern))
+    engine = match_module.Matcher(compiled, invert, 2, None, 1.0)
+    assert match_module.match_text(text, m) == match_module.match_text(text, engine)
+
+
+@pytest.mark.parametrize("invert", [False, True])
+def test_exact_shortcut_agrees_with_the_engine(tree: Path, invert: bool) -> None:
+    """`^B$` is decided with ``==``, `(?:^B$)` by the engine: same files, same hits."""
+    fast = search(tree, opts("^B$", invert=invert))
+    engine = search(tree, opts("(?:^B$)", invert=invert))
+    assert fast == engine and fast.matches > 0
+
+
 @pytest.mark.parametrize("invert", [False, True])
 def test_literal_shortcut_agrees_with_the_engine(tree: Path, invert: bool) -> None:
     """`know` takes the `in` shortcut, `(?:know)` does not: same files, same hits."""
@@ -457,13 +502,13 @@ def test_an_error_in_a_worker_is_reported_by_the_parent(
     are forked) stops the search with the worker's message, as it would without workers,
     instead of a dead-worker guess."""
     for q in range(20):
-        ok(tmp_path / "d" / str(q) / "s.json", "know")
+        ok(tmp_path / "d" / str(q) / ("t.json" if q == 7 else "s.json"), "know")
     real = match_module.search_path
 
-    def failing(path: str, matcher: Any) -> Any:
-        if path.endswith(f"{os.sep}7{os.sep}s.json"):
+    def failing(path: str, matcher: Any, dir_fd: int | None = None) -> Any:
+        if path.endswith("t.json"):
             raise PermissionError(13, "Permission denied")
-        return real(path, matcher)
+        return real(path, matcher, dir_fd)
 
     monkeypatch.setattr(match_module, "search_path", failing)
     with pytest.raises(KagError) as info:
@@ -473,6 +518,10 @@ def test_an_error_in_a_worker_is_reported_by_the_parent(
 
 _QUICK_PATTERNS = [
     "^C$",
+    "^é$",
+    "^a\n$",
+    r"^\.\|$",
+    "^A\nB$",
     "B|C",
     "c",
     "^b",
@@ -492,7 +541,7 @@ _QUICK_PATTERNS = [
 
 @settings(max_examples=300, deadline=None)
 @given(
-    text=st.text(alphabet=st.sampled_from(list('ABCabcé\n "\\\t\u00c9x.|')), max_size=12),
+    text=st.text(alphabet=st.sampled_from(list('ABCabcé\n "\\\t\u00c9x.|\r\u2028\x85')), max_size=12),
     pattern=st.sampled_from(_QUICK_PATTERNS),
     ignore_case=st.booleans(),
     hits_per_file=st.sampled_from([None, 1, 2]),
@@ -513,6 +562,7 @@ def test_quick_search_never_drops_a_hit(
         1.0,
         literal_of(pattern, ignore_case),
         alternatives_of(pattern, ignore_case),
+        exact_of(pattern, ignore_case),
     )
     expected: list[Any] = []
     for found in compiled.finditer(text):
@@ -523,6 +573,6 @@ def test_quick_search_never_drops_a_hit(
         if hits_per_file is not None and len(expected) >= hits_per_file:
             break
     assert match_module.match_text(text, m) == (expected, False)
-    inverted = match_module.Matcher(compiled, True, 3, None, 1.0, m.literal, m.alternatives)
+    inverted = match_module.Matcher(compiled, True, 3, None, 1.0, m.literal, m.alternatives, m.exact)
     selected = [(0, None, "", text[:6], len(text))] if compiled.search(text) is None else []
     assert match_module.match_text(text, inverted) == (selected, False)
