@@ -194,6 +194,18 @@ def _occurrences(lowered: str, name: str) -> list[int] | None:
     return starts if at == -1 else None
 
 
+def _occurrence_end(lowered: str, at: int, name: str) -> int:
+    """Where the occurrence of ``name`` (normalized) starting at ``at`` ends in ``lowered``:
+    its words with the run of separators before each next one, which may be longer than
+    the one space of ``name``."""
+    first, *rest = name.split(" ")
+    end = at + len(first)
+    for word in rest:
+        run = _SEPARATOR_RUN.match(lowered, end)
+        end = (end if run is None else run.end()) + len(word)
+    return end
+
+
 def _escaped_name_line(text: str, name_keys: tuple[str, ...]) -> bool:
     """Whether a name line of ``text`` holds a backslash (read: its value may be escaped)."""
     at = text.find("\\")
@@ -219,7 +231,7 @@ def _name_line_at(
         before -= 1
     if before < 2 or not lowered.startswith("]->", before - 2):
         return None
-    after, length = at + len(name), len(lowered)
+    after, length = _occurrence_end(lowered, at, name), len(lowered)
     while after < length and lowered[after] in _STRIPPED:
         after += 1
     if after < length and lowered[after] != "\n" and lowered[after] not in _SUFFIX_STARTS:

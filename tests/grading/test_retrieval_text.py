@@ -116,7 +116,18 @@ other_line = st.sampled_from(
 )
 text = st.lists(st.one_of(property_line, relationship_line, other_line), max_size=10).map("\n".join)
 gold = st.sampled_from(
-    ["Vitamin C", "vitamin  c", "Iron", "Iron Inc.", "Vitamin_C", "C", "deficiency", "!!", "Ｃ"]
+    [
+        "Vitamin C",
+        "vitamin  c",
+        "Iron",
+        "Iron Inc.",
+        "Vitamin_C",
+        "C",
+        "deficiency",
+        "Iron deficiency",
+        "!!",
+        "Ｃ",
+    ]
 )
 gold_triple = st.tuples(gold, st.sampled_from(["caused by", "DEFICIENCY_OF", "has concept"]), gold)
 keys = st.sampled_from([("name",), ("name", "label"), ("label", "name"), ("title",)])
@@ -163,6 +174,17 @@ def test_words_are_found_across_every_run_of_separators(separator: str) -> None:
         assert RetrievalText(text).contains("vitamin c")
     named = RetrievalText(f'(1)-[name]->("Vitamin{separator}C")').names_a_node("vitamin c", ("name",))
     assert named == ("\n" not in separator)  # a newline ends the name line
+
+
+@pytest.mark.parametrize("separator", ["  ", "_", " _ ", "\t", "\x1c "])
+def test_a_node_named_across_a_run_of_separators_is_found_whatever_its_last_letter(separator: str) -> None:
+    # The name's end in the line is past the run, not one space past its first word.
+    text = f'(1)-[name]->("Iron{separator}Deficiency")\n(2)-[:CAUSES]->(1)\n(2)-[name]->("Diet")'
+    assert RetrievalText(text).names_a_node("iron deficiency", ("name",))
+    triples = [("Diet", "causes", "Iron deficiency")]
+    check_text(text, ["Iron Deficiency"], triples, ("name",), 1)
+    record = file_quality(["Iron Deficiency"], triples, text, None, True, EXACT, ("name",), 1)
+    assert record is not None and (record.entities_found, record.triples_found) == (1, 1)
 
 
 def test_a_gold_end_without_letters_is_held_against_every_line_as_before() -> None:
