@@ -138,17 +138,11 @@ class RetrievalText:
             self._normalized = normalized_body(self.text)
         return self._normalized
 
-    def _starts_of(self, name: str) -> _Starts:
-        found = self._starts.get(name)
-        if found is None:
-            found = self._starts[name] = _Starts(name)
-        return found
-
     def contains(self, name: str) -> bool:
         """Whether ``name`` (normalized) occurs in the normalized text bounded by
         non-alphanumerics or the ends: ``contains_words(normalized_body(text), name)``."""
         if self._ascii:
-            found = self._starts_of(name).upto(self._lowered, 1)
+            found = _starts_of(self._starts, name).upto(self._lowered, 1)
             if found is not None:
                 return found
         return contains_words(self._normalized_form(), name)
@@ -171,14 +165,26 @@ class RetrievalText:
         return self._node_names
 
 
+def _starts_of(starts: dict[str, _Starts], name: str) -> _Starts:
+    """The search of ``name`` in ``starts``, the searches of one text, begun if need be."""
+    found = starts.get(name)
+    if found is None:
+        found = starts[name] = _Starts(name)
+    return found
+
+
 class _NodeNames:
     """The node-name lookups of one text: in the lines where the name occurs, when the text
-    can be searched so, else among every node's normalized name (read on first need)."""
+    can be searched so, else among every node's normalized name (read on first need).
+    It keeps the text's parts, not the text itself: no cycle of references, so that both
+    are freed as soon as the file is graded, not by the garbage collector."""
 
-    __slots__ = ("_any", "_every", "_found", "_keys", "_lines", "_searchable", "_text")
+    __slots__ = ("_any", "_every", "_found", "_keys", "_lines", "_lowered", "_searchable", "_starts", "_text")
 
     def __init__(self, text: RetrievalText, name_keys: tuple[str, ...]) -> None:
-        self._text = text
+        self._text = text.text
+        self._lowered = text._lowered
+        self._starts = text._starts
         self._keys = name_keys
         self._searchable = (
             text._ascii
@@ -194,7 +200,7 @@ class _NodeNames:
     def _every_name(self, name: str) -> frozenset[str]:
         if self._every is None:
             self._every = {}
-            for node, value in formal_names(self._text.text, self._keys).items():
+            for node, value in formal_names(self._text, self._keys).items():
                 if value:
                     self._every.setdefault(normalize_title(value), set()).add(node)
         return frozenset(self._every.get(name, ()))
@@ -204,17 +210,16 @@ class _NodeNames:
         ``count`` are found or none is left; None when the text cannot be searched so, or
         more than ``_TRIES`` such lines are asked for (each would be checked to be its
         node's first by a search from the text's start: reading every line is the linear way)."""
-        text = self._text
         if not (name and self._searchable):
             return None
-        starts = text._starts_of(name)
+        starts = _starts_of(self._starts, name)
         checked, lines = self._lines.get(name, (0, []))
         while len(lines) < count:
-            if starts.upto(text._lowered, checked + 1) is None:
+            if starts.upto(self._lowered, checked + 1) is None:
                 return None
             if len(starts.found) <= checked:
                 break
-            line = _name_line_at(text.text, starts.found[checked], starts.ends[checked], name, self._keys)
+            line = _name_line_at(self._text, starts.found[checked], starts.ends[checked], name, self._keys)
             checked += 1
             if line is not None:
                 if len(lines) == _TRIES:
@@ -231,7 +236,7 @@ class _NodeNames:
             if lines is None:
                 found = self._every_name(name)
             else:
-                text, keys = self._text.text, self._keys
+                text, keys = self._text, self._keys
                 found = frozenset(
                     node for start, node, key in lines if names_its_node(text, start, node, key, keys)
                 )
@@ -244,7 +249,7 @@ class _NodeNames:
         by one, up to the first that names its node."""
         found = self._any.get(name)
         if found is None:
-            text, keys = self._text.text, self._keys
+            text, keys = self._text, self._keys
             found = False
             for count in range(1, _TRIES + 1):
                 lines = self._naming_lines(name, count)
