@@ -309,14 +309,17 @@ def _exact_by_gold_names(
     one can be found and an end of a gold triple normalizes to ``""`` (which the names of
     nodes without one equal there)."""
     gold = [(normalize_title(s), normalize_title(o)) for s, _, o in triples]
-    named = {name: text.nodes_named(name, name_keys) for name in {n for pair in gold for n in pair}}
     found = sum(1 for e in entities if (name := normalize_title(e)) and text.names_a_node(name, name_keys))
-    reachable = [(s, o) for s, o in gold if named[s] and named[o]]
+    reachable = [
+        (s, o) for s, o in gold if text.names_a_node(s, name_keys) and text.names_a_node(o, name_keys)
+    ]
     if not reachable:
         # No gold triple has both ends among the nodes: none can be found, no line is read.
         return QualityRecord(len(entities), found, len(triples), 0, relationships, 0, None, correct)
     if not all(s and o for s, o in gold):
         return None
+    # Only the nodes named like the ends of a reachable triple can match one.
+    named = {name: text.nodes_named(name, name_keys) for name in {n for pair in reachable for n in pair}}
     names = {node: name for name, nodes in named.items() if name for node in nodes}
     rels = [r for r in formal_relationships(text.text) if r[0] in names and r[2] in names]
     record = _exact([], triples, names, rels, None, correct)

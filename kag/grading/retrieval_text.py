@@ -4,12 +4,13 @@ name occurs in it as whole words (the ``evidence`` block) and whether it names a
 
 The answers are those of the plain formulas, which normalize the whole text
 (:func:`normalized_body`) and read every name line
-(:func:`kag.results.graph_text.formal_names`); :class:`RetrievalText` finds them with a few
-substring searches where the text allows it.
+(:func:`kag.results.graph_text.formal_names`); :class:`RetrievalText` finds them with one
+search per name where the text allows it, and only as far as a question needs.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 
@@ -17,16 +18,20 @@ from kag.grading.triplets.normalize import contains_words, normalize_prompt, nor
 from kag.results.graph_text import formal_names, formal_property_at, names_its_node
 
 # What `normalize_prompt` collapses into one space: the ASCII whitespace of `str.split`, and `_`.
-_SEPARATOR_RUN = re.compile(r"[ \t\n\r\x0b\x0c\x1c-\x1f_]+")
+_SEPARATORS = "[ \t\n\r\x0b\x0c\x1c-\x1f_]"
 # What normalizing a name may strip before its first word (punctuation, whitespace but the
 # newline that ends a line).
 _STRIPPED = frozenset(
     c for c in map(chr, range(128)) if (unicodedata.category(c)[0] == "P" or c.isspace()) and c != "\n"
 )
 # The first letters of the legal suffixes a name may end with (kag.grading.triplets.normalize).
-_SUFFIX_STARTS = frozenset("cilgp")
-# Occurrences of a name's first word tried, when the word is not alphanumeric (it may overlap
-# itself at every character), before the plain formula takes over: the search stays linear.
+_SUFFIX_STARTS = frozenset("cilgpCILGP")
+# The longest name searched by one regular expression: a search may try a match from every
+# offset of the text, each as long as the name; a longer one is left to the plain formula.
+_LONGEST = 100
+# Occurrences of a name tried, when its first word is not alphanumeric (it may overlap itself
+# at every character), before the plain formula takes over; and naming lines checked one by
+# one (each by a search from the text's start) before every name line is read instead.
 _TRIES = 64
 
 
@@ -44,6 +49,60 @@ def normalized_body(text: str) -> str:
     return normalize_prompt(f"x {text} x")[2:-2]
 
 
+@functools.lru_cache(maxsize=4096)
+def _name_search(name: str) -> tuple[re.Pattern[str], int]:
+    """The search of ``name`` (normalized, ASCII, non-empty) in a lowered ASCII text: its
+    words in order, each next one after a run of separators, the last bounded on the right
+    (a lowered text has no upper-case letter); and how far past a start the next start
+    bounded on the left can be (past the first word when it is alphanumeric: a start inside
+    it or right after it follows one of its letters)."""
+    first, *rest = name.split(" ")
+    words = f"{_SEPARATORS}++".join(map(re.escape, (first, *rest)))
+    pattern = re.compile(f"{words}(?![0-9a-z])")
+    return pattern, len(first) + 1 if first.isalnum() else 1
+
+
+class _Starts:
+    """The starts of the occurrences of one name in a lowered ASCII text (see
+    :class:`RetrievalText`), found in order and only as far as asked."""
+
+    __slots__ = ("_at", "_pattern", "_skip", "_tries", "ends", "found")
+
+    def __init__(self, name: str) -> None:
+        self.found: list[int] = []
+        self.ends: list[int] = []  # where each occurrence ends (past runs of separators)
+        if not name or not name.isascii():
+            self._at = -1  # occurs nowhere in an ASCII text
+            return
+        self._at = 0
+        if len(name) > _LONGEST:
+            self._tries = 0  # the plain formula answers
+            return
+        self._pattern, self._skip = _name_search(name)
+        self._tries = -1 if self._skip > 1 else _TRIES
+
+    def upto(self, lowered: str, count: int) -> bool | None:
+        """Search until ``count`` starts are found or none is left: whether ``count`` were;
+        None when the name is too long to search so, or its first word is not alphanumeric
+        and occurs too often to try each."""
+        found, at = self.found, self._at
+        while len(found) < count and at != -1:
+            if self._tries == 0:
+                return None
+            self._tries -= 1
+            match = self._pattern.search(lowered, at)
+            if match is None:
+                at = -1
+                break
+            start = match.start()
+            if start == 0 or not lowered[start - 1].isalnum():
+                found.append(start)
+                self.ends.append(match.end())
+            at = start + self._skip
+        self._at = at
+        return len(found) >= count
+
+
 class RetrievalText:
     """A retrieval text and what its searches have found so far.
 
@@ -52,24 +111,26 @@ class RetrievalText:
     bounded by non-alphanumerics, exactly where its first word occurs in the lowered form
     bounded on the left, each next word follows a run of separators (whitespace or ``_``,
     which the normalized form collapses into one space), and the last ends bounded on the
-    right (:func:`_occurrences`). Any other text is searched in its normalized form.
+    right: one regular expression per name (:func:`_name_search`), whose matches are tried
+    for the left bound. Any other text is searched in its normalized form.
 
     Names of nodes (``exact`` mode): when a node's name normalizes to a gold name, the gold
     name occurs so in the node's name line, with only what normalizing strips between the
     line's ``]->(`` and it, and between it and the line's end or a legal suffix; provided the
     text is ASCII and the value of no name line holds a backslash (a JSON escape decodes to
     anything). So only the lines where the gold name occurs so are read
-    (:meth:`nodes_named`), instead of every name line; other texts read them all.
+    (:meth:`nodes_named`), and whether some node is so named stops at the first
+    (:meth:`names_a_node`); other texts read every name line.
     """
 
-    __slots__ = ("_found", "_lowered", "_node_names", "_normalized", "_starts", "text")
+    __slots__ = ("_ascii", "_lowered", "_node_names", "_normalized", "_starts", "text")
 
     def __init__(self, text: str) -> None:
         self.text = text
-        self._lowered = text.lower() if text.isascii() else None
+        self._ascii = text.isascii()
+        self._lowered = text.lower() if self._ascii else ""
         self._normalized: str | None = None
-        self._starts: dict[str, list[int] | None] = {}
-        self._found: dict[str, bool] = {}
+        self._starts: dict[str, _Starts] = {}
         self._node_names: _NodeNames | None = None
 
     def _normalized_form(self) -> str:
@@ -77,121 +138,134 @@ class RetrievalText:
             self._normalized = normalized_body(self.text)
         return self._normalized
 
-    def _starts_of(self, name: str) -> list[int] | None:
-        """Where ``name`` (normalized) occurs in the normalized text, as positions of the
-        lowered form (see the class docstring); None when the text is not ASCII or the first
-        word occurs too often to try each occurrence."""
-        if self._lowered is None:
-            return None
-        if name not in self._starts:
-            self._starts[name] = _occurrences(self._lowered, name)
-        return self._starts[name]
-
     def contains(self, name: str) -> bool:
         """Whether ``name`` (normalized) occurs in the normalized text bounded by
         non-alphanumerics or the ends: ``contains_words(normalized_body(text), name)``."""
-        found = self._found.get(name)
-        if found is None:
-            lowered = self._lowered
-            if lowered is not None and " " not in name and name not in self._starts:
-                # One word: its bounds are the same in both forms, and the first one will do.
-                found = contains_words(lowered, name)
-            else:
-                starts = self._starts_of(name)
-                found = bool(starts) if starts is not None else contains_words(self._normalized_form(), name)
-            self._found[name] = found
-        return found
+        if self._ascii:
+            found = _starts_of(self._starts, name).upto(self._lowered, 1)
+            if found is not None:
+                return found
+        return contains_words(self._normalized_form(), name)
 
     def nodes_named(self, name: str, name_keys: tuple[str, ...]) -> frozenset[str]:
         """The ids of the nodes of the text's ``FormalTriplet`` lines whose name normalizes to
         ``name`` (normalized; :func:`~kag.results.graph_text.formal_names` with
         ``name_keys``). A text is asked with one ``name_keys``: later calls reuse the first's."""
-        if self._node_names is None:
-            self._node_names = _NodeNames(self, name_keys)
-        return self._node_names.nodes(name)
+        return self._names(name_keys).nodes(name)
 
     def names_a_node(self, name: str, name_keys: tuple[str, ...]) -> bool:
         """Whether ``name`` (normalized) is the normalized name of a node (``""`` is when
-        some node's name normalizes to it): :meth:`nodes_named` is not empty."""
-        return bool(self.nodes_named(name, name_keys))
+        some node's name normalizes to it): :meth:`nodes_named` is not empty, found without
+        looking past the first such node where the text allows it."""
+        return self._names(name_keys).any(name)
+
+    def _names(self, name_keys: tuple[str, ...]) -> _NodeNames:
+        if self._node_names is None:
+            self._node_names = _NodeNames(self, name_keys)
+        return self._node_names
+
+
+def _starts_of(starts: dict[str, _Starts], name: str) -> _Starts:
+    """The search of ``name`` in ``starts``, the searches of one text, begun if need be."""
+    found = starts.get(name)
+    if found is None:
+        found = starts[name] = _Starts(name)
+    return found
 
 
 class _NodeNames:
     """The node-name lookups of one text: in the lines where the name occurs, when the text
-    can be searched so, else among every node's normalized name (read on first need)."""
+    can be searched so, else among every node's normalized name (read on first need).
+    It keeps the text's parts, not the text itself: no cycle of references, so that both
+    are freed as soon as the file is graded, not by the garbage collector."""
 
-    __slots__ = ("_every", "_found", "_keys", "_searchable", "_text")
+    __slots__ = ("_any", "_every", "_found", "_keys", "_lines", "_lowered", "_searchable", "_starts", "_text")
 
     def __init__(self, text: RetrievalText, name_keys: tuple[str, ...]) -> None:
-        self._text = text
+        self._text = text.text
+        self._lowered = text._lowered
+        self._starts = text._starts
         self._keys = name_keys
         self._searchable = (
-            text._lowered is not None
+            text._ascii
             and not any("\n" in key for key in name_keys)
             and not _escaped_name_line(text.text, name_keys)
         )
         self._every: dict[str, set[str]] | None = None
         self._found: dict[str, frozenset[str]] = {}
+        self._any: dict[str, bool] = {}
+        # Per name: the naming lines (line start, node, key) of the starts checked so far.
+        self._lines: dict[str, tuple[int, list[tuple[int, str, str]]]] = {}
+
+    def _every_name(self, name: str) -> frozenset[str]:
+        if self._every is None:
+            self._every = {}
+            for node, value in formal_names(self._text, self._keys).items():
+                if value:
+                    self._every.setdefault(normalize_title(value), set()).add(node)
+        return frozenset(self._every.get(name, ()))
+
+    def _naming_lines(self, name: str, count: int) -> list[tuple[int, str, str]] | None:
+        """The lines where ``name`` occurs as a name line's value, checked in order until
+        ``count`` are found or none is left; None when the text cannot be searched so, or
+        more than ``_TRIES`` such lines are asked for (each would be checked to be its
+        node's first by a search from the text's start: reading every line is the linear way)."""
+        if not (name and self._searchable):
+            return None
+        starts = _starts_of(self._starts, name)
+        checked, lines = self._lines.get(name, (0, []))
+        while len(lines) < count:
+            if starts.upto(self._lowered, checked + 1) is None:
+                return None
+            if len(starts.found) <= checked:
+                break
+            line = _name_line_at(self._text, starts.found[checked], starts.ends[checked], name, self._keys)
+            checked += 1
+            if line is not None:
+                if len(lines) == _TRIES:
+                    return None
+                lines.append(line)
+        self._lines[name] = (checked, lines)
+        return lines
 
     def nodes(self, name: str) -> frozenset[str]:
         """The ids of the nodes whose name normalizes to ``name``."""
         found = self._found.get(name)
         if found is None:
-            text, lowered = self._text, self._text._lowered
-            starts = text._starts_of(name) if name and self._searchable else None
-            lines = None
-            if starts is not None and lowered is not None:
-                lines = [
-                    line for at in starts if (line := _name_line_at(text.text, lowered, at, name, self._keys))
-                ]
-            # Whether each line is its node's naming line is a search from the text's start:
-            # past _TRIES such lines, reading every line is the linear way.
-            if lines is not None and len(lines) <= _TRIES:
-                found = frozenset(
-                    node
-                    for start, node, key in lines
-                    if names_its_node(text.text, start, node, key, self._keys)
-                )
+            lines = self._naming_lines(name, _TRIES + 1)
+            if lines is None:
+                found = self._every_name(name)
             else:
-                if self._every is None:
-                    self._every = {}
-                    for node, value in formal_names(text.text, self._keys).items():
-                        if value:
-                            self._every.setdefault(normalize_title(value), set()).add(node)
-                found = frozenset(self._every.get(name, ()))
+                text, keys = self._text, self._keys
+                found = frozenset(
+                    node for start, node, key in lines if names_its_node(text, start, node, key, keys)
+                )
             self._found[name] = found
+            self._any[name] = bool(found)
         return found
 
-
-def _occurrences(lowered: str, name: str) -> list[int] | None:
-    """The starts of the occurrences of ``name`` (normalized, non-empty) in the normalized
-    form of a text whose lowered form is ``lowered`` (see :class:`RetrievalText`); None after
-    ``_TRIES`` occurrences of a first word that can overlap itself there."""
-    if not name:
-        return []
-    first, *rest = name.split(" ")
-    size, length = len(first), len(lowered)
-    # An occurrence of an alphanumeric word that starts inside the previous one (or right
-    # after it) is not bounded on the left: the next search starts past it. Other words may
-    # overlap themselves at every character: they are tried a bounded number of times.
-    step, tries = (size + 1, length + 1) if first.isalnum() else (1, _TRIES)
-    starts: list[int] = []
-    at = lowered.find(first)
-    for _ in range(tries):
-        if at == -1:
-            return starts
-        if at == 0 or not lowered[at - 1].isalnum():
-            end = at + size
-            for word in rest:
-                run = _SEPARATOR_RUN.match(lowered, end)
-                if run is None or not lowered.startswith(word, run.end()):
+    def any(self, name: str) -> bool:
+        """Whether some node's name normalizes to ``name``: the naming lines are checked one
+        by one, up to the first that names its node."""
+        found = self._any.get(name)
+        if found is None:
+            text, keys = self._text, self._keys
+            found = False
+            for count in range(1, _TRIES + 1):
+                lines = self._naming_lines(name, count)
+                if lines is None:
+                    found = bool(self.nodes(name))
                     break
-                end = run.end() + len(word)
+                if len(lines) < count:
+                    break
+                start, node, key = lines[-1]
+                if names_its_node(text, start, node, key, keys):
+                    found = True
+                    break
             else:
-                if end == length or not lowered[end].isalnum():
-                    starts.append(at)
-        at = lowered.find(first, at + step)
-    return starts if at == -1 else None
+                found = bool(self.nodes(name))
+            self._any[name] = found
+        return found
 
 
 def _escaped_name_line(text: str, name_keys: tuple[str, ...]) -> bool:
@@ -208,25 +282,25 @@ def _escaped_name_line(text: str, name_keys: tuple[str, ...]) -> bool:
 
 
 def _name_line_at(
-    text: str, lowered: str, at: int, name: str, name_keys: tuple[str, ...]
+    text: str, at: int, end: int, name: str, name_keys: tuple[str, ...]
 ) -> tuple[int, str, str] | None:
     """(line start, node, key) of the name line whose value normalizes to ``name`` occurring
-    at ``at``, if it is one: only what normalizing strips lies between the line's ``]->(``
+    from ``at`` to ``end``, if it is one: only what normalizing strips lies between the line's ``]->(``
     and ``at``, and after the name up to the line's end or a legal suffix, and the line read
     has that value. None otherwise."""
     before = at - 1
-    while before >= 0 and lowered[before] in _STRIPPED:
+    while before >= 0 and text[before] in _STRIPPED:
         before -= 1
-    if before < 2 or not lowered.startswith("]->", before - 2):
+    if before < 2 or not text.startswith("]->", before - 2):
         return None
-    after, length = at + len(name), len(lowered)
-    while after < length and lowered[after] in _STRIPPED:
+    after, length = end, len(text)
+    while after < length and text[after] in _STRIPPED:
         after += 1
-    if after < length and lowered[after] != "\n" and lowered[after] not in _SUFFIX_STARTS:
+    if after < length and text[after] != "\n" and text[after] not in _SUFFIX_STARTS:
         return None
     start = text.rfind("\n", 0, at) + 1
-    end = text.find("\n", at)
-    line = formal_property_at(text, start, len(text) if end == -1 else end, name_keys)
+    line_end = text.find("\n", at)
+    line = formal_property_at(text, start, len(text) if line_end == -1 else line_end, name_keys)
     if line is not None and normalize_title(line[2]) == name:
         return start, line[0], line[1]
     return None

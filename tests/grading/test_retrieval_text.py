@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -116,7 +117,18 @@ other_line = st.sampled_from(
 )
 text = st.lists(st.one_of(property_line, relationship_line, other_line), max_size=10).map("\n".join)
 gold = st.sampled_from(
-    ["Vitamin C", "vitamin  c", "Iron", "Iron Inc.", "Vitamin_C", "C", "deficiency", "!!", "Ｃ"]
+    [
+        "Vitamin C",
+        "vitamin  c",
+        "Iron",
+        "Iron Inc.",
+        "Vitamin_C",
+        "C",
+        "deficiency",
+        "Iron deficiency",
+        "!!",
+        "Ｃ",
+    ]
 )
 gold_triple = st.tuples(gold, st.sampled_from(["caused by", "DEFICIENCY_OF", "has concept"]), gold)
 keys = st.sampled_from([("name",), ("name", "label"), ("label", "name"), ("title",)])
@@ -165,6 +177,17 @@ def test_words_are_found_across_every_run_of_separators(separator: str) -> None:
     assert named == ("\n" not in separator)  # a newline ends the name line
 
 
+@pytest.mark.parametrize("separator", ["  ", "_", " _ ", "\t", "\x1c "])
+def test_a_node_named_across_a_run_of_separators_is_found_whatever_its_last_letter(separator: str) -> None:
+    # The name's end in the line is past the run, not one space past its first word.
+    text = f'(1)-[name]->("Iron{separator}Deficiency")\n(2)-[:CAUSES]->(1)\n(2)-[name]->("Diet")'
+    assert RetrievalText(text).names_a_node("iron deficiency", ("name",))
+    triples = [("Diet", "causes", "Iron deficiency")]
+    check_text(text, ["Iron Deficiency"], triples, ("name",), 1)
+    record = file_quality(["Iron Deficiency"], triples, text, None, True, EXACT, ("name",), 1)
+    assert record is not None and (record.entities_found, record.triples_found) == (1, 1)
+
+
 def test_a_gold_end_without_letters_is_held_against_every_line_as_before() -> None:
     # "!!" normalizes to "": the reading of every line matches it with a node without a name.
     text = '(1)-[:CAUSED_BY]->(2)\n(1)-[name]->("Scurvy")\n(3)-[:R]->(2)\n(2)-[name]->("Vitamin C")'
@@ -195,3 +218,59 @@ def test_many_nodes_of_one_name_are_all_found_in_a_bounded_number_of_searches() 
     # Two per occurrence (the name, its line's end); not two more searches from the start.
     assert finds <= 7 * _TRIES
     check_text(text, ["Lung"], [("Lung", "part of", "Lung")], ("name",), 3 * _TRIES)
+
+
+def test_the_med_kag_tree_gives_what_every_line_gives(med_kag: Path) -> None:
+    # Gold names from the retrieved nodes' own names (as written, shouted, with `_` and runs of
+    # spaces, cut to their first word), the question's words and names retrieved nowhere.
+    datasets = load_datasets(med_kag / "datasets" / "mirage.json")
+    checked = 0
+    for path in sorted((med_kag / "results").glob("*/*/*.json")):
+        fields = parse_grading_fields(path.read_bytes(), retrieval_text=True)
+        text = fields.retrieval_text
+        if not text:
+            continue
+        question = datasets.get(path.parent.parent.name, path.parent.name)
+        names = sorted({n for n in formal_names(text).values() if n})[:: max(1, checked % 7 + 1)][:6]
+        variants = [n.upper() for n in names[:2]] + [n.replace(" ", "_") for n in names[2:4]]
+        variants += [n.replace(" ", "  ") + "." for n in names[4:]] + [n.split(" ")[0] for n in names[:3]]
+        words = (question.input.split() if question is not None else [])[:4]
+        entities = [*names, *variants, *words, "Helicopter Emergency", "scurvy"]
+        triples = [(a, "has concept", b) for a, b in pairwise(names)][:3]
+        triples.append((names[0] if names else "x", "mapped to", "Helicopter Emergency"))
+        count = fields.retrieval.relationships if fields.retrieval is not None else None
+        check_text(text, entities, triples, ("name",), count)
+        checked += 1
+    assert checked >= 50
+
+
+@pytest.mark.parametrize(
+    ("text", "names"),
+    [
+        # Unicode case and compatibility forms: the text is not ASCII, the normalized form answers.
+        ('(1)-[name]->("CAFÉ Noir")\n(2)-[name]->("Straße")', ["café noir", "STRASSE", "strasse", "Cafe"]),
+        ('(1)-[name]->("ﬁbrin")\n(2)-[name]->("Ｃ")', ["fibrin", "c", "Ｃ", "ﬁbrin"]),
+        # Combining marks: "é" spelled e + U+0301 is NFKC-composed on both sides.
+        ('(1)-[name]->("Cafe\u0301")', ["café", "Cafe\u0301", "cafe"]),
+        # Names that are regular-expression syntax.
+        (
+            '(1)-[name]->("a+b")\n(2)-[name]->("(x)")\n(3)-[name]->("c++ [y] .* \\\\d")',
+            ["a+b", "(x)", "c++", "[y]", ".*", "\\d", "a", "x"],
+        ),
+        (
+            '(1)-[name]->("C++")\n(2)-[name]->("c.+")\n(3)-[name]->("a|b")',
+            ["c++", "c.+", "c", "a|b", "a", "b", "c+"],
+        ),
+        # Overlapping names and names that overlap themselves.
+        (
+            '(1)-[name]->("Lung Cancer")\n(2)-[name]->("Cancer")\nlung lung cancer',
+            ["lung", "lung cancer", "cancer", "lung lung"],
+        ),
+        ('a a a\n(1)-[name]->("a a")\n(2)-[name]->("a")', ["a a", "a", "a a a", "a a a a"]),
+        ('--x-- --x\n(1)-[name]->("--x")', ["--x", "x--", "--x--", "x"]),
+    ],
+)
+def test_hostile_names_and_texts_give_what_the_plain_formulas_give(text: str, names: list[str]) -> None:
+    triples = [(a, "r", b) for a, b in pairwise(names)]
+    for count in (0, 3):
+        check_text(text, names, triples, ("name",), count)
