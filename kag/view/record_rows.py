@@ -30,7 +30,7 @@ from typing import Any, Union, get_args, get_origin, get_type_hints
 
 import orjson
 
-from kag.grading.record import GradedFile
+from kag.grading.record import GradedFile, Outcome
 from kag.grading.rule import rust_trim
 from kag.textsafe import ascii_fold
 
@@ -181,6 +181,8 @@ def flattener(tp: type) -> Flatten:
     return flatten
 
 
+# A grade's value, looked up (an enum's ``value`` is a property: a call per row).
+_VALUES = {outcome: outcome.value for outcome in Outcome}
 # The fields of the detail declared as records, flattened before orjson writes them.
 _DETAIL_RECORDS = _nested_records(GradedFile, DETAIL_FIELDS)
 
@@ -254,6 +256,7 @@ def to_row(
     if error is not None and "error" not in whole:
         error = error[:ERROR_CHARS]
     extracted = record.extracted
+    full = record.response
     detail = list(_DETAIL(record))
     for at, kind, flatten in _DETAIL_RECORDS:
         if type(detail[at]) is kind:
@@ -262,15 +265,15 @@ def to_row(
         detail.pop()
     return (
         *base,
-        record.outcome.value,
-        extracted.value if extracted is not None else None,
+        _VALUES[record.outcome],
+        _VALUES[extracted] if extracted is not None else None,
         response,
         error,
         None,
         record.vertices,
         evidence,
         pack(detail),
-        None if whole_response else answer_vote(record.response),
+        None if whole_response or full is None or len(full) <= ANSWER_CHARS else answer_vote(full),
         judged,
     )
 
