@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -265,3 +268,48 @@ def test_a_question_folder_s_rows_are_its_own_beside_folders_named_alike(
     fresh = _index(tmp_path / "fresh.sqlite", datasets, tree)
     fresh.scan()
     assert index.db.execute(ROWS).fetchall() == fresh.db.execute(ROWS).fetchall()
+
+
+_KILLED_BUILD = """
+import os, signal, sys
+from pathlib import Path
+import kag.view.index as index_module
+from kag.datasets import load_datasets
+from kag.view.index import Index, Tree
+
+index_module.CHUNK_FOLDERS = 2
+index = Index(Path(sys.argv[1]), load_datasets(sys.argv[2]), [Tree("", sys.argv[3])], "", None)
+index.scan(lambda rows: os.kill(os.getpid(), signal.SIGKILL))
+"""
+
+
+@pytest.mark.parametrize("how", ["interrupted", "killed"])
+def test_a_first_build_stopped_half_way_leaves_no_half_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    datasets, tree = make_tree(tmp_path)
+    path = tmp_path / "index.sqlite"
+    if how == "interrupted":  # Ctrl-C once the first folders' rows are written
+        monkeypatch.setattr(index_module, "CHUNK_FOLDERS", 2)
+        parts = []
+
+        def stop(rows: list[tuple[object, ...]]) -> None:
+            parts.append(rows)
+            raise KeyboardInterrupt
+
+        with pytest.raises(KeyboardInterrupt):
+            _index(path, datasets, tree).scan(stop)
+        assert len(parts) == 1
+    else:  # the process killed once the first folders' rows are written
+        script = [sys.executable, "-c", _KILLED_BUILD, str(path), str(datasets), str(tree)]
+        done = subprocess.run(script, cwd=Path(__file__).resolve().parents[2], check=False)
+        assert done.returncode == -signal.SIGKILL
+    assert path.exists()
+    index = _index(path, datasets, tree)
+    stats = index.scan()
+    fresh = _index(tmp_path / "fresh.sqlite", datasets, tree)
+    clean = fresh.scan()
+    # Every file read again, none taken from a half build: the rows of a build never stopped.
+    assert (stats.seen, stats.read, stats.written) == (clean.seen, clean.read, clean.written)
+    assert index.db.execute(ROWS).fetchall() == fresh.db.execute(ROWS).fetchall()
+    assert index.tallies == fresh.tallies is not None
