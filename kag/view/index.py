@@ -338,13 +338,15 @@ class Index:
                 read += part.read
                 removed += len(part.gone)
                 warnings.extend(part.warnings)
-                db.executemany(_DELETE, [(root, rel) for rel in part.gone])
+                if part.gone:
+                    db.executemany(_DELETE, [(root, rel) for rel in part.gone])
                 db.executemany(_INSERT, part.rows)
                 written += len(part.rows)
                 if on_rows is not None:
                     on_rows(part.rows)
                 db.executemany(_INSERT_FOLDER, [(root, *f) for f in part.folders])
-                db.executemany(_DELETE_FOLDER, [(root, rel) for rel in part.dropped])
+                if part.dropped:
+                    db.executemany(_DELETE_FOLDER, [(root, rel) for rel in part.dropped])
                 if new and tallies is not None:
                     for (setup, dataset), tally in part.tallies.items():  # merged in chunk order
                         key = (root, setup, dataset)
