@@ -166,24 +166,38 @@ def _retrieval(value: Any) -> Retrieval | None:
     )
 
 
+# The configs read, by their values: the files of a setup share one, built once per process
+# rather than once per file (a frozen record: one object serves them all). Kept to a bound.
+_CONFIGS: dict[tuple[Any, ...], ModelConfig] = {}
+_CONFIGS_KEPT = 1024
+
+
 def _config(value: Any) -> ModelConfig | None:
     if not isinstance(value, dict):
         return None
     aug = value.get("augmented_generation")
-    augmented = None
+    retriever: str | None = None
+    database: str | None = None
     if (
         isinstance(aug, dict)
         and isinstance(aug.get("retriever"), str)
         and isinstance(aug.get("database"), str)
     ):
-        augmented = AugmentedGeneration(aug["retriever"], aug["database"])
-    return ModelConfig(
-        provider=_str(value.get("provider")) or "",
-        model=_str(value.get("model")) or "",
-        temperature=_number(value.get("temperature")) or 0.0,
-        tokens=_int(value.get("tokens")),
-        augmented_generation=augmented,
-    )
+        retriever, database = aug["retriever"], aug["database"]
+    provider = _str(value.get("provider")) or ""
+    model = _str(value.get("model")) or ""
+    temperature = _number(value.get("temperature")) or 0.0
+    tokens = _int(value.get("tokens"))
+    key = (provider, model, temperature, tokens, retriever, database)
+    config = _CONFIGS.get(key)
+    if config is None:
+        if len(_CONFIGS) >= _CONFIGS_KEPT:
+            _CONFIGS.clear()
+        augmented = None
+        if retriever is not None and database is not None:
+            augmented = AugmentedGeneration(retriever, database)
+        config = _CONFIGS[key] = ModelConfig(provider, model, temperature, tokens, augmented)
+    return config
 
 
 def _usage(value: Any) -> Usage | None:

@@ -176,6 +176,7 @@ class Index:
         self.on_wait = on_wait
         self._lock_fd: int | None = None
         self._written = False  # whether the scan to commit changed the index
+        self._direct = False  # whether the scan to commit writes the index without its log
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._acquire()
@@ -236,6 +237,9 @@ class Index:
         """Commit a scan made with ``commit=False`` and let other processes scan."""
         try:
             self.db.commit()
+            if self._direct:
+                self._direct = self._written = False
+                self._journal("WAL")
             if self._written:
                 # The log held every page the scan wrote: copied into the index, it is cut
                 # back to nothing rather than left beside it at its largest.
@@ -253,8 +257,33 @@ class Index:
         try:
             self._written = False
             self.db.rollback()
+            if self._direct:
+                self._direct = False
+                self._journal("WAL")
         finally:
             self._release()
+
+    def _journal(self, mode: str) -> bool:
+        """Set the index's journal mode; whether it is set (it is not while another
+        connection has the index open: that one is not waited for)."""
+        self.db.execute("PRAGMA busy_timeout=0")
+        try:
+            return bool(self.db.execute(f"PRAGMA journal_mode={mode}").fetchone()[0] == mode.lower())
+        except sqlite3.OperationalError:
+            return False
+        finally:
+            self.db.execute(f"PRAGMA busy_timeout={BUSY_MS}")
+
+    def _write_direct(self) -> bool:
+        """Before the first scan of an index that holds nothing yet (no scan ever
+        committed, so no page nor other process reads it, and none has it open): write it
+        with a rollback journal instead of the write-ahead log, which would take every page
+        of the build and then copy it into the index. The pages past the index's end are
+        not journaled: the build is written once; a build stopped half way is rolled back,
+        as from the log, the next time the index is opened. The log is back at the commit."""
+        if self.generation is not None or self.db.execute("SELECT 1 FROM folders LIMIT 1").fetchone():
+            return False
+        return self._journal("DELETE")
 
     def reader(self) -> sqlite3.Connection:
         """A read-only connection of its own: it sees what was committed, never a scan in
@@ -276,6 +305,7 @@ class Index:
             compile_spec(self.extract)  # a bad pattern is a usage error before any file is read
         self._acquire()
         try:
+            self._direct = self._write_direct()
             stats = self._scan(on_rows)
         except BaseException:
             self.rollback()
@@ -338,13 +368,15 @@ class Index:
                 read += part.read
                 removed += len(part.gone)
                 warnings.extend(part.warnings)
-                db.executemany(_DELETE, [(root, rel) for rel in part.gone])
+                if part.gone:
+                    db.executemany(_DELETE, [(root, rel) for rel in part.gone])
                 db.executemany(_INSERT, part.rows)
                 written += len(part.rows)
                 if on_rows is not None:
                     on_rows(part.rows)
                 db.executemany(_INSERT_FOLDER, [(root, *f) for f in part.folders])
-                db.executemany(_DELETE_FOLDER, [(root, rel) for rel in part.dropped])
+                if part.dropped:
+                    db.executemany(_DELETE_FOLDER, [(root, rel) for rel in part.dropped])
                 if new and tallies is not None:
                     for (setup, dataset), tally in part.tallies.items():  # merged in chunk order
                         key = (root, setup, dataset)

@@ -30,7 +30,7 @@ from typing import Any, Union, get_args, get_origin, get_type_hints
 
 import orjson
 
-from kag.grading.record import GradedFile
+from kag.grading.record import GradedFile, Outcome
 from kag.grading.rule import rust_trim
 from kag.textsafe import ascii_fold
 
@@ -145,6 +145,46 @@ def whole_fields() -> frozenset[str]:
 
 _GETTERS: dict[type, Callable[[Any], Any]] = {}
 _DETAIL = attrgetter(*DETAIL_FIELDS)
+Flatten = Callable[[Any], Any]
+
+
+def _nested_records(tp: Any, names: tuple[str, ...]) -> tuple[tuple[int, type, Flatten], ...]:
+    """The fields ``names`` of the record type ``tp`` declared as records (``| None`` or
+    not): each one's position in ``names``, its type and its :func:`flattener`."""
+    hints = get_type_hints(tp)
+    found = []
+    for at, name in enumerate(names):
+        inner, _ = _optional(hints[name])
+        if isinstance(inner, type) and is_dataclass(inner):
+            found.append((at, inner, flattener(inner)))
+    return tuple(found)
+
+
+def flattener(tp: type) -> Flatten:
+    """A record of type ``tp`` as the sequence of its fields, the records declared in it
+    likewise: the JSON orjson writes of it through :func:`_as_list`, without orjson calling
+    back into Python for each record of each row. A value of another type than the one
+    declared is left to :func:`_as_list`."""
+    names = tuple(f.name for f in fields(tp))
+    nested = _nested_records(tp, names)
+    get: Flatten = attrgetter(*names) if len(names) > 1 else (lambda v: [getattr(v, names[0])])
+    if not nested:
+        return get
+
+    def flatten(value: Any) -> list[Any]:
+        values = list(get(value))
+        for at, kind, inner in nested:
+            if type(values[at]) is kind:
+                values[at] = inner(values[at])
+        return values
+
+    return flatten
+
+
+# A grade's value, looked up (an enum's ``value`` is a property: a call per row).
+_VALUES = {outcome: outcome.value for outcome in Outcome}
+# The fields of the detail declared as records, flattened before orjson writes them.
+_DETAIL_RECORDS = _nested_records(GradedFile, DETAIL_FIELDS)
 
 
 def _as_list(value: Any) -> Any:
@@ -168,9 +208,13 @@ def pack(values: list[Any]) -> bytes:
     """``values`` as JSON (a number past 64 bits, a time read from a hostile file, in the
     standard library's JSON behind a NUL: orjson neither writes nor reads it exactly)."""
     try:
-        return orjson.dumps(values, default=_as_list, option=orjson.OPT_PASSTHROUGH_DATACLASS)
+        data = orjson.dumps(values, default=_as_list, option=orjson.OPT_PASSTHROUGH_DATACLASS)
     except orjson.JSONEncodeError:
         return b"\0" + json.dumps(values, default=_as_list).encode()
+    # orjson's bytes keep the block of its write buffer, shrunk in place: a scan holds a
+    # thousand rows at a time, whose blocks then each take fresh memory (writing costs ten
+    # times more). A copy of the bytes' own size lets that block go at once.
+    return bytes(memoryview(data))
 
 
 def unpack(data: bytes) -> list[Any]:
@@ -212,20 +256,24 @@ def to_row(
     if error is not None and "error" not in whole:
         error = error[:ERROR_CHARS]
     extracted = record.extracted
+    full = record.response
     detail = list(_DETAIL(record))
+    for at, kind, flatten in _DETAIL_RECORDS:
+        if type(detail[at]) is kind:
+            detail[at] = flatten(detail[at])
     while detail and detail[-1] is None:  # the fields a file has not: most of the last ones
         detail.pop()
     return (
         *base,
-        record.outcome.value,
-        extracted.value if extracted is not None else None,
+        _VALUES[record.outcome],
+        _VALUES[extracted] if extracted is not None else None,
         response,
         error,
         None,
         record.vertices,
         evidence,
         pack(detail),
-        None if whole_response else answer_vote(record.response),
+        None if whole_response or full is None or len(full) <= ANSWER_CHARS else answer_vote(full),
         judged,
     )
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import sqlite3
 from dataclasses import dataclass, field
-from typing import cast
 from urllib.parse import quote
 
 from kag.datasets import Datasets
@@ -150,28 +149,30 @@ def scan_chunk(ctx: ScanContext, chunk: Chunk) -> Part:
             task = question_task(
                 ctx.datasets.get(dataset, question), path, dataset, question, ctx.judge is not None
             )
+            stamps, rows, cut = folder.stamps, part.rows, len(rel)
             for frel, epoch, setup, file_stamp, slot in iter_entries(folder, rel, ctx.prefix):
                 part.seen += 1
-                if not named or not is_utf8(frel):
+                # A result file's name is UTF-8 (iter_entries): only an ignored entry's may not be.
+                if not named or (setup is None and not is_utf8(frel)):
                     frel, setup = shown_name(frel), None
                 present.add(frel)
                 if setup is None:
                     # An ignored entry's row has no stamp: one with a stamp was a result file.
                     if known.get(frel, ()) != NO_STAMP:
-                        part.rows.append(make_row(root, frel, dataset, question, None, epoch, IGNORED))
+                        rows.append(make_row(root, frel, dataset, question, None, epoch, IGNORED))
                     continue
-                if known.get(frel) == file_stamp:
+                if not new and known.get(frel) == file_stamp:
                     continue
                 part.read += 1
-                file_path = os.path.join(path, frel[len(rel) + 1 :])
+                # frel is rel + "/" + the entry's name in the folder's listing
                 row, got = _file_row(
-                    grader, task, (root, frel, setup, epoch), file_path, file_stamp, ctx.whole
+                    grader, task, (root, frel, setup, epoch), path + frel[cut:], file_stamp, ctx.whole
                 )
                 if tallies is not None and epoch == 1 and got is not None:
                     _tally(tallies, setup, dataset, task, got)
-                part.rows.append(row)
+                rows.append(row)
                 if new:
-                    folder.stamps[slot : slot + 2] = cast("Stamp", row[7:9])
+                    stamps[slot], stamps[slot + 1] = row[7], row[8]  # type: ignore[call-overload]
             if new:
                 fill_stamps(folder, path)
                 sig = signature(folder)

@@ -245,9 +245,23 @@ def iter_entries(folder: Folder, rel: str, prefix: str) -> Iterator[Entry]:
             yield f"{rel}/{name}", epoch, setup, stamp, slot
 
 
+# (prefix, name) -> the setup of a regular file of that name: a tree has millions of files
+# but few names (one per setup), so each is read once (kept to a bound, for a tree that is
+# not laid out so), and the files of a setup share one text (their rows pickle it once).
+_SETUPS: dict[tuple[str, str], str | None] = {}
+_SETUPS_KEPT = 4096
+
+
 def _setup(name: str, prefix: str) -> str | None:
     """:func:`kag.results.tree.result_file_setup` of a regular file in a listing."""
+    key = (prefix, name)
+    setup = _SETUPS.get(key, name)  # a setup is never its file's whole name (".json")
+    if setup is not name:
+        return setup
     setup = setup_from_name(name, prefix)
-    if setup is None or not is_utf8(name):
-        return None
+    if setup is not None and not is_utf8(name):
+        setup = None
+    if len(_SETUPS) >= _SETUPS_KEPT:
+        _SETUPS.clear()
+    _SETUPS[key] = setup
     return setup

@@ -370,3 +370,43 @@ def test_the_sums_only_reader_keeps_the_usage_and_drops_only_the_config(result, 
     assert grading_fields(raw, details=False) == full._replace(config=None)
     model = result_from_json(raw)
     assert full.usage == (model.stats.usage if isinstance(model, OkResult) else None)
+
+
+def test_the_files_of_a_setup_share_one_config_and_no_two_configs_are_mixed_up() -> None:
+    base = {
+        "provider": "p",
+        "model": "m",
+        "temperature": 0.5,
+        "tokens": 7,
+        "augmented_generation": {"retriever": "r", "database": "d"},
+    }
+    variants = [
+        base,
+        {**base, "provider": "q"},
+        {**base, "model": "n"},
+        {**base, "temperature": 0.25},
+        {**base, "temperature": 2},
+        {**base, "tokens": None},
+        {**base, "tokens": 8},
+        {**base, "augmented_generation": None},
+        {**base, "augmented_generation": {"retriever": "r", "database": "e"}},
+        {**base, "augmented_generation": {"retriever": "s", "database": "d"}},
+    ]
+
+    def config_of(value: dict[str, object]) -> ModelConfig | None:
+        return grading_fields({"ok": {"result": "A", "stats": {"config": value}}}).config
+
+    def spelled_out(value: dict[str, object]) -> ModelConfig:
+        aug = value["augmented_generation"]
+        return ModelConfig(
+            value["provider"],  # type: ignore[arg-type]
+            value["model"],  # type: ignore[arg-type]
+            float(value["temperature"]),  # type: ignore[arg-type]
+            value["tokens"],  # type: ignore[arg-type]
+            AugmentedGeneration(**aug) if isinstance(aug, dict) else None,
+        )
+
+    read = [config_of(value) for value in variants]
+    assert read == [spelled_out(value) for value in variants]
+    assert len({(c.provider, c.model, c.temperature, c.tokens, c.augmented_generation) for c in read}) == 10  # type: ignore[union-attr]
+    assert config_of(dict(base)) is read[0]  # one object for the files that say the same

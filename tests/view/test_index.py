@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -215,12 +218,18 @@ def test_a_results_folder_whose_name_is_not_utf8_is_one_line_exit_2(tmp_path: Pa
     assert "Traceback" not in result.output
 
 
-def test_the_write_ahead_log_is_cut_back_once_a_scan_is_committed(tmp_path: Path) -> None:
+def test_a_first_build_leaves_no_log_and_a_later_scan_s_log_is_cut_back(tmp_path: Path) -> None:
     datasets, tree = make_tree(tmp_path)
     path = tmp_path / "index.sqlite"
     index = _index(path, datasets, tree)
     assert index.scan().written > 0
-    # Every page the scan wrote went through the log: copied into the index, it is empty.
+    # A first build writes the index itself (no page through the log), and leaves the log on.
+    assert not os.path.exists(f"{path}-wal") or os.path.getsize(f"{path}-wal") == 0
+    assert not os.path.exists(f"{path}-journal")
+    assert index.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    write_result(result_path(tree, "med", "q5", "", "gpt"), ok_result("A"))
+    assert index.scan().written > 0
+    # Every page a later scan wrote went through the log: copied into the index, it is empty.
     assert os.path.getsize(f"{path}-wal") == 0
     assert index.db.execute("SELECT count(*) FROM files").fetchone()[0] > 0
     index.close()
@@ -265,3 +274,65 @@ def test_a_question_folder_s_rows_are_its_own_beside_folders_named_alike(
     fresh = _index(tmp_path / "fresh.sqlite", datasets, tree)
     fresh.scan()
     assert index.db.execute(ROWS).fetchall() == fresh.db.execute(ROWS).fetchall()
+
+
+_KILLED_BUILD = """
+import os, signal, sys
+from pathlib import Path
+import kag.view.index as index_module
+from kag.datasets import load_datasets
+from kag.view.index import Index, Tree
+
+index_module.CHUNK_FOLDERS = 2
+index = Index(Path(sys.argv[1]), load_datasets(sys.argv[2]), [Tree("", sys.argv[3])], "", None)
+index.scan(lambda rows: os.kill(os.getpid(), signal.SIGKILL))
+"""
+
+
+@pytest.mark.parametrize("how", ["interrupted", "killed"])
+def test_a_first_build_stopped_half_way_leaves_no_half_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    datasets, tree = make_tree(tmp_path)
+    path = tmp_path / "index.sqlite"
+    if how == "interrupted":  # Ctrl-C once the first folders' rows are written
+        monkeypatch.setattr(index_module, "CHUNK_FOLDERS", 2)
+        parts = []
+
+        def stop(rows: list[tuple[object, ...]]) -> None:
+            parts.append(rows)
+            raise KeyboardInterrupt
+
+        with pytest.raises(KeyboardInterrupt):
+            _index(path, datasets, tree).scan(stop)
+        assert len(parts) == 1
+    else:  # the process killed once the first folders' rows are written
+        script = [sys.executable, "-c", _KILLED_BUILD, str(path), str(datasets), str(tree)]
+        done = subprocess.run(script, cwd=Path(__file__).resolve().parents[2], check=False)
+        assert done.returncode == -signal.SIGKILL
+    assert path.exists()
+    index = _index(path, datasets, tree)
+    assert index.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    stats = index.scan()
+    fresh = _index(tmp_path / "fresh.sqlite", datasets, tree)
+    clean = fresh.scan()
+    # Every file read again, none taken from a half build: the rows of a build never stopped.
+    assert (stats.seen, stats.read, stats.written) == (clean.seen, clean.read, clean.written)
+    assert index.db.execute(ROWS).fetchall() == fresh.db.execute(ROWS).fetchall()
+    assert index.tallies == fresh.tallies is not None
+
+
+def test_a_first_build_goes_through_the_log_while_another_connection_has_the_index_open(
+    tmp_path: Path,
+) -> None:
+    datasets, tree = make_tree(tmp_path)
+    path = tmp_path / "index.sqlite"
+    index = _index(path, datasets, tree)
+    other = _index(path, datasets, tree)  # open, idle: the index is not written without its log
+    index.scan()
+    assert index.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert other.scan().written == 0  # it sees the rows built, read from the log
+    direct = _index(tmp_path / "direct.sqlite", datasets, tree)
+    direct.scan()
+    assert index.db.execute(ROWS).fetchall() == direct.db.execute(ROWS).fetchall()
+    assert index.tallies == direct.tallies is not None

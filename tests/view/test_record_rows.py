@@ -25,9 +25,11 @@ from kag.view.query import View
 from kag.view.record_rows import (
     ANSWER_CHARS,
     DETAIL,
+    DETAIL_FIELDS,
     ERROR_CHARS,
     RECORD_VERSION,
     VOTE,
+    _as_list,
     answer_vote,
     describe,
     from_row,
@@ -100,6 +102,27 @@ def test_a_number_past_64_bits_is_kept_exactly() -> None:
     row = to_row(record, BASE)
     assert row[DETAIL][:1] == b"\0"  # the standard library's JSON, behind a NUL
     assert from_row(row, "kag") == record
+
+
+def test_the_detail_is_written_as_orjson_writes_each_nested_record_as_the_list_of_its_fields() -> None:
+    # The nested records are flattened before orjson writes them: the bytes are those
+    # orjson gives calling back for each record (the layout of every index already built).
+    class Sample(RetrievalSample):  # another type than the one declared: left to the call back
+        __slots__ = ()
+
+    plain = _full(retrieval=RetrievalSample(1, 2, 3, 4), retrieval_quality=None, verdict=None)
+    for record, back in (
+        (_full(), _full()),
+        (_full(config=ModelConfig("p", "m", 0.5)), _full(config=ModelConfig("p", "m", 0.5))),
+        (replace(plain, retrieval=Sample(1, 2, 3, 4)), plain),
+    ):
+        detail = [getattr(record, name) for name in DETAIL_FIELDS]
+        while detail[-1] is None:
+            detail.pop()
+        expected = orjson.dumps(detail, default=_as_list, option=orjson.OPT_PASSTHROUGH_DATACLASS)
+        row = to_row(record, BASE)
+        assert row[DETAIL] == expected and type(row[DETAIL]) is bytes
+        assert from_row(row, "kag") == back
 
 
 def test_the_layout_names_every_field_and_nested_type() -> None:
