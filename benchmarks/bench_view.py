@@ -101,7 +101,7 @@ def main() -> None:
     ensure_tree(tree, args.setups, args.questions)
     compile_kag()
     stats, stats_cpu = _stats_secs(tree)
-    datasets = load_datasets(tree / "datasets.json")
+    datasets = load_datasets(tree / "datasets.json", texts=False)  # as `kag view` loads it (no judge)
     with tempfile.TemporaryDirectory() as tmp:
         started, cpu = time.perf_counter(), _cpu()
         index = Index(
