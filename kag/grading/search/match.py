@@ -56,17 +56,14 @@ def alternatives_of(pattern: str, ignore_case: bool = False) -> tuple[str, ...] 
     an empty branch, ``ignore_case``) gives None: the engine alone decides."""
     if ignore_case or not pattern:
         return None
+    tokens = _tokens(pattern)
+    if tokens is None:
+        return None
     texts: list[str] = []
     chars: list[str] = []
-    escaped = False
-    for char in pattern:
+    for char, escaped in tokens:
         if escaped:
-            if char not in _ESCAPED_LITERALS:
-                return None
             chars.append(char)
-            escaped = False
-        elif char == "\\":
-            escaped = True
         elif char == "|":
             if not chars:
                 return None
@@ -78,9 +75,28 @@ def alternatives_of(pattern: str, ignore_case: bool = False) -> tuple[str, ...] 
             return None
         else:
             chars.append(char)
-    if escaped or not chars:
+    if not chars:
         return None
     return (*texts, "".join(chars))
+
+
+def _tokens(pattern: str) -> list[tuple[str, bool]] | None:
+    """The characters of ``pattern``, each with whether a backslash escaped it; None when
+    a backslash escapes anything but punctuation (a class, a reference, a code point) or
+    ends the pattern."""
+    tokens: list[tuple[str, bool]] = []
+    escaped = False
+    for char in pattern:
+        if escaped:
+            if char not in _ESCAPED_LITERALS:
+                return None
+            tokens.append((char, True))
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        else:
+            tokens.append((char, False))
+    return None if escaped else tokens
 
 
 def exact_of(pattern: str, ignore_case: bool = False) -> str | None:
@@ -92,23 +108,12 @@ def exact_of(pattern: str, ignore_case: bool = False) -> str | None:
     any other anchor or metacharacter (``^a|b$``, ``^a^b$``)."""
     if ignore_case or len(pattern) < 3 or pattern[0] != "^" or pattern[-1] != "$":
         return None
-    chars: list[str] = []
-    escaped = False
-    for char in pattern[1:-1]:
-        if escaped:
-            if char not in _ESCAPED_LITERALS:
-                return None
-            chars.append(char)
-            escaped = False
-        elif char == "\\":
-            escaped = True
-        elif char in _METACHARACTERS:
-            return None
-        else:
-            chars.append(char)
-    if escaped:  # the final $ was escaped: a literal dollar, not an anchor
+    # A final $ escaped (``^a\\$``) is a literal dollar, not an anchor: the body ends in a
+    # lone backslash, and _tokens gives None.
+    tokens = _tokens(pattern[1:-1])
+    if tokens is None or any(not escaped and char in _METACHARACTERS for char, escaped in tokens):
         return None
-    return "".join(chars)
+    return "".join(char for char, _ in tokens)
 
 
 @dataclass(frozen=True)
