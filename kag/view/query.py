@@ -258,29 +258,12 @@ class View:
         order: read from the index for each analysis, not kept."""
         rows = self._stream(SELECT_ROWS + " WHERE epoch = 1 AND kind = ?", (GRADED,))
         labels = tree_labels(self.index.trees)
-        shared: dict[Any, Any] = {}
+        shared: dict[object, Any] = {}
         answers = []
         for row in rows:
             full = graded_record(row, row[4])
-            dataset = shared.setdefault(full.dataset, full.dataset)
-            question = shared.setdefault(full.question, full.question)
-            config = shared.setdefault(full.config, full.config)
-            response = shared.setdefault(full.response, full.response)
             for label in labels.get(row[0], ("",)):
-                name = setup_name(label, row[4])
-                answers.append(
-                    CompactAnswer(
-                        dataset,
-                        question,
-                        shared.setdefault(name, name),
-                        full.outcome,
-                        response,
-                        full.vertices,
-                        config,
-                        full.evidence_hit,
-                        full.retrieval_quality,
-                    )
-                )
+                answers.append(CompactAnswer.of(full, setup_name(label, row[4]), shared))
         # By (dataset, question, setup): one stable sort per field, whose keys are the
         # records' own strings (a key tuple per record would double the peak).
         for field in ("setup", "question", "dataset"):

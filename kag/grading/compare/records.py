@@ -26,7 +26,7 @@ import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from kag.errors import UsageError
 from kag.grading.compare.epoch_means import SetupMeans, question_means
@@ -98,19 +98,30 @@ class CompactAnswer:
         return self.response if self.response is not None else "(error)"
 
     @classmethod
-    def of(cls, record: GradedFile) -> CompactAnswer:
-        """What the comparisons read of ``record`` (its error text left out)."""
+    def of(
+        cls, record: GradedFile, setup: str | None = None, shared: dict[object, Any] | None = None
+    ) -> CompactAnswer:
+        """What the comparisons read of ``record`` (its error text left out), under the
+        name ``setup`` when given (a tree's label prefixed). With ``shared``, each of its
+        repeated values (names, config, response) is the first equal one kept there: a
+        million records hold each once."""
+        keep = shared.setdefault if shared is not None else _same
+        name = setup if setup is not None else record.setup
         return cls(
-            record.dataset,
-            record.question,
-            record.setup,
+            keep(record.dataset, record.dataset),
+            keep(record.question, record.question),
+            keep(name, name),
             record.outcome,
-            record.response,
+            keep(record.response, record.response),
             record.vertices,
-            record.config,
+            keep(record.config, record.config),
             record.evidence_hit,
             record.retrieval_quality,
         )
+
+
+def _same(value: Any, _default: Any) -> Any:
+    return value
 
 
 A = TypeVar("A", bound=Answer)

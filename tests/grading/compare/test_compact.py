@@ -45,3 +45,24 @@ def test_index_shares_one_key_per_question(tmp_path: Path) -> None:
     assert shared and all(next(k2 for k2 in second if k2 == k) is k for k in shared)
     error = next(a for a in by_setup["kag"].values() if a.outcome is Outcome.ERR)
     assert error.response_or_error == "(error)" and not error.correct
+
+
+def test_records_made_with_one_shared_table_hold_each_repeated_value_once(tmp_path: Path) -> None:
+    datasets, results = build_tree(tmp_path)
+    loaded = load_source_answers(load_datasets(datasets), one_tree(results), GradeRequest(PREFIX))
+    shared: dict[object, object] = {}
+    # Names made anew for each record, as rows read back from an index are.
+    made = [CompactAnswer.of(a, f"lab/{a.setup}", shared) for a in loaded.answers]
+    assert [(m.setup, m.key, m.outcome) for m in made] == [
+        ("lab/" + a.setup, a.key, a.outcome) for a in loaded.answers
+    ]
+    by_setup: dict[str, list[CompactAnswer]] = {}
+    for m in made:
+        by_setup.setdefault(m.setup, []).append(m)
+    for group in by_setup.values():
+        assert all(m.setup is group[0].setup for m in group)
+    first, *others = made
+    same_question = [m for m in others if m.key == first.key]
+    assert same_question and all(
+        m.dataset is first.dataset and m.question is first.question for m in same_question
+    )
