@@ -6,11 +6,9 @@ the lean reading of a file without its texts is :mod:`kag.datasets_stream`'s.
 
 from __future__ import annotations
 
-import gc
 import json
 import re
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,6 +29,7 @@ from kag.datasets_entries import (
 )
 from kag.datasets_stream import DatasetsChanged, LeanQuestions, read_lean
 from kag.errors import InputError
+from kag.gcpause import collector_paused
 from kag.textfile import read_bytes_file
 
 __all__ = [
@@ -215,23 +214,9 @@ def load_json(data: bytes, path: Path) -> object:
         raise InputError(f"{path}: not valid JSON: {why}") from None
 
 
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """The cyclic garbage collector off while a datasets file becomes objects: none of them
-    is garbage, and each collection would walk every object made so far (with 100,000
-    questions, three quarters of the load's time)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 def parse_datasets(data: bytes, path: Path) -> Datasets:
     """Parse and validate a datasets file; all problems are reported at once (capped)."""
-    with _collector_paused():
+    with collector_paused():
         return _parse_datasets(data, path)
 
 
@@ -293,7 +278,7 @@ def load_datasets(path: str | Path, *, texts: bool = True) -> Datasets:
     whole, texts and all (``texts`` is then True in the result)."""
     path = Path(path)
     if not texts:
-        with _collector_paused():
+        with collector_paused():
             lean = read_lean(path)
         if lean is not None:
             return Datasets(path, lean.datasets, texts=False, lean=lean.datasets)

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 __all__ = ["list_search_files", "undecodable_part"]
 
-import gc
 import os
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 
+from kag.gcpause import collector_paused
 from kag.grading.search import match as _match
 from kag.grading.search.match import Matcher, Raw, RawHit
 from kag.grading.search.options import FileOutcome, FileStatus, Hit, SearchOptions
@@ -140,13 +140,8 @@ class _Searcher:
     def __call__(self, units: list[Unit]) -> ChunkResult:
         # What a chunk allocates holds no cycle: the cyclic collector's passes (now and then
         # a full one, over every object the process has loaded) wait for the chunk's end.
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
+        with collector_paused():
             return self._search(units)
-        finally:
-            if collecting:
-                gc.enable()
 
     def _search(self, units: list[Unit]) -> ChunkResult:
         totals: dict[str, int] = {}

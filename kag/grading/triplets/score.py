@@ -35,11 +35,9 @@ is refused by `grade_triplets` with `InputError` before any entry is graded.
 
 from __future__ import annotations
 
-import gc
 import logging
 from collections import Counter
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -48,6 +46,7 @@ import numpy.typing as npt
 
 from kag.embedding import Embedder
 from kag.errors import InputError
+from kag.gcpause import collector_paused
 from kag.grading.triplets.assign import PYTHON_MAX_COLS, assign_max, linear_sum_assignment, solve_wide_max
 from kag.grading.triplets.io import load_gold, load_predictions
 from kag.grading.triplets.model import (
@@ -490,25 +489,7 @@ def summarize_run(predictions: str, scores: Sequence[EntryScore]) -> RunSummary:
     )
 
 
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Pause CPython's cyclic garbage collector, restoring its state afterwards.
-
-    A run builds hundreds of thousands of small acyclic objects (parsed JSON, triplets,
-    scores) that reference counting frees; the collector, triggered by allocation counts,
-    would still traverse all of them again and again. Pausing it made grading 1.7× faster
-    (``benchmarks/bench_triplets.py``).
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
-@_collector_paused()
+@collector_paused()
 def grade_triplets(
     gold_path: Path,
     prediction_paths: Sequence[Path],
