@@ -78,23 +78,29 @@ def setup_from_name(name: str, prefix: str) -> str | None:
 
 # (prefix, name) -> the setup of a result file of that name, or None: a tree has millions
 # of files but few names (one per setup), so each is read once (kept to a bound, for a
-# tree that is not laid out so).
+# tree that is not laid out so), and the files of a setup share one text.
 _NAMES: dict[tuple[str, str], str | None] = {}
 _NAMES_KEPT = 4096
+
+
+def named_setup(name: str, prefix: str) -> str | None:
+    """The setup of a regular file named ``name``, or None when it is no result file's
+    name: not ``<prefix>…json`` (with a non-empty setup) in valid UTF-8."""
+    key = (prefix, name)
+    try:
+        return _NAMES[key]
+    except KeyError:
+        if len(_NAMES) >= _NAMES_KEPT:
+            _NAMES.clear()
+        setup = _NAMES[key] = setup_from_name(name, prefix) if is_utf8(name) else None
+        return setup
 
 
 def result_file_setup(entry: os.DirEntry[str], prefix: str) -> str | None:
     """The setup of a result file, or None when ``entry`` is not one: a name that is not
     ``<prefix>…json`` (with a non-empty setup) in valid UTF-8, or not a regular file (a
     symbolic link is not followed)."""
-    key = (prefix, entry.name)
-    try:
-        setup = _NAMES[key]
-    except KeyError:
-        if len(_NAMES) >= _NAMES_KEPT:
-            _NAMES.clear()
-        name = entry.name
-        setup = _NAMES[key] = setup_from_name(name, prefix) if is_utf8(name) else None
+    setup = named_setup(entry.name, prefix)
     if setup is None or not entry.is_file(follow_symlinks=False):
         return None
     return setup

@@ -16,8 +16,7 @@ from stat import S_ISDIR, S_ISLNK, S_ISREG
 from typing import NamedTuple
 
 from kag.results.model import TMP_SUFFIX
-from kag.results.tree import EPOCHS_FOLDER, setup_from_name, sorted_entries
-from kag.textsafe import is_utf8
+from kag.results.tree import EPOCHS_FOLDER, named_setup, sorted_entries
 
 #: (size, mtime_ns) of a file: what tells a rescan it changed; (None, None) for an entry
 #: that is not a regular file
@@ -234,34 +233,12 @@ def iter_entries(folder: Folder, rel: str, prefix: str) -> Iterator[Entry]:
             bare = name if regular else name[:-2]
             if bare.endswith(TMP_SUFFIX) or name == EPOCHS_FOLDER + "\0d":
                 continue
-            yield f"{rel}/{bare}", 1, _setup(name, prefix) if regular else None, stamp, slot
+            yield f"{rel}/{bare}", 1, named_setup(name, prefix) if regular else None, stamp, slot
             continue
         parts = name.split("/")
         if len(parts) != 3 or not regular or parts[2].endswith(TMP_SUFFIX):
             continue
         epoch = epoch_number(parts[1])
-        setup = _setup(parts[2], prefix)
+        setup = named_setup(parts[2], prefix)
         if epoch is not None and setup is not None:
             yield f"{rel}/{name}", epoch, setup, stamp, slot
-
-
-# (prefix, name) -> the setup of a regular file of that name: a tree has millions of files
-# but few names (one per setup), so each is read once (kept to a bound, for a tree that is
-# not laid out so), and the files of a setup share one text (their rows pickle it once).
-_SETUPS: dict[tuple[str, str], str | None] = {}
-_SETUPS_KEPT = 4096
-
-
-def _setup(name: str, prefix: str) -> str | None:
-    """:func:`kag.results.tree.result_file_setup` of a regular file in a listing."""
-    key = (prefix, name)
-    setup = _SETUPS.get(key, name)  # a setup is never its file's whole name (".json")
-    if setup is not name:
-        return setup
-    setup = setup_from_name(name, prefix)
-    if setup is not None and not is_utf8(name):
-        setup = None
-    if len(_SETUPS) >= _SETUPS_KEPT:
-        _SETUPS.clear()
-    _SETUPS[key] = setup
-    return setup
