@@ -336,3 +336,38 @@ def test_a_first_build_goes_through_the_log_while_another_connection_has_the_ind
     direct.scan()
     assert index.db.execute(ROWS).fetchall() == direct.db.execute(ROWS).fetchall()
     assert index.tallies == direct.tallies is not None
+
+
+@pytest.mark.parametrize("pooled", [False, True])
+def test_a_scan_pauses_the_collector_and_leaves_it_as_it_found_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pooled: bool
+) -> None:
+    import gc
+
+    datasets, tree = make_tree(tmp_path)
+    if pooled:
+        monkeypatch.setattr(index_module, "POOL_FOLDERS", 1)
+        monkeypatch.setattr(index_module, "CHUNK_FOLDERS", 2)
+    index = _index(tmp_path / "index.sqlite", datasets, tree)
+    during: list[bool] = []
+    assert gc.isenabled()
+    assert index.scan(lambda rows: during.append(gc.isenabled())).read > 0
+    assert during and not any(during)  # paused while the rows came in
+    assert gc.isenabled()
+    gc.disable()
+    try:  # a collector the caller paused stays paused
+        write_result(result_path(tree, "med", "q5", "", "gpt"), ok_result("A"))
+        assert index.scan().read == 1
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+    def stop(rows: list[tuple[object, ...]]) -> None:
+        raise KeyboardInterrupt
+
+    fresh = _index(tmp_path / "fresh.sqlite", datasets, tree)
+    with pytest.raises(KeyboardInterrupt):
+        fresh.scan(stop)
+    assert gc.isenabled()  # and one stopped half way restores it too
+    index.close()
+    fresh.close()
