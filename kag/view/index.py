@@ -21,7 +21,7 @@ import sqlite3
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
-from itertools import islice
+from itertools import chain, islice
 from pathlib import Path
 from typing import TypeVar
 from urllib.parse import quote
@@ -351,24 +351,13 @@ class Index:
             # Listed before any file is read: a verdict written meanwhile is read next time.
             cached = cache_state(root, self.judge) if self.judge is not None else None
             top: list[tuple[str, str]] = []
-            folders: list[FolderJob] = []
-            for raw, dataset, question, entry in iter_top(root):
-                # A name that is not UTF-8 is kept as text SQLite can hold (its bytes
-                # escaped); such a folder is no question of a datasets file: its files are ignored.
-                rel, dataset, question = shown_name(raw), shown_name(dataset), shown_name(question)
-                if question:
-                    old = stored.pop(rel, None)
-                    sig, count = old if old is not None else (None, 0)
-                    folders.append((entry.path, rel, dataset, question, sig, count))
-                else:
-                    top.append((rel, dataset))
-            seen += len(top)
-            gone, added = self._top(root, top, stored.pop("", None), on_rows)
-            removed += gone
-            written += added
+            # The question folders as they are listed: the workers start on the first ones
+            # while the parent lists the rest (a tree's top holds 100,000 of them at 1M files).
+            listing = self._folders(root, stored, top)
+            head = list(islice(listing, POOL_FOLDERS))
             ctx = ScanContext(self.graded, self.extract, self.prefix, str(self.path), self.whole, self.judge)
-            chunks = ((root, new, chunk) for chunk in _batched(iter(folders), CHUNK_FOLDERS))
-            for part in self._parts(partial(scan_chunk, ctx), chunks, len(folders), new):
+            chunks = ((root, new, chunk) for chunk in _batched(chain(head, listing), CHUNK_FOLDERS))
+            for part in self._parts(partial(scan_chunk, ctx), chunks, len(head), new):
                 seen += part.seen
                 read += part.read
                 removed += len(part.gone)
@@ -390,6 +379,10 @@ class Index:
                         tallies[key].merge(tally)
             if not new:
                 tallies = None
+            seen += len(top)
+            gone, added = self._top(root, top, stored.pop("", None), on_rows)
+            removed += gone
+            written += added
             if cached is not None and self.judge is not None:
                 written += sync_verdicts(db, root, self.judge, cached, fresh=new)
             for rel in stored:  # question folders gone
@@ -409,6 +402,25 @@ class Index:
         self.tallies = tallies
         self._written = bool(read or removed or written)
         return ScanStats(seen, read, removed, tuple(warnings), written, elsewhere)
+
+    @staticmethod
+    def _folders(
+        root: str, stored: dict[str, tuple[bytes, int]], top: list[tuple[str, str]]
+    ) -> Iterator[FolderJob]:
+        """The jobs of the tree's question folders, in the order of their names; each
+        one's signature taken out of ``stored`` (what is left there is gone), and the
+        entries at the dataset and question levels that are no question folder put in
+        ``top``."""
+        for raw, dataset, question, entry in iter_top(root):
+            # A name that is not UTF-8 is kept as text SQLite can hold (its bytes
+            # escaped); such a folder is no question of a datasets file: its files are ignored.
+            rel, dataset, question = shown_name(raw), shown_name(dataset), shown_name(question)
+            if question:
+                old = stored.pop(rel, None)
+                sig, count = old if old is not None else (None, 0)
+                yield (entry.path, rel, dataset, question, sig, count)
+            else:
+                top.append((rel, dataset))
 
     def _top(
         self,

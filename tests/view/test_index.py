@@ -371,3 +371,33 @@ def test_a_scan_pauses_the_collector_and_leaves_it_as_it_found_it(
     assert gc.isenabled()  # and one stopped half way restores it too
     index.close()
     fresh.close()
+
+
+def test_the_first_folders_are_read_before_the_tree_s_top_is_listed_to_its_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import kag.workers
+
+    datasets, tree = make_tree(tmp_path)
+    events: list[str] = []
+    listed = index_module.iter_top
+
+    def iter_top(root: str):  # type: ignore[no-untyped-def]
+        for item in listed(root):
+            events.append("listed")
+            yield item
+        events.append("end of the listing")
+
+    monkeypatch.setattr(index_module, "iter_top", iter_top)
+    monkeypatch.setattr(index_module, "POOL_FOLDERS", 2)
+    monkeypatch.setattr(index_module, "CHUNK_FOLDERS", 2)
+    monkeypatch.setattr(kag.workers, "default_workers", lambda: 1)  # the chunks in this process
+    index = _index(tmp_path / "index.sqlite", datasets, tree)
+    stats = index.scan(lambda rows: events.append("rows"))
+    assert events.index("rows") < events.index("end of the listing")
+    fresh = _index(tmp_path / "fresh.sqlite", datasets, tree)
+    monkeypatch.setattr(index_module, "POOL_FOLDERS", 10**6)  # listed whole before any chunk
+    assert fresh.scan() == stats
+    assert index.db.execute(ROWS).fetchall() == fresh.db.execute(ROWS).fetchall()
+    index.close()
+    fresh.close()
