@@ -392,9 +392,17 @@ class Index:
                     (root, *folder_span(dataset, question)),
                 ).rowcount
                 db.execute(_DELETE_FOLDER, (root, rel))
-        live = [t.root for t in self.trees]
+        # The rows of trees no longer given: those between the trees given, in key order,
+        # each range found through the key (not a pass over every row of the index: 0.2-0.5 s
+        # at the end of every scan of a million files).
+        live = sorted({t.root for t in self.trees})
         for table in ("files", "folders"):
-            db.execute(f"DELETE FROM {table} WHERE tree NOT IN ({', '.join('?' * len(live))})", live)
+            for low, high in zip([None, *live], [*live, None], strict=True):
+                bounds = [
+                    (clause, b) for clause, b in (("tree > ?", low), ("tree < ?", high)) if b is not None
+                ]
+                where = " AND ".join(clause for clause, _ in bounds) or "true"  # no tree: every row
+                db.execute(f"DELETE FROM {table} WHERE {where}", [b for _, b in bounds])
         if read or removed or written or now is None:
             now = secrets.token_hex(8)
             db.execute("INSERT OR REPLACE INTO meta VALUES ('generation', ?)", (now,))

@@ -401,3 +401,35 @@ def test_the_first_folders_are_read_before_the_tree_s_top_is_listed_to_its_end(
     assert index.db.execute(ROWS).fetchall() == fresh.db.execute(ROWS).fetchall()
     index.close()
     fresh.close()
+
+
+def test_the_rows_of_trees_no_longer_given_are_dropped_and_no_other(tmp_path: Path) -> None:
+    # Names that sort next to each other and one inside another's prefix.
+    roots = [tmp_path / name for name in ("t", "t2", "t-1", "u")]
+    trees = []
+    for root in roots:
+        root.mkdir()
+        tree = make_tree(root)[1]
+        trees.append(str(tree.resolve()))
+    loaded = load_datasets(roots[0] / "datasets.json")
+    path = tmp_path / "index.sqlite"
+    index = Index(path, loaded, [Tree("", t) for t in reversed(trees)], "", None)
+    index.scan()
+    assert {t for (t,) in index.db.execute("SELECT DISTINCT tree FROM files")} == set(trees)
+    index.close()
+    for kept in ([trees[0], trees[3]], [trees[1]], [trees[2], trees[1]]):
+        index = Index(path, loaded, [Tree("", t) for t in kept], "", None)
+        index.scan()
+        for table in ("files", "folders"):
+            assert {t for (t,) in index.db.execute(f"SELECT DISTINCT tree FROM {table}")} <= set(kept)
+        for tree in kept:
+            fresh = Index(tmp_path / "fresh.sqlite", loaded, [Tree("", tree)], "", None)
+            fresh.scan()
+            for table in ("files", "folders"):
+                query = f"SELECT * FROM {table} WHERE tree = ? ORDER BY rel"
+                assert (
+                    index.db.execute(query, [tree]).fetchall() == fresh.db.execute(query, [tree]).fetchall()
+                )
+            fresh.close()
+            os.remove(tmp_path / "fresh.sqlite")
+        index.close()
