@@ -433,3 +433,33 @@ def test_the_rows_of_trees_no_longer_given_are_dropped_and_no_other(tmp_path: Pa
             fresh.close()
             os.remove(tmp_path / "fresh.sqlite")
         index.close()
+
+
+def test_rows_written_without_their_empty_rare_columns_are_the_rows_given(tmp_path: Path) -> None:
+    import sqlite3
+
+    from kag.view.record_rows import ERROR, EVIDENCE, EXTRACTED, JUDGED, REASON, VOTE
+
+    datasets, tree = make_tree(tmp_path)
+    rows: list[tuple[object, ...]] = []
+    index = _index(tmp_path / "index.sqlite", datasets, tree)
+    index.scan(rows.extend)
+    index.close()
+    values = {EXTRACTED: "A", ERROR: "boom", REASON: "bad", EVIDENCE: "10", VOTE: "B", JUDGED: "k"}
+    graded = next(row for row in rows if row[6] == "graded" and all(row[c] is None for c in values))
+    for column, value in values.items():  # each rare column filled in a row of its own
+        row = list(graded)
+        row[1], row[column] = f"med/extra/{column}.json", value
+        rows.append(tuple(row))
+    full = list(graded)
+    for column, value in values.items():
+        full[column] = value
+    fast, plain = sqlite3.connect(":memory:"), sqlite3.connect(":memory:")
+    for db in (fast, plain):
+        db.execute(index_module._FILES)
+    index_module._insert_rows(fast, [tuple(full)])  # then replaced by a row with none of them
+    index_module._insert_rows(fast, rows)
+    plain.executemany(index_module._INSERT, rows)
+    query = "SELECT * FROM files ORDER BY tree, rel"
+    assert fast.execute(query).fetchall() == plain.execute(query).fetchall()
+    assert len(rows) == fast.execute("SELECT count(*) FROM files").fetchone()[0]
