@@ -45,6 +45,7 @@ from kag.view.record_rows import (
     NAMES,
     REASON,
     RECORD_VERSION,
+    REL,
     VOTE,
     whole_fields,
 )
@@ -506,11 +507,17 @@ class Index:
 
 
 def _insert_rows(db: sqlite3.Connection, rows: list[tuple[object, ...]]) -> None:
-    """Insert (or replace) ``rows``, those with none of the rare columns without them."""
+    """Insert (or replace) ``rows``, those with none of the rare columns without them. A
+    path given twice (names alike once their bytes that are not UTF-8 are escaped) keeps its
+    last row, as when the rows are written in their order."""
     common = [_common(row) for row in rows if _rare(row) == _NONE_RARE]
-    if len(common) < len(rows):
+    if len(common) == len(rows):
+        db.executemany(_INSERT_COMMON, common)
+    elif not common or len({row[REL] for row in rows}) < len(rows):
+        db.executemany(_INSERT, rows)
+    else:
         db.executemany(_INSERT, [row for row in rows if _rare(row) != _NONE_RARE])
-    db.executemany(_INSERT_COMMON, common)
+        db.executemany(_INSERT_COMMON, common)
 
 
 def _batched(items: Iterator[_T], size: int) -> Iterator[list[_T]]:

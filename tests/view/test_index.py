@@ -463,3 +463,8 @@ def test_rows_written_without_their_empty_rare_columns_are_the_rows_given(tmp_pa
     query = "SELECT * FROM files ORDER BY tree, rel"
     assert fast.execute(query).fetchall() == plain.execute(query).fetchall()
     assert len(rows) == fast.execute("SELECT count(*) FROM files").fetchone()[0]
+    # A path given twice in one part keeps its last row, whichever of the two is rare.
+    for twice in ([tuple(full), graded], [graded, tuple(full)]):
+        index_module._insert_rows(fast, [*rows[:3], *twice])
+        plain.executemany(index_module._INSERT, [*rows[:3], *twice])
+        assert fast.execute(query).fetchall() == plain.execute(query).fetchall()
