@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from urllib.parse import quote
 
 from kag.datasets import Datasets
+from kag.gcpause import collector_paused
 from kag.grading.mcq.metrics import Tally
 from kag.grading.mcq.question_files import (
     FileGrader,
@@ -121,6 +122,8 @@ class _KnownRows:
             self.db.close()
 
 
+# The records, rows and stamps a chunk makes hold no cycle: the collector is not run over them.
+@collector_paused()
 def scan_chunk(ctx: ScanContext, chunk: Chunk) -> Part:
     """The changes of some question folders of one tree: each folder listed and its result
     files stat'ed; one whose signature is the index's is done; in another, the files new

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kag.grading.epochs import EpochOutcome
@@ -76,6 +77,11 @@ class Snapshot:
     runs: list[dict[str, Any]] | None = None
 
 
+# A Cell from a tuple of its fields (tuple.__new__, not the class's own __new__: a call in
+# C, once per graded file of a first build).
+_cell = partial(tuple.__new__, Cell)
+
+
 def cell_rel(key: tuple[str, str], cell: Cell) -> str:
     """The path in its tree of a cell's file, that of question ``key``."""
     return f"{key[0]}/{key[1]}/{cell.rel}" if "/" not in cell.rel else cell.rel
@@ -129,7 +135,13 @@ class Builder:
 
     def add_first(self, rows: Iterable[tuple[Any, ...]]) -> None:
         labels, later, grid, tallies = self.labels, self.later, self.grid, self.tallies
-        counting = self.counting
+        counting, shared, names_of = self.counting, self._shared, self._names
+        with_extract, with_evidence = self.with_extract, self.with_evidence
+        # The rows of a question folder come one after the other (the index's order, a
+        # scan's part): what they share is looked up once per folder, not once per row.
+        at: tuple[Any, Any, Any] | None = None  # the (tree, dataset, question) of the folder
+        prefix = ""
+        cells: dict[str, Cell] | None = None
         for row in rows:
             tree, rel, dataset, question, setup, _, kind = row[:7]
             if kind == IGNORED:  # counted once per label, as `kag stats` walks each tree given
@@ -142,26 +154,29 @@ class Builder:
                 bad = Unreadable(os.path.join(tree, rel), row[13] or "")
                 self.unreadable.extend(bad for _ in labels.get(tree, ("",)))
                 continue
+            if at is None or question != at[2] or dataset != at[1] or tree != at[0]:
+                # A row's strings are new objects: the tree, dataset, question, file name and
+                # outcome repeat in every cell.
+                tree, dataset = shared.setdefault(tree, tree), shared.setdefault(dataset, dataset)
+                at = (tree, dataset, shared.setdefault(question, question))
+                prefix, cells = f"{dataset}/{at[2]}/", None
+            tree, dataset, question = at
             outcome = row[9]
+            outcome = shared.setdefault(outcome, outcome)
             # The extracted key and the retrieval quality live in the detail, read only when
             # there is one to read.
-            key = detail_field(row, "extracted_key") if self.with_extract and kind == GRADED else None
+            key = detail_field(row, "extracted_key") if with_extract and kind == GRADED else None
             reached = None
-            if self.with_evidence and kind == GRADED:
+            if with_evidence and kind == GRADED:
                 quality = detail_field(row, "retrieval_quality")
                 reached = is_reached(quality) if quality is not None else None
             record = from_row(row, setup) if counting else None
-            shared = self._shared
-            name_in = rel[len(dataset) + len(question) + 2 :]
-            if "/" in name_in or rel[: len(rel) - len(name_in)] != f"{dataset}/{question}/":
+            name_in = rel[len(prefix) :]
+            if "/" in name_in or not rel.startswith(prefix):
                 name_in = rel  # not a file of the question's folder: kept whole (cell_rel)
             name_in = shared.setdefault(name_in, name_in)
-            question = shared.setdefault(question, question)
-            # A row's strings are new objects: the tree, dataset and outcome repeat in every cell.
-            tree = shared.setdefault(tree, tree)
-            dataset = shared.setdefault(dataset, dataset)
-            outcome = shared.setdefault(outcome, outcome)
-            for name in self.names(tree, setup):
+            names = names_of.get((tree, setup)) or self.names(tree, setup)
+            for name in names:
                 if record is not None:
                     tally = tallies.get((name, dataset))
                     if tally is None:
@@ -174,13 +189,13 @@ class Builder:
                 if kind == OPEN:
                     continue
                 if later and (tree, dataset, question, name) in later:
-                    self.firsts[(tree, dataset, question, name)] = epoch_outcome(row, self.with_extract)
+                    self.firsts[(tree, dataset, question, name)] = epoch_outcome(row, with_extract)
                 if row[15] is not None:
                     found = EvidenceRecord(tuple(c == "1" for c in row[15]), outcome == Outcome.OK.value)
                     self.evidence.setdefault((name, dataset), {})[question] = found
-                grid.setdefault((dataset, question), {})[name] = Cell(
-                    outcome, row[11], key, row[10], row[14], name_in, tree, reached
-                )
+                if cells is None:
+                    cells = grid.setdefault((dataset, question), {})
+                cells[name] = _cell((outcome, row[11], key, row[10], row[14], name_in, tree, reached))
 
     def run(self) -> GradeRun:
         """The `kag stats` run of the rows added."""

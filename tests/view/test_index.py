@@ -336,3 +336,135 @@ def test_a_first_build_goes_through_the_log_while_another_connection_has_the_ind
     direct.scan()
     assert index.db.execute(ROWS).fetchall() == direct.db.execute(ROWS).fetchall()
     assert index.tallies == direct.tallies is not None
+
+
+@pytest.mark.parametrize("pooled", [False, True])
+def test_a_scan_pauses_the_collector_and_leaves_it_as_it_found_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pooled: bool
+) -> None:
+    import gc
+
+    datasets, tree = make_tree(tmp_path)
+    if pooled:
+        monkeypatch.setattr(index_module, "POOL_FOLDERS", 1)
+        monkeypatch.setattr(index_module, "CHUNK_FOLDERS", 2)
+    index = _index(tmp_path / "index.sqlite", datasets, tree)
+    during: list[bool] = []
+    assert gc.isenabled()
+    assert index.scan(lambda rows: during.append(gc.isenabled())).read > 0
+    assert during and not any(during)  # paused while the rows came in
+    assert gc.isenabled()
+    gc.disable()
+    try:  # a collector the caller paused stays paused
+        write_result(result_path(tree, "med", "q5", "", "gpt"), ok_result("A"))
+        assert index.scan().read == 1
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+    def stop(rows: list[tuple[object, ...]]) -> None:
+        raise KeyboardInterrupt
+
+    fresh = _index(tmp_path / "fresh.sqlite", datasets, tree)
+    with pytest.raises(KeyboardInterrupt):
+        fresh.scan(stop)
+    assert gc.isenabled()  # and one stopped half way restores it too
+    index.close()
+    fresh.close()
+
+
+def test_the_first_folders_are_read_before_the_tree_s_top_is_listed_to_its_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import kag.workers
+
+    datasets, tree = make_tree(tmp_path)
+    events: list[str] = []
+    listed = index_module.iter_top
+
+    def iter_top(root: str):  # type: ignore[no-untyped-def]
+        for item in listed(root):
+            events.append("listed")
+            yield item
+        events.append("end of the listing")
+
+    monkeypatch.setattr(index_module, "iter_top", iter_top)
+    monkeypatch.setattr(index_module, "POOL_FOLDERS", 2)
+    monkeypatch.setattr(index_module, "CHUNK_FOLDERS", 2)
+    monkeypatch.setattr(kag.workers, "default_workers", lambda: 1)  # the chunks in this process
+    index = _index(tmp_path / "index.sqlite", datasets, tree)
+    stats = index.scan(lambda rows: events.append("rows"))
+    assert events.index("rows") < events.index("end of the listing")
+    fresh = _index(tmp_path / "fresh.sqlite", datasets, tree)
+    monkeypatch.setattr(index_module, "POOL_FOLDERS", 10**6)  # listed whole before any chunk
+    assert fresh.scan() == stats
+    assert index.db.execute(ROWS).fetchall() == fresh.db.execute(ROWS).fetchall()
+    index.close()
+    fresh.close()
+
+
+def test_the_rows_of_trees_no_longer_given_are_dropped_and_no_other(tmp_path: Path) -> None:
+    # Names that sort next to each other and one inside another's prefix.
+    roots = [tmp_path / name for name in ("t", "t2", "t-1", "u")]
+    trees = []
+    for root in roots:
+        root.mkdir()
+        tree = make_tree(root)[1]
+        trees.append(str(tree.resolve()))
+    loaded = load_datasets(roots[0] / "datasets.json")
+    path = tmp_path / "index.sqlite"
+    index = Index(path, loaded, [Tree("", t) for t in reversed(trees)], "", None)
+    index.scan()
+    assert {t for (t,) in index.db.execute("SELECT DISTINCT tree FROM files")} == set(trees)
+    index.close()
+    for kept in ([trees[0], trees[3]], [trees[1]], [trees[2], trees[1]]):
+        index = Index(path, loaded, [Tree("", t) for t in kept], "", None)
+        index.scan()
+        for table in ("files", "folders"):
+            assert {t for (t,) in index.db.execute(f"SELECT DISTINCT tree FROM {table}")} <= set(kept)
+        for tree in kept:
+            fresh = Index(tmp_path / "fresh.sqlite", loaded, [Tree("", tree)], "", None)
+            fresh.scan()
+            for table in ("files", "folders"):
+                query = f"SELECT * FROM {table} WHERE tree = ? ORDER BY rel"
+                assert (
+                    index.db.execute(query, [tree]).fetchall() == fresh.db.execute(query, [tree]).fetchall()
+                )
+            fresh.close()
+            os.remove(tmp_path / "fresh.sqlite")
+        index.close()
+
+
+def test_rows_written_without_their_empty_rare_columns_are_the_rows_given(tmp_path: Path) -> None:
+    import sqlite3
+
+    from kag.view.record_rows import ERROR, EVIDENCE, EXTRACTED, JUDGED, REASON, VOTE
+
+    datasets, tree = make_tree(tmp_path)
+    rows: list[tuple[object, ...]] = []
+    index = _index(tmp_path / "index.sqlite", datasets, tree)
+    index.scan(rows.extend)
+    index.close()
+    values = {EXTRACTED: "A", ERROR: "boom", REASON: "bad", EVIDENCE: "10", VOTE: "B", JUDGED: "k"}
+    graded = next(row for row in rows if row[6] == "graded" and all(row[c] is None for c in values))
+    for column, value in values.items():  # each rare column filled in a row of its own
+        row = list(graded)
+        row[1], row[column] = f"med/extra/{column}.json", value
+        rows.append(tuple(row))
+    full = list(graded)
+    for column, value in values.items():
+        full[column] = value
+    fast, plain = sqlite3.connect(":memory:"), sqlite3.connect(":memory:")
+    for db in (fast, plain):
+        db.execute(index_module._FILES)
+    index_module._insert_rows(fast, [tuple(full)])  # then replaced by a row with none of them
+    index_module._insert_rows(fast, rows)
+    plain.executemany(index_module._INSERT, rows)
+    query = "SELECT * FROM files ORDER BY tree, rel"
+    assert fast.execute(query).fetchall() == plain.execute(query).fetchall()
+    assert len(rows) == fast.execute("SELECT count(*) FROM files").fetchone()[0]
+    # A path given twice in one part keeps its last row, whichever of the two is rare.
+    for twice in ([tuple(full), graded], [graded, tuple(full)]):
+        index_module._insert_rows(fast, [*rows[:3], *twice])
+        plain.executemany(index_module._INSERT, [*rows[:3], *twice])
+        assert fast.execute(query).fetchall() == plain.execute(query).fetchall()
