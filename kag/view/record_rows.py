@@ -32,6 +32,7 @@ import orjson
 
 from kag.grading.record import GradedFile, Outcome
 from kag.grading.rule import rust_trim
+from kag.results.model import ModelConfig
 from kag.textsafe import ascii_fold
 
 ANSWER_CHARS = 200  # the head of a response kept when no measure needs it whole
@@ -181,10 +182,35 @@ def flattener(tp: type) -> Flatten:
     return flatten
 
 
+def shared_flattener(tp: type, kept: int = 1024) -> Flatten:
+    """:func:`flattener` of a record type whose values the reader shares between files (one
+    object for every file with the same values, as :mod:`kag.results.codec` shares the
+    model's config): each value flattened once, then looked up by identity (up to ``kept``
+    values; the flattened sequence is only read, never changed)."""
+    flatten = flattener(tp)
+    memo: dict[int, tuple[Any, Any]] = {}
+
+    def flatten_shared(value: Any) -> Any:
+        known = memo.get(id(value))
+        if known is not None and known[0] is value:
+            return known[1]
+        if len(memo) >= kept:
+            memo.clear()
+        flat = flatten(value)
+        memo[id(value)] = (value, flat)  # the value held: its id names no other while kept
+        return flat
+
+    return flatten_shared
+
+
 # A grade's value, looked up (an enum's ``value`` is a property: a call per row).
 _VALUES = {outcome: outcome.value for outcome in Outcome}
-# The fields of the detail declared as records, flattened before orjson writes them.
-_DETAIL_RECORDS = _nested_records(GradedFile, DETAIL_FIELDS)
+# The fields of the detail declared as records, flattened before orjson writes them; the
+# model's config, one object per setup (kag.results.codec), flattened once.
+_DETAIL_RECORDS = tuple(
+    (at, kind, shared_flattener(kind) if kind is ModelConfig else flatten)
+    for at, kind, flatten in _nested_records(GradedFile, DETAIL_FIELDS)
+)
 
 
 def _as_list(value: Any) -> Any:
@@ -250,19 +276,21 @@ def to_row(
     vote of a response longer than its head (:func:`answer_vote`), and the key its verdict
     is cached under when a judge is named (``judged``, :mod:`kag.view.verdict_rows`)."""
     response, error = record.response, record.error
-    whole_response = "response" in whole
-    if response is not None and not whole_response:
+    vote = None
+    if response is not None and len(response) > ANSWER_CHARS and "response" not in whole:
+        vote = answer_vote(response)
         response = response[:ANSWER_CHARS]
-    if error is not None and "error" not in whole:
+    if error is not None and len(error) > ERROR_CHARS and "error" not in whole:
         error = error[:ERROR_CHARS]
     extracted = record.extracted
-    full = record.response
     detail = list(_DETAIL(record))
     for at, kind, flatten in _DETAIL_RECORDS:
-        if type(detail[at]) is kind:
-            detail[at] = flatten(detail[at])
+        value = detail[at]
+        if value is not None and type(value) is kind:
+            detail[at] = flatten(value)
     while detail and detail[-1] is None:  # the fields a file has not: most of the last ones
         detail.pop()
+    retrieval = record.retrieval
     return (
         *base,
         _VALUES[record.outcome],
@@ -270,10 +298,10 @@ def to_row(
         response,
         error,
         None,
-        record.vertices,
+        retrieval.vertices if retrieval is not None else None,  # record.vertices, without its call
         evidence,
         pack(detail),
-        None if whole_response or full is None or len(full) <= ANSWER_CHARS else answer_vote(full),
+        vote,
         judged,
     )
 

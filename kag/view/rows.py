@@ -80,7 +80,7 @@ class ScanContext:
         (with the ``--extract`` spec and the judge), every record's details read, long
         files through simdjson."""
         request = GradeRequest(prefix=self.prefix, extract=self.extract, judge=self.judge)
-        return FileGrader(request, root, details=True, read=read_grading_fields, stamped=True)
+        return FileGrader(request, root, details=True, read=read_grading_fields, stamped=True, tuples=True)
 
 
 @dataclass

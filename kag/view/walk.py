@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Iterator
+from operator import attrgetter
 from stat import S_ISDIR, S_ISLNK, S_ISREG
 from typing import NamedTuple
 
@@ -47,6 +48,7 @@ def iter_top(root: str) -> Iterator[tuple[str, str, str, os.DirEntry[str]]]:
                 yield f"{d.name}/{q.name}", d.name, "", q
 
 
+_NAME = attrgetter("name")
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -95,7 +97,12 @@ def signature(folder: Folder) -> bytes:
     """A digest of a listing (its names, kinds and stamps): the one the index keeps of a
     question folder. Equal digests, the same entries and none rewritten (a rewrite in place
     changes a size or an mtime)."""
-    text = "\n".join(folder.names) + "\0" + ",".join(map(str, folder.stamps))
+    stamps = folder.stamps
+    try:  # ",".join(map(str, stamps)) of integers, in one call
+        numbers = ("%d," * len(stamps) % tuple(stamps))[:-1]
+    except TypeError:  # a stamp not known yet (None)
+        numbers = ",".join(map(str, stamps))
+    text = "\n".join(folder.names) + "\0" + numbers
     return hashlib.blake2b(text.encode("utf-8", "surrogateescape"), digest_size=16).digest()
 
 
@@ -145,7 +152,7 @@ def _list_fd(fd: int, base: str, names: list[str], stamps: list[int | None], sta
 def _list_kinds(fd: int, base: str, names: list[str], stamps: list[int | None]) -> bool:
     """:func:`_list_fd` with the kinds the listing gives (no ``lstat``), the stamps None."""
     with os.scandir(fd) as it:
-        found = sorted(it, key=lambda e: e.name)
+        found = sorted(it, key=_NAME)
     epochs = False
     for e in found:
         name = e.name

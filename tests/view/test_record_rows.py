@@ -5,11 +5,13 @@ index of an older layout is rebuilt, not misread."""
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import subprocess
 import sys
-from dataclasses import replace
+from dataclasses import fields, replace
+from operator import attrgetter
 from pathlib import Path
 
 import orjson
@@ -33,11 +35,13 @@ from kag.view.record_rows import (
     answer_vote,
     describe,
     from_row,
+    shared_flattener,
     to_row,
 )
 from tests.view.helpers import make_tree
 
 REPO = Path(__file__).resolve().parents[2]
+_CONFIG_NAMES = tuple(f.name for f in fields(ModelConfig))
 BASE = ("/trees/t", "med/q1/kag.json", "med", "q1", "kag", 1, "graded", 120, 7)
 
 
@@ -123,6 +127,35 @@ def test_the_detail_is_written_as_orjson_writes_each_nested_record_as_the_list_o
         row = to_row(record, BASE)
         assert row[DETAIL] == expected and type(row[DETAIL]) is bytes
         assert from_row(row, "kag") == back
+
+
+def _plain_detail(record: GradedFile) -> bytes:
+    """A record's detail as orjson writes it calling back for each nested record (the
+    standard library's JSON behind a NUL for a number past 64 bits)."""
+    detail = [getattr(record, name) for name in DETAIL_FIELDS]
+    while detail[-1] is None:
+        detail.pop()
+    try:
+        return orjson.dumps(detail, default=_as_list, option=orjson.OPT_PASSTHROUGH_DATACLASS)
+    except orjson.JSONEncodeError:
+        return b"\0" + json.dumps(detail, default=_as_list).encode()
+
+
+def test_a_config_shared_by_many_files_is_written_as_each_file_s_own_would_be() -> None:
+    # The reader gives every file of a setup one config object, flattened once for them all.
+    shared = ModelConfig("p", "m", 0.5, 2**70, AugmentedGeneration("r", "d"))  # past 64 bits
+    other = ModelConfig("p", "m", 0.5, 7)
+    for config in (shared, other, shared, other, ModelConfig("p", "m", 0.5, 7), shared):
+        record = _full(config=config)
+        row = to_row(record, BASE)
+        assert row[DETAIL] == _plain_detail(record)
+        assert from_row(row, "kag") == record
+    # The memo is bounded, and a value it let go is flattened again, the same.
+    flatten = shared_flattener(ModelConfig, kept=2)
+    configs = [ModelConfig("p", str(i), 0.0) for i in range(5)]
+    assert [flatten(c) for c in configs + configs] == [
+        list(attrgetter(*_CONFIG_NAMES)(c)) for c in configs * 2
+    ]
 
 
 def test_the_layout_names_every_field_and_nested_type() -> None:

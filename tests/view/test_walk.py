@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -122,3 +123,15 @@ def test_a_listing_stamped_afterwards_has_the_signature_of_a_stamped_one(questio
     assert kinds.names == stamped.names
     fill_stamps(kinds, str(question))
     assert kinds.stamps == stamped.stamps and signature(kinds) == signature(stamped)
+
+
+@pytest.mark.parametrize(
+    "stamps", [[], [0, -1], [5917, 1764676983123456789, 7, 2**70], [None, None, 12, 3]], ids=str
+)
+def test_the_signature_is_the_digest_of_the_names_and_the_stamps_written_out(
+    stamps: list[int | None],
+) -> None:
+    # The digest an index already holds of a folder: the same formula, however it is computed.
+    folder = Folder([f"n{i}.json" for i in range(len(stamps) // 2)] + ["epochs\0d"], stamps)
+    text = "\n".join(folder.names) + "\0" + ",".join(map(str, stamps))
+    assert signature(folder) == hashlib.blake2b(text.encode(), digest_size=16).digest()

@@ -8,7 +8,7 @@ that are no option key told apart among the WRONG ones. An ``error`` file is ERR
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -136,20 +136,22 @@ def grade_fields(
     setup: str,
     abstention: re.Pattern[str],
     path: str | None = None,
+    record: Callable[..., GradedFile] = GradedFile,
 ) -> GradedFile:
     """Grade the fields a codec reader took from a result file, without building the model:
     :func:`kag.results.codec.grading_fields` (parsed JSON) or
     :func:`~kag.results.codec.parse_grading_fields` (the file's bytes; they raise
     UnreadableResult with the canonical reader's messages). ERR for an error file, else the
     response against ``key``: what :func:`grade_result` gives for the file's result model.
-    ``path`` is the file's, kept in the record."""
+    ``path`` is the file's, kept in the record. ``record``: the type made (one with the
+    fields of :class:`GradedFile`, taking the same arguments)."""
     response = fields.response
     if response is None:
-        return GradedFile(
+        return record(
             dataset, question, setup, Outcome.ERR, None, error=fields.error, gold=key.answer, path=path
         )
     outcome, abstained, non_option = _grade_response(response, key, abstention)
-    return GradedFile(
+    return record(
         dataset,
         question,
         setup,

@@ -3,16 +3,20 @@ file graded as both the walk of `kag stats` and kag view's index grade it."""
 
 from __future__ import annotations
 
+from dataclasses import fields
 from pathlib import Path
 
 import orjson
 
 from kag.datasets import parse_datasets
+from kag.grading.mcq.metrics import Tally
 from kag.grading.mcq.question_files import FileGrader, QuestionKind, question_task, unreadable_reason
 from kag.grading.mcq.request import GradeRequest
-from kag.grading.record import Outcome
+from kag.grading.record import GradedFile, Outcome
 from kag.results import result_path, write_result
 from kag.results.codec import GradingFields, parse_grading_fields
+from kag.results.model import Timing, Usage
+from kag.view.record_rows import to_row
 from tests.result_helpers import ok_result
 
 DATASETS = parse_datasets(
@@ -92,3 +96,52 @@ def test_an_open_question_s_file_is_graded_by_exact_match(tmp_path: Path) -> Non
     got = FileGrader(GradeRequest(), str(tmp_path)).grade(task, str(path), "kag")
     assert got.record is not None
     assert (got.record.outcome, got.record.exact_match, got.record.gold) == (Outcome.OK, 1.0, "Paris")
+
+
+def test_records_made_as_tuples_read_field_for_field_as_the_records_they_stand_for(tmp_path: Path) -> None:
+    # The view's index asks for its records as tuples (cheaper to make): every field, every
+    # property, the tallies and the index rows are those of the record kag stats makes.
+    usage, timing = Usage(120, 3), Timing(2, 5)
+    made = {
+        ("mcq", "right"): ok_result("b ", model="m", tokens=9, augmented=True, usage=usage, time=timing),
+        ("mcq", "abstains"): ok_result("I don't know", model="m", prompt="p\u00e9"),
+        ("mcq", "other"): ok_result("Z"),
+        ("open", "exact"): ok_result("paris", model="m", usage=usage),
+        ("open", "near"): ok_result("Paris, France"),
+    }
+    paths = []
+    for (question, setup), result in made.items():
+        path = result_path(tmp_path, "med", question, "", setup)
+        write_result(path, result)
+        paths.append((question, setup, path))
+    for question in ("mcq", "open"):
+        path = result_path(tmp_path, "med", question, "", "failed")
+        path.write_text('{"error": "the model went away"}')
+        paths.append((question, "failed", path))
+    plain = FileGrader(GradeRequest(), str(tmp_path), details=True, stamped=True)
+    tuples = FileGrader(GradeRequest(), str(tmp_path), details=True, stamped=True, tuples=True)
+    properties = [name for name, value in vars(GradedFile).items() if isinstance(value, property)]
+    assert properties and len(paths) == 7
+    for question, setup, path in paths:
+        task = question_task(DATASETS.get("med", question), str(path.parent), "med", question)
+        record = plain.grade(task, str(path), setup).record
+        light = tuples.grade(task, str(path), setup).record
+        assert type(record) is GradedFile and isinstance(light, tuple)
+        for field in fields(GradedFile):
+            assert getattr(light, field.name) == getattr(record, field.name), field.name
+        for name in properties:
+            assert getattr(light, name) == getattr(record, name), name
+        base = ("/t", f"med/{question}/{setup}.json", "med", question, setup, 1, "graded", 1, 2)
+        assert to_row(light, base) == to_row(record, base)
+        tallied = Tally(), Tally()
+        if task.kind is QuestionKind.OPEN:
+            tallied[0].add_open_record(record)
+            tallied[1].add_open_record(light)
+        else:
+            tallied[0].add(record)
+            tallied[1].add(light)
+        assert tallied[0].freeze() == tallied[1].freeze()
+    # A record completed in steps (here the extracted grade) stays a GradedFile.
+    stepped = FileGrader(GradeRequest(extract="letter"), str(tmp_path), tuples=True)
+    task = question_task(DATASETS.get("med", "mcq"), str(paths[0][2].parent), "med", "mcq")
+    assert type(stepped.grade(task, str(paths[0][2]), "right").record) is GradedFile
