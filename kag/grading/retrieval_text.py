@@ -26,6 +26,12 @@ _STRIPPED = frozenset(
 )
 # The first letters of the legal suffixes a name may end with (kag.grading.triplets.normalize).
 _SUFFIX_STARTS = frozenset("cilgpCILGP")
+# The same two sets as classes of a regular expression over a lowered text.
+_STRIPPED_CLASS = "[" + "".join(re.escape(c) for c in sorted(_STRIPPED)) + "]"
+_LINE_END_CLASS = "[\\n" + "".join(sorted({c.lower() for c in _SUFFIX_STARTS})) + "]"
+# Stripped characters between a name line's ``]->`` and its value that the naming search
+# checks itself (``("`` is two); past that many, :func:`_name_line_at` checks.
+_RUN = 3
 # The longest name searched by one regular expression: a search may try a match from every
 # offset of the text, each as long as the name; a longer one is left to the plain formula.
 _LONGEST = 100
@@ -52,14 +58,33 @@ def normalized_body(text: str) -> str:
 @functools.lru_cache(maxsize=4096)
 def _name_search(name: str) -> tuple[re.Pattern[str], int]:
     """The search of ``name`` (normalized, ASCII, non-empty) in a lowered ASCII text: its
-    words in order, each next one after a run of separators, the last bounded on the right
-    (a lowered text has no upper-case letter); and how far past a start the next start
-    bounded on the left can be (past the first word when it is alphanumeric: a start inside
-    it or right after it follows one of its letters)."""
+    words in order, each next one after a run of separators, bounded on both sides (a lowered
+    text has no upper-case letter); and how far past a start the next start can be (past the
+    first word when it is alphanumeric: a start inside it or right after it follows one of
+    its letters). The left bound is a look-behind *after* the first word, so that the search
+    still skips ahead to each occurrence of the first word as a literal."""
     first, *rest = name.split(" ")
-    words = f"{_SEPARATORS}++".join(map(re.escape, (first, *rest)))
-    pattern = re.compile(f"{words}(?![0-9a-z])")
+    head = re.escape(first)
+    tail = "".join(f"{_SEPARATORS}++{re.escape(word)}" for word in rest)
+    pattern = re.compile(f"{head}(?<![0-9a-z]{head}){tail}(?![0-9a-z])")
     return pattern, len(first) + 1 if first.isalnum() else 1
+
+
+@functools.lru_cache(maxsize=4096)
+def _naming_search(name: str) -> re.Pattern[str]:
+    """The search, in a lowered ASCII text, of the occurrences of ``name`` (as
+    :func:`_name_search` finds them) that :func:`_name_line_at` may take for a name line's
+    value: preceded by ``]->`` and at most ``_RUN`` stripped characters, or by more than
+    ``_RUN`` stripped characters (checked there), and followed by stripped characters up to
+    a newline, a legal suffix's first letter or the text's end. Every occurrence it passes
+    over is one :func:`_name_line_at` refuses."""
+    first, *rest = name.split(" ")
+    head = re.escape(first)
+    tail = "".join(f"{_SEPARATORS}++{re.escape(word)}" for word in rest)
+    behind = [rf"(?<=\]->{_STRIPPED_CLASS}{{{run}}}{head})" for run in range(_RUN + 1)]
+    behind.append(f"(?<={_STRIPPED_CLASS}{{{_RUN + 1}}}{head})")
+    ahead = rf"(?={_STRIPPED_CLASS}*+(?:{_LINE_END_CLASS}|\Z))"
+    return re.compile(f"{head}(?:{'|'.join(behind)}){tail}(?![0-9a-z]){ahead}")
 
 
 class _Starts:
@@ -95,9 +120,8 @@ class _Starts:
                 at = -1
                 break
             start = match.start()
-            if start == 0 or not lowered[start - 1].isalnum():
-                found.append(start)
-                self.ends.append(match.end())
+            found.append(start)
+            self.ends.append(match.end())
             at = start + self._skip
         self._at = at
         return len(found) >= count
@@ -111,15 +135,16 @@ class RetrievalText:
     bounded by non-alphanumerics, exactly where its first word occurs in the lowered form
     bounded on the left, each next word follows a run of separators (whitespace or ``_``,
     which the normalized form collapses into one space), and the last ends bounded on the
-    right: one regular expression per name (:func:`_name_search`), whose matches are tried
-    for the left bound. Any other text is searched in its normalized form.
+    right: one regular expression per name (:func:`_name_search`). Any other text is
+    searched in its normalized form.
 
     Names of nodes (``exact`` mode): when a node's name normalizes to a gold name, the gold
     name occurs so in the node's name line, with only what normalizing strips between the
     line's ``]->(`` and it, and between it and the line's end or a legal suffix; provided the
     text is ASCII and the value of no name line holds a backslash (a JSON escape decodes to
     anything). So only the lines where the gold name occurs so are read
-    (:meth:`nodes_named`), and whether some node is so named stops at the first
+    (:meth:`nodes_named`; a second expression per name, :func:`_naming_search`, passes over
+    most other occurrences), and whether some node is so named stops at the first
     (:meth:`names_a_node`); other texts read every name line.
     """
 
@@ -194,7 +219,8 @@ class _NodeNames:
         self._every: dict[str, set[str]] | None = None
         self._found: dict[str, frozenset[str]] = {}
         self._any: dict[str, bool] = {}
-        # Per name: the naming lines (line start, node, key) of the starts checked so far.
+        # Per name: where the naming search goes on (-1: done), and the naming lines (line
+        # start, node, key) found before there.
         self._lines: dict[str, tuple[int, list[tuple[int, str, str]]]] = {}
 
     def _every_name(self, name: str) -> frozenset[str]:
@@ -209,23 +235,32 @@ class _NodeNames:
         """The lines where ``name`` occurs as a name line's value, checked in order until
         ``count`` are found or none is left; None when the text cannot be searched so, or
         more than ``_TRIES`` such lines are asked for (each would be checked to be its
-        node's first by a search from the text's start: reading every line is the linear way)."""
+        node's first by a search from the text's start: reading every line is the linear way).
+        Only the occurrences the naming search passes are checked, from the first occurrence on."""
         if not (name and self._searchable):
             return None
-        starts = _starts_of(self._starts, name)
-        checked, lines = self._lines.get(name, (0, []))
-        while len(lines) < count:
-            if starts.upto(self._lowered, checked + 1) is None:
+        state = self._lines.get(name)
+        if state is None:
+            starts = _starts_of(self._starts, name)
+            occurs = starts.upto(self._lowered, 1)
+            if occurs is None:
                 return None
-            if len(starts.found) <= checked:
+            state = self._lines[name] = (starts.found[0] if occurs else -1, [])
+        at, lines = state
+        search = _naming_search(name).search
+        while len(lines) < count and at != -1:
+            match = search(self._lowered, at)
+            if match is None:
+                at = -1
                 break
-            line = _name_line_at(self._text, starts.found[checked], starts.ends[checked], name, self._keys)
-            checked += 1
+            start = match.start()
+            line = _name_line_at(self._text, start, match.end(), name, self._keys)
+            at = start + 1
             if line is not None:
                 if len(lines) == _TRIES:
                     return None
                 lines.append(line)
-        self._lines[name] = (checked, lines)
+        self._lines[name] = (at, lines)
         return lines
 
     def nodes(self, name: str) -> frozenset[str]:

@@ -21,12 +21,17 @@ from __future__ import annotations
 import functools
 import json
 import re
+from collections.abc import Iterable
 
 from kag.results.model import RetrievedGraph, RetrievedNode, RetrievedRelationship
 
 # Whole-text scans (one C loop each) rather than a Python loop over the lines: a KAG file's
 # text has hundreds to thousands of lines, and `kag stats` reads every one.
-_RELATIONSHIP = re.compile(r"\n\(([^)\n]*)\)-\[:([^\]\s{]+)(?: \{[^\n]*\})?\]->\(([^)\n]*)\)(?=\n)")
+_RELATIONSHIP_TEXT = r"\(([^)\n]*)\)-\[:([^\]\s{]+)(?: \{[^\n]*\})?\]->\(([^)\n]*)\)"
+_RELATIONSHIP = re.compile(rf"\n{_RELATIONSHIP_TEXT}(?=\n)")
+# One relationship line, as a whole line: `_RELATIONSHIP` matches exactly the lines of a
+# text this matches in full, with the same groups (neither spans a newline).
+_RELATIONSHIP_LINE = re.compile(_RELATIONSHIP_TEXT)
 
 #: The node property that names a node unless ``--node-name`` chooses others.
 DEFAULT_NAME_KEYS = ("name",)
@@ -81,6 +86,23 @@ def formal_relationships(text: str) -> list[Triple]:
     """The relationships (start, type, end) of ``FormalTriplet`` ``text``, in line order."""
     found: list[Triple] = _RELATIONSHIP.findall(f"\n{text}\n")
     return found
+
+
+def formal_relationships_from(text: str, starts: Iterable[str]) -> list[Triple]:
+    """The relationships of :func:`formal_relationships` whose start is one of ``starts``
+    (node ids), in line order: only the lines that begin with one of them are read."""
+    found: list[tuple[int, Triple]] = []
+    for start in set(starts):
+        head = f"({start})-[:"
+        at = 0 if text.startswith(head) else _next_line_with(text, head, 0)
+        while at != -1:
+            end = text.find("\n", at)
+            line = _RELATIONSHIP_LINE.fullmatch(text, at, len(text) if end == -1 else end)
+            if line is not None:
+                found.append((at, line.groups()))  # type: ignore[arg-type]
+            at = _next_line_with(text, head, at)
+    found.sort()
+    return [r for _, r in found]
 
 
 def formal_names(text: str, name_keys: tuple[str, ...] = DEFAULT_NAME_KEYS) -> dict[str, str]:

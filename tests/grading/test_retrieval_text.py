@@ -16,8 +16,15 @@ from hypothesis import strategies as st
 
 from kag.datasets import load_datasets
 from kag.grading.evidence import evidence_found
-from kag.grading.retrieval_quality import QualityRecord, _exact, file_quality, parts_quality, similarity_for
-from kag.grading.retrieval_text import _TRIES, RetrievalText
+from kag.grading.retrieval_quality import (
+    _STARTS_SOUGHT,
+    QualityRecord,
+    _exact,
+    file_quality,
+    parts_quality,
+    similarity_for,
+)
+from kag.grading.retrieval_text import _RUN, _TRIES, RetrievalText
 from kag.grading.triplets.normalize import contains_words, normalize_prompt, normalize_title
 from kag.results.codec import parse_grading_fields
 from kag.results.graph_text import formal_names, formal_parts
@@ -96,7 +103,7 @@ def test_the_example_tree_gives_what_every_line_gives() -> None:
 # rarer whitespace, punctuation around a name, a legal suffix, escapes, non-ASCII letters.
 WORDS = ["vitamin", "Vitamin", "VITAMIN", "c", "C", "iron", "Iron", "deficiency", "vitamin_c", "vitaminc"]
 SEPARATORS = [" ", "  ", "_", "\t", " \x1c", "\n"]
-JUNK = ["", "", ".", " ", "(", '"', "!", ", Inc.", " ltd", "-", "+", ">"]
+JUNK = ["", "", ".", " ", "(", '"', "!", ", Inc.", " ltd", "-", "+", ">", '(( "', "  \t.", "]->", "x]->("]
 IDS = ["1", "2", "3", "10", "x y"]
 KEYS = ["name", "label", "Name", "title"]
 
@@ -186,6 +193,39 @@ def test_a_node_named_across_a_run_of_separators_is_found_whatever_its_last_lett
     check_text(text, ["Iron Deficiency"], triples, ("name",), 1)
     record = file_quality(["Iron Deficiency"], triples, text, None, True, EXACT, ("name",), 1)
     assert record is not None and (record.entities_found, record.triples_found) == (1, 1)
+
+
+@pytest.mark.parametrize("run", [0, 1, _RUN - 1, _RUN, _RUN + 1, _RUN + 4])
+@pytest.mark.parametrize("stripped", [" ", '"', "(", "\t", ".-"])
+def test_a_name_line_value_after_any_run_of_stripped_characters_names_its_node(
+    run: int, stripped: str
+) -> None:
+    # The naming search checks short runs after `]->(` itself and hands longer ones on.
+    before = (stripped * run)[:run]
+    value = f"{before}Iron Deficiency{before[::-1]}"
+    for head in ("(1)-[name]->(", "(1)-[name]-(", "(1)-[name]>(", "(1)-[name]->", ""):
+        text = f'{head}{value})\n(2)-[name]->("Iron")\n(2)-[:R]->(1)'
+        check_text(text, ["Iron Deficiency", "Iron"], [("Iron", "r", "Iron Deficiency")], ("name",), 1)
+    assert RetrievalText(f"(1)-[name]->({value})").names_a_node("iron deficiency", ("name",))
+    assert not RetrievalText(f"(1)-[name]-({value})").names_a_node("iron deficiency", ("name",))
+
+
+@pytest.mark.parametrize("nodes", [1, _STARTS_SOUGHT // 2, _STARTS_SOUGHT, _STARTS_SOUGHT + 3])
+def test_the_relationships_between_nodes_named_like_gold_ends_are_all_read(nodes: int) -> None:
+    # Few such nodes: only their lines are sought; many: every relationship line is read.
+    lines = []
+    for i in range(nodes):
+        lines += [
+            f'(i{i})-[name]->("Iron")',
+            f'(z{i})-[name]->("Zinc")',
+            f"(i{i})-[:BINDS {{ w: 1 }}]->(z{i})",
+        ]
+        lines += [f"(z{i})-[:BINDS]->(i{i})", f"(i{i})-[:BINDS]->(x)", f"(i{i})-[:BINDS]->(z{i}) trailing"]
+    text = "\n".join(lines)
+    triples = [("Iron", "binds", "Zinc"), ("Zinc", "binds", "Iron"), ("Iron", "binds", "Iron")]
+    check_text(text, ["Iron", "Zinc"], triples, ("name",), 4 * nodes)
+    record = file_quality(["Iron"], triples, text, None, True, EXACT, ("name",), 4 * nodes)
+    assert record is not None and (record.triples_found, record.relationships_matched) == (2, 2 * nodes)
 
 
 def test_a_gold_end_without_letters_is_held_against_every_line_as_before() -> None:
