@@ -5,16 +5,17 @@ a file against the reading of every line, on the example tree and on randomized 
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from itertools import pairwise
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from kag.datasets import load_datasets
+from kag.grading import retrieval_text
 from kag.grading.evidence import evidence_found
 from kag.grading.retrieval_quality import (
     _STARTS_SOUGHT,
@@ -30,6 +31,22 @@ from kag.results.codec import parse_grading_fields
 from kag.results.graph_text import formal_names, formal_parts
 
 EXACT = similarity_for("exact")
+
+
+@pytest.fixture(autouse=True, scope="module", params=["stringzilla", "standard library"])
+def search_engine(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Every test of this module twice: with StringZilla lowering the text and finding first
+    words (the ``fast`` extra), and with the standard library alone."""
+    if request.param == "stringzilla":
+        pytest.importorskip("stringzilla")
+    saved = retrieval_text._stringzilla
+    retrieval_text._stringzilla = retrieval_text._NOT_LOADED if request.param == "stringzilla" else None
+    try:
+        yield request.param
+    finally:
+        retrieval_text._stringzilla = saved
+
+
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "retrieval"
 
 Triple = tuple[str, str, str]
@@ -314,3 +331,29 @@ def test_hostile_names_and_texts_give_what_the_plain_formulas_give(text: str, na
     triples = [(a, "r", b) for a, b in pairwise(names)]
     for count in (0, 3):
         check_text(text, names, triples, ("name",), count)
+
+
+@settings(max_examples=500)
+@example("a+++ b", "++ b")  # a first word overlapping itself after an occurrence refused
+@given(
+    st.text(st.characters(max_codepoint=127), max_size=40)
+    | st.text(st.sampled_from("aAB+ b_\n(-]>"), max_size=40),
+    st.sampled_from(["a", "ab", "a b", "b_a", "(", "a a", "++ b", "aa b", "+a+", "-]->"]),
+)
+def test_the_lowered_text_and_each_search_are_those_of_the_standard_library(text: str, name: str) -> None:
+    engine = retrieval_text.accelerator()
+    lowered = retrieval_text._lowered(text, engine)
+    assert lowered == text.lower()
+    for pattern in (retrieval_text._name_search(name)[0], retrieval_text._naming_search(name)):
+        for at in range(len(lowered) + 2):
+            expected = pattern.search(lowered, at)
+            found = retrieval_text._search(pattern, name.split(" ")[0], lowered, at, engine)
+            assert (found and found.span()) == (expected and expected.span())
+
+
+def test_a_first_word_met_more_often_than_tried_is_searched_on_by_the_expression(search_engine: str) -> None:
+    text = "vitamin d " * (2 * retrieval_text._CANDIDATES) + "vitamin_c"
+    pattern = retrieval_text._name_search("vitamin c")[0]
+    found = retrieval_text._search(pattern, "vitamin", text, 0, retrieval_text.accelerator())
+    assert found is not None and found.start() == len(text) - len("vitamin_c")
+    assert (retrieval_text.accelerator() is None) == (search_engine == "standard library")
