@@ -332,7 +332,7 @@ def _exact_by_gold_names(
     # The lines that begin with one of a few nodes are found by a search each; past that,
     # every relationship line is read once.
     lines = (
-        formal_relationships_from(text.text, names)
+        formal_relationships_from(text.text, names, text.find)
         if len(names) <= _STARTS_SOUGHT
         else formal_relationships(text.text)
     )

@@ -16,7 +16,7 @@ import unicodedata
 from types import ModuleType
 
 from kag.grading.triplets.normalize import contains_words, normalize_prompt, normalize_title
-from kag.results.graph_text import formal_names, formal_property_at, names_its_node
+from kag.results.graph_text import Find, formal_names, formal_property_at, names_its_node
 
 # What `normalize_prompt` collapses into one space: the ASCII whitespace of `str.split`, and `_`.
 _SEPARATORS = "[ \t\n\r\x0b\x0c\x1c-\x1f_]"
@@ -201,13 +201,15 @@ class RetrievalText:
     (:meth:`names_a_node`); other texts read every name line.
     """
 
-    __slots__ = ("_ascii", "_lowered", "_node_names", "_normalized", "_starts", "_sz", "text")
+    __slots__ = ("_ascii", "_lowered", "_node_names", "_normalized", "_starts", "_sz", "find", "text")
 
     def __init__(self, text: str) -> None:
         self.text = text
         self._ascii = text.isascii()
         self._sz = accelerator()
         self._lowered = _lowered(text, self._sz) if self._ascii else ""
+        #: The substring search of this text (StringZilla's when installed), as ``str.find``.
+        self.find: Find = str.find if self._sz is None else self._sz.find
         self._normalized: str | None = None
         self._starts: dict[str, _Starts] = {}
         self._node_names: _NodeNames | None = None
@@ -261,6 +263,7 @@ class _NodeNames:
     __slots__ = (
         "_any",
         "_every",
+        "_find",
         "_found",
         "_keys",
         "_lines",
@@ -276,6 +279,7 @@ class _NodeNames:
         self._lowered = text._lowered
         self._starts = text._starts
         self._sz = text._sz
+        self._find = text.find
         self._keys = name_keys
         self._searchable = (
             text._ascii
@@ -339,7 +343,9 @@ class _NodeNames:
             else:
                 text, keys = self._text, self._keys
                 found = frozenset(
-                    node for start, node, key in lines if names_its_node(text, start, node, key, keys)
+                    node
+                    for start, node, key in lines
+                    if names_its_node(text, start, node, key, keys, self._find)
                 )
             self._found[name] = found
             self._any[name] = bool(found)
@@ -360,7 +366,7 @@ class _NodeNames:
                 if len(lines) < count:
                     break
                 start, node, key = lines[-1]
-                if names_its_node(text, start, node, key, keys):
+                if names_its_node(text, start, node, key, keys, self._find):
                     found = True
                     break
             else:
