@@ -30,9 +30,14 @@ _SUFFIX_STARTS = frozenset("cilgpCILGP")
 # The same two sets as classes of a regular expression over a lowered text.
 _STRIPPED_CLASS = "[" + "".join(re.escape(c) for c in sorted(_STRIPPED)) + "]"
 _LINE_END_CLASS = "[\\n" + "".join(sorted({c.lower() for c in _SUFFIX_STARTS})) + "]"
-# Stripped characters between a name line's ``]->`` and its value that the naming search
-# checks itself (``("`` is two); past that many, :func:`_name_line_at` checks.
+# What may lie before and after a name line's value, as :func:`_name_line_at` checks it, for
+# a first look at an occurrence of a name in a lowered text (one expression for every name,
+# compiled once): ``]->`` and up to ``_RUN`` stripped characters (``("`` is two) or more than
+# ``_RUN`` of them (the rest checked there) before it; stripped characters up to a newline,
+# a legal suffix's first letter or the text's end after it.
 _RUN = 3
+_BEFORE_VALUE = re.compile(rf"(?:\]->{_STRIPPED_CLASS}{{0,{_RUN}}}|{_STRIPPED_CLASS}{{{_RUN + 1}}})\Z")
+_AFTER_VALUE = re.compile(rf"{_STRIPPED_CLASS}*+(?:{_LINE_END_CLASS}|\Z)")
 # The longest name searched by one regular expression: a search may try a match from every
 # offset of the text, each as long as the name; a longer one is left to the plain formula.
 _LONGEST = 100
@@ -122,23 +127,6 @@ def _name_search(name: str) -> tuple[re.Pattern[str], int]:
     return pattern, len(first) + 1 if first.isalnum() else 1
 
 
-@functools.lru_cache(maxsize=4096)
-def _naming_search(name: str) -> re.Pattern[str]:
-    """The search, in a lowered ASCII text, of the occurrences of ``name`` (as
-    :func:`_name_search` finds them) that :func:`_name_line_at` may take for a name line's
-    value: preceded by ``]->`` and at most ``_RUN`` stripped characters, or by more than
-    ``_RUN`` stripped characters (checked there), and followed by stripped characters up to
-    a newline, a legal suffix's first letter or the text's end. Every occurrence it passes
-    over is one :func:`_name_line_at` refuses."""
-    first, *rest = name.split(" ")
-    head = re.escape(first)
-    tail = "".join(f"{_SEPARATORS}++{re.escape(word)}" for word in rest)
-    behind = [rf"(?<=\]->{_STRIPPED_CLASS}{{{run}}}{head})" for run in range(_RUN + 1)]
-    behind.append(f"(?<={_STRIPPED_CLASS}{{{_RUN + 1}}}{head})")
-    ahead = rf"(?={_STRIPPED_CLASS}*+(?:{_LINE_END_CLASS}|\Z))"
-    return re.compile(f"{head}(?:{'|'.join(behind)}){tail}(?![0-9a-z]){ahead}")
-
-
 class _Starts:
     """The starts of the occurrences of one name in a lowered ASCII text (see
     :class:`RetrievalText`), found in order and only as far as asked."""
@@ -196,8 +184,8 @@ class RetrievalText:
     line's ``]->(`` and it, and between it and the line's end or a legal suffix; provided the
     text is ASCII and the value of no name line holds a backslash (a JSON escape decodes to
     anything). So only the lines where the gold name occurs so are read
-    (:meth:`nodes_named`; a second expression per name, :func:`_naming_search`, passes over
-    most other occurrences), and whether some node is so named stops at the first
+    (:meth:`nodes_named`; a first look, :func:`_may_be_a_value`, passes over most other
+    occurrences), and whether some node is so named stops at the first
     (:meth:`names_a_node`); other texts read every name line.
     """
 
@@ -289,8 +277,7 @@ class _NodeNames:
         self._every: dict[str, set[str]] | None = None
         self._found: dict[str, frozenset[str]] = {}
         self._any: dict[str, bool] = {}
-        # Per name: where the naming search goes on (-1: done), and the naming lines (line
-        # start, node, key) found before there.
+        # Per name: the naming lines (line start, node, key) of the starts checked so far.
         self._lines: dict[str, tuple[int, list[tuple[int, str, str]]]] = {}
 
     def _every_name(self, name: str) -> frozenset[str]:
@@ -305,32 +292,27 @@ class _NodeNames:
         """The lines where ``name`` occurs as a name line's value, checked in order until
         ``count`` are found or none is left; None when the text cannot be searched so, or
         more than ``_TRIES`` such lines are asked for (each would be checked to be its
-        node's first by a search from the text's start: reading every line is the linear way).
-        Only the occurrences the naming search passes are checked, from the first occurrence on."""
+        node's first by a search from the text's start: reading every line is the linear way)."""
         if not (name and self._searchable):
             return None
-        state = self._lines.get(name)
-        if state is None:
-            starts = _starts_of(self._starts, name)
-            occurs = starts.upto(self._lowered, 1, self._sz)
-            if occurs is None:
+        starts = _starts_of(self._starts, name)
+        lowered = self._lowered
+        checked, lines = self._lines.get(name, (0, []))
+        while len(lines) < count:
+            if starts.upto(lowered, checked + 1, self._sz) is None:
                 return None
-            state = self._lines[name] = (starts.found[0] if occurs else -1, [])
-        at, lines = state
-        pattern, first = _naming_search(name), name.split(" ", 1)[0]
-        while len(lines) < count and at != -1:
-            match = _search(pattern, first, self._lowered, at, self._sz)
-            if match is None:
-                at = -1
+            if len(starts.found) <= checked:
                 break
-            start = match.start()
-            line = _name_line_at(self._text, start, match.end(), name, self._keys)
-            at = start + 1
+            start, end = starts.found[checked], starts.ends[checked]
+            checked += 1
+            if not _may_be_a_value(lowered, start, end):
+                continue
+            line = _name_line_at(self._text, start, end, name, self._keys)
             if line is not None:
                 if len(lines) == _TRIES:
                     return None
                 lines.append(line)
-        self._lines[name] = (at, lines)
+        self._lines[name] = (checked, lines)
         return lines
 
     def nodes(self, name: str) -> frozenset[str]:
@@ -386,6 +368,16 @@ def _escaped_name_line(text: str, name_keys: tuple[str, ...]) -> bool:
             return True
         at = text.find("\\", end)
     return False
+
+
+def _may_be_a_value(lowered: str, start: int, end: int) -> bool:
+    """Whether the occurrence of a name from ``start`` to ``end`` in a lowered text passes
+    the first look at a name line's value (:data:`_BEFORE_VALUE`, :data:`_AFTER_VALUE`):
+    every occurrence :func:`_name_line_at` takes does."""
+    return (
+        _AFTER_VALUE.match(lowered, end) is not None
+        and _BEFORE_VALUE.search(lowered, max(0, start - _RUN - 4), start) is not None
+    )
 
 
 def _name_line_at(
