@@ -127,11 +127,35 @@ def _name_search(name: str) -> tuple[re.Pattern[str], int]:
     return pattern, len(first) + 1 if first.isalnum() else 1
 
 
+_SEPARATOR_RUN = re.compile(f"{_SEPARATORS}+")
+
+
+def _occurrence_end(lowered: str, start: int, first: str, rest: list[str]) -> int:
+    """Where the match of :func:`_name_search` (words ``first`` and ``rest``) at ``start`` of
+    a lowered ASCII text ends, ``first`` being there; -1 when it does not match there. The
+    same reading without compiling an expression for the name."""
+    if start and lowered[start - 1].isalnum():
+        return -1
+    at = start + len(first)
+    for word in rest:
+        run = _SEPARATOR_RUN.match(lowered, at)
+        if run is None:
+            return -1
+        at = run.end()
+        if not lowered.startswith(word, at):
+            return -1
+        at += len(word)
+    return -1 if at < len(lowered) and lowered[at].isalnum() else at
+
+
 class _Starts:
     """The starts of the occurrences of one name in a lowered ASCII text (see
-    :class:`RetrievalText`), found in order and only as far as asked."""
+    :class:`RetrievalText`), found in order and only as far as asked: at each occurrence of
+    its first word, read there (:func:`_occurrence_end`), until ``_CANDIDATES`` of them are
+    not the name; then by the name's own expression (:func:`_name_search`, compiled once
+    per name: most names never need it)."""
 
-    __slots__ = ("_at", "_first", "_pattern", "_skip", "_tries", "ends", "found")
+    __slots__ = ("_at", "_first", "_misses", "_name", "_pattern", "_rest", "_skip", "_tries", "ends", "found")
 
     def __init__(self, name: str) -> None:
         self.found: list[int] = []
@@ -143,9 +167,29 @@ class _Starts:
         if len(name) > _LONGEST:
             self._tries = 0  # the plain formula answers
             return
-        self._pattern, self._skip = _name_search(name)
-        self._first = name.split(" ", 1)[0]
+        self._name = name
+        self._first, *self._rest = name.split(" ")
+        self._pattern: re.Pattern[str] | None = None
+        self._misses = 0
+        self._skip = len(self._first) + 1 if self._first.isalnum() else 1
         self._tries = -1 if self._skip > 1 else _TRIES
+
+    def _next(self, lowered: str, at: int, sz: ModuleType | None) -> tuple[int, int] | None:
+        """The next occurrence (start, end) at or after ``at``, None when there is none."""
+        if self._pattern is None:
+            find, first = str.find if sz is None else sz.find, self._first
+            while self._misses < _CANDIDATES:
+                start = find(lowered, first, at)
+                if start == -1:
+                    return None
+                end = _occurrence_end(lowered, start, first, self._rest)
+                if end != -1:
+                    return start, end
+                self._misses += 1
+                at = start + 1
+            self._pattern = _name_search(self._name)[0]
+        match = _search(self._pattern, self._first, lowered, at, sz)
+        return None if match is None else match.span()
 
     def upto(self, lowered: str, count: int, sz: ModuleType | None) -> bool | None:
         """Search until ``count`` starts are found or none is left: whether ``count`` were;
@@ -156,13 +200,13 @@ class _Starts:
             if self._tries == 0:
                 return None
             self._tries -= 1
-            match = _search(self._pattern, self._first, lowered, at, sz)
-            if match is None:
+            occurrence = self._next(lowered, at, sz)
+            if occurrence is None:
                 at = -1
                 break
-            start = match.start()
+            start, end = occurrence
             found.append(start)
-            self.ends.append(match.end())
+            self.ends.append(end)
             at = start + self._skip
         self._at = at
         return len(found) >= count

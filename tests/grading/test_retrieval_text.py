@@ -344,6 +344,12 @@ def test_the_lowered_text_and_each_search_are_those_of_the_standard_library(text
     engine = retrieval_text.accelerator()
     lowered = retrieval_text._lowered(text, engine)
     assert lowered == text.lower()
+    first, *rest = name.split(" ")
+    pattern = retrieval_text._name_search(name)[0]
+    for at in range(len(lowered)):
+        if lowered.startswith(first, at):  # the name read without its expression
+            match = pattern.match(lowered, at)
+            assert retrieval_text._occurrence_end(lowered, at, first, rest) == (match.end() if match else -1)
     for pattern in (retrieval_text._name_search(name)[0],):
         for at in range(len(lowered) + 2):
             expected = pattern.search(lowered, at)
