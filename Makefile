@@ -17,12 +17,12 @@ $(BIN)/python:
 # An editable install leaves kag's own modules uncompiled: compile them once, or every
 # command compiles them again where PYTHONDONTWRITEBYTECODE is set (0.1 s a start).
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e .
+	$(BIN)/pip install -q -e '.[fast]'
 	$(BIN)/python -m compileall -q kag
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e '.[test,fast]'
 	$(BIN)/python -m compileall -q kag
 	touch $@
 

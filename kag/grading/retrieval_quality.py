@@ -30,13 +30,21 @@ from kag.grading.retrieval_text import RetrievalText
 from kag.grading.triplets.model import ACCEPT_THRESHOLD, MatchMode
 from kag.grading.triplets.normalize import normalize_relation, normalize_title
 from kag.grading.triplets.similarity import Similarity, make_similarity
-from kag.results.graph_text import DEFAULT_NAME_KEYS, formal_parts, formal_relationships
+from kag.results.graph_text import (
+    DEFAULT_NAME_KEYS,
+    formal_parts,
+    formal_relationships,
+    formal_relationships_from,
+)
 from kag.results.model import RetrievedGraph
 
 if TYPE_CHECKING:
     from kag.results.codec import GradingFields
 
 Triple = tuple[str, str, str]
+
+# The most nodes whose relationship lines are sought one by one (each a search of the text).
+_STARTS_SOUGHT = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -321,7 +329,14 @@ def _exact_by_gold_names(
     # Only the nodes named like the ends of a reachable triple can match one.
     named = {name: text.nodes_named(name, name_keys) for name in {n for pair in reachable for n in pair}}
     names = {node: name for name, nodes in named.items() if name for node in nodes}
-    rels = [r for r in formal_relationships(text.text) if r[0] in names and r[2] in names]
+    # The lines that begin with one of a few nodes are found by a search each; past that,
+    # every relationship line is read once.
+    lines = (
+        formal_relationships_from(text.text, names, text.find)
+        if len(names) <= _STARTS_SOUGHT
+        else formal_relationships(text.text)
+    )
+    rels = [r for r in lines if r[0] in names and r[2] in names]
     record = _exact([], triples, names, rels, None, correct)
     # The file's count, not believed below what matched (as on the reading of every line).
     matched = record.relationships_matched

@@ -13,9 +13,10 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
+from types import ModuleType
 
 from kag.grading.triplets.normalize import contains_words, normalize_prompt, normalize_title
-from kag.results.graph_text import formal_names, formal_property_at, names_its_node
+from kag.results.graph_text import Find, formal_names, formal_property_at, names_its_node
 
 # What `normalize_prompt` collapses into one space: the ASCII whitespace of `str.split`, and `_`.
 _SEPARATORS = "[ \t\n\r\x0b\x0c\x1c-\x1f_]"
@@ -26,6 +27,17 @@ _STRIPPED = frozenset(
 )
 # The first letters of the legal suffixes a name may end with (kag.grading.triplets.normalize).
 _SUFFIX_STARTS = frozenset("cilgpCILGP")
+# The same two sets as classes of a regular expression over a lowered text.
+_STRIPPED_CLASS = "[" + "".join(re.escape(c) for c in sorted(_STRIPPED)) + "]"
+_LINE_END_CLASS = "[\\n" + "".join(sorted({c.lower() for c in _SUFFIX_STARTS})) + "]"
+# What may lie before and after a name line's value, as :func:`_name_line_at` checks it, for
+# a first look at an occurrence of a name in a lowered text (one expression for every name,
+# compiled once): ``]->`` and up to ``_RUN`` stripped characters (``("`` is two) or more than
+# ``_RUN`` of them (the rest checked there) before it; stripped characters up to a newline,
+# a legal suffix's first letter or the text's end after it.
+_RUN = 3
+_BEFORE_VALUE = re.compile(rf"(?:\]->{_STRIPPED_CLASS}{{0,{_RUN}}}|{_STRIPPED_CLASS}{{{_RUN + 1}}})\Z")
+_AFTER_VALUE = re.compile(rf"{_STRIPPED_CLASS}*+(?:{_LINE_END_CLASS}|\Z)")
 # The longest name searched by one regular expression: a search may try a match from every
 # offset of the text, each as long as the name; a longer one is left to the plain formula.
 _LONGEST = 100
@@ -33,6 +45,57 @@ _LONGEST = 100
 # at every character), before the plain formula takes over; and naming lines checked one by
 # one (each by a search from the text's start) before every name line is read instead.
 _TRIES = 64
+
+
+# StringZilla (the ``fast`` extra), when installed: its SIMD byte translation lowers an ASCII
+# text and its SIMD substring search finds a name's first word, several times faster than
+# `str.lower` and a regular expression's own scan. The answers are the same either way.
+_NOT_LOADED = ModuleType("not loaded")
+_stringzilla: ModuleType | None = _NOT_LOADED
+# ASCII upper case to lower case, every other byte as it is.
+_LOWER_TABLE = bytes(c + 32 if 0x41 <= c <= 0x5A else c for c in range(256))
+# Occurrences of a first word at which StringZilla's search tries the expression, before the
+# expression's own scan goes on (a word met that often is faster found so).
+_CANDIDATES = 8
+
+
+def accelerator() -> ModuleType | None:
+    """StringZilla, imported on first use; None when it is not installed (the standard
+    library then answers alone)."""
+    global _stringzilla
+    if _stringzilla is _NOT_LOADED:
+        try:
+            import stringzilla
+        except ImportError:
+            _stringzilla = None
+        else:
+            _stringzilla = stringzilla
+    return _stringzilla
+
+
+def _lowered(text: str, sz: ModuleType | None) -> str:
+    """``text.lower()`` of an ASCII ``text``."""
+    return text.lower() if sz is None else str(sz.translate(text, _LOWER_TABLE))
+
+
+def _search(
+    pattern: re.Pattern[str], first: str, lowered: str, at: int, sz: ModuleType | None
+) -> re.Match[str] | None:
+    """``pattern.search(lowered, at)`` for a ``pattern`` whose every match starts with the
+    literal ``first``: with StringZilla, the pattern is tried at the next occurrences of
+    ``first`` only (found by its search), and past ``_CANDIDATES`` of them searches on itself."""
+    if sz is None:
+        return pattern.search(lowered, at)
+    find, match = sz.find, pattern.match
+    for _ in range(_CANDIDATES):
+        at = find(lowered, first, at)
+        if at == -1:
+            return None
+        found = match(lowered, at)
+        if found is not None:
+            return found
+        at += 1
+    return pattern.search(lowered, at)
 
 
 def normalized_body(text: str) -> str:
@@ -52,21 +115,47 @@ def normalized_body(text: str) -> str:
 @functools.lru_cache(maxsize=4096)
 def _name_search(name: str) -> tuple[re.Pattern[str], int]:
     """The search of ``name`` (normalized, ASCII, non-empty) in a lowered ASCII text: its
-    words in order, each next one after a run of separators, the last bounded on the right
-    (a lowered text has no upper-case letter); and how far past a start the next start
-    bounded on the left can be (past the first word when it is alphanumeric: a start inside
-    it or right after it follows one of its letters)."""
+    words in order, each next one after a run of separators, bounded on both sides (a lowered
+    text has no upper-case letter); and how far past a start the next start can be (past the
+    first word when it is alphanumeric: a start inside it or right after it follows one of
+    its letters). The left bound is a look-behind *after* the first word, so that the search
+    still skips ahead to each occurrence of the first word as a literal."""
     first, *rest = name.split(" ")
-    words = f"{_SEPARATORS}++".join(map(re.escape, (first, *rest)))
-    pattern = re.compile(f"{words}(?![0-9a-z])")
+    head = re.escape(first)
+    tail = "".join(f"{_SEPARATORS}++{re.escape(word)}" for word in rest)
+    pattern = re.compile(f"{head}(?<![0-9a-z]{head}){tail}(?![0-9a-z])")
     return pattern, len(first) + 1 if first.isalnum() else 1
+
+
+_SEPARATOR_RUN = re.compile(f"{_SEPARATORS}+")
+
+
+def _occurrence_end(lowered: str, start: int, first: str, rest: list[str]) -> int:
+    """Where the match of :func:`_name_search` (words ``first`` and ``rest``) at ``start`` of
+    a lowered ASCII text ends, ``first`` being there; -1 when it does not match there. The
+    same reading without compiling an expression for the name."""
+    if start and lowered[start - 1].isalnum():
+        return -1
+    at = start + len(first)
+    for word in rest:
+        run = _SEPARATOR_RUN.match(lowered, at)
+        if run is None:
+            return -1
+        at = run.end()
+        if not lowered.startswith(word, at):
+            return -1
+        at += len(word)
+    return -1 if at < len(lowered) and lowered[at].isalnum() else at
 
 
 class _Starts:
     """The starts of the occurrences of one name in a lowered ASCII text (see
-    :class:`RetrievalText`), found in order and only as far as asked."""
+    :class:`RetrievalText`), found in order and only as far as asked: at each occurrence of
+    its first word, read there (:func:`_occurrence_end`), until ``_CANDIDATES`` of them are
+    not the name; then by the name's own expression (:func:`_name_search`, compiled once
+    per name: most names never need it)."""
 
-    __slots__ = ("_at", "_pattern", "_skip", "_tries", "ends", "found")
+    __slots__ = ("_at", "_first", "_misses", "_name", "_pattern", "_rest", "_skip", "_tries", "ends", "found")
 
     def __init__(self, name: str) -> None:
         self.found: list[int] = []
@@ -78,10 +167,31 @@ class _Starts:
         if len(name) > _LONGEST:
             self._tries = 0  # the plain formula answers
             return
-        self._pattern, self._skip = _name_search(name)
+        self._name = name
+        self._first, *self._rest = name.split(" ")
+        self._pattern: re.Pattern[str] | None = None
+        self._misses = 0
+        self._skip = len(self._first) + 1 if self._first.isalnum() else 1
         self._tries = -1 if self._skip > 1 else _TRIES
 
-    def upto(self, lowered: str, count: int) -> bool | None:
+    def _next(self, lowered: str, at: int, sz: ModuleType | None) -> tuple[int, int] | None:
+        """The next occurrence (start, end) at or after ``at``, None when there is none."""
+        if self._pattern is None:
+            find, first = str.find if sz is None else sz.find, self._first
+            while self._misses < _CANDIDATES:
+                start = find(lowered, first, at)
+                if start == -1:
+                    return None
+                end = _occurrence_end(lowered, start, first, self._rest)
+                if end != -1:
+                    return start, end
+                self._misses += 1
+                at = start + 1
+            self._pattern = _name_search(self._name)[0]
+        match = _search(self._pattern, self._first, lowered, at, sz)
+        return None if match is None else match.span()
+
+    def upto(self, lowered: str, count: int, sz: ModuleType | None) -> bool | None:
         """Search until ``count`` starts are found or none is left: whether ``count`` were;
         None when the name is too long to search so, or its first word is not alphanumeric
         and occurs too often to try each."""
@@ -90,14 +200,13 @@ class _Starts:
             if self._tries == 0:
                 return None
             self._tries -= 1
-            match = self._pattern.search(lowered, at)
-            if match is None:
+            occurrence = self._next(lowered, at, sz)
+            if occurrence is None:
                 at = -1
                 break
-            start = match.start()
-            if start == 0 or not lowered[start - 1].isalnum():
-                found.append(start)
-                self.ends.append(match.end())
+            start, end = occurrence
+            found.append(start)
+            self.ends.append(end)
             at = start + self._skip
         self._at = at
         return len(found) >= count
@@ -111,24 +220,28 @@ class RetrievalText:
     bounded by non-alphanumerics, exactly where its first word occurs in the lowered form
     bounded on the left, each next word follows a run of separators (whitespace or ``_``,
     which the normalized form collapses into one space), and the last ends bounded on the
-    right: one regular expression per name (:func:`_name_search`), whose matches are tried
-    for the left bound. Any other text is searched in its normalized form.
+    right: one regular expression per name (:func:`_name_search`). Any other text is
+    searched in its normalized form.
 
     Names of nodes (``exact`` mode): when a node's name normalizes to a gold name, the gold
     name occurs so in the node's name line, with only what normalizing strips between the
     line's ``]->(`` and it, and between it and the line's end or a legal suffix; provided the
     text is ASCII and the value of no name line holds a backslash (a JSON escape decodes to
     anything). So only the lines where the gold name occurs so are read
-    (:meth:`nodes_named`), and whether some node is so named stops at the first
+    (:meth:`nodes_named`; a first look, :func:`_may_be_a_value`, passes over most other
+    occurrences), and whether some node is so named stops at the first
     (:meth:`names_a_node`); other texts read every name line.
     """
 
-    __slots__ = ("_ascii", "_lowered", "_node_names", "_normalized", "_starts", "text")
+    __slots__ = ("_ascii", "_lowered", "_node_names", "_normalized", "_starts", "_sz", "find", "text")
 
     def __init__(self, text: str) -> None:
         self.text = text
         self._ascii = text.isascii()
-        self._lowered = text.lower() if self._ascii else ""
+        self._sz = accelerator()
+        self._lowered = _lowered(text, self._sz) if self._ascii else ""
+        #: The substring search of this text (StringZilla's when installed), as ``str.find``.
+        self.find: Find = str.find if self._sz is None else self._sz.find
         self._normalized: str | None = None
         self._starts: dict[str, _Starts] = {}
         self._node_names: _NodeNames | None = None
@@ -142,7 +255,7 @@ class RetrievalText:
         """Whether ``name`` (normalized) occurs in the normalized text bounded by
         non-alphanumerics or the ends: ``contains_words(normalized_body(text), name)``."""
         if self._ascii:
-            found = _starts_of(self._starts, name).upto(self._lowered, 1)
+            found = _starts_of(self._starts, name).upto(self._lowered, 1, self._sz)
             if found is not None:
                 return found
         return contains_words(self._normalized_form(), name)
@@ -179,12 +292,26 @@ class _NodeNames:
     It keeps the text's parts, not the text itself: no cycle of references, so that both
     are freed as soon as the file is graded, not by the garbage collector."""
 
-    __slots__ = ("_any", "_every", "_found", "_keys", "_lines", "_lowered", "_searchable", "_starts", "_text")
+    __slots__ = (
+        "_any",
+        "_every",
+        "_find",
+        "_found",
+        "_keys",
+        "_lines",
+        "_lowered",
+        "_searchable",
+        "_starts",
+        "_sz",
+        "_text",
+    )
 
     def __init__(self, text: RetrievalText, name_keys: tuple[str, ...]) -> None:
         self._text = text.text
         self._lowered = text._lowered
         self._starts = text._starts
+        self._sz = text._sz
+        self._find = text.find
         self._keys = name_keys
         self._searchable = (
             text._ascii
@@ -213,14 +340,18 @@ class _NodeNames:
         if not (name and self._searchable):
             return None
         starts = _starts_of(self._starts, name)
+        lowered = self._lowered
         checked, lines = self._lines.get(name, (0, []))
         while len(lines) < count:
-            if starts.upto(self._lowered, checked + 1) is None:
+            if starts.upto(lowered, checked + 1, self._sz) is None:
                 return None
             if len(starts.found) <= checked:
                 break
-            line = _name_line_at(self._text, starts.found[checked], starts.ends[checked], name, self._keys)
+            start, end = starts.found[checked], starts.ends[checked]
             checked += 1
+            if not _may_be_a_value(lowered, start, end):
+                continue
+            line = _name_line_at(self._text, start, end, name, self._keys)
             if line is not None:
                 if len(lines) == _TRIES:
                     return None
@@ -238,7 +369,9 @@ class _NodeNames:
             else:
                 text, keys = self._text, self._keys
                 found = frozenset(
-                    node for start, node, key in lines if names_its_node(text, start, node, key, keys)
+                    node
+                    for start, node, key in lines
+                    if names_its_node(text, start, node, key, keys, self._find)
                 )
             self._found[name] = found
             self._any[name] = bool(found)
@@ -259,7 +392,7 @@ class _NodeNames:
                 if len(lines) < count:
                     break
                 start, node, key = lines[-1]
-                if names_its_node(text, start, node, key, keys):
+                if names_its_node(text, start, node, key, keys, self._find):
                     found = True
                     break
             else:
@@ -279,6 +412,16 @@ def _escaped_name_line(text: str, name_keys: tuple[str, ...]) -> bool:
             return True
         at = text.find("\\", end)
     return False
+
+
+def _may_be_a_value(lowered: str, start: int, end: int) -> bool:
+    """Whether the occurrence of a name from ``start`` to ``end`` in a lowered text passes
+    the first look at a name line's value (:data:`_BEFORE_VALUE`, :data:`_AFTER_VALUE`):
+    every occurrence :func:`_name_line_at` takes does."""
+    return (
+        _AFTER_VALUE.match(lowered, end) is not None
+        and _BEFORE_VALUE.search(lowered, max(0, start - _RUN - 4), start) is not None
+    )
 
 
 def _name_line_at(

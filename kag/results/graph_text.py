@@ -21,17 +21,24 @@ from __future__ import annotations
 import functools
 import json
 import re
+from collections.abc import Callable, Iterable
 
 from kag.results.model import RetrievedGraph, RetrievedNode, RetrievedRelationship
 
 # Whole-text scans (one C loop each) rather than a Python loop over the lines: a KAG file's
 # text has hundreds to thousands of lines, and `kag stats` reads every one.
-_RELATIONSHIP = re.compile(r"\n\(([^)\n]*)\)-\[:([^\]\s{]+)(?: \{[^\n]*\})?\]->\(([^)\n]*)\)(?=\n)")
+_RELATIONSHIP_TEXT = r"\(([^)\n]*)\)-\[:([^\]\s{]+)(?: \{[^\n]*\})?\]->\(([^)\n]*)\)"
+_RELATIONSHIP = re.compile(rf"\n{_RELATIONSHIP_TEXT}(?=\n)")
+# One relationship line, as a whole line: `_RELATIONSHIP` matches exactly the lines of a
+# text this matches in full, with the same groups (neither spans a newline).
+_RELATIONSHIP_LINE = re.compile(_RELATIONSHIP_TEXT)
 
 #: The node property that names a node unless ``--node-name`` chooses others.
 DEFAULT_NAME_KEYS = ("name",)
 
 Triple = tuple[str, str, str]
+# A substring search: ``find(text, sub, start)`` as ``str.find`` answers it.
+Find = Callable[[str, str, int], int]
 
 
 @functools.cache
@@ -83,6 +90,24 @@ def formal_relationships(text: str) -> list[Triple]:
     return found
 
 
+def formal_relationships_from(text: str, starts: Iterable[str], find: Find = str.find) -> list[Triple]:
+    """The relationships of :func:`formal_relationships` whose start is one of ``starts``
+    (node ids), in line order: only the lines that begin with one of them are read (found
+    by ``find``, as :func:`names_its_node` takes it)."""
+    found: list[tuple[int, Triple]] = []
+    for start in set(starts):
+        head = f"({start})-[:"
+        at = 0 if text.startswith(head) else _next_line_with(text, head, 0, find)
+        while at != -1:
+            end = text.find("\n", at)
+            line = _RELATIONSHIP_LINE.fullmatch(text, at, len(text) if end == -1 else end)
+            if line is not None:
+                found.append((at, line.groups()))  # type: ignore[arg-type]
+            at = _next_line_with(text, head, at, find)
+    found.sort()
+    return [r for _, r in found]
+
+
 def formal_names(text: str, name_keys: tuple[str, ...] = DEFAULT_NAME_KEYS) -> dict[str, str]:
     """The names of the nodes of ``FormalTriplet`` ``text`` that have one (id -> name, the
     first of ``name_keys`` present), without reading the relationship lines."""
@@ -110,33 +135,38 @@ def formal_property_at(
     return node, key, _value_text(raw)
 
 
-def _first_property_line(text: str, node: str, key: str, name_keys: tuple[str, ...]) -> int:
+def _first_property_line(text: str, node: str, key: str, name_keys: tuple[str, ...], find: Find) -> int:
     """The start of the first property line of ``node`` and ``key`` in ``text``, -1 when none."""
     head = f"({node})-[{key}]->("
-    at = 0 if text.startswith(head) else _next_line_with(text, head, 0)
+    at = 0 if text.startswith(head) else _next_line_with(text, head, 0, find)
     while at != -1:
         end = text.find("\n", at)
         line = formal_property_at(text, at, len(text) if end == -1 else end, name_keys)
         if line is not None and line[0] == node and line[1] == key:
             return at
-        at = _next_line_with(text, head, at)
+        at = _next_line_with(text, head, at, find)
     return -1
 
 
-def _next_line_with(text: str, head: str, at: int) -> int:
+def _next_line_with(text: str, head: str, at: int, find: Find) -> int:
     """The start of the first line after the one at ``at`` that starts with ``head``, -1 when none."""
-    found = text.find("\n" + head, at)
+    found = find(text, "\n" + head, at)
     return -1 if found == -1 else found + 1
 
 
-def names_its_node(text: str, start: int, node: str, key: str, name_keys: tuple[str, ...]) -> bool:
+def names_its_node(
+    text: str, start: int, node: str, key: str, name_keys: tuple[str, ...], find: Find = str.find
+) -> bool:
     """Whether the property line of ``node`` and ``key`` starting at ``start`` gives the
     node its name in :func:`formal_names`: the node has no line of a key before ``key`` in
-    ``name_keys``, and this is its first line of ``key``. No key holds a newline."""
+    ``name_keys``, and this is its first line of ``key``. No key holds a newline. ``find``:
+    a substring search with the arguments and answer of ``str.find(text, sub, start)``."""
     rank = {k: i for i, k in enumerate(name_keys)}
-    if any(_first_property_line(text, node, k, name_keys) != -1 for k, i in rank.items() if i < rank[key]):
+    if any(
+        _first_property_line(text, node, k, name_keys, find) != -1 for k, i in rank.items() if i < rank[key]
+    ):
         return False
-    return _first_property_line(text, node, key, name_keys) == start
+    return _first_property_line(text, node, key, name_keys, find) == start
 
 
 def graph_from_formal_text(text: str, name_keys: tuple[str, ...] = DEFAULT_NAME_KEYS) -> RetrievedGraph:

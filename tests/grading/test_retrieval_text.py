@@ -5,24 +5,48 @@ a file against the reading of every line, on the example tree and on randomized 
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from itertools import pairwise
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from kag.datasets import load_datasets
+from kag.grading import retrieval_text
 from kag.grading.evidence import evidence_found
-from kag.grading.retrieval_quality import QualityRecord, _exact, file_quality, parts_quality, similarity_for
-from kag.grading.retrieval_text import _TRIES, RetrievalText
+from kag.grading.retrieval_quality import (
+    _STARTS_SOUGHT,
+    QualityRecord,
+    _exact,
+    file_quality,
+    parts_quality,
+    similarity_for,
+)
+from kag.grading.retrieval_text import _RUN, _TRIES, RetrievalText
 from kag.grading.triplets.normalize import contains_words, normalize_prompt, normalize_title
 from kag.results.codec import parse_grading_fields
 from kag.results.graph_text import formal_names, formal_parts
 
 EXACT = similarity_for("exact")
+
+
+@pytest.fixture(autouse=True, scope="module", params=["stringzilla", "standard library"])
+def search_engine(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Every test of this module twice: with StringZilla lowering the text and finding first
+    words (the ``fast`` extra), and with the standard library alone."""
+    if request.param == "stringzilla":
+        pytest.importorskip("stringzilla")
+    saved = retrieval_text._stringzilla
+    retrieval_text._stringzilla = retrieval_text._NOT_LOADED if request.param == "stringzilla" else None
+    try:
+        yield request.param
+    finally:
+        retrieval_text._stringzilla = saved
+
+
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "retrieval"
 
 Triple = tuple[str, str, str]
@@ -96,7 +120,7 @@ def test_the_example_tree_gives_what_every_line_gives() -> None:
 # rarer whitespace, punctuation around a name, a legal suffix, escapes, non-ASCII letters.
 WORDS = ["vitamin", "Vitamin", "VITAMIN", "c", "C", "iron", "Iron", "deficiency", "vitamin_c", "vitaminc"]
 SEPARATORS = [" ", "  ", "_", "\t", " \x1c", "\n"]
-JUNK = ["", "", ".", " ", "(", '"', "!", ", Inc.", " ltd", "-", "+", ">"]
+JUNK = ["", "", ".", " ", "(", '"', "!", ", Inc.", " ltd", "-", "+", ">", '(( "', "  \t.", "]->", "x]->("]
 IDS = ["1", "2", "3", "10", "x y"]
 KEYS = ["name", "label", "Name", "title"]
 
@@ -188,6 +212,39 @@ def test_a_node_named_across_a_run_of_separators_is_found_whatever_its_last_lett
     assert record is not None and (record.entities_found, record.triples_found) == (1, 1)
 
 
+@pytest.mark.parametrize("run", [0, 1, _RUN - 1, _RUN, _RUN + 1, _RUN + 4])
+@pytest.mark.parametrize("stripped", [" ", '"', "(", "\t", ".-"])
+def test_a_name_line_value_after_any_run_of_stripped_characters_names_its_node(
+    run: int, stripped: str
+) -> None:
+    # The naming search checks short runs after `]->(` itself and hands longer ones on.
+    before = (stripped * run)[:run]
+    value = f"{before}Iron Deficiency{before[::-1]}"
+    for head in ("(1)-[name]->(", "(1)-[name]-(", "(1)-[name]>(", "(1)-[name]->", ""):
+        text = f'{head}{value})\n(2)-[name]->("Iron")\n(2)-[:R]->(1)'
+        check_text(text, ["Iron Deficiency", "Iron"], [("Iron", "r", "Iron Deficiency")], ("name",), 1)
+    assert RetrievalText(f"(1)-[name]->({value})").names_a_node("iron deficiency", ("name",))
+    assert not RetrievalText(f"(1)-[name]-({value})").names_a_node("iron deficiency", ("name",))
+
+
+@pytest.mark.parametrize("nodes", [1, _STARTS_SOUGHT // 2, _STARTS_SOUGHT, _STARTS_SOUGHT + 3])
+def test_the_relationships_between_nodes_named_like_gold_ends_are_all_read(nodes: int) -> None:
+    # Few such nodes: only their lines are sought; many: every relationship line is read.
+    lines = []
+    for i in range(nodes):
+        lines += [
+            f'(i{i})-[name]->("Iron")',
+            f'(z{i})-[name]->("Zinc")',
+            f"(i{i})-[:BINDS {{ w: 1 }}]->(z{i})",
+        ]
+        lines += [f"(z{i})-[:BINDS]->(i{i})", f"(i{i})-[:BINDS]->(x)", f"(i{i})-[:BINDS]->(z{i}) trailing"]
+    text = "\n".join(lines)
+    triples = [("Iron", "binds", "Zinc"), ("Zinc", "binds", "Iron"), ("Iron", "binds", "Iron")]
+    check_text(text, ["Iron", "Zinc"], triples, ("name",), 4 * nodes)
+    record = file_quality(["Iron"], triples, text, None, True, EXACT, ("name",), 4 * nodes)
+    assert record is not None and (record.triples_found, record.relationships_matched) == (2, 2 * nodes)
+
+
 def test_a_gold_end_without_letters_is_held_against_every_line_as_before() -> None:
     # "!!" normalizes to "": the reading of every line matches it with a node without a name.
     text = '(1)-[:CAUSED_BY]->(2)\n(1)-[name]->("Scurvy")\n(3)-[:R]->(2)\n(2)-[name]->("Vitamin C")'
@@ -274,3 +331,35 @@ def test_hostile_names_and_texts_give_what_the_plain_formulas_give(text: str, na
     triples = [(a, "r", b) for a, b in pairwise(names)]
     for count in (0, 3):
         check_text(text, names, triples, ("name",), count)
+
+
+@settings(max_examples=500)
+@example("a+++ b", "++ b")  # a first word overlapping itself after an occurrence refused
+@given(
+    st.text(st.characters(max_codepoint=127), max_size=40)
+    | st.text(st.sampled_from("aAB+ b_\n(-]>"), max_size=40),
+    st.sampled_from(["a", "ab", "a b", "b_a", "(", "a a", "++ b", "aa b", "+a+", "-]->"]),
+)
+def test_the_lowered_text_and_each_search_are_those_of_the_standard_library(text: str, name: str) -> None:
+    engine = retrieval_text.accelerator()
+    lowered = retrieval_text._lowered(text, engine)
+    assert lowered == text.lower()
+    first, *rest = name.split(" ")
+    pattern = retrieval_text._name_search(name)[0]
+    for at in range(len(lowered)):
+        if lowered.startswith(first, at):  # the name read without its expression
+            match = pattern.match(lowered, at)
+            assert retrieval_text._occurrence_end(lowered, at, first, rest) == (match.end() if match else -1)
+    for pattern in (retrieval_text._name_search(name)[0],):
+        for at in range(len(lowered) + 2):
+            expected = pattern.search(lowered, at)
+            found = retrieval_text._search(pattern, name.split(" ")[0], lowered, at, engine)
+            assert (found and found.span()) == (expected and expected.span())
+
+
+def test_a_first_word_met_more_often_than_tried_is_searched_on_by_the_expression(search_engine: str) -> None:
+    text = "vitamin d " * (2 * retrieval_text._CANDIDATES) + "vitamin_c"
+    pattern = retrieval_text._name_search("vitamin c")[0]
+    found = retrieval_text._search(pattern, "vitamin", text, 0, retrieval_text.accelerator())
+    assert found is not None and found.start() == len(text) - len("vitamin_c")
+    assert (retrieval_text.accelerator() is None) == (search_engine == "standard library")

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kag.results.codec import dump_result, grading_fields, parse_result
-from kag.results.graph_text import graph_from_formal_text
+from kag.results.graph_text import formal_relationships, formal_relationships_from, graph_from_formal_text
 from kag.results.model import (
     OkResult,
     OkStats,
@@ -94,6 +94,25 @@ def test_formal_text_reads_back_relationships_and_names():
         ("8432924", "Gastrointestinal Agents"),
         ("8434707", 'a "quoted" (name)'),
     ]
+
+
+_IDS = ["1", "2", "x y", "1)", ""]
+_LINE_PARTS = st.sampled_from(["(", ")", "-[:", "R", " { k: 1 }", "]->", "\n", " ", "\r", "(1)-[:R]->(2)"])
+_FORMALISH = st.lists(
+    st.one_of(
+        st.tuples(st.sampled_from(_IDS), st.sampled_from(["R", "R S", "{"]), st.sampled_from(_IDS)).map(
+            lambda r: f"({r[0]})-[:{r[1]}]->({r[2]})"
+        ),
+        _LINE_PARTS,
+    ),
+    max_size=12,
+).map("".join)
+
+
+@given(_FORMALISH, st.sets(st.sampled_from(_IDS)))
+def test_the_relationships_from_some_starts_are_those_of_every_line_from_them(text, starts):
+    every = formal_relationships(text)
+    assert formal_relationships_from(text, starts) == [r for r in every if r[0] in starts]
 
 
 def test_node_name_keys_choose_the_name_first_present_first():
