@@ -21,7 +21,7 @@ from kag.datasets import Question
 from kag.grading.evidence import EvidenceRecord, evidence_record
 from kag.grading.mcq.extracted import compile_spec, extracted_grade
 from kag.grading.mcq.request import GradeRequest
-from kag.grading.mcq.rule import AnswerKey, compile_abstention, grade_fields
+from kag.grading.mcq.rule import AnswerKey, compile_abstention, fields_outcome, grade_fields
 from kag.grading.measures import needs
 from kag.grading.open_grading import grade_open_response
 from kag.grading.record import GradedFile, Outcome, open_outcome
@@ -171,37 +171,41 @@ class FileGrader:
         if task.kind is QuestionKind.OPEN:
             return self._grade_open(task, path, setup, with_text)
         st = None
+        key: AnswerKey = task.key  # type: ignore[assignment]
         try:
             data, st = self._bytes(path)
             fields = self._fields(data, with_text)
-            graded = grade_fields(
-                fields,
-                task.key,  # type: ignore[arg-type]
-                task.dataset,
-                task.question,
-                setup,
-                self.abstention,
-                path,
-            )
+            outcome = fields_outcome(fields, key, self.abstention)
         except Exception as exc:  # noqa: BLE001 - one bad file must never stop the walk
             return GradedEntry(None, failure=exc, stat=st)
+        quality = found = hit = None
+        if with_text and fields.retrieval_text is not None:  # a file without a retrieval has neither
+            # Crossed with the strict grade; the text prepared once for both evidence measures.
+            correct = outcome[0] is Outcome.OK
+            text = RetrievalText(fields.retrieval_text)
+            quality = self._quality(task, fields, correct, text)
+            found = evidence_record(task.evidence, text, correct)
+            if found is not None and self.hits:
+                hit = found.hit
+        # The record made once, with what the evidence measures found.
+        graded = grade_fields(
+            fields,
+            key,
+            task.dataset,
+            task.question,
+            setup,
+            self.abstention,
+            path,
+            outcome=outcome,
+            retrieval_quality=quality,
+            evidence_hit=hit,
+        )
         extracted_answer = None
         if self.spec is not None:
-            extracted, extracted_answer = extracted_grade(self.spec, graded.response, task.key)  # type: ignore[arg-type]
+            extracted, extracted_answer = extracted_grade(self.spec, graded.response, key)
             graded = replace(graded, extracted=extracted, extracted_key=extracted_answer)
         if self.verdicts is not None:
             graded = self.verdicts.read(graded, task)
-        found = None
-        if with_text:
-            correct = graded.outcome is Outcome.OK
-            # Prepared once for both evidence measures.
-            text = None if fields.retrieval_text is None else RetrievalText(fields.retrieval_text)
-            quality = self._quality(task, fields, correct, text)
-            if quality is not None:  # a file without a retrieval has none: no copy
-                graded = replace(graded, retrieval_quality=quality)
-            found = evidence_record(task.evidence, text, correct)
-            if found is not None and self.hits:
-                graded = replace(graded, evidence_hit=found.hit)
         return GradedEntry(graded, found, extracted_answer, stat=st)
 
     def _grade_open(self, task: QuestionTask, path: str, setup: str, with_text: bool) -> GradedEntry:
