@@ -5,7 +5,10 @@ from __future__ import annotations
 import logging
 import math
 import os
+import pickle
+import pickletools
 import threading
+from multiprocessing.reduction import ForkingPickler
 from pathlib import Path
 
 import pytest
@@ -15,6 +18,7 @@ from hypothesis import strategies as st
 from kag.datasets import parse_datasets
 from kag.errors import InputError, UsageError
 from kag.grading import mcq
+from kag.grading.evidence import EvidenceRecord
 from kag.grading.gates import failing_setups
 from kag.grading.mcq import (
     GradedFile,
@@ -34,6 +38,10 @@ from kag.grading.mcq import (
     summarize,
     wilson_interval,
 )
+from kag.grading.mcq.question_files import QuestionKind, QuestionTask
+from kag.grading.mcq.rule import AnswerKey
+from kag.grading.measures.retrieval_quality import RetrievalQualityCounts
+from kag.grading.retrieval_quality import QualityRecord
 from kag.results import (
     DatabaseStats,
     ErrorResult,
@@ -664,3 +672,18 @@ def test_pool_while_another_thread_runs_uses_a_clean_start_method(tmp_path: Path
     if threading.active_count() == 1:  # single-threaded again: the cheap fork start is used
         assert mp_context().get_start_method() == "fork"
     assert parallel == grade_tree(datasets, tree, GradeRequest("run-"), workers=1)
+
+
+def test_what_goes_to_and_from_the_workers_is_sent_as_slots() -> None:
+    """The tasks, the evidence measures' records and the blocks' counters are rebuilt from
+    their slots' values (REDUCE), not given a dataclass state after (BUILD, the slow path)."""
+    sent = [
+        QuestionTask("p", "d", "1", QuestionKind.SCORABLE, AnswerKey("A", ("A", "B")), evidence=("x",)),
+        EvidenceRecord((True, False), True),
+        QualityRecord(2, 1, 1, 0, 5, 0, None, False),
+        RetrievalQualityCounts(rq_questions=3, rq_entity_recall=0.5),
+    ]
+    data = bytes(ForkingPickler.dumps(sent))
+    assert "BUILD" not in {op.name for op, _, _ in pickletools.genops(data)}
+    back = pickle.loads(data)
+    assert back == sent and back[0].key.folded_options == frozenset({"a", "b"})
