@@ -148,6 +148,11 @@ class FileGrader:
         )
         self.read = read
         self.stamped = stamped
+        # The retrieval texts of the question being graded, prepared, by their length: a
+        # text that several setups retrieved alike is searched once (what a search found
+        # depends on the text alone). Emptied when the next question's files come.
+        self._texts_of: QuestionTask | None = None
+        self._texts: dict[int, list[RetrievalText]] = {}
 
     def with_text(self, task: QuestionTask) -> bool:
         """Whether the files of ``task`` are read for their retrieval text."""
@@ -182,7 +187,7 @@ class FileGrader:
         if with_text and fields.retrieval_text is not None:  # a file without a retrieval has neither
             # Crossed with the strict grade; the text prepared once for both evidence measures.
             correct = outcome[0] is Outcome.OK
-            text = RetrievalText(fields.retrieval_text)
+            text = self._prepared(task, fields.retrieval_text)
             quality = self._quality(task, fields, correct, text)
             found = evidence_record(task.evidence, text, correct)
             if found is not None and self.hits:
@@ -208,6 +213,21 @@ class FileGrader:
             graded = self.verdicts.read(graded, task)
         return GradedEntry(graded, found, extracted_answer, stat=st)
 
+    def _prepared(self, task: QuestionTask, text: str) -> RetrievalText:
+        """``text`` prepared for the searches, the one already prepared when another file of
+        ``task`` (the same task object) had the same text. Texts of different lengths are
+        never compared; equal lengths compare at C speed, no hash of a long text is taken."""
+        if task is not self._texts_of:
+            self._texts_of = task
+            self._texts = {}
+        alike = self._texts.setdefault(len(text), [])
+        for prepared in alike:
+            if prepared.text == text:
+                return prepared
+        prepared = RetrievalText(text)
+        alike.append(prepared)
+        return prepared
+
     def _grade_open(self, task: QuestionTask, path: str, setup: str, with_text: bool) -> GradedEntry:
         """An open question's file graded by EM and F1 (an error file 0), with its retrieval
         quality crossed with the exact match when the evidence is read."""
@@ -218,6 +238,9 @@ class FileGrader:
         except Exception as exc:  # noqa: BLE001 - one bad file must never stop the walk
             return GradedEntry(None, failure=exc, stat=st)
         exact, f1 = grade_open_response(fields.response, task.answers)
+        quality = None
+        if with_text and fields.retrieval_text is not None:  # a file without a retrieval has none
+            quality = self._quality(task, fields, exact == 1, self._prepared(task, fields.retrieval_text))
         graded = GradedFile(
             task.dataset,
             task.question,
@@ -234,7 +257,7 @@ class FileGrader:
             f1=f1,
             gold=" | ".join(task.answers),
             path=path,
-            retrieval_quality=self._quality(task, fields, exact == 1) if with_text else None,
+            retrieval_quality=quality,
         )
         if self.verdicts is not None:
             graded = self.verdicts.read(graded, task)
