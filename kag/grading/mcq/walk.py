@@ -143,6 +143,10 @@ def _grade_chunk(tasks: Sequence[QuestionTask], config: _Config) -> _ChunkResult
     open_records: Files | None = out.kept.get("open_records")
     epochs: ByQuestion | None = out.kept.get("epochs")
     evidence: ByQuestion | None = out.kept.get("evidence")
+    # The evidence records of a chunk take a handful of values (which names were found,
+    # whether the answer was right): equal ones are kept as one object, which the result
+    # then sends once and the parent reads back once (they are frozen).
+    alike: dict[EvidenceRecord, EvidenceRecord] = {}
     for task in tasks:
         try:
             entries = sorted_entries(task.path)
@@ -195,7 +199,7 @@ def _grade_chunk(tasks: Sequence[QuestionTask], config: _Config) -> _ChunkResult
                 continue
             out.tally(key).add(graded)
             if got.evidence is not None and evidence is not None:
-                evidence.setdefault(key, {})[task.question] = got.evidence
+                evidence.setdefault(key, {})[task.question] = alike.setdefault(got.evidence, got.evidence)
             if records is not None:
                 records.append(graded)
             if firsts is not None:

@@ -687,3 +687,37 @@ def test_what_goes_to_and_from_the_workers_is_sent_as_slots() -> None:
     assert "BUILD" not in {op.name for op, _, _ in pickletools.genops(data)}
     back = pickle.loads(data)
     assert back == sent and back[0].key.folded_options == frozenset({"a", "b"})
+
+
+def test_equal_evidence_records_of_a_chunk_are_one_object_whatever_the_workers(tmp_path: Path) -> None:
+    """A chunk keeps one object per evidence record value (it is sent once); the run's
+    records are those of every file, the same with one process or several."""
+    import orjson
+
+    entry = {
+        "input": "?",
+        "output": {"type": "MCQ", "options": {"A": "x", "B": "y"}, "answer": "B"},
+        "evidence": ["Scurvy", "Iron"],
+    }
+    path = tmp_path / "datasets.json"
+    path.write_bytes(orjson.dumps({"med": {str(q): entry for q in range(8)}}))
+    datasets = parse_datasets(path.read_bytes(), path)
+    root = tmp_path / "results"
+    for q in range(8):
+        text = '(1)-[name]->("Scurvy")\n' + ('(2)-[name]->("Iron")\n' if q % 2 else "")
+        retrieval = Retrieval(result=text, database=DatabaseStats("neo4j", 2, 0, 2, None), time=Timing(1, 0))
+        write(
+            root,
+            "med",
+            str(q),
+            "kag",
+            OkResult("B" if q < 4 else "A", OkStats(retrieval=retrieval)),
+            prefix="",
+        )
+    request = GradeRequest(measures=frozenset({"evidence"}))
+    runs = [grade_tree(datasets, root, request, workers=n) for n in (1, 2)]
+    assert runs[0].evidence == runs[1].evidence
+    records = runs[0].evidence[("kag", "med")]
+    assert [records[str(q)] for q in range(4)] == [EvidenceRecord((True, q % 2 == 1), True) for q in range(4)]
+    assert records["0"] is records["2"] and records["1"] is records["3"] and records["4"] is records["6"]
+    assert len({id(r) for r in records.values()}) == 4
