@@ -146,7 +146,7 @@ def _grade_chunk(tasks: Sequence[QuestionTask], config: _Config) -> _ChunkResult
     # The evidence records of a chunk take a handful of values (which names were found,
     # whether the answer was right): equal ones are kept as one object, which the result
     # then sends once and the parent reads back once (they are frozen).
-    alike: dict[EvidenceRecord, EvidenceRecord] = {}
+    alike: dict[tuple[tuple[bool, ...], bool], EvidenceRecord] = {}
     for task in tasks:
         try:
             entries = sorted_entries(task.path)
@@ -199,7 +199,9 @@ def _grade_chunk(tasks: Sequence[QuestionTask], config: _Config) -> _ChunkResult
                 continue
             out.tally(key).add(graded)
             if got.evidence is not None and evidence is not None:
-                evidence.setdefault(key, {})[task.question] = alike.setdefault(got.evidence, got.evidence)
+                record = got.evidence
+                record = alike.setdefault((record.found, record.correct), record)  # tuples hash in C
+                evidence.setdefault(key, {})[task.question] = record
             if records is not None:
                 records.append(graded)
             if firsts is not None:
