@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import pickle
+import pickletools
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
+from multiprocessing.reduction import ForkingPickler
 from pathlib import Path
 
 import pytest
 
 from kag.errors import KagError
-from kag.workers import ordered_map
+from kag.workers import ordered_map, send_as_slots
 from tests.conftest import REPO
 
 MESSAGES = {"died": "a worker died", "failed": "a worker failed"}
@@ -155,3 +159,58 @@ def test_large_chunks_and_large_results_never_block_each_other() -> None:
         check=False,
     )
     assert (done.returncode, done.stdout, done.stderr) == (0, "ok\n", "")
+
+
+@dataclass(frozen=True, slots=True)
+class _Sent:
+    name: str
+    counts: tuple[int, ...]
+    inner: _Sent | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Derived:
+    """A derived slot set by ``__post_init__``: rebuilt by its slots, not by ``__init__``."""
+
+    text: str
+    folded: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "folded", self.text.lower() + "!")
+
+
+@dataclass(slots=True)
+class _Counts:
+    n: int = 0
+    total: float = 0.0
+
+
+class _WithDict:
+    pass
+
+
+def _echo(values: list[object]) -> list[object]:
+    return values
+
+
+def test_slotted_records_are_sent_as_their_slots_and_come_back_equal() -> None:
+    send_as_slots(_Sent, _Derived, _Counts)
+    shared = _Sent("shared", (1,))
+    values: list[object] = [_Sent("a", (1, 2), shared), shared, _Derived("AbC"), _Counts(3, 0.5)]
+    data = bytes(ForkingPickler.dumps(values))
+    # Each object is rebuilt from its values (REDUCE), never given a state after (BUILD,
+    # what the dataclass's generated __setstate__ would read).
+    opcodes = {op.name for op, _, _ in pickletools.genops(data)}
+    assert "REDUCE" in opcodes and "BUILD" not in opcodes
+    back = pickle.loads(data)
+    assert back == values
+    assert back[0].inner is back[1]  # one object sent once, as before
+    assert back[2].folded == "abc!" and back[2] == _Derived("AbC")
+    # And through a pool of real worker processes, both ways.
+    (echoed,) = list(ordered_map(_echo, iter([values]), 2, **MESSAGES))
+    assert echoed == values
+
+
+def test_a_class_whose_instances_have_a_dict_is_refused() -> None:
+    with pytest.raises(TypeError, match="_WithDict"):
+        send_as_slots(_WithDict)

@@ -23,7 +23,7 @@ from kag.datasets import Question
 from kag.grading.evidence import EvidenceRecord, evidence_record
 from kag.grading.mcq.extracted import compile_spec, extracted_grade
 from kag.grading.mcq.request import GradeRequest
-from kag.grading.mcq.rule import AnswerKey, compile_abstention, grade_fields
+from kag.grading.mcq.rule import AnswerKey, compile_abstention, fields_outcome, grade_fields
 from kag.grading.measures import needs
 from kag.grading.open_grading import grade_open_response
 from kag.grading.record import GradedFile, Outcome, open_outcome
@@ -175,6 +175,11 @@ class FileGrader:
         # A file read for its retrieval text is made a GradedFile whatever this says.
         one_step = self.spec is None and self.verdicts is None
         self.record: Callable[..., GradedFile] = TupleRecord if tuples and one_step else GradedFile
+        # The retrieval texts of the question being graded, prepared, by their length: a
+        # text that several setups retrieved alike is searched once (what a search found
+        # depends on the text alone). Emptied when the next question's files come.
+        self._texts_of: QuestionTask | None = None
+        self._texts: dict[int, list[RetrievalText]] = {}
 
     def with_text(self, task: QuestionTask) -> bool:
         """Whether the files of ``task`` are read for their retrieval text."""
@@ -198,39 +203,58 @@ class FileGrader:
         if task.kind is QuestionKind.OPEN:
             return self._grade_open(task, path, setup, with_text)
         st = None
+        key: AnswerKey = task.key  # type: ignore[assignment]
         try:
             data, st = self._bytes(path)
             fields = self._fields(data, with_text)
-            graded = grade_fields(
-                fields,
-                task.key,  # type: ignore[arg-type]
-                task.dataset,
-                task.question,
-                setup,
-                self.abstention,
-                path,
-                GradedFile if with_text else self.record,
-            )
+            outcome = fields_outcome(fields, key, self.abstention)
         except Exception as exc:  # noqa: BLE001 - one bad file must never stop the walk
             return GradedEntry(None, failure=exc, stat=st)
+        quality = found = hit = None
+        if with_text and fields.retrieval_text is not None:  # a file without a retrieval has neither
+            # Crossed with the strict grade; the text prepared once for both evidence measures.
+            correct = outcome[0] is Outcome.OK
+            text = self._prepared(task, fields.retrieval_text)
+            quality = self._quality(task, fields, correct, text)
+            found = evidence_record(task.evidence, text, correct)
+            if found is not None and self.hits:
+                hit = found.hit
+        # The record made once, with what the evidence measures found.
+        graded = grade_fields(
+            fields,
+            key,
+            task.dataset,
+            task.question,
+            setup,
+            self.abstention,
+            path,
+            GradedFile if with_text else self.record,
+            outcome=outcome,
+            retrieval_quality=quality,
+            evidence_hit=hit,
+        )
         extracted_answer = None
         if self.spec is not None:
-            extracted, extracted_answer = extracted_grade(self.spec, graded.response, task.key)  # type: ignore[arg-type]
+            extracted, extracted_answer = extracted_grade(self.spec, graded.response, key)
             graded = replace(graded, extracted=extracted, extracted_key=extracted_answer)
         if self.verdicts is not None:
             graded = self.verdicts.read(graded, task)
-        found = None
-        if with_text:
-            correct = graded.outcome is Outcome.OK
-            # Prepared once for both evidence measures.
-            text = None if fields.retrieval_text is None else RetrievalText(fields.retrieval_text)
-            quality = self._quality(task, fields, correct, text)
-            if quality is not None:  # a file without a retrieval has none: no copy
-                graded = replace(graded, retrieval_quality=quality)
-            found = evidence_record(task.evidence, text, correct)
-            if found is not None and self.hits:
-                graded = replace(graded, evidence_hit=found.hit)
         return GradedEntry(graded, found, extracted_answer, stat=st)
+
+    def _prepared(self, task: QuestionTask, text: str) -> RetrievalText:
+        """``text`` prepared for the searches, the one already prepared when another file of
+        ``task`` (the same task object) had the same text. Texts of different lengths are
+        never compared; equal lengths compare at C speed, no hash of a long text is taken."""
+        if task is not self._texts_of:
+            self._texts_of = task
+            self._texts = {}
+        alike = self._texts.setdefault(len(text), [])
+        for prepared in alike:
+            if prepared.text == text:
+                return prepared
+        prepared = RetrievalText(text)
+        alike.append(prepared)
+        return prepared
 
     def _grade_open(self, task: QuestionTask, path: str, setup: str, with_text: bool) -> GradedEntry:
         """An open question's file graded by EM and F1 (an error file 0), with its retrieval
@@ -242,6 +266,9 @@ class FileGrader:
         except Exception as exc:  # noqa: BLE001 - one bad file must never stop the walk
             return GradedEntry(None, failure=exc, stat=st)
         exact, f1 = grade_open_response(fields.response, task.answers)
+        quality = None
+        if with_text and fields.retrieval_text is not None:  # a file without a retrieval has none
+            quality = self._quality(task, fields, exact == 1, self._prepared(task, fields.retrieval_text))
         graded = (GradedFile if with_text else self.record)(
             task.dataset,
             task.question,
@@ -258,7 +285,7 @@ class FileGrader:
             f1=f1,
             gold=" | ".join(task.answers),
             path=path,
-            retrieval_quality=self._quality(task, fields, exact == 1) if with_text else None,
+            retrieval_quality=quality,
         )
         if self.verdicts is not None:
             graded = self.verdicts.read(graded, task)

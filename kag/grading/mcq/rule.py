@@ -14,6 +14,7 @@ from functools import lru_cache
 
 from kag.errors import UsageError
 from kag.grading.record import GradedFile, Outcome
+from kag.grading.retrieval_quality import QualityRecord
 from kag.grading.rule import rust_trim
 from kag.results.codec import (
     NANOS_PER_SEC,
@@ -128,6 +129,22 @@ def grade_result(
 _NEVER = re.compile(r"(?!)")
 
 
+# The grade of an error file.
+_ERRED = (Outcome.ERR, False, False)
+
+
+def fields_outcome(
+    fields: GradingFields, key: AnswerKey, abstention: re.Pattern[str]
+) -> tuple[Outcome, bool, bool]:
+    """(outcome, abstained, non_option) of the fields a codec reader took from a result
+    file: ERR for an error file, else its response against ``key`` (the grade
+    :func:`grade_fields` records)."""
+    response = fields.response
+    if response is None:
+        return _ERRED
+    return _grade_response(response, key, abstention)
+
+
 def grade_fields(
     fields: GradingFields,
     key: AnswerKey,
@@ -137,6 +154,10 @@ def grade_fields(
     abstention: re.Pattern[str],
     path: str | None = None,
     record: Callable[..., GradedFile] = GradedFile,
+    *,
+    outcome: tuple[Outcome, bool, bool] | None = None,
+    retrieval_quality: QualityRecord | None = None,
+    evidence_hit: bool | None = None,
 ) -> GradedFile:
     """Grade the fields a codec reader took from a result file, without building the model:
     :func:`kag.results.codec.grading_fields` (parsed JSON) or
@@ -144,18 +165,33 @@ def grade_fields(
     UnreadableResult with the canonical reader's messages). ERR for an error file, else the
     response against ``key``: what :func:`grade_result` gives for the file's result model.
     ``path`` is the file's, kept in the record. ``record``: the type made (one with the
-    fields of :class:`GradedFile`, taking the same arguments)."""
+    fields of :class:`GradedFile`, taking the same arguments).
+
+    ``outcome``: the grade :func:`fields_outcome` gave for these fields, when the caller
+    needed it first (the evidence measures cross it with the retrieval); the record is then
+    made once, with ``retrieval_quality`` and ``evidence_hit``, rather than copied to add them."""
+    if outcome is None:
+        outcome = fields_outcome(fields, key, abstention)
     response = fields.response
     if response is None:
         return record(
-            dataset, question, setup, Outcome.ERR, None, error=fields.error, gold=key.answer, path=path
+            dataset,
+            question,
+            setup,
+            Outcome.ERR,
+            None,
+            error=fields.error,
+            evidence_hit=evidence_hit,
+            gold=key.answer,
+            retrieval_quality=retrieval_quality,
+            path=path,
         )
-    outcome, abstained, non_option = _grade_response(response, key, abstention)
+    grade, abstained, non_option = outcome
     return record(
         dataset,
         question,
         setup,
-        outcome,
+        grade,
         response,
         abstained,
         non_option,
@@ -164,6 +200,8 @@ def grade_fields(
         fields.retrieval,
         config=fields.config,
         usage=fields.usage,
+        evidence_hit=evidence_hit,
         gold=key.answer,
+        retrieval_quality=retrieval_quality,
         path=path,
     )

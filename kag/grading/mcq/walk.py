@@ -33,6 +33,7 @@ from typing import Any
 from kag.datasets import Datasets, Question, count_questions
 from kag.errors import UsageError
 from kag.grading.epochs import EpochOutcome
+from kag.grading.evidence import EvidenceRecord
 from kag.grading.mcq.epoch_walk import epoch_outcome, question_epochs
 from kag.grading.mcq.extracted import compile_spec
 from kag.grading.mcq.metrics import GradeRun, Tally, Unreadable
@@ -44,11 +45,14 @@ from kag.grading.mcq.question_files import (
     unreadable_reason,
 )
 from kag.grading.mcq.request import GradeRequest
-from kag.grading.mcq.rule import compile_abstention
+from kag.grading.mcq.rule import AnswerKey, compile_abstention
 from kag.grading.measures import kept_parts
-from kag.grading.measures.registry import ByQuestion, Files
+from kag.grading.measures.registry import ByQuestion, Files, slotted_states
 from kag.grading.open_grading import empty_gold_warning, usable_open_gold
+from kag.grading.record import GradedFile
+from kag.grading.retrieval_quality import QualityRecord
 from kag.grading.verdicts import VerdictCache
+from kag.results.codec import RetrievalSample
 from kag.results.model import TMP_SUFFIX
 from kag.results.tree import (
     EPOCHS_FOLDER,
@@ -59,7 +63,7 @@ from kag.results.tree import (
     sorted_entries,
 )
 from kag.textsafe import escape_controls
-from kag.workers import default_workers, ordered_map
+from kag.workers import default_workers, ordered_map, send_as_slots
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +72,19 @@ log = logging.getLogger(__name__)
 # in-process).
 CHUNK_QUESTIONS = 100
 AUTO_PARALLEL_MIN_QUESTIONS = 500
+
+# What goes to and from the workers by the thousand (tasks, the evidence measures' records,
+# the records, the counters of the blocks), sent as their slots' values.
+send_as_slots(
+    QuestionTask,
+    AnswerKey,
+    EvidenceRecord,
+    QualityRecord,
+    GradedFile,
+    RetrievalSample,
+    EpochOutcome,
+    *slotted_states(),
+)
 
 # ---------------------------------------------------------------- walking the tree
 
@@ -126,6 +143,10 @@ def _grade_chunk(tasks: Sequence[QuestionTask], config: _Config) -> _ChunkResult
     open_records: Files | None = out.kept.get("open_records")
     epochs: ByQuestion | None = out.kept.get("epochs")
     evidence: ByQuestion | None = out.kept.get("evidence")
+    # The evidence records of a chunk take a handful of values (which names were found,
+    # whether the answer was right): equal ones are kept as one object, which the result
+    # then sends once and the parent reads back once (they are frozen).
+    alike: dict[tuple[tuple[bool, ...], bool], EvidenceRecord] = {}
     for task in tasks:
         try:
             entries = sorted_entries(task.path)
@@ -178,7 +199,9 @@ def _grade_chunk(tasks: Sequence[QuestionTask], config: _Config) -> _ChunkResult
                 continue
             out.tally(key).add(graded)
             if got.evidence is not None and evidence is not None:
-                evidence.setdefault(key, {})[task.question] = got.evidence
+                record = got.evidence
+                record = alike.setdefault((record.found, record.correct), record)  # tuples hash in C
+                evidence.setdefault(key, {})[task.question] = record
             if records is not None:
                 records.append(graded)
             if firsts is not None:

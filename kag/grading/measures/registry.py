@@ -262,6 +262,16 @@ def registered() -> tuple[Measure, ...]:
     return tuple(_REGISTRY.values())
 
 
+def slotted_states() -> tuple[type, ...]:
+    """The state classes of the measures registered so far whose instances hold only slots
+    (the counters' slotted dataclasses)."""
+    return tuple(
+        m.state
+        for m in _REGISTRY.values()
+        if isinstance(m.state, type) and "__slots__" in m.state.__dict__ and m.state.__dictoffset__ == 0
+    )
+
+
 def optional_names() -> frozenset[str]:
     """The measures a request asks for by name (counted only then)."""
     return frozenset(m.name for m in _REGISTRY.values() if m.optional)

@@ -7,17 +7,20 @@ from dataclasses import fields
 from pathlib import Path
 
 import orjson
+import pytest
 
 from kag.datasets import parse_datasets
+from kag.grading.mcq import question_files
 from kag.grading.mcq.metrics import Tally
 from kag.grading.mcq.question_files import FileGrader, QuestionKind, question_task, unreadable_reason
 from kag.grading.mcq.request import GradeRequest
 from kag.grading.record import GradedFile, Outcome
+from kag.grading.retrieval_text import RetrievalText
 from kag.results import result_path, write_result
 from kag.results.codec import GradingFields, parse_grading_fields
 from kag.results.model import Timing, Usage
 from kag.view.record_rows import to_row
-from tests.result_helpers import ok_result
+from tests.result_helpers import neo4j_retrieval, ok_result
 
 DATASETS = parse_datasets(
     orjson.dumps(
@@ -145,3 +148,67 @@ def test_records_made_as_tuples_read_field_for_field_as_the_records_they_stand_f
     stepped = FileGrader(GradeRequest(extract="letter"), str(tmp_path), tuples=True)
     task = question_task(DATASETS.get("med", "mcq"), str(paths[0][2].parent), "med", "mcq")
     assert type(stepped.grade(task, str(paths[0][2]), "right").record) is GradedFile
+
+
+EVIDENCE = parse_datasets(
+    orjson.dumps(
+        {
+            "med": {
+                "q1": {
+                    "input": "?",
+                    "output": {"type": "MCQ", "options": {"A": "x", "B": "y"}, "answer": "B"},
+                    "evidence": {
+                        "entities": ["Scurvy", "Iron"],
+                        "triples": [["Scurvy", "caused by", "Iron"]],
+                    },
+                },
+                "q2": {
+                    "input": "?",
+                    "output": {"type": "Open", "answers": ["Paris"]},
+                    "evidence": ["Scurvy"],
+                },
+            }
+        }
+    ),
+    Path("datasets.json"),
+)
+SHARED_TEXT = '(1)-[name]->("Scurvy")\n(2)-[name]->("Iron")\n(1)-[:CAUSED_BY]->(2)\n'
+OTHER_TEXT = '(1)-[name]->("Scurvy")\n(2)-[name]->("Zinc")\n(1)-[:CAUSED_BY]->(2)\n'  # same length
+
+
+def test_a_retrieval_several_setups_share_is_prepared_once_and_grades_as_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert len(SHARED_TEXT) == len(OTHER_TEXT)
+    texts = {"a": SHARED_TEXT, "b": SHARED_TEXT, "c": OTHER_TEXT, "d": SHARED_TEXT}
+    answers = {"a": "B", "b": "A", "c": "B", "d": "Paris"}
+    for question in ("q1", "q2"):
+        for setup, text in texts.items():
+            retrieval = neo4j_retrieval(text, 2, 1, 2, time=Timing(1, 0), db_time=Timing(0, 5))
+            write_result(
+                result_path(tmp_path, "med", question, "", setup),
+                ok_result(answers[setup], retrieval=retrieval),
+            )
+    request = GradeRequest(measures=frozenset({"evidence", "records"}))
+    prepared: list[str] = []
+
+    class Counted(RetrievalText):
+        def __init__(self, text: str) -> None:
+            prepared.append(text)
+            super().__init__(text)
+
+    def graded(grader: FileGrader, question: str, setups: str) -> list[object]:
+        task = question_task(EVIDENCE.get("med", question), str(tmp_path / "med" / question), "med", question)
+        return [grader.grade(task, str(result_path(tmp_path, "med", question, "", s)), s)[:3] for s in setups]
+
+    # Each file alone, by a grader of its own: what sharing must give.
+    alone = {q: [graded(FileGrader(request, str(tmp_path)), q, s)[0] for s in "abcd"] for q in ("q1", "q2")}
+    monkeypatch.setattr(question_files, "RetrievalText", Counted)
+    grader = FileGrader(request, str(tmp_path))
+    assert graded(grader, "q1", "abcd") == alone["q1"]
+    assert prepared == [SHARED_TEXT, OTHER_TEXT]  # b and d reuse a's text, c is compared and differs
+    assert (
+        graded(grader, "q2", "abcd") == alone["q2"]
+    )  # the next question starts afresh; open files share too
+    assert prepared == [SHARED_TEXT, OTHER_TEXT] * 2
+    assert alone["q1"][0][0].retrieval_quality is not None and alone["q1"][0][1].found == (True, True)

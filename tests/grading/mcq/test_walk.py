@@ -5,7 +5,10 @@ from __future__ import annotations
 import logging
 import math
 import os
+import pickle
+import pickletools
 import threading
+from multiprocessing.reduction import ForkingPickler
 from pathlib import Path
 
 import pytest
@@ -15,6 +18,7 @@ from hypothesis import strategies as st
 from kag.datasets import parse_datasets
 from kag.errors import InputError, UsageError
 from kag.grading import mcq
+from kag.grading.evidence import EvidenceRecord
 from kag.grading.gates import failing_setups
 from kag.grading.mcq import (
     GradedFile,
@@ -34,6 +38,10 @@ from kag.grading.mcq import (
     summarize,
     wilson_interval,
 )
+from kag.grading.mcq.question_files import QuestionKind, QuestionTask
+from kag.grading.mcq.rule import AnswerKey
+from kag.grading.measures.retrieval_quality import RetrievalQualityCounts
+from kag.grading.retrieval_quality import QualityRecord
 from kag.results import (
     DatabaseStats,
     ErrorResult,
@@ -664,3 +672,52 @@ def test_pool_while_another_thread_runs_uses_a_clean_start_method(tmp_path: Path
     if threading.active_count() == 1:  # single-threaded again: the cheap fork start is used
         assert mp_context().get_start_method() == "fork"
     assert parallel == grade_tree(datasets, tree, GradeRequest("run-"), workers=1)
+
+
+def test_what_goes_to_and_from_the_workers_is_sent_as_slots() -> None:
+    """The tasks, the evidence measures' records and the blocks' counters are rebuilt from
+    their slots' values (REDUCE), not given a dataclass state after (BUILD, the slow path)."""
+    sent = [
+        QuestionTask("p", "d", "1", QuestionKind.SCORABLE, AnswerKey("A", ("A", "B")), evidence=("x",)),
+        EvidenceRecord((True, False), True),
+        QualityRecord(2, 1, 1, 0, 5, 0, None, False),
+        RetrievalQualityCounts(rq_questions=3, rq_entity_recall=0.5),
+    ]
+    data = bytes(ForkingPickler.dumps(sent))
+    assert "BUILD" not in {op.name for op, _, _ in pickletools.genops(data)}
+    back = pickle.loads(data)
+    assert back == sent and back[0].key.folded_options == frozenset({"a", "b"})
+
+
+def test_equal_evidence_records_of_a_chunk_are_one_object_whatever_the_workers(tmp_path: Path) -> None:
+    """A chunk keeps one object per evidence record value (it is sent once); the run's
+    records are those of every file, the same with one process or several."""
+    import orjson
+
+    entry = {
+        "input": "?",
+        "output": {"type": "MCQ", "options": {"A": "x", "B": "y"}, "answer": "B"},
+        "evidence": ["Scurvy", "Iron"],
+    }
+    path = tmp_path / "datasets.json"
+    path.write_bytes(orjson.dumps({"med": {str(q): entry for q in range(8)}}))
+    datasets = parse_datasets(path.read_bytes(), path)
+    root = tmp_path / "results"
+    for q in range(8):
+        text = '(1)-[name]->("Scurvy")\n' + ('(2)-[name]->("Iron")\n' if q % 2 else "")
+        retrieval = Retrieval(result=text, database=DatabaseStats("neo4j", 2, 0, 2, None), time=Timing(1, 0))
+        write(
+            root,
+            "med",
+            str(q),
+            "kag",
+            OkResult("B" if q < 4 else "A", OkStats(retrieval=retrieval)),
+            prefix="",
+        )
+    request = GradeRequest(measures=frozenset({"evidence"}))
+    runs = [grade_tree(datasets, root, request, workers=n) for n in (1, 2)]
+    assert runs[0].evidence == runs[1].evidence
+    records = runs[0].evidence[("kag", "med")]
+    assert [records[str(q)] for q in range(4)] == [EvidenceRecord((True, q % 2 == 1), True) for q in range(4)]
+    assert records["0"] is records["2"] and records["1"] is records["3"] and records["4"] is records["6"]
+    assert len({id(r) for r in records.values()}) == 4
