@@ -35,9 +35,10 @@ the median over the rounds of kag's wall time over its anchor's in the same roun
   (``kag.datasets.load_datasets(path, texts=False)``, in a process of its own): the part of
   ``kag stats``' memory that is the per-question table of the questions' keys, which grows
   with the number of questions;
-- ``kag view -d datasets.json -r results --no-open --port 0 --index FILE``, once per size:
-  the index build (from start to the address printed) against the mean of a ``kag stats``
-  run just before it and one just after, target <= 1.5x; the first overview (the first ``/``), target <= 1 s; the first
+- ``kag view -d datasets.json -r results --no-open --port 0 --index FILE``, once per size and
+  round: the index build (from start to the address printed) against the mean of a ``kag
+  stats`` run just before it and one just after, the median of the rounds' ratios, target <=
+  1.5x; and, the worst round's: the first overview (the first ``/``), target <= 1 s; the first
   ``/api/setups`` (it waits for the comparisons); the p95 of each page and API call
   (``--requests`` calls each after one warm-up call), target <= 100 ms; the server's
   resident memory while it serves (VmRSS) and its peak (VmHWM), target <= 300 MB at
@@ -66,6 +67,7 @@ import time
 import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -203,7 +205,7 @@ def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def measure_view(tree: Path, requests: int) -> dict[str, object]:
+def measure_view(tree: Path, requests: int) -> dict[str, Any]:
     """The view of ``tree`` served by ``kag view`` in a process of its own."""
     with tempfile.TemporaryDirectory() as tmp:
         index = Path(tmp) / "index.sqlite"
@@ -312,7 +314,7 @@ def measure_size(tree: Path, repeat: int, requests: int, rg: str, only: set[str]
     figures["datasets"] = {"rss_mb": run(load, tree).rss_mb}
     figures["tree"] = _tree_figures(tree)
     if "view" in only:
-        figures["view"] = _view_figures(tree, requests, stats)
+        figures["view"] = _view_figures(tree, requests, stats, repeat)
     return figures
 
 
@@ -321,18 +323,38 @@ def _tree_figures(tree: Path) -> dict[str, int]:
     return {"files": SETUPS * QUESTIONS[tree.name.removeprefix("tree-")], "bytes": apparent, "disk": disk}
 
 
-def _view_figures(tree: Path, requests: int, stats: list[str]) -> dict[str, object]:
-    """The view's figures. It is built once: its anchor is a kag stats run just before it
-    and one just after, so that both see the same load."""
-    before = run(stats, tree)
-    view = measure_view(tree, requests)
-    after = run(stats, tree)
-    view["stats_wall"] = (before.wall + after.wall) / 2
-    view["build_ratio"] = view["build"] / view["stats_wall"]  # type: ignore[operator]
+def _view_figures(tree: Path, requests: int, stats: list[str], rounds: int) -> dict[str, Any]:
+    """The view's figures, over ``rounds`` first builds. Each build's anchor is a kag stats
+    run just before it and one just after, so that both see the same load; the build ratio
+    is the median of the rounds' ratios, every other figure the worst round's."""
+    views: list[dict[str, Any]] = []
+    for _ in range(rounds):
+        before = run(stats, tree)
+        view = measure_view(tree, requests)
+        after = run(stats, tree)
+        view["stats_wall"] = (before.wall + after.wall) / 2
+        view["build_ratio"] = view["build"] / view["stats_wall"]
+        views.append(view)
+    merged: dict[str, Any] = {
+        "rounds": [v["build_ratio"] for v in views],
+        "build": statistics.median(v["build"] for v in views),
+        "stats_wall": statistics.median(v["stats_wall"] for v in views),
+        "build_ratio": statistics.median(v["build_ratio"] for v in views),
+        "p95": {name: max(v["p95"][name] for v in views) for name in views[0]["p95"]},
+    }
+    for name in (
+        "first_overview",
+        "first_api_setups",
+        "rss_mb",
+        "peak_rss_mb",
+        "index_bytes",
+        "index_bytes_closed",
+    ):
+        merged[name] = max(v[name] for v in views)
     apparent, disk = tree_bytes(tree)
-    view["index_share"] = view["index_bytes"] / apparent  # type: ignore[operator]
-    view["index_share_disk"] = view["index_bytes"] / disk  # type: ignore[operator]
-    return view
+    merged["index_share"] = merged["index_bytes"] / apparent
+    merged["index_share_disk"] = merged["index_bytes"] / disk
+    return merged
 
 
 def _unlisted(kag_out: bytes, rg_out: bytes) -> int:
@@ -369,29 +391,34 @@ def report(size: str, figures: dict[str, object]) -> list[str]:
     )
     if "view" not in figures:
         return lines
-    v: dict[str, object] = figures["view"]  # type: ignore[assignment]
+    v: dict[str, Any] = figures["view"]  # type: ignore[assignment]
     lines.append(
         f"{'view build':18} {v['build']:7.2f} s, kag stats {v['stats_wall']:.2f} s (just before and after): "
-        f"ratio {v['build_ratio']:.2f} {_verdict(v['build_ratio'], TARGETS['view build'])}"  # type: ignore[arg-type]
+        f"ratio {v['build_ratio']:.2f} {_verdict(v['build_ratio'], TARGETS['view build'])}"
+        + (
+            f"; median of {len(v['rounds'])} builds: " + ", ".join(f"{r:.2f}" for r in v["rounds"])
+            if len(v["rounds"]) > 1
+            else ""
+        )
     )
     lines.append(
         f"{'view overview':18} first / {v['first_overview']:.2f} s "
-        f"{_verdict(v['first_overview'], TARGETS['overview'], ' s')}; first /api/setups {v['first_api_setups']:.2f} s"  # type: ignore[arg-type]
+        f"{_verdict(v['first_overview'], TARGETS['overview'], ' s')}; first /api/setups {v['first_api_setups']:.2f} s"
     )
-    worst = max(v["p95"].items(), key=lambda item: item[1])  # type: ignore[attr-defined]
+    worst = max(v["p95"].items(), key=lambda item: item[1])
     lines.append(
         f"{'view p95':18} worst {worst[1] * 1000:.0f} ms ({worst[0]}) {_verdict(worst[1] * 1000, TARGETS['p95'] * 1000, ' ms')}; "
-        + ", ".join(f"{name} {t * 1000:.0f}" for name, t in v["p95"].items())  # type: ignore[attr-defined]
+        + ", ".join(f"{name} {t * 1000:.0f}" for name, t in v["p95"].items())
     )
     rss_target = RSS_TARGET_MB.get(size, RSS_TARGET_MB["100k"])
     lines.append(
         f"{'view server RSS':18} {v['rss_mb']:.0f} MB serving, {v['peak_rss_mb']:.0f} MB peak "
-        f"{_verdict(v['peak_rss_mb'], rss_target, ' MB')}"  # type: ignore[arg-type]
+        f"{_verdict(v['peak_rss_mb'], rss_target, ' MB')}"
     )
     lines.append(
         f"{'view index':18} {v['index_bytes'] / 1e6:.1f} MB with its log ({v['index_bytes_closed'] / 1e6:.1f} MB "
         f"once closed): {v['index_share']:.1%} of the tree ({v['index_share_disk']:.1%} of its disk usage) "
-        f"{_verdict(v['index_share'] * 100, TARGETS['index'] * 100, '%')}"  # type: ignore[arg-type]
+        f"{_verdict(v['index_share'] * 100, TARGETS['index'] * 100, '%')}"
     )
     return lines
 
