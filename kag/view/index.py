@@ -106,6 +106,11 @@ FOLDER_COLUMNS = (
 )
 _FOLDERS = f"CREATE TABLE IF NOT EXISTS folders ({FOLDER_COLUMNS}) WITHOUT ROWID"
 _INSERT_FOLDER = "INSERT OR REPLACE INTO folders VALUES (?, ?, ?, ?, ?, ?)"
+# The index and the files SQLite keeps beside it (a first build's rollback journal, the
+# write-ahead log and its index): each is written, so none may be a link (SQLite follows
+# one, and would write through it wherever it points).
+_SIDE_FILES = ("", "-journal", "-wal", "-shm")
+_LINK = "{}: a symbolic link where kag view keeps its index: kag writes through no link; remove it"
 _DELETE_FOLDER = "DELETE FROM folders WHERE tree=? AND rel=?"
 
 
@@ -242,7 +247,10 @@ class Index:
         scans it, the others wait for it (told through :attr:`on_wait`)."""
         import fcntl
 
-        fd = os.open(f"{self.path}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        lock = f"{self.path}.lock"
+        if os.path.islink(lock):
+            raise InputError(_LINK.format(lock))
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -250,6 +258,10 @@ class Index:
                 if self.on_wait is not None:
                     self.on_wait(f"{self.path}: another kag view is scanning this index: waiting for it")
                 fcntl.flock(fd, fcntl.LOCK_EX)
+            # Held: no other kag view creates these files from here on.
+            for name in (f"{self.path}{suffix}" for suffix in _SIDE_FILES):
+                if os.path.islink(name):
+                    raise InputError(_LINK.format(name))
         except BaseException:
             os.close(fd)
             raise

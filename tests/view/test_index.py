@@ -468,3 +468,33 @@ def test_rows_written_without_their_empty_rare_columns_are_the_rows_given(tmp_pa
         index_module._insert_rows(fast, [*rows[:3], *twice])
         plain.executemany(index_module._INSERT, [*rows[:3], *twice])
         assert fast.execute(query).fetchall() == plain.execute(query).fetchall()
+
+
+@pytest.mark.parametrize("suffix", ["", "-journal", "-wal", "-shm", ".lock"])
+@pytest.mark.parametrize("when", ["opened", "scanned"])
+def test_a_link_planted_where_the_index_keeps_a_file_is_refused_and_nothing_is_written_through_it(
+    tmp_path: Path, suffix: str, when: str
+) -> None:
+    # The index's own file, the journal of a first build, the log and its index, the lock: a
+    # link in their place would have SQLite (or the lock) write wherever it points.
+    datasets, tree = make_tree(tmp_path)
+    path = tmp_path / "cache" / "index.sqlite"
+    path.parent.mkdir()
+    victim = tmp_path / "victim.txt"
+    victim.write_bytes(b"precious")
+    index = None
+    if when == "scanned":  # planted between the index's opening and its first build
+        index = _index(path, datasets, tree)
+        if os.path.lexists(f"{path}{suffix}"):  # the open index's file, put aside for the link
+            os.unlink(f"{path}{suffix}")
+    Path(f"{path}{suffix}").symlink_to(victim)
+    with pytest.raises(index_module.InputError) as caught:
+        if index is None:
+            _index(path, datasets, tree)
+        else:
+            index.scan()
+    assert str(caught.value) == (
+        f"{path}{suffix}: a symbolic link where kag view keeps its index: kag writes through no link; remove it"
+    )
+    assert victim.read_bytes() == b"precious"
+    assert os.path.islink(f"{path}{suffix}")
