@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 from kag.results.model import RetrievedGraph, RetrievedNode, RetrievedRelationship
 
@@ -96,14 +96,10 @@ def formal_relationships_from(text: str, starts: Iterable[str], find: Find = str
     by ``find``, as :func:`names_its_node` takes it)."""
     found: list[tuple[int, Triple]] = []
     for start in set(starts):
-        head = f"({start})-[:"
-        at = 0 if text.startswith(head) else _next_line_with(text, head, 0, find)
-        while at != -1:
-            end = text.find("\n", at)
-            line = _RELATIONSHIP_LINE.fullmatch(text, at, len(text) if end == -1 else end)
+        for at, end in _lines_with(text, f"({start})-[:", find):
+            line = _RELATIONSHIP_LINE.fullmatch(text, at, end)
             if line is not None:
                 found.append((at, line.groups()))  # type: ignore[arg-type]
-            at = _next_line_with(text, head, at, find)
     found.sort()
     return [r for _, r in found]
 
@@ -137,15 +133,21 @@ def formal_property_at(
 
 def _first_property_line(text: str, node: str, key: str, name_keys: tuple[str, ...], find: Find) -> int:
     """The start of the first property line of ``node`` and ``key`` in ``text``, -1 when none."""
-    head = f"({node})-[{key}]->("
+    for at, end in _lines_with(text, f"({node})-[{key}]->(", find):
+        line = formal_property_at(text, at, end, name_keys)
+        if line is not None and line[0] == node and line[1] == key:
+            return at
+    return -1
+
+
+def _lines_with(text: str, head: str, find: Find) -> Iterator[tuple[int, int]]:
+    """(start, end) of each line of ``text`` that starts with ``head``, in order (found by
+    ``find``, a search for the newline and ``head``; a line's end is a newline or the text's)."""
     at = 0 if text.startswith(head) else _next_line_with(text, head, 0, find)
     while at != -1:
         end = text.find("\n", at)
-        line = formal_property_at(text, at, len(text) if end == -1 else end, name_keys)
-        if line is not None and line[0] == node and line[1] == key:
-            return at
+        yield at, len(text) if end == -1 else end
         at = _next_line_with(text, head, at, find)
-    return -1
 
 
 def _next_line_with(text: str, head: str, at: int, find: Find) -> int:
