@@ -142,9 +142,9 @@ class FileGrader:
     caller that keeps every record). ``read``: the reader of a file's bytes (a faster one
     of :mod:`kag.results` that gives the same fields). ``stamped``: keep each file's
     ``stat`` as read (:attr:`GradedEntry.stat`). ``tuples``: make each record a
-    :data:`TupleRecord` when it is made in one step (no ``--extract``, judge nor retrieval
-    text: those are added to a record by :func:`dataclasses.replace`), for a caller that
-    only reads the records. Raises UsageError for an invalid abstention pattern or
+    :data:`TupleRecord` when it is made in one step (no ``--extract`` nor judge: those are
+    added to a record by :func:`dataclasses.replace`), for a caller that only reads the
+    records. Raises UsageError for an invalid abstention pattern or
     ``extract`` spec.
     """
 
@@ -172,7 +172,6 @@ class FileGrader:
         )
         self.read = read
         self.stamped = stamped
-        # A file read for its retrieval text is made a GradedFile whatever this says.
         one_step = self.spec is None and self.verdicts is None
         self.record: Callable[..., GradedFile] = TupleRecord if tuples and one_step else GradedFile
         # The retrieval texts of the question being graded, prepared, by their length: a
@@ -228,7 +227,7 @@ class FileGrader:
             setup,
             self.abstention,
             path,
-            GradedFile if with_text else self.record,
+            self.record,
             outcome=outcome,
             retrieval_quality=quality,
             evidence_hit=hit,
@@ -269,7 +268,7 @@ class FileGrader:
         quality = None
         if with_text and fields.retrieval_text is not None:  # a file without a retrieval has none
             quality = self._quality(task, fields, exact == 1, self._prepared(task, fields.retrieval_text))
-        graded = (GradedFile if with_text else self.record)(
+        graded = self.record(
             task.dataset,
             task.question,
             setup,

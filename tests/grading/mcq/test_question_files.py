@@ -212,3 +212,28 @@ def test_a_retrieval_several_setups_share_is_prepared_once_and_grades_as_alone(
     )  # the next question starts afresh; open files share too
     assert prepared == [SHARED_TEXT, OTHER_TEXT] * 2
     assert alone["q1"][0][0].retrieval_quality is not None and alone["q1"][0][1].found == (True, True)
+
+
+def test_records_with_their_retrieval_measures_made_as_tuples_read_as_the_records_they_stand_for(
+    tmp_path: Path,
+) -> None:
+    # A file read for its retrieval text is made in one step too (its retrieval quality and
+    # evidence hit given as it is made): as a tuple, it reads as kag stats' record does.
+    for question, answer in (("q1", "B"), ("q2", "Paris")):
+        retrieval = neo4j_retrieval(SHARED_TEXT, 2, 1, 2, time=Timing(1, 0), db_time=Timing(0, 5))
+        write_result(
+            result_path(tmp_path, "med", question, "", "kag"), ok_result(answer, retrieval=retrieval)
+        )
+    request = GradeRequest(measures=frozenset({"evidence", "records"}))
+    plain = FileGrader(request, str(tmp_path), details=True, stamped=True)
+    tuples = FileGrader(request, str(tmp_path), details=True, stamped=True, tuples=True)
+    for question in ("q1", "q2"):
+        task = question_task(EVIDENCE.get("med", question), str(tmp_path / "med" / question), "med", question)
+        path = str(result_path(tmp_path, "med", question, "", "kag"))
+        record, light = plain.grade(task, path, "kag").record, tuples.grade(task, path, "kag").record
+        assert type(record) is GradedFile and isinstance(light, tuple)
+        assert record is not None and record.retrieval_quality is not None
+        for field in fields(GradedFile):
+            assert getattr(light, field.name) == getattr(record, field.name), field.name
+        base = ("/t", f"med/{question}/kag.json", "med", question, "kag", 1, "graded", 1, 2)
+        assert to_row(light, base) == to_row(record, base)
