@@ -22,16 +22,24 @@ max(``top_k``, ``CANDIDATES``) and keep the ``top_k`` best. Then, for both::
     MATCH (seed)-[*0..N]-(reachable)
     WITH seeds, scores, collect(DISTINCT reachable) AS nodes
     UNWIND nodes AS n
-    MATCH (n)-[rel]->(m)
+    OPTIONAL MATCH (n)-[rel]->(m)
     WHERE m IN nodes
-    WITH DISTINCT seeds, scores, rel
-    WITH seeds, scores, rel, startNode(rel) AS a, endNode(rel) AS b
+    WITH DISTINCT seeds, scores, n, rel
+    WITH seeds, scores, rel, coalesce(startNode(rel), n) AS a, endNode(rel) AS b
     RETURN [s IN seeds | elementId(s)] AS seeds, scores AS seed_scores,
            elementId(a) AS source, labels(a) AS source_labels,
            [k IN keys(a) WHERE k <> $hidden | [k, a[k]]] AS source_properties,
            rel AS predicate,
            elementId(b) AS target, labels(b) AS target_labels,
            [k IN keys(b) WHERE k <> $hidden | [k, b[k]]] AS target_properties
+
+The match of the relationships is optional, so that every reached node has a row: a node
+with no relationship to another reached node (a seed with no neighbour, every node of a
+0-hop retrieval) gives a row with a null ``rel``, its own properties as the source's and no
+target. The subgraph then holds every reached node and the seeds, as LadybugDB's does,
+even when no relationship was reached (the rendered text is the same: it is written from
+the relationships and their ends alone); the Rust tool's ``MATCH`` dropped those rows, and
+with them the seeds of a retrieval that reached no relationship.
 
 Each row also carries the seeds' scores, as the vector index reports them (for the
 cosine index ``kag graph import`` creates, (1 + cosine) / 2, in [0, 1]), in seed order.
@@ -116,10 +124,10 @@ def build_query(
         f"MATCH (seed)-[*0..{neighborhood}]-(reachable)\n"
         "WITH seeds, scores, collect(DISTINCT reachable) AS nodes\n"
         "UNWIND nodes AS n\n"
-        "MATCH (n)-[rel]->(m)\n"
+        "OPTIONAL MATCH (n)-[rel]->(m)\n"
         "WHERE m IN nodes\n"
-        "WITH DISTINCT seeds, scores, rel\n"
-        "WITH seeds, scores, rel, startNode(rel) AS a, endNode(rel) AS b\n"
+        "WITH DISTINCT seeds, scores, n, rel\n"
+        "WITH seeds, scores, rel, coalesce(startNode(rel), n) AS a, endNode(rel) AS b\n"
         "RETURN [s IN seeds | elementId(s)] AS seeds, scores AS seed_scores,\n"
         "       elementId(a) AS source, labels(a) AS source_labels,\n"
         "       [k IN keys(a) WHERE k <> $hidden | [k, a[k]]] AS source_properties,\n"
@@ -156,8 +164,9 @@ def subgraph_from_records(records: Iterable[Mapping[str, Any]]) -> Subgraph:
     """Build the subgraph from the query's rows (``seeds``, ``seed_scores``, ``source``,
     ``predicate``, ``target``: driver ``Node``/``Relationship`` objects, or anything with
     their ``element_id``, ``labels``, ``type`` and ``items()``). A row without
-    ``seed_scores`` gives seeds without scores. No rows: the empty subgraph (no
-    relationship among the reached nodes renders nothing)."""
+    ``seed_scores`` gives seeds without scores; a row without ``predicate`` gives its source
+    node alone (a reached node without a relationship to another). No rows: the empty
+    subgraph (the index gave no seed)."""
     seeds: tuple[str, ...] = ()
     scores: tuple[float, ...] = ()
     nodes: dict[str, Node] = {}
@@ -166,14 +175,14 @@ def subgraph_from_records(records: Iterable[Mapping[str, Any]]) -> Subgraph:
         if not seeds:
             seeds = tuple(node_key(str(s)) for s in record["seeds"] or ())
             scores = _scores(record.get("seed_scores"), len(seeds))
-        if record.get("source_labels") is not None:  # the query's rows: ids, labels, property pairs
-            source = _lean_node(record, "source")
-            target = _lean_node(record, "target")
-        else:  # whole driver nodes
-            source, target = _node(record["source"]), _node(record["target"])
+        lean = record.get("source_labels") is not None  # the query's rows: ids, labels, property pairs
+        source = _lean_node(record, "source") if lean else _node(record["source"])  # else whole driver nodes
         nodes.setdefault(source.key, source)
-        nodes.setdefault(target.key, target)
         predicate = record["predicate"]
+        if predicate is None:  # a reached node without a relationship to another one
+            continue
+        target = _lean_node(record, "target") if lean else _node(record["target"])
+        nodes.setdefault(target.key, target)
         key = str(predicate.element_id)
         relationships.setdefault(
             key,

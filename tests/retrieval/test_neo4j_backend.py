@@ -40,10 +40,10 @@ def test_query_text_for_two_hops() -> None:
         "MATCH (seed)-[*0..2]-(reachable)\n"
         "WITH seeds, scores, collect(DISTINCT reachable) AS nodes\n"
         "UNWIND nodes AS n\n"
-        "MATCH (n)-[rel]->(m)\n"
+        "OPTIONAL MATCH (n)-[rel]->(m)\n"
         "WHERE m IN nodes\n"
-        "WITH DISTINCT seeds, scores, rel\n"
-        "WITH seeds, scores, rel, startNode(rel) AS a, endNode(rel) AS b\n"
+        "WITH DISTINCT seeds, scores, n, rel\n"
+        "WITH seeds, scores, rel, coalesce(startNode(rel), n) AS a, endNode(rel) AS b\n"
         "RETURN [s IN seeds | elementId(s)] AS seeds, scores AS seed_scores,\n"
         "       elementId(a) AS source, labels(a) AS source_labels,\n"
         "       [k IN keys(a) WHERE k <> $hidden | [k, a[k]]] AS source_properties,\n"
@@ -196,6 +196,41 @@ def test_rows_render_in_the_rust_format() -> None:
     rendered = MESH_FILTERS.render(subgraph_from_records(_records()))
     assert rendered.text == MESH_TEXT
     assert (rendered.vertices, rendered.relationships, rendered.properties) == (3, 3, 4)
+
+
+def test_a_row_without_a_relationship_gives_its_node_and_keeps_the_seeds() -> None:
+    """The query's row for a reached node with no relationship to another (a seed alone, a
+    0-hop retrieval): the node is in the subgraph, the seeds and their scores are kept, and
+    the text is what the relationships alone render."""
+    seeds = [f"4:{DB}:129620460", f"4:{DB}:8434707"]
+
+    def lone(n: int, labels: list[str], properties: list[list[Any]]) -> dict[str, Any]:
+        return {
+            "seeds": seeds,
+            "seed_scores": [0.9, 0.8],
+            "source": f"4:{DB}:{n}",
+            "source_labels": labels,
+            "source_properties": properties,
+            "predicate": None,
+            "target": None,
+            "target_labels": None,
+            "target_properties": None,
+        }
+
+    rows = [lone(129620460, ["MeSH", "MeSHConcept"], [["name", "Intubation"]]), lone(8434707, ["MeSH"], [])]
+    subgraph = subgraph_from_records(rows)
+    assert subgraph.seeds == ("129620460", "8434707")
+    assert subgraph.seed_scores == (0.9, 0.8)
+    assert set(subgraph.nodes) == {"129620460", "8434707"}
+    assert subgraph.nodes["129620460"].properties == {"name": "Intubation"}
+    assert subgraph.relationships == ()
+    assert MESH_FILTERS.render(subgraph).text == ""
+    # Beside relationship rows, such a row adds its node and changes nothing else.
+    with_lone = subgraph_from_records([*_records(), lone(77, ["UMLS"], [["ui", "C1"]])])
+    alone = subgraph_from_records(_records())
+    assert set(with_lone.nodes) == {*alone.nodes, "77"}
+    assert with_lone.relationships == alone.relationships
+    assert MESH_FILTERS.render(with_lone).text == MESH_TEXT
 
 
 def test_no_rows_is_the_empty_subgraph() -> None:

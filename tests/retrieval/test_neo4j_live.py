@@ -269,6 +269,33 @@ def test_the_example_questions_give_the_same_subgraphs_as_ladybug(
             assert mine.relationships, question  # every question reaches some relationship
 
 
+def test_a_retrieval_that_reaches_no_relationship_keeps_its_seeds_and_nodes_as_ladybug_does(
+    example: Neo4jServer, ladybug_example: Path, minilm: CachedEmbedder
+) -> None:
+    """0 hops reach the seeds alone, and few of them are related: each seed is still a
+    node of the subgraph, with its properties, as in LadybugDB's; the text (relationships
+    and their ends only) is the same."""
+    questions = _questions()
+    vectors = [[float(x) for x in row] for row in minilm.embed(questions)]
+    calls = [(v, 3, 0, "embedding") for v in vectors]
+    forms = ["procedure", "search"] if example.search else ["procedure"]
+    ladybug = fetch(LadybugGraph(LadybugSettings("kg", str(ladybug_example))), calls)
+    translation = parse_translation(
+        tomllib.loads((EXAMPLE / "config.toml").read_text(encoding="utf-8"))["retrievers"]["minilm-formal"][
+            "extra"
+        ]["medgraph"]["translation"],
+        "minilm-formal",
+    )
+    for form in forms:
+        found = [by_csv_id(s) for s in fetch(Neo4jGraph(settings_of(example, query=form)), calls)]
+        for question, mine, theirs in zip(questions, found, ladybug, strict=True):
+            assert len(mine.seeds) == 3 and set(mine.nodes) == set(mine.seeds), (form, question)
+            assert shape(mine) == shape(theirs), (form, question)
+            assert translation.render(mine) == translation.render(theirs), (form, question)
+    # Some question's seeds share no relationship: the rows the query would have dropped.
+    assert any(not s.relationships for s in ladybug)
+
+
 def test_the_seeds_carry_the_vector_index_score(
     example: Neo4jServer, ladybug_example: Path, minilm: CachedEmbedder
 ) -> None:
