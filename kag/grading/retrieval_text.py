@@ -25,8 +25,10 @@ _SEPARATORS = "[ \t\n\r\x0b\x0c\x1c-\x1f_]"
 _STRIPPED = frozenset(
     c for c in map(chr, range(128)) if (unicodedata.category(c)[0] == "P" or c.isspace()) and c != "\n"
 )
-# The first letters of the legal suffixes a name may end with (kag.grading.triplets.normalize).
+# The first letters of the legal suffixes a name may end with (kag.grading.triplets.normalize),
+# and the first letters of each, lowered.
 _SUFFIX_STARTS = frozenset("cilgpCILGP")
+_SUFFIX_HEADS = ("co", "inc", "ltd", "llc", "gmbh", "plc")
 # The same two sets as classes of a regular expression over a lowered text.
 _STRIPPED_CLASS = "[" + "".join(re.escape(c) for c in sorted(_STRIPPED)) + "]"
 _LINE_END_CLASS = "[\\n" + "".join(sorted({c.lower() for c in _SUFFIX_STARTS})) + "]"
@@ -54,6 +56,8 @@ _NOT_LOADED = ModuleType("not loaded")
 _stringzilla: ModuleType | None = _NOT_LOADED
 # ASCII upper case to lower case, every other byte as it is.
 _LOWER_TABLE = bytes(c + 32 if 0x41 <= c <= 0x5A else c for c in range(256))
+# The same, and every separator (what `normalize_prompt` collapses) to a space.
+_SPACED_TABLE = bytes(0x20 if re.fullmatch(_SEPARATORS, chr(c)) else _LOWER_TABLE[c] for c in range(256))
 # Occurrences of a first word at which StringZilla's search tries the expression, before the
 # expression's own scan goes on (a word met that often is faster found so).
 _CANDIDATES = 8
@@ -223,6 +227,13 @@ class RetrievalText:
     right: one regular expression per name (:func:`_name_search`). Any other text is
     searched in its normalized form.
 
+    With StringZilla, an ASCII text is first searched in its *spaced* form (lowered, and
+    every separator a space, every character at its place): when no two separators follow
+    each other anywhere in it (a *plain* text), a normalized name occurs in the normalized
+    text exactly where it occurs as it is in the spaced form bounded by non-alphanumerics,
+    and so does a one-word name in any text: one search per occurrence (:class:`_Scan`),
+    no expression. The lowered form is made only for the other texts and names.
+
     Names of nodes (``exact`` mode): when a node's name normalizes to a gold name, the gold
     name occurs so in the node's name line, with only what normalizing strips between the
     line's ``]->(`` and it, and between it and the line's end or a legal suffix; provided the
@@ -233,17 +244,32 @@ class RetrievalText:
     (:meth:`names_a_node`); other texts read every name line.
     """
 
-    __slots__ = ("_ascii", "_lowered", "_node_names", "_normalized", "_starts", "_sz", "find", "text")
+    __slots__ = (
+        "_ascii",
+        "_lowered",
+        "_node_names",
+        "_normalized",
+        "_plain",
+        "_scans",
+        "_spaced",
+        "_starts",
+        "_sz",
+        "find",
+        "text",
+    )
 
     def __init__(self, text: str) -> None:
         self.text = text
         self._ascii = text.isascii()
-        self._sz = accelerator()
-        self._lowered = _lowered(text, self._sz) if self._ascii else ""
+        self._sz = sz = accelerator()
         #: The substring search of this text (StringZilla's when installed), as ``str.find``.
-        self.find: Find = str.find if self._sz is None else self._sz.find
+        self.find: Find = str.find if sz is None else sz.find
+        self._spaced = str(sz.translate(text, _SPACED_TABLE)) if self._ascii and sz is not None else ""
+        self._plain = bool(self._spaced) and sz.find(self._spaced, "  ") == -1  # type: ignore[union-attr]
+        self._lowered: str | None = None if self._ascii else ""
         self._normalized: str | None = None
         self._starts: dict[str, _Starts] = {}
+        self._scans: dict[str, _Scan] = {}
         self._node_names: _NodeNames | None = None
 
     def _normalized_form(self) -> str:
@@ -255,6 +281,13 @@ class RetrievalText:
         """Whether ``name`` (normalized) occurs in the normalized text bounded by
         non-alphanumerics or the ends: ``contains_words(normalized_body(text), name)``."""
         if self._ascii:
+            scan = _scan_of(self._scans, self._spaced, self._plain, name)
+            if scan is not None and (
+                scan.bounded or scan.read(name, self._spaced, self.text, self.find, _BOUNDED)
+            ):
+                return scan.bounded
+            if self._lowered is None:
+                self._lowered = _lowered(self.text, self._sz)
             found = _starts_of(self._starts, name).upto(self._lowered, 1, self._sz)
             if found is not None:
                 return found
@@ -276,6 +309,64 @@ class RetrievalText:
         if self._node_names is None:
             self._node_names = _NodeNames(self, name_keys)
         return self._node_names
+
+
+# How far a scan reads: to the first bounded occurrence, to one more possible value, to the end.
+_BOUNDED, _VALUE, _ALL = 0, 1, 2
+
+
+class _Scan:
+    """The occurrences of one name in a spaced text (see :class:`RetrievalText`), read in
+    order and only as far as asked: whether one is bounded by non-alphanumerics (the name is
+    in the normalized text), and the starts of the bounded ones that may be a name line's
+    value (:func:`_may_be_value_at`). Past ``_TRIES`` occurrences it gives up, and the
+    general search answers."""
+
+    __slots__ = ("at", "bounded", "left", "values")
+
+    def __init__(self) -> None:
+        self.at = 0  # where the search goes on; -1 past the last occurrence
+        self.bounded = False
+        self.values: list[int] = []
+        self.left = _TRIES  # occurrences that may still be read; -1 once given up
+
+    def read(self, name: str, spaced: str, text: str, find: Find, until: int) -> bool:
+        """Read on until ``until`` (``_BOUNDED``: a bounded occurrence was found; ``_VALUE``:
+        one more possible value; ``_ALL``: the last occurrence); False when it gave up."""
+        at, values, size, length = self.at, self.values, len(name), len(text)
+        wanted = len(values) + 1
+        while at != -1:
+            start = find(spaced, name, at)
+            if start == -1:
+                at = -1
+                break
+            if not self.left:
+                self.left = -1
+                return False
+            self.left -= 1
+            at = start + 1
+            end = start + size
+            if (start and spaced[start - 1].isalnum()) or (end < length and spaced[end].isalnum()):
+                continue
+            self.bounded = True
+            if _may_be_value_at(text, spaced, start, end):
+                values.append(start)
+            if until == _BOUNDED or (until == _VALUE and len(values) == wanted):
+                break
+        self.at = at
+        return True
+
+
+def _scan_of(scans: dict[str, _Scan], spaced: str, plain: bool, name: str) -> _Scan | None:
+    """The scan of ``name`` in ``scans``, the scans of one ``spaced`` text, begun if need be;
+    None when the general search answers (no spaced text, a name of several words and a text
+    that is not plain, an empty or non-ASCII name, a scan given up)."""
+    scan = scans.get(name)
+    if scan is None:
+        if not (spaced and name and name.isascii() and (plain or " " not in name)):
+            return None
+        scan = scans[name] = _Scan()
+    return None if scan.left < 0 else scan
 
 
 def _starts_of(starts: dict[str, _Starts], name: str) -> _Starts:
@@ -300,7 +391,10 @@ class _NodeNames:
         "_keys",
         "_lines",
         "_lowered",
+        "_plain",
+        "_scans",
         "_searchable",
+        "_spaced",
         "_starts",
         "_sz",
         "_text",
@@ -308,8 +402,11 @@ class _NodeNames:
 
     def __init__(self, text: RetrievalText, name_keys: tuple[str, ...]) -> None:
         self._text = text.text
-        self._lowered = text._lowered
+        self._lowered = text._lowered  # made here too when the general search needs it
         self._starts = text._starts
+        self._scans = text._scans
+        self._spaced = text._spaced
+        self._plain = text._plain
         self._sz = text._sz
         self._find = text.find
         self._keys = name_keys
@@ -340,6 +437,8 @@ class _NodeNames:
         if not (name and self._searchable):
             return None
         starts = _starts_of(self._starts, name)
+        if self._lowered is None:
+            self._lowered = _lowered(self._text, self._sz)
         lowered = self._lowered
         checked, lines = self._lines.get(name, (0, []))
         while len(lines) < count:
@@ -351,7 +450,7 @@ class _NodeNames:
             checked += 1
             if not _may_be_a_value(lowered, start, end):
                 continue
-            line = _name_line_at(self._text, start, end, name, self._keys)
+            line = _name_line_at(self._text, lowered, start, end, name, self._keys)
             if line is not None:
                 if len(lines) == _TRIES:
                     return None
@@ -359,10 +458,46 @@ class _NodeNames:
         self._lines[name] = (checked, lines)
         return lines
 
+    def _scan(self, name: str) -> _Scan | None:
+        """The scan of ``name`` when its possible values can be read so (see :class:`_Scan`)."""
+        return _scan_of(self._scans, self._spaced, self._plain, name) if self._searchable else None
+
+    def _scanned_nodes(self, scan: _Scan, name: str) -> frozenset[str] | None:
+        """:meth:`nodes` read from the scan of ``name``; None when it gave up."""
+        text, keys, find = self._text, self._keys, self._find
+        if not scan.read(name, self._spaced, text, find, _ALL):
+            return None
+        lines = (_naming_line(text, at, name, keys) for at in scan.values)
+        return frozenset(
+            line[1] for line in lines if line is not None and names_its_node(text, *line, keys, find)
+        )
+
+    def _scanned_any(self, scan: _Scan, name: str) -> bool | None:
+        """:meth:`any` read from the scan of ``name``, up to the first line that names its
+        node; None when it gave up."""
+        text, keys, find, values = self._text, self._keys, self._find, scan.values
+        checked = 0
+        while True:
+            while checked < len(values):
+                line = _naming_line(text, values[checked], name, keys)
+                checked += 1
+                if line is not None and names_its_node(text, *line, keys, find):
+                    return True
+            if scan.at == -1:
+                return False
+            if not scan.read(name, self._spaced, text, find, _VALUE):
+                return None
+
     def nodes(self, name: str) -> frozenset[str]:
         """The ids of the nodes whose name normalizes to ``name``."""
         found = self._found.get(name)
         if found is None:
+            scan = self._scan(name)
+            found = None if scan is None else self._scanned_nodes(scan, name)
+            if found is not None:
+                self._found[name] = found
+                self._any[name] = bool(found)
+                return found
             lines = self._naming_lines(name, _TRIES + 1)
             if lines is None:
                 found = self._every_name(name)
@@ -382,6 +517,11 @@ class _NodeNames:
         by one, up to the first that names its node."""
         found = self._any.get(name)
         if found is None:
+            scan = self._scan(name)
+            found = None if scan is None else self._scanned_any(scan, name)
+            if found is not None:
+                self._any[name] = found
+                return found
             text, keys = self._text, self._keys
             found = False
             for count in range(1, _TRIES + 1):
@@ -425,22 +565,32 @@ def _may_be_a_value(lowered: str, start: int, end: int) -> bool:
 
 
 def _name_line_at(
-    text: str, at: int, end: int, name: str, name_keys: tuple[str, ...]
+    text: str, lowered: str, at: int, end: int, name: str, name_keys: tuple[str, ...]
 ) -> tuple[int, str, str] | None:
     """(line start, node, key) of the name line whose value normalizes to ``name`` occurring
-    from ``at`` to ``end``, if it is one: only what normalizing strips lies between the line's ``]->(``
-    and ``at``, and after the name up to the line's end or a legal suffix, and the line read
-    has that value. None otherwise."""
+    from ``at`` to ``end``, if it is one (:func:`_may_be_value_at`, :func:`_naming_line`).
+    None otherwise."""
+    return _naming_line(text, at, name, name_keys) if _may_be_value_at(text, lowered, at, end) else None
+
+
+def _may_be_value_at(text: str, lowered: str, at: int, end: int) -> bool:
+    """Whether only what normalizing strips lies between a line's ``]->`` and ``at``, and
+    from ``end`` up to the line's end, the start of a legal suffix or the text's end
+    (``lowered``: the text lowered, or spaced, every character at its place)."""
     before = at - 1
     while before >= 0 and text[before] in _STRIPPED:
         before -= 1
     if before < 2 or not text.startswith("]->", before - 2):
-        return None
+        return False
     after, length = end, len(text)
     while after < length and text[after] in _STRIPPED:
         after += 1
-    if after < length and text[after] != "\n" and text[after] not in _SUFFIX_STARTS:
-        return None
+    return after == length or text[after] == "\n" or lowered.startswith(_SUFFIX_HEADS, after)
+
+
+def _naming_line(text: str, at: int, name: str, name_keys: tuple[str, ...]) -> tuple[int, str, str] | None:
+    """(line start, node, key) of the line through ``at`` when it is a name line whose value
+    normalizes to ``name``, else None."""
     start = text.rfind("\n", 0, at) + 1
     line_end = text.find("\n", at)
     line = formal_property_at(text, start, len(text) if line_end == -1 else line_end, name_keys)

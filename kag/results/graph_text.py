@@ -163,6 +163,12 @@ def names_its_node(
     node its name in :func:`formal_names`: the node has no line of a key before ``key`` in
     ``name_keys``, and this is its first line of ``key``. No key holds a newline. ``find``:
     a substring search with the arguments and answer of ``str.find(text, sub, start)``."""
+    if len(name_keys) == 1:
+        # The usual case, one key: this line is its node's first when no line before it
+        # starts with its head (the first line found is the newline before this one).
+        head = f"({node})-[{key}]->("
+        if start == 0 or (not text.startswith(head) and find(text, "\n" + head, 0) == start - 1):
+            return True
     rank = {k: i for i, k in enumerate(name_keys)}
     if any(
         _first_property_line(text, node, k, name_keys, find) != -1 for k, i in rank.items() if i < rank[key]
