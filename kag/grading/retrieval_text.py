@@ -12,25 +12,26 @@ from __future__ import annotations
 
 import functools
 import re
-import unicodedata
 from types import ModuleType
 
+from kag.grading.retrieval_scan import (
+    BOUNDED,
+    SEPARATORS,
+    SPACED_TABLE,
+    STRIPPED,
+    Scan,
+    may_be_value_at,
+    naming_line,
+    scanned_any,
+    scanned_nodes,
+)
 from kag.grading.triplets.normalize import contains_words, normalize_prompt, normalize_title
 from kag.results.graph_text import Find, formal_names, formal_property_at, names_its_node
 
-# What `normalize_prompt` collapses into one space: the ASCII whitespace of `str.split`, and `_`.
-_SEPARATORS = "[ \t\n\r\x0b\x0c\x1c-\x1f_]"
-# What normalizing a name may strip before its first word (punctuation, whitespace but the
-# newline that ends a line).
-_STRIPPED = frozenset(
-    c for c in map(chr, range(128)) if (unicodedata.category(c)[0] == "P" or c.isspace()) and c != "\n"
-)
-# The first letters of the legal suffixes a name may end with (kag.grading.triplets.normalize),
-# and the first letters of each, lowered.
+# The first letters of the legal suffixes a name may end with (kag.grading.triplets.normalize).
 _SUFFIX_STARTS = frozenset("cilgpCILGP")
-_SUFFIX_HEADS = ("co", "inc", "ltd", "llc", "gmbh", "plc")
 # The same two sets as classes of a regular expression over a lowered text.
-_STRIPPED_CLASS = "[" + "".join(re.escape(c) for c in sorted(_STRIPPED)) + "]"
+_STRIPPED_CLASS = "[" + "".join(re.escape(c) for c in sorted(STRIPPED)) + "]"
 _LINE_END_CLASS = "[\\n" + "".join(sorted({c.lower() for c in _SUFFIX_STARTS})) + "]"
 # What may lie before and after a name line's value, as :func:`_name_line_at` checks it, for
 # a first look at an occurrence of a name in a lowered text (one expression for every name,
@@ -56,8 +57,6 @@ _NOT_LOADED = ModuleType("not loaded")
 _stringzilla: ModuleType | None = _NOT_LOADED
 # ASCII upper case to lower case, every other byte as it is.
 _LOWER_TABLE = bytes(c + 32 if 0x41 <= c <= 0x5A else c for c in range(256))
-# The same, and every separator (what `normalize_prompt` collapses) to a space.
-_SPACED_TABLE = bytes(0x20 if re.fullmatch(_SEPARATORS, chr(c)) else _LOWER_TABLE[c] for c in range(256))
 # Occurrences of a first word at which StringZilla's search tries the expression, before the
 # expression's own scan goes on (a word met that often is faster found so).
 _CANDIDATES = 8
@@ -126,12 +125,12 @@ def _name_search(name: str) -> tuple[re.Pattern[str], int]:
     still skips ahead to each occurrence of the first word as a literal."""
     first, *rest = name.split(" ")
     head = re.escape(first)
-    tail = "".join(f"{_SEPARATORS}++{re.escape(word)}" for word in rest)
+    tail = "".join(f"{SEPARATORS}++{re.escape(word)}" for word in rest)
     pattern = re.compile(f"{head}(?<![0-9a-z]{head}){tail}(?![0-9a-z])")
     return pattern, len(first) + 1 if first.isalnum() else 1
 
 
-_SEPARATOR_RUN = re.compile(f"{_SEPARATORS}+")
+_SEPARATOR_RUN = re.compile(f"{SEPARATORS}+")
 
 
 def _occurrence_end(lowered: str, start: int, first: str, rest: list[str]) -> int:
@@ -231,8 +230,8 @@ class RetrievalText:
     every separator a space, every character at its place): when no two separators follow
     each other anywhere in it (a *plain* text), a normalized name occurs in the normalized
     text exactly where it occurs as it is in the spaced form bounded by non-alphanumerics,
-    and so does a one-word name in any text: one search per occurrence (:class:`_Scan`),
-    no expression. The lowered form is made only for the other texts and names.
+    and so does a one-word name in any text: one search per occurrence, no expression
+    (:class:`~kag.grading.retrieval_scan.Scan`). The lowered form is made only for the other texts and names.
 
     Names of nodes (``exact`` mode): when a node's name normalizes to a gold name, the gold
     name occurs so in the node's name line, with only what normalizing strips between the
@@ -245,12 +244,15 @@ class RetrievalText:
     """
 
     __slots__ = (
+        "_any",
         "_ascii",
+        "_keys",
         "_lowered",
         "_node_names",
         "_normalized",
         "_plain",
         "_scans",
+        "_searchable",
         "_spaced",
         "_starts",
         "_sz",
@@ -264,13 +266,18 @@ class RetrievalText:
         self._sz = sz = accelerator()
         #: The substring search of this text (StringZilla's when installed), as ``str.find``.
         self.find: Find = str.find if sz is None else sz.find
-        self._spaced = str(sz.translate(text, _SPACED_TABLE)) if self._ascii and sz is not None else ""
+        self._spaced = str(sz.translate(text, SPACED_TABLE)) if self._ascii and sz is not None else ""
         self._plain = bool(self._spaced) and sz.find(self._spaced, "  ") == -1  # type: ignore[union-attr]
         self._lowered: str | None = None if self._ascii else ""
         self._normalized: str | None = None
         self._starts: dict[str, _Starts] = {}
-        self._scans: dict[str, _Scan] = {}
+        self._scans: dict[str, Scan] = {}
         self._node_names: _NodeNames | None = None
+        # The name keys of the first lookup of a node's name, whether those lookups read
+        # the scans, and what they found.
+        self._keys: tuple[str, ...] | None = None
+        self._searchable = False
+        self._any: dict[str, bool] = {}
 
     def _normalized_form(self) -> str:
         if self._normalized is None:
@@ -281,9 +288,9 @@ class RetrievalText:
         """Whether ``name`` (normalized) occurs in the normalized text bounded by
         non-alphanumerics or the ends: ``contains_words(normalized_body(text), name)``."""
         if self._ascii:
-            scan = _scan_of(self._scans, self._spaced, self._plain, name)
+            scan = self._scan_of(name)
             if scan is not None and (
-                scan.bounded or scan.read(name, self._spaced, self.text, self.find, _BOUNDED)
+                scan.bounded or scan.read(name, self._spaced, self.text, self.find, BOUNDED)
             ):
                 return scan.bounded
             if self._lowered is None:
@@ -297,76 +304,57 @@ class RetrievalText:
         """The ids of the nodes of the text's ``FormalTriplet`` lines whose name normalizes to
         ``name`` (normalized; :func:`~kag.results.graph_text.formal_names` with
         ``name_keys``). A text is asked with one ``name_keys``: later calls reuse the first's."""
-        return self._names(name_keys).nodes(name)
+        scan = self._scan(name, name_keys)
+        found = None
+        if scan is not None:
+            found = scanned_nodes(scan, name, self._spaced, self.text, name_keys, self.find)
+        if found is None:
+            found = self._names(name_keys).nodes(name)
+        self._any[name] = bool(found)
+        return found
 
     def names_a_node(self, name: str, name_keys: tuple[str, ...]) -> bool:
         """Whether ``name`` (normalized) is the normalized name of a node (``""`` is when
         some node's name normalizes to it): :meth:`nodes_named` is not empty, found without
         looking past the first such node where the text allows it."""
-        return self._names(name_keys).any(name)
+        found = self._any.get(name)
+        if found is None:
+            scan = self._scan(name, name_keys)
+            if scan is not None:
+                found = scanned_any(scan, name, self._spaced, self.text, name_keys, self.find)
+            if found is None:
+                found = self._names(name_keys).any(name)
+            self._any[name] = found
+        return found
+
+    def _scan(self, name: str, name_keys: tuple[str, ...]) -> Scan | None:
+        """The scan of ``name`` when the names of nodes are read from the scans (the first
+        lookup's ``name_keys`` decide, and only they are ever given)."""
+        if self._keys is None:
+            self._keys = name_keys
+            self._searchable = (
+                bool(self._spaced)
+                and "\n" not in "".join(name_keys)
+                and not _escaped_name_line(self.text, name_keys)
+            )
+        return self._scan_of(name) if self._searchable else None
+
+    def _scan_of(self, name: str) -> Scan | None:
+        """The scan of ``name``, begun if need be; None when the general search answers (no
+        spaced text, a name of several words and a text that is not plain, an empty or
+        non-ASCII name, a scan given up)."""
+        scan = self._scans.get(name)
+        if scan is None:
+            if not (self._spaced and name and name.isascii() and (self._plain or " " not in name)):
+                return None
+            scan = self._scans[name] = Scan()
+        return None if scan.left < 0 else scan
 
     def _names(self, name_keys: tuple[str, ...]) -> _NodeNames:
+        """The general lookups of the names of nodes."""
         if self._node_names is None:
             self._node_names = _NodeNames(self, name_keys)
         return self._node_names
-
-
-# How far a scan reads: to the first bounded occurrence, to one more possible value, to the end.
-_BOUNDED, _VALUE, _ALL = 0, 1, 2
-
-
-class _Scan:
-    """The occurrences of one name in a spaced text (see :class:`RetrievalText`), read in
-    order and only as far as asked: whether one is bounded by non-alphanumerics (the name is
-    in the normalized text), and the starts of the bounded ones that may be a name line's
-    value (:func:`_may_be_value_at`). Past ``_TRIES`` occurrences it gives up, and the
-    general search answers."""
-
-    __slots__ = ("at", "bounded", "left", "values")
-
-    def __init__(self) -> None:
-        self.at = 0  # where the search goes on; -1 past the last occurrence
-        self.bounded = False
-        self.values: list[int] = []
-        self.left = _TRIES  # occurrences that may still be read; -1 once given up
-
-    def read(self, name: str, spaced: str, text: str, find: Find, until: int) -> bool:
-        """Read on until ``until`` (``_BOUNDED``: a bounded occurrence was found; ``_VALUE``:
-        one more possible value; ``_ALL``: the last occurrence); False when it gave up."""
-        at, values, size, length = self.at, self.values, len(name), len(text)
-        wanted = len(values) + 1
-        while at != -1:
-            start = find(spaced, name, at)
-            if start == -1:
-                at = -1
-                break
-            if not self.left:
-                self.left = -1
-                return False
-            self.left -= 1
-            at = start + 1
-            end = start + size
-            if (start and spaced[start - 1].isalnum()) or (end < length and spaced[end].isalnum()):
-                continue
-            self.bounded = True
-            if _may_be_value_at(text, spaced, start, end):
-                values.append(start)
-            if until == _BOUNDED or (until == _VALUE and len(values) == wanted):
-                break
-        self.at = at
-        return True
-
-
-def _scan_of(scans: dict[str, _Scan], spaced: str, plain: bool, name: str) -> _Scan | None:
-    """The scan of ``name`` in ``scans``, the scans of one ``spaced`` text, begun if need be;
-    None when the general search answers (no spaced text, a name of several words and a text
-    that is not plain, an empty or non-ASCII name, a scan given up)."""
-    scan = scans.get(name)
-    if scan is None:
-        if not (spaced and name and name.isascii() and (plain or " " not in name)):
-            return None
-        scan = scans[name] = _Scan()
-    return None if scan.left < 0 else scan
 
 
 def _starts_of(starts: dict[str, _Starts], name: str) -> _Starts:
@@ -391,10 +379,7 @@ class _NodeNames:
         "_keys",
         "_lines",
         "_lowered",
-        "_plain",
-        "_scans",
         "_searchable",
-        "_spaced",
         "_starts",
         "_sz",
         "_text",
@@ -404,9 +389,6 @@ class _NodeNames:
         self._text = text.text
         self._lowered = text._lowered  # made here too when the general search needs it
         self._starts = text._starts
-        self._scans = text._scans
-        self._spaced = text._spaced
-        self._plain = text._plain
         self._sz = text._sz
         self._find = text.find
         self._keys = name_keys
@@ -458,46 +440,10 @@ class _NodeNames:
         self._lines[name] = (checked, lines)
         return lines
 
-    def _scan(self, name: str) -> _Scan | None:
-        """The scan of ``name`` when its possible values can be read so (see :class:`_Scan`)."""
-        return _scan_of(self._scans, self._spaced, self._plain, name) if self._searchable else None
-
-    def _scanned_nodes(self, scan: _Scan, name: str) -> frozenset[str] | None:
-        """:meth:`nodes` read from the scan of ``name``; None when it gave up."""
-        text, keys, find = self._text, self._keys, self._find
-        if not scan.read(name, self._spaced, text, find, _ALL):
-            return None
-        lines = (_naming_line(text, at, name, keys) for at in scan.values)
-        return frozenset(
-            line[1] for line in lines if line is not None and names_its_node(text, *line, keys, find)
-        )
-
-    def _scanned_any(self, scan: _Scan, name: str) -> bool | None:
-        """:meth:`any` read from the scan of ``name``, up to the first line that names its
-        node; None when it gave up."""
-        text, keys, find, values = self._text, self._keys, self._find, scan.values
-        checked = 0
-        while True:
-            while checked < len(values):
-                line = _naming_line(text, values[checked], name, keys)
-                checked += 1
-                if line is not None and names_its_node(text, *line, keys, find):
-                    return True
-            if scan.at == -1:
-                return False
-            if not scan.read(name, self._spaced, text, find, _VALUE):
-                return None
-
     def nodes(self, name: str) -> frozenset[str]:
         """The ids of the nodes whose name normalizes to ``name``."""
         found = self._found.get(name)
         if found is None:
-            scan = self._scan(name)
-            found = None if scan is None else self._scanned_nodes(scan, name)
-            if found is not None:
-                self._found[name] = found
-                self._any[name] = bool(found)
-                return found
             lines = self._naming_lines(name, _TRIES + 1)
             if lines is None:
                 found = self._every_name(name)
@@ -517,11 +463,6 @@ class _NodeNames:
         by one, up to the first that names its node."""
         found = self._any.get(name)
         if found is None:
-            scan = self._scan(name)
-            found = None if scan is None else self._scanned_any(scan, name)
-            if found is not None:
-                self._any[name] = found
-                return found
             text, keys = self._text, self._keys
             found = False
             for count in range(1, _TRIES + 1):
@@ -568,32 +509,6 @@ def _name_line_at(
     text: str, lowered: str, at: int, end: int, name: str, name_keys: tuple[str, ...]
 ) -> tuple[int, str, str] | None:
     """(line start, node, key) of the name line whose value normalizes to ``name`` occurring
-    from ``at`` to ``end``, if it is one (:func:`_may_be_value_at`, :func:`_naming_line`).
+    from ``at`` to ``end``, if it is one (:func:`~kag.grading.retrieval_scan.may_be_value_at`, :func:`_naming_line`).
     None otherwise."""
-    return _naming_line(text, at, name, name_keys) if _may_be_value_at(text, lowered, at, end) else None
-
-
-def _may_be_value_at(text: str, lowered: str, at: int, end: int) -> bool:
-    """Whether only what normalizing strips lies between a line's ``]->`` and ``at``, and
-    from ``end`` up to the line's end, the start of a legal suffix or the text's end
-    (``lowered``: the text lowered, or spaced, every character at its place)."""
-    before = at - 1
-    while before >= 0 and text[before] in _STRIPPED:
-        before -= 1
-    if before < 2 or not text.startswith("]->", before - 2):
-        return False
-    after, length = end, len(text)
-    while after < length and text[after] in _STRIPPED:
-        after += 1
-    return after == length or text[after] == "\n" or lowered.startswith(_SUFFIX_HEADS, after)
-
-
-def _naming_line(text: str, at: int, name: str, name_keys: tuple[str, ...]) -> tuple[int, str, str] | None:
-    """(line start, node, key) of the line through ``at`` when it is a name line whose value
-    normalizes to ``name``, else None."""
-    start = text.rfind("\n", 0, at) + 1
-    line_end = text.find("\n", at)
-    line = formal_property_at(text, start, len(text) if line_end == -1 else line_end, name_keys)
-    if line is not None and normalize_title(line[2]) == name:
-        return start, line[0], line[1]
-    return None
+    return naming_line(text, at, name, name_keys) if may_be_value_at(text, lowered, at, end) else None
