@@ -14,7 +14,7 @@ from __future__ import annotations
 import unicodedata
 
 from kag.grading.triplets.normalize import normalize_title
-from kag.results.graph_text import Find, formal_property_at, names_its_node
+from kag.results.graph_text import Find, names_its_node, property_line_at, value_text
 
 # What `normalize_prompt` collapses into one space: the ASCII whitespace of `str.split`, and `_`.
 SEPARATORS = "[ \t\n\r\x0b\x0c\x1c-\x1f_]"
@@ -140,7 +140,8 @@ def naming_line(text: str, at: int, name: str, name_keys: tuple[str, ...]) -> tu
     normalizes to ``name``, else None."""
     start = text.rfind("\n", 0, at) + 1
     line_end = text.find("\n", at)
-    line = formal_property_at(text, start, len(text) if line_end == -1 else line_end, name_keys)
-    if line is not None and normalize_title(line[2]) == name:
-        return start, line[0], line[1]
-    return None
+    line = property_line_at(text, start, len(text) if line_end == -1 else line_end, name_keys)
+    if line is None:
+        return None
+    node, key, raw = line.groups()
+    return (start, node, key) if normalize_title(value_text(raw)) == name else None

@@ -263,7 +263,7 @@ class RetrievalText:
     def __init__(self, text: str) -> None:
         self.text = text
         self._ascii = text.isascii()
-        self._sz = sz = accelerator()
+        self._sz = sz = _stringzilla if _stringzilla is not _NOT_LOADED else accelerator()
         #: The substring search of this text (StringZilla's when installed), as ``str.find``.
         self.find: Find = str.find if sz is None else sz.find
         self._spaced = str(sz.translate(text, SPACED_TABLE)) if self._ascii and sz is not None else ""
@@ -337,7 +337,12 @@ class RetrievalText:
                 and "\n" not in "".join(name_keys)
                 and not _escaped_name_line(self.text, name_keys)
             )
-        return self._scan_of(name) if self._searchable else None
+        if not self._searchable:
+            return None
+        scan = self._scans.get(name)
+        if scan is None:
+            return self._scan_of(name)
+        return scan if scan.left >= 0 else None
 
     def _scan_of(self, name: str) -> Scan | None:
         """The scan of ``name``, begun if need be; None when the general search answers (no
