@@ -346,11 +346,17 @@ class RetrievalText:
 
     def _scan_of(self, name: str) -> Scan | None:
         """The scan of ``name``, begun if need be; None when the general search answers (no
-        spaced text, a name of several words and a text that is not plain, an empty or
-        non-ASCII name, a scan given up)."""
+        spaced text, a name of several words and a text that is not plain, an empty,
+        non-ASCII or very long name, a scan given up)."""
         scan = self._scans.get(name)
         if scan is None:
-            if not (self._spaced and name and name.isascii() and (self._plain or " " not in name)):
+            if not (
+                self._spaced
+                and name
+                and len(name) <= _LONGEST
+                and name.isascii()
+                and (self._plain or " " not in name)
+            ):
                 return None
             scan = self._scans[name] = Scan()
         return None if scan.left < 0 else scan

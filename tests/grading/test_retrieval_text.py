@@ -433,6 +433,8 @@ def test_randomized_plain_texts_give_what_every_line_gives(
         ('(1)-[name]->("Ironic Zinc")\n(2)-[name]->("Zinc Iron")', ["iron", "zinc", "zinc iron", "ironic"]),
         # Non-ASCII text.
         ('(1)-[name]->("Iron Défi")\n(2)-[name]->("Zinc")', ["iron défi", "zinc", "iron"]),
+        # Names longer than a scan reads.
+        ('(1)-[name]->("' + "Iron " * 30 + 'Zinc")\n(2)-[name]->("Zinc")', ["iron " * 30 + "zinc", "zinc"]),
     ],
 )
 @pytest.mark.parametrize("name_keys", [("name",), ("name", "label"), ("label", "name")])
