@@ -520,6 +520,6 @@ def _name_line_at(
     text: str, lowered: str, at: int, end: int, name: str, name_keys: tuple[str, ...]
 ) -> tuple[int, str, str] | None:
     """(line start, node, key) of the name line whose value normalizes to ``name`` occurring
-    from ``at`` to ``end``, if it is one (:func:`~kag.grading.retrieval_scan.may_be_value_at`, :func:`_naming_line`).
-    None otherwise."""
+    from ``at`` to ``end``, if it is one (:func:`~kag.grading.retrieval_scan.may_be_value_at`,
+    :func:`~kag.grading.retrieval_scan.naming_line`); None otherwise."""
     return naming_line(text, at, name, name_keys) if may_be_value_at(text, lowered, at, end) else None
