@@ -12,23 +12,26 @@ from __future__ import annotations
 
 import functools
 import re
-import unicodedata
 from types import ModuleType
 
+from kag.grading.retrieval_scan import (
+    BOUNDED,
+    SEPARATORS,
+    SPACED_TABLE,
+    STRIPPED,
+    Scan,
+    may_be_value_at,
+    naming_line,
+    scanned_any,
+    scanned_nodes,
+)
 from kag.grading.triplets.normalize import contains_words, normalize_prompt, normalize_title
 from kag.results.graph_text import Find, formal_names, formal_property_at, names_its_node
 
-# What `normalize_prompt` collapses into one space: the ASCII whitespace of `str.split`, and `_`.
-_SEPARATORS = "[ \t\n\r\x0b\x0c\x1c-\x1f_]"
-# What normalizing a name may strip before its first word (punctuation, whitespace but the
-# newline that ends a line).
-_STRIPPED = frozenset(
-    c for c in map(chr, range(128)) if (unicodedata.category(c)[0] == "P" or c.isspace()) and c != "\n"
-)
 # The first letters of the legal suffixes a name may end with (kag.grading.triplets.normalize).
 _SUFFIX_STARTS = frozenset("cilgpCILGP")
 # The same two sets as classes of a regular expression over a lowered text.
-_STRIPPED_CLASS = "[" + "".join(re.escape(c) for c in sorted(_STRIPPED)) + "]"
+_STRIPPED_CLASS = "[" + "".join(re.escape(c) for c in sorted(STRIPPED)) + "]"
 _LINE_END_CLASS = "[\\n" + "".join(sorted({c.lower() for c in _SUFFIX_STARTS})) + "]"
 # What may lie before and after a name line's value, as :func:`_name_line_at` checks it, for
 # a first look at an occurrence of a name in a lowered text (one expression for every name,
@@ -122,12 +125,12 @@ def _name_search(name: str) -> tuple[re.Pattern[str], int]:
     still skips ahead to each occurrence of the first word as a literal."""
     first, *rest = name.split(" ")
     head = re.escape(first)
-    tail = "".join(f"{_SEPARATORS}++{re.escape(word)}" for word in rest)
+    tail = "".join(f"{SEPARATORS}++{re.escape(word)}" for word in rest)
     pattern = re.compile(f"{head}(?<![0-9a-z]{head}){tail}(?![0-9a-z])")
     return pattern, len(first) + 1 if first.isalnum() else 1
 
 
-_SEPARATOR_RUN = re.compile(f"{_SEPARATORS}+")
+_SEPARATOR_RUN = re.compile(f"{SEPARATORS}+")
 
 
 def _occurrence_end(lowered: str, start: int, first: str, rest: list[str]) -> int:
@@ -223,6 +226,13 @@ class RetrievalText:
     right: one regular expression per name (:func:`_name_search`). Any other text is
     searched in its normalized form.
 
+    With StringZilla, an ASCII text is first searched in its *spaced* form (lowered, and
+    every separator a space, every character at its place): when no two separators follow
+    each other anywhere in it (a *plain* text), a normalized name occurs in the normalized
+    text exactly where it occurs as it is in the spaced form bounded by non-alphanumerics,
+    and so does a one-word name in any text: one search per occurrence, no expression
+    (:class:`~kag.grading.retrieval_scan.Scan`). The lowered form is made only for the other texts and names.
+
     Names of nodes (``exact`` mode): when a node's name normalizes to a gold name, the gold
     name occurs so in the node's name line, with only what normalizing strips between the
     line's ``]->(`` and it, and between it and the line's end or a legal suffix; provided the
@@ -233,18 +243,41 @@ class RetrievalText:
     (:meth:`names_a_node`); other texts read every name line.
     """
 
-    __slots__ = ("_ascii", "_lowered", "_node_names", "_normalized", "_starts", "_sz", "find", "text")
+    __slots__ = (
+        "_any",
+        "_ascii",
+        "_keys",
+        "_lowered",
+        "_node_names",
+        "_normalized",
+        "_plain",
+        "_scans",
+        "_searchable",
+        "_spaced",
+        "_starts",
+        "_sz",
+        "find",
+        "text",
+    )
 
     def __init__(self, text: str) -> None:
         self.text = text
         self._ascii = text.isascii()
-        self._sz = accelerator()
-        self._lowered = _lowered(text, self._sz) if self._ascii else ""
+        self._sz = sz = _stringzilla if _stringzilla is not _NOT_LOADED else accelerator()
         #: The substring search of this text (StringZilla's when installed), as ``str.find``.
-        self.find: Find = str.find if self._sz is None else self._sz.find
+        self.find: Find = str.find if sz is None else sz.find
+        self._spaced = str(sz.translate(text, SPACED_TABLE)) if self._ascii and sz is not None else ""
+        self._plain = bool(self._spaced) and sz.find(self._spaced, "  ") == -1  # type: ignore[union-attr]
+        self._lowered: str | None = None if self._ascii else ""
         self._normalized: str | None = None
         self._starts: dict[str, _Starts] = {}
+        self._scans: dict[str, Scan] = {}
         self._node_names: _NodeNames | None = None
+        # The name keys of the first lookup of a node's name, whether those lookups read
+        # the scans, and what they found.
+        self._keys: tuple[str, ...] | None = None
+        self._searchable = False
+        self._any: dict[str, bool] = {}
 
     def _normalized_form(self) -> str:
         if self._normalized is None:
@@ -255,6 +288,13 @@ class RetrievalText:
         """Whether ``name`` (normalized) occurs in the normalized text bounded by
         non-alphanumerics or the ends: ``contains_words(normalized_body(text), name)``."""
         if self._ascii:
+            scan = self._scan_of(name)
+            if scan is not None and (
+                scan.bounded or scan.read(name, self._spaced, self.text, self.find, BOUNDED)
+            ):
+                return scan.bounded
+            if self._lowered is None:
+                self._lowered = _lowered(self.text, self._sz)
             found = _starts_of(self._starts, name).upto(self._lowered, 1, self._sz)
             if found is not None:
                 return found
@@ -264,15 +304,65 @@ class RetrievalText:
         """The ids of the nodes of the text's ``FormalTriplet`` lines whose name normalizes to
         ``name`` (normalized; :func:`~kag.results.graph_text.formal_names` with
         ``name_keys``). A text is asked with one ``name_keys``: later calls reuse the first's."""
-        return self._names(name_keys).nodes(name)
+        scan = self._scan(name, name_keys)
+        found = None
+        if scan is not None:
+            found = scanned_nodes(scan, name, self._spaced, self.text, name_keys, self.find)
+        if found is None:
+            found = self._names(name_keys).nodes(name)
+        self._any[name] = bool(found)
+        return found
 
     def names_a_node(self, name: str, name_keys: tuple[str, ...]) -> bool:
         """Whether ``name`` (normalized) is the normalized name of a node (``""`` is when
         some node's name normalizes to it): :meth:`nodes_named` is not empty, found without
         looking past the first such node where the text allows it."""
-        return self._names(name_keys).any(name)
+        found = self._any.get(name)
+        if found is None:
+            scan = self._scan(name, name_keys)
+            if scan is not None:
+                found = scanned_any(scan, name, self._spaced, self.text, name_keys, self.find)
+            if found is None:
+                found = self._names(name_keys).any(name)
+            self._any[name] = found
+        return found
+
+    def _scan(self, name: str, name_keys: tuple[str, ...]) -> Scan | None:
+        """The scan of ``name`` when the names of nodes are read from the scans (the first
+        lookup's ``name_keys`` decide, and only they are ever given)."""
+        if self._keys is None:
+            self._keys = name_keys
+            self._searchable = (
+                bool(self._spaced)
+                and "\n" not in "".join(name_keys)
+                and not _escaped_name_line(self.text, name_keys)
+            )
+        if not self._searchable:
+            return None
+        scan = self._scans.get(name)
+        if scan is None:
+            return self._scan_of(name)
+        return scan if scan.left >= 0 else None
+
+    def _scan_of(self, name: str) -> Scan | None:
+        """The scan of ``name``, begun if need be; None when the general search answers (no
+        spaced text, a name of several words and a text that is not plain, an empty,
+        non-ASCII or very long name, a scan given up)."""
+        scan = self._scans.get(name)
+        if scan is None:
+            if not (
+                self._spaced
+                and name
+                and len(name) <= _LONGEST
+                and name.isascii()
+                and (self._plain or " " not in name)
+            ):
+                return None
+            scan = self._scans[name] = Scan()
+        return None if scan.left < 0 else scan
 
     def _names(self, name_keys: tuple[str, ...]) -> _NodeNames:
+        """The general lookups of the names of nodes."""
         if self._node_names is None:
             self._node_names = _NodeNames(self, name_keys)
         return self._node_names
@@ -308,7 +398,7 @@ class _NodeNames:
 
     def __init__(self, text: RetrievalText, name_keys: tuple[str, ...]) -> None:
         self._text = text.text
-        self._lowered = text._lowered
+        self._lowered = text._lowered  # made here too when the general search needs it
         self._starts = text._starts
         self._sz = text._sz
         self._find = text.find
@@ -340,6 +430,8 @@ class _NodeNames:
         if not (name and self._searchable):
             return None
         starts = _starts_of(self._starts, name)
+        if self._lowered is None:
+            self._lowered = _lowered(self._text, self._sz)
         lowered = self._lowered
         checked, lines = self._lines.get(name, (0, []))
         while len(lines) < count:
@@ -351,7 +443,7 @@ class _NodeNames:
             checked += 1
             if not _may_be_a_value(lowered, start, end):
                 continue
-            line = _name_line_at(self._text, start, end, name, self._keys)
+            line = _name_line_at(self._text, lowered, start, end, name, self._keys)
             if line is not None:
                 if len(lines) == _TRIES:
                     return None
@@ -425,25 +517,9 @@ def _may_be_a_value(lowered: str, start: int, end: int) -> bool:
 
 
 def _name_line_at(
-    text: str, at: int, end: int, name: str, name_keys: tuple[str, ...]
+    text: str, lowered: str, at: int, end: int, name: str, name_keys: tuple[str, ...]
 ) -> tuple[int, str, str] | None:
     """(line start, node, key) of the name line whose value normalizes to ``name`` occurring
-    from ``at`` to ``end``, if it is one: only what normalizing strips lies between the line's ``]->(``
-    and ``at``, and after the name up to the line's end or a legal suffix, and the line read
-    has that value. None otherwise."""
-    before = at - 1
-    while before >= 0 and text[before] in _STRIPPED:
-        before -= 1
-    if before < 2 or not text.startswith("]->", before - 2):
-        return None
-    after, length = end, len(text)
-    while after < length and text[after] in _STRIPPED:
-        after += 1
-    if after < length and text[after] != "\n" and text[after] not in _SUFFIX_STARTS:
-        return None
-    start = text.rfind("\n", 0, at) + 1
-    line_end = text.find("\n", at)
-    line = formal_property_at(text, start, len(text) if line_end == -1 else line_end, name_keys)
-    if line is not None and normalize_title(line[2]) == name:
-        return start, line[0], line[1]
-    return None
+    from ``at`` to ``end``, if it is one (:func:`~kag.grading.retrieval_scan.may_be_value_at`,
+    :func:`~kag.grading.retrieval_scan.naming_line`); None otherwise."""
+    return naming_line(text, at, name, name_keys) if may_be_value_at(text, lowered, at, end) else None

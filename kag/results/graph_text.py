@@ -55,7 +55,7 @@ def _property_line(name_keys: tuple[str, ...]) -> re.Pattern[str]:
     return re.compile(rf"\(([^)\n]*)\)-\[({keys})\]->\(([^\n]*)\)")
 
 
-def _value_text(raw: str) -> str:
+def value_text(raw: str) -> str:
     """A property value's text: a JSON string's content; anything else as written."""
     if raw.startswith('"') and raw.endswith('"') and len(raw) >= 2:
         if "\\" not in raw:
@@ -114,8 +114,15 @@ def formal_names(text: str, name_keys: tuple[str, ...] = DEFAULT_NAME_KEYS) -> d
         at = rank[key]
         if node not in best or at < best[node]:
             best[node] = at
-            names[node] = _value_text(raw)
+            names[node] = value_text(raw)
     return names
+
+
+def property_line_at(text: str, start: int, end: int, name_keys: tuple[str, ...]) -> re.Match[str] | None:
+    """The match of the property line ``text[start:end]`` of one of ``name_keys`` (groups:
+    node, key, raw value; :func:`value_text` reads the value), None when it is not one; as
+    :func:`formal_property_at`, without reading the value."""
+    return _property_line(name_keys).fullmatch(text, start, end)
 
 
 def formal_property_at(
@@ -128,7 +135,7 @@ def formal_property_at(
     if found is None:
         return None
     node, key, raw = found.groups()
-    return node, key, _value_text(raw)
+    return node, key, value_text(raw)
 
 
 def _first_property_line(text: str, node: str, key: str, name_keys: tuple[str, ...], find: Find) -> int:
@@ -163,6 +170,12 @@ def names_its_node(
     node its name in :func:`formal_names`: the node has no line of a key before ``key`` in
     ``name_keys``, and this is its first line of ``key``. No key holds a newline. ``find``:
     a substring search with the arguments and answer of ``str.find(text, sub, start)``."""
+    if len(name_keys) == 1:
+        # The usual case, one key: this line is its node's first when no line before it
+        # starts with its head (the first line found is the newline before this one).
+        head = f"({node})-[{key}]->("
+        if start == 0 or (not text.startswith(head) and find(text, "\n" + head, 0) == start - 1):
+            return True
     rank = {k: i for i, k in enumerate(name_keys)}
     if any(
         _first_property_line(text, node, k, name_keys, find) != -1 for k, i in rank.items() if i < rank[key]

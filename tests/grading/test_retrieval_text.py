@@ -4,6 +4,7 @@ a file against the reading of every line, on the example tree and on randomized 
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
@@ -95,6 +96,13 @@ def check_text(
     assert [prepared.names_a_node(normalize_title(n), keys) for n in names] == [
         plain_named(text, n, keys) for n in names
     ]
+    every = formal_names(text, keys)
+    for n in names:
+        expected = {
+            node for node, value in every.items() if value and normalize_title(value) == normalize_title(n)
+        }
+        assert RetrievalText(text).nodes_named(normalize_title(n), keys) == expected
+        assert prepared.nodes_named(normalize_title(n), keys) == expected  # after the first node found
     for c in (count, None):
         expected = plain_quality(entities, triples, text, True, keys, c)
         assert file_quality(entities, triples, text, None, True, EXACT, keys, c) == expected
@@ -363,3 +371,96 @@ def test_a_first_word_met_more_often_than_tried_is_searched_on_by_the_expression
     found = retrieval_text._search(pattern, "vitamin", text, 0, retrieval_text.accelerator())
     assert found is not None and found.start() == len(text) - len("vitamin_c")
     assert (retrieval_text.accelerator() is None) == (search_engine == "standard library")
+
+
+def _one_separator_a_run(text: str) -> str:
+    """``text`` with each run of separators cut to its first character: a *plain* text."""
+    return re.sub(r"([ \t\n\r\x0b\x0c\x1c-\x1f_])[ \t\n\r\x0b\x0c\x1c-\x1f_]+", r"\1", text)
+
+
+@settings(max_examples=400)
+@given(
+    text.map(_one_separator_a_run),
+    st.lists(gold, max_size=3),
+    st.lists(gold_triple, max_size=2),
+    keys,
+    st.none() | st.integers(0, 5),
+)
+def test_randomized_plain_texts_give_what_every_line_gives(
+    text: str, entities: list[str], triples: list[Triple], keys: tuple[str, ...], count: int | None
+) -> None:
+    # No two separators follow each other: with StringZilla, names are sought as they are.
+    check_text(text, entities, triples, keys, count)
+
+
+@pytest.mark.parametrize(
+    ("text", "names"),
+    [
+        # Names at the text's two ends, the first line naming its node.
+        ('Iron Deficiency)-[name]->("Iron Deficiency")', ["iron deficiency", "iron", "deficiency"]),
+        ('(1)-[name]->("Iron Deficiency")\n(1)-[:R]->(2)\n(2)-[name]->("Iron")', ["iron", "iron deficiency"]),
+        ('(2)-[name]->("Zinc")\n(1)-[name]->("Iron Deficiency")', ["iron deficiency", "zinc", "deficiency"]),
+        ("(1)-[name]->(Iron Deficiency)\niron", ["iron", "iron deficiency"]),
+        # Words joined by `_`, a tab, a newline, one separator each (a plain text) or two.
+        ('(1)-[name]->("Iron_Deficiency")\n(2)-[name]->("Iron\tZinc")', ["iron deficiency", "iron zinc"]),
+        ('(1)-[name]->("Iron  Deficiency")\n(2)-[name]->("Zinc")', ["iron deficiency", "zinc", "iron"]),
+        (
+            '(1)-[name]->("Iron")\nDeficiency_\t(2)-[name]->("Zinc")',
+            ["iron deficiency", "deficiency", "zinc"],
+        ),
+        ("iron\ndeficiency\n(1)-[name]->(\tIron\t)", ["iron deficiency", "iron"]),
+        # Legal suffixes, and words that begin like one.
+        (
+            '(1)-[name]->("Acme Co., Ltd.")\n(2)-[name]->("Acme Corp")\n(3)-[name]->("Beta Incorporated")',
+            ["acme", "acme co", "beta", "beta incorporated", "acme corp"],
+        ),
+        (
+            '(1)-[name]->("Chronic Inhibitor")\n(2)-[name]->("Lung Cohort")\n(3)-[name]->("Gene Inc")',
+            ["chronic", "lung", "gene", "chronic inhibitor", "gene inc"],
+        ),
+        (
+            '(1)-[name]->("Iron, Inc.")\n(2)-[name]->("Zinc,Ltd")\n(3)-[name]->("Lead GmbH.")',
+            ["iron", "zinc", "lead"],
+        ),
+        # Escaped values: every name line is read.
+        ('(1)-[name]->("Iron\\u0020Deficiency")\n(2)-[name]->("Zinc")', ["iron deficiency", "zinc"]),
+        # A node with two name lines (its first names it), one of them not a property line.
+        ('(1)-[name]->("Zinc")\n(1)-[name]->("Iron")\n(2)-[name]->("Iron")', ["iron", "zinc"]),
+        ('(1)-[name]->("Zinc")\n(1)-[name]->("Iron")', ["iron", "zinc"]),
+        ('(1)-[name]->("Iron") x\n(1)-[name]->("Zinc")\n(2)-[name]->("Lead")', ["iron", "zinc", "lead"]),
+        ('(2)-[name]->("Lead")\n(1)-[name]->("Iron")x\n(1)-[name]->("Zinc")', ["iron", "zinc", "lead"]),
+        # Words glued to a name, and a name inside another's value.
+        ('(1)-[name]->("Ironic Zinc")\n(2)-[name]->("Zinc Iron")', ["iron", "zinc", "zinc iron", "ironic"]),
+        # Non-ASCII text.
+        ('(1)-[name]->("Iron Défi")\n(2)-[name]->("Zinc")', ["iron défi", "zinc", "iron"]),
+        # Names longer than a scan reads.
+        ('(1)-[name]->("' + "Iron " * 30 + 'Zinc")\n(2)-[name]->("Zinc")', ["iron " * 30 + "zinc", "zinc"]),
+    ],
+)
+@pytest.mark.parametrize("name_keys", [("name",), ("name", "label"), ("label", "name")])
+def test_edges_of_the_literal_search_give_what_the_plain_formulas_give(
+    text: str, names: list[str], name_keys: tuple[str, ...]
+) -> None:
+    triples = [(a, "r", b) for a, b in pairwise(names)]
+    for variant in (text, text.replace("[name]", "[label]", 1)):
+        for count in (0, 3):
+            check_text(variant, names, triples, name_keys, count)
+
+
+def test_a_plain_text_is_searched_by_its_literal_scans(search_engine: str) -> None:
+    text = '(1)-[name]->("Iron Deficiency")\n(2)-[name]->("Zinc")\n(1)-[:R]->(2)'
+    prepared = RetrievalText(text)
+    assert prepared.names_a_node("iron deficiency", ("name",))
+    assert prepared.contains("zinc") and not prepared.contains("iron zinc")
+    assert bool(prepared._scans) == (search_engine == "stringzilla")
+    # Two separators in a row: names of several words are sought the general way.
+    double = RetrievalText(text.replace("Iron ", "Iron  "))
+    assert double.names_a_node("iron deficiency", ("name",)) and double.names_a_node("zinc", ("name",))
+    assert set(double._scans) == ({"zinc"} if search_engine == "stringzilla" else set())
+
+
+@pytest.mark.parametrize("repeat", [_TRIES - 2, _TRIES + 2])
+def test_a_name_met_more_often_than_a_scan_reads_is_found_by_the_general_search(repeat: int) -> None:
+    text = "c-c " * repeat + '\n(1)-[name]->("C")\n(2)-[name]->("C Inc")'
+    check_text(text, ["C", "C Inc"], [("C", "r", "C")], ("name",), 1)
+    assert RetrievalText(text).nodes_named("c", ("name",)) == {"1", "2"}
