@@ -264,8 +264,10 @@ class RetrievalText:
         self.text = text
         self._ascii = text.isascii()
         self._sz = sz = _stringzilla if _stringzilla is not _NOT_LOADED else accelerator()
-        #: The substring search of this text (StringZilla's when installed), as ``str.find``.
-        self.find: Find = str.find if sz is None else sz.find
+        #: The substring search of this text, as ``str.find`` answers it: StringZilla's when
+        #: installed and the text is ASCII (it counts a str's offsets in UTF-8 bytes, which
+        #: are its characters only then), else ``str.find``.
+        self.find: Find = sz.find if sz is not None and self._ascii else str.find
         self._spaced = str(sz.translate(text, SPACED_TABLE)) if self._ascii and sz is not None else ""
         self._plain = bool(self._spaced) and sz.find(self._spaced, "  ") == -1  # type: ignore[union-attr]
         self._lowered: str | None = None if self._ascii else ""

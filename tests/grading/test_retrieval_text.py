@@ -433,6 +433,9 @@ def test_randomized_plain_texts_give_what_every_line_gives(
         ('(1)-[name]->("Ironic Zinc")\n(2)-[name]->("Zinc Iron")', ["iron", "zinc", "zinc iron", "ironic"]),
         # Non-ASCII text.
         ('(1)-[name]->("Iron Défi")\n(2)-[name]->("Zinc")', ["iron défi", "zinc", "iron"]),
+        # ... with relationship lines after a non-ASCII character (a search that counted
+        # offsets in UTF-8 bytes would read them at the wrong place).
+        ('(1)-[name]->("Café")\n(2)-[name]->("Tea")\n(1)-[:R]->(2)\n(2)-[:R]->(1)', ["café", "tea"]),
         # Names longer than a scan reads.
         ('(1)-[name]->("' + "Iron " * 30 + 'Zinc")\n(2)-[name]->("Zinc")', ["iron " * 30 + "zinc", "zinc"]),
     ],
