@@ -25,7 +25,7 @@ import types
 from collections.abc import Callable
 from dataclasses import fields, is_dataclass
 from enum import Enum
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any, Union, get_args, get_origin, get_type_hints
 
 import orjson
@@ -145,7 +145,22 @@ def whole_fields() -> frozenset[str]:
 
 
 _GETTERS: dict[type, Callable[[Any], Any]] = {}
-_DETAIL = attrgetter(*DETAIL_FIELDS)
+Getter = Callable[[Any], tuple[Any, ...]]
+_DETAIL: Getter = attrgetter(*DETAIL_FIELDS)
+
+
+def _detail_getter(tp: type) -> Getter:
+    """The getter of the detail's fields of a record of type ``tp``: by position when it is
+    a named tuple holding them (as :data:`~kag.grading.mcq.question_files.TupleRecord`
+    does; an item is read without looking its name up), else by name."""
+    names = getattr(tp, "_fields", None)
+    if issubclass(tp, tuple) and isinstance(names, tuple) and set(DETAIL_FIELDS) <= set(names):
+        return itemgetter(*(names.index(name) for name in DETAIL_FIELDS))
+    return _DETAIL
+
+
+# The detail's getter of each type of record met, made once.
+_DETAIL_OF: dict[type, Getter] = {}
 Flatten = Callable[[Any], Any]
 
 
@@ -234,13 +249,16 @@ def pack(values: list[Any]) -> bytes:
     """``values`` as JSON (a number past 64 bits, a time read from a hostile file, in the
     standard library's JSON behind a NUL: orjson neither writes nor reads it exactly)."""
     try:
-        data = orjson.dumps(values, default=_as_list, option=orjson.OPT_PASSTHROUGH_DATACLASS)
+        data = orjson.dumps(values, default=_as_list, option=_PASSTHROUGH)
     except orjson.JSONEncodeError:
         return b"\0" + json.dumps(values, default=_as_list).encode()
     # orjson's bytes keep the block of its write buffer, shrunk in place: a scan holds a
     # thousand rows at a time, whose blocks then each take fresh memory (writing costs ten
     # times more). A copy of the bytes' own size lets that block go at once.
     return bytes(memoryview(data))
+
+
+_PASSTHROUGH = orjson.OPT_PASSTHROUGH_DATACLASS
 
 
 def unpack(data: bytes) -> list[Any]:
@@ -282,15 +300,20 @@ def to_row(
         response = response[:ANSWER_CHARS]
     if error is not None and len(error) > ERROR_CHARS and "error" not in whole:
         error = error[:ERROR_CHARS]
-    extracted = record.extracted
-    detail = list(_DETAIL(record))
+    getter = _DETAIL_OF.get(type(record))
+    if getter is None:
+        getter = _DETAIL_OF[type(record)] = _detail_getter(type(record))
+    detail = list(getter(record))
     for at, kind, flatten in _DETAIL_RECORDS:
-        value = detail[at]
-        if value is not None and type(value) is kind:
-            detail[at] = flatten(value)
+        if type(detail[at]) is kind:
+            detail[at] = flatten(detail[at])
     while detail and detail[-1] is None:  # the fields a file has not: most of the last ones
-        detail.pop()
-    retrieval = record.retrieval
+        del detail[-1]
+    try:  # pack(detail), without its call
+        packed = bytes(memoryview(orjson.dumps(detail, default=_as_list, option=_PASSTHROUGH)))
+    except orjson.JSONEncodeError:
+        packed = pack(detail)
+    extracted, retrieval = record.extracted, record.retrieval
     return (
         *base,
         _VALUES[record.outcome],
@@ -300,7 +323,7 @@ def to_row(
         None,
         retrieval.vertices if retrieval is not None else None,  # record.vertices, without its call
         evidence,
-        pack(detail),
+        packed,
         vote,
         judged,
     )
