@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import json
+from multiprocessing.reduction import ForkingPickler
 from pathlib import Path
 
 from kag.datasets import load_datasets
@@ -14,6 +15,8 @@ from kag.grading.mcq.walk import grade_tree
 from kag.results import result_path, write_result
 from kag.view.index import Index, Tree
 from kag.view.query import View
+from kag.view.rows import Part, ScanContext, scan_chunk
+from kag.view.walk import iter_top
 from tests.result_helpers import ok_result
 from tests.view.helpers import make_tree
 
@@ -97,3 +100,35 @@ def test_an_open_question_without_a_usable_answer_is_left_out_as_kag_stats_leave
             assert run.tallies == expected.tallies
     finally:
         index.close()
+
+
+def _scanned_part(tmp_path: Path) -> Part:
+    """The part a worker makes of every question folder of the test tree, as a first build."""
+    datasets, tree = make_tree(tmp_path)
+    root = str(tree.resolve())
+    ctx = ScanContext(load_datasets(datasets), None, "", str(tmp_path / "index.sqlite"))
+    jobs = [(e.path, rel, d, q, None, 0) for rel, d, q, e in iter_top(root) if q]
+    return scan_chunk(ctx, (root, True, jobs))
+
+
+def test_a_part_sent_from_a_worker_holds_the_rows_it_made(tmp_path: Path) -> None:
+    part = _scanned_part(tmp_path)
+    part.rows.append(
+        (*part.rows[0][:7], 2**70, -(2**70), "a lone surrogate \udcff", "\x00", *part.rows[0][12:])
+    )
+    sent = ForkingPickler.loads(ForkingPickler.dumps(part))
+    assert len(part.rows) > 10
+    assert sent == part
+    assert [[type(v) for v in row] for row in sent.rows] == [[type(v) for v in row] for row in part.rows]
+
+
+class Text(str):
+    """A value marshal cannot write (a subclass of str)."""
+
+
+def test_a_part_whose_rows_marshal_cannot_write_is_sent_as_it_is(tmp_path: Path) -> None:
+    part = _scanned_part(tmp_path)
+    part.rows.append((Text("a text of another type"), *part.rows[0][1:]))
+    sent = ForkingPickler.loads(ForkingPickler.dumps(part))
+    assert sent == part
+    assert type(sent.rows[-1][0]) is Text
