@@ -30,7 +30,15 @@ from kag.results.simd_fields import read_grading_fields
 from kag.textsafe import is_utf8
 from kag.view.record_rows import COLUMNS, MTIME, NAMES, SIZE, to_row
 from kag.view.verdict_rows import judged_key
-from kag.view.walk import NO_STAMP, Stamp, fill_stamps, iter_entries, list_folder, signature
+from kag.view.walk import (
+    NO_STAMP,
+    Stamp,
+    fill_stamps,
+    iter_entries,
+    list_open_folder,
+    open_folder,
+    signature,
+)
 
 __all__ = ["COLUMNS", "NAMES"]
 
@@ -152,48 +160,54 @@ def scan_chunk(ctx: ScanContext, chunk: Chunk) -> Part:
     seen = read = 0
     try:
         for path, rel, dataset, question, old, count in jobs:
-            # A tree new to the index has every file read: its stamp is taken as it is read.
-            folder = list_folder(path, part.warnings, stamped=not new)
-            if folder is None:
-                if old is not None:
-                    part.gone.extend(known_rows.of(root, dataset, question))
-                    part.dropped.append(rel)
-                continue
-            sig = signature(folder) if not new else b""
-            if sig == old:  # nothing in the folder changed
-                seen += count
-                continue
-            known = known_rows.of(root, dataset, question) if not new else {}
-            present = set()
-            named = is_utf8(path)  # a folder whose name is not UTF-8 holds no question's files
-            task = question_task(
-                ctx.datasets.get(dataset, question), path, dataset, question, ctx.judge is not None
-            )
-            stamps, made, cut = folder.stamps, part.rows, len(rel)
-            for frel, epoch, setup, file_stamp, slot in iter_entries(folder, rel, ctx.prefix):
-                seen += 1
-                # A result file's name is UTF-8 (iter_entries): only an ignored entry's may not be.
-                if not named or (setup is None and not is_utf8(frel)):
-                    frel, setup = shown_name(frel), None
-                present.add(frel)
-                if setup is None:
-                    # An ignored entry's row has no stamp: one with a stamp was a result file.
-                    if known.get(frel, ()) != NO_STAMP:
-                        made.append(make_row(root, frel, dataset, question, None, epoch, IGNORED))
+            fd = open_folder(path, part.warnings)  # its files are opened in it, once listed
+            try:
+                # A tree new to the index has every file read: its stamp is taken as it is read.
+                folder = None if fd is None else list_open_folder(fd, path, part.warnings, not new)
+                if fd is None or folder is None:
+                    if old is not None:
+                        part.gone.extend(known_rows.of(root, dataset, question))
+                        part.dropped.append(rel)
                     continue
-                if not new and known.get(frel) == file_stamp:
+                sig = signature(folder) if not new else b""
+                if sig == old:  # nothing in the folder changed
+                    seen += count
                     continue
-                read += 1
-                # frel is rel + "/" + the entry's name in the folder's listing
-                row = rows.of(task, frel, setup, epoch, path + frel[cut:], file_stamp)
-                made.append(row)
+                known = known_rows.of(root, dataset, question) if not new else {}
+                present = set()
+                named = is_utf8(path)  # a folder whose name is not UTF-8 holds no question's files
+                task = question_task(
+                    ctx.datasets.get(dataset, question), path, dataset, question, ctx.judge is not None
+                )
+                stamps, made, cut = folder.stamps, part.rows, len(rel)
+                for frel, epoch, setup, file_stamp, slot in iter_entries(folder, rel, ctx.prefix):
+                    seen += 1
+                    # A result file's name is UTF-8 (iter_entries): only an ignored entry's may not be.
+                    if not named or (setup is None and not is_utf8(frel)):
+                        frel, setup = shown_name(frel), None
+                    present.add(frel)
+                    if setup is None:
+                        # An ignored entry's row has no stamp: one with a stamp was a result file.
+                        if known.get(frel, ()) != NO_STAMP:
+                            made.append(make_row(root, frel, dataset, question, None, epoch, IGNORED))
+                        continue
+                    if not new and known.get(frel) == file_stamp:
+                        continue
+                    read += 1
+                    # frel is rel + "/" + the entry's name in the folder's listing
+                    at = (fd, frel[cut + 1 :])
+                    row = rows.of(task, frel, setup, epoch, path + frel[cut:], file_stamp, at)
+                    made.append(row)
+                    if new:
+                        stamps[slot], stamps[slot + 1] = row[SIZE], row[MTIME]  # type: ignore[call-overload]
                 if new:
-                    stamps[slot], stamps[slot + 1] = row[SIZE], row[MTIME]  # type: ignore[call-overload]
-            if new:
-                fill_stamps(folder, path)
-                sig = signature(folder)
-            part.gone.extend(r for r in known if r not in present)
-            part.folders.append((rel, dataset, question, sig, len(present)))
+                    fill_stamps(folder, path)
+                    sig = signature(folder)
+                part.gone.extend(r for r in known if r not in present)
+                part.folders.append((rel, dataset, question, sig, len(present)))
+            finally:
+                if fd is not None:
+                    os.close(fd)
     finally:
         known_rows.close()
     part.seen, part.read = seen, read
@@ -213,18 +227,25 @@ class _FileRows:
         self.tallies = tallies
 
     def of(
-        self, task: QuestionTask, rel: str, setup: str, epoch: int, path: str, stamp: Stamp
+        self,
+        task: QuestionTask,
+        rel: str,
+        setup: str,
+        epoch: int,
+        path: str,
+        stamp: Stamp,
+        at: tuple[int, str] | None = None,
     ) -> tuple[object, ...]:
         """The row of the result file ``path`` (``rel`` in the tree) of ``setup``, in the
-        folder of ``task``. Its stamp is that of the file read (else ``stamp``, or the
-        file's when ``stamp`` is none)."""
+        folder of ``task`` (``at``: opened as (its open folder, its name there)). Its stamp
+        is that of the file read (else ``stamp``, or the file's when ``stamp`` is none)."""
         kind = task.kind
         if kind is QuestionKind.NOT_GRADED or kind is QuestionKind.NO_ANSWER:
             shown = IGNORED if kind is QuestionKind.NOT_GRADED else SKIPPED
             return make_row(
                 self.root, rel, task.dataset, task.question, setup, epoch, shown, _known_stamp(stamp, path)
             )
-        got = self.grader.grade(task, path, setup)
+        got = self.grader.grade(task, path, setup, at)
         st = got.stat
         record = got.record
         if st is not None:

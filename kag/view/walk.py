@@ -74,23 +74,36 @@ def list_folder(path: str, warnings: list[str], stamped: bool = True) -> Folder 
     of a rescan of an unchanged folder. Not ``stamped``, the kinds come from the listing
     alone and no entry is stat'ed: a caller that reads every file takes its stamp as it
     reads it (:func:`fill_stamps` then stamps the others)."""
-    names: list[str] = []
-    stamps: list[int | None] = []
+    fd = open_folder(path, warnings)
+    if fd is None:
+        return None
     try:
-        fd = os.open(path, _DIR_FLAGS)
+        return list_open_folder(fd, path, warnings, stamped)
+    finally:
+        os.close(fd)
+
+
+def open_folder(path: str, warnings: list[str]) -> int | None:
+    """The question folder ``path`` opened (no link followed) for :func:`list_open_folder`
+    and for opening its files; None, and a warning, when it cannot be."""
+    try:
+        return os.open(path, _DIR_FLAGS)
     except OSError as exc:
         warnings.append(f"{path}: cannot list the question folder: {exc.strerror or exc}")
         return None
+
+
+def list_open_folder(fd: int, path: str, warnings: list[str], stamped: bool = True) -> Folder | None:
+    """:func:`list_folder` of the folder ``path`` open at ``fd`` (left open)."""
+    names: list[str] = []
+    stamps: list[int | None] = []
     try:
-        try:
-            epochs = _list_fd(fd, "", names, stamps, stamped)
-        except OSError as exc:
-            warnings.append(f"{path}: cannot list the question folder: {exc.strerror or exc}")
-            return None
-        if epochs:
-            _list_epochs(fd, path, names, stamps, warnings, stamped)
-    finally:
-        os.close(fd)
+        epochs = _list_fd(fd, "", names, stamps, stamped)
+    except OSError as exc:
+        warnings.append(f"{path}: cannot list the question folder: {exc.strerror or exc}")
+        return None
+    if epochs:
+        _list_epochs(fd, path, names, stamps, warnings, stamped)
     return Folder(names, stamps)
 
 

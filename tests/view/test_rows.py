@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 from multiprocessing.reduction import ForkingPickler
 from pathlib import Path
 
 from kag.datasets import load_datasets
+from kag.grading.mcq.question_files import question_task, unreadable_reason
 from kag.grading.mcq.request import GradeRequest
 from kag.grading.mcq.walk import grade_tree
 from kag.results import result_path, write_result
@@ -132,3 +134,36 @@ def test_a_part_whose_rows_marshal_cannot_write_is_sent_as_it_is(tmp_path: Path)
     sent = ForkingPickler.loads(ForkingPickler.dumps(part))
     assert sent == part
     assert type(sent.rows[-1][0]) is Text
+
+
+def test_a_file_opened_in_its_listed_folder_is_graded_as_by_its_path(tmp_path: Path) -> None:
+    datasets, tree = make_tree(tmp_path)
+    folder = tree / "med" / "q0"
+    (folder / "planted.json").symlink_to(folder / "kag.json")
+    (folder / "notjson.json").write_bytes(b"{not json")
+    ds = load_datasets(datasets)
+    ctx = ScanContext(ds, None, "", str(tmp_path / "index.sqlite"))
+    grader = ctx.grader(str(tree))
+    task = question_task(ds.get("med", "q0"), str(folder), "med", "q0")
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for name in ("kag.json", "native.json", "planted.json", "notjson.json"):
+            path = str(folder / name)
+            by_path, in_folder = (
+                grader.grade(task, path, name[:-5]),
+                grader.grade(task, path, name[:-5], (fd, name)),
+            )
+            assert in_folder.record == by_path.record
+            assert (in_folder.stat is None) == (by_path.stat is None)
+            if by_path.stat is not None:
+                assert in_folder.stat is not None
+                assert (in_folder.stat.st_size, in_folder.stat.st_mtime_ns) == (
+                    by_path.stat.st_size,
+                    by_path.stat.st_mtime_ns,
+                )
+            if by_path.failure is not None:  # the reason a row keeps
+                assert in_folder.failure is not None
+                assert unreadable_reason(in_folder.failure) == unreadable_reason(by_path.failure)
+            assert (name in ("planted.json", "notjson.json")) == (by_path.record is None)
+    finally:
+        os.close(fd)
