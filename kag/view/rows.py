@@ -10,6 +10,7 @@ from __future__ import annotations
 import marshal
 import os
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 from urllib.parse import quote
@@ -155,7 +156,7 @@ def scan_chunk(ctx: ScanContext, chunk: Chunk) -> Part:
     or changed since the index's rows are read (every file, in a tree new to the index)."""
     root, new, jobs = chunk
     part = Part()
-    rows = _FileRows(ctx, root, part.tallies if new else None)
+    row_of = _file_rows(ctx, root, part.tallies if new else None)
     known_rows = _KnownRows(ctx.index)
     seen = read = 0
     try:
@@ -196,7 +197,7 @@ def scan_chunk(ctx: ScanContext, chunk: Chunk) -> Part:
                     read += 1
                     # frel is rel + "/" + the entry's name in the folder's listing
                     at = (fd, frel[cut + 1 :])
-                    row = rows.of(task, frel, setup, epoch, path + frel[cut:], file_stamp, at)
+                    row = row_of(task, frel, setup, epoch, path + frel[cut:], file_stamp, at)
                     made.append(row)
                     if new:
                         stamps[slot], stamps[slot + 1] = row[SIZE], row[MTIME]  # type: ignore[call-overload]
@@ -214,38 +215,35 @@ def scan_chunk(ctx: ScanContext, chunk: Chunk) -> Part:
     return part
 
 
-class _FileRows:
-    """The rows of the result files of one tree, each graded by the grading walk's rules
-    against its question, with the epoch 1 records added to ``tallies`` (by (setup,
-    dataset), as the grading walk adds them) when given."""
+#: The row of a result file: (its question's task, its relative path, setup, epoch, path,
+#: the stamp known of it, and where to open it: its open folder and its name there).
+RowOf = Callable[[QuestionTask, str, str, int, str, Stamp, "tuple[int, str] | None"], tuple[object, ...]]
 
-    def __init__(self, ctx: ScanContext, root: str, tallies: dict[tuple[str, str], Tally] | None) -> None:
-        self.grader = ctx.grader(root)
-        self.root = root
-        self.whole = ctx.whole
-        self.judge = ctx.judge
-        self.tallies = tallies
 
-    def of(
-        self,
+def _file_rows(ctx: ScanContext, root: str, tallies: dict[tuple[str, str], Tally] | None) -> RowOf:
+    """The rows of the result files of the tree ``root``, each graded by the grading walk's
+    rules against its question, with the epoch 1 records added to ``tallies`` (by (setup,
+    dataset), as the grading walk adds them) when given. A row's stamp is that of the file
+    read (else the one known, or the file's when none is)."""
+    grade = ctx.grader(root).grade
+    whole, judge = ctx.whole, ctx.judge
+
+    def row_of(
         task: QuestionTask,
         rel: str,
         setup: str,
         epoch: int,
         path: str,
         stamp: Stamp,
-        at: tuple[int, str] | None = None,
+        at: tuple[int, str] | None,
     ) -> tuple[object, ...]:
-        """The row of the result file ``path`` (``rel`` in the tree) of ``setup``, in the
-        folder of ``task`` (``at``: opened as (its open folder, its name there)). Its stamp
-        is that of the file read (else ``stamp``, or the file's when ``stamp`` is none)."""
         kind = task.kind
         if kind is QuestionKind.NOT_GRADED or kind is QuestionKind.NO_ANSWER:
             shown = IGNORED if kind is QuestionKind.NOT_GRADED else SKIPPED
             return make_row(
-                self.root, rel, task.dataset, task.question, setup, epoch, shown, _known_stamp(stamp, path)
+                root, rel, task.dataset, task.question, setup, epoch, shown, _known_stamp(stamp, path)
             )
-        got = self.grader.grade(task, path, setup, at)
+        got = grade(task, path, setup, at)
         st = got.stat
         record = got.record
         if st is not None:
@@ -255,10 +253,9 @@ class _FileRows:
         if record is None:
             reason = unreadable_reason(got.failure)  # type: ignore[arg-type]
             return make_row(
-                self.root, rel, task.dataset, task.question, setup, epoch, UNREADABLE, stamp, reason=reason
+                root, rel, task.dataset, task.question, setup, epoch, UNREADABLE, stamp, reason=reason
             )
         dataset = task.dataset
-        tallies = self.tallies
         if tallies is not None and epoch == 1:  # as the grading walk adds it
             tally = tallies.get((setup, dataset))
             if tally is None:
@@ -269,10 +266,12 @@ class _FileRows:
                 tally.add(record)
         found = got.evidence
         bits = "".join("1" if f else "0" for f in found.found) if found is not None else None
-        judged = judged_key(self.judge, task, record) if self.judge is not None else None
+        judged = judged_key(judge, task, record) if judge is not None else None
         shown = OPEN if kind is QuestionKind.OPEN else GRADED
-        base = (self.root, rel, dataset, task.question, setup, epoch, shown, stamp[0], stamp[1])
-        return to_row(record, base, self.whole, bits, judged)
+        base = (root, rel, dataset, task.question, setup, epoch, shown, stamp[0], stamp[1])
+        return to_row(record, base, whole, bits, judged)
+
+    return row_of
 
 
 def _known_stamp(stamp: Stamp, path: str) -> Stamp:
