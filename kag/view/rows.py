@@ -215,6 +215,9 @@ def scan_chunk(ctx: ScanContext, chunk: Chunk) -> Part:
     return part
 
 
+# The kinds of question, looked up once (an enum's member is a property of its class: a
+# call each time it is read from there).
+_NOT_GRADED, _NO_ANSWER, _OPEN = QuestionKind.NOT_GRADED, QuestionKind.NO_ANSWER, QuestionKind.OPEN
 #: The row of a result file: (its question's task, its relative path, setup, epoch, path,
 #: the stamp known of it, and where to open it: its open folder and its name there).
 RowOf = Callable[[QuestionTask, str, str, int, str, Stamp, "tuple[int, str] | None"], tuple[object, ...]]
@@ -238,8 +241,8 @@ def _file_rows(ctx: ScanContext, root: str, tallies: dict[tuple[str, str], Tally
         at: tuple[int, str] | None,
     ) -> tuple[object, ...]:
         kind = task.kind
-        if kind is QuestionKind.NOT_GRADED or kind is QuestionKind.NO_ANSWER:
-            shown = IGNORED if kind is QuestionKind.NOT_GRADED else SKIPPED
+        if kind is _NOT_GRADED or kind is _NO_ANSWER:
+            shown = IGNORED if kind is _NOT_GRADED else SKIPPED
             return make_row(
                 root, rel, task.dataset, task.question, setup, epoch, shown, _known_stamp(stamp, path)
             )
@@ -260,14 +263,14 @@ def _file_rows(ctx: ScanContext, root: str, tallies: dict[tuple[str, str], Tally
             tally = tallies.get((setup, dataset))
             if tally is None:
                 tally = tallies[(setup, dataset)] = Tally()
-            if kind is QuestionKind.OPEN:
+            if kind is _OPEN:
                 tally.add_open_record(record)
             else:
                 tally.add(record)
         found = got.evidence
         bits = "".join("1" if f else "0" for f in found.found) if found is not None else None
         judged = judged_key(judge, task, record) if judge is not None else None
-        shown = OPEN if kind is QuestionKind.OPEN else GRADED
+        shown = OPEN if kind is _OPEN else GRADED
         base = (root, rel, dataset, task.question, setup, epoch, shown, stamp[0], stamp[1])
         return to_row(record, base, whole, bits, judged)
 
