@@ -86,11 +86,11 @@ def read_result_bytes(path: str, dir_fd: int | None = None) -> bytes:
         os.close(fd)
 
 
-def read_result_stamped(path: str) -> tuple[bytes, os.stat_result]:
+def read_result_stamped(path: str, dir_fd: int | None = None) -> tuple[bytes, os.stat_result]:
     """:func:`read_result_bytes` and the ``fstat`` of the file read, taken before reading
     it: the size and mtime of the very file whose bytes these are, for the cost of one call
     on the open descriptor (an index compares them with a later ``lstat`` of the path)."""
-    fd = os.open(path, _OPEN_FLAGS)
+    fd = os.open(path, _OPEN_FLAGS, dir_fd=dir_fd)
     try:
         st = os.fstat(fd)
         data = b""

@@ -25,7 +25,7 @@ import types
 from collections.abc import Callable
 from dataclasses import fields, is_dataclass
 from enum import Enum
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any, Union, get_args, get_origin, get_type_hints
 
 import orjson
@@ -145,72 +145,24 @@ def whole_fields() -> frozenset[str]:
 
 
 _GETTERS: dict[type, Callable[[Any], Any]] = {}
-_DETAIL = attrgetter(*DETAIL_FIELDS)
-Flatten = Callable[[Any], Any]
+Getter = Callable[[Any], tuple[Any, ...]]
+_DETAIL: Getter = attrgetter(*DETAIL_FIELDS)
 
 
-def _nested_records(tp: Any, names: tuple[str, ...]) -> tuple[tuple[int, type, Flatten], ...]:
-    """The fields ``names`` of the record type ``tp`` declared as records (``| None`` or
-    not): each one's position in ``names``, its type and its :func:`flattener`."""
-    hints = get_type_hints(tp)
-    found = []
-    for at, name in enumerate(names):
-        inner, _ = _optional(hints[name])
-        if isinstance(inner, type) and is_dataclass(inner):
-            found.append((at, inner, flattener(inner)))
-    return tuple(found)
+def _detail_getter(tp: type) -> Getter:
+    """The getter of the detail's fields of a record of type ``tp``: by position when it is
+    a named tuple holding them (as :data:`~kag.grading.mcq.question_files.TupleRecord`
+    does; an item is read without looking its name up), else by name."""
+    names = getattr(tp, "_fields", None)
+    if issubclass(tp, tuple) and isinstance(names, tuple) and set(DETAIL_FIELDS) <= set(names):
+        return itemgetter(*(names.index(name) for name in DETAIL_FIELDS))
+    return _DETAIL
 
 
-def flattener(tp: type) -> Flatten:
-    """A record of type ``tp`` as the sequence of its fields, the records declared in it
-    likewise: the JSON orjson writes of it through :func:`_as_list`, without orjson calling
-    back into Python for each record of each row. A value of another type than the one
-    declared is left to :func:`_as_list`."""
-    names = tuple(f.name for f in fields(tp))
-    nested = _nested_records(tp, names)
-    get: Flatten = attrgetter(*names) if len(names) > 1 else (lambda v: [getattr(v, names[0])])
-    if not nested:
-        return get
-
-    def flatten(value: Any) -> list[Any]:
-        values = list(get(value))
-        for at, kind, inner in nested:
-            if type(values[at]) is kind:
-                values[at] = inner(values[at])
-        return values
-
-    return flatten
-
-
-def shared_flattener(tp: type, kept: int = 1024) -> Flatten:
-    """:func:`flattener` of a record type whose values the reader shares between files (one
-    object for every file with the same values, as :mod:`kag.results.codec` shares the
-    model's config): each value flattened once, then looked up by identity (up to ``kept``
-    values; the flattened sequence is only read, never changed)."""
-    flatten = flattener(tp)
-    memo: dict[int, tuple[Any, Any]] = {}
-
-    def flatten_shared(value: Any) -> Any:
-        known = memo.get(id(value))
-        if known is not None and known[0] is value:
-            return known[1]
-        if len(memo) >= kept:
-            memo.clear()
-        flat = flatten(value)
-        memo[id(value)] = (value, flat)  # the value held: its id names no other while kept
-        return flat
-
-    return flatten_shared
-
-
+# The detail's getter of each type of record met, made once.
+_DETAIL_OF: dict[type, Getter] = {}
 # A grade's value, looked up (an enum's ``value`` is a property: a call per row).
 _VALUES = {outcome: outcome.value for outcome in Outcome}
-# The fields of the detail declared as records, flattened before orjson writes them; the
-# model's config, one object per setup (kag.results.codec), flattened once.
-_DETAIL_RECORDS = tuple(
-    (at, kind, shared_flattener(kind) if kind is ModelConfig else flatten)
-    for at, kind, flatten in _nested_records(GradedFile, DETAIL_FIELDS)
-)
 
 
 def _as_list(value: Any) -> Any:
@@ -230,11 +182,45 @@ def _as_list(value: Any) -> Any:
     return getter(value)
 
 
+_PASSTHROUGH = orjson.OPT_PASSTHROUGH_DATACLASS
+
+
+def shared_json(kept: int = 1024) -> Callable[[Any], Any]:
+    """orjson's ``default`` for a row's detail: :func:`_as_list`, but the model's config,
+    which the reader shares between files (one object for every file of a setup,
+    :mod:`kag.results.codec`), written once per object and embedded in each row as it is
+    (an ``orjson.Fragment``, looked up by identity; up to ``kept`` objects). The bytes are
+    those orjson writes calling back for it; a config orjson cannot write (a number past 64
+    bits) is left to the call back, which then fails as it would (the row is written by
+    :func:`pack`'s standard library JSON)."""
+    written: dict[int, tuple[ModelConfig, Any]] = {}
+
+    def default(value: Any) -> Any:
+        if type(value) is not ModelConfig:
+            return _as_list(value)
+        known = written.get(id(value))
+        if known is not None and known[0] is value:
+            return known[1]
+        if len(written) >= kept:
+            written.clear()
+        try:
+            json_of: Any = orjson.Fragment(orjson.dumps(value, default=_as_list, option=_PASSTHROUGH))
+        except orjson.JSONEncodeError:
+            json_of = _as_list(value)
+        written[id(value)] = (value, json_of)  # the value held: its id names no other while kept
+        return json_of
+
+    return default
+
+
+_SHARED_JSON = shared_json()
+
+
 def pack(values: list[Any]) -> bytes:
     """``values`` as JSON (a number past 64 bits, a time read from a hostile file, in the
     standard library's JSON behind a NUL: orjson neither writes nor reads it exactly)."""
     try:
-        data = orjson.dumps(values, default=_as_list, option=orjson.OPT_PASSTHROUGH_DATACLASS)
+        data = orjson.dumps(values, default=_as_list, option=_PASSTHROUGH)
     except orjson.JSONEncodeError:
         return b"\0" + json.dumps(values, default=_as_list).encode()
     # orjson's bytes keep the block of its write buffer, shrunk in place: a scan holds a
@@ -282,15 +268,17 @@ def to_row(
         response = response[:ANSWER_CHARS]
     if error is not None and len(error) > ERROR_CHARS and "error" not in whole:
         error = error[:ERROR_CHARS]
-    extracted = record.extracted
-    detail = list(_DETAIL(record))
-    for at, kind, flatten in _DETAIL_RECORDS:
-        value = detail[at]
-        if value is not None and type(value) is kind:
-            detail[at] = flatten(value)
+    getter = _DETAIL_OF.get(type(record))
+    if getter is None:
+        getter = _DETAIL_OF[type(record)] = _detail_getter(type(record))
+    detail = list(getter(record))
     while detail and detail[-1] is None:  # the fields a file has not: most of the last ones
-        detail.pop()
-    retrieval = record.retrieval
+        del detail[-1]
+    try:  # pack(detail), without its call, and each model config written once
+        packed = bytes(memoryview(orjson.dumps(detail, default=_SHARED_JSON, option=_PASSTHROUGH)))
+    except orjson.JSONEncodeError:
+        packed = pack(detail)
+    extracted, retrieval = record.extracted, record.retrieval
     return (
         *base,
         _VALUES[record.outcome],
@@ -300,7 +288,7 @@ def to_row(
         None,
         retrieval.vertices if retrieval is not None else None,  # record.vertices, without its call
         evidence,
-        pack(detail),
+        packed,
         vote,
         judged,
     )

@@ -49,6 +49,7 @@ def iter_top(root: str) -> Iterator[tuple[str, str, str, os.DirEntry[str]]]:
 
 
 _NAME = attrgetter("name")
+_EPOCHS_ENTRY = EPOCHS_FOLDER + "\0d"  # the epochs folder in a listing
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -73,23 +74,36 @@ def list_folder(path: str, warnings: list[str], stamped: bool = True) -> Folder 
     of a rescan of an unchanged folder. Not ``stamped``, the kinds come from the listing
     alone and no entry is stat'ed: a caller that reads every file takes its stamp as it
     reads it (:func:`fill_stamps` then stamps the others)."""
-    names: list[str] = []
-    stamps: list[int | None] = []
+    fd = open_folder(path, warnings)
+    if fd is None:
+        return None
     try:
-        fd = os.open(path, _DIR_FLAGS)
+        return list_open_folder(fd, path, warnings, stamped)
+    finally:
+        os.close(fd)
+
+
+def open_folder(path: str, warnings: list[str]) -> int | None:
+    """The question folder ``path`` opened (no link followed) for :func:`list_open_folder`
+    and for opening its files; None, and a warning, when it cannot be."""
+    try:
+        return os.open(path, _DIR_FLAGS)
     except OSError as exc:
         warnings.append(f"{path}: cannot list the question folder: {exc.strerror or exc}")
         return None
+
+
+def list_open_folder(fd: int, path: str, warnings: list[str], stamped: bool = True) -> Folder | None:
+    """:func:`list_folder` of the folder ``path`` open at ``fd`` (left open)."""
+    names: list[str] = []
+    stamps: list[int | None] = []
     try:
-        try:
-            epochs = _list_fd(fd, "", names, stamps, stamped)
-        except OSError as exc:
-            warnings.append(f"{path}: cannot list the question folder: {exc.strerror or exc}")
-            return None
-        if epochs:
-            _list_epochs(fd, path, names, stamps, warnings, stamped)
-    finally:
-        os.close(fd)
+        epochs = _list_fd(fd, "", names, stamps, stamped)
+    except OSError as exc:
+        warnings.append(f"{path}: cannot list the question folder: {exc.strerror or exc}")
+        return None
+    if epochs:
+        _list_epochs(fd, path, names, stamps, warnings, stamped)
     return Folder(names, stamps)
 
 
@@ -110,6 +124,8 @@ def fill_stamps(folder: Folder, path: str) -> None:
     """Stamp the regular files of a listing still without one (``lstat`` of each; one gone
     since gets a stamp no file has, so that the next rescan looks at the folder again)."""
     stamps = folder.stamps
+    if None not in stamps:  # every file stamped as it was read
+        return
     i = 0
     for name in folder.names:
         if "\0" in name:
@@ -154,17 +170,18 @@ def _list_kinds(fd: int, base: str, names: list[str], stamps: list[int | None]) 
     with os.scandir(fd) as it:
         found = sorted(it, key=_NAME)
     epochs = False
+    regular = 0
     for e in found:
         name = e.name
         if e.is_file(follow_symlinks=False):
             names.append(base + name)
-            stamps.append(None)
-            stamps.append(None)
+            regular += 1
         elif e.is_dir(follow_symlinks=False):
             names.append(base + name + "\0d")
             epochs = epochs or name == EPOCHS_FOLDER
         else:
             names.append(base + name + ("\0l" if e.is_symlink() else "\0o"))
+    stamps.extend([None] * (2 * regular))  # all alike: their order does not matter
     return epochs
 
 
@@ -230,22 +247,22 @@ def iter_entries(folder: Folder, rel: str, prefix: str) -> Iterator[Entry]:
     stamps = folder.stamps
     i = 0
     for name in folder.names:
-        regular = "\0" not in name
-        stamp: Stamp = NO_STAMP
-        slot = -1
-        if regular:
-            stamp, slot = (stamps[i], stamps[i + 1]), i
+        if "\0" not in name:  # a regular file: the next stamp is its
+            slot = i
             i += 2
-        if "/" not in name:
-            bare = name if regular else name[:-2]
-            if bare.endswith(TMP_SUFFIX) or name == EPOCHS_FOLDER + "\0d":
+            if "/" not in name:
+                if not name.endswith(TMP_SUFFIX):
+                    stamp = (stamps[slot], stamps[slot + 1])
+                    yield f"{rel}/{name}", 1, named_setup(name, prefix), stamp, slot
                 continue
-            yield f"{rel}/{bare}", 1, named_setup(name, prefix) if regular else None, stamp, slot
-            continue
-        parts = name.split("/")
-        if len(parts) != 3 or not regular or parts[2].endswith(TMP_SUFFIX):
-            continue
-        epoch = epoch_number(parts[1])
-        setup = named_setup(parts[2], prefix)
-        if epoch is not None and setup is not None:
-            yield f"{rel}/{name}", epoch, setup, stamp, slot
+            parts = name.split("/")
+            if len(parts) != 3 or parts[2].endswith(TMP_SUFFIX):
+                continue
+            epoch = epoch_number(parts[1])
+            setup = named_setup(parts[2], prefix)
+            if epoch is not None and setup is not None:
+                yield f"{rel}/{name}", epoch, setup, (stamps[slot], stamps[slot + 1]), slot
+        elif "/" not in name:  # only epoch 1's other entries are counted, as ignored
+            bare = name[:-2]
+            if not bare.endswith(TMP_SUFFIX) and name != _EPOCHS_ENTRY:
+                yield f"{rel}/{bare}", 1, None, NO_STAMP, -1

@@ -10,11 +10,11 @@ import os
 import sqlite3
 import subprocess
 import sys
-from dataclasses import fields, replace
-from operator import attrgetter
+from dataclasses import replace
 from pathlib import Path
 
 import orjson
+import pytest
 
 from kag.datasets import load_datasets
 from kag.grading.record import GradedFile, Outcome
@@ -35,13 +35,12 @@ from kag.view.record_rows import (
     answer_vote,
     describe,
     from_row,
-    shared_flattener,
+    shared_json,
     to_row,
 )
 from tests.view.helpers import make_tree
 
 REPO = Path(__file__).resolve().parents[2]
-_CONFIG_NAMES = tuple(f.name for f in fields(ModelConfig))
 BASE = ("/trees/t", "med/q1/kag.json", "med", "q1", "kag", 1, "graded", 120, 7)
 
 
@@ -150,12 +149,20 @@ def test_a_config_shared_by_many_files_is_written_as_each_file_s_own_would_be() 
         row = to_row(record, BASE)
         assert row[DETAIL] == _plain_detail(record)
         assert from_row(row, "kag") == record
-    # The memo is bounded, and a value it let go is flattened again, the same.
-    flatten = shared_flattener(ModelConfig, kept=2)
-    configs = [ModelConfig("p", str(i), 0.0) for i in range(5)]
-    assert [flatten(c) for c in configs + configs] == [
-        list(attrgetter(*_CONFIG_NAMES)(c)) for c in configs * 2
+    # The memo is bounded, and a value it let go is written again, the same.
+    default = shared_json(kept=2)
+    configs = [
+        ModelConfig("p", str(i), 0.0, 2**70 if i == 3 else i, AugmentedGeneration("r", "d")) for i in range(5)
     ]
+    for config in configs + configs:
+        detail = [1, config, None]
+        try:
+            expected = orjson.dumps(detail, default=_as_list, option=orjson.OPT_PASSTHROUGH_DATACLASS)
+        except orjson.JSONEncodeError:
+            with pytest.raises(orjson.JSONEncodeError):
+                orjson.dumps(detail, default=default, option=orjson.OPT_PASSTHROUGH_DATACLASS)
+            continue
+        assert orjson.dumps(detail, default=default, option=orjson.OPT_PASSTHROUGH_DATACLASS) == expected
 
 
 def test_the_layout_names_every_field_and_nested_type() -> None:

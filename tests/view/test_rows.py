@@ -6,14 +6,19 @@ from __future__ import annotations
 
 import ast
 import json
+import os
+from multiprocessing.reduction import ForkingPickler
 from pathlib import Path
 
 from kag.datasets import load_datasets
+from kag.grading.mcq.question_files import question_task, unreadable_reason
 from kag.grading.mcq.request import GradeRequest
 from kag.grading.mcq.walk import grade_tree
 from kag.results import result_path, write_result
 from kag.view.index import Index, Tree
 from kag.view.query import View
+from kag.view.rows import Part, ScanContext, scan_chunk
+from kag.view.walk import iter_top
 from tests.result_helpers import ok_result
 from tests.view.helpers import make_tree
 
@@ -97,3 +102,68 @@ def test_an_open_question_without_a_usable_answer_is_left_out_as_kag_stats_leave
             assert run.tallies == expected.tallies
     finally:
         index.close()
+
+
+def _scanned_part(tmp_path: Path) -> Part:
+    """The part a worker makes of every question folder of the test tree, as a first build."""
+    datasets, tree = make_tree(tmp_path)
+    root = str(tree.resolve())
+    ctx = ScanContext(load_datasets(datasets), None, "", str(tmp_path / "index.sqlite"))
+    jobs = [(e.path, rel, d, q, None, 0) for rel, d, q, e in iter_top(root) if q]
+    return scan_chunk(ctx, (root, True, jobs))
+
+
+def test_a_part_sent_from_a_worker_holds_the_rows_it_made(tmp_path: Path) -> None:
+    part = _scanned_part(tmp_path)
+    part.rows.append(
+        (*part.rows[0][:7], 2**70, -(2**70), "a lone surrogate \udcff", "\x00", *part.rows[0][12:])
+    )
+    sent = ForkingPickler.loads(ForkingPickler.dumps(part))
+    assert len(part.rows) > 10
+    assert sent == part
+    assert [[type(v) for v in row] for row in sent.rows] == [[type(v) for v in row] for row in part.rows]
+
+
+class Text(str):
+    """A value marshal cannot write (a subclass of str)."""
+
+
+def test_a_part_whose_rows_marshal_cannot_write_is_sent_as_it_is(tmp_path: Path) -> None:
+    part = _scanned_part(tmp_path)
+    part.rows.append((Text("a text of another type"), *part.rows[0][1:]))
+    sent = ForkingPickler.loads(ForkingPickler.dumps(part))
+    assert sent == part
+    assert type(sent.rows[-1][0]) is Text
+
+
+def test_a_file_opened_in_its_listed_folder_is_graded_as_by_its_path(tmp_path: Path) -> None:
+    datasets, tree = make_tree(tmp_path)
+    folder = tree / "med" / "q0"
+    (folder / "planted.json").symlink_to(folder / "kag.json")
+    (folder / "notjson.json").write_bytes(b"{not json")
+    ds = load_datasets(datasets)
+    ctx = ScanContext(ds, None, "", str(tmp_path / "index.sqlite"))
+    grader = ctx.grader(str(tree))
+    task = question_task(ds.get("med", "q0"), str(folder), "med", "q0")
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for name in ("kag.json", "native.json", "planted.json", "notjson.json"):
+            path = str(folder / name)
+            by_path, in_folder = (
+                grader.grade(task, path, name[:-5]),
+                grader.grade(task, path, name[:-5], (fd, name)),
+            )
+            assert in_folder.record == by_path.record
+            assert (in_folder.stat is None) == (by_path.stat is None)
+            if by_path.stat is not None:
+                assert in_folder.stat is not None
+                assert (in_folder.stat.st_size, in_folder.stat.st_mtime_ns) == (
+                    by_path.stat.st_size,
+                    by_path.stat.st_mtime_ns,
+                )
+            if by_path.failure is not None:  # the reason a row keeps
+                assert in_folder.failure is not None
+                assert unreadable_reason(in_folder.failure) == unreadable_reason(by_path.failure)
+            assert (name in ("planted.json", "notjson.json")) == (by_path.record is None)
+    finally:
+        os.close(fd)

@@ -184,27 +184,31 @@ class FileGrader:
         """Whether the files of ``task`` are read for their retrieval text."""
         return self.reads_text and bool(task.evidence or task.evidence_triples)
 
-    def _bytes(self, path: str) -> tuple[bytes, os.stat_result | None]:
+    def _bytes(self, path: str, at: tuple[int, str] | None) -> tuple[bytes, os.stat_result | None]:
+        name, dir_fd = (path, None) if at is None else (at[1], at[0])
         if self.stamped:
-            return read_result_stamped(path)
-        return read_result_bytes(path), None
+            return read_result_stamped(name, dir_fd)
+        return read_result_bytes(name, dir_fd), None
 
     def _fields(self, data: bytes, with_text: bool) -> GradingFields:
         if self.read is not None:
             return self.read(data, self.details, with_text)
         return parse_grading_fields(data, self.details, retrieval_text=with_text)
 
-    def grade(self, task: QuestionTask, path: str, setup: str) -> GradedEntry:
+    def grade(
+        self, task: QuestionTask, path: str, setup: str, at: tuple[int, str] | None = None
+    ) -> GradedEntry:
         """The file ``path`` of ``setup`` in the folder of ``task`` (a SCORABLE or OPEN one)
-        graded. A file that cannot be read or parsed gives no record; an invalid
-        ``--extract`` pattern's timeout is raised (the pattern's fault, not the file's)."""
+        graded (``at``: it is opened as (an open folder, its name there)). A file that cannot
+        be read or parsed gives no record; an invalid ``--extract`` pattern's timeout is
+        raised (the pattern's fault, not the file's)."""
         with_text = self.with_text(task)
         if task.kind is QuestionKind.OPEN:
-            return self._grade_open(task, path, setup, with_text)
+            return self._grade_open(task, path, setup, with_text, at)
         st = None
         key: AnswerKey = task.key  # type: ignore[assignment]
         try:
-            data, st = self._bytes(path)
+            data, st = self._bytes(path, at)
             fields = self._fields(data, with_text)
             outcome = fields_outcome(fields, key, self.abstention)
         except Exception as exc:  # noqa: BLE001 - one bad file must never stop the walk
@@ -255,12 +259,14 @@ class FileGrader:
         alike.append(prepared)
         return prepared
 
-    def _grade_open(self, task: QuestionTask, path: str, setup: str, with_text: bool) -> GradedEntry:
+    def _grade_open(
+        self, task: QuestionTask, path: str, setup: str, with_text: bool, at: tuple[int, str] | None
+    ) -> GradedEntry:
         """An open question's file graded by EM and F1 (an error file 0), with its retrieval
         quality crossed with the exact match when the evidence is read."""
         st = None
         try:
-            data, st = self._bytes(path)
+            data, st = self._bytes(path, at)
             fields = self._fields(data, with_text)
         except Exception as exc:  # noqa: BLE001 - one bad file must never stop the walk
             return GradedEntry(None, failure=exc, stat=st)
