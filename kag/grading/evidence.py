@@ -37,7 +37,14 @@ def evidence_found(names: Sequence[str], retrieval_text: str | RetrievalText) ->
     costs about one substring search.
     """
     text = RetrievalText(retrieval_text) if isinstance(retrieval_text, str) else retrieval_text
-    return tuple(text.contains(normalize_title(name)) for name in names)
+    return normalized_found([normalize_title(name) for name in names], text)
+
+
+def normalized_found(names: Sequence[str], text: RetrievalText) -> tuple[bool, ...]:
+    """:func:`evidence_found` of names given normalized (``normalize_title``, as a question's
+    gold is once for all of its files: :class:`~kag.grading.retrieval_quality.QuestionGold`)."""
+    contains = text.contains
+    return tuple([contains(name) for name in names])
 
 
 @dataclass(frozen=True, slots=True)

@@ -142,11 +142,8 @@ def _grade_chunk(tasks: Sequence[QuestionTask], config: _Config) -> _ChunkResult
     records: Files | None = out.kept.get("records")
     open_records: Files | None = out.kept.get("open_records")
     epochs: ByQuestion | None = out.kept.get("epochs")
+    # The grader makes equal evidence records one object: a chunk's result sends each once.
     evidence: ByQuestion | None = out.kept.get("evidence")
-    # The evidence records of a chunk take a handful of values (which names were found,
-    # whether the answer was right): equal ones are kept as one object, which the result
-    # then sends once and the parent reads back once (they are frozen).
-    alike: dict[tuple[tuple[bool, ...], bool], EvidenceRecord] = {}
     for task in tasks:
         try:
             entries = sorted_entries(task.path)
@@ -199,9 +196,7 @@ def _grade_chunk(tasks: Sequence[QuestionTask], config: _Config) -> _ChunkResult
                 continue
             out.tally(key).add(graded)
             if got.evidence is not None and evidence is not None:
-                record = got.evidence
-                record = alike.setdefault((record.found, record.correct), record)  # tuples hash in C
-                evidence.setdefault(key, {})[task.question] = record
+                evidence.setdefault(key, {})[task.question] = got.evidence
             if records is not None:
                 records.append(graded)
             if firsts is not None:
