@@ -32,6 +32,7 @@ from typing import Any
 
 from kag.datasets import Datasets, Question, count_questions
 from kag.errors import UsageError
+from kag.gcpause import collector_paused
 from kag.grading.epochs import EpochOutcome
 from kag.grading.evidence import EvidenceRecord
 from kag.grading.mcq.epoch_walk import epoch_outcome, question_epochs
@@ -127,6 +128,9 @@ class _ChunkResult:
         self.unreadable.append(Unreadable(path, unreadable_reason(exc)))
 
 
+# What a chunk makes holds no cycle (an unreadable file's exception aside, freed after the
+# chunk): the collector is not run over it, nor over the run's parts the parent gathers.
+@collector_paused()
 def _grade_chunk(tasks: Sequence[QuestionTask], config: _Config) -> _ChunkResult:
     """Grade the result files of a chunk of question folders (runs in a worker process)."""
     request = config.request
@@ -352,20 +356,21 @@ def grade_tree(
     skipped = ignored = 0
     unreadable: list[Unreadable] = []
     kept = kept_parts(request.asked)
-    for part in _graded_chunks(chunks, config, workers):
-        for name, value in part.kept.items():
-            kept[name].merge(value)
-        for level, message in part.logs:
-            log.log(level, "%s", message)
-        for key, tally in part.tallies.items():
-            mine = tallies.get(key)
-            if mine is None:
-                tallies[key] = tally
-            else:
-                mine.merge(tally)
-        skipped += part.skipped
-        ignored += part.ignored
-        unreadable.extend(part.unreadable)
+    with collector_paused():
+        for part in _graded_chunks(chunks, config, workers):
+            for name, value in part.kept.items():
+                kept[name].merge(value)
+            for level, message in part.logs:
+                log.log(level, "%s", message)
+            for key, tally in part.tallies.items():
+                mine = tallies.get(key)
+                if mine is None:
+                    tallies[key] = tally
+                else:
+                    mine.merge(tally)
+            skipped += part.skipped
+            ignored += part.ignored
+            unreadable.extend(part.unreadable)
     for level, message in parent.logs:
         log.log(level, "%s", message)
     unreadable.sort(key=lambda u: u.path)
