@@ -76,11 +76,15 @@ def entry_name_problem(name: str) -> str | None:
 
 
 Evidence = tuple[tuple[str, ...], tuple[tuple[str, str, str], ...]]
+_EVIDENCE_KEYS = frozenset({"entities", "triples"})
 
 
 def _names(value: object) -> tuple[str, ...] | None:
-    if not isinstance(value, list) or not all(isinstance(n, str) and n.strip() for n in value):
+    if not isinstance(value, list):
         return None
+    for n in value:
+        if not (isinstance(n, str) and n.strip()):
+            return None
     return tuple(value)
 
 
@@ -104,8 +108,8 @@ def _parse_evidence(where: str, entry: dict[str, object], problems: list[str]) -
     if value is None:
         return (), ()
     if isinstance(value, dict):
-        unknown = sorted(set(value) - {"entities", "triples"})
-        if unknown:
+        if not value.keys() <= _EVIDENCE_KEYS:
+            unknown = sorted(set(value) - _EVIDENCE_KEYS)
             problems.append(f"{where}: 'evidence' has unknown key {unknown[0]!r} (entities, triples)")
             return None
         names = _names(value.get("entities", []))
@@ -140,32 +144,26 @@ def parse_question(dataset: str, qid: str, entry: object, problems: list[str]) -
     evidence = _parse_evidence(where, entry, problems)
     if evidence is None:
         return None
-    question = _parse_entry(where, dataset, qid, entry, problems)
-    names, triples = evidence
-    if question is None or not (names or triples):
-        return question
-    # Made again rather than copied by dataclasses.replace (which costs 5 times as much).
-    return Question(
-        question.dataset, question.id, question.input, question.mcq, question.open, names, triples
-    )
+    return _parse_entry(where, dataset, qid, entry, problems, evidence)
 
 
 def _parse_entry(
-    where: str, dataset: str, qid: str, entry: dict[str, object], problems: list[str]
+    where: str, dataset: str, qid: str, entry: dict[str, object], problems: list[str], evidence: Evidence
 ) -> Question | None:
+    """The question of an entry with its gold ``evidence`` (made once, with it)."""
     text = entry.get("input")
     if not isinstance(text, str):
         problems.append(f"{where}: 'input' must be a string")
         return None
     output = entry.get("output")
     if output is None:
-        return Question(dataset, qid, text, None)
+        return Question(dataset, qid, text, None, None, *evidence)
     if not isinstance(output, dict):
         problems.append(f"{where}: 'output' must be an object")
         return None
     kind = output.get("type")
     if kind == "Open":
-        return _parse_open(where, dataset, qid, text, output, problems)
+        return _parse_open(where, dataset, qid, text, output, problems, evidence)
     if kind != "MCQ":
         problems.append(f'{where}: \'output.type\' must be "MCQ" or "Open" (got {kind!r})')
         return None
@@ -195,11 +193,17 @@ def _parse_entry(
     if answer is not None and (not isinstance(answer, str) or answer not in options):
         problems.append(f"{where}: 'output.answer' {answer!r} is not one of the option keys {list(options)}")
         return None
-    return Question(dataset, qid, text, MCQ(dict(options), answer))
+    return Question(dataset, qid, text, MCQ(dict(options), answer), None, *evidence)
 
 
 def _parse_open(
-    where: str, dataset: str, qid: str, text: str, output: dict[str, object], problems: list[str]
+    where: str,
+    dataset: str,
+    qid: str,
+    text: str,
+    output: dict[str, object],
+    problems: list[str],
+    evidence: Evidence,
 ) -> Question | None:
     answers = output.get("answers")
     if not isinstance(answers, list) or not answers:
@@ -208,7 +212,7 @@ def _parse_open(
     if not all(isinstance(a, str) for a in answers):
         problems.append(f"{where}: every item of 'output.answers' must be a string")
         return None
-    return Question(dataset, qid, text, None, OpenAnswer(tuple(answers)))
+    return Question(dataset, qid, text, None, OpenAnswer(tuple(answers)), *evidence)
 
 
 class Duplicate(Exception):

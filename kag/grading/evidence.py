@@ -37,7 +37,14 @@ def evidence_found(names: Sequence[str], retrieval_text: str | RetrievalText) ->
     costs about one substring search.
     """
     text = RetrievalText(retrieval_text) if isinstance(retrieval_text, str) else retrieval_text
-    return tuple(text.contains(normalize_title(name)) for name in names)
+    return normalized_found([normalize_title(name) for name in names], text)
+
+
+def normalized_found(names: Sequence[str], text: RetrievalText) -> tuple[bool, ...]:
+    """:func:`evidence_found` of names given normalized (``normalize_title``, as a question's
+    gold is once for all of its files: :class:`~kag.grading.retrieval_quality.QuestionGold`)."""
+    contains = text.contains
+    return tuple([contains(name) for name in names])
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,25 +100,64 @@ def summarize_evidence(records: Iterable[EvidenceRecord]) -> EvidenceSummary | N
     - ``accuracy_when_hit`` = correct hits / hits, None when no question is a hit
     - ``accuracy_when_missed`` = correct misses / misses, None when every question is a hit
     """
-    count = 0
-    shares: list[float] = []
-    hits = hit_correct = missed_correct = 0
-    for record in records:
-        count += 1
-        shares.append(record.share)
-        if record.hit:
-            hits += 1
-            hit_correct += record.correct
-        else:
-            missed_correct += record.correct
-    if count == 0:
-        return None
-    misses = count - hits
-    return EvidenceSummary(
-        questions=count,
-        # fsum: exactly rounded, so the figure does not depend on the order of the records.
-        recall=math.fsum(shares) / count,
-        hit_rate=hits / count,
-        accuracy_when_hit=hit_correct / hits if hits else None,
-        accuracy_when_missed=missed_correct / misses if misses else None,
-    )
+    return EvidenceCounts.of(records).summary()
+
+
+@dataclass(slots=True)
+class EvidenceCounts:
+    """What :func:`summarize_evidence` sums over records: each record's share, and the hits
+    and right answers among hits and misses. Counts of groups of records add up to the
+    counts of all of them (:meth:`joined`)."""
+
+    shares: list[float]
+    hits: int = 0
+    hit_correct: int = 0
+    missed_correct: int = 0
+
+    @classmethod
+    def of(cls, records: Iterable[EvidenceRecord]) -> EvidenceCounts:
+        """The counts of ``records``. Records take a handful of values: each value's share
+        and hit are read once."""
+        counts = cls([])
+        shares = counts.shares
+        hits = hit_correct = missed_correct = 0
+        known: dict[tuple[bool, ...], tuple[float, bool]] = {}
+        for record in records:
+            found = record.found
+            read = known.get(found)
+            if read is None:
+                read = known[found] = (record.share, record.hit)
+            shares.append(read[0])
+            if read[1]:
+                hits += 1
+                hit_correct += record.correct
+            else:
+                missed_correct += record.correct
+        counts.hits, counts.hit_correct, counts.missed_correct = hits, hit_correct, missed_correct
+        return counts
+
+    @classmethod
+    def joined(cls, parts: Iterable[EvidenceCounts]) -> EvidenceCounts:
+        """The counts of the records of every part together."""
+        out = cls([])
+        for part in parts:
+            out.shares += part.shares
+            out.hits += part.hits
+            out.hit_correct += part.hit_correct
+            out.missed_correct += part.missed_correct
+        return out
+
+    def summary(self) -> EvidenceSummary | None:
+        """The block of the records counted (see :func:`summarize_evidence`)."""
+        count, hits = len(self.shares), self.hits
+        if count == 0:
+            return None
+        misses = count - hits
+        return EvidenceSummary(
+            questions=count,
+            # fsum: exactly rounded, so the figure does not depend on the order of the records.
+            recall=math.fsum(self.shares) / count,
+            hit_rate=hits / count,
+            accuracy_when_hit=self.hit_correct / hits if hits else None,
+            accuracy_when_missed=self.missed_correct / misses if misses else None,
+        )

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -38,13 +37,12 @@ from kag.results.graph_text import (
 )
 from kag.results.model import RetrievedGraph
 
-if TYPE_CHECKING:
-    from kag.results.codec import GradingFields
-
 Triple = tuple[str, str, str]
 
 # The most nodes whose relationship lines are sought one by one (each a search of the text).
 _STARTS_SOUGHT = 8
+# Looked up once: an enum member read from its class costs a lookup every file.
+_EXACT = MatchMode.EXACT
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,6 +261,23 @@ def _similar(
     )
 
 
+class QuestionGold:
+    """A question's gold evidence with its names normalized once for all of its result
+    files (:func:`gold_quality` reads it for each): the gold ``entities`` and ``triples``
+    as listed, each entity normalized as a name (``names``, in order) and the two ends of
+    each triple so normalized (``ends``)."""
+
+    __slots__ = ("ends", "ends_named", "entities", "names", "triples")
+
+    def __init__(self, entities: Sequence[str], triples: Sequence[Triple]) -> None:
+        self.entities = entities
+        self.triples = triples
+        self.names = tuple([normalize_title(e) for e in entities])
+        self.ends = tuple([(normalize_title(s), normalize_title(o)) for s, _, o in triples])
+        #: Whether no end of a gold triple normalizes to ``""``.
+        self.ends_named = all(s and o for s, o in self.ends)
+
+
 def file_quality(
     entities: Sequence[str],
     triples: Sequence[Triple],
@@ -287,11 +302,28 @@ def file_quality(
     whenever the file has one (on every path)."""
     if not (entities or triples) or text is None:
         return None
+    gold = QuestionGold(entities, triples)
+    return gold_quality(gold, text, graph, correct, similarity, tuple(name_keys), relationships)
+
+
+def gold_quality(
+    gold: QuestionGold,
+    text: str | RetrievalText | None,
+    graph: RetrievedGraph | None,
+    correct: bool,
+    similarity: Similarity,
+    name_keys: tuple[str, ...] = DEFAULT_NAME_KEYS,
+    relationships: int | None = None,
+) -> QualityRecord | None:
+    """:func:`file_quality` of a question's gold normalized once (:class:`QuestionGold`)."""
+    entities, triples = gold.entities, gold.triples
+    if not (entities or triples) or text is None:
+        return None
     if graph is not None:
         return quality_record(entities, triples, graph, correct, similarity)
     prepared = RetrievalText(text) if isinstance(text, str) else text
-    if similarity.mode is MatchMode.EXACT and relationships is not None:
-        record = _exact_by_gold_names(entities, triples, prepared, tuple(name_keys), correct, relationships)
+    if relationships is not None and similarity.mode is _EXACT:
+        record = _exact_by_gold_names(gold, prepared, name_keys, correct, relationships)
         if record is not None:
             return record
     nodes, rels = formal_parts(prepared.text, name_keys)
@@ -304,8 +336,7 @@ def file_quality(
 
 
 def _exact_by_gold_names(
-    entities: Sequence[str],
-    triples: Sequence[Triple],
+    gold: QuestionGold,
     text: RetrievalText,
     name_keys: tuple[str, ...],
     correct: bool,
@@ -316,15 +347,16 @@ def _exact_by_gold_names(
     match a gold triple only between two of them. None, for the reading of every line, when
     one can be found and an end of a gold triple normalizes to ``""`` (which the names of
     nodes without one equal there)."""
-    gold = [(normalize_title(s), normalize_title(o)) for s, _, o in triples]
-    found = sum(1 for e in entities if (name := normalize_title(e)) and text.names_a_node(name, name_keys))
-    reachable = [
-        (s, o) for s, o in gold if text.names_a_node(s, name_keys) and text.names_a_node(o, name_keys)
-    ]
+    names_a_node = text.names_a_node
+    found = 0
+    for name in gold.names:
+        if name and names_a_node(name, name_keys):
+            found += 1
+    reachable = [(s, o) for s, o in gold.ends if names_a_node(s, name_keys) and names_a_node(o, name_keys)]
     if not reachable:
         # No gold triple has both ends among the nodes: none can be found, no line is read.
-        return QualityRecord(len(entities), found, len(triples), 0, relationships, 0, None, correct)
-    if not all(s and o for s, o in gold):
+        return _unreached(len(gold.entities), found, len(gold.triples), relationships, correct)
+    if not gold.ends_named:
         return None
     # Only the nodes named like the ends of a reachable triple can match one.
     named = {name: text.nodes_named(name, name_keys) for name in {n for pair in reachable for n in pair}}
@@ -337,39 +369,41 @@ def _exact_by_gold_names(
         else formal_relationships(text.text)
     )
     rels = [r for r in lines if r[0] in names and r[2] in names]
-    record = _exact([], triples, names, rels, None, correct)
+    record = _exact([], gold.triples, names, rels, None, correct)
     # The file's count, not believed below what matched (as on the reading of every line).
     matched = record.relationships_matched
-    return replace(
-        record, entities=len(entities), entities_found=found, relationships=max(relationships, matched)
+    return QualityRecord(
+        len(gold.entities),
+        found,
+        record.triples,
+        record.triples_found,
+        max(relationships, matched),
+        matched,
+        record.seed_ranks,
+        correct,
     )
+
+
+# The records of files where no gold triple was reachable, by their counts: they take few
+# values (a file's gold, its count of relationships, whether its answer was right), and one
+# object for each spares making a frozen record for every file (most files are such).
+_UNREACHED: dict[tuple[int, int, int, int, bool], QualityRecord] = {}
+_UNREACHED_KEPT = 8192
+
+
+def _unreached(entities: int, found: int, triples: int, relationships: int, correct: bool) -> QualityRecord:
+    """``QualityRecord(entities, found, triples, 0, relationships, 0, None, correct)``, the
+    object already made when an equal one was (records are frozen)."""
+    key = (entities, found, triples, relationships, correct)
+    record = _UNREACHED.get(key)
+    if record is None:
+        if len(_UNREACHED) >= _UNREACHED_KEPT:
+            _UNREACHED.clear()
+        record = _UNREACHED[key] = QualityRecord(entities, found, triples, 0, relationships, 0, None, correct)
+    return record
 
 
 _SIMILARITIES: dict[str, Similarity] = {}
-
-
-def fields_quality(
-    entities: Sequence[str],
-    triples: Sequence[Triple],
-    fields: GradingFields,
-    correct: bool,
-    similarity: Similarity,
-    name_keys: tuple[str, ...] = DEFAULT_NAME_KEYS,
-    text: RetrievalText | None = None,
-) -> QualityRecord | None:
-    """:func:`file_quality` of a result file's grading fields: its retrieval text (or
-    ``text``, the same prepared), its recorded graph and its count of rendered relationships."""
-    r = fields.retrieval
-    return file_quality(
-        entities,
-        triples,
-        fields.retrieval_text if text is None else text,
-        fields.retrieval_graph,
-        correct,
-        similarity,
-        name_keys,
-        r.relationships if r is not None else None,
-    )
 
 
 def similarity_for(mode: str) -> Similarity:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import random
 import sys
 from pathlib import Path
 
@@ -17,6 +19,7 @@ from kag.grading.evidence import (
     evidence_record,
     summarize_evidence,
 )
+from kag.grading.mcq.evidence_blocks import summarize_setup_evidence
 from kag.grading.triplets.normalize import contains_words, normalize_prompt, normalize_title
 
 REAL = "results/pubmedqa/10135926/wekgr-qwen35-9b-ollama-neo4j-embedding-triplet-formal.json"
@@ -87,6 +90,45 @@ def test_recall_is_order_independent() -> None:
     forward = summarize_evidence(records)
     backward = summarize_evidence(reversed(records))
     assert forward == backward
+
+
+def _plain_summary(records: list[EvidenceRecord]) -> EvidenceSummary | None:
+    """The block by its formulas, each record's share and hit read from the record."""
+    if not records:
+        return None
+    hits = [r for r in records if r.hit]
+    missed = [r for r in records if not r.hit]
+    return EvidenceSummary(
+        len(records),
+        math.fsum(r.share for r in records) / len(records),
+        len(hits) / len(records),
+        sum(r.correct for r in hits) / len(hits) if hits else None,
+        sum(r.correct for r in missed) / len(missed) if missed else None,
+    )
+
+
+def test_the_blocks_of_a_setup_count_each_record_once_and_give_the_formulas() -> None:
+    # The overall block joins the datasets' counts; every block is the plain formulas' over
+    # its records, whether equal records are one object or not.
+    rng = random.Random(5)
+    kinds = [
+        EvidenceRecord(tuple(rng.random() < 0.4 for _ in range(rng.randrange(1, 6))), rng.random() < 0.5)
+        for _ in range(40)
+    ]
+    records: dict[tuple[str, str], dict[str, EvidenceRecord]] = {}
+    for setup, dataset in (("a", "d1"), ("a", "d2"), ("b", "d2"), ("a", "d3")):
+        group = records[setup, dataset] = {}
+        for q in range(rng.randrange(1, 400)):
+            kind = rng.choice(kinds)
+            group[str(q)] = kind if q % 2 else EvidenceRecord(kind.found, kind.correct)
+    blocks = summarize_setup_evidence(records)
+    assert sorted(blocks) == ["a", "b"]
+    for setup, block in blocks.items():
+        mine = {dataset: list(group.values()) for (s, dataset), group in records.items() if s == setup}
+        assert block.overall == _plain_summary([r for group in mine.values() for r in group])
+        assert block.per_dataset == {dataset: _plain_summary(group) for dataset, group in mine.items()}
+        assert list(block.per_dataset) == sorted(mine)
+    assert summarize_setup_evidence({}) == {}
 
 
 piece = st.sampled_from(

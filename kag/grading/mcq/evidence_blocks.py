@@ -10,10 +10,10 @@ dataset without evidence names, has no record: its block is None.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from kag.grading.evidence import EvidenceRecord, EvidenceSummary, summarize_evidence
+from kag.grading.evidence import EvidenceCounts, EvidenceRecord, EvidenceSummary
 
 #: (setup, dataset) -> question -> the evidence record of that setup's (epoch 1) file.
 EvidenceRecords = Mapping[tuple[str, str], Mapping[str, EvidenceRecord]]
@@ -28,14 +28,15 @@ class SetupEvidence:
 
 
 def summarize_setup_evidence(records: EvidenceRecords) -> dict[str, SetupEvidence]:
-    """Per setup with records: the overall block (all its records) and one per dataset."""
-    grouped: dict[str, dict[str, Sequence[EvidenceRecord]]] = {}
+    """Per setup with records: the overall block (all its records) and one per dataset,
+    each record counted once (the overall block joins the datasets' counts)."""
+    grouped: dict[str, dict[str, EvidenceCounts]] = {}
     for (setup, dataset), group in records.items():
-        grouped.setdefault(setup, {})[dataset] = tuple(group.values())
+        grouped.setdefault(setup, {})[dataset] = EvidenceCounts.of(group.values())
     return {
         setup: SetupEvidence(
-            summarize_evidence(r for group in per_dataset.values() for r in group),
-            {dataset: summarize_evidence(group) for dataset, group in sorted(per_dataset.items())},
+            EvidenceCounts.joined(per_dataset.values()).summary(),
+            {dataset: counts.summary() for dataset, counts in sorted(per_dataset.items())},
         )
         for setup, per_dataset in grouped.items()
     }

@@ -20,18 +20,23 @@ from pathlib import Path
 from typing import NamedTuple
 
 from kag.datasets import Question
-from kag.grading.evidence import EvidenceRecord, evidence_record
+from kag.grading.evidence import EvidenceRecord, normalized_found
 from kag.grading.mcq.extracted import compile_spec, extracted_grade
 from kag.grading.mcq.request import GradeRequest
 from kag.grading.mcq.rule import AnswerKey, compile_abstention, fields_outcome, grade_fields
 from kag.grading.measures import needs
 from kag.grading.open_grading import grade_open_response
 from kag.grading.record import GradedFile, Outcome, open_outcome
-from kag.grading.retrieval_quality import QualityRecord, fields_quality, similarity_for
+from kag.grading.retrieval_quality import QualityRecord, QuestionGold, gold_quality, similarity_for
 from kag.grading.retrieval_text import RetrievalText
+from kag.grading.triplets.similarity import Similarity
 from kag.grading.verdicts import JudgeKey, VerdictCache, mcq_texts, open_texts, verdict_key_of
 from kag.results.codec import GradingFields, parse_grading_fields
 from kag.results.io import read_result_bytes, read_result_stamped
+
+# The most distinct evidence records a grader keeps to share (a question with many evidence
+# names may find any subset of them).
+_ALIKE_KEPT = 1024
 
 #: Reads a result file's bytes into its grading fields: ``(data, details, retrieval_text)``.
 FieldsReader = Callable[[bytes, bool, bool], GradingFields]
@@ -174,11 +179,18 @@ class FileGrader:
         self.stamped = stamped
         one_step = self.spec is None and self.verdicts is None
         self.record: Callable[..., GradedFile] = TupleRecord if tuples and one_step else GradedFile
-        # The retrieval texts of the question being graded, prepared, by their length: a
-        # text that several setups retrieved alike is searched once (what a search found
-        # depends on the text alone). Emptied when the next question's files come.
+        # The question being graded: its gold evidence normalized once, and its retrieval
+        # texts prepared, by their length: a text that several setups retrieved alike is
+        # searched once (what a search found depends on the text alone). Both made anew
+        # when the next question's files come.
         self._texts_of: QuestionTask | None = None
+        self._gold = QuestionGold((), ())
         self._texts: dict[int, list[RetrievalText]] = {}
+        self._similarity: Similarity | None = None  # made on first need (a model may load)
+        self._name_keys = tuple(request.node_name)
+        # Equal evidence records (a handful of values: which names were found, whether the
+        # answer was right) are one object, which a chunk's result then sends once.
+        self._alike: dict[tuple[tuple[bool, ...], bool], EvidenceRecord] = {}
 
     def with_text(self, task: QuestionTask) -> bool:
         """Whether the files of ``task`` are read for their retrieval text."""
@@ -218,10 +230,11 @@ class FileGrader:
             # Crossed with the strict grade; the text prepared once for both evidence measures.
             correct = outcome[0] is Outcome.OK
             text = self._prepared(task, fields.retrieval_text)
-            quality = self._quality(task, fields, correct, text)
-            found = evidence_record(task.evidence, text, correct)
-            if found is not None and self.hits:
-                hit = found.hit
+            quality = self._quality(fields, correct, text)
+            if task.evidence:
+                found = self._evidence(normalized_found(self._gold.names, text), correct)
+                if self.hits:
+                    hit = found.hit
         # The record made once, with what the evidence measures found.
         graded = grade_fields(
             fields,
@@ -250,6 +263,7 @@ class FileGrader:
         never compared; equal lengths compare at C speed, no hash of a long text is taken."""
         if task is not self._texts_of:
             self._texts_of = task
+            self._gold = QuestionGold(task.evidence, task.evidence_triples)
             self._texts = {}
         alike = self._texts.setdefault(len(text), [])
         for prepared in alike:
@@ -273,7 +287,7 @@ class FileGrader:
         exact, f1 = grade_open_response(fields.response, task.answers)
         quality = None
         if with_text and fields.retrieval_text is not None:  # a file without a retrieval has none
-            quality = self._quality(task, fields, exact == 1, self._prepared(task, fields.retrieval_text))
+            quality = self._quality(fields, exact == 1, self._prepared(task, fields.retrieval_text))
         graded = self.record(
             task.dataset,
             task.question,
@@ -296,17 +310,29 @@ class FileGrader:
             graded = self.verdicts.read(graded, task)
         return GradedEntry(graded, stat=st)
 
-    def _quality(
-        self, task: QuestionTask, fields: GradingFields, correct: bool, text: RetrievalText | None = None
-    ) -> QualityRecord | None:
-        """The file's retrieval quality against the question's gold evidence, crossed with
-        ``correct`` (the strict grade, or an open question's exact match); None when it has
-        no retrieval. ``text``: its retrieval text prepared, when the evidence block reads it too."""
-        request = self.request
-        similarity = similarity_for(request.evidence_match)
-        return fields_quality(
-            task.evidence, task.evidence_triples, fields, correct, similarity, tuple(request.node_name), text
+    def _quality(self, fields: GradingFields, correct: bool, text: RetrievalText) -> QualityRecord | None:
+        """The file's retrieval quality against the gold evidence of the question being
+        graded, crossed with ``correct`` (the strict grade, or an open question's exact
+        match); None when it has no retrieval. ``text``: its retrieval text prepared
+        (:meth:`_prepared`, which also takes the question's gold)."""
+        similarity = self._similarity
+        if similarity is None:
+            similarity = self._similarity = similarity_for(self.request.evidence_match)
+        r = fields.retrieval
+        count = r.relationships if r is not None else None  # the file's count of rendered ones
+        return gold_quality(
+            self._gold, text, fields.retrieval_graph, correct, similarity, self._name_keys, count
         )
+
+    def _evidence(self, found: tuple[bool, ...], correct: bool) -> EvidenceRecord:
+        """The evidence record of a file, the one already made when an equal one was."""
+        alike = self._alike
+        record = alike.get((found, correct))
+        if record is None:
+            if len(alike) >= _ALIKE_KEPT:
+                alike.clear()
+            record = alike[found, correct] = EvidenceRecord(found, correct)
+        return record
 
 
 class _Verdicts:

@@ -32,6 +32,7 @@ from typing import Any
 
 from kag.datasets import Datasets, Question, count_questions
 from kag.errors import UsageError
+from kag.gcpause import collector_paused
 from kag.grading.epochs import EpochOutcome
 from kag.grading.evidence import EvidenceRecord
 from kag.grading.mcq.epoch_walk import epoch_outcome, question_epochs
@@ -127,6 +128,9 @@ class _ChunkResult:
         self.unreadable.append(Unreadable(path, unreadable_reason(exc)))
 
 
+# What a chunk makes holds no cycle (an unreadable file's exception aside, freed after the
+# chunk): the collector is not run over it, nor over the run's parts the parent gathers.
+@collector_paused()
 def _grade_chunk(tasks: Sequence[QuestionTask], config: _Config) -> _ChunkResult:
     """Grade the result files of a chunk of question folders (runs in a worker process)."""
     request = config.request
@@ -142,11 +146,8 @@ def _grade_chunk(tasks: Sequence[QuestionTask], config: _Config) -> _ChunkResult
     records: Files | None = out.kept.get("records")
     open_records: Files | None = out.kept.get("open_records")
     epochs: ByQuestion | None = out.kept.get("epochs")
+    # The grader makes equal evidence records one object: a chunk's result sends each once.
     evidence: ByQuestion | None = out.kept.get("evidence")
-    # The evidence records of a chunk take a handful of values (which names were found,
-    # whether the answer was right): equal ones are kept as one object, which the result
-    # then sends once and the parent reads back once (they are frozen).
-    alike: dict[tuple[tuple[bool, ...], bool], EvidenceRecord] = {}
     for task in tasks:
         try:
             entries = sorted_entries(task.path)
@@ -199,9 +200,7 @@ def _grade_chunk(tasks: Sequence[QuestionTask], config: _Config) -> _ChunkResult
                 continue
             out.tally(key).add(graded)
             if got.evidence is not None and evidence is not None:
-                record = got.evidence
-                record = alike.setdefault((record.found, record.correct), record)  # tuples hash in C
-                evidence.setdefault(key, {})[task.question] = record
+                evidence.setdefault(key, {})[task.question] = got.evidence
             if records is not None:
                 records.append(graded)
             if firsts is not None:
@@ -357,20 +356,21 @@ def grade_tree(
     skipped = ignored = 0
     unreadable: list[Unreadable] = []
     kept = kept_parts(request.asked)
-    for part in _graded_chunks(chunks, config, workers):
-        for name, value in part.kept.items():
-            kept[name].merge(value)
-        for level, message in part.logs:
-            log.log(level, "%s", message)
-        for key, tally in part.tallies.items():
-            mine = tallies.get(key)
-            if mine is None:
-                tallies[key] = tally
-            else:
-                mine.merge(tally)
-        skipped += part.skipped
-        ignored += part.ignored
-        unreadable.extend(part.unreadable)
+    with collector_paused():
+        for part in _graded_chunks(chunks, config, workers):
+            for name, value in part.kept.items():
+                kept[name].merge(value)
+            for level, message in part.logs:
+                log.log(level, "%s", message)
+            for key, tally in part.tallies.items():
+                mine = tallies.get(key)
+                if mine is None:
+                    tallies[key] = tally
+                else:
+                    mine.merge(tally)
+            skipped += part.skipped
+            ignored += part.ignored
+            unreadable.extend(part.unreadable)
     for level, message in parent.logs:
         log.log(level, "%s", message)
     unreadable.sort(key=lambda u: u.path)

@@ -20,13 +20,8 @@ from kag.grading.percent import pct
 from kag.grading.record import GradedFile
 from kag.grading.retrieval_quality import (
     QualityRecord,
-    entity_recall,
-    is_reached,
     seed_recall_at_k,
     seed_reciprocal_rank,
-    triple_f1,
-    triple_precision,
-    triple_recall,
 )
 
 
@@ -58,24 +53,33 @@ def add(counts: RetrievalQualityCounts, graded: GradedFile) -> None:
 
 def add_quality(counts: RetrievalQualityCounts, r: QualityRecord) -> None:
     """Fold one quality record into ``counts`` (for an open question ``r.correct`` is the
-    exact match)."""
+    exact match): the figures of :mod:`kag.grading.retrieval_quality` (``entity_recall``,
+    ``triple_recall``, ``triple_precision``, ``triple_f1``, ``is_reached``) by their
+    formulas written out, the same floats added in the same order (this runs for every file
+    with a retrieval); the seed figures, rarer, by their functions."""
     counts.rq_questions += 1
-    recall = entity_recall(r)
-    if recall is not None:
+    entities, triples = r.entities, r.triples
+    if entities:
         counts.rq_entity_questions += 1
-        counts.rq_entity_recall += recall
-    t_recall, t_precision, t_f1 = triple_recall(r), triple_precision(r), triple_f1(r)
-    if t_recall is not None and t_precision is not None and t_f1 is not None:
+        counts.rq_entity_recall += r.entities_found / entities
+    if triples:
+        recall = r.triples_found / triples
+        retrieved = r.relationships
+        precision = r.relationships_matched / retrieved if retrieved else 0.0
         counts.rq_triple_questions += 1
-        counts.rq_triple_recall += t_recall
-        counts.rq_triple_precision += t_precision
-        counts.rq_triple_f1 += t_f1
-    s_recall, s_rr = seed_recall_at_k(r), seed_reciprocal_rank(r)
-    if s_recall is not None and s_rr is not None:
-        counts.rq_seed_questions += 1
-        counts.rq_seed_recall += s_recall
-        counts.rq_seed_rr += s_rr
-    if is_reached(r):
+        counts.rq_triple_recall += recall
+        counts.rq_triple_precision += precision
+        counts.rq_triple_f1 += 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+        reached = r.triples_found == triples
+    else:
+        reached = r.entities_found == entities
+    if r.seed_ranks:
+        s_recall, s_rr = seed_recall_at_k(r), seed_reciprocal_rank(r)
+        if s_recall is not None and s_rr is not None:
+            counts.rq_seed_questions += 1
+            counts.rq_seed_recall += s_recall
+            counts.rq_seed_rr += s_rr
+    if reached:
         if r.correct:
             counts.rq_reached_right += 1
         else:

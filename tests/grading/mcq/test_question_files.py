@@ -10,6 +10,8 @@ import orjson
 import pytest
 
 from kag.datasets import parse_datasets
+from kag.grading import retrieval_quality
+from kag.grading.evidence import EvidenceRecord
 from kag.grading.mcq import question_files
 from kag.grading.mcq.metrics import Tally
 from kag.grading.mcq.question_files import FileGrader, QuestionKind, question_task, unreadable_reason
@@ -20,6 +22,7 @@ from kag.results import result_path, write_result
 from kag.results.codec import GradingFields, parse_grading_fields
 from kag.results.model import Timing, Usage
 from kag.view.record_rows import to_row
+from tests.grading.test_retrieval_text import plain_contains, plain_quality
 from tests.result_helpers import neo4j_retrieval, ok_result
 
 DATASETS = parse_datasets(
@@ -237,3 +240,63 @@ def test_records_with_their_retrieval_measures_made_as_tuples_read_as_the_record
             assert getattr(light, field.name) == getattr(record, field.name), field.name
         base = ("/t", f"med/{question}/kag.json", "med", question, "kag", 1, "graded", 1, 2)
         assert to_row(light, base) == to_row(record, base)
+
+
+# Gold names that normalize alike, to "" ("..."), with a legal suffix, with an escape and
+# outside ASCII; texts where a gold triple is reachable or not, named twice, or escaped.
+GOLDS = [
+    (["Scurvy", "Iron"], [["Scurvy", "caused_by", "Iron"]]),
+    (["IRON_deficiency", "Acme Inc."], [["Iron deficiency", "treated by", "Acme Co., Ltd."]]),
+    (["...", "Scurvy"], [["...", "caused by", "Iron"]]),
+    (["Café"], []),
+    ([], [["Scurvy", "caused by", "Zinc"], ["Scurvy", "CAUSED_BY", "Iron"]]),
+    (['Vitamin "C"'], [['Vitamin "C"', "part of", "Scurvy"]]),
+]
+GOLD_TEXTS = [
+    SHARED_TEXT,
+    OTHER_TEXT,
+    '(1)-[name]->("iron deficiency")\n(2)-[name]->("ACME")\n(1)-[:TREATED_BY]->(2)\n(3)-[name]->("Café")\n',
+    '(1)-[name]->("")\n(2)-[name]->("Iron")\n(1)-[:CAUSED_BY]->(2)\n(3)-[name]->("Scurvy")\n',
+    '(1)-[name]->("Vitamin \\"C\\"")\n(2)-[name]->("Scurvy")\n(1)-[:PART_OF]->(2)\n',
+    '(1)-[name]->("Scurvy")\n(1)-[name]->("Zinc")\n(2)-[name]->("Zinc")\n(1)-[:CAUSED_BY]->(2)\n',
+]
+
+
+@pytest.mark.parametrize("kept", [None, 1])
+def test_a_question_s_gold_normalized_once_grades_each_file_as_the_plain_formulas(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kept: int | None
+) -> None:
+    # One grader over the files of many questions in turn: each file's records are those of
+    # the plain formulas, which normalize the question's gold again and read every name line.
+    if kept is not None:  # the shared records forgotten at every new one
+        monkeypatch.setattr(retrieval_quality, "_UNREACHED_KEPT", kept)
+        monkeypatch.setattr(question_files, "_ALIKE_KEPT", kept)
+    entries = {}
+    for q, (entities, triples) in enumerate(GOLDS * 2):
+        answer = {"type": "MCQ", "options": {"A": "x", "B": "y"}, "answer": "B"}
+        entries[f"q{q}"] = {
+            "input": "?",
+            "output": answer,
+            "evidence": {"entities": entities, "triples": triples},
+        }
+    datasets = parse_datasets(orjson.dumps({"med": entries}), Path("datasets.json"))
+    grader = FileGrader(GradeRequest(measures=frozenset({"evidence", "records"})), str(tmp_path))
+    checked = reached = 0
+    for question in entries:
+        task = question_task(datasets.get("med", question), str(tmp_path / "med" / question), "med", question)
+        for n, text in enumerate(GOLD_TEXTS):
+            for count, answer in ((2, "B"), (7, "A"), (None, "B")):
+                setup = f"s{n}-{count}-{answer}"
+                retrieval = neo4j_retrieval(text, 2, count, 2, time=Timing(1, 0), db_time=Timing(0, 5))
+                path = result_path(tmp_path, "med", question, "", setup)
+                write_result(path, ok_result(answer, retrieval=retrieval))
+                got = grader.grade(task, str(path), setup)
+                assert got.record is not None
+                correct = answer == "B"
+                plain = plain_quality(task.evidence, task.evidence_triples, text, correct, ("name",), count)
+                assert got.record.retrieval_quality == plain, (question, n, count)
+                found = tuple(plain_contains(text, name) for name in task.evidence)
+                assert got.evidence == (EvidenceRecord(found, correct) if found else None), (question, n)
+                reached += plain is not None and plain.triples_found > 0
+                checked += 1
+    assert checked == len(entries) * len(GOLD_TEXTS) * 3 and reached > 0

@@ -721,3 +721,40 @@ def test_equal_evidence_records_of_a_chunk_are_one_object_whatever_the_workers(t
     assert [records[str(q)] for q in range(4)] == [EvidenceRecord((True, q % 2 == 1), True) for q in range(4)]
     assert records["0"] is records["2"] and records["1"] is records["3"] and records["4"] is records["6"]
     assert len({id(r) for r in records.values()}) == 4
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_the_collector_is_paused_while_files_are_graded_and_left_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, enabled: bool
+) -> None:
+    # A chunk's records hold no cycle: the cyclic collector is not run over them (it walked
+    # every object kept so far again and again), and is restored once the walk is done.
+    import gc
+
+    import orjson
+
+    from kag.grading.mcq.question_files import FileGrader
+
+    entry = {"input": "?", "output": {"type": "MCQ", "options": {"A": "x", "B": "y"}, "answer": "B"}}
+    path = tmp_path / "datasets.json"
+    path.write_bytes(orjson.dumps({"med": {str(q): entry for q in range(3)}}))
+    datasets = parse_datasets(path.read_bytes(), path)
+    for q in range(3):
+        write(tmp_path / "results", "med", str(q), "kag", OkResult("B", OkStats()), prefix="")
+    seen: list[bool] = []
+    grade_file = FileGrader.grade
+
+    def graded(self: FileGrader, *args: object) -> object:
+        seen.append(gc.isenabled())
+        return grade_file(self, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(FileGrader, "grade", graded)
+    was = gc.isenabled()
+    (gc.enable if enabled else gc.disable)()
+    try:
+        run = grade_tree(datasets, tmp_path / "results", workers=1)
+        after = gc.isenabled()
+    finally:
+        (gc.enable if was else gc.disable)()
+    assert seen == [False] * 3 and run.tallies[("kag", "med")].correct == 3
+    assert after is enabled
