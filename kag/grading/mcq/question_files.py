@@ -137,6 +137,14 @@ def _tuple_record_type() -> type:
 TupleRecord: Callable[..., GradedFile] = _tuple_record_type()
 
 
+# The prepared retrieval texts a grader keeps, the last ones of the question being graded:
+# setups that share a retriever are graded one after another (their files sorted by name),
+# and each kept text holds two copies of a retrieval (tens of KB): keeping every text of a
+# question made each next one be written to memory out of the processor's caches (~4 us a
+# KAG file on the generated 100k tree, where no two setups share one).
+_KEPT_TEXTS = 2
+
+
 class FileGrader:
     """Grades result files as a request asks (:class:`GradeRequest`): reads each for the
     inputs its measures need (:func:`kag.grading.measures.needs`), grades it by the strict
@@ -179,13 +187,13 @@ class FileGrader:
         self.stamped = stamped
         one_step = self.spec is None and self.verdicts is None
         self.record: Callable[..., GradedFile] = TupleRecord if tuples and one_step else GradedFile
-        # The question being graded: its gold evidence normalized once, and its retrieval
-        # texts prepared, by their length: a text that several setups retrieved alike is
-        # searched once (what a search found depends on the text alone). Both made anew
-        # when the next question's files come.
+        # The question being graded: its gold evidence normalized once, and the last
+        # retrieval texts prepared (up to _KEPT_TEXTS): a text that several setups retrieved
+        # alike is searched once (what a search found depends on the text alone). Both made
+        # anew when the next question's files come.
         self._texts_of: QuestionTask | None = None
         self._gold = QuestionGold((), ())
-        self._texts: dict[int, list[RetrievalText]] = {}
+        self._texts: list[RetrievalText] = []
         self._similarity: Similarity | None = None  # made on first need (a model may load)
         self._name_keys = tuple(request.node_name)
         # Equal evidence records (a handful of values: which names were found, whether the
@@ -258,19 +266,22 @@ class FileGrader:
         return GradedEntry(graded, found, extracted_answer, stat=st)
 
     def _prepared(self, task: QuestionTask, text: str) -> RetrievalText:
-        """``text`` prepared for the searches, the one already prepared when another file of
-        ``task`` (the same task object) had the same text. Texts of different lengths are
-        never compared; equal lengths compare at C speed, no hash of a long text is taken."""
+        """``text`` prepared for the searches, the one already prepared when one of the last
+        :data:`_KEPT_TEXTS` texts prepared for ``task`` (the same task object) was the same.
+        Texts of different lengths are never compared; equal lengths compare at C speed, no
+        hash of a long text is taken."""
         if task is not self._texts_of:
             self._texts_of = task
             self._gold = QuestionGold(task.evidence, task.evidence_triples)
-            self._texts = {}
-        alike = self._texts.setdefault(len(text), [])
-        for prepared in alike:
-            if prepared.text == text:
+            self._texts = []
+        kept, length = self._texts, len(text)
+        for prepared in kept:
+            if len(prepared.text) == length and prepared.text == text:
                 return prepared
         prepared = RetrievalText(text)
-        alike.append(prepared)
+        if len(kept) == _KEPT_TEXTS:
+            del kept[0]
+        kept.append(prepared)
         return prepared
 
     def _grade_open(
