@@ -18,9 +18,9 @@ import hashlib
 import os
 import secrets
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from functools import partial
+from functools import cache, partial
 from itertools import chain, islice
 from operator import itemgetter
 from pathlib import Path
@@ -83,7 +83,21 @@ _FILES = f"CREATE TABLE IF NOT EXISTS files ({COLUMNS}, PRIMARY KEY (tree, rel))
 # scan writes the whole index through it, which would otherwise stay on disk beside it.
 JOURNAL_LIMIT = 4 << 20
 BUSY_MS = 60_000  # how long a write waits for another connection's
-_INSERT = f"INSERT OR REPLACE INTO files ({', '.join(NAMES)}) VALUES ({', '.join('?' * len(NAMES))})"
+# Rows are written many to a statement (VALUES (...), (...), ...): the sqlite3 module's
+# cost per statement run (a third of a small file's row) is paid once per batch. SQLite
+# inserts them in their order, each replacing a row of its key as a statement of its own
+# would. At most 999 values a statement (the least limit of any SQLite build).
+_VALUES_PER_STATEMENT = 999
+
+
+@cache
+def _insert_statement(table: str, columns: tuple[str, ...], rows: int) -> str:
+    """``INSERT OR REPLACE`` of ``rows`` rows of ``columns`` into ``table``, in one statement."""
+    values = f"({', '.join('?' * len(columns))})"
+    return f"INSERT OR REPLACE INTO {table} ({', '.join(columns)}) VALUES {', '.join([values] * rows)}"
+
+
+_INSERT = _insert_statement("files", NAMES, 1)
 # The columns a row holds nothing in unless --extract, an error, a judge, gold evidence or
 # a long response fills them: a row with none of them is written without them (a column
 # left out is NULL), as binding None costs the sqlite3 module more than any other value
@@ -93,10 +107,7 @@ _rare = itemgetter(*_RARE)
 _NONE_RARE = (None,) * len(_RARE)
 _COMMON = tuple(i for i in range(len(NAMES)) if i not in _RARE)
 _common = itemgetter(*_COMMON)
-_INSERT_COMMON = (
-    f"INSERT OR REPLACE INTO files ({', '.join(NAMES[i] for i in _COMMON)}) "
-    f"VALUES ({', '.join('?' * len(_COMMON))})"
-)
+_COMMON_NAMES = tuple(NAMES[i] for i in _COMMON)
 _DELETE = "DELETE FROM files WHERE tree=? AND rel=?"
 # One row per question folder (and one for the tree's top, rel ""): the signature of its
 # listing when it was last scanned (kag.view.walk.signature).
@@ -105,7 +116,8 @@ FOLDER_COLUMNS = (
     "sig BLOB NOT NULL, files INTEGER NOT NULL, PRIMARY KEY (tree, rel)"
 )
 _FOLDERS = f"CREATE TABLE IF NOT EXISTS folders ({FOLDER_COLUMNS}) WITHOUT ROWID"
-_INSERT_FOLDER = "INSERT OR REPLACE INTO folders VALUES (?, ?, ?, ?, ?, ?)"
+_FOLDER_NAMES = ("tree", "rel", "dataset", "question", "sig", "files")
+_INSERT_FOLDER = _insert_statement("folders", _FOLDER_NAMES, 1)
 # The index and the files SQLite keeps beside it (a first build's rollback journal, the
 # write-ahead log and its index): each is written, so none may be a link (SQLite follows
 # one, and would write through it wherever it points).
@@ -406,7 +418,7 @@ class Index:
                 written += len(part.rows)
                 if on_rows is not None:
                     on_rows(part.rows)
-                db.executemany(_INSERT_FOLDER, [(root, *f) for f in part.folders])
+                _insert_many(db, "folders", _FOLDER_NAMES, [(root, *f) for f in part.folders])
                 if part.dropped:
                     db.executemany(_DELETE_FOLDER, [(root, rel) for rel in part.dropped])
                 if new and tallies is not None:
@@ -524,12 +536,31 @@ def _insert_rows(db: sqlite3.Connection, rows: list[tuple[object, ...]]) -> None
     last row, as when the rows are written in their order."""
     common = [_common(row) for row in rows if _rare(row) == _NONE_RARE]
     if len(common) == len(rows):
-        db.executemany(_INSERT_COMMON, common)
+        _insert_many(db, "files", _COMMON_NAMES, common)
     elif not common or len({row[REL] for row in rows}) < len(rows):
-        db.executemany(_INSERT, rows)
+        _insert_many(db, "files", NAMES, rows)
     else:
-        db.executemany(_INSERT, [row for row in rows if _rare(row) != _NONE_RARE])
-        db.executemany(_INSERT_COMMON, common)
+        _insert_many(db, "files", NAMES, [row for row in rows if _rare(row) != _NONE_RARE])
+        _insert_many(db, "files", _COMMON_NAMES, common)
+
+
+def _insert_many(
+    db: sqlite3.Connection, table: str, columns: tuple[str, ...], rows: Sequence[Sequence[object]]
+) -> None:
+    """Insert (or replace) ``rows`` (each the values of ``columns``) into ``table``, in their
+    order, as many to a statement as its values allow."""
+    width = len(columns)
+    batch = max(1, _VALUES_PER_STATEMENT // width)
+    whole = len(rows) - len(rows) % batch
+    if whole:
+        flat = list(chain.from_iterable(rows[:whole] if whole < len(rows) else rows))
+        step = batch * width
+        db.executemany(
+            _insert_statement(table, columns, batch),
+            [flat[at : at + step] for at in range(0, len(flat), step)],
+        )
+    if whole < len(rows):
+        db.executemany(_insert_statement(table, columns, 1), rows[whole:])
 
 
 def _batched(items: Iterator[_T], size: int) -> Iterator[list[_T]]:
