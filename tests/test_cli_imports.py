@@ -91,3 +91,15 @@ def test_a_search_loads_nothing_heavy(tmp_path: Path) -> None:
 def test_the_probe_sees_a_heavy_import(tmp_path: Path) -> None:
     # `kag stats` grades with kag.grading.mcq: the probe reports what a command loads.
     assert "kag.grading.mcq" in loaded("stats", "-r", str(tmp_path), "-d", str(tmp_path / "none.json"))
+
+
+def test_the_view_converts_its_bounded_options_without_pydantic(tmp_path: Path) -> None:
+    # --port, --judge-repeats and --judge-temperature have bounds: a value within them is
+    # converted without typer's adapter, whose import would delay the index's build.
+    from tests.view.helpers import make_tree
+
+    datasets, tree = make_tree(tmp_path)
+    args = ["view", "-d", str(datasets), "-r", str(tree), "--index", str(tmp_path / "i.sqlite")]
+    args += ["--export", str(tmp_path / "site"), "--port", "8765", "--judge-temperature", "0.5"]
+    assert loaded(*args, heavy=("pydantic",)) == []
+    assert (tmp_path / "site" / "index.html").is_file()
