@@ -174,7 +174,6 @@ def view(
     from kag.grading.mcq.extracted import compile_spec
     from kag.view.index import Index, Tree, default_index_path
     from kag.view.query import View
-    from kag.view.server import Server, is_loopback
     from kag.view.verdict_rows import judge_fingerprint
 
     if extract is not None:
@@ -223,7 +222,14 @@ def view(
         human = read_labels(labels)
     from kag.pricing import load_prices
 
-    data = View(idx, verdicts, load_prices(prices) if prices is not None else None, scan=True, labels=human)
+    data = View(
+        idx,
+        verdicts,
+        load_prices(prices) if prices is not None else None,
+        scan=True,
+        labels=human,
+        meanwhile=_load_pages,
+    )
     stats = data.stats
     assert stats is not None
     for message in stats.warnings:
@@ -232,6 +238,7 @@ def view(
     title = ", ".join(f"{t.label}={t.root}" if t.label else t.root for t in trees)
     from kag.render.view import ViewApp
     from kag.render.view import export as export_site
+    from kag.view.server import Server, is_loopback
 
     if export is not None:
         params: dict[str, list[str]] = {}
@@ -268,3 +275,10 @@ def view(
     finally:
         server.httpd.server_close()
         idx.close()
+
+
+def _load_pages() -> None:
+    """Import the pages' modules (their templates, the comparisons, the server): done while
+    the index's workers read the files, rather than before they start or after the last."""
+    import kag.render.view
+    import kag.view.search  # noqa: F401

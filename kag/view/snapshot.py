@@ -6,7 +6,7 @@ until the next scan. Built from index rows (the columns of :data:`SELECT_ROWS`, 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from kag.grading.epochs import EpochOutcome
 from kag.grading.evidence import EvidenceRecord
 from kag.grading.mcq.metrics import GradeRun, Tally, Unreadable
-from kag.grading.mcq.summary import Summary
 from kag.grading.record import GradedFile, Outcome
 from kag.grading.retrieval_quality import is_reached
 from kag.view.index import (
@@ -30,6 +29,7 @@ from kag.view.index import (
 from kag.view.record_rows import detail_field, from_row
 
 if TYPE_CHECKING:
+    from kag.grading.mcq.summary import Summary
     from kag.view.search import Found
 
 # An index row as the builder reads it: graded_record and epoch_outcome take its fields by position.
@@ -93,10 +93,13 @@ def setup_name(label: str, setup: str) -> str:
 
 class Builder:
     """The parts of a snapshot, made from index rows (the columns of :data:`SELECT_ROWS`): the
-    later epochs' rows of a question before its epoch 1's."""
+    later epochs' rows of a question before its epoch 1's. ``meanwhile`` is called once,
+    after the first part a scan gives (:meth:`add_part`): what the process can do while
+    the scan's workers read the rest."""
 
-    def __init__(self, index: Index, counting: bool) -> None:
+    def __init__(self, index: Index, counting: bool, meanwhile: Callable[[], None] | None = None) -> None:
         self.index = index
+        self.meanwhile = meanwhile
         self.counting = counting  # the tallies made here, not by the scan's workers
         self.labels = tree_labels(index.trees)
         # The setup names of a (tree, setup): one per label the tree is given under.
@@ -117,6 +120,9 @@ class Builder:
         """Rows as a scan stores them, each question's all in one part."""
         self.add_later(row for row in rows if row[5] != 1 and row[6] in (GRADED, UNREADABLE))
         self.add_first(row for row in rows if row[5] == 1)
+        if self.meanwhile is not None:
+            meanwhile, self.meanwhile = self.meanwhile, None
+            meanwhile()
 
     def names(self, tree: str, setup: str) -> tuple[str, ...]:
         names = self._names.get((tree, setup))
