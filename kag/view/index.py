@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TypeVar
 from urllib.parse import quote
 
-from kag.datasets import Datasets
+from kag.datasets import Datasets, Question, count_questions
 from kag.errors import InputError
 from kag.gcpause import collector_paused
 from kag.grading.mcq.extracted import compile_spec
@@ -126,6 +126,15 @@ _LINK = "{}: a symbolic link where kag view keeps its index: kag writes through 
 _DELETE_FOLDER = "DELETE FROM folders WHERE tree=? AND rel=?"
 
 
+def open_questions(datasets: Datasets) -> int:
+    """How many questions of ``datasets`` are open ones (counted without making each one)."""
+    return sum(count_questions(questions, _is_open) for questions in datasets.datasets.values())
+
+
+def _is_open(question: Question) -> bool:
+    return question.open is not None
+
+
 def default_index_path(roots: list[str], fingerprint: str) -> Path:
     """``<user cache>/kag/view/<hash>.sqlite``: one index per set of trees and settings."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
@@ -200,7 +209,7 @@ class Index:
         self.datasets = datasets
         #: The datasets as the files are graded: without the accepted answers that
         #: normalize to nothing (a question left with none is not scored), as `kag stats`.
-        self.graded = usable_open_gold(datasets)[0]
+        self.graded = usable_open_gold(datasets)[0] if open_questions(datasets) else datasets
         self.trees = trees
         self.prefix = prefix
         self.extract = extract

@@ -24,6 +24,7 @@ from kag.view.index import (
     SKIPPED,
     UNREADABLE,
     Index,
+    open_questions,
     tree_labels,
 )
 from kag.view.record_rows import detail_field, from_row
@@ -241,7 +242,7 @@ class Builder:
                 self.epochs[(dataset, question, name)] = (sum(o.correct for o in chain), len(chain))
         self.unreadable.sort(key=lambda u: u.path)
         evidence = self.evidence
-        any_open = any(q.open is not None for q in ds.iter_questions())
+        opened = open_questions(ds)
         return GradeRun(
             tallies={key: tallies[key].freeze() for key in sorted(tallies)},
             datasets=len(ds.datasets),
@@ -250,9 +251,7 @@ class Builder:
             ignored_files=self.ignored,
             unreadable=tuple(self.unreadable),
             records=None,  # made when a page needs them (View.records)
-            scorable_open_questions=sum(1 for q in ds.iter_questions() if q.open is not None)
-            if any_open
-            else None,
+            scorable_open_questions=opened or None,
             extract=self.index.extract,
             evidence={k: {q: evidence[k][q] for q in sorted(evidence[k])} for k in sorted(evidence)}
             if ds.has_evidence

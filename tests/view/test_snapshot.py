@@ -58,3 +58,29 @@ def test_what_a_first_build_does_meanwhile_is_done_once_after_its_first_rows(
     assert view.snapshot.grid == plain.snapshot.grid
     assert view.snapshot.run == plain.snapshot.run
     index.close()
+
+
+@pytest.mark.parametrize("with_open", [False, True])
+def test_the_open_questions_are_counted_and_their_empty_gold_set_aside_as_the_plain_formulas_say(
+    tmp_path: Path, with_open: bool
+) -> None:
+    import json
+
+    from kag.grading.open_grading import usable_open_gold
+
+    datasets, tree = make_tree(tmp_path)
+    doc = json.loads(datasets.read_text())
+    if with_open:  # an accepted answer that normalizes to nothing, and a question left with none
+        doc["med"]["o1"] = {"input": "?", "output": {"type": "Open", "answers": ["the", "Paris"]}}
+        doc["med"]["o2"] = {"input": "?", "output": {"type": "Open", "answers": ["a"]}}
+        doc["med"]["o3"] = {"input": "?", "output": {"type": "Open", "answers": ["Rome"]}}
+        datasets.write_text(json.dumps(doc))
+    for texts in (False, True):
+        loaded = load_datasets(datasets, texts=texts)
+        index = Index(tmp_path / f"index-{texts}.sqlite", loaded, [Tree("", str(tree))], "", None)
+        assert index.graded == usable_open_gold(loaded)[0]
+        run = View(index, scan=True).snapshot.run
+        opened = sum(1 for q in index.graded.iter_questions() if q.open is not None)
+        assert run.scorable_open_questions == (opened if opened else None)
+        assert opened == (2 if with_open else 0)
+        index.close()
