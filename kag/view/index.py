@@ -21,10 +21,10 @@ import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cache, partial
-from itertools import chain, islice
-from operator import itemgetter
+from itertools import chain, compress, islice
+from operator import itemgetter, not_
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 from kag.datasets import Datasets, Question, count_questions
@@ -107,6 +107,7 @@ _rare = itemgetter(*_RARE)
 _NONE_RARE = (None,) * len(_RARE)
 _COMMON = tuple(i for i in range(len(NAMES)) if i not in _RARE)
 _common = itemgetter(*_COMMON)
+_rel = itemgetter(REL)
 _COMMON_NAMES = tuple(NAMES[i] for i in _COMMON)
 _DELETE = "DELETE FROM files WHERE tree=? AND rel=?"
 # One row per question folder (and one for the tree's top, rel ""): the signature of its
@@ -543,33 +544,39 @@ def _insert_rows(db: sqlite3.Connection, rows: list[tuple[object, ...]]) -> None
     """Insert (or replace) ``rows``, those with none of the rare columns without them. A
     path given twice (names alike once their bytes that are not UTF-8 are escaped) keeps its
     last row, as when the rows are written in their order."""
-    common = [_common(row) for row in rows if _rare(row) == _NONE_RARE]
-    if len(common) == len(rows):
-        _insert_many(db, "files", _COMMON_NAMES, common)
-    elif not common or len({row[REL] for row in rows}) < len(rows):
+    plain = list(map(_NONE_RARE.__eq__, map(_rare, rows)))  # whether a row has none of them
+    if all(plain):
+        _insert_many(db, "files", _COMMON_NAMES, rows, _common)
+    elif not any(plain) or len(set(map(_rel, rows))) < len(rows):
         _insert_many(db, "files", NAMES, rows)
     else:
-        _insert_many(db, "files", NAMES, [row for row in rows if _rare(row) != _NONE_RARE])
-        _insert_many(db, "files", _COMMON_NAMES, common)
+        _insert_many(db, "files", NAMES, list(compress(rows, map(not_, plain))))
+        _insert_many(db, "files", _COMMON_NAMES, list(compress(rows, plain)), _common)
 
 
 def _insert_many(
-    db: sqlite3.Connection, table: str, columns: tuple[str, ...], rows: Sequence[Sequence[object]]
+    db: sqlite3.Connection,
+    table: str,
+    columns: tuple[str, ...],
+    rows: Sequence[Sequence[object]],
+    values: Callable[[Any], Sequence[object]] | None = None,
 ) -> None:
-    """Insert (or replace) ``rows`` (each the values of ``columns``) into ``table``, in their
-    order, as many to a statement as its values allow."""
+    """Insert (or replace) ``rows`` into ``table``, in their order, as many to a statement as
+    its values allow: each row's ``values`` (by default the row itself) are those of ``columns``."""
     width = len(columns)
     batch = max(1, _VALUES_PER_STATEMENT // width)
     whole = len(rows) - len(rows) % batch
     if whole:
-        flat = list(chain.from_iterable(rows[:whole] if whole < len(rows) else rows))
+        head = rows[:whole] if whole < len(rows) else rows
+        flat = list(chain.from_iterable(head if values is None else map(values, head)))
         step = batch * width
         db.executemany(
             _insert_statement(table, columns, batch),
             [flat[at : at + step] for at in range(0, len(flat), step)],
         )
     if whole < len(rows):
-        db.executemany(_insert_statement(table, columns, 1), rows[whole:])
+        tail = rows[whole:]
+        db.executemany(_insert_statement(table, columns, 1), tail if values is None else map(values, tail))
 
 
 def _batched(items: Iterator[_T], size: int) -> Iterator[list[_T]]:
