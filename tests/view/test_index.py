@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -535,3 +536,25 @@ def test_a_link_planted_where_the_index_keeps_a_file_is_refused_and_nothing_is_w
     )
     assert victim.read_bytes() == b"precious"
     assert os.path.islink(f"{path}{suffix}")
+
+
+def test_the_index_is_opened_unsynced_before_it_is_switched_to_its_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sqlite3
+
+    # Switching a new file to the write-ahead log syncs it to the disk unless told not to.
+    statements: list[str] = []
+    connect = sqlite3.connect
+
+    def traced(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        db = connect(*args, **kwargs)
+        db.set_trace_callback(statements.append)
+        return db
+
+    monkeypatch.setattr(sqlite3, "connect", traced)
+    datasets, tree = make_tree(tmp_path)
+    index = _index(tmp_path / "index.sqlite", datasets, tree)
+    index.close()
+    pragmas = [s for s in statements if s.startswith("PRAGMA")]
+    assert pragmas.index("PRAGMA synchronous=OFF") < pragmas.index("PRAGMA journal_mode=WAL")
