@@ -3,9 +3,9 @@
 typer converts every value (defaults and unset options included) through a pydantic
 ``TypeAdapter`` built on first use; importing pydantic and building the adapters is about
 a third of the start-up of ``kag stats find``. The values kag's parameters take (strings,
-plain decimals, paths, lists of them, enum choices) are converted here into what the
-adapter returns; any other value, and every value that fails, goes to typer's adapter,
-so that each error message stays typer's own.
+plain decimals within their bounds, paths, lists of them, enum choices) are converted here
+into what the adapter returns; any other value, and every value that fails, goes to
+typer's adapter, so that each error message stays typer's own.
 """
 
 from __future__ import annotations
@@ -40,8 +40,14 @@ class _Deferred(RuntimeParam):
 
 def plain_value(annotation: Any, info: Any, value: Any, param: Any = None, ctx: Any = None) -> Any:
     """What typer's adapter for ``annotation`` turns ``value`` into, or ``_ADAPTER`` when
-    only the adapter can tell (a parser, bounds, another type, a value it may reject)."""
-    if info.parser is not None or info.min is not None or info.max is not None or info.clamp:
+    only the adapter can tell (a parser, a number out of its bounds, bounds on another type,
+    another type, a value it may reject)."""
+    bounded = info.min is not None or info.max is not None
+    if (
+        info.parser is not None
+        or info.clamp
+        or (bounded and annotation is not int and annotation is not float)
+    ):
         return _ADAPTER
     kind = type(value)
     if get_origin(annotation) is list:
@@ -52,14 +58,15 @@ def plain_value(annotation: Any, info: Any, value: Any, param: Any = None, ctx: 
         return _ADAPTER if any(v is _ADAPTER for v in items) else items
     if annotation is str:
         return value if kind is str else _ADAPTER
-    if annotation is int:
-        if kind is int:
-            return value
-        return int(value) if kind is str and _INT.fullmatch(value) else _ADAPTER
-    if annotation is float:
-        if kind is float:
-            return value
-        return float(value) if kind is str and _FLOAT.fullmatch(value) else _ADAPTER
+    if annotation is int or annotation is float:
+        pattern = _INT if annotation is int else _FLOAT
+        if kind is not annotation and not (kind is str and pattern.fullmatch(value)):
+            return _ADAPTER
+        number = value if kind is annotation else annotation(value)
+        # Within its bounds (the adapter's ge and le); else the adapter words the refusal.
+        if (info.min is not None and number < info.min) or (info.max is not None and number > info.max):
+            return _ADAPTER
+        return number
     try:
         if (
             annotation is Path

@@ -174,7 +174,6 @@ def view(
     from kag.grading.mcq.extracted import compile_spec
     from kag.view.index import Index, Tree, default_index_path
     from kag.view.query import View
-    from kag.view.server import Server, is_loopback
     from kag.view.verdict_rows import judge_fingerprint
 
     if extract is not None:
@@ -221,19 +220,38 @@ def view(
         from kag.grading.judge_labels import read_labels
 
         human = read_labels(labels)
+    from kag.gcpause import collector_paused
     from kag.pricing import load_prices
 
-    data = View(idx, verdicts, load_prices(prices) if prices is not None else None, scan=True, labels=human)
-    stats = data.stats
-    assert stats is not None
-    for message in stats.warnings:
-        warn(message)
-    info(f"index {place}: {stats.seen} file(s), {stats.read} read, {stats.removed} gone")
-    title = ", ".join(f"{t.label}={t.root}" if t.label else t.root for t in trees)
-    from kag.render.view import ViewApp
-    from kag.render.view import export as export_site
+    # The collector stays paused from the build to the address: it would otherwise walk
+    # every object of the first snapshot, twice, before the address is printed.
+    with collector_paused():
+        data = View(
+            idx,
+            verdicts,
+            load_prices(prices) if prices is not None else None,
+            scan=True,
+            labels=human,
+            meanwhile=_load_pages,
+        )
+        stats = data.stats
+        assert stats is not None
+        for message in stats.warnings:
+            warn(message)
+        info(f"index {place}: {stats.seen} file(s), {stats.read} read, {stats.removed} gone")
+        title = ", ".join(f"{t.label}={t.root}" if t.label else t.root for t in trees)
+        from kag.render.view import ViewApp
+        from kag.view.server import Server, is_loopback
 
+        if export is None:
+            if not is_loopback(host):
+                warn(f"--host {host} is not a loopback address: anyone who can reach it can read the results")
+            server = Server(ViewApp(data, title), host, port, on_error=lambda exc: warn(f"view: {exc!r}"))
+            typer.echo(server.url)
+            sys.stdout.flush()
     if export is not None:
+        from kag.render.view import export as export_site
+
         params: dict[str, list[str]] = {}
         chosen = (
             ("dataset", dataset),
@@ -252,11 +270,6 @@ def view(
         count = export_site(data, export, title, params, limit)
         typer.echo(f"{export}: {count} question page(s); open {export / 'index.html'}")
         return
-    if not is_loopback(host):
-        warn(f"--host {host} is not a loopback address: anyone who can reach it can read the results")
-    server = Server(ViewApp(data, title), host, port, on_error=lambda exc: warn(f"view: {exc!r}"))
-    typer.echo(server.url)
-    sys.stdout.flush()
     if not no_open and sys.stdout.isatty():
         import webbrowser
 
@@ -268,3 +281,10 @@ def view(
     finally:
         server.httpd.server_close()
         idx.close()
+
+
+def _load_pages() -> None:
+    """Import the pages' modules (their templates, the comparisons, the server): done while
+    the index's workers read the files, rather than before they start or after the last."""
+    import kag.render.view
+    import kag.view.search  # noqa: F401

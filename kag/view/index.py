@@ -18,16 +18,16 @@ import hashlib
 import os
 import secrets
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from functools import partial
-from itertools import chain, islice
-from operator import itemgetter
+from functools import cache, partial
+from itertools import chain, compress, islice
+from operator import itemgetter, not_
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 from urllib.parse import quote
 
-from kag.datasets import Datasets
+from kag.datasets import Datasets, Question, count_questions
 from kag.errors import InputError
 from kag.gcpause import collector_paused
 from kag.grading.mcq.extracted import compile_spec
@@ -83,7 +83,21 @@ _FILES = f"CREATE TABLE IF NOT EXISTS files ({COLUMNS}, PRIMARY KEY (tree, rel))
 # scan writes the whole index through it, which would otherwise stay on disk beside it.
 JOURNAL_LIMIT = 4 << 20
 BUSY_MS = 60_000  # how long a write waits for another connection's
-_INSERT = f"INSERT OR REPLACE INTO files ({', '.join(NAMES)}) VALUES ({', '.join('?' * len(NAMES))})"
+# Rows are written many to a statement (VALUES (...), (...), ...): the sqlite3 module's
+# cost per statement run (a third of a small file's row) is paid once per batch. SQLite
+# inserts them in their order, each replacing a row of its key as a statement of its own
+# would. At most 999 values a statement (the least limit of any SQLite build).
+_VALUES_PER_STATEMENT = 999
+
+
+@cache
+def _insert_statement(table: str, columns: tuple[str, ...], rows: int) -> str:
+    """``INSERT OR REPLACE`` of ``rows`` rows of ``columns`` into ``table``, in one statement."""
+    values = f"({', '.join('?' * len(columns))})"
+    return f"INSERT OR REPLACE INTO {table} ({', '.join(columns)}) VALUES {', '.join([values] * rows)}"
+
+
+_INSERT = _insert_statement("files", NAMES, 1)
 # The columns a row holds nothing in unless --extract, an error, a judge, gold evidence or
 # a long response fills them: a row with none of them is written without them (a column
 # left out is NULL), as binding None costs the sqlite3 module more than any other value
@@ -93,10 +107,8 @@ _rare = itemgetter(*_RARE)
 _NONE_RARE = (None,) * len(_RARE)
 _COMMON = tuple(i for i in range(len(NAMES)) if i not in _RARE)
 _common = itemgetter(*_COMMON)
-_INSERT_COMMON = (
-    f"INSERT OR REPLACE INTO files ({', '.join(NAMES[i] for i in _COMMON)}) "
-    f"VALUES ({', '.join('?' * len(_COMMON))})"
-)
+_rel = itemgetter(REL)
+_COMMON_NAMES = tuple(NAMES[i] for i in _COMMON)
 _DELETE = "DELETE FROM files WHERE tree=? AND rel=?"
 # One row per question folder (and one for the tree's top, rel ""): the signature of its
 # listing when it was last scanned (kag.view.walk.signature).
@@ -105,13 +117,23 @@ FOLDER_COLUMNS = (
     "sig BLOB NOT NULL, files INTEGER NOT NULL, PRIMARY KEY (tree, rel)"
 )
 _FOLDERS = f"CREATE TABLE IF NOT EXISTS folders ({FOLDER_COLUMNS}) WITHOUT ROWID"
-_INSERT_FOLDER = "INSERT OR REPLACE INTO folders VALUES (?, ?, ?, ?, ?, ?)"
+_FOLDER_NAMES = ("tree", "rel", "dataset", "question", "sig", "files")
+_INSERT_FOLDER = _insert_statement("folders", _FOLDER_NAMES, 1)
 # The index and the files SQLite keeps beside it (a first build's rollback journal, the
 # write-ahead log and its index): each is written, so none may be a link (SQLite follows
 # one, and would write through it wherever it points).
 _SIDE_FILES = ("", "-journal", "-wal", "-shm")
 _LINK = "{}: a symbolic link where kag view keeps its index: kag writes through no link; remove it"
 _DELETE_FOLDER = "DELETE FROM folders WHERE tree=? AND rel=?"
+
+
+def open_questions(datasets: Datasets) -> int:
+    """How many questions of ``datasets`` are open ones (counted without making each one)."""
+    return sum(count_questions(questions, _is_open) for questions in datasets.datasets.values())
+
+
+def _is_open(question: Question) -> bool:
+    return question.open is not None
 
 
 def default_index_path(roots: list[str], fingerprint: str) -> Path:
@@ -188,7 +210,7 @@ class Index:
         self.datasets = datasets
         #: The datasets as the files are graded: without the accepted answers that
         #: normalize to nothing (a question left with none is not scored), as `kag stats`.
-        self.graded = usable_open_gold(datasets)[0]
+        self.graded = usable_open_gold(datasets)[0] if open_questions(datasets) else datasets
         self.trees = trees
         self.prefix = prefix
         self.extract = extract
@@ -214,8 +236,10 @@ class Index:
             self._acquire()
             try:
                 self.db = sqlite3.connect(str(path), check_same_thread=False, timeout=BUSY_MS / 1000)
-                self.db.execute("PRAGMA journal_mode=WAL")
+                # Unsynced from the first statement: switching a new file to the log would
+                # otherwise wait for the disk (~15 ms, before any worker starts).
                 self.db.execute("PRAGMA synchronous=OFF")
+                self.db.execute("PRAGMA journal_mode=WAL")
                 self.db.execute(f"PRAGMA journal_size_limit={JOURNAL_LIMIT}")
                 self._prepare()
                 self.db.commit()
@@ -406,7 +430,7 @@ class Index:
                 written += len(part.rows)
                 if on_rows is not None:
                     on_rows(part.rows)
-                db.executemany(_INSERT_FOLDER, [(root, *f) for f in part.folders])
+                _insert_many(db, "folders", _FOLDER_NAMES, [(root, *f) for f in part.folders])
                 if part.dropped:
                     db.executemany(_DELETE_FOLDER, [(root, rel) for rel in part.dropped])
                 if new and tallies is not None:
@@ -522,14 +546,39 @@ def _insert_rows(db: sqlite3.Connection, rows: list[tuple[object, ...]]) -> None
     """Insert (or replace) ``rows``, those with none of the rare columns without them. A
     path given twice (names alike once their bytes that are not UTF-8 are escaped) keeps its
     last row, as when the rows are written in their order."""
-    common = [_common(row) for row in rows if _rare(row) == _NONE_RARE]
-    if len(common) == len(rows):
-        db.executemany(_INSERT_COMMON, common)
-    elif not common or len({row[REL] for row in rows}) < len(rows):
-        db.executemany(_INSERT, rows)
+    plain = list(map(_NONE_RARE.__eq__, map(_rare, rows)))  # whether a row has none of them
+    if all(plain):
+        _insert_many(db, "files", _COMMON_NAMES, rows, _common)
+    elif not any(plain) or len(set(map(_rel, rows))) < len(rows):
+        _insert_many(db, "files", NAMES, rows)
     else:
-        db.executemany(_INSERT, [row for row in rows if _rare(row) != _NONE_RARE])
-        db.executemany(_INSERT_COMMON, common)
+        _insert_many(db, "files", NAMES, list(compress(rows, map(not_, plain))))
+        _insert_many(db, "files", _COMMON_NAMES, list(compress(rows, plain)), _common)
+
+
+def _insert_many(
+    db: sqlite3.Connection,
+    table: str,
+    columns: tuple[str, ...],
+    rows: Sequence[Sequence[object]],
+    values: Callable[[Any], Sequence[object]] | None = None,
+) -> None:
+    """Insert (or replace) ``rows`` into ``table``, in their order, as many to a statement as
+    its values allow: each row's ``values`` (by default the row itself) are those of ``columns``."""
+    width = len(columns)
+    batch = max(1, _VALUES_PER_STATEMENT // width)
+    whole = len(rows) - len(rows) % batch
+    if whole:
+        head = rows[:whole] if whole < len(rows) else rows
+        flat = list(chain.from_iterable(head if values is None else map(values, head)))
+        step = batch * width
+        db.executemany(
+            _insert_statement(table, columns, batch),
+            [flat[at : at + step] for at in range(0, len(flat), step)],
+        )
+    if whole < len(rows):
+        tail = rows[whole:]
+        db.executemany(_insert_statement(table, columns, 1), tail if values is None else map(values, tail))
 
 
 def _batched(items: Iterator[_T], size: int) -> Iterator[list[_T]]:

@@ -15,21 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 from kag.datasets import DatasetsChanged, Question
 from kag.errors import InputError
-from kag.grading.compare.analysis import Analysis, analyse_indexed, best_setup
-from kag.grading.compare.records import (
-    CompactAnswer,
-    index_answers,
-    question_sort_key,
-    setup_configs,
-    setup_profiles,
-)
-from kag.grading.compare.setups import ComparisonRun
-from kag.grading.mcq.summary import summarize
-from kag.grading.record import GradedFile
+from kag.grading.record import GradedFile, question_sort_key
 from kag.grading.retrieval_quality import is_reached
 from kag.grading.rule import rust_trim
-from kag.grading.search.match import Matcher
-from kag.grading.usage import price_records
 from kag.results.codec import parse_result
 from kag.results.model import ErrorResult, Result
 from kag.view.choices import Choice, UnknownChoice, neighbours, option_key, read_choice, read_page
@@ -42,12 +30,18 @@ from kag.view.index import (
     folder_span,
     tree_labels,
 )
-from kag.view.search import SEARCH_SECONDS, Found, compile_search, read_below, search_files
 from kag.view.snapshot import SELECT_ROWS, Builder, Cell, Snapshot, cell_rel, graded_record, setup_name
 
+# The modules of the comparisons, the summary and the searches are imported when a page first
+# needs them (or by View's ``meanwhile``): a first build starts its workers without them.
 if TYPE_CHECKING:  # the judge's modules load the model clients: only a named judge needs them
+    from kag.grading.compare.analysis import Analysis
+    from kag.grading.compare.records import CompactAnswer
+    from kag.grading.compare.setups import ComparisonRun
     from kag.grading.judge_labels import Label
+    from kag.grading.search.match import Matcher
     from kag.pricing import Prices
+    from kag.view.search import Found
     from kag.view.verdicts import VerdictReader
 
 PAGE_SIZE = 50
@@ -89,10 +83,14 @@ class View:
         *,
         scan: bool = False,
         labels: Sequence[Label] | None = None,
+        meanwhile: Callable[[], None] | None = None,
     ) -> None:
         """The view of ``index``; with ``scan``, the index is brought up to date first
         (:attr:`stats`), and when that read every file the snapshot is made from the rows
-        as they came, not read back."""
+        as they came, not read back. ``meanwhile`` is called once the scan's first rows are
+        in, while its workers read the rest: what this process can do in the meantime
+        (import the pages' modules), rather than before the workers start or after the
+        last row."""
         self.index = index
         self.verdicts = verdicts
         self.prices = prices
@@ -103,8 +101,9 @@ class View:
             for label in labels:
                 self.labels.setdefault(label.answer, {})[label.annotator] = label.correct
         self.datasets = index.datasets
-        #: How long a search of the grid's responses may run (seconds).
-        self.search_seconds = SEARCH_SECONDS
+        #: How long a search of the grid's responses may run (seconds; None: the default,
+        #: :data:`kag.view.search.SEARCH_SECONDS`).
+        self.search_seconds: float | None = None
         self._reloading = threading.Lock()
         # Held while a page reads the index and while a reload commits its scan and puts its
         # snapshot in place: a page sees the rows of the snapshot it shows, never a scan's half.
@@ -116,7 +115,7 @@ class View:
         builder = None
         self.stats: ScanStats | None = None
         if scan:
-            builder = Builder(index, False)
+            builder = Builder(index, False, meanwhile)
             self.stats = index.scan(builder.add_part)
             if index.tallies is None:  # only the changed rows went by
                 builder = None
@@ -149,6 +148,9 @@ class View:
                 db.execute(SELECT_ROWS + " WHERE epoch != 1 AND kind IN (?, ?)", (GRADED, UNREADABLE))
             )
             builder.add_first(db.execute(SELECT_ROWS + " WHERE epoch = 1"))
+        from kag.grading.mcq.summary import summarize
+        from kag.grading.usage import price_records
+
         run = builder.run()
         summary = summarize(run)
         records = None
@@ -245,6 +247,9 @@ class View:
     def _analyse(self, snap: Snapshot, baseline: str | None) -> Analysis | None:
         """:func:`kag.grading.compare.analyse` of the graded records of ``snap`` (without its
         flips, which no page shows); None when it has none (or none of ``baseline``)."""
+        from kag.grading.compare.analysis import analyse_indexed, best_setup
+        from kag.grading.compare.records import index_answers, setup_configs, setup_profiles
+
         answers = self._answers()
         if not answers or (baseline is not None and not any(a.setup == baseline for a in answers)):
             return None
@@ -256,6 +261,8 @@ class View:
         """The graded MCQ records of epoch 1 as the comparisons read them (compact, their
         repeated values shared: a million files in bounded memory), in `kag stats compare`'s
         order: read from the index for each analysis, not kept."""
+        from kag.grading.compare.records import CompactAnswer
+
         rows = self._stream(SELECT_ROWS + " WHERE epoch = 1 AND kind = ?", (GRADED,))
         labels = tree_labels(self.index.trees)
         shared: dict[object, Any] = {}
@@ -338,6 +345,8 @@ class View:
         if keys is None:
             matched = None
             if choice.pattern is not None:
+                from kag.view.search import compile_search
+
                 found = self._search(snap, compile_search(choice.pattern), choice.setups, gone)
                 matched, cut = found.keys, found.cut
             keys = self._select(snap, *choice[:5], matched, choice.sort, choice.retrieval)
@@ -405,6 +414,8 @@ class View:
         """The questions where one of ``setups``' responses matches (`kag stats find`'s
         rules: the trimmed response, the ``regex`` module, a CPU budget per file), within
         :attr:`search_seconds` and while the client is there; kept with the snapshot."""
+        from kag.view.search import SEARCH_SECONDS, search_files
+
         key = (m.pattern.pattern, setups)
         cached = snap.searches.get(key)
         if cached is not None:
@@ -415,7 +426,8 @@ class View:
             for s in setups
             if (c := cells.get(s)) is not None and c.outcome != "err"
         ]
-        found = search_files(files, len(files), m, seconds=self.search_seconds, gone=gone)
+        seconds = self.search_seconds if self.search_seconds is not None else SEARCH_SECONDS
+        found = search_files(files, len(files), m, seconds=seconds, gone=gone)
         if found.cut is None:
             if len(snap.searches) > 32:
                 snap.searches.clear()
@@ -426,6 +438,8 @@ class View:
 
     def question(self, dataset: str, question: str) -> dict[str, Any] | None:
         """A question and every setup's file, read now; None when the index has no such question."""
+        from kag.view.search import read_below
+
         roots = list(tree_labels(self.index.trees))
         snap, rows = self._read(
             SELECT_ROWS

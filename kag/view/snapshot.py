@@ -6,7 +6,7 @@ until the next scan. Built from index rows (the columns of :data:`SELECT_ROWS`, 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from kag.grading.epochs import EpochOutcome
 from kag.grading.evidence import EvidenceRecord
 from kag.grading.mcq.metrics import GradeRun, Tally, Unreadable
-from kag.grading.mcq.summary import Summary
 from kag.grading.record import GradedFile, Outcome
 from kag.grading.retrieval_quality import is_reached
 from kag.view.index import (
@@ -25,11 +24,13 @@ from kag.view.index import (
     SKIPPED,
     UNREADABLE,
     Index,
+    open_questions,
     tree_labels,
 )
 from kag.view.record_rows import detail_field, from_row
 
 if TYPE_CHECKING:
+    from kag.grading.mcq.summary import Summary
     from kag.view.search import Found
 
 # An index row as the builder reads it: graded_record and epoch_outcome take its fields by position.
@@ -93,10 +94,13 @@ def setup_name(label: str, setup: str) -> str:
 
 class Builder:
     """The parts of a snapshot, made from index rows (the columns of :data:`SELECT_ROWS`): the
-    later epochs' rows of a question before its epoch 1's."""
+    later epochs' rows of a question before its epoch 1's. ``meanwhile`` is called once,
+    after the first part a scan gives (:meth:`add_part`): what the process can do while
+    the scan's workers read the rest."""
 
-    def __init__(self, index: Index, counting: bool) -> None:
+    def __init__(self, index: Index, counting: bool, meanwhile: Callable[[], None] | None = None) -> None:
         self.index = index
+        self.meanwhile = meanwhile
         self.counting = counting  # the tallies made here, not by the scan's workers
         self.labels = tree_labels(index.trees)
         # The setup names of a (tree, setup): one per label the tree is given under.
@@ -112,11 +116,18 @@ class Builder:
         self.later: dict[tuple[str, str, str, str], dict[int, EpochOutcome | None]] = {}
         self.firsts: dict[tuple[str, str, str, str], EpochOutcome] = {}
         self._shared: dict[str, str] = {}  # one object per file name, question id, tree, outcome
+        self._names_of_tree: dict[str, dict[str, tuple[str, ...]]] = {}  # names(tree, setup), by tree
 
     def add_part(self, rows: list[tuple[Any, ...]]) -> None:
         """Rows as a scan stores them, each question's all in one part."""
-        self.add_later(row for row in rows if row[5] != 1 and row[6] in (GRADED, UNREADABLE))
-        self.add_first(row for row in rows if row[5] == 1)
+        later = [row for row in rows if row[5] != 1]
+        if later:  # a tree with later epochs
+            self.add_later(row for row in later if row[6] in (GRADED, UNREADABLE))
+            rows = [row for row in rows if row[5] == 1]
+        self.add_first(rows)
+        if self.meanwhile is not None:
+            meanwhile, self.meanwhile = self.meanwhile, None
+            meanwhile()
 
     def names(self, tree: str, setup: str) -> tuple[str, ...]:
         names = self._names.get((tree, setup))
@@ -135,58 +146,65 @@ class Builder:
 
     def add_first(self, rows: Iterable[tuple[Any, ...]]) -> None:
         labels, later, grid, tallies = self.labels, self.later, self.grid, self.tallies
-        counting, shared, names_of = self.counting, self._shared, self._names
+        counting, shared, names_of_tree = self.counting, self._shared, self._names_of_tree
         with_extract, with_evidence = self.with_extract, self.with_evidence
         # The rows of a question folder come one after the other (the index's order, a
         # scan's part): what they share is looked up once per folder, not once per row.
         at: tuple[Any, Any, Any] | None = None  # the (tree, dataset, question) of the folder
-        prefix = ""
+        prefix, cut = "", 0
         cells: dict[str, Cell] | None = None
+        names_in: dict[str, tuple[str, ...]] = {}  # the folder's tree's setup names, by setup
         for row in rows:
-            tree, rel, dataset, question, setup, _, kind = row[:7]
-            if kind == IGNORED:  # counted once per label, as `kag stats` walks each tree given
-                self.ignored += len(labels.get(tree, ("",)))
+            kind = row[6]
+            graded = kind == GRADED
+            if not graded and kind != OPEN:
+                tree = row[0]
+                if kind == IGNORED:  # counted once per label, as `kag stats` walks each tree given
+                    self.ignored += len(labels.get(tree, ("",)))
+                elif kind == SKIPPED:
+                    self.skipped += len(labels.get(tree, ("",)))
+                elif kind == UNREADABLE:
+                    bad = Unreadable(os.path.join(tree, row[1]), row[13] or "")
+                    self.unreadable.extend(bad for _ in labels.get(tree, ("",)))
                 continue
-            if kind == SKIPPED:
-                self.skipped += len(labels.get(tree, ("",)))
-                continue
-            if kind == UNREADABLE:
-                bad = Unreadable(os.path.join(tree, rel), row[13] or "")
-                self.unreadable.extend(bad for _ in labels.get(tree, ("",)))
-                continue
+            tree, rel, dataset, question, setup = row[:5]
             if at is None or question != at[2] or dataset != at[1] or tree != at[0]:
                 # A row's strings are new objects: the tree, dataset, question, file name and
                 # outcome repeat in every cell.
                 tree, dataset = shared.setdefault(tree, tree), shared.setdefault(dataset, dataset)
                 at = (tree, dataset, shared.setdefault(question, question))
                 prefix, cells = f"{dataset}/{at[2]}/", None
+                cut = len(prefix)
+                names_in = names_of_tree.get(tree) or names_of_tree.setdefault(tree, {})
             tree, dataset, question = at
             outcome = row[9]
             outcome = shared.setdefault(outcome, outcome)
             # The extracted key and the retrieval quality live in the detail, read only when
             # there is one to read.
-            key = detail_field(row, "extracted_key") if with_extract and kind == GRADED else None
+            key = detail_field(row, "extracted_key") if with_extract and graded else None
             reached = None
-            if with_evidence and kind == GRADED:
+            if with_evidence and graded:
                 quality = detail_field(row, "retrieval_quality")
                 reached = is_reached(quality) if quality is not None else None
             record = from_row(row, setup) if counting else None
-            name_in = rel[len(prefix) :]
+            name_in = rel[cut:]
             if "/" in name_in or not rel.startswith(prefix):
                 name_in = rel  # not a file of the question's folder: kept whole (cell_rel)
             name_in = shared.setdefault(name_in, name_in)
-            names = names_of.get((tree, setup)) or self.names(tree, setup)
+            names = names_in.get(setup)
+            if names is None:
+                names = names_in[setup] = self.names(tree, setup)
             for name in names:
                 if record is not None:
                     tally = tallies.get((name, dataset))
                     if tally is None:
                         tally = tallies[(name, dataset)] = Tally()
                     named = replace(record, setup=name) if name != setup else record
-                    if kind == OPEN:
-                        tally.add_open_record(named)
-                    else:
+                    if graded:
                         tally.add(named)
-                if kind == OPEN:
+                    else:
+                        tally.add_open_record(named)
+                if not graded:
                     continue
                 if later and (tree, dataset, question, name) in later:
                     self.firsts[(tree, dataset, question, name)] = epoch_outcome(row, with_extract)
@@ -224,7 +242,7 @@ class Builder:
                 self.epochs[(dataset, question, name)] = (sum(o.correct for o in chain), len(chain))
         self.unreadable.sort(key=lambda u: u.path)
         evidence = self.evidence
-        any_open = any(q.open is not None for q in ds.iter_questions())
+        opened = open_questions(ds)
         return GradeRun(
             tallies={key: tallies[key].freeze() for key in sorted(tallies)},
             datasets=len(ds.datasets),
@@ -233,9 +251,7 @@ class Builder:
             ignored_files=self.ignored,
             unreadable=tuple(self.unreadable),
             records=None,  # made when a page needs them (View.records)
-            scorable_open_questions=sum(1 for q in ds.iter_questions() if q.open is not None)
-            if any_open
-            else None,
+            scorable_open_questions=opened or None,
             extract=self.index.extract,
             evidence={k: {q: evidence[k][q] for q in sorted(evidence[k])} for k in sorted(evidence)}
             if ds.has_evidence

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import typer
 from hypothesis import given
 from hypothesis import strategies as st
 from typer._coercion import build_runtime_param, resolve_type_descriptor
@@ -38,6 +39,15 @@ CONVERTED = [
     (float, OptionInfo(), "2.5"),
     (float, OptionInfo(), "-0"),
     (float, OptionInfo(), "0.100000000000001"),
+    (int, OptionInfo(min=1), "3"),  # within its bounds
+    (int, OptionInfo(min=0, max=65535), "0"),
+    (int, OptionInfo(min=0, max=65535), "65535"),
+    (int, OptionInfo(min=0, max=65535), 8765),
+    (int, OptionInfo(max=5), "-7"),
+    (float, OptionInfo(max=1.0), "0.5"),
+    (float, OptionInfo(min=0.0), "0"),
+    (float, OptionInfo(min=0.0), "-0"),
+    (float, OptionInfo(min=0.001), 0.001),
     (Path, OptionInfo(), "results"),
     (Path, OptionInfo(), Path("results")),
     (Path, ArgumentInfo(), "a/../b/"),
@@ -67,8 +77,17 @@ LEFT = [
     (int, OptionInfo(), "007"),
     (int, OptionInfo(), "abc"),
     (int, OptionInfo(), True),
-    (int, OptionInfo(min=1), "3"),  # bounds: the adapter checks them
-    (float, OptionInfo(max=1.0), "0.5"),
+    (int, OptionInfo(min=1), "0"),  # out of its bounds: the adapter words the refusal
+    (int, OptionInfo(min=0, max=65535), "65536"),
+    (int, OptionInfo(min=0, max=65535), -1),
+    (int, OptionInfo(min=0, max=65535), "99999999999999999999"),
+    (float, OptionInfo(min=0.0), "-0.5"),
+    (float, OptionInfo(max=1.0), 1.5),
+    (int, OptionInfo(min=1, clamp=True), "3"),  # clamped: the adapter's own rule
+    (int, OptionInfo(min=1), True),
+    (float, OptionInfo(min=0.0), 1),
+    (list[int], OptionInfo(min=1), ("1", "2")),  # bounds on another type
+    (str, OptionInfo(min=1), "x"),
     (float, OptionInfo(), 1),
     (float, OptionInfo(), "1e3"),
     (float, OptionInfo(), "nan"),
@@ -99,3 +118,29 @@ def test_every_plain_decimal_as_the_adapter_reads_it(text: str) -> None:
     got = plain_value(float, OptionInfo(), text)
     assert type(got) is float
     assert got == adapter_value(float, OptionInfo(), text)
+
+
+@given(st.integers(min_value=-(10**20), max_value=10**20), st.integers(-5, 5), st.integers(-5, 5))
+def test_every_bounded_integer_as_the_adapter_reads_or_refuses_it(value: int, low: int, span: int) -> None:
+    info = OptionInfo(min=low, max=low + span)
+    got = plain_value(int, info, str(value))
+    try:
+        expected = adapter_value(int, info, str(value))
+    except typer.BadParameter:
+        assert got is _ADAPTER
+    else:
+        # A plain integer is read here (a longer one is the adapter's alone).
+        assert got == expected if _INT.fullmatch(str(value)) else got is _ADAPTER
+
+
+@given(st.from_regex(_FLOAT, fullmatch=True), st.floats(-3, 3, allow_nan=False))
+def test_every_bounded_decimal_as_the_adapter_reads_or_refuses_it(text: str, low: float) -> None:
+    info = OptionInfo(min=low, max=low + 1.5)
+    got = plain_value(float, info, text)
+    try:
+        expected = adapter_value(float, info, text)
+    except typer.BadParameter:
+        assert got is _ADAPTER
+    else:
+        assert type(got) is float
+        assert got == expected

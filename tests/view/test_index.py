@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -470,6 +471,43 @@ def test_rows_written_without_their_empty_rare_columns_are_the_rows_given(tmp_pa
         assert fast.execute(query).fetchall() == plain.execute(query).fetchall()
 
 
+@pytest.mark.parametrize("count", [1, 75, 76, 77, 153, 1000])
+def test_rows_written_many_to_a_statement_are_the_rows_written_one_by_one(tmp_path: Path, count: int) -> None:
+    import sqlite3
+
+    from kag.view.record_rows import ERROR, REL
+
+    datasets, tree = make_tree(tmp_path)
+    rows: list[tuple[object, ...]] = []
+    index = _index(tmp_path / "index.sqlite", datasets, tree)
+    index.scan(rows.extend)
+    index.close()
+    graded = next(row for row in rows if row[6] == "graded" and row[ERROR] is None)
+    many = []
+    for n in range(count):
+        row = list(graded)
+        # Some paths given twice, apart and within a statement's rows; some rows with a rare column.
+        at = n % max(1, count - 80) if n % 7 == 0 else n - 1 if n % 3 == 0 else n
+        row[REL] = f"med/many/{at}.json"
+        row[ERROR] = f"boom {n}" if n % 5 == 0 else None
+        many.append(tuple(row))
+    common = [row for row in many if row[ERROR] is None]
+    fast, plain = sqlite3.connect(":memory:"), sqlite3.connect(":memory:")
+    for db in (fast, plain):
+        db.execute(index_module._FILES)
+        db.execute(index_module._FOLDERS)
+    query = "SELECT * FROM files ORDER BY tree, rel"
+    for given in (many, common, [*rows, *many]):
+        index_module._insert_rows(fast, given)
+        plain.executemany(index_module._INSERT, given)
+        assert fast.execute(query).fetchall() == plain.execute(query).fetchall()
+    folders = [(str(tree), f"med/{n % 50}", "med", str(n), bytes([n % 256]), n) for n in range(count)]
+    index_module._insert_many(fast, "folders", index_module._FOLDER_NAMES, folders)
+    plain.executemany(index_module._INSERT_FOLDER, folders)
+    query = "SELECT * FROM folders ORDER BY tree, rel"
+    assert fast.execute(query).fetchall() == plain.execute(query).fetchall()
+
+
 @pytest.mark.parametrize("suffix", ["", "-journal", "-wal", "-shm", ".lock"])
 @pytest.mark.parametrize("when", ["opened", "scanned"])
 def test_a_link_planted_where_the_index_keeps_a_file_is_refused_and_nothing_is_written_through_it(
@@ -498,3 +536,25 @@ def test_a_link_planted_where_the_index_keeps_a_file_is_refused_and_nothing_is_w
     )
     assert victim.read_bytes() == b"precious"
     assert os.path.islink(f"{path}{suffix}")
+
+
+def test_the_index_is_opened_unsynced_before_it_is_switched_to_its_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sqlite3
+
+    # Switching a new file to the write-ahead log syncs it to the disk unless told not to.
+    statements: list[str] = []
+    connect = sqlite3.connect
+
+    def traced(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        db = connect(*args, **kwargs)
+        db.set_trace_callback(statements.append)
+        return db
+
+    monkeypatch.setattr(sqlite3, "connect", traced)
+    datasets, tree = make_tree(tmp_path)
+    index = _index(tmp_path / "index.sqlite", datasets, tree)
+    index.close()
+    pragmas = [s for s in statements if s.startswith("PRAGMA")]
+    assert pragmas.index("PRAGMA synchronous=OFF") < pragmas.index("PRAGMA journal_mode=WAL")

@@ -83,7 +83,7 @@ def test_a_search_past_its_deadline_says_it_was_cut_and_is_not_kept(
 
 
 def test_a_search_stops_when_its_client_leaves(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from kag.view import query, search
+    from kag.view import search
 
     questions = {
         f"q{i:03d}": {"input": "?", "output": {"type": "MCQ", "options": {"A": "a"}, "answer": "A"}}
@@ -98,7 +98,7 @@ def test_a_search_stops_when_its_client_leaves(tmp_path: Path, monkeypatch: pyte
     started, left, done = threading.Event(), threading.Event(), threading.Event()
     reads: list[str] = []
     outcome: list[search.Found] = []
-    real_read, real_search = search.read_below, query.search_files
+    real_read, real_search = search.read_below, search.search_files
 
     def read_below(tree: str, rel: str) -> bytes:
         reads.append(rel)
@@ -116,7 +116,7 @@ def test_a_search_stops_when_its_client_leaves(tmp_path: Path, monkeypatch: pyte
             done.set()
 
     monkeypatch.setattr(search, "read_below", read_below)
-    monkeypatch.setattr(query, "search_files", search_files)
+    monkeypatch.setattr(search, "search_files", search_files)
     with serving(view) as url:
         port = int(url.split(":")[2].rstrip("/"))
         client = socket.create_connection(("127.0.0.1", port))

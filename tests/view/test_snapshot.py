@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from kag.datasets import load_datasets
 from kag.view.index import Index, Tree
 from kag.view.query import View
-from kag.view.snapshot import cell_rel
+from kag.view.snapshot import Builder, cell_rel
 from tests.view.helpers import make_tree
 
 
@@ -29,3 +33,54 @@ def test_a_cell_keeps_its_file_s_name_once_for_every_question_and_its_path_is_ma
         assert len(names) == 1
         assert grid[("med", "q1")]["native"].rel == "native.json"
     index.close()
+
+
+def test_what_a_first_build_does_meanwhile_is_done_once_after_its_first_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    datasets, tree = make_tree(tmp_path)
+    loaded = load_datasets(datasets)
+    calls: list[int] = []
+    parts: list[int] = []  # the calls made when each part's rows came
+    real = Builder.add_first
+
+    def add_first(self: Builder, rows: Iterable[tuple[Any, ...]]) -> None:
+        parts.append(len(calls))
+        real(self, rows)
+
+    monkeypatch.setattr(Builder, "add_first", add_first)
+    index = Index(tmp_path / "index.sqlite", loaded, [Tree("", str(tree))], "", None)
+    view = View(index, scan=True, meanwhile=lambda: calls.append(len(parts)))
+    assert calls == [1]  # after the first part's rows, once
+    assert len(parts) > 1 and parts[1:] == [1] * (len(parts) - 1)
+    monkeypatch.undo()
+    plain = View(Index(tmp_path / "plain.sqlite", loaded, [Tree("", str(tree))], "", None), scan=True)
+    assert view.snapshot.grid == plain.snapshot.grid
+    assert view.snapshot.run == plain.snapshot.run
+    index.close()
+
+
+@pytest.mark.parametrize("with_open", [False, True])
+def test_the_open_questions_are_counted_and_their_empty_gold_set_aside_as_the_plain_formulas_say(
+    tmp_path: Path, with_open: bool
+) -> None:
+    import json
+
+    from kag.grading.open_grading import usable_open_gold
+
+    datasets, tree = make_tree(tmp_path)
+    doc = json.loads(datasets.read_text())
+    if with_open:  # an accepted answer that normalizes to nothing, and a question left with none
+        doc["med"]["o1"] = {"input": "?", "output": {"type": "Open", "answers": ["the", "Paris"]}}
+        doc["med"]["o2"] = {"input": "?", "output": {"type": "Open", "answers": ["a"]}}
+        doc["med"]["o3"] = {"input": "?", "output": {"type": "Open", "answers": ["Rome"]}}
+        datasets.write_text(json.dumps(doc))
+    for texts in (False, True):
+        loaded = load_datasets(datasets, texts=texts)
+        index = Index(tmp_path / f"index-{texts}.sqlite", loaded, [Tree("", str(tree))], "", None)
+        assert index.graded == usable_open_gold(loaded)[0]
+        run = View(index, scan=True).snapshot.run
+        opened = sum(1 for q in index.graded.iter_questions() if q.open is not None)
+        assert run.scorable_open_questions == (opened if opened else None)
+        assert opened == (2 if with_open else 0)
+        index.close()
