@@ -216,11 +216,11 @@ def test_a_retrieval_several_setups_share_is_prepared_once_and_grades_as_alone(
     assert prepared == [SHARED_TEXT, OTHER_TEXT] * 2
     # The last two texts prepared are kept: a text met again after two others is prepared again.
     third = SHARED_TEXT.replace("Iron", "Lead")
-    for setup, text in {"a": SHARED_TEXT, "b": OTHER_TEXT, "c": third, "d": SHARED_TEXT}.items():
+    for setup, text in {"e": SHARED_TEXT, "f": OTHER_TEXT, "g": third, "h": SHARED_TEXT}.items():
         retrieval = neo4j_retrieval(text, 2, 1, 2, time=Timing(1, 0), db_time=Timing(0, 5))
-        write_result(result_path(tmp_path, "med", "q3", "", setup), ok_result("B", retrieval=retrieval))
+        write_result(result_path(tmp_path, "med", "q1", "", setup), ok_result("B", retrieval=retrieval))
     prepared.clear()
-    graded(grader, "q3", "abcd")
+    graded(grader, "q1", "efgh")
     assert prepared == [SHARED_TEXT, OTHER_TEXT, third, SHARED_TEXT]
     assert alone["q1"][0][0].retrieval_quality is not None and alone["q1"][0][1].found == (True, True)
 
