@@ -42,7 +42,7 @@ def test_query_text_for_two_hops() -> None:
         "UNWIND nodes AS n\n"
         "OPTIONAL MATCH (n)-[rel]->(m)\n"
         "WHERE m IN nodes\n"
-        "WITH DISTINCT seeds, scores, n, rel\n"
+        "WITH DISTINCT seeds, scores, n, rel WHERE rel IS NOT NULL OR n IN seeds\n"
         "WITH seeds, scores, rel, coalesce(startNode(rel), n) AS a, endNode(rel) AS b\n"
         "RETURN [s IN seeds | elementId(s)] AS seeds, scores AS seed_scores,\n"
         "       elementId(a) AS source, labels(a) AS source_labels,\n"
