@@ -300,8 +300,6 @@ def file_quality(
     none can be found and the relationship lines are not read, else only those between
     nodes so named are held against the gold. The retrieved relationships are that count
     whenever the file has one (on every path)."""
-    if not (entities or triples) or text is None:
-        return None
     gold = QuestionGold(entities, triples)
     return gold_quality(gold, text, graph, correct, similarity, tuple(name_keys), relationships)
 
