@@ -146,6 +146,9 @@ def test_a_flip_chosen_from_the_menus_keeps_its_state_from_page_to_page(
         page.click("#grid a.open >> nth=0")  # type: ignore[attr-defined]
         assert page.inner_text("#qnav").startswith("question 1 of 15 where")  # type: ignore[attr-defined]
         assert page.locator("#prev-q").count() == 0  # type: ignore[attr-defined]
+        # The keys are heard once the page's deferred script has run, before DOMContentLoaded:
+        # a key pressed as soon as the page's text shows may come before it (seen under load).
+        page.wait_for_load_state("domcontentloaded")  # type: ignore[attr-defined]
         page.keyboard.press("j")  # type: ignore[attr-defined]
         page.wait_for_url(f"**/q/pubmedqa/{rows[1].split('/')[1]}?*")  # type: ignore[attr-defined]
         assert page.inner_text("#qnav").startswith("← previous · question 2 of 15 where")  # type: ignore[attr-defined]
