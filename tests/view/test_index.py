@@ -558,3 +558,30 @@ def test_the_index_is_opened_unsynced_before_it_is_switched_to_its_log(
     index.close()
     pragmas = [s for s in statements if s.startswith("PRAGMA")]
     assert pragmas.index("PRAGMA synchronous=OFF") < pragmas.index("PRAGMA journal_mode=WAL")
+
+
+def test_a_new_index_has_pages_of_16_kib_and_an_index_of_other_pages_keeps_them(tmp_path: Path) -> None:
+    import sqlite3
+
+    datasets, tree = make_tree(tmp_path)
+    new = _index(tmp_path / "new.sqlite", datasets, tree)
+    new.scan()
+    assert new.db.execute("PRAGMA page_size").fetchone() == (16384,)
+    # An index made with SQLite's default pages (by an older kag) is scanned as it is.
+    old_path = tmp_path / "old.sqlite"
+    db = sqlite3.connect(old_path)
+    db.execute("PRAGMA page_size=4096")
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")
+    db.commit()
+    db.close()
+    old = _index(old_path, datasets, tree)
+    old.scan()
+    assert old.db.execute("PRAGMA page_size").fetchone() == (4096,)
+    assert old.db.execute(ROWS).fetchall() == new.db.execute(ROWS).fetchall()
+    old.close()
+    old = _index(old_path, datasets, tree)  # reopened: still its own pages
+    assert old.db.execute("PRAGMA page_size").fetchone() == (4096,)
+    assert old.db.execute(ROWS).fetchall() == new.db.execute(ROWS).fetchall()
+    old.close()
+    new.close()
