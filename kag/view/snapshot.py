@@ -9,6 +9,7 @@ import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from functools import partial
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kag.grading.epochs import EpochOutcome
@@ -78,6 +79,7 @@ class Snapshot:
     runs: list[dict[str, Any]] | None = None
 
 
+_epoch, _kind, _evidence = itemgetter(5), itemgetter(6), itemgetter(15)
 # A Cell from a tuple of its fields (tuple.__new__, not the class's own __new__: a call in
 # C, once per graded file of a first build).
 _cell = partial(tuple.__new__, Cell)
@@ -117,12 +119,15 @@ class Builder:
         self.firsts: dict[tuple[str, str, str, str], EpochOutcome] = {}
         self._shared: dict[str, str] = {}  # one object per file name, question id, tree, outcome
         self._names_of_tree: dict[str, dict[str, tuple[str, ...]]] = {}  # names(tree, setup), by tree
+        # Whether a graded row's cell is all it gives (_add_graded), evidence bits and later epochs aside.
+        self._plain = not (counting or self.with_extract or self.with_evidence) and all(
+            len(names) == 1 for names in self.labels.values()
+        )
 
     def add_part(self, rows: list[tuple[Any, ...]]) -> None:
         """Rows as a scan stores them, each question's all in one part."""
-        later = [row for row in rows if row[5] != 1]
-        if later:  # a tree with later epochs
-            self.add_later(row for row in later if row[6] in (GRADED, UNREADABLE))
+        if list(map(_epoch, rows)).count(1) != len(rows):  # a tree with later epochs
+            self.add_later(row for row in rows if row[5] != 1 and row[6] in (GRADED, UNREADABLE))
             rows = [row for row in rows if row[5] == 1]
         self.add_first(rows)
         if self.meanwhile is not None:
@@ -145,6 +150,15 @@ class Builder:
                 later.setdefault((tree, dataset, question, name), {})[epoch] = outcome
 
     def add_first(self, rows: Iterable[tuple[Any, ...]]) -> None:
+        if (
+            self._plain
+            and not self.later
+            and isinstance(rows, list)
+            and list(map(_kind, rows)).count(GRADED) == len(rows)
+            and list(map(_evidence, rows)).count(None) == len(rows)
+        ):
+            self._add_graded(rows)
+            return
         labels, later, grid, tallies = self.labels, self.later, self.grid, self.tallies
         counting, shared, names_of_tree = self.counting, self._shared, self._names_of_tree
         with_extract, with_evidence = self.with_extract, self.with_evidence
@@ -214,6 +228,37 @@ class Builder:
                 if cells is None:
                     cells = grid.setdefault((dataset, question), {})
                 cells[name] = _cell((outcome, row[11], key, row[10], row[14], name_in, tree, reached))
+
+    def _add_graded(self, rows: list[tuple[Any, ...]]) -> None:
+        """:meth:`add_first` of graded rows with no evidence bits, in a builder that
+        counts nothing, reads no detail and has no later epochs, each tree under one
+        label (a first build's rows, mostly): a cell each, and nothing else."""
+        grid, shared, names_of_tree = self.grid, self._shared, self._names_of_tree
+        tree: Any = None  # the question folder's tree, dataset and question
+        dataset: Any = None
+        question: Any = None
+        prefix, cut = "", 0
+        cells: dict[str, Cell] = {}
+        names_in: dict[str, tuple[str, ...]] = {}
+        for row in rows:
+            if row[3] != question or row[2] != dataset or row[0] != tree:
+                tree, dataset, question = row[0], row[2], row[3]
+                tree, dataset = shared.setdefault(tree, tree), shared.setdefault(dataset, dataset)
+                question = shared.setdefault(question, question)
+                prefix = f"{dataset}/{question}/"
+                cut = len(prefix)
+                cells = grid.setdefault((dataset, question), {})
+                names_in = names_of_tree.get(tree) or names_of_tree.setdefault(tree, {})
+            rel, setup, outcome = row[1], row[4], row[9]
+            name_in = rel[cut:]
+            if "/" in name_in or not rel.startswith(prefix):
+                name_in = rel  # not a file of the question's folder: kept whole (cell_rel)
+            name_in = shared.setdefault(name_in, name_in)
+            names = names_in.get(setup)
+            if names is None:
+                names = names_in[setup] = self.names(tree, setup)
+            outcome = shared.setdefault(outcome, outcome)
+            cells[names[0]] = _cell((outcome, row[11], None, row[10], row[14], name_in, tree, None))
 
     def run(self) -> GradeRun:
         """The `kag stats` run of the rows added."""

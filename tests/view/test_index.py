@@ -436,78 +436,6 @@ def test_the_rows_of_trees_no_longer_given_are_dropped_and_no_other(tmp_path: Pa
         index.close()
 
 
-def test_rows_written_without_their_empty_rare_columns_are_the_rows_given(tmp_path: Path) -> None:
-    import sqlite3
-
-    from kag.view.record_rows import ERROR, EVIDENCE, EXTRACTED, JUDGED, REASON, VOTE
-
-    datasets, tree = make_tree(tmp_path)
-    rows: list[tuple[object, ...]] = []
-    index = _index(tmp_path / "index.sqlite", datasets, tree)
-    index.scan(rows.extend)
-    index.close()
-    values = {EXTRACTED: "A", ERROR: "boom", REASON: "bad", EVIDENCE: "10", VOTE: "B", JUDGED: "k"}
-    graded = next(row for row in rows if row[6] == "graded" and all(row[c] is None for c in values))
-    for column, value in values.items():  # each rare column filled in a row of its own
-        row = list(graded)
-        row[1], row[column] = f"med/extra/{column}.json", value
-        rows.append(tuple(row))
-    full = list(graded)
-    for column, value in values.items():
-        full[column] = value
-    fast, plain = sqlite3.connect(":memory:"), sqlite3.connect(":memory:")
-    for db in (fast, plain):
-        db.execute(index_module._FILES)
-    index_module._insert_rows(fast, [tuple(full)])  # then replaced by a row with none of them
-    index_module._insert_rows(fast, rows)
-    plain.executemany(index_module._INSERT, rows)
-    query = "SELECT * FROM files ORDER BY tree, rel"
-    assert fast.execute(query).fetchall() == plain.execute(query).fetchall()
-    assert len(rows) == fast.execute("SELECT count(*) FROM files").fetchone()[0]
-    # A path given twice in one part keeps its last row, whichever of the two is rare.
-    for twice in ([tuple(full), graded], [graded, tuple(full)]):
-        index_module._insert_rows(fast, [*rows[:3], *twice])
-        plain.executemany(index_module._INSERT, [*rows[:3], *twice])
-        assert fast.execute(query).fetchall() == plain.execute(query).fetchall()
-
-
-@pytest.mark.parametrize("count", [1, 75, 76, 77, 153, 1000])
-def test_rows_written_many_to_a_statement_are_the_rows_written_one_by_one(tmp_path: Path, count: int) -> None:
-    import sqlite3
-
-    from kag.view.record_rows import ERROR, REL
-
-    datasets, tree = make_tree(tmp_path)
-    rows: list[tuple[object, ...]] = []
-    index = _index(tmp_path / "index.sqlite", datasets, tree)
-    index.scan(rows.extend)
-    index.close()
-    graded = next(row for row in rows if row[6] == "graded" and row[ERROR] is None)
-    many = []
-    for n in range(count):
-        row = list(graded)
-        # Some paths given twice, apart and within a statement's rows; some rows with a rare column.
-        at = n % max(1, count - 80) if n % 7 == 0 else n - 1 if n % 3 == 0 else n
-        row[REL] = f"med/many/{at}.json"
-        row[ERROR] = f"boom {n}" if n % 5 == 0 else None
-        many.append(tuple(row))
-    common = [row for row in many if row[ERROR] is None]
-    fast, plain = sqlite3.connect(":memory:"), sqlite3.connect(":memory:")
-    for db in (fast, plain):
-        db.execute(index_module._FILES)
-        db.execute(index_module._FOLDERS)
-    query = "SELECT * FROM files ORDER BY tree, rel"
-    for given in (many, common, [*rows, *many]):
-        index_module._insert_rows(fast, given)
-        plain.executemany(index_module._INSERT, given)
-        assert fast.execute(query).fetchall() == plain.execute(query).fetchall()
-    folders = [(str(tree), f"med/{n % 50}", "med", str(n), bytes([n % 256]), n) for n in range(count)]
-    index_module._insert_many(fast, "folders", index_module._FOLDER_NAMES, folders)
-    plain.executemany(index_module._INSERT_FOLDER, folders)
-    query = "SELECT * FROM folders ORDER BY tree, rel"
-    assert fast.execute(query).fetchall() == plain.execute(query).fetchall()
-
-
 @pytest.mark.parametrize("suffix", ["", "-journal", "-wal", "-shm", ".lock"])
 @pytest.mark.parametrize("when", ["opened", "scanned"])
 def test_a_link_planted_where_the_index_keeps_a_file_is_refused_and_nothing_is_written_through_it(
@@ -558,3 +486,30 @@ def test_the_index_is_opened_unsynced_before_it_is_switched_to_its_log(
     index.close()
     pragmas = [s for s in statements if s.startswith("PRAGMA")]
     assert pragmas.index("PRAGMA synchronous=OFF") < pragmas.index("PRAGMA journal_mode=WAL")
+
+
+def test_a_new_index_has_pages_of_16_kib_and_an_index_of_other_pages_keeps_them(tmp_path: Path) -> None:
+    import sqlite3
+
+    datasets, tree = make_tree(tmp_path)
+    new = _index(tmp_path / "new.sqlite", datasets, tree)
+    new.scan()
+    assert new.db.execute("PRAGMA page_size").fetchone() == (16384,)
+    # An index made with SQLite's default pages (by an older kag) is scanned as it is.
+    old_path = tmp_path / "old.sqlite"
+    db = sqlite3.connect(old_path)
+    db.execute("PRAGMA page_size=4096")
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")
+    db.commit()
+    db.close()
+    old = _index(old_path, datasets, tree)
+    old.scan()
+    assert old.db.execute("PRAGMA page_size").fetchone() == (4096,)
+    assert old.db.execute(ROWS).fetchall() == new.db.execute(ROWS).fetchall()
+    old.close()
+    old = _index(old_path, datasets, tree)  # reopened: still its own pages
+    assert old.db.execute("PRAGMA page_size").fetchone() == (4096,)
+    assert old.db.execute(ROWS).fetchall() == new.db.execute(ROWS).fetchall()
+    old.close()
+    new.close()
