@@ -178,16 +178,22 @@ def _config(value: Any) -> ModelConfig | None:
     aug = value.get("augmented_generation")
     retriever: str | None = None
     database: str | None = None
-    if (
-        isinstance(aug, dict)
-        and isinstance(aug.get("retriever"), str)
-        and isinstance(aug.get("database"), str)
-    ):
-        retriever, database = aug["retriever"], aug["database"]
-    provider = _str(value.get("provider")) or ""
-    model = _str(value.get("model")) or ""
-    temperature = _number(value.get("temperature")) or 0.0
-    tokens = _int(value.get("tokens"))
+    if isinstance(aug, dict):
+        retriever, database = aug.get("retriever"), aug.get("database")
+        if not (isinstance(retriever, str) and isinstance(database, str)):
+            retriever = database = None
+    # _str(.) or "", _number(.) or 0.0 and _int(.), written out (a config is read per file)
+    provider, model = value.get("provider"), value.get("model")
+    provider = provider if isinstance(provider, str) else ""
+    model = model if isinstance(model, str) else ""
+    temperature = value.get("temperature")
+    if type(temperature) is float and temperature - temperature == 0.0:  # a finite float
+        temperature = temperature or 0.0  # -0.0 as 0.0
+    else:
+        temperature = _number(temperature) or 0.0
+    tokens = value.get("tokens")
+    if type(tokens) is not int:
+        tokens = _int(tokens)
     key = (provider, model, temperature, tokens, retriever, database)
     config = _CONFIGS.get(key)
     if config is None:

@@ -181,7 +181,7 @@ def scan_chunk(ctx: ScanContext, chunk: Chunk) -> Part:
                 task = question_task(
                     ctx.datasets.get(dataset, question), path, dataset, question, ctx.judge is not None
                 )
-                stamps, made, cut = folder.stamps, part.rows, len(rel)
+                stamps, made, start, inside = folder.stamps, part.rows, len(rel) + 1, path + "/"
                 for frel, epoch, setup, file_stamp, slot in iter_entries(folder, rel, ctx.prefix):
                     seen += 1
                     # A result file's name is UTF-8 (iter_entries): only an ignored entry's may not be.
@@ -196,9 +196,8 @@ def scan_chunk(ctx: ScanContext, chunk: Chunk) -> Part:
                     if not new and known.get(frel) == file_stamp:
                         continue
                     read += 1
-                    # frel is rel + "/" + the entry's name in the folder's listing
-                    at = (fd, frel[cut + 1 :])
-                    row = row_of(task, frel, setup, epoch, path + frel[cut:], file_stamp, at)
+                    name = frel[start:]  # frel is rel + "/" + the entry's name in the folder's listing
+                    row = row_of(task, frel, setup, epoch, inside + name, file_stamp, (fd, name))
                     made.append(row)
                     if new:
                         stamps[slot], stamps[slot + 1] = row[SIZE], row[MTIME]  # type: ignore[call-overload]
@@ -250,14 +249,16 @@ def _file_rows(ctx: ScanContext, root: str, tallies: dict[tuple[str, str], Tally
         got = grade(task, path, setup, at)
         st = got.stat
         record = got.record
+        size: int | None
+        mtime: int | None
         if st is not None:
-            stamp = (st.st_size, st.st_mtime_ns)
-        elif stamp[0] is None:
-            stamp = _known_stamp(stamp, path)
+            size, mtime = st.st_size, st.st_mtime_ns
+        else:
+            size, mtime = _known_stamp(stamp, path)
         if record is None:
             reason = unreadable_reason(got.failure)  # type: ignore[arg-type]
             return make_row(
-                root, rel, task.dataset, task.question, setup, epoch, UNREADABLE, stamp, reason=reason
+                root, rel, task.dataset, task.question, setup, epoch, UNREADABLE, (size, mtime), reason=reason
             )
         dataset = task.dataset
         if tallies is not None and epoch == 1:  # as the grading walk adds it
@@ -272,7 +273,7 @@ def _file_rows(ctx: ScanContext, root: str, tallies: dict[tuple[str, str], Tally
         bits = "".join("1" if f else "0" for f in found.found) if found is not None else None
         judged = judged_key(judge, task, record) if judge is not None else None
         shown = OPEN if kind is _OPEN else GRADED
-        base = (root, rel, dataset, task.question, setup, epoch, shown, stamp[0], stamp[1])
+        base = (root, rel, dataset, task.question, setup, epoch, shown, size, mtime)
         return to_row(record, base, whole, bits, judged)
 
     return row_of

@@ -3,6 +3,7 @@ and the fields of the canonical reader, on any input."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import orjson
@@ -410,3 +411,84 @@ def test_the_files_of_a_setup_share_one_config_and_no_two_configs_are_mixed_up()
     assert read == [spelled_out(value) for value in variants]
     assert len({(c.provider, c.model, c.temperature, c.tokens, c.augmented_generation) for c in read}) == 10  # type: ignore[union-attr]
     assert config_of(dict(base)) is read[0]  # one object for the files that say the same
+
+
+def _config_spelled_out(value: object) -> ModelConfig | None:
+    """The config a file's ``ok.stats.config`` reads as, by the rules written plainly: a
+    string or "" (provider, model), a finite number as a float or 0.0 (temperature), an
+    integer that is no bool or None (tokens), both augmentation names strings or neither."""
+    if not isinstance(value, dict):
+        return None
+
+    def text(v: object) -> str:
+        return v if isinstance(v, str) else ""
+
+    t = value.get("temperature")
+    finite = isinstance(t, int | float) and not isinstance(t, bool) and math.isfinite(t)
+    tokens = value.get("tokens")
+    aug = value.get("augmented_generation")
+    augmented = None
+    if (
+        isinstance(aug, dict)
+        and isinstance(aug.get("retriever"), str)
+        and isinstance(aug.get("database"), str)
+    ):
+        augmented = AugmentedGeneration(aug["retriever"], aug["database"])
+    return ModelConfig(
+        text(value.get("provider")),
+        text(value.get("model")),
+        float(t) if finite and t else 0.0,  # type: ignore[arg-type]
+        tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None,
+        augmented,
+    )
+
+
+_ODD_VALUES = [
+    None, True, False, 0, 1, -3, 2**70, 0.0, -0.0, 1.0, 0.5, -2.5, 1e308,
+    math.inf, -math.inf, math.nan, "", "x", "0.5", [], [1], {}, {"retriever": "r"},
+]  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    provider=st.sampled_from(_ODD_VALUES),
+    model=st.sampled_from(_ODD_VALUES),
+    temperature=st.sampled_from(_ODD_VALUES) | st.floats(),
+    tokens=st.sampled_from(_ODD_VALUES) | st.integers(),
+    retriever=st.sampled_from(_ODD_VALUES),
+    database=st.sampled_from(_ODD_VALUES),
+    aug_kind=st.sampled_from(["dict", "none", "absent", "list", "odd"]),
+)
+def test_a_config_reads_as_its_rules_written_plainly_whatever_its_values(
+    provider: object,
+    model: object,
+    temperature: object,
+    tokens: object,
+    retriever: object,
+    database: object,
+    aug_kind: str,
+) -> None:
+    # The reader's checks are written out for speed (a config is read per file): each value
+    # of each type, an infinity, NaN, -0.0, a bool where a number goes, gives what the rules say.
+    value: dict[str, object] = {
+        "provider": provider,
+        "model": model,
+        "temperature": temperature,
+        "tokens": tokens,
+    }
+    if aug_kind == "dict":
+        value["augmented_generation"] = {"retriever": retriever, "database": database}
+    elif aug_kind == "none":
+        value["augmented_generation"] = None
+    elif aug_kind == "list":
+        value["augmented_generation"] = [retriever, database]
+    elif aug_kind == "odd":
+        value["augmented_generation"] = retriever
+    expected = _config_spelled_out(value)
+    got = grading_fields({"ok": {"result": "A", "stats": {"config": value}}}).config
+    assert got == expected
+    assert got is not None and expected is not None
+    assert type(got.temperature) is float
+    assert got.temperature != 0.0 or math.copysign(1.0, got.temperature) == 1.0  # never -0.0
+    model_config = result_from_json({"ok": {"result": "A", "stats": {"config": value}}})
+    assert isinstance(model_config, OkResult) and model_config.stats.config == expected

@@ -165,6 +165,32 @@ def test_a_config_shared_by_many_files_is_written_as_each_file_s_own_would_be() 
         assert orjson.dumps(detail, default=default, option=orjson.OPT_PASSTHROUGH_DATACLASS) == expected
 
 
+def test_a_row_whose_config_was_written_before_is_written_as_each_file_s_own_would_be() -> None:
+    # A config met again is put in the row as the JSON written the first time, and the
+    # retrieval sample as its fields, before orjson is called: the bytes are the plain call
+    # back's, also when a number past 64 bits elsewhere sends the row to the standard library.
+    config = ModelConfig("p", "m", 0.5, 7, AugmentedGeneration("r", "d"))
+    for record in (
+        _full(config=config),
+        _full(config=config),  # the config met again
+        _full(config=config, generation_ns=2**70),
+        _full(config=config, retrieval=RetrievalSample(2**65, 1, 2, 3)),
+        _full(config=config, retrieval=None, usage=None, retrieval_quality=None, verdict=None),
+        _full(
+            config=config,
+            exact_match=None,
+            gold=None,
+            extracted_key=None,
+            retrieval_quality=None,
+            verdict=None,
+        ),
+    ):
+        row = to_row(record, BASE)
+        assert row[DETAIL] == _plain_detail(record) and type(row[DETAIL]) is bytes
+        assert from_row(row, "kag") == record
+    assert to_row(_full(config=config, generation_ns=2**70), BASE)[DETAIL][:1] == b"\0"
+
+
 def test_the_layout_names_every_field_and_nested_type() -> None:
     layout = describe(GradedFile)
     for part in (
