@@ -333,32 +333,38 @@ class RetrievalText:
         some node's name normalizes to it): :meth:`nodes_named` is not empty, found without
         looking past the first such node where the text allows it."""
         found = self._any.get(name)
-        if found is None:
-            found = self._any[name] = self._names_a_node(name, name_keys)
-        return found
-
-    def _names_a_node(self, name: str, name_keys: tuple[str, ...]) -> bool:
+        if found is not None:
+            return found
         if self._keys is None:
             self._first_keys(name_keys)
-        if self._searchable:
-            scan = self._scans.get(name)
-            if (
-                scan is None
-                and name
-                and len(name) <= _LONGEST
-                and name.isascii()
-                and (self._plain or " " not in name)
-            ):
-                # Sought as it is (`_scan_of`), not read yet: one reading answers both this and `contains`.
-                facts = name_facts(name, self._spaced, self.text, name_keys, self.find)
-                if facts < 0:
-                    return self._names(name_keys).any(name)
+        if (
+            self._searchable
+            and name
+            and name not in self._scans
+            and len(name) <= _LONGEST
+            and name.isascii()
+            and (self._plain or " " not in name)
+        ):
+            # Sought as it is (`_scan_of`), not read yet: one reading answers both this and `contains`.
+            facts = name_facts(name, self._spaced, self.text, name_keys, self.find)
+            if facts < 0:
+                found = self._names(name_keys).any(name)
+            else:
                 self._bounded[name] = facts != ABSENT
-                return facts == NAMES
-            if scan is not None and scan.left >= 0:
-                found = scanned_any(scan, name, self._spaced, self.text, name_keys, self.find)
-                if found is not None:
-                    return found
+                found = facts == NAMES
+        else:
+            found = self._named_by_scan(name, name_keys)
+        self._any[name] = found
+        return found
+
+    def _named_by_scan(self, name: str, name_keys: tuple[str, ...]) -> bool:
+        """:meth:`names_a_node` from the scan of ``name`` begun by :meth:`contains`, else by
+        the general search."""
+        scan = self._scan(name, name_keys)
+        if scan is not None:
+            found = scanned_any(scan, name, self._spaced, self.text, name_keys, self.find)
+            if found is not None:
+                return found
         return self._names(name_keys).any(name)
 
     def _first_keys(self, name_keys: tuple[str, ...]) -> None:
