@@ -11,7 +11,9 @@ character, which the spaced form makes a space); a one-word name so in any text.
 
 from __future__ import annotations
 
+import functools
 import unicodedata
+from typing import Literal
 
 from kag.grading.triplets.normalize import normalize_title
 from kag.results.graph_text import Find, names_its_node, property_line_at, value_text
@@ -36,6 +38,10 @@ _TRIES = 64
 
 # How far a scan reads: to the first bounded occurrence, to one more possible value, to the end.
 BOUNDED, VALUE, ALL = 0, 1, 2
+# What :func:`name_facts` found: no bounded occurrence; one, no node so named; a node so named.
+ABSENT, OCCURS, NAMES = 0, 1, 2
+# The characters `str.isalnum` takes in a spaced text (ASCII, lowered).
+_ALNUM = frozenset("0123456789abcdefghijklmnopqrstuvwxyz")
 
 
 class Scan:
@@ -87,6 +93,90 @@ class Scan:
                 break
         self.at, self.left = at, left
         return True
+
+
+def name_facts(name: str, spaced: str, text: str, name_keys: tuple[str, ...], find: Find) -> int:
+    """Whether ``name`` occurs bounded by non-alphanumerics in a spaced text, and whether it
+    names a node (:func:`scanned_any`), in one reading of its occurrences from the start that
+    stops at the first line naming its node: ``NAMES`` (it names one; it then occurs bounded),
+    ``OCCURS`` or ``ABSENT``; -1 past ``_TRIES`` occurrences (the general search answers)."""
+    start = find(spaced, name, 0)
+    if start == -1:
+        return ABSENT
+    size, length, found, alnum = len(name), len(text), ABSENT, _ALNUM
+    for _ in range(_TRIES):
+        end = start + size
+        if not ((start and spaced[start - 1] in alnum) or (end < length and spaced[end] in alnum)):
+            found = OCCURS
+            # The first look of `Scan.read`: a word before it, or after it and not a legal
+            # suffix, past one space, and it is not a value.
+            if not (
+                (start > 1 and text[start - 1] == " " and spaced[start - 2] in alnum)
+                or (
+                    end + 1 < length
+                    and text[end] == " "
+                    and spaced[end + 1] in alnum
+                    and not spaced.startswith(_SUFFIX_HEADS, end + 1)
+                )
+            ) and _value_names_its_node(text, spaced, start, end, name, name_keys, find):
+                return NAMES
+        start = find(spaced, name, start + 1)
+        if start == -1:
+            return found
+    return -1
+
+
+def _value_names_its_node(
+    text: str, spaced: str, start: int, end: int, name: str, name_keys: tuple[str, ...], find: Find
+) -> bool:
+    """Whether the bounded occurrence of ``name`` from ``start`` to ``end`` is the value of
+    a name line that names its node (:func:`may_be_value_at`, :func:`naming_line`,
+    :func:`~kag.results.graph_text.names_its_node`)."""
+    quoted: tuple[int, str, str] | None | Literal[False] = False
+    if (
+        start >= 5
+        and text.startswith('")', end)
+        and text.startswith(']->("', start - 5)
+        and _bracketless(name_keys)
+    ):
+        quoted = quoted_naming_line(text, start, end, name, name_keys)
+    if quoted is False:
+        if not may_be_value_at(text, spaced, start, end):
+            return False
+        line = naming_line(text, start, name, name_keys)
+    else:
+        line = quoted
+    return line is not None and names_its_node(text, *line, name_keys, find)
+
+
+@functools.cache
+def _bracketless(name_keys: tuple[str, ...]) -> bool:
+    """Whether no key holds a ``]``: then a name line's key is the text between its node's
+    ``)-[`` and its ``]->(``, whichever key the line's expression tries first."""
+    return not any("]" in key for key in name_keys)
+
+
+def quoted_naming_line(
+    text: str, start: int, end: int, name: str, name_keys: tuple[str, ...]
+) -> tuple[int, str, str] | None | Literal[False]:
+    """:func:`naming_line` of an occurrence from ``start`` to ``end`` of a line that reads
+    ``(node)-[key]->("`` before it and ``")`` after it, up to a newline or the text's end, as
+    name lines mostly are, without the line's expression; False when the line has another
+    shape (:func:`naming_line` answers). No name line holds a backslash, and no key a ``]``."""
+    line_end = end + 2
+    if (line_end < len(text) and text[line_end] != "\n") or text.find("\n", start, end) != -1:
+        return False
+    line_start = text.rfind("\n", 0, start) + 1
+    close = text.find(")", line_start)
+    if text[line_start] != "(" or close + 3 > start - 5 or not text.startswith(")-[", close):
+        return False
+    key = text[close + 3 : start - 5]
+    if key not in name_keys:
+        return False
+    # The line's expression reads node, key and the raw value '"…"', whose text is text[start:end].
+    return (
+        (line_start, text[line_start + 1 : close], key) if normalize_title(text[start:end]) == name else None
+    )
 
 
 def scanned_any(

@@ -15,12 +15,15 @@ import re
 from types import ModuleType
 
 from kag.grading.retrieval_scan import (
+    ABSENT,
     BOUNDED,
+    NAMES,
     SEPARATORS,
     SPACED_TABLE,
     STRIPPED,
     Scan,
     may_be_value_at,
+    name_facts,
     naming_line,
     scanned_any,
     scanned_nodes,
@@ -246,6 +249,7 @@ class RetrievalText:
     __slots__ = (
         "_any",
         "_ascii",
+        "_bounded",
         "_keys",
         "_lowered",
         "_node_names",
@@ -262,15 +266,19 @@ class RetrievalText:
 
     def __init__(self, text: str) -> None:
         self.text = text
-        self._ascii = text.isascii()
+        self._ascii = ascii = text.isascii()
         self._sz = sz = _stringzilla if _stringzilla is not _NOT_LOADED else accelerator()
         #: The substring search of this text, as ``str.find`` answers it: StringZilla's when
         #: installed and the text is ASCII (it counts a str's offsets in UTF-8 bytes, which
         #: are its characters only then), else ``str.find``.
-        self.find: Find = sz.find if sz is not None and self._ascii else str.find
-        self._spaced = str(sz.translate(text, SPACED_TABLE)) if self._ascii and sz is not None else ""
-        self._plain = bool(self._spaced) and sz.find(self._spaced, "  ") == -1  # type: ignore[union-attr]
-        self._lowered: str | None = None if self._ascii else ""
+        self.find: Find
+        if ascii and sz is not None:
+            self.find = find = sz.find
+            self._spaced = spaced = str(sz.translate(text, SPACED_TABLE))
+            self._plain = bool(spaced) and find(spaced, "  ") == -1
+        else:
+            self.find, self._spaced, self._plain = str.find, "", False
+        self._lowered: str | None = None if ascii else ""
         self._normalized: str | None = None
         self._starts: dict[str, _Starts] = {}
         self._scans: dict[str, Scan] = {}
@@ -280,6 +288,8 @@ class RetrievalText:
         self._keys: tuple[str, ...] | None = None
         self._searchable = False
         self._any: dict[str, bool] = {}
+        # Whether a name occurs bounded, as the reading of `names_a_node` found it.
+        self._bounded: dict[str, bool] = {}
 
     def _normalized_form(self) -> str:
         if self._normalized is None:
@@ -289,6 +299,9 @@ class RetrievalText:
     def contains(self, name: str) -> bool:
         """Whether ``name`` (normalized) occurs in the normalized text bounded by
         non-alphanumerics or the ends: ``contains_words(normalized_body(text), name)``."""
+        found = self._bounded.get(name)
+        if found is not None:
+            return found
         if self._ascii:
             scan = self._scan_of(name)
             if scan is not None and (
@@ -320,25 +333,55 @@ class RetrievalText:
         some node's name normalizes to it): :meth:`nodes_named` is not empty, found without
         looking past the first such node where the text allows it."""
         found = self._any.get(name)
-        if found is None:
-            scan = self._scan(name, name_keys)
-            if scan is not None:
-                found = scanned_any(scan, name, self._spaced, self.text, name_keys, self.find)
-            if found is None:
+        if found is not None:
+            return found
+        if self._keys is None:
+            self._first_keys(name_keys)
+        if (
+            self._searchable
+            and name
+            and name not in self._scans
+            and len(name) <= _LONGEST
+            and name.isascii()
+            and (self._plain or " " not in name)
+        ):
+            # Sought as it is (`_scan_of`), not read yet: one reading answers both this and `contains`.
+            facts = name_facts(name, self._spaced, self.text, name_keys, self.find)
+            if facts < 0:
                 found = self._names(name_keys).any(name)
-            self._any[name] = found
+            else:
+                self._bounded[name] = facts != ABSENT
+                found = facts == NAMES
+        else:
+            found = self._named_by_scan(name, name_keys)
+        self._any[name] = found
         return found
+
+    def _named_by_scan(self, name: str, name_keys: tuple[str, ...]) -> bool:
+        """:meth:`names_a_node` from the scan of ``name`` begun by :meth:`contains`, else by
+        the general search."""
+        scan = self._scan(name, name_keys)
+        if scan is not None:
+            found = scanned_any(scan, name, self._spaced, self.text, name_keys, self.find)
+            if found is not None:
+                return found
+        return self._names(name_keys).any(name)
+
+    def _first_keys(self, name_keys: tuple[str, ...]) -> None:
+        """Take the name keys of the first lookup of a node's name, and whether those lookups
+        read the scans."""
+        self._keys = name_keys
+        self._searchable = (
+            bool(self._spaced)
+            and "\n" not in "".join(name_keys)
+            and not _escaped_name_line(self.text, name_keys)
+        )
 
     def _scan(self, name: str, name_keys: tuple[str, ...]) -> Scan | None:
         """The scan of ``name`` when the names of nodes are read from the scans (the first
         lookup's ``name_keys`` decide, and only they are ever given)."""
         if self._keys is None:
-            self._keys = name_keys
-            self._searchable = (
-                bool(self._spaced)
-                and "\n" not in "".join(name_keys)
-                and not _escaped_name_line(self.text, name_keys)
-            )
+            self._first_keys(name_keys)
         if not self._searchable:
             return None
         scan = self._scans.get(name)
@@ -346,19 +389,18 @@ class RetrievalText:
             return self._scan_of(name)
         return scan if scan.left >= 0 else None
 
+    def _literal(self, name: str) -> bool:
+        """Whether ``name`` is sought as it is in the spaced text (there is one): a short
+        ASCII name of one word, or of several in a plain text."""
+        return bool(name) and len(name) <= _LONGEST and name.isascii() and (self._plain or " " not in name)
+
     def _scan_of(self, name: str) -> Scan | None:
         """The scan of ``name``, begun if need be; None when the general search answers (no
         spaced text, a name of several words and a text that is not plain, an empty,
         non-ASCII or very long name, a scan given up)."""
         scan = self._scans.get(name)
         if scan is None:
-            if not (
-                self._spaced
-                and name
-                and len(name) <= _LONGEST
-                and name.isascii()
-                and (self._plain or " " not in name)
-            ):
+            if not (self._spaced and self._literal(name)):
                 return None
             scan = self._scans[name] = Scan()
         return None if scan.left < 0 else scan

@@ -16,7 +16,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from kag.datasets import load_datasets
-from kag.grading import retrieval_text
+from kag.grading import retrieval_scan, retrieval_text
 from kag.grading.evidence import evidence_found
 from kag.grading.retrieval_quality import (
     _STARTS_SOUGHT,
@@ -107,6 +107,11 @@ def check_text(
         expected = plain_quality(entities, triples, text, True, keys, c)
         assert file_quality(entities, triples, text, None, True, EXACT, keys, c) == expected
         assert file_quality(entities, triples, RetrievalText(text), None, True, EXACT, keys, c) == expected
+        # As the grader asks: the record first, then the names in the text, of one prepared text
+        # (a name's one reading answers both).
+        graded = RetrievalText(text)
+        assert file_quality(entities, triples, graded, None, True, EXACT, keys, c) == expected
+        assert evidence_found(names, graded) == tuple(plain_contains(text, n) for n in names)
 
 
 def test_the_example_tree_gives_what_every_line_gives() -> None:
@@ -163,7 +168,7 @@ gold = st.sampled_from(
     ]
 )
 gold_triple = st.tuples(gold, st.sampled_from(["caused by", "DEFICIENCY_OF", "has concept"]), gold)
-keys = st.sampled_from([("name",), ("name", "label"), ("label", "name"), ("title",)])
+keys = st.sampled_from([("name",), ("name", "label"), ("label", "name"), ("title",), ("name]->(x", "name")])
 
 
 @settings(max_examples=400)
@@ -436,11 +441,28 @@ def test_randomized_plain_texts_give_what_every_line_gives(
         # ... with relationship lines after a non-ASCII character (a search that counted
         # offsets in UTF-8 bytes would read them at the wrong place).
         ('(1)-[name]->("Café")\n(2)-[name]->("Tea")\n(1)-[:R]->(2)\n(2)-[:R]->(1)', ["café", "tea"]),
+        # Lines of the usual shape `(node)-[key]->("value")` and near it: a node holding `(` or
+        # `]`, a key that is not one, a value over two lines, text after the line, a line of
+        # two relationships, a name at the text's end without its closing.
+        (
+            '((1)-[name]->("Iron")\n(2])-[name]->("Iron")\n(3)-[nam]->("Iron")\n(4)-[:R]->(x)-[name]->("Iron")',
+            ["iron"],
+        ),
+        ('(1)-[name]->("Iron\nZinc")\n(2)-[name]->("Iron")x\n(3)-[name]->("Iron") ', ["iron", "iron zinc"]),
+        ('(1)-[name]->("Zinc")\n(1)-[name]->("Iron")\n(2)-[name]->("Iron', ["iron", "zinc"]),
+        (
+            '(1)-[name]->("Iron")\n(1)-[name]->("Iron")\n()-[name]->("Zinc")\n)-[name]->("Lead")',
+            ["iron", "zinc", "lead"],
+        ),
+        (
+            '-[name]->("Iron")\n(1)-[name]->("Iron Inc")\n(2)-[name]->("Zinc Ltd")',
+            ["iron", "zinc", "iron inc"],
+        ),
         # Names longer than a scan reads.
         ('(1)-[name]->("' + "Iron " * 30 + 'Zinc")\n(2)-[name]->("Zinc")', ["iron " * 30 + "zinc", "zinc"]),
     ],
 )
-@pytest.mark.parametrize("name_keys", [("name",), ("name", "label"), ("label", "name")])
+@pytest.mark.parametrize("name_keys", [("name",), ("name", "label"), ("label", "name"), ("name]->(", "name")])
 def test_edges_of_the_literal_search_give_what_the_plain_formulas_give(
     text: str, names: list[str], name_keys: tuple[str, ...]
 ) -> None:
@@ -455,11 +477,12 @@ def test_a_plain_text_is_searched_by_its_literal_scans(search_engine: str) -> No
     prepared = RetrievalText(text)
     assert prepared.names_a_node("iron deficiency", ("name",))
     assert prepared.contains("zinc") and not prepared.contains("iron zinc")
-    assert bool(prepared._scans) == (search_engine == "stringzilla")
+    assert bool(prepared._scans or prepared._bounded) == (search_engine == "stringzilla")
     # Two separators in a row: names of several words are sought the general way.
     double = RetrievalText(text.replace("Iron ", "Iron  "))
     assert double.names_a_node("iron deficiency", ("name",)) and double.names_a_node("zinc", ("name",))
-    assert set(double._scans) == ({"zinc"} if search_engine == "stringzilla" else set())
+    literal = set(double._scans) | set(double._bounded)
+    assert literal == ({"zinc"} if search_engine == "stringzilla" else set())
 
 
 @pytest.mark.parametrize("repeat", [_TRIES - 2, _TRIES + 2])
@@ -467,3 +490,25 @@ def test_a_name_met_more_often_than_a_scan_reads_is_found_by_the_general_search(
     text = "c-c " * repeat + '\n(1)-[name]->("C")\n(2)-[name]->("C Inc")'
     check_text(text, ["C", "C Inc"], [("C", "r", "C")], ("name",), 1)
     assert RetrievalText(text).nodes_named("c", ("name",)) == {"1", "2"}
+
+
+@settings(max_examples=400)
+@example('(1)-[name]->("Iron")\n(1)-[label]->("iron")\n(2)-[name]->("Iron Inc")', ("label", "name"), "iron")
+@given(
+    text.map(lambda t: t.replace("\\", "")),
+    keys,
+    st.sampled_from(["iron", "vitamin c", "c", "vitamin", "iron inc"]),
+)
+def test_a_name_line_of_the_usual_shape_is_read_as_its_expression_reads_it(
+    text: str, keys: tuple[str, ...], name: str
+) -> None:
+    # Wherever the name stands between `]->("` and `")`, the line read without its expression
+    # is the one the expression reads, or the reading is left to it (False).
+    at = text.find(']->("')
+    while at != -1:
+        start, end = at + 5, at + 5 + len(name)
+        if text.startswith('")', end):
+            quoted = retrieval_scan.quoted_naming_line(text, start, end, name, keys)
+            if quoted is not False and retrieval_scan._bracketless(keys):  # only asked then
+                assert quoted == retrieval_scan.naming_line(text, start, name, keys)
+        at = text.find(']->("', at + 1)
