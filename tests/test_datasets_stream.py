@@ -12,6 +12,7 @@ import pytest
 
 import kag.datasets_stream
 from kag.datasets import MAX_PROBLEMS, Datasets, DatasetsChanged, count_questions, load_datasets
+from kag.datasets_entries import MCQ, OpenAnswer, Question
 from kag.errors import InputError
 
 PREFIX = "wekgr-"
@@ -340,6 +341,30 @@ def test_lean_questions_carry_no_texts_and_share_their_option_forms(tmp_path: Pa
     assert lean.datasets["other"] == {} and len(lean.datasets["ds"]) == 4
     again = load_datasets(path, texts=False)
     assert again.get("ds", "1").mcq is again.get("ds", "1").mcq  # one form for every question of it
+
+
+def test_a_question_with_gold_evidence_is_kept_without_its_texts_and_shares_its_form(tmp_path: Path):
+    mcq = {"type": "MCQ", "options": {"a": "x", "b": "y"}, "answer": "a"}
+    gold = {"entities": ["Aspirin"], "triples": [["Aspirin", "treats", "Pain"]]}
+    data = {
+        "ds": {
+            "1": {"input": "q1", "output": mcq},
+            "2": {"input": "q2", "output": {**mcq, "options": {"a": "z", "b": "w"}}, "evidence": gold},
+            "3": {"input": "q3", "output": {"type": "Open", "answers": ["Paris"]}, "evidence": ["Paris"]},
+        }
+    }
+    path = tmp_path / "datasets.json"
+    path.write_text(json.dumps(data))
+    lean = load_datasets(path, texts=False)
+    kept = lean.get("ds", "2")
+    assert kept == Question(
+        "ds", "2", "", MCQ({"a": "", "b": ""}, "a"), None, ("Aspirin",), (("Aspirin", "treats", "Pain"),)
+    )
+    assert kept.mcq is lean.get("ds", "1").mcq  # the form's one MCQ, with or without evidence
+    assert lean.get("ds", "3") == Question("ds", "3", "", None, OpenAnswer(("Paris",)), ("Paris",))
+    full = load_datasets(path)
+    assert [lean.datasets["ds"].full_question(q) for q in "123"] == [full.get("ds", q) for q in "123"]
+    assert full.get("ds", "2").input == "q2" and full.get("ds", "2").mcq.options == {"a": "z", "b": "w"}
 
 
 def test_many_questions_are_all_found(tmp_path: Path):
