@@ -4,6 +4,7 @@ messages, and gives each question whole on demand from a file that has not chang
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 from pathlib import Path
@@ -474,3 +475,34 @@ def test_a_lean_table_pickled_to_another_process_finds_its_questions(tmp_path: P
 
 def _answers_of(loaded: Datasets) -> list[str | None]:
     return [q.mcq.answer if (q := loaded.get("ds", qid)) and q.mcq else None for qid in "1234"]
+
+
+def _in_generation(obj: object, generation: int) -> bool:
+    return any(o is obj for o in gc.get_objects(generation=generation))
+
+
+@pytest.mark.parametrize("texts", [False, True])
+def test_a_load_hands_its_questions_to_the_collectors_oldest_generation_unwalked(tmp_path: Path, texts: bool):
+    path = tmp_path / "datasets.json"
+    path.write_text(json.dumps({"ds": {"1": {"input": "q", "output": None, "evidence": ["Aspirin"]}}}))
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    question = load_datasets(path, texts=texts).get("ds", "1")
+    assert question is not None and question.evidence == ("Aspirin",)
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    # Not left young, where the next collection would walk it with every question of the file.
+    assert _in_generation(question, 2) and not _in_generation(question, 0)
+
+
+def test_objects_a_program_keeps_frozen_stay_frozen_through_a_load(tmp_path: Path):
+    path = tmp_path / "datasets.json"
+    path.write_text(json.dumps({"ds": {"1": {"input": "q", "output": None, "evidence": ["Aspirin"]}}}))
+    kept = [object()]
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        question = load_datasets(path, texts=False).get("ds", "1")
+        assert gc.get_freeze_count() == frozen  # nothing of the program's unfrozen
+        assert _in_generation(question, 0) or _in_generation(question, 1) or _in_generation(question, 2)
+        assert not _in_generation(kept, 2)
+    finally:
+        gc.unfreeze()
