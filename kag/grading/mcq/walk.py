@@ -200,7 +200,10 @@ def _grade_chunk(tasks: Sequence[QuestionTask], config: _Config) -> _ChunkResult
                 continue
             out.tally(key).add(graded)
             if got.evidence is not None and evidence is not None:
-                evidence.setdefault(key, {})[task.question] = got.evidence
+                kept_evidence = evidence.get(key)
+                if kept_evidence is None:
+                    kept_evidence = evidence[key] = {}
+                kept_evidence[task.question] = got.evidence
             if records is not None:
                 records.append(graded)
             if firsts is not None:
