@@ -347,7 +347,8 @@ def grade_tree(
         datasets, empty = usable_open_gold(datasets)
         if (warning := empty_gold_warning(datasets, empty)) is not None:
             log.warning("%s", warning)
-    open_questions = sum(count_questions(datasets.datasets[n], _open) for n in selected)
+    # Counted when there are some: each question with gold evidence is tested one by one.
+    open_questions = sum(count_questions(datasets.datasets[n], _open) for n in selected) if any_open else None
     if request.judge is not None:
         VerdictCache(Path(root), request.judge.judge).check()  # a planted link: before any file is read
     config = _Config(request, log.getEffectiveLevel(), root)
@@ -386,7 +387,7 @@ def grade_tree(
         skipped_files=skipped,
         ignored_files=ignored + parent.ignored,
         unreadable=tuple(unreadable),
-        scorable_open_questions=open_questions if any_open else None,
+        scorable_open_questions=open_questions,
         extract=request.extract,
         judge=request.judge,
         **{name: value.finish() for name, value in kept.items()},
