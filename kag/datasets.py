@@ -6,7 +6,6 @@ the lean reading of a file without its texts is :mod:`kag.datasets_stream`'s.
 
 from __future__ import annotations
 
-import gc
 import json
 import re
 from collections.abc import Callable, Iterator, Mapping
@@ -217,22 +216,10 @@ def load_json(data: bytes, path: Path) -> object:
 
 def parse_datasets(data: bytes, path: Path) -> Datasets:
     """Parse and validate a datasets file; all problems are reported at once (capped)."""
-    with collector_paused():
-        loaded = _parse_datasets(data, path)
-        _unwalked()
-    return loaded
-
-
-def _unwalked() -> None:
-    """Hand what the collector tracks to its oldest generation without walking it (called
-    while it is paused, after a load): a loaded table holds no cycle and lives as long as
-    its run, and the collection that resuming the collector starts would otherwise walk
-    each of its questions with gold evidence or accepted answers (9 ms for 10,000, before
-    any result file is read). Not when the program keeps objects frozen (``gc.freeze``):
-    they stay so."""
-    if gc.get_freeze_count() == 0:
-        gc.freeze()  # every generation into the permanent one, the young count back to 0
-        gc.unfreeze()  # the permanent one into the oldest
+    # The table lives as long as its run: the collector resumed would walk each of its
+    # questions (9 ms for 10,000 with gold evidence, before any result file is read).
+    with collector_paused(keep=True):
+        return _parse_datasets(data, path)
 
 
 def _parse_datasets(data: bytes, path: Path) -> Datasets:
@@ -293,9 +280,8 @@ def load_datasets(path: str | Path, *, texts: bool = True) -> Datasets:
     whole, texts and all (``texts`` is then True in the result)."""
     path = Path(path)
     if not texts:
-        with collector_paused():
+        with collector_paused(keep=True):  # see parse_datasets
             lean = read_lean(path)
-            _unwalked()
         if lean is not None:
             return Datasets(path, lean.datasets, texts=False, lean=lean.datasets)
     return parse_datasets(read_bytes_file(path, "datasets file"), path)

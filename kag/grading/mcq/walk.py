@@ -360,7 +360,8 @@ def grade_tree(
     skipped = ignored = 0
     unreadable: list[Unreadable] = []
     kept = kept_parts(request.asked)
-    with collector_paused():
+    # What the run gathers lives until its report: kept from the collector's walks.
+    with collector_paused(keep=True):
         for part in _graded_chunks(chunks, config, workers):
             for name, value in part.kept.items():
                 kept[name].merge(value)
@@ -375,13 +376,15 @@ def grade_tree(
             skipped += part.skipped
             ignored += part.ignored
             unreadable.extend(part.unreadable)
+        blocks = {key: tallies[key].freeze() for key in sorted(tallies)}
+        parts = {name: value.finish() for name, value in kept.items()}
     for level, message in parent.logs:
         log.log(level, "%s", message)
     unreadable.sort(key=lambda u: u.path)
     for bad in unreadable:
         log.warning("%s: unreadable result file: %s", escape_controls(bad.path), bad.reason)
     return GradeRun(
-        tallies={key: tallies[key].freeze() for key in sorted(tallies)},
+        tallies=blocks,
         datasets=len(selected),
         scorable_questions=scorable,
         skipped_files=skipped,
@@ -390,7 +393,7 @@ def grade_tree(
         scorable_open_questions=open_questions,
         extract=request.extract,
         judge=request.judge,
-        **{name: value.finish() for name, value in kept.items()},
+        **parts,
     )
 
 
