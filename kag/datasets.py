@@ -216,7 +216,9 @@ def load_json(data: bytes, path: Path) -> object:
 
 def parse_datasets(data: bytes, path: Path) -> Datasets:
     """Parse and validate a datasets file; all problems are reported at once (capped)."""
-    with collector_paused():
+    # The table lives as long as its run: the collector resumed would walk each of its
+    # questions (9 ms for 10,000 with gold evidence, before any result file is read).
+    with collector_paused(keep=True):
         return _parse_datasets(data, path)
 
 
@@ -278,7 +280,7 @@ def load_datasets(path: str | Path, *, texts: bool = True) -> Datasets:
     whole, texts and all (``texts`` is then True in the result)."""
     path = Path(path)
     if not texts:
-        with collector_paused():
+        with collector_paused(keep=True):  # see parse_datasets
             lean = read_lean(path)
         if lean is not None:
             return Datasets(path, lean.datasets, texts=False, lean=lean.datasets)

@@ -96,7 +96,7 @@ def _triples(value: object) -> tuple[tuple[str, str, str], ...] | None:
         parts = _names(item)
         if parts is None or len(parts) != 3:
             return None
-        out.append((parts[0], parts[1], parts[2]))
+        out.append(parts)  # three names: a triple
     return tuple(out)
 
 
@@ -134,9 +134,18 @@ def _parse_evidence(where: str, entry: dict[str, object], problems: list[str]) -
     return names, ()
 
 
-def parse_question(dataset: str, qid: str, entry: object, problems: list[str]) -> Question | None:
+#: Gives the MCQ a question without its texts holds: from its answer key and its options
+#: (their keys), the one MCQ shared by every question of that form.
+Shapes = Callable[[str | None, dict[str, str]], MCQ]
+
+
+def parse_question(
+    dataset: str, qid: str, entry: object, problems: list[str], shapes: Shapes | None = None
+) -> Question | None:
     """The question ``dataset/qid`` of the file, from its entry's JSON value; None when it
-    cannot be one, after appending why to ``problems`` (one line naming ``dataset/qid``)."""
+    cannot be one, after appending why to ``problems`` (one line naming ``dataset/qid``).
+    With ``shapes``, the question is made without its texts (``input`` is ``""`` and its
+    MCQ the one ``shapes`` gives for its form), as a lean table keeps it."""
     where = f"{dataset}/{qid}"
     if not isinstance(entry, dict):
         problems.append(f"{where}: entry must be an object")
@@ -144,17 +153,26 @@ def parse_question(dataset: str, qid: str, entry: object, problems: list[str]) -
     evidence = _parse_evidence(where, entry, problems)
     if evidence is None:
         return None
-    return _parse_entry(where, dataset, qid, entry, problems, evidence)
+    return _parse_entry(where, dataset, qid, entry, problems, evidence, shapes)
 
 
 def _parse_entry(
-    where: str, dataset: str, qid: str, entry: dict[str, object], problems: list[str], evidence: Evidence
+    where: str,
+    dataset: str,
+    qid: str,
+    entry: dict[str, object],
+    problems: list[str],
+    evidence: Evidence,
+    shapes: Shapes | None,
 ) -> Question | None:
-    """The question of an entry with its gold ``evidence`` (made once, with it)."""
+    """The question of an entry with its gold ``evidence`` (made once, with it), without
+    its texts when ``shapes`` is given (:func:`parse_question`)."""
     text = entry.get("input")
     if not isinstance(text, str):
         problems.append(f"{where}: 'input' must be a string")
         return None
+    if shapes is not None:
+        text = ""
     output = entry.get("output")
     if output is None:
         return Question(dataset, qid, text, None, None, *evidence)
@@ -193,7 +211,8 @@ def _parse_entry(
     if answer is not None and (not isinstance(answer, str) or answer not in options):
         problems.append(f"{where}: 'output.answer' {answer!r} is not one of the option keys {list(options)}")
         return None
-    return Question(dataset, qid, text, MCQ(dict(options), answer), None, *evidence)
+    mcq = MCQ(dict(options), answer) if shapes is None else shapes(answer, options)
+    return Question(dataset, qid, text, mcq, None, *evidence)
 
 
 def _parse_open(

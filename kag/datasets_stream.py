@@ -89,14 +89,20 @@ class LeanFile:
 
     def code(self, mcq: MCQ | None) -> int:
         """The code of ``mcq``'s answer and option keys (0 for None)."""
-        if mcq is None:
-            return 0
-        key = (mcq.answer, tuple(mcq.options))
+        return 0 if mcq is None else self._code(mcq.answer, mcq.options)
+
+    def _code(self, answer: str | None, options: dict[str, str]) -> int:
+        key = (answer, tuple(options))
         code = self._codes.get(key)
         if code is None:
             code = self._codes[key] = len(self.shapes)
-            self.shapes.append(MCQ(dict.fromkeys(key[1], ""), mcq.answer))
+            self.shapes.append(MCQ(dict.fromkeys(key[1], ""), answer))
         return code
+
+    def shape(self, answer: str | None, options: dict[str, str]) -> MCQ:
+        """The MCQ of the questions with this answer key and these options (their keys),
+        without the options' texts: one object for all of them."""
+        return self.shapes[self._code(answer, options)]  # type: ignore[return-value]  # code > 0
 
     def read_entry(self, start: int, length: int, crc: int) -> str:
         """The text of the entry at bytes ``start`` to ``start + length`` of the file;
@@ -179,22 +185,14 @@ class LeanQuestions(Mapping[str, Question]):
         return -1
 
     def add(self, question: Question, start: int, length: int, crc: int) -> None:
-        """Keep ``question`` (read whole, texts and all), its entry being ``length`` bytes at
+        """Keep ``question`` (read without its texts, its MCQ the file's shape of its form:
+        ``parse_question(..., shapes=file.shape)``), its entry being ``length`` bytes at
         ``start`` with CRC-32 ``crc``; :meth:`seal` once every question is added."""
         self._ids += question.id.encode()
         self._ends.append(len(self._ids))
         mcq = question.mcq
         if question.open is not None or question.evidence or question.evidence_triples:
-            lean = None if mcq is None else self._file.shapes[self._file.code(mcq)]
-            self._kept[len(self._codes)] = Question(
-                self.dataset,
-                question.id,
-                "",
-                lean,
-                question.open,
-                question.evidence,
-                question.evidence_triples,
-            )
+            self._kept[len(self._codes)] = question
             self._codes.append(_KEPT)
         else:
             code = self._file.code(mcq) + 1
@@ -457,7 +455,7 @@ class _Stream:
         if self.next_char() == "}":
             self.pos += 1
             return table
-        scan, key_at = self.scan, _KEY.match
+        scan, key_at, shape = self.scan, _KEY.match, self.file.shape
         while True:
             # The usual key (no escape) and entry in one step; the general ones else.
             match = key_at(self.buf, self.pos)
@@ -484,7 +482,7 @@ class _Stream:
                 raise _Unusual
             if buf.find("\\u", start, end) >= 0:
                 self.check_surrogates(start, end)
-            question = parse_question(name, qid, value, [])
+            question = parse_question(name, qid, value, [], shape)
             if question is None:
                 raise _Unusual
             data = buf[start:end].encode()

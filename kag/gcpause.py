@@ -14,13 +14,22 @@ from contextlib import contextmanager
 
 
 @contextmanager
-def collector_paused() -> Iterator[None]:
+def collector_paused(*, keep: bool = False) -> Iterator[None]:
     """Pause CPython's cyclic garbage collector, restoring its state afterwards (also a
-    decorator: ``@collector_paused()``)."""
+    decorator: ``@collector_paused()``).
+
+    ``keep``: what was made lives on (a loaded table, a run's results), so on a normal exit
+    every object the collector tracks is handed to its oldest generation without being
+    walked (``gc.freeze`` then ``gc.unfreeze``): resuming the collector would otherwise walk
+    all of it at once, and again as it ages. Not when the program keeps objects frozen:
+    they stay so."""
     enabled = gc.isenabled()
     gc.disable()
     try:
         yield
+        if keep and gc.get_freeze_count() == 0:
+            gc.freeze()  # every generation into the permanent one, the young count back to 0
+            gc.unfreeze()  # the permanent one into the oldest
     finally:
         if enabled:
             gc.enable()

@@ -4,6 +4,7 @@ messages, and gives each question whole on demand from a file that has not chang
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 
 import kag.datasets_stream
 from kag.datasets import MAX_PROBLEMS, Datasets, DatasetsChanged, count_questions, load_datasets
+from kag.datasets_entries import MCQ, OpenAnswer, Question
 from kag.errors import InputError
 
 PREFIX = "wekgr-"
@@ -342,6 +344,30 @@ def test_lean_questions_carry_no_texts_and_share_their_option_forms(tmp_path: Pa
     assert again.get("ds", "1").mcq is again.get("ds", "1").mcq  # one form for every question of it
 
 
+def test_a_question_with_gold_evidence_is_kept_without_its_texts_and_shares_its_form(tmp_path: Path):
+    mcq = {"type": "MCQ", "options": {"a": "x", "b": "y"}, "answer": "a"}
+    gold = {"entities": ["Aspirin"], "triples": [["Aspirin", "treats", "Pain"]]}
+    data = {
+        "ds": {
+            "1": {"input": "q1", "output": mcq},
+            "2": {"input": "q2", "output": {**mcq, "options": {"a": "z", "b": "w"}}, "evidence": gold},
+            "3": {"input": "q3", "output": {"type": "Open", "answers": ["Paris"]}, "evidence": ["Paris"]},
+        }
+    }
+    path = tmp_path / "datasets.json"
+    path.write_text(json.dumps(data))
+    lean = load_datasets(path, texts=False)
+    kept = lean.get("ds", "2")
+    assert kept == Question(
+        "ds", "2", "", MCQ({"a": "", "b": ""}, "a"), None, ("Aspirin",), (("Aspirin", "treats", "Pain"),)
+    )
+    assert kept.mcq is lean.get("ds", "1").mcq  # the form's one MCQ, with or without evidence
+    assert lean.get("ds", "3") == Question("ds", "3", "", None, OpenAnswer(("Paris",)), ("Paris",))
+    full = load_datasets(path)
+    assert [lean.datasets["ds"].full_question(q) for q in "123"] == [full.get("ds", q) for q in "123"]
+    assert full.get("ds", "2").input == "q2" and full.get("ds", "2").mcq.options == {"a": "z", "b": "w"}
+
+
 def test_many_questions_are_all_found(tmp_path: Path):
     doc = {"ds": {f"q{i}": {"input": "q", "output": {"type": "MCQ", "options": {"a": "", "b": ""}, "answer": "ab"[i % 2]}}
                   for i in range(5000)}}  # fmt: skip
@@ -449,3 +475,34 @@ def test_a_lean_table_pickled_to_another_process_finds_its_questions(tmp_path: P
 
 def _answers_of(loaded: Datasets) -> list[str | None]:
     return [q.mcq.answer if (q := loaded.get("ds", qid)) and q.mcq else None for qid in "1234"]
+
+
+def _in_generation(obj: object, generation: int) -> bool:
+    return any(o is obj for o in gc.get_objects(generation=generation))
+
+
+@pytest.mark.parametrize("texts", [False, True])
+def test_a_load_hands_its_questions_to_the_collectors_oldest_generation_unwalked(tmp_path: Path, texts: bool):
+    path = tmp_path / "datasets.json"
+    path.write_text(json.dumps({"ds": {"1": {"input": "q", "output": None, "evidence": ["Aspirin"]}}}))
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    question = load_datasets(path, texts=texts).get("ds", "1")
+    assert question is not None and question.evidence == ("Aspirin",)
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    # Not left young, where the next collection would walk it with every question of the file.
+    assert _in_generation(question, 2) and not _in_generation(question, 0)
+
+
+def test_objects_a_program_keeps_frozen_stay_frozen_through_a_load(tmp_path: Path):
+    path = tmp_path / "datasets.json"
+    path.write_text(json.dumps({"ds": {"1": {"input": "q", "output": None, "evidence": ["Aspirin"]}}}))
+    kept = [object()]
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        question = load_datasets(path, texts=False).get("ds", "1")
+        assert gc.get_freeze_count() == frozen  # nothing of the program's unfrozen
+        assert _in_generation(question, 0) or _in_generation(question, 1) or _in_generation(question, 2)
+        assert not _in_generation(kept, 2)
+    finally:
+        gc.unfreeze()

@@ -43,8 +43,7 @@ def evidence_found(names: Sequence[str], retrieval_text: str | RetrievalText) ->
 def normalized_found(names: Sequence[str], text: RetrievalText) -> tuple[bool, ...]:
     """:func:`evidence_found` of names given normalized (``normalize_title``, as a question's
     gold is once for all of its files: :class:`~kag.grading.retrieval_quality.QuestionGold`)."""
-    contains = text.contains
-    return tuple([contains(name) for name in names])
+    return tuple(map(text.contains, names))
 
 
 @dataclass(frozen=True, slots=True)

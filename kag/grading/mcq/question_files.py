@@ -34,6 +34,9 @@ from kag.grading.verdicts import JudgeKey, VerdictCache, mcq_texts, open_texts, 
 from kag.results.codec import GradingFields, parse_grading_fields
 from kag.results.io import read_result_bytes, read_result_stamped
 
+# An enum member read from its class costs a lookup through the enum's type (per file).
+_OK = Outcome.OK
+
 # The most distinct evidence records a grader keeps to share (a question with many evidence
 # names may find any subset of them).
 _ALIKE_KEPT = 1024
@@ -236,7 +239,7 @@ class FileGrader:
         quality = found = hit = None
         if with_text and fields.retrieval_text is not None:  # a file without a retrieval has neither
             # Crossed with the strict grade; the text prepared once for both evidence measures.
-            correct = outcome[0] is Outcome.OK
+            correct = outcome[0] is _OK
             text = self._prepared(task, fields.retrieval_text)
             quality = self._quality(fields, correct, text)
             if task.evidence:

@@ -200,7 +200,10 @@ def _grade_chunk(tasks: Sequence[QuestionTask], config: _Config) -> _ChunkResult
                 continue
             out.tally(key).add(graded)
             if got.evidence is not None and evidence is not None:
-                evidence.setdefault(key, {})[task.question] = got.evidence
+                kept_evidence = evidence.get(key)
+                if kept_evidence is None:
+                    kept_evidence = evidence[key] = {}
+                kept_evidence[task.question] = got.evidence
             if records is not None:
                 records.append(graded)
             if firsts is not None:
@@ -344,7 +347,8 @@ def grade_tree(
         datasets, empty = usable_open_gold(datasets)
         if (warning := empty_gold_warning(datasets, empty)) is not None:
             log.warning("%s", warning)
-    open_questions = sum(count_questions(datasets.datasets[n], _open) for n in selected)
+    # Counted when there are some: each question with gold evidence is tested one by one.
+    open_questions = sum(count_questions(datasets.datasets[n], _open) for n in selected) if any_open else None
     if request.judge is not None:
         VerdictCache(Path(root), request.judge.judge).check()  # a planted link: before any file is read
     config = _Config(request, log.getEffectiveLevel(), root)
@@ -356,7 +360,8 @@ def grade_tree(
     skipped = ignored = 0
     unreadable: list[Unreadable] = []
     kept = kept_parts(request.asked)
-    with collector_paused():
+    # What the run gathers lives until its report: kept from the collector's walks.
+    with collector_paused(keep=True):
         for part in _graded_chunks(chunks, config, workers):
             for name, value in part.kept.items():
                 kept[name].merge(value)
@@ -371,22 +376,24 @@ def grade_tree(
             skipped += part.skipped
             ignored += part.ignored
             unreadable.extend(part.unreadable)
+        blocks = {key: tallies[key].freeze() for key in sorted(tallies)}
+        parts = {name: value.finish() for name, value in kept.items()}
     for level, message in parent.logs:
         log.log(level, "%s", message)
     unreadable.sort(key=lambda u: u.path)
     for bad in unreadable:
         log.warning("%s: unreadable result file: %s", escape_controls(bad.path), bad.reason)
     return GradeRun(
-        tallies={key: tallies[key].freeze() for key in sorted(tallies)},
+        tallies=blocks,
         datasets=len(selected),
         scorable_questions=scorable,
         skipped_files=skipped,
         ignored_files=ignored + parent.ignored,
         unreadable=tuple(unreadable),
-        scorable_open_questions=open_questions if any_open else None,
+        scorable_open_questions=open_questions,
         extract=request.extract,
         judge=request.judge,
-        **{name: value.finish() for name, value in kept.items()},
+        **parts,
     )
 
 

@@ -201,7 +201,17 @@ class ByQuestion(dict[tuple[str, str], dict[str, Any]]):
             self.setdefault(key, {}).update(questions)
 
     def finish(self) -> dict[tuple[str, str], dict[str, Any]]:
-        return {key: {q: self[key][q] for q in sorted(self[key])} for key in sorted(self)}
+        return {key: _by_name(self[key]) for key in sorted(self)}
+
+
+def _by_name(questions: dict[str, Any]) -> dict[str, Any]:
+    """``questions`` sorted by question name: copied as they are when they came in that order
+    (as a walk's chunks bring them: a question folder's files, folders in name order)."""
+    names = list(questions)
+    ordered = sorted(names)
+    if ordered == names:
+        return questions.copy()
+    return {name: questions[name] for name in ordered}
 
 
 def merge_first(parts: Sequence[tuple[str, Any]], rename: Rename) -> Any:

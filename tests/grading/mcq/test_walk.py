@@ -758,3 +758,6 @@ def test_the_collector_is_paused_while_files_are_graded_and_left_as_it_was(
         (gc.enable if was else gc.disable)()
     assert seen == [False] * 3 and run.tallies[("kag", "med")].correct == 3
     assert after is enabled
+    # What the run gathered lives until its report: handed to the oldest generation, where
+    # resuming the collector does not walk it at once.
+    assert any(o is run.tallies for o in gc.get_objects(generation=2))

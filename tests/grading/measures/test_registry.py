@@ -11,7 +11,7 @@ import pytest
 from kag.grading.mcq.metrics import GradeRun, Metrics, Tally
 from kag.grading.measures import measure, merge_by_setup, merge_first, register, registered, run_fields
 from kag.grading.measures.declarations import Block
-from kag.grading.measures.registry import Measure
+from kag.grading.measures.registry import ByQuestion, Measure
 from kag.grading.record import GradedFile, Outcome
 from kag.render.columns import STATS_COLUMNS
 from kag.render.stats import metrics_to_json
@@ -220,3 +220,16 @@ def test_two_reducers_cannot_share_a_key(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setitem(registry._REGISTRY, "again", again)
     with pytest.raises(ValueError, match=r"share a key: \['pass_at'\]"):
         reducers()
+
+
+def test_a_kept_part_by_question_is_finished_sorted_by_key_then_question_whatever_order_it_came_in():
+    part = ByQuestion()
+    part.merge(ByQuestion({("s2", "d"): {"q1": 1, "q2": 2}, ("s1", "d"): {"q3": 3, "q10": 10, "q1": 1}}))
+    part.merge(ByQuestion({("s2", "d"): {"q3": 3}}))
+    finished = part.finish()
+    assert [(key, list(questions.items())) for key, questions in finished.items()] == [
+        (("s1", "d"), [("q1", 1), ("q10", 10), ("q3", 3)]),
+        (("s2", "d"), [("q1", 1), ("q2", 2), ("q3", 3)]),
+    ]
+    finished[("s2", "d")]["q9"] = 9  # a new mapping: the part is left as it was
+    assert "q9" not in part[("s2", "d")]
