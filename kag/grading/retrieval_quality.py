@@ -350,13 +350,10 @@ def _exact_by_gold_names(
     for name in gold.names:
         if name and names_a_node(name, name_keys):
             found += 1
-    for s, o in gold.ends:
-        if names_a_node(s, name_keys) and names_a_node(o, name_keys):
-            break
-    else:
+    reachable = [(s, o) for s, o in gold.ends if names_a_node(s, name_keys) and names_a_node(o, name_keys)]
+    if not reachable:
         # No gold triple has both ends among the nodes: none can be found, no line is read.
         return _unreached(len(gold.entities), found, len(gold.triples), relationships, correct)
-    reachable = [(s, o) for s, o in gold.ends if names_a_node(s, name_keys) and names_a_node(o, name_keys)]
     if not gold.ends_named:
         return None
     # Only the nodes named like the ends of a reachable triple can match one.

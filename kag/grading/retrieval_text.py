@@ -337,14 +337,7 @@ class RetrievalText:
             return found
         if self._keys is None:
             self._first_keys(name_keys)
-        if (
-            self._searchable
-            and name
-            and name not in self._scans
-            and len(name) <= _LONGEST
-            and name.isascii()
-            and (self._plain or " " not in name)
-        ):
+        if self._searchable and name not in self._scans and self._literal(name):
             # Sought as it is (`_scan_of`), not read yet: one reading answers both this and `contains`.
             facts = name_facts(name, self._spaced, self.text, name_keys, self.find)
             if facts < 0:

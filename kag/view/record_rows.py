@@ -269,6 +269,18 @@ def answer_vote(response: str | None) -> str | None:
     return "\0sha256:" + hashlib.sha256(folded.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+def _detail(record: GradedFile) -> list[Any]:
+    """The fields of ``record`` that the detail holds, in their order, without the last
+    ones it has not (None)."""
+    getter = _DETAIL_OF.get(type(record))
+    if getter is None:
+        getter = _DETAIL_OF[type(record)] = _detail_getter(type(record))
+    detail = list(getter(record))
+    while detail and detail[-1] is None:  # the fields a file has not: most of the last ones
+        del detail[-1]
+    return detail
+
+
 def to_row(
     record: GradedFile,
     base: tuple[object, ...],
@@ -288,12 +300,7 @@ def to_row(
         response = response[:ANSWER_CHARS]
     if error is not None and len(error) > ERROR_CHARS and "error" not in whole:
         error = error[:ERROR_CHARS]
-    getter = _DETAIL_OF.get(type(record))
-    if getter is None:
-        getter = _DETAIL_OF[type(record)] = _detail_getter(type(record))
-    detail = list(getter(record))
-    while detail and detail[-1] is None:  # the fields a file has not: most of the last ones
-        del detail[-1]
+    detail = _detail(record)
     # The two records nearly every file holds put in their JSON form here, without a call
     # back from orjson: the retrieval sample as its fields, a config already written as
     # its fragment (the bytes are those the call back gives).
@@ -307,10 +314,7 @@ def to_row(
     try:  # pack(detail), without its call, and each model config written once
         packed = b"%b" % (orjson.dumps(detail, default=_SHARED_JSON, option=_PASSTHROUGH),)
     except orjson.JSONEncodeError:
-        detail = list(getter(record))
-        while detail and detail[-1] is None:
-            del detail[-1]
-        packed = pack(detail)
+        packed = pack(_detail(record))  # the records as they are: the standard library's JSON
     extracted, retrieval = record.extracted, record.retrieval
     return base + (
         _VALUES[record.outcome],
